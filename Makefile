@@ -1,0 +1,101 @@
+# pacerd — build, run and test.
+#
+#   make            build build/pacerd (and nothing else)
+#   make run        install missing dependencies, build, start with conf/pacerd.yaml
+#   make test       install missing dependencies, build, run every unit and integration test
+#   make test SAN=1 the same under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make valgrind   integration suite with pacerd under valgrind (leaks are errors)
+#   make bench      scripts/bench.sh: wrk through pacerd vs. straight to the mock
+#
+# Every object goes to $(BUILD) so that sanitizer and plain builds never mix.
+
+CC      ?= cc
+SAN     ?= 0
+BUILD   ?= build$(if $(filter 1,$(SAN)),-san,)
+
+PKGS      := libevent libcurl jansson yaml-0.1 libcrypto
+MOCK_PKGS := libevent libevent_openssl libssl libcrypto jansson
+PKG_CFLAGS   = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS     = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+MOCK_CFLAGS  = $(shell pkg-config --cflags $(MOCK_PKGS) 2>/dev/null)
+MOCK_LIBS    = $(shell pkg-config --libs $(MOCK_PKGS) 2>/dev/null)
+CHECK_CFLAGS = $(shell pkg-config --cflags check 2>/dev/null)
+CHECK_LIBS   = $(shell pkg-config --libs check 2>/dev/null)
+
+WARN    := -Wall -Wextra -Werror -Wshadow -Wpointer-arith -Wstrict-prototypes \
+           -Wmissing-prototypes -Wformat=2 -Wno-format-nonliteral -Wundef
+CFLAGS  ?= -O2 -g
+CFLAGS  += -std=c11 -D_GNU_SOURCE -fno-strict-aliasing $(WARN) -MMD -MP
+LDFLAGS ?=
+ifeq ($(SAN),1)
+CFLAGS  += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -O1
+LDFLAGS += -fsanitize=address,undefined
+endif
+
+SRCS      := $(sort $(wildcard src/*.c))
+LIB_SRCS  := $(filter-out src/main.c,$(SRCS))
+OBJS      := $(SRCS:src/%.c=$(BUILD)/src/%.o)
+LIB_OBJS  := $(LIB_SRCS:src/%.c=$(BUILD)/src/%.o)
+UNIT_SRCS := $(sort $(wildcard tests/unit/test_*.c))
+UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
+MOCK_SRCS := $(sort $(wildcard tests/mock/*.c))
+
+.PHONY: all run test unit integration valgrind bench deps node-deps clean format lint
+.DEFAULT_GOAL := all
+
+all: $(BUILD)/pacerd
+
+$(BUILD)/pacerd: $(OBJS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
+
+$(BUILD)/src/%.o: src/%.c | $(BUILD)/src
+	$(CC) $(CFLAGS) $(PKG_CFLAGS) -c -o $@ $<
+
+$(BUILD)/tests/%.o: tests/unit/%.c | $(BUILD)/tests
+	$(CC) $(CFLAGS) -Wno-missing-prototypes $(PKG_CFLAGS) $(CHECK_CFLAGS) -Isrc -c -o $@ $<
+
+$(BUILD)/tests/test_%: $(BUILD)/tests/test_%.o $(LIB_OBJS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(CHECK_LIBS) -lm
+
+$(BUILD)/pacerd-mock: $(MOCK_SRCS) | $(BUILD)
+	$(CC) $(CFLAGS) $(MOCK_CFLAGS) -o $@ $(MOCK_SRCS) $(LDFLAGS) $(MOCK_LIBS) -lm
+
+$(BUILD) $(BUILD)/src $(BUILD)/tests:
+	mkdir -p $@
+
+deps:
+	./scripts/install-deps.sh
+
+node-deps: deps
+	./scripts/install-node-deps.sh
+
+run: deps
+	$(MAKE) all
+	./$(BUILD)/pacerd -c conf/pacerd.yaml
+
+unit: $(UNIT_BINS)
+	./tests/run-unit.sh $(UNIT_BINS)
+
+integration: $(BUILD)/pacerd $(BUILD)/pacerd-mock
+	PACERD_BIN=$(BUILD)/pacerd MOCK_BIN=$(BUILD)/pacerd-mock node tests/integration/run.mjs
+
+# make test: set-up, then unit and integration tests; the last line is the total.
+test: node-deps
+	$(MAKE) all $(UNIT_BINS) $(BUILD)/pacerd-mock
+	BUILD=$(BUILD) ./tests/run-all.sh $(UNIT_BINS)
+
+valgrind: node-deps
+	$(MAKE) all $(BUILD)/pacerd-mock
+	PACERD_BIN=$(BUILD)/pacerd MOCK_BIN=$(BUILD)/pacerd-mock PACERD_WRAPPER=valgrind node tests/integration/run.mjs
+
+bench: deps
+	$(MAKE) all $(BUILD)/pacerd-mock
+	BUILD=$(BUILD) ./scripts/bench.sh
+
+format:
+	clang-format -i src/*.c src/*.h tests/unit/*.c tests/mock/*.c
+
+clean:
+	rm -rf build build-san
+
+-include $(OBJS:.o=.d) $(UNIT_BINS:%=%.d)

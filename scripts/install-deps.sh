@@ -1,0 +1,36 @@
+#!/bin/sh
+# Installs the Debian 12 packages pacerd needs to build, test and benchmark.
+# Idempotent: asks dpkg what is missing and installs only that, without prompts.
+# Runs as root (CI, containers) or through sudo when available.
+set -eu
+
+PKGS="gcc make pkg-config libc6-dev
+libevent-dev libcurl4-openssl-dev libjansson-dev libyaml-dev libssl-dev check
+curl openssl ca-certificates valgrind wrk"
+
+missing=""
+for p in $PKGS; do
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+		missing="$missing $p"
+	fi
+done
+# Node.js runs the SDK integration tests; any install that provides node and npm will do
+# (Debian's own packages, or a NodeSource build as on some machines).
+if ! command -v node >/dev/null 2>&1; then missing="$missing nodejs"; fi
+if ! command -v npm >/dev/null 2>&1; then missing="$missing npm"; fi
+
+[ -z "$missing" ] && exit 0
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then
+	if command -v sudo >/dev/null 2>&1; then SUDO="sudo -n"; else
+		echo "install-deps: missing packages:$missing (run as root to install them)" >&2
+		exit 1
+	fi
+fi
+echo "install-deps: installing$missing"
+export DEBIAN_FRONTEND=noninteractive
+# A fresh machine has no package lists yet; update once before installing.
+$SUDO apt-get update -qq
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -qq --no-install-recommends $missing

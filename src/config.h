@@ -1,0 +1,143 @@
+/* config — YAML configuration (DESIGN §10): parsing, complete validation with
+ * file:line:column errors, PACERD_* environment overrides, built-in defaults.
+ *
+ * A struct config is immutable once loaded: reload builds a new one and swaps it
+ * only when it is valid. Every string it holds is owned by it. */
+#ifndef PACERD_CONFIG_H
+#define PACERD_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum key_source {
+	KEY_AUTHORIZATION,  /* "authorization": Authorization: Bearer <key> */
+	KEY_X_API_KEY,      /* "x-api-key" */
+	KEY_API_KEY,        /* "api-key" (Azure) */
+	KEY_X_GOOG_API_KEY, /* "x-goog-api-key" */
+	KEY_QUERY_KEY,      /* "query:key": ?key=<key> (Gemini) */
+};
+
+enum dialect { DIALECT_OPENAI, DIALECT_ANTHROPIC, DIALECT_AZURE, DIALECT_IETF, DIALECT_NONE };
+enum jitter_mode { JITTER_ADDITIVE, JITTER_FULL };
+enum agents_mode { AGENTS_OFF, AGENTS_SERIALIZE, AGENTS_REJECT };
+enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR };
+
+struct plan_conf {
+	char *name;
+	double max_requests_per_second; /* 0 = no limit */
+	double max_requests_per_minute;
+	double max_requests_per_hour;
+	double min_ms_per_request;
+	unsigned burst; /* >= 1 */
+	double max_tokens_per_minute;
+	double token_burst; /* 0 = tpm / 60 */
+	unsigned default_output_tokens;
+	unsigned max_concurrent; /* >= 1, hard ceiling */
+	struct {
+		bool adaptive;
+		unsigned initial; /* min <= initial <= max_concurrent */
+		unsigned min;     /* >= 1 */
+		double decrease_factor; /* in (0, 1) */
+	} concurrency;
+	struct {
+		bool adaptive;
+		unsigned min_ms;
+		unsigned max_ms; /* >= min_ms */
+		double backoff_multiplier; /* >= 1 */
+		unsigned recovery_step_ms;
+	} dispatch_delay;
+	double proactive_threshold; /* in [0, 1] */
+	struct {
+		unsigned max_depth; /* >= 1 */
+		unsigned max_wait_s;
+	} queue;
+	struct {
+		unsigned max_attempts; /* >= 1 */
+		unsigned initial_delay_ms;
+		unsigned max_delay_ms;
+		enum jitter_mode jitter;
+		unsigned deadline_s;
+	} retry;
+};
+
+struct provider_conf {
+	char *name;
+	char *upstream;   /* http(s)://host[:port][/base/path], no trailing '/' */
+	char *prefix;     /* starts with '/', no trailing '/' except the root "/" */
+	enum key_source key_source;
+	enum dialect dialect;
+	char **hosts;     /* lower-case host names for the forward-proxy form */
+	size_t n_hosts;
+	char *plan;       /* name of an entry of config.plans (validated) */
+	struct {
+		bool verify;
+		char *ca_file; /* "" = system store */
+	} tls;
+	struct {
+		unsigned connect_s;
+		unsigned first_byte_s;
+		unsigned idle_s;
+	} timeouts;
+	bool http2; /* opt-in HTTP/2 to the upstream (DESIGN §11: 1.1 by default) */
+};
+
+struct key_conf {
+	char *provider;
+	char *key_sha256; /* lower-case hex prefix, 12 to 64 digits */
+	char *plan;
+};
+
+struct config {
+	char *source; /* path of the file, or "(built-in defaults)" */
+	char *listen; /* host:port; [v6]:port */
+	struct {
+		char *listen; /* "" = disabled */
+		char *token;
+	} admin;
+	struct {
+		enum log_level level;
+		char *file; /* "-" = stderr */
+	} log;
+	struct {
+		uint64_t max_body_bytes;
+		unsigned max_header_bytes;
+		unsigned max_connections;
+		unsigned client_timeout_s;
+		unsigned max_lanes;
+		unsigned idle_ttl_s;
+	} limits;
+	unsigned drain_timeout_s;
+	char *default_provider;       /* name of an entry of providers */
+	struct provider_conf *providers; /* the active providers */
+	size_t n_providers;
+	struct plan_conf *plans;      /* always holds "default" */
+	size_t n_plans;
+	struct key_conf *keys;
+	size_t n_keys;
+	struct {
+		char *header; /* lower-case */
+		enum agents_mode mode;
+	} agents;
+};
+
+/* Loads `path` (NULL: built-in defaults only), then applies the PACERD_* variables
+ * found in `env` (a NULL-terminated array of "NAME=value" strings, like environ;
+ * NULL: none), then validates everything. On failure returns NULL and writes one
+ * line to err: "FILE:LINE:COLUMN: message" for errors in the file (1-based),
+ * "PACERD_X: message" for a bad variable, "FILE: message" for I/O errors. */
+struct config *config_load(const char *path, char *const *env, char *err, size_t errlen);
+void config_free(struct config *cfg);
+
+const struct provider_conf *config_provider(const struct config *cfg, const char *name);
+const struct plan_conf *config_plan(const struct config *cfg, const char *name);
+
+/* Splits "host:port", "[v6]:port" or ":port" (host "" = any). 0 on success, -1 on error. */
+int config_split_hostport(const char *s, char *host, size_t hostlen, unsigned *port);
+/* Whether a listen host is a loopback address (127.0.0.0/8, ::1, localhost). */
+bool config_host_is_loopback(const char *host);
+
+const char *config_key_source_name(enum key_source k);
+const char *config_dialect_name(enum dialect d);
+
+#endif
