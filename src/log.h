@@ -1,0 +1,58 @@
+/* log — one JSON object per line (DESIGN §7), to stderr or a file.
+ *
+ * A line is built in a fixed buffer on the stack and written with one write(2),
+ * so lines from one process never interleave and nothing is allocated:
+ *
+ *     struct log_line l;
+ *     if (log_begin(&l, LOG_INFO, "request")) {
+ *             log_str(&l, "request_id", id);
+ *             log_int(&l, "status", 200);
+ *             log_end(&l);
+ *     }
+ *
+ * Values are JSON-escaped; a line longer than the buffer is cut and marked
+ * "truncated":true, never overflowed. API keys must never be passed here: only
+ * their hash prefix (route_key_id). */
+#ifndef PACERD_LOG_H
+#define PACERD_LOG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "config.h"
+
+#define LOG_LINE_MAX 2048
+
+struct log_line {
+	char buf[LOG_LINE_MAX];
+	size_t len;
+	bool truncated;
+};
+
+/* Opens `path` for appending ("-" = stderr). 0 on success; -1 with err set. */
+int log_open(const char *path, enum log_level level, char *err, size_t errlen);
+void log_set_level(enum log_level level);
+bool log_enabled(enum log_level level);
+void log_close(void);
+
+/* Starts a line with ts, level and event; false when the level is filtered out
+ * (then nothing else needs to be called). */
+bool log_begin(struct log_line *l, enum log_level level, const char *event);
+void log_str(struct log_line *l, const char *key, const char *value);
+void log_strn(struct log_line *l, const char *key, const char *value, size_t n);
+void log_int(struct log_line *l, const char *key, long long value);
+void log_num(struct log_line *l, const char *key, double value);
+void log_bool(struct log_line *l, const char *key, bool value);
+void log_end(struct log_line *l);
+
+/* A plain message event: {"event":event,"message":msg}. */
+void log_msg(enum log_level level, const char *event, const char *msg);
+
+/* Routes libevent's and libcurl's own diagnostics into this log. */
+void log_hook_libevent(void);
+
+/* Wall clock in ms since the epoch, and a monotonic clock in ms. */
+long long log_wall_ms(void);
+long long mono_ms(void);
+
+#endif

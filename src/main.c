@@ -1,0 +1,275 @@
+/* main — command line, daemon lifecycle and signals.
+ *
+ *   pacerd [-c FILE] [--listen ADDR] [--check-config] [--version] [--help]
+ *
+ * Precedence of settings: command line > PACERD_* environment > file > built-in
+ * defaults. SIGTERM/SIGINT drain (stop accepting, let requests in flight finish
+ * within drain_timeout_s, exit 0); a second signal stops at once. */
+#include <curl/curl.h>
+#include <errno.h>
+#include <event2/event.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "log.h"
+#include "server.h"
+#include "upstream.h"
+
+#define PACERD_VERSION "0.1.0"
+
+extern char **environ;
+
+struct daemon {
+	struct event_base *base;
+	struct config *cfg;
+	struct upstream *up;
+	struct server *srv;
+	struct event *sigterm, *sigint, *sighup;
+	struct event *drain_timer;
+	struct event *exit_timer;
+	int signals_seen;
+};
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"usage: pacerd [-c FILE] [--listen ADDR] [--check-config] [--version] [--help]\n"
+		"\n"
+		"  -c, --config FILE   configuration file (default: conf/pacerd.yaml beside the\n"
+		"                      build tree, else /etc/pacerd/pacerd.yaml, else built-in)\n"
+		"  --listen ADDR       listen address, overrides the file and PACERD_LISTEN\n"
+		"  --check-config      validate the configuration and exit (0 = valid)\n"
+		"  --version           print the version and exit\n");
+}
+
+/* conf/pacerd.yaml beside the build tree the binary runs from (build/pacerd ->
+ * ../conf/pacerd.yaml), then /etc/pacerd/pacerd.yaml; NULL = built-in defaults. */
+static const char *default_config_path(char *buf, size_t len)
+{
+	char exe[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n > 0) {
+		exe[n] = '\0';
+		char *slash = strrchr(exe, '/');
+		if (slash != NULL) {
+			*slash = '\0';
+			snprintf(buf, len, "%s/../conf/pacerd.yaml", exe);
+			if (access(buf, R_OK) == 0)
+				return buf;
+		}
+	}
+	if (access("/etc/pacerd/pacerd.yaml", R_OK) == 0)
+		return "/etc/pacerd/pacerd.yaml";
+	return NULL;
+}
+
+static void exit_now(evutil_socket_t fd, short what, void *arg)
+{
+	struct daemon *d = arg;
+	(void)fd;
+	(void)what;
+	event_base_loopexit(d->base, NULL);
+}
+
+static void on_drained(void *arg)
+{
+	struct daemon *d = arg;
+	log_msg(LOG_INFO, "drained", "no request in flight; exiting");
+	/* Let the last responses leave the socket buffers on this loop turn. */
+	struct timeval tv = {0, 0};
+	evtimer_add(d->exit_timer, &tv);
+}
+
+static void on_drain_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	struct daemon *d = arg;
+	(void)fd;
+	(void)what;
+	struct log_line l;
+	if (log_begin(&l, LOG_WARN, "drain_timeout")) {
+		log_int(&l, "in_flight", (long long)server_in_flight(d->srv));
+		log_end(&l);
+	}
+	server_abort_all(d->srv);
+	/* Give the 503s a moment to be written, then stop regardless. */
+	struct timeval tv = {1, 0};
+	evtimer_add(d->exit_timer, &tv);
+}
+
+static void on_stop_signal(evutil_socket_t sig, short what, void *arg)
+{
+	struct daemon *d = arg;
+	(void)what;
+	if (++d->signals_seen > 1) {
+		log_msg(LOG_WARN, "shutdown", "second signal: stopping now");
+		server_abort_all(d->srv);
+		struct timeval tv = {0, 200 * 1000};
+		evtimer_add(d->exit_timer, &tv);
+		return;
+	}
+	struct log_line l;
+	if (log_begin(&l, LOG_INFO, "shutdown")) {
+		log_str(&l, "signal", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+		log_int(&l, "in_flight", (long long)server_in_flight(d->srv));
+		log_int(&l, "drain_timeout_s", d->cfg->drain_timeout_s);
+		log_end(&l);
+	}
+	struct timeval tv = {(time_t)d->cfg->drain_timeout_s, 0};
+	evtimer_add(d->drain_timer, &tv);
+	server_shutdown(d->srv, on_drained, d);
+}
+
+static void on_sighup(evutil_socket_t sig, short what, void *arg)
+{
+	(void)sig;
+	(void)what;
+	(void)arg;
+	log_msg(LOG_WARN, "reload", "configuration reload is not supported yet; "
+				    "the running configuration stays");
+}
+
+static int run(struct daemon *d)
+{
+	char err[512];
+	d->base = event_base_new();
+	if (d->base == NULL) {
+		fprintf(stderr, "pacerd: cannot create event loop\n");
+		return 1;
+	}
+	d->up = upstream_new(d->base, err, sizeof(err));
+	if (d->up == NULL) {
+		fprintf(stderr, "pacerd: %s\n", err);
+		return 1;
+	}
+	d->srv = server_new(d->base, d->cfg, d->up, err, sizeof(err));
+	if (d->srv == NULL) {
+		fprintf(stderr, "pacerd: %s\n", err);
+		return 1;
+	}
+	d->sigterm = evsignal_new(d->base, SIGTERM, on_stop_signal, d);
+	d->sigint = evsignal_new(d->base, SIGINT, on_stop_signal, d);
+	d->sighup = evsignal_new(d->base, SIGHUP, on_sighup, d);
+	d->drain_timer = evtimer_new(d->base, on_drain_timeout, d);
+	d->exit_timer = evtimer_new(d->base, exit_now, d);
+	if (!d->sigterm || !d->sigint || !d->sighup || !d->drain_timer || !d->exit_timer) {
+		fprintf(stderr, "pacerd: out of memory\n");
+		return 1;
+	}
+	event_add(d->sigterm, NULL);
+	event_add(d->sigint, NULL);
+	event_add(d->sighup, NULL);
+
+	struct log_line l;
+	if (log_begin(&l, LOG_INFO, "started")) {
+		log_str(&l, "version", PACERD_VERSION);
+		log_str(&l, "listen", d->cfg->listen);
+		log_str(&l, "config", d->cfg->source);
+		log_int(&l, "providers", (long long)d->cfg->n_providers);
+		log_str(&l, "default_provider", d->cfg->default_provider);
+		log_end(&l);
+	}
+	event_base_dispatch(d->base);
+	log_msg(LOG_INFO, "stopped", "pacerd exited cleanly");
+	return 0;
+}
+
+static void cleanup(struct daemon *d)
+{
+	server_free(d->srv);
+	upstream_free(d->up);
+	struct event *evs[] = {d->sigterm, d->sigint, d->sighup, d->drain_timer, d->exit_timer};
+	for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
+		if (evs[i] != NULL)
+			event_free(evs[i]);
+	if (d->base != NULL)
+		event_base_free(d->base);
+	config_free(d->cfg);
+	log_close();
+}
+
+int main(int argc, char **argv)
+{
+	const char *config_path = NULL;
+	const char *listen = NULL;
+	bool check_only = false;
+	char pathbuf[PATH_MAX + 32];
+
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if ((strcmp(a, "-c") == 0 || strcmp(a, "--config") == 0) && i + 1 < argc) {
+			config_path = argv[++i];
+		} else if (strcmp(a, "--listen") == 0 && i + 1 < argc) {
+			listen = argv[++i];
+		} else if (strcmp(a, "--check-config") == 0) {
+			check_only = true;
+		} else if (strcmp(a, "--version") == 0) {
+			printf("pacerd %s\n", PACERD_VERSION);
+			return 0;
+		} else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+			usage(stdout);
+			return 0;
+		} else if (!check_only || config_path != NULL || a[0] == '-') {
+			fprintf(stderr, "pacerd: unknown argument '%s'\n", a);
+			usage(stderr);
+			return 2;
+		} else {
+			config_path = a; /* pacerd --check-config FILE */
+		}
+	}
+	if (config_path == NULL)
+		config_path = default_config_path(pathbuf, sizeof(pathbuf));
+
+	char err[1024];
+	struct daemon d;
+	memset(&d, 0, sizeof(d));
+	d.cfg = config_load(config_path, environ, err, sizeof(err));
+	if (d.cfg == NULL) {
+		fprintf(stderr, "%s\n", err);
+		return 1;
+	}
+	if (listen != NULL) {
+		char host[256];
+		unsigned port;
+		if (config_split_hostport(listen, host, sizeof(host), &port) != 0) {
+			fprintf(stderr, "--listen: invalid address '%s'\n", listen);
+			config_free(d.cfg);
+			return 1;
+		}
+		char *copy = strdup(listen);
+		if (copy == NULL) {
+			config_free(d.cfg);
+			return 1;
+		}
+		free(d.cfg->listen);
+		d.cfg->listen = copy;
+	}
+	if (check_only) {
+		printf("%s: configuration ok\n", d.cfg->source);
+		config_free(d.cfg);
+		return 0;
+	}
+	if (log_open(d.cfg->log.file, d.cfg->log.level, err, sizeof(err)) != 0) {
+		fprintf(stderr, "%s\n", err);
+		config_free(d.cfg);
+		return 1;
+	}
+	log_hook_libevent();
+	/* libevent writes without MSG_NOSIGNAL: a client gone mid-write must not
+	 * kill the process. */
+	signal(SIGPIPE, SIG_IGN);
+	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+		fprintf(stderr, "pacerd: cannot initialise libcurl\n");
+		config_free(d.cfg);
+		return 1;
+	}
+	int rc = run(&d);
+	cleanup(&d);
+	curl_global_cleanup();
+	libevent_global_shutdown();
+	return rc;
+}
