@@ -129,7 +129,7 @@ static const char *shown(const char *s, char *buf, size_t len)
 static int fail_mark(struct ctx *c, yaml_mark_t m, const char *prefix, const char *msg)
 {
 	set_err(c, "%s:%zu:%zu: %s%s%s", c->file, m.line + 1, m.column + 1, prefix,
-		*prefix ? ": " : "", msg);
+	        *prefix ? ": " : "", msg);
 	return -1;
 }
 
@@ -149,7 +149,7 @@ static bool is_set(const struct ctx *c, const void *field)
 /* Reports a problem found after parsing, at whatever set `field`: the variable,
  * the file position, or `fallback` when the value is a built-in default. */
 static int fail_field(struct ctx *c, const void *field, const yaml_mark_t *fallback,
-		      const char *prefix, const char *msg)
+                      const char *prefix, const char *msg)
 {
 	const struct origin *o = origin_of(c, field);
 	if (o && o->env) {
@@ -190,8 +190,8 @@ static void join_path(char *out, size_t len, const char *path, const char *key)
 /* ------------------------------------------------------ names and helpers */
 
 static const char *const log_level_names[] = {"debug", "info", "warn", "error", NULL};
-static const char *const key_source_names[] = {"authorization", "x-api-key", "api-key",
-					       "x-goog-api-key", "query:key", NULL};
+static const char *const key_source_names[] = {"authorization",  "x-api-key", "api-key",
+                                               "x-goog-api-key", "query:key", NULL};
 static const char *const dialect_names[] = {"openai", "anthropic", "azure", "ietf", "none", NULL};
 static const char *const jitter_names[] = {"additive", "full", NULL};
 static const char *const agents_mode_names[] = {"off", "serialize", "reject", NULL};
@@ -344,8 +344,9 @@ static int check_listen(const char *in, char **out, char *msg, size_t len)
 {
 	char b[80];
 	if (config_split_hostport(in, NULL, 0, NULL) != 0) {
-		snprintf(msg, len, "expected host:port, [v6]:port or :port (port 1-65535), got '%s'",
-			 shown(in, b, sizeof(b)));
+		snprintf(msg, len,
+		         "expected host:port, [v6]:port or :port (port 1-65535), got '%s'",
+		         shown(in, b, sizeof(b)));
 		return -1;
 	}
 	*out = strdup(in);
@@ -368,8 +369,8 @@ static int check_name(const char *in, char **out, char *msg, size_t len)
 	size_t n = strlen(in);
 	if (n == 0 || n > MAX_NAME_LEN || !valid_hostname(in, n)) {
 		snprintf(msg, len,
-			 "expected a name of 1 to %d letters, digits, '.', '-' or '_', got '%s'",
-			 MAX_NAME_LEN, shown(in, b, sizeof(b)));
+		         "expected a name of 1 to %d letters, digits, '.', '-' or '_', got '%s'",
+		         MAX_NAME_LEN, shown(in, b, sizeof(b)));
 		return -1;
 	}
 	*out = strdup(in);
@@ -400,7 +401,7 @@ static int check_prefix(const char *in, char **out, char *msg, size_t len)
 	char b[80];
 	if (in[0] != '/' || !valid_path_chars(in)) {
 		snprintf(msg, len, "expected a path starting with '/', got '%s'",
-			 shown(in, b, sizeof(b)));
+		         shown(in, b, sizeof(b)));
 		return -1;
 	}
 	*out = dup_strip_slashes(in, 1); /* "/" and "//" both become "/" */
@@ -444,11 +445,13 @@ static int check_upstream(const char *in, char **out, char *msg, size_t len)
 	auth = skip ? strcspn(in + skip, "/") : 0;
 	if (!skip || !valid_path_chars(in) || !valid_authority(in + skip, auth)) {
 		if (skip && strpbrk(in, "?#"))
-			snprintf(msg, len, "an upstream must not have a query or fragment, got '%s'",
-				 shown(in, b, sizeof(b)));
+			snprintf(msg, len,
+			         "an upstream must not have a query or fragment, got '%s'",
+			         shown(in, b, sizeof(b)));
 		else
-			snprintf(msg, len, "expected an http:// or https:// URL with a host, got '%s'",
-				 shown(in, b, sizeof(b)));
+			snprintf(msg, len,
+			         "expected an http:// or https:// URL with a host, got '%s'",
+			         shown(in, b, sizeof(b)));
 		return -1;
 	}
 	*out = dup_strip_slashes(in, skip + auth);
@@ -473,7 +476,8 @@ static int check_hex(const char *in, char **out, char *msg, size_t len)
 	char b[80];
 	size_t n = strlen(in);
 	if (n < 12 || n > 64 || strspn(in, "0123456789abcdefABCDEF") != n) {
-		snprintf(msg, len, "expected 12 to 64 hex digits, got '%s'", shown(in, b, sizeof(b)));
+		snprintf(msg, len, "expected 12 to 64 hex digits, got '%s'",
+		         shown(in, b, sizeof(b)));
 		return -1;
 	}
 	*out = dup_lower(in);
@@ -486,8 +490,9 @@ static int check_header(const char *in, char **out, char *msg, size_t len)
 	char b[80];
 	size_t n = strlen(in);
 	if (n == 0 || strspn(in, "!#$%&'*+-.^_`|~0123456789"
-				 "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ") != n) {
-		snprintf(msg, len, "expected an HTTP header name, got '%s'", shown(in, b, sizeof(b)));
+	                         "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ") != n) {
+		snprintf(msg, len, "expected an HTTP header name, got '%s'",
+		         shown(in, b, sizeof(b)));
 		return -1;
 	}
 	*out = dup_lower(in);
@@ -497,144 +502,161 @@ static int check_header(const char *in, char **out, char *msg, size_t len)
 /* ----------------------------------------------------------- the schema */
 
 /* Table rows: T is the struct the field belongs to. */
-#define U(k, T, f, lo_, hi_, def)                                                              \
-	{.key = k, .type = OPT_UINT, .off = offsetof(T, f), .lo = lo_, .hi = hi_, .dnum = def}
-#define N(k, T, f, lo_, hi_, fl, def)                                                          \
-	{.key = k, .type = OPT_NUM, .off = offsetof(T, f), .lo = lo_, .hi = hi_, .flags = fl,   \
-	 .dnum = def}
-#define B(k, T, f, def) {.key = k, .type = OPT_BOOL, .off = offsetof(T, f), .dnum = def}
-#define S(k, T, f, chk, def)                                                                   \
-	{.key = k, .type = OPT_STR, .off = offsetof(T, f), .check = chk, .dstr = def}
-#define E(k, T, f, nm, def)                                                                    \
-	{.key = k, .type = OPT_ENUM, .off = offsetof(T, f), .names = nm, .dnum = def}
-#define SEC(k, table) {.key = k, .type = OPT_SECTION, .sub = table}
-#define END {.key = NULL}
+#define U(k, T, f, lo_, hi_, def)                                                                  \
+	{                                                                                          \
+		.key = k, .type = OPT_UINT, .off = offsetof(T, f), .lo = lo_, .hi = hi_,           \
+		.dnum = def                                                                        \
+	}
+#define N(k, T, f, lo_, hi_, fl, def)                                                              \
+	{                                                                                          \
+		.key = k, .type = OPT_NUM, .off = offsetof(T, f), .lo = lo_, .hi = hi_,            \
+		.flags = fl, .dnum = def                                                           \
+	}
+#define B(k, T, f, def)                                                                            \
+	{                                                                                          \
+		.key = k, .type = OPT_BOOL, .off = offsetof(T, f), .dnum = def                     \
+	}
+#define S(k, T, f, chk, def)                                                                       \
+	{                                                                                          \
+		.key = k, .type = OPT_STR, .off = offsetof(T, f), .check = chk, .dstr = def        \
+	}
+#define E(k, T, f, nm, def)                                                                        \
+	{                                                                                          \
+		.key = k, .type = OPT_ENUM, .off = offsetof(T, f), .names = nm, .dnum = def        \
+	}
+#define SEC(k, table)                                                                              \
+	{                                                                                          \
+		.key = k, .type = OPT_SECTION, .sub = table                                        \
+	}
+#define END                                                                                        \
+	{                                                                                          \
+		.key = NULL                                                                        \
+	}
 #define NOMAX ((double)UINT_MAX)
 #define INF HUGE_VAL
 
 static const struct opt concurrency_opts[] = {
-	B("adaptive", struct plan_conf, concurrency.adaptive, 1),
-	U("initial", struct plan_conf, concurrency.initial, 1, NOMAX, 4),
-	U("min", struct plan_conf, concurrency.min, 1, NOMAX, 1),
-	N("decrease_factor", struct plan_conf, concurrency.decrease_factor, 0, 1,
-	  OPT_LO_OPEN | OPT_HI_OPEN, 0.5),
-	END,
+    B("adaptive", struct plan_conf, concurrency.adaptive, 1),
+    U("initial", struct plan_conf, concurrency.initial, 1, NOMAX, 4),
+    U("min", struct plan_conf, concurrency.min, 1, NOMAX, 1),
+    N("decrease_factor", struct plan_conf, concurrency.decrease_factor, 0, 1,
+      OPT_LO_OPEN | OPT_HI_OPEN, 0.5),
+    END,
 };
 
 static const struct opt dispatch_delay_opts[] = {
-	B("adaptive", struct plan_conf, dispatch_delay.adaptive, 1),
-	U("min_ms", struct plan_conf, dispatch_delay.min_ms, 0, NOMAX, 0),
-	U("max_ms", struct plan_conf, dispatch_delay.max_ms, 0, NOMAX, 5000),
-	N("backoff_multiplier", struct plan_conf, dispatch_delay.backoff_multiplier, 1, INF, 0,
-	  2.0),
-	U("recovery_step_ms", struct plan_conf, dispatch_delay.recovery_step_ms, 0, NOMAX, 50),
-	END,
+    B("adaptive", struct plan_conf, dispatch_delay.adaptive, 1),
+    U("min_ms", struct plan_conf, dispatch_delay.min_ms, 0, NOMAX, 0),
+    U("max_ms", struct plan_conf, dispatch_delay.max_ms, 0, NOMAX, 5000),
+    N("backoff_multiplier", struct plan_conf, dispatch_delay.backoff_multiplier, 1, INF, 0, 2.0),
+    U("recovery_step_ms", struct plan_conf, dispatch_delay.recovery_step_ms, 0, NOMAX, 50),
+    END,
 };
 
 static const struct opt queue_opts[] = {
-	U("max_depth", struct plan_conf, queue.max_depth, 1, NOMAX, 10000),
-	U("max_wait_s", struct plan_conf, queue.max_wait_s, 1, NOMAX, 600),
-	END,
+    U("max_depth", struct plan_conf, queue.max_depth, 1, NOMAX, 10000),
+    U("max_wait_s", struct plan_conf, queue.max_wait_s, 1, NOMAX, 600),
+    END,
 };
 
 static const struct opt retry_opts[] = {
-	U("max_attempts", struct plan_conf, retry.max_attempts, 1, NOMAX, 3),
-	U("initial_delay_ms", struct plan_conf, retry.initial_delay_ms, 0, NOMAX, 1000),
-	U("max_delay_ms", struct plan_conf, retry.max_delay_ms, 0, NOMAX, 60000),
-	E("jitter", struct plan_conf, retry.jitter, jitter_names, JITTER_ADDITIVE),
-	U("deadline_s", struct plan_conf, retry.deadline_s, 1, NOMAX, 300),
-	END,
+    U("max_attempts", struct plan_conf, retry.max_attempts, 1, NOMAX, 3),
+    U("initial_delay_ms", struct plan_conf, retry.initial_delay_ms, 0, NOMAX, 1000),
+    U("max_delay_ms", struct plan_conf, retry.max_delay_ms, 0, NOMAX, 60000),
+    E("jitter", struct plan_conf, retry.jitter, jitter_names, JITTER_ADDITIVE),
+    U("deadline_s", struct plan_conf, retry.deadline_s, 1, NOMAX, 300),
+    END,
 };
 
 static const struct opt plan_opts[] = {
-	N("max_requests_per_second", struct plan_conf, max_requests_per_second, 0, INF, 0, 0),
-	N("max_requests_per_minute", struct plan_conf, max_requests_per_minute, 0, INF, 0, 0),
-	N("max_requests_per_hour", struct plan_conf, max_requests_per_hour, 0, INF, 0, 0),
-	N("min_ms_per_request", struct plan_conf, min_ms_per_request, 0, INF, 0, 0),
-	U("burst", struct plan_conf, burst, 1, NOMAX, 1),
-	N("max_tokens_per_minute", struct plan_conf, max_tokens_per_minute, 0, INF, 0, 0),
-	N("token_burst", struct plan_conf, token_burst, 0, INF, 0, 0),
-	U("default_output_tokens", struct plan_conf, default_output_tokens, 0, NOMAX, 1024),
-	U("max_concurrent", struct plan_conf, max_concurrent, 1, NOMAX, 64),
-	SEC("concurrency", concurrency_opts),
-	SEC("dispatch_delay", dispatch_delay_opts),
-	N("proactive_threshold", struct plan_conf, proactive_threshold, 0, 1, 0, 0.10),
-	SEC("queue", queue_opts),
-	SEC("retry", retry_opts),
-	END,
+    N("max_requests_per_second", struct plan_conf, max_requests_per_second, 0, INF, 0, 0),
+    N("max_requests_per_minute", struct plan_conf, max_requests_per_minute, 0, INF, 0, 0),
+    N("max_requests_per_hour", struct plan_conf, max_requests_per_hour, 0, INF, 0, 0),
+    N("min_ms_per_request", struct plan_conf, min_ms_per_request, 0, INF, 0, 0),
+    U("burst", struct plan_conf, burst, 1, NOMAX, 1),
+    N("max_tokens_per_minute", struct plan_conf, max_tokens_per_minute, 0, INF, 0, 0),
+    N("token_burst", struct plan_conf, token_burst, 0, INF, 0, 0),
+    U("default_output_tokens", struct plan_conf, default_output_tokens, 0, NOMAX, 1024),
+    U("max_concurrent", struct plan_conf, max_concurrent, 1, NOMAX, 64),
+    SEC("concurrency", concurrency_opts),
+    SEC("dispatch_delay", dispatch_delay_opts),
+    N("proactive_threshold", struct plan_conf, proactive_threshold, 0, 1, 0, 0.10),
+    SEC("queue", queue_opts),
+    SEC("retry", retry_opts),
+    END,
 };
 
 static const struct opt tls_opts[] = {
-	B("verify", struct provider_conf, tls.verify, 1),
-	S("ca_file", struct provider_conf, tls.ca_file, check_any, ""),
-	END,
+    B("verify", struct provider_conf, tls.verify, 1),
+    S("ca_file", struct provider_conf, tls.ca_file, check_any, ""),
+    END,
 };
 
 static const struct opt timeouts_opts[] = {
-	U("connect_s", struct provider_conf, timeouts.connect_s, 1, NOMAX, 10),
-	U("first_byte_s", struct provider_conf, timeouts.first_byte_s, 1, NOMAX, 300),
-	U("idle_s", struct provider_conf, timeouts.idle_s, 1, NOMAX, 300),
-	END,
+    U("connect_s", struct provider_conf, timeouts.connect_s, 1, NOMAX, 10),
+    U("first_byte_s", struct provider_conf, timeouts.first_byte_s, 1, NOMAX, 300),
+    U("idle_s", struct provider_conf, timeouts.idle_s, 1, NOMAX, 300),
+    END,
 };
 
 /* upstream, prefix, key_header, dialect and hosts have no table default: they come
  * from the built-in provider (or the rules for a new name), see provider_init(). */
 static const struct opt provider_opts[] = {
-	S("upstream", struct provider_conf, upstream, check_upstream, NULL),
-	S("prefix", struct provider_conf, prefix, check_prefix, NULL),
-	E("key_header", struct provider_conf, key_source, key_source_names, KEY_AUTHORIZATION),
-	E("dialect", struct provider_conf, dialect, dialect_names, DIALECT_OPENAI),
-	{.key = "hosts",
-	 .type = OPT_STRLIST,
-	 .off = offsetof(struct provider_conf, hosts),
-	 .off2 = offsetof(struct provider_conf, n_hosts),
-	 .check = check_host},
-	S("plan", struct provider_conf, plan, check_name, "default"),
-	SEC("tls", tls_opts),
-	SEC("timeouts", timeouts_opts),
-	B("http2", struct provider_conf, http2, 0),
-	END,
+    S("upstream", struct provider_conf, upstream, check_upstream, NULL),
+    S("prefix", struct provider_conf, prefix, check_prefix, NULL),
+    E("key_header", struct provider_conf, key_source, key_source_names, KEY_AUTHORIZATION),
+    E("dialect", struct provider_conf, dialect, dialect_names, DIALECT_OPENAI),
+    {.key = "hosts",
+     .type = OPT_STRLIST,
+     .off = offsetof(struct provider_conf, hosts),
+     .off2 = offsetof(struct provider_conf, n_hosts),
+     .check = check_host},
+    S("plan", struct provider_conf, plan, check_name, "default"),
+    SEC("tls", tls_opts),
+    SEC("timeouts", timeouts_opts),
+    B("http2", struct provider_conf, http2, 0),
+    END,
 };
 
 /* provider and key_sha256 are required (checked after parsing); plan defaults to
  * "default" so that an entry can just pin a key to the default plan's lane rules. */
 static const struct opt key_opts[] = {
-	S("provider", struct key_conf, provider, check_name, NULL),
-	S("key_sha256", struct key_conf, key_sha256, check_hex, NULL),
-	S("plan", struct key_conf, plan, check_name, "default"),
-	END,
+    S("provider", struct key_conf, provider, check_name, NULL),
+    S("key_sha256", struct key_conf, key_sha256, check_hex, NULL),
+    S("plan", struct key_conf, plan, check_name, "default"),
+    END,
 };
 
 static const struct opt admin_opts[] = {
-	S("listen", struct config, admin.listen, check_listen_or_empty, "127.0.0.1:9090"),
-	S("token", struct config, admin.token, check_any, ""),
-	END,
+    S("listen", struct config, admin.listen, check_listen_or_empty, "127.0.0.1:9090"),
+    S("token", struct config, admin.token, check_any, ""),
+    END,
 };
 
 static const struct opt log_opts[] = {
-	E("level", struct config, log.level, log_level_names, LOG_INFO),
-	S("file", struct config, log.file, check_nonempty, "-"),
-	END,
+    E("level", struct config, log.level, log_level_names, LOG_INFO),
+    S("file", struct config, log.file, check_nonempty, "-"),
+    END,
 };
 
 static const struct opt limits_opts[] = {
-	{.key = "max_body_bytes",
-	 .type = OPT_U64,
-	 .off = offsetof(struct config, limits.max_body_bytes),
-	 .lo = 1,
-	 .dnum = 33554432},
-	U("max_header_bytes", struct config, limits.max_header_bytes, 1, NOMAX, 65536),
-	U("max_connections", struct config, limits.max_connections, 1, NOMAX, 4096),
-	U("client_timeout_s", struct config, limits.client_timeout_s, 1, NOMAX, 900),
-	U("max_lanes", struct config, limits.max_lanes, 1, NOMAX, 100000),
-	U("idle_ttl_s", struct config, limits.idle_ttl_s, 1, NOMAX, 900),
-	END,
+    {.key = "max_body_bytes",
+     .type = OPT_U64,
+     .off = offsetof(struct config, limits.max_body_bytes),
+     .lo = 1,
+     .dnum = 33554432},
+    U("max_header_bytes", struct config, limits.max_header_bytes, 1, NOMAX, 65536),
+    U("max_connections", struct config, limits.max_connections, 1, NOMAX, 4096),
+    U("client_timeout_s", struct config, limits.client_timeout_s, 1, NOMAX, 900),
+    U("max_lanes", struct config, limits.max_lanes, 1, NOMAX, 100000),
+    U("idle_ttl_s", struct config, limits.idle_ttl_s, 1, NOMAX, 900),
+    END,
 };
 
 static const struct opt agents_opts[] = {
-	S("header", struct config, agents.header, check_header, "x-agent-id"),
-	E("mode", struct config, agents.mode, agents_mode_names, AGENTS_OFF),
-	END,
+    S("header", struct config, agents.header, check_header, "x-agent-id"),
+    E("mode", struct config, agents.mode, agents_mode_names, AGENTS_OFF),
+    END,
 };
 
 static int parse_providers(struct ctx *c, yaml_node_t *key, yaml_node_t *value);
@@ -642,17 +664,17 @@ static int parse_plans(struct ctx *c, yaml_node_t *key, yaml_node_t *value);
 static int parse_keys(struct ctx *c, yaml_node_t *key, yaml_node_t *value);
 
 static const struct opt root_opts[] = {
-	S("listen", struct config, listen, check_listen, "127.0.0.1:8080"),
-	SEC("admin", admin_opts),
-	SEC("log", log_opts),
-	SEC("limits", limits_opts),
-	U("drain_timeout_s", struct config, drain_timeout_s, 0, NOMAX, 30),
-	S("default_provider", struct config, default_provider, check_name, "openai"),
-	{.key = "providers", .type = OPT_CUSTOM, .parse = parse_providers},
-	{.key = "plans", .type = OPT_CUSTOM, .parse = parse_plans},
-	{.key = "keys", .type = OPT_CUSTOM, .parse = parse_keys},
-	SEC("agents", agents_opts),
-	END,
+    S("listen", struct config, listen, check_listen, "127.0.0.1:8080"),
+    SEC("admin", admin_opts),
+    SEC("log", log_opts),
+    SEC("limits", limits_opts),
+    U("drain_timeout_s", struct config, drain_timeout_s, 0, NOMAX, 30),
+    S("default_provider", struct config, default_provider, check_name, "openai"),
+    {.key = "providers", .type = OPT_CUSTOM, .parse = parse_providers},
+    {.key = "plans", .type = OPT_CUSTOM, .parse = parse_plans},
+    {.key = "keys", .type = OPT_CUSTOM, .parse = parse_keys},
+    SEC("agents", agents_opts),
+    END,
 };
 
 /* Built-in providers, in the order they are activated without a providers: section. */
@@ -661,21 +683,20 @@ static const struct builtin {
 	enum key_source key;
 	enum dialect dialect;
 } builtins[] = {
-	{"openai", "https://api.openai.com", "/", "api.openai.com", KEY_AUTHORIZATION,
-	 DIALECT_OPENAI},
-	{"anthropic", "https://api.anthropic.com", "/anthropic", "api.anthropic.com", KEY_X_API_KEY,
-	 DIALECT_ANTHROPIC},
-	{"azure", NULL, "/azure", NULL, KEY_API_KEY, DIALECT_AZURE},
-	{"gemini", "https://generativelanguage.googleapis.com", "/gemini",
-	 "generativelanguage.googleapis.com", KEY_X_GOOG_API_KEY, DIALECT_NONE},
-	{"openrouter", "https://openrouter.ai/api", "/openrouter", "openrouter.ai",
-	 KEY_AUTHORIZATION, DIALECT_OPENAI},
-	{"groq", "https://api.groq.com/openai", "/groq", "api.groq.com", KEY_AUTHORIZATION,
-	 DIALECT_OPENAI},
-	{"mistral", "https://api.mistral.ai", "/mistral", "api.mistral.ai", KEY_AUTHORIZATION,
-	 DIALECT_OPENAI},
-	{"together", "https://api.together.xyz", "/together", "api.together.xyz", KEY_AUTHORIZATION,
-	 DIALECT_OPENAI},
+    {"openai", "https://api.openai.com", "/", "api.openai.com", KEY_AUTHORIZATION, DIALECT_OPENAI},
+    {"anthropic", "https://api.anthropic.com", "/anthropic", "api.anthropic.com", KEY_X_API_KEY,
+     DIALECT_ANTHROPIC},
+    {"azure", NULL, "/azure", NULL, KEY_API_KEY, DIALECT_AZURE},
+    {"gemini", "https://generativelanguage.googleapis.com", "/gemini",
+     "generativelanguage.googleapis.com", KEY_X_GOOG_API_KEY, DIALECT_NONE},
+    {"openrouter", "https://openrouter.ai/api", "/openrouter", "openrouter.ai", KEY_AUTHORIZATION,
+     DIALECT_OPENAI},
+    {"groq", "https://api.groq.com/openai", "/groq", "api.groq.com", KEY_AUTHORIZATION,
+     DIALECT_OPENAI},
+    {"mistral", "https://api.mistral.ai", "/mistral", "api.mistral.ai", KEY_AUTHORIZATION,
+     DIALECT_OPENAI},
+    {"together", "https://api.together.xyz", "/together", "api.together.xyz", KEY_AUTHORIZATION,
+     DIALECT_OPENAI},
 };
 #define N_BUILTINS (sizeof(builtins) / sizeof(builtins[0]))
 
@@ -686,20 +707,20 @@ static const struct env_opt {
 	enum env_target target;
 	const char *key; /* dotted path in the target's table */
 } env_opts[] = {
-	{"PACERD_LISTEN", ENV_ROOT, "listen"},
-	{"PACERD_ADMIN_LISTEN", ENV_ROOT, "admin.listen"},
-	{"PACERD_LOG_LEVEL", ENV_ROOT, "log.level"},
-	{"PACERD_UPSTREAM", ENV_PROVIDER, "upstream"},
-	{"PACERD_RPS", ENV_PLAN, "max_requests_per_second"},
-	{"PACERD_RPM", ENV_PLAN, "max_requests_per_minute"},
-	{"PACERD_RPH", ENV_PLAN, "max_requests_per_hour"},
-	{"PACERD_MIN_MS", ENV_PLAN, "min_ms_per_request"},
-	{"PACERD_TPM", ENV_PLAN, "max_tokens_per_minute"},
-	{"PACERD_MAX_CONCURRENT", ENV_PLAN, "max_concurrent"},
-	{"PACERD_QUEUE_MAX_DEPTH", ENV_PLAN, "queue.max_depth"},
-	{"PACERD_RETRY_MAX_ATTEMPTS", ENV_PLAN, "retry.max_attempts"},
-	{"PACERD_RETRY_INITIAL_DELAY_MS", ENV_PLAN, "retry.initial_delay_ms"},
-	{"PACERD_RETRY_MAX_DELAY_MS", ENV_PLAN, "retry.max_delay_ms"},
+    {"PACERD_LISTEN", ENV_ROOT, "listen"},
+    {"PACERD_ADMIN_LISTEN", ENV_ROOT, "admin.listen"},
+    {"PACERD_LOG_LEVEL", ENV_ROOT, "log.level"},
+    {"PACERD_UPSTREAM", ENV_PROVIDER, "upstream"},
+    {"PACERD_RPS", ENV_PLAN, "max_requests_per_second"},
+    {"PACERD_RPM", ENV_PLAN, "max_requests_per_minute"},
+    {"PACERD_RPH", ENV_PLAN, "max_requests_per_hour"},
+    {"PACERD_MIN_MS", ENV_PLAN, "min_ms_per_request"},
+    {"PACERD_TPM", ENV_PLAN, "max_tokens_per_minute"},
+    {"PACERD_MAX_CONCURRENT", ENV_PLAN, "max_concurrent"},
+    {"PACERD_QUEUE_MAX_DEPTH", ENV_PLAN, "queue.max_depth"},
+    {"PACERD_RETRY_MAX_ATTEMPTS", ENV_PLAN, "retry.max_attempts"},
+    {"PACERD_RETRY_INITIAL_DELAY_MS", ENV_PLAN, "retry.initial_delay_ms"},
+    {"PACERD_RETRY_MAX_DELAY_MS", ENV_PLAN, "retry.max_delay_ms"},
 };
 
 /* ------------------------------------------------- defaults and freeing */
@@ -839,7 +860,8 @@ static int provider_init(struct provider_conf *p, const char *name)
 	}
 	p->key_source = b->key;
 	p->dialect = b->dialect;
-	if (!(p->prefix = strdup(b->prefix)) || (b->upstream && !(p->upstream = strdup(b->upstream))))
+	if (!(p->prefix = strdup(b->prefix)) ||
+	    (b->upstream && !(p->upstream = strdup(b->upstream))))
 		return -1;
 	if (b->host) {
 		if (!(p->hosts = calloc(1, sizeof(char *))) || !(p->hosts[0] = strdup(b->host)))
@@ -866,12 +888,12 @@ static void describe_number(const struct opt *o, bool integer, char *out, size_t
 	bool has_hi = integer ? (o->type == OPT_UINT && o->hi < NOMAX) : isfinite(o->hi);
 	if (has_hi)
 		snprintf(out, len, "a %s in %c%g, %g%c", what, (o->flags & OPT_LO_OPEN) ? '(' : '[',
-			 o->lo, o->hi, (o->flags & OPT_HI_OPEN) ? ')' : ']');
+		         o->lo, o->hi, (o->flags & OPT_HI_OPEN) ? ')' : ']');
 	else if (o->lo == 0 && !(o->flags & OPT_LO_OPEN))
 		snprintf(out, len, "a non-negative %s", what);
 	else
 		snprintf(out, len, "%s %s %s %g", integer ? "an" : "a", what,
-			 (o->flags & OPT_LO_OPEN) ? ">" : ">=", o->lo);
+		         (o->flags & OPT_LO_OPEN) ? ">" : ">=", o->lo);
 }
 
 static bool in_bounds(const struct opt *o, double v)
@@ -928,7 +950,7 @@ static void list_names(const char *const *names, char *out, size_t len)
  * scalar was quoted, which makes it a string, not a number or a boolean. On error
  * writes the reason (without location) to msg. */
 static int set_scalar(const struct opt *o, void *base, const char *text, bool quoted, char *msg,
-		      size_t len)
+                      size_t len)
 {
 	void *f = field_at(base, o->off);
 	char what[192], b[80], names[128];
@@ -951,7 +973,7 @@ static int set_scalar(const struct opt *o, void *base, const char *text, bool qu
 		describe_number(o, false, what, sizeof(what));
 		if (quoted || !parse_double(text, &d) || !in_bounds(o, d))
 			break;
-		*(double *)f = d;
+		*(double *)f = d == 0 ? 0 : d; /* "-0" is 0 */
 		return 0;
 	case OPT_BOOL:
 		snprintf(what, sizeof(what), "true or false");
@@ -986,7 +1008,7 @@ static int set_scalar(const struct opt *o, void *base, const char *text, bool qu
 		return -1;
 	}
 	snprintf(msg, len, "expected %s, got %s'%s'", what, quoted ? "the quoted string " : "",
-		 shown(text, b, sizeof(b)));
+	         shown(text, b, sizeof(b)));
 	return -1;
 }
 
@@ -994,7 +1016,9 @@ static int set_scalar(const struct opt *o, void *base, const char *text, bool qu
 
 static const char *node_kind(const yaml_node_t *n)
 {
-	return n->type == YAML_MAPPING_NODE ? "a mapping" : n->type == YAML_SEQUENCE_NODE ? "a list" : "a scalar";
+	return n->type == YAML_MAPPING_NODE    ? "a mapping"
+	       : n->type == YAML_SEQUENCE_NODE ? "a list"
+	                                       : "a scalar";
 }
 
 static const char *scalar(const yaml_node_t *n)
@@ -1009,7 +1033,8 @@ static bool is_null(const yaml_node_t *n)
 	if (n->type != YAML_SCALAR_NODE || n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
 		return false;
 	s = scalar(n);
-	return !*s || !strcmp(s, "~") || !strcmp(s, "null") || !strcmp(s, "Null") || !strcmp(s, "NULL");
+	return !*s || !strcmp(s, "~") || !strcmp(s, "null") || !strcmp(s, "Null") ||
+	       !strcmp(s, "NULL");
 }
 
 static bool is_quoted(const yaml_node_t *n)
@@ -1048,14 +1073,13 @@ static const char *where(const char *path, char *buf, size_t len)
 }
 
 /* The key node of pair i must be a scalar that no earlier pair of the mapping uses. */
-static int check_pair_key(struct ctx *c, yaml_node_t *map, yaml_node_pair_t *pair,
-			  const char *path)
+static int check_pair_key(struct ctx *c, yaml_node_t *map, yaml_node_pair_t *pair, const char *path)
 {
 	yaml_node_t *k = yaml_document_get_node(c->doc, pair->key);
 	char msg[MSG_LEN], b[80], w[PATH_LEN + 8];
 	if (k->type != YAML_SCALAR_NODE) {
-		snprintf(msg, sizeof(msg), "expected a scalar key %s, got %s", where(path, w, sizeof(w)),
-			 node_kind(k));
+		snprintf(msg, sizeof(msg), "expected a scalar key %s, got %s",
+		         where(path, w, sizeof(w)), node_kind(k));
 		return fail_mark(c, k->start_mark, "", msg);
 	}
 	if (check_scalar_node(c, k, path) != 0)
@@ -1063,8 +1087,8 @@ static int check_pair_key(struct ctx *c, yaml_node_t *map, yaml_node_pair_t *pai
 	for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < pair; p++) {
 		yaml_node_t *pk = yaml_document_get_node(c->doc, p->key);
 		if (pk->type == YAML_SCALAR_NODE && strcmp(scalar(pk), scalar(k)) == 0) {
-			snprintf(msg, sizeof(msg), "duplicate key '%s' %s", shown(scalar(k), b, sizeof(b)),
-				 where(path, w, sizeof(w)));
+			snprintf(msg, sizeof(msg), "duplicate key '%s' %s",
+			         shown(scalar(k), b, sizeof(b)), where(path, w, sizeof(w)));
 			return fail_mark(c, k->start_mark, "", msg);
 		}
 	}
@@ -1080,10 +1104,10 @@ static const struct opt *find_opt(const struct opt *t, const char *key)
 }
 
 static int walk_map(struct ctx *c, yaml_node_t *map, const struct opt *t, void *base,
-		    const char *path);
+                    const char *path);
 
 static int apply_strlist(struct ctx *c, const struct opt *o, void *base, yaml_node_t *v,
-			 const char *path)
+                         const char *path)
 {
 	char ***list = field_at(base, o->off);
 	size_t *count = field_at(base, o->off2), n = 0, i = 0;
@@ -1122,8 +1146,8 @@ static int apply_strlist(struct ctx *c, const struct opt *o, void *base, yaml_no
 }
 
 /* Applies one value node to the option that its key named. */
-static int apply_opt(struct ctx *c, const struct opt *o, void *base, yaml_node_t *k,
-		     yaml_node_t *v, const char *path)
+static int apply_opt(struct ctx *c, const struct opt *o, void *base, yaml_node_t *k, yaml_node_t *v,
+                     const char *path)
 {
 	char msg[MSG_LEN];
 	switch (o->type) {
@@ -1140,7 +1164,9 @@ static int apply_opt(struct ctx *c, const struct opt *o, void *base, yaml_node_t
 	default:
 		if (check_scalar_node(c, v, path) != 0)
 			return -1;
-		if (set_scalar(o, base, scalar(v), is_quoted(v), msg, sizeof(msg)) != 0)
+		/* `token:`, `token: ~`: an empty string, not the text "~". */
+		if (set_scalar(o, base, o->type == OPT_STR && is_null(v) ? "" : scalar(v),
+		               is_quoted(v), msg, sizeof(msg)) != 0)
 			return fail_mark(c, v->start_mark, path, msg);
 		break;
 	}
@@ -1149,7 +1175,7 @@ static int apply_opt(struct ctx *c, const struct opt *o, void *base, yaml_node_t
 
 /* Applies table t to every pair of a mapping; an unknown key is an error. */
 static int walk_map(struct ctx *c, yaml_node_t *map, const struct opt *t, void *base,
-		    const char *path)
+                    const char *path)
 {
 	for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
 	     p++) {
@@ -1160,8 +1186,8 @@ static int walk_map(struct ctx *c, yaml_node_t *map, const struct opt *t, void *
 		if (check_pair_key(c, map, p, path) != 0)
 			return -1;
 		if (!(o = find_opt(t, scalar(k)))) {
-			snprintf(msg, sizeof(msg), "unknown key '%s' %s", shown(scalar(k), b, sizeof(b)),
-				 where(path, w, sizeof(w)));
+			snprintf(msg, sizeof(msg), "unknown key '%s' %s",
+			         shown(scalar(k), b, sizeof(b)), where(path, w, sizeof(w)));
 			return fail_mark(c, k->start_mark, "", msg);
 		}
 		join_path(sub, sizeof(sub), path, o->key);
@@ -1174,13 +1200,13 @@ static int walk_map(struct ctx *c, yaml_node_t *map, const struct opt *t, void *
 static size_t map_size(const yaml_node_t *n)
 {
 	return n->type == YAML_MAPPING_NODE
-		       ? (size_t)(n->data.mapping.pairs.top - n->data.mapping.pairs.start)
-		       : 0;
+	           ? (size_t)(n->data.mapping.pairs.top - n->data.mapping.pairs.start)
+	           : 0;
 }
 
 /* The name of a named entry (a provider, a plan): a key checked like a name. */
 static int entry_name(struct ctx *c, yaml_node_t *map, yaml_node_pair_t *p, const char *section,
-		      const char **name)
+                      const char **name)
 {
 	yaml_node_t *k = yaml_document_get_node(c->doc, p->key);
 	char msg[MSG_LEN], *tmp = NULL;
@@ -1282,7 +1308,8 @@ static int parse_keys(struct ctx *c, yaml_node_t *key, yaml_node_t *value)
 	    !(c->key_marks = calloc(n ? n : 1, sizeof(yaml_mark_t))))
 		return fail_mark(c, key->start_mark, "", "out of memory");
 	for (size_t i = 0; i < n; i++) {
-		yaml_node_t *e = yaml_document_get_node(c->doc, value->data.sequence.items.start[i]);
+		yaml_node_t *e =
+		    yaml_document_get_node(c->doc, value->data.sequence.items.start[i]);
 		struct key_conf *kc = &cfg->keys[i];
 		char path[PATH_LEN];
 		snprintf(path, sizeof(path), "keys[%zu]", i);
@@ -1298,40 +1325,55 @@ static int parse_keys(struct ctx *c, yaml_node_t *key, yaml_node_t *value)
 			return -1;
 		if (!kc->provider || !kc->key_sha256)
 			return fail_mark(c, e->start_mark, path,
-					 kc->provider ? "'key_sha256' is required" : "'provider' is required");
+			                 kc->provider ? "'key_sha256' is required"
+			                              : "'provider' is required");
 	}
 	return 0;
 }
 
 /* --------------------------------------------------------- file loading */
 
+/* Reads the whole file (the parser wants it in memory anyway, and reader errors
+ * come back as byte offsets). The buffer grows as needed up to MAX_FILE_BYTES. */
 static char *read_file(struct ctx *c, const char *path, size_t *len)
 {
 	FILE *f = fopen(path, "rb");
-	char *buf;
-	size_t n;
+	char *buf = NULL;
+	size_t n = 0, cap = 0;
 	if (!f) {
 		set_err(c, "%s: cannot open: %s", path, strerror(errno));
 		return NULL;
 	}
-	if (!(buf = malloc(MAX_FILE_BYTES + 1))) {
-		fclose(f);
-		set_err(c, "%s: out of memory", path);
-		return NULL;
-	}
-	n = fread(buf, 1, MAX_FILE_BYTES + 1, f);
-	if (ferror(f) || n > MAX_FILE_BYTES) {
-		if (ferror(f))
+	for (;;) {
+		if (n == cap) {
+			char *nb;
+			cap = cap ? 2 * cap : 16384;
+			if (cap > MAX_FILE_BYTES + 1)
+				cap = MAX_FILE_BYTES + 1;
+			if (n == cap || !(nb = realloc(buf, cap))) {
+				if (n == cap)
+					set_err(c, "%s: larger than %u bytes", path,
+					        MAX_FILE_BYTES);
+				else
+					set_err(c, "%s: out of memory", path);
+				break;
+			}
+			buf = nb;
+		}
+		n += fread(buf + n, 1, cap - n, f);
+		if (ferror(f)) {
 			set_err(c, "%s: cannot read: %s", path, strerror(errno));
-		else
-			set_err(c, "%s: larger than %u bytes", path, MAX_FILE_BYTES);
-		fclose(f);
-		free(buf);
-		return NULL;
+			break;
+		}
+		if (feof(f)) {
+			fclose(f);
+			*len = n;
+			return buf;
+		}
 	}
 	fclose(f);
-	*len = n;
-	return buf;
+	free(buf);
+	return NULL;
 }
 
 /* libyaml's reader errors carry a byte offset, not a mark: count lines ourselves. */
@@ -1381,7 +1423,7 @@ static int load_yaml(struct ctx *c, const char *buf, size_t len)
 	if (root && !is_null(root)) {
 		if (root->type != YAML_MAPPING_NODE)
 			rc = fail_mark(c, root->start_mark, "",
-				       "expected a mapping of settings at the top level");
+			               "expected a mapping of settings at the top level");
 		else
 			rc = walk_map(c, root, root_opts, c->cfg, "");
 	}
@@ -1393,7 +1435,7 @@ static int load_yaml(struct ctx *c, const char *buf, size_t len)
 			yaml_node_t *r2 = yaml_document_get_root_node(&extra);
 			if (r2)
 				rc = fail_mark(c, r2->start_mark, "",
-					       "only one YAML document is allowed");
+				               "only one YAML document is allowed");
 			yaml_document_delete(&extra);
 		}
 	}
@@ -1410,8 +1452,8 @@ static void list_provider_names(const struct config *cfg, char *out, size_t len)
 	size_t used = 0;
 	out[0] = '\0';
 	for (size_t i = 0; i < cfg->n_providers && used < len; i++) {
-		int n = snprintf(out + used, len - used, "%s%s", i ? ", " : "",
-				 cfg->providers[i].name);
+		int n =
+		    snprintf(out + used, len - used, "%s%s", i ? ", " : "", cfg->providers[i].name);
 		if (n < 0)
 			break;
 		used += (size_t)n;
@@ -1441,13 +1483,14 @@ static int resolve_default_provider(struct ctx *c)
 	char msg[MSG_LEN], names[160];
 	const char *pick = NULL;
 	if (cfg->n_providers == 0)
-		return fail_mark(c, c->providers_mark, "providers", "at least one provider is required");
+		return fail_mark(c, c->providers_mark, "providers",
+		                 "at least one provider is required");
 	if (is_set(c, &cfg->default_provider)) {
 		if (find_provider(cfg, cfg->default_provider))
 			return 0;
 		list_provider_names(cfg, names, sizeof(names));
 		snprintf(msg, sizeof(msg), "'%s' is not an active provider (active: %s)",
-			 cfg->default_provider, names);
+		         cfg->default_provider, names);
 		return fail_field(c, &cfg->default_provider, NULL, "default_provider", msg);
 	}
 	if (find_provider(cfg, "openai"))
@@ -1469,7 +1512,7 @@ static const yaml_mark_t *provider_mark(const struct ctx *c, size_t i)
 }
 
 static int check_plan_ref(struct ctx *c, char *const *plan, const yaml_mark_t *fallback,
-			  const char *path)
+                          const char *path)
 {
 	char msg[MSG_LEN];
 	if (find_plan(c->cfg, *plan))
@@ -1498,25 +1541,29 @@ static int check_providers(struct ctx *c)
 		struct provider_conf *p = &cfg->providers[i];
 		join_path(path, sizeof(path), "providers", p->name);
 		if (!p->upstream)
-			return fail_field(c, &p->name, provider_mark(c, i), path,
-					  find_builtin(p->name)
-						  ? "'upstream' is required (this provider has no built-in upstream)"
-						  : "'upstream' is required for a provider without built-in defaults");
+			return fail_field(
+			    c, &p->name, provider_mark(c, i), path,
+			    find_builtin(p->name)
+			        ? "'upstream' is required (this provider has no built-in upstream)"
+			        : "'upstream' is required for a provider without built-in "
+			          "defaults");
 		for (size_t j = 0; j < i; j++) {
 			const struct provider_conf *q = &cfg->providers[j];
 			if (strcmp(p->prefix, q->prefix) == 0) {
-				snprintf(msg, sizeof(msg), "prefix '%s' is already used by provider '%s'",
-					 p->prefix, q->name);
+				snprintf(msg, sizeof(msg),
+				         "prefix '%s' is already used by provider '%s'", p->prefix,
+				         q->name);
 				return fail_field(c, &p->prefix, provider_mark(c, i), path, msg);
 			}
 			for (size_t h = 0; h < p->n_hosts; h++)
 				for (size_t g = 0; g < q->n_hosts; g++)
 					if (strcmp(p->hosts[h], q->hosts[g]) == 0) {
-						snprintf(msg, sizeof(msg),
-							 "host '%s' is already used by provider '%s'",
-							 p->hosts[h], q->name);
-						return fail_field(c, &p->hosts, provider_mark(c, i), path,
-								  msg);
+						snprintf(
+						    msg, sizeof(msg),
+						    "host '%s' is already used by provider '%s'",
+						    p->hosts[h], q->name);
+						return fail_field(c, &p->hosts, provider_mark(c, i),
+						                  path, msg);
 					}
 		}
 	}
@@ -1526,17 +1573,20 @@ static int check_providers(struct ctx *c)
 /* The relations between a plan's fields. An initial concurrency nobody set is a
  * starting point, not a promise: it is clamped into [min, max_concurrent] so that
  * `max_concurrent: 2` alone is valid. */
-static int check_plan(struct ctx *c, struct plan_conf *p, const yaml_mark_t *fallback)
+static int check_plan(struct ctx *c, struct plan_conf *p)
 {
+	/* Every field blamed below was set by the file or a variable (the defaults are
+	 * consistent), so no fallback position is needed. */
+	const yaml_mark_t *fallback = NULL;
 	char msg[MSG_LEN], path[PATH_LEN];
 	join_path(path, sizeof(path), "plans", p->name);
 	if (p->concurrency.min > p->max_concurrent) {
 		snprintf(msg, sizeof(msg), "concurrency.min (%u) is above max_concurrent (%u)",
-			 p->concurrency.min, p->max_concurrent);
+		         p->concurrency.min, p->max_concurrent);
 		return fail_field(c,
-				  is_set(c, &p->concurrency.min) ? (void *)&p->concurrency.min
-								 : (void *)&p->max_concurrent,
-				  fallback, path, msg);
+		                  is_set(c, &p->concurrency.min) ? (void *)&p->concurrency.min
+		                                                 : (void *)&p->max_concurrent,
+		                  fallback, path, msg);
 	}
 	if (!is_set(c, &p->concurrency.initial)) {
 		if (p->concurrency.initial > p->max_concurrent)
@@ -1544,20 +1594,22 @@ static int check_plan(struct ctx *c, struct plan_conf *p, const yaml_mark_t *fal
 		if (p->concurrency.initial < p->concurrency.min)
 			p->concurrency.initial = p->concurrency.min;
 	} else if (p->concurrency.initial < p->concurrency.min ||
-		   p->concurrency.initial > p->max_concurrent) {
+	           p->concurrency.initial > p->max_concurrent) {
 		snprintf(msg, sizeof(msg),
-			 "concurrency.initial (%u) must be between concurrency.min (%u) and "
-			 "max_concurrent (%u)",
-			 p->concurrency.initial, p->concurrency.min, p->max_concurrent);
+		         "concurrency.initial (%u) must be between concurrency.min (%u) and "
+		         "max_concurrent (%u)",
+		         p->concurrency.initial, p->concurrency.min, p->max_concurrent);
 		return fail_field(c, &p->concurrency.initial, fallback, path, msg);
 	}
 	if (p->dispatch_delay.max_ms < p->dispatch_delay.min_ms) {
-		snprintf(msg, sizeof(msg), "dispatch_delay.max_ms (%u) is below dispatch_delay.min_ms (%u)",
-			 p->dispatch_delay.max_ms, p->dispatch_delay.min_ms);
+		snprintf(msg, sizeof(msg),
+		         "dispatch_delay.max_ms (%u) is below dispatch_delay.min_ms (%u)",
+		         p->dispatch_delay.max_ms, p->dispatch_delay.min_ms);
 		return fail_field(c,
-				  is_set(c, &p->dispatch_delay.max_ms) ? (void *)&p->dispatch_delay.max_ms
-								       : (void *)&p->dispatch_delay.min_ms,
-				  fallback, path, msg);
+		                  is_set(c, &p->dispatch_delay.max_ms)
+		                      ? (void *)&p->dispatch_delay.max_ms
+		                      : (void *)&p->dispatch_delay.min_ms,
+		                  fallback, path, msg);
 	}
 	return 0;
 }
@@ -1572,7 +1624,7 @@ static int check_admin(struct ctx *c)
 	    config_host_is_loopback(host))
 		return 0;
 	return fail_field(c, &cfg->admin.listen, NULL, "admin.listen",
-			  "admin.token is required when admin.listen is not a loopback address");
+	                  "admin.token is required when admin.listen is not a loopback address");
 }
 
 static int cmp_key_index(const void *a, const void *b, void *arg)
@@ -1583,7 +1635,8 @@ static int cmp_key_index(const void *a, const void *b, void *arg)
 	if (r == 0)
 		r = strcmp(x->key_sha256, y->key_sha256);
 	if (r == 0) /* stable: the later entry is reported as the duplicate */
-		r = (*(const size_t *)a > *(const size_t *)b) - (*(const size_t *)a < *(const size_t *)b);
+		r = (*(const size_t *)a > *(const size_t *)b) -
+		    (*(const size_t *)a < *(const size_t *)b);
 	return r;
 }
 
@@ -1661,16 +1714,16 @@ static int apply_env(struct ctx *c, char *const *env)
 		const struct env_opt *e = &env_opts[i];
 		const struct opt *o;
 		const char *val = env_get(env, e->name);
-		void *base = e->target == ENV_ROOT ? (void *)cfg
-			     : e->target == ENV_PROVIDER ? (void *)prov
-							 : (void *)plan;
+		void *base = e->target == ENV_ROOT       ? (void *)cfg
+		             : e->target == ENV_PROVIDER ? (void *)prov
+		                                         : (void *)plan;
 		char msg[MSG_LEN];
 		if (!val)
 			continue;
-		o = find_opt_path(e->target == ENV_ROOT ? root_opts
-				  : e->target == ENV_PROVIDER ? provider_opts
-							      : plan_opts,
-				  e->key);
+		o = find_opt_path(e->target == ENV_ROOT       ? root_opts
+		                  : e->target == ENV_PROVIDER ? provider_opts
+		                                              : plan_opts,
+		                  e->key);
 		if (!o || set_scalar(o, base, val, false, msg, sizeof(msg)) != 0) {
 			set_err(c, "%s: %s", e->name, o ? msg : "internal error: no such option");
 			return -1;
@@ -1710,7 +1763,7 @@ static int validate(struct ctx *c, char *const *env)
 	if (apply_env(c, env) != 0 || check_providers(c) != 0 || check_admin(c) != 0)
 		return -1;
 	for (size_t i = 0; i < cfg->n_plans; i++)
-		if (check_plan(c, &cfg->plans[i], NULL) != 0)
+		if (check_plan(c, &cfg->plans[i]) != 0)
 			return -1;
 	return check_keys(c);
 }

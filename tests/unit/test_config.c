@@ -5,6 +5,7 @@
 
 #include "config.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -66,8 +67,8 @@ static void expect_error(const char *yaml, char *const *env, const char *exact)
 	ck_assert_str_eq(err, exact);
 }
 
-static const char *const builtin_order[] = {"openai",     "anthropic", "gemini",  "openrouter",
-					    "groq",       "mistral",   "together"};
+static const char *const builtin_order[] = {"openai", "anthropic", "gemini",  "openrouter",
+                                            "groq",   "mistral",   "together"};
 
 /* ------------------------------------------------------------- defaults */
 
@@ -101,8 +102,8 @@ static void check_default_plan(const struct plan_conf *p)
 	ck_assert_uint_eq(p->retry.deadline_s, 300);
 }
 
-static void check_provider(const struct provider_conf *p, const char *upstream,
-			   const char *prefix, enum key_source ks, enum dialect d, const char *host)
+static void check_provider(const struct provider_conf *p, const char *upstream, const char *prefix,
+                           enum key_source ks, enum dialect d, const char *host)
 {
 	ck_assert_ptr_nonnull(p);
 	if (upstream)
@@ -147,20 +148,20 @@ static void check_defaults(const struct config *c)
 	for (size_t i = 0; i < 7; i++)
 		ck_assert_str_eq(c->providers[i].name, builtin_order[i]);
 	check_provider(config_provider(c, "openai"), "https://api.openai.com", "/",
-		       KEY_AUTHORIZATION, DIALECT_OPENAI, "api.openai.com");
+	               KEY_AUTHORIZATION, DIALECT_OPENAI, "api.openai.com");
 	check_provider(config_provider(c, "anthropic"), "https://api.anthropic.com", "/anthropic",
-		       KEY_X_API_KEY, DIALECT_ANTHROPIC, "api.anthropic.com");
+	               KEY_X_API_KEY, DIALECT_ANTHROPIC, "api.anthropic.com");
 	check_provider(config_provider(c, "gemini"), "https://generativelanguage.googleapis.com",
-		       "/gemini", KEY_X_GOOG_API_KEY, DIALECT_NONE,
-		       "generativelanguage.googleapis.com");
+	               "/gemini", KEY_X_GOOG_API_KEY, DIALECT_NONE,
+	               "generativelanguage.googleapis.com");
 	check_provider(config_provider(c, "openrouter"), "https://openrouter.ai/api", "/openrouter",
-		       KEY_AUTHORIZATION, DIALECT_OPENAI, "openrouter.ai");
+	               KEY_AUTHORIZATION, DIALECT_OPENAI, "openrouter.ai");
 	check_provider(config_provider(c, "groq"), "https://api.groq.com/openai", "/groq",
-		       KEY_AUTHORIZATION, DIALECT_OPENAI, "api.groq.com");
+	               KEY_AUTHORIZATION, DIALECT_OPENAI, "api.groq.com");
 	check_provider(config_provider(c, "mistral"), "https://api.mistral.ai", "/mistral",
-		       KEY_AUTHORIZATION, DIALECT_OPENAI, "api.mistral.ai");
+	               KEY_AUTHORIZATION, DIALECT_OPENAI, "api.mistral.ai");
 	check_provider(config_provider(c, "together"), "https://api.together.xyz", "/together",
-		       KEY_AUTHORIZATION, DIALECT_OPENAI, "api.together.xyz");
+	               KEY_AUTHORIZATION, DIALECT_OPENAI, "api.together.xyz");
 	ck_assert_ptr_null(config_provider(c, "azure"));
 	ck_assert_uint_eq(c->n_plans, 1);
 	ck_assert_str_eq(c->plans[0].name, "default");
@@ -203,8 +204,8 @@ START_TEST(shipped_default_config_is_the_defaults)
 END_TEST
 
 static const char *const examples[] = {"conf/examples/openai.yaml", "conf/examples/anthropic.yaml",
-				       "conf/examples/azure.yaml", "conf/examples/gemini.yaml",
-				       "conf/examples/multi-provider.yaml"};
+                                       "conf/examples/azure.yaml", "conf/examples/gemini.yaml",
+                                       "conf/examples/multi-provider.yaml"};
 
 START_TEST(shipped_examples_load)
 {
@@ -242,64 +243,66 @@ END_TEST
 /* ------------------------------------------------------------ full file */
 
 static const char full_yaml[] =
-	"listen: '[::1]:8081'\n"
-	"admin:\n"
-	"  listen: 0.0.0.0:9091\n"
-	"  token: s3cret\n"
-	"log: {level: debug, file: /var/log/pacerd.log}\n"
-	"limits:\n"
-	"  max_body_bytes: 1048576\n"
-	"  max_header_bytes: 8192\n"
-	"  max_connections: 100\n"
-	"  client_timeout_s: 60\n"
-	"  max_lanes: 50\n"
-	"  idle_ttl_s: 120\n"
-	"drain_timeout_s: 0\n"
-	"default_provider: local\n"
-	"providers:\n"
-	"  local:\n"
-	"    upstream: http://127.0.0.1:11434/v1/\n"
-	"    prefix: /\n"
-	"    key_header: query:key\n"
-	"    dialect: ietf\n"
-	"    hosts: [LLM.Internal, 10.0.0.7]\n"
-	"    plan: gold\n"
-	"    tls: {verify: false, ca_file: /etc/ssl/ca.pem}\n"
-	"    timeouts: {connect_s: 1, first_byte_s: 2, idle_s: 3}\n"
-	"    http2: true\n"
-	"  anthropic:\n"
-	"    key_header: authorization\n"
-	"plans:\n"
-	"  gold:\n"
-	"    max_requests_per_second: 2.5\n"
-	"    max_requests_per_minute: 100\n"
-	"    max_requests_per_hour: 5000\n"
-	"    min_ms_per_request: 20\n"
-	"    burst: 3\n"
-	"    max_tokens_per_minute: 90000\n"
-	"    token_burst: 500\n"
-	"    default_output_tokens: 0\n"
-	"    max_concurrent: 10\n"
-	"    concurrency: {adaptive: false, initial: 2, min: 2, decrease_factor: 0.75}\n"
-	"    dispatch_delay:\n"
-	"      adaptive: false\n"
-	"      min_ms: 10\n"
-	"      max_ms: 10\n"
-	"      backoff_multiplier: 1\n"
-	"      recovery_step_ms: 5\n"
-	"    proactive_threshold: 1\n"
-	"    queue: {max_depth: 1, max_wait_s: 7}\n"
-	"    retry: {max_attempts: 9, initial_delay_ms: 0, max_delay_ms: 100, jitter: full, "
-	"deadline_s: 60}\n"
-	"  default:\n"
-	"    max_requests_per_minute: 60\n"
-	"keys:\n"
-	"  - {provider: local, key_sha256: 3F9A1C0B7D2E, plan: gold}\n"
-	"  - provider: anthropic\n"
-	"    key_sha256: 0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\n"
-	"agents:\n"
-	"  header: X-Agent\n"
-	"  mode: serialize\n";
+    "listen: '[::1]:8081'\n"
+    "admin:\n"
+    "  listen: 0.0.0.0:9091\n"
+    "  token: s3cret\n"
+    "log: {level: debug, file: /var/log/pacerd.log}\n"
+    "limits:\n"
+    "  max_body_bytes: 1048576\n"
+    "  max_header_bytes: 8192\n"
+    "  max_connections: 100\n"
+    "  client_timeout_s: 60\n"
+    "  max_lanes: 50\n"
+    "  idle_ttl_s: 120\n"
+    "drain_timeout_s: 0\n"
+    "default_provider: local\n"
+    "providers:\n"
+    "  local:\n"
+    "    upstream: http://127.0.0.1:11434/v1/\n"
+    "    prefix: /\n"
+    "    key_header: query:key\n"
+    "    dialect: ietf\n"
+    "    hosts:\n"
+    "      - LLM.Internal\n"
+    "      - 10.0.0.7\n"
+    "    plan: gold\n"
+    "    tls: {verify: false, ca_file: /etc/ssl/ca.pem}\n"
+    "    timeouts: {connect_s: 1, first_byte_s: 2, idle_s: 3}\n"
+    "    http2: true\n"
+    "  anthropic:\n"
+    "    key_header: authorization\n"
+    "plans:\n"
+    "  gold:\n"
+    "    max_requests_per_second: 2.5\n"
+    "    max_requests_per_minute: 100\n"
+    "    max_requests_per_hour: 5000\n"
+    "    min_ms_per_request: 20\n"
+    "    burst: 3\n"
+    "    max_tokens_per_minute: 90000\n"
+    "    token_burst: 500\n"
+    "    default_output_tokens: 0\n"
+    "    max_concurrent: 10\n"
+    "    concurrency: {adaptive: false, initial: 2, min: 2, decrease_factor: 0.75}\n"
+    "    dispatch_delay:\n"
+    "      adaptive: false\n"
+    "      min_ms: 10\n"
+    "      max_ms: 10\n"
+    "      backoff_multiplier: 1\n"
+    "      recovery_step_ms: 5\n"
+    "    proactive_threshold: 1\n"
+    "    queue: {max_depth: 1, max_wait_s: 7}\n"
+    "    retry: {max_attempts: 9, initial_delay_ms: 0, max_delay_ms: 100, jitter: full, "
+    "deadline_s: 60}\n"
+    "  default:\n"
+    "    max_requests_per_minute: 60\n"
+    "keys:\n"
+    "  - {provider: local, key_sha256: 3F9A1C0B7D2E, plan: gold}\n"
+    "  - provider: anthropic\n"
+    "    key_sha256: 0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\n"
+    "agents:\n"
+    "  header: X-Agent\n"
+    "  mode: serialize\n";
 
 START_TEST(full_file_every_key)
 {
@@ -416,12 +419,53 @@ END_TEST
 START_TEST(initial_concurrency_clamped_when_unset)
 {
 	struct config *c = load_ok("plans:\n"
-				   "  default: {max_concurrent: 2}\n"
-				   "  wide: {concurrency: {min: 8}}\n",
-				   NULL);
+	                           "  default: {max_concurrent: 2}\n"
+	                           "  wide: {concurrency: {min: 8}}\n",
+	                           NULL);
 	ck_assert_uint_eq(config_plan(c, "default")->concurrency.initial, 2);
 	ck_assert_uint_eq(config_plan(c, "wide")->concurrency.initial, 8);
 	config_free(c);
+}
+END_TEST
+
+START_TEST(aliases_and_null_values)
+{
+	struct config *c = load_ok("plans:\n"
+	                           "  a: &p {max_concurrent: 3, max_requests_per_minute: -0}\n"
+	                           "  b: *p\n"
+	                           "admin: {listen: ~, token: null}\n"
+	                           "limits:\n"
+	                           "agents: {}\n",
+	                           NULL);
+	ck_assert_uint_eq(config_plan(c, "a")->max_concurrent, 3);
+	ck_assert_uint_eq(config_plan(c, "b")->max_concurrent, 3);
+	ck_assert(!signbit(config_plan(c, "a")->max_requests_per_minute));
+	ck_assert_str_eq(c->admin.listen, "");
+	ck_assert_str_eq(c->admin.token, "");
+	ck_assert_uint_eq(c->limits.max_lanes, 100000);
+	config_free(c);
+}
+END_TEST
+
+/* Thousands of keys load quickly; a duplicate is found however far apart. */
+START_TEST(many_keys)
+{
+	enum { N_KEYS = 5000 };
+	size_t cap = 64 * N_KEYS + 64, used;
+	char *yaml = malloc(cap);
+	struct config *c;
+	used = (size_t)snprintf(yaml, cap, "keys:\n");
+	for (unsigned i = 0; i < N_KEYS; i++)
+		used += (size_t)snprintf(yaml + used, cap - used,
+		                         "  - {provider: openai, key_sha256: %012x}\n", i);
+	c = load_ok(yaml, NULL);
+	ck_assert_uint_eq(c->n_keys, N_KEYS);
+	ck_assert_str_eq(c->keys[N_KEYS - 1].key_sha256, "000000001387");
+	config_free(c);
+	snprintf(yaml + used, cap - used, "  - {provider: openai, key_sha256: 000000000007}\n");
+	expect_file_error(yaml, NULL,
+	                  "5002:36: keys[5000]: same provider and key_sha256 as keys[7]");
+	free(yaml);
 }
 END_TEST
 
@@ -431,180 +475,179 @@ static const struct bad {
 	const char *yaml;
 	const char *error; /* after "FILE:" */
 } bad_files[] = {
-	/* unknown keys, at several depths */
-	{"lisen: 1\n", "1:1: unknown key 'lisen' at the top level"},
-	{"limits:\n  max_body_bytes: 5\n  lisen: 1\n", "3:3: unknown key 'lisen' in 'limits'"},
-	{"plans:\n  default:\n    retry: {max_attempts: 2, jiter: full}\n",
-	 "3:30: unknown key 'jiter' in 'plans.default.retry'"},
-	{"providers:\n  openai:\n    tls:\n      verfy: true\n",
-	 "4:7: unknown key 'verfy' in 'providers.openai.tls'"},
-	{"keys:\n  - {provider: openai, key_sha256: 3f9a1c0b7d2e, plna: x}\n",
-	 "2:50: unknown key 'plna' in 'keys[0]'"},
-	{"listen: 127.0.0.1:1\nlisten: 127.0.0.1:2\n", "2:1: duplicate key 'listen' at the top level"},
-	{"plans:\n  a: {}\n  a: {}\n", "3:3: duplicate key 'a' in 'plans'"},
-	/* wrong types */
-	{"listen: [a, b]\n", "1:9: listen: expected a scalar, got a list"},
-	{"limits: 5\n", "1:9: limits: expected a mapping, got a scalar"},
-	{"- a\n", "1:1: expected a mapping of settings at the top level"},
-	{"keys: {a: b}\n", "1:7: keys: expected a list, got a mapping"},
-	{"keys: [x]\n", "1:8: keys[0]: expected a mapping, got a scalar"},
-	{"providers:\n  openai: {hosts: api.openai.com}\n",
-	 "2:19: providers.openai.hosts: expected a list, got a scalar"},
-	{"providers:\n  openai: {hosts: [[a]]}\n",
-	 "2:20: providers.openai.hosts: expected a scalar, got a list"},
-	{"{[a]: 1}\n", "1:2: expected a scalar key at the top level, got a list"},
-	/* integers */
-	{"drain_timeout_s: 1.5\n", "1:18: drain_timeout_s: expected a non-negative integer, got '1.5'"},
-	{"drain_timeout_s: -1\n", "1:18: drain_timeout_s: expected a non-negative integer, got '-1'"},
-	{"drain_timeout_s: abc\n", "1:18: drain_timeout_s: expected a non-negative integer, got 'abc'"},
-	{"drain_timeout_s: 4294967296\n",
-	 "1:18: drain_timeout_s: expected a non-negative integer, got '4294967296'"},
-	{"drain_timeout_s: \"5\"\n",
-	 "1:18: drain_timeout_s: expected a non-negative integer, got the quoted string '5'"},
-	{"limits:\n  max_body_bytes: 99999999999999999999\n",
-	 "2:19: limits.max_body_bytes: expected an integer >= 1, got '99999999999999999999'"},
-	{"limits: {max_connections: 0}\n",
-	 "1:27: limits.max_connections: expected an integer >= 1, got '0'"},
-	{"plans:\n  default:\n    burst: 0\n",
-	 "3:12: plans.default.burst: expected an integer >= 1, got '0'"},
-	{"plans: {p: {max_concurrent: 0}}\n",
-	 "1:29: plans.p.max_concurrent: expected an integer >= 1, got '0'"},
-	{"plans: {p: {concurrency: {min: 0}}}\n",
-	 "1:32: plans.p.concurrency.min: expected an integer >= 1, got '0'"},
-	{"plans: {p: {queue: {max_depth: 0}}}\n",
-	 "1:32: plans.p.queue.max_depth: expected an integer >= 1, got '0'"},
-	{"plans: {p: {retry: {max_attempts: 0}}}\n",
-	 "1:35: plans.p.retry.max_attempts: expected an integer >= 1, got '0'"},
-	{"providers: {openai: {timeouts: {connect_s: 0}}}\n",
-	 "1:44: providers.openai.timeouts.connect_s: expected an integer >= 1, got '0'"},
-	/* numbers */
-	{"plans: {p: {max_requests_per_minute: -5}}\n",
-	 "1:38: plans.p.max_requests_per_minute: expected a non-negative number, got '-5'"},
-	{"plans: {p: {max_requests_per_minute: .inf}}\n",
-	 "1:38: plans.p.max_requests_per_minute: expected a non-negative number, got '.inf'"},
-	{"plans: {p: {max_tokens_per_minute: 1e999}}\n",
-	 "1:36: plans.p.max_tokens_per_minute: expected a non-negative number, got '1e999'"},
-	{"plans: {p: {concurrency: {decrease_factor: 1}}}\n",
-	 "1:44: plans.p.concurrency.decrease_factor: expected a number in (0, 1), got '1'"},
-	{"plans: {p: {concurrency: {decrease_factor: 0}}}\n",
-	 "1:44: plans.p.concurrency.decrease_factor: expected a number in (0, 1), got '0'"},
-	{"plans: {p: {dispatch_delay: {backoff_multiplier: 0.5}}}\n",
-	 "1:50: plans.p.dispatch_delay.backoff_multiplier: expected a number >= 1, got '0.5'"},
-	{"plans: {p: {proactive_threshold: 1.5}}\n",
-	 "1:34: plans.p.proactive_threshold: expected a number in [0, 1], got '1.5'"},
-	/* booleans and enums */
-	{"providers:\n  openai:\n    http2: yes\n",
-	 "3:12: providers.openai.http2: expected true or false, got 'yes'"},
-	{"providers: {openai: {tls: {verify: 'true'}}}\n",
-	 "1:36: providers.openai.tls.verify: expected true or false, got the quoted string 'true'"},
-	{"log:\n  level: verbose\n",
-	 "2:10: log.level: expected one of debug, info, warn, error, got 'verbose'"},
-	{"providers: {openai: {key_header: bearer}}\n",
-	 "1:34: providers.openai.key_header: expected one of authorization, x-api-key, api-key, "
-	 "x-goog-api-key, query:key, got 'bearer'"},
-	{"providers: {openai: {dialect: groq}}\n",
-	 "1:31: providers.openai.dialect: expected one of openai, anthropic, azure, ietf, none, "
-	 "got 'groq'"},
-	{"agents: {mode: on}\n",
-	 "1:16: agents.mode: expected one of off, serialize, reject, got 'on'"},
-	{"plans: {p: {retry: {jitter: none}}}\n",
-	 "1:29: plans.p.retry.jitter: expected one of additive, full, got 'none'"},
-	/* strings */
-	{"listen: 8080\n",
-	 "1:9: listen: expected host:port, [v6]:port or :port (port 1-65535), got '8080'"},
-	{"listen: '::1:8080'\n",
-	 "1:9: listen: expected host:port, [v6]:port or :port (port 1-65535), got '::1:8080'"},
-	{"admin: {listen: 'localhost:70000'}\n",
-	 "1:17: admin.listen: expected host:port, [v6]:port or :port (port 1-65535), got "
-	 "'localhost:70000'"},
-	{"log: {file: ''}\n", "1:13: log.file: expected a non-empty string"},
-	{"log:\n  file: \"a\\0b\"\n", "2:9: log.file: NUL character in value"},
-	{"agents: {header: 'x y'}\n", "1:18: agents.header: expected an HTTP header name, got 'x y'"},
-	{"default_provider: 'a b'\n",
-	 "1:19: default_provider: expected a name of 1 to 64 letters, digits, '.', '-' or '_', got "
-	 "'a b'"},
-	{"providers:\n  'my provider': {upstream: 'http://x'}\n",
-	 "2:3: providers: expected a name of 1 to 64 letters, digits, '.', '-' or '_', got 'my "
-	 "provider'"},
-	/* upstream URLs and prefixes */
-	{"providers:\n  openai:\n    upstream: ftp://x\n",
-	 "3:15: providers.openai.upstream: expected an http:// or https:// URL with a host, got "
-	 "'ftp://x'"},
-	{"providers: {openai: {upstream: 'https://'}}\n",
-	 "1:32: providers.openai.upstream: expected an http:// or https:// URL with a host, got "
-	 "'https://'"},
-	{"providers: {openai: {upstream: 'https:///v1'}}\n",
-	 "1:32: providers.openai.upstream: expected an http:// or https:// URL with a host, got "
-	 "'https:///v1'"},
-	{"providers: {openai: {upstream: 'https://h:99999'}}\n",
-	 "1:32: providers.openai.upstream: expected an http:// or https:// URL with a host, got "
-	 "'https://h:99999'"},
-	{"providers: {openai: {upstream: 'https://h/v1?x=1'}}\n",
-	 "1:32: providers.openai.upstream: an upstream must not have a query or fragment, got "
-	 "'https://h/v1?x=1'"},
-	{"providers: {openai: {prefix: anthropic}}\n",
-	 "1:30: providers.openai.prefix: expected a path starting with '/', got 'anthropic'"},
-	{"providers: {openai: {hosts: ['a b']}}\n",
-	 "1:30: providers.openai.hosts: expected a host name, got 'a b'"},
-	/* providers as a whole */
-	{"providers:\n  openai: {}\n  anthropic: {prefix: /}\n",
-	 "3:23: providers.anthropic: prefix '/' is already used by provider 'openai'"},
-	{"providers:\n  openai: {}\n  groq: {prefix: '//'}\n",
-	 "3:18: providers.groq: prefix '/' is already used by provider 'openai'"},
-	{"providers:\n  openai: {}\n  mine: {upstream: 'http://m', hosts: [API.openai.com]}\n",
-	 "3:39: providers.mine: host 'api.openai.com' is already used by provider 'openai'"},
-	{"providers:\n  local: {}\n",
-	 "2:3: providers.local: 'upstream' is required for a provider without built-in defaults"},
-	{"providers:\n  azure:\n",
-	 "2:3: providers.azure: 'upstream' is required (this provider has no built-in upstream)"},
-	{"providers: {}\n", "1:1: providers: at least one provider is required"},
-	{"default_provider: groq\nproviders:\n  openai: {}\n  anthropic: {}\n",
-	 "1:19: default_provider: 'groq' is not an active provider (active: openai, anthropic)"},
-	{"default_provider: azure\n",
-	 "1:19: default_provider: 'azure' is not an active provider (active: openai, anthropic, "
-	 "gemini, openrouter, groq, mistral, together)"},
-	/* plan references and relations */
-	{"providers:\n  openai: {plan: gold}\n", "2:18: providers.openai: unknown plan 'gold'"},
-	{"plans:\n  default:\n    concurrency: {initial: 2, min: 3}\n",
-	 "3:28: plans.default: concurrency.initial (2) must be between concurrency.min (3) and "
-	 "max_concurrent (64)"},
-	{"plans:\n  p:\n    max_concurrent: 8\n    concurrency: {initial: 9}\n",
-	 "4:28: plans.p: concurrency.initial (9) must be between concurrency.min (1) and "
-	 "max_concurrent (8)"},
-	{"plans:\n  default:\n    max_concurrent: 2\n    concurrency: {min: 3}\n",
-	 "4:24: plans.default: concurrency.min (3) is above max_concurrent (2)"},
-	{"plans:\n  default:\n    dispatch_delay: {min_ms: 100, max_ms: 10}\n",
-	 "3:43: plans.default: dispatch_delay.max_ms (10) is below dispatch_delay.min_ms (100)"},
-	{"plans:\n  default:\n    dispatch_delay: {min_ms: 6000}\n",
-	 "3:30: plans.default: dispatch_delay.max_ms (5000) is below dispatch_delay.min_ms (6000)"},
-	/* keys */
-	{"keys:\n  - {provider: openai, key_sha256: xyz}\n",
-	 "2:36: keys[0].key_sha256: expected 12 to 64 hex digits, got 'xyz'"},
-	{"keys:\n  - {provider: openai, key_sha256: 3f9a1c0b7d2}\n",
-	 "2:36: keys[0].key_sha256: expected 12 to 64 hex digits, got '3f9a1c0b7d2'"},
-	{"keys:\n  - {provider: openai, key_sha256: 3f9a1c0b7d2g}\n",
-	 "2:36: keys[0].key_sha256: expected 12 to 64 hex digits, got '3f9a1c0b7d2g'"},
-	{"keys:\n  - {provider: openai}\n", "2:5: keys[0]: 'key_sha256' is required"},
-	{"keys:\n  - {key_sha256: 3f9a1c0b7d2e}\n", "2:5: keys[0]: 'provider' is required"},
-	{"keys:\n  - {provider: azure, key_sha256: 3f9a1c0b7d2e}\n",
-	 "2:16: keys[0]: 'azure' is not an active provider"},
-	{"keys:\n  - {provider: openai, key_sha256: 3f9a1c0b7d2e, plan: gold}\n",
-	 "2:56: keys[0]: unknown plan 'gold'"},
-	{"keys:\n  - {provider: openai, key_sha256: 3f9a1c0b7d2e}\n"
-	 "  - {provider: groq, key_sha256: 3f9a1c0b7d2e}\n"
-	 "  - {provider: openai, key_sha256: 3F9A1C0B7D2E}\n",
-	 "4:36: keys[2]: same provider and key_sha256 as keys[0]"},
-	/* admin */
-	{"admin:\n  listen: 0.0.0.0:9090\n",
-	 "2:11: admin.listen: admin.token is required when admin.listen is not a loopback address"},
-	{"admin: {listen: ':9090', token: ''}\n",
-	 "1:17: admin.listen: admin.token is required when admin.listen is not a loopback address"},
-	/* YAML itself */
-	{"listen: [a, b\n", "2:1: did not find expected ',' or ']'"},
-	{"a: b\n c: d\n", "2:3: mapping values are not allowed in this context"},
-	{"limits:\n\tmax_lanes: 1\n", "2:1: found character that cannot start any token"},
-	{"listen: 127.0.0.1:1\n---\nlisten: 127.0.0.1:2\n", "3:1: only one YAML document is allowed"},
-	{"listen: 127.0.0.1:1\n\xff\n", "2:1: invalid leading UTF-8 octet"},
+    /* unknown keys, at several depths */
+    {"lisen: 1\n", "1:1: unknown key 'lisen' at the top level"},
+    {"limits:\n  max_body_bytes: 5\n  lisen: 1\n", "3:3: unknown key 'lisen' in 'limits'"},
+    {"plans:\n  default:\n    retry: {max_attempts: 2, jiter: full}\n",
+     "3:30: unknown key 'jiter' in 'plans.default.retry'"},
+    {"providers:\n  openai:\n    tls:\n      verfy: true\n",
+     "4:7: unknown key 'verfy' in 'providers.openai.tls'"},
+    {"keys:\n  - {provider: openai, key_sha256: 3f9a1c0b7d2e, plna: x}\n",
+     "2:50: unknown key 'plna' in 'keys[0]'"},
+    {"listen: 127.0.0.1:1\nlisten: 127.0.0.1:2\n", "2:1: duplicate key 'listen' at the top level"},
+    {"plans:\n  a: {}\n  a: {}\n", "3:3: duplicate key 'a' in 'plans'"},
+    /* wrong types */
+    {"listen: [a, b]\n", "1:9: listen: expected a scalar, got a list"},
+    {"limits: 5\n", "1:9: limits: expected a mapping, got a scalar"},
+    {"- a\n", "1:1: expected a mapping of settings at the top level"},
+    {"keys: {a: b}\n", "1:7: keys: expected a list, got a mapping"},
+    {"keys: [x]\n", "1:8: keys[0]: expected a mapping, got a scalar"},
+    {"providers:\n  openai: {hosts: api.openai.com}\n",
+     "2:19: providers.openai.hosts: expected a list, got a scalar"},
+    {"providers:\n  openai: {hosts: [[a]]}\n",
+     "2:20: providers.openai.hosts: expected a scalar, got a list"},
+    {"{[a]: 1}\n", "1:2: expected a scalar key at the top level, got a list"},
+    /* integers */
+    {"drain_timeout_s: 1.5\n", "1:18: drain_timeout_s: expected a non-negative integer, got '1.5'"},
+    {"drain_timeout_s: -1\n", "1:18: drain_timeout_s: expected a non-negative integer, got '-1'"},
+    {"drain_timeout_s: abc\n", "1:18: drain_timeout_s: expected a non-negative integer, got 'abc'"},
+    {"drain_timeout_s: 4294967296\n",
+     "1:18: drain_timeout_s: expected a non-negative integer, got '4294967296'"},
+    {"drain_timeout_s: \"5\"\n",
+     "1:18: drain_timeout_s: expected a non-negative integer, got the quoted string '5'"},
+    {"limits:\n  max_body_bytes: 99999999999999999999\n",
+     "2:19: limits.max_body_bytes: expected an integer >= 1, got '99999999999999999999'"},
+    {"limits: {max_connections: 0}\n",
+     "1:27: limits.max_connections: expected an integer >= 1, got '0'"},
+    {"plans:\n  default:\n    burst: 0\n",
+     "3:12: plans.default.burst: expected an integer >= 1, got '0'"},
+    {"plans: {p: {max_concurrent: 0}}\n",
+     "1:29: plans.p.max_concurrent: expected an integer >= 1, got '0'"},
+    {"plans: {p: {concurrency: {min: 0}}}\n",
+     "1:32: plans.p.concurrency.min: expected an integer >= 1, got '0'"},
+    {"plans: {p: {queue: {max_depth: 0}}}\n",
+     "1:32: plans.p.queue.max_depth: expected an integer >= 1, got '0'"},
+    {"plans: {p: {retry: {max_attempts: 0}}}\n",
+     "1:35: plans.p.retry.max_attempts: expected an integer >= 1, got '0'"},
+    {"providers: {openai: {timeouts: {connect_s: 0}}}\n",
+     "1:44: providers.openai.timeouts.connect_s: expected an integer >= 1, got '0'"},
+    /* numbers */
+    {"plans: {p: {max_requests_per_minute: -5}}\n",
+     "1:38: plans.p.max_requests_per_minute: expected a non-negative number, got '-5'"},
+    {"plans: {p: {max_requests_per_minute: .inf}}\n",
+     "1:38: plans.p.max_requests_per_minute: expected a non-negative number, got '.inf'"},
+    {"plans: {p: {max_tokens_per_minute: 1e999}}\n",
+     "1:36: plans.p.max_tokens_per_minute: expected a non-negative number, got '1e999'"},
+    {"plans: {p: {concurrency: {decrease_factor: 1}}}\n",
+     "1:44: plans.p.concurrency.decrease_factor: expected a number in (0, 1), got '1'"},
+    {"plans: {p: {concurrency: {decrease_factor: 0}}}\n",
+     "1:44: plans.p.concurrency.decrease_factor: expected a number in (0, 1), got '0'"},
+    {"plans: {p: {dispatch_delay: {backoff_multiplier: 0.5}}}\n",
+     "1:50: plans.p.dispatch_delay.backoff_multiplier: expected a number >= 1, got '0.5'"},
+    {"plans: {p: {proactive_threshold: 1.5}}\n",
+     "1:34: plans.p.proactive_threshold: expected a number in [0, 1], got '1.5'"},
+    /* booleans and enums */
+    {"providers:\n  openai:\n    http2: yes\n",
+     "3:12: providers.openai.http2: expected true or false, got 'yes'"},
+    {"providers: {openai: {tls: {verify: 'true'}}}\n",
+     "1:36: providers.openai.tls.verify: expected true or false, got the quoted string 'true'"},
+    {"log:\n  level: verbose\n",
+     "2:10: log.level: expected one of debug, info, warn, error, got 'verbose'"},
+    {"providers: {openai: {key_header: bearer}}\n",
+     "1:34: providers.openai.key_header: expected one of authorization, x-api-key, api-key, "
+     "x-goog-api-key, query:key, got 'bearer'"},
+    {"providers: {openai: {dialect: groq}}\n",
+     "1:31: providers.openai.dialect: expected one of openai, anthropic, azure, ietf, none, "
+     "got 'groq'"},
+    {"agents: {mode: on}\n", "1:16: agents.mode: expected one of off, serialize, reject, got 'on'"},
+    {"plans: {p: {retry: {jitter: none}}}\n",
+     "1:29: plans.p.retry.jitter: expected one of additive, full, got 'none'"},
+    /* strings */
+    {"listen: 8080\n",
+     "1:9: listen: expected host:port, [v6]:port or :port (port 1-65535), got '8080'"},
+    {"listen: '::1:8080'\n",
+     "1:9: listen: expected host:port, [v6]:port or :port (port 1-65535), got '::1:8080'"},
+    {"admin: {listen: 'localhost:70000'}\n",
+     "1:17: admin.listen: expected host:port, [v6]:port or :port (port 1-65535), got "
+     "'localhost:70000'"},
+    {"log: {file: ''}\n", "1:13: log.file: expected a non-empty string"},
+    {"log:\n  file: \"a\\0b\"\n", "2:9: log.file: NUL character in value"},
+    {"agents: {header: 'x y'}\n", "1:18: agents.header: expected an HTTP header name, got 'x y'"},
+    {"default_provider: 'a b'\n",
+     "1:19: default_provider: expected a name of 1 to 64 letters, digits, '.', '-' or '_', got "
+     "'a b'"},
+    {"providers:\n  'my provider': {upstream: 'http://x'}\n",
+     "2:3: providers: expected a name of 1 to 64 letters, digits, '.', '-' or '_', got 'my "
+     "provider'"},
+    /* upstream URLs and prefixes */
+    {"providers:\n  openai:\n    upstream: ftp://x\n",
+     "3:15: providers.openai.upstream: expected an http:// or https:// URL with a host, got "
+     "'ftp://x'"},
+    {"providers: {openai: {upstream: 'https://'}}\n",
+     "1:32: providers.openai.upstream: expected an http:// or https:// URL with a host, got "
+     "'https://'"},
+    {"providers: {openai: {upstream: 'https:///v1'}}\n",
+     "1:32: providers.openai.upstream: expected an http:// or https:// URL with a host, got "
+     "'https:///v1'"},
+    {"providers: {openai: {upstream: 'https://h:99999'}}\n",
+     "1:32: providers.openai.upstream: expected an http:// or https:// URL with a host, got "
+     "'https://h:99999'"},
+    {"providers: {openai: {upstream: 'https://h/v1?x=1'}}\n",
+     "1:32: providers.openai.upstream: an upstream must not have a query or fragment, got "
+     "'https://h/v1?x=1'"},
+    {"providers: {openai: {prefix: anthropic}}\n",
+     "1:30: providers.openai.prefix: expected a path starting with '/', got 'anthropic'"},
+    {"providers: {openai: {hosts: ['a b']}}\n",
+     "1:30: providers.openai.hosts: expected a host name, got 'a b'"},
+    /* providers as a whole */
+    {"providers:\n  openai: {}\n  anthropic: {prefix: /}\n",
+     "3:23: providers.anthropic: prefix '/' is already used by provider 'openai'"},
+    {"providers:\n  openai: {}\n  groq: {prefix: '//'}\n",
+     "3:18: providers.groq: prefix '/' is already used by provider 'openai'"},
+    {"providers:\n  openai: {}\n  mine: {upstream: 'http://m', hosts: [API.openai.com]}\n",
+     "3:39: providers.mine: host 'api.openai.com' is already used by provider 'openai'"},
+    {"providers:\n  local: {}\n",
+     "2:3: providers.local: 'upstream' is required for a provider without built-in defaults"},
+    {"providers:\n  azure:\n",
+     "2:3: providers.azure: 'upstream' is required (this provider has no built-in upstream)"},
+    {"providers: {}\n", "1:1: providers: at least one provider is required"},
+    {"default_provider: groq\nproviders:\n  openai: {}\n  anthropic: {}\n",
+     "1:19: default_provider: 'groq' is not an active provider (active: openai, anthropic)"},
+    {"default_provider: azure\n",
+     "1:19: default_provider: 'azure' is not an active provider (active: openai, anthropic, "
+     "gemini, openrouter, groq, mistral, together)"},
+    /* plan references and relations */
+    {"providers:\n  openai: {plan: gold}\n", "2:18: providers.openai: unknown plan 'gold'"},
+    {"plans:\n  default:\n    concurrency: {initial: 2, min: 3}\n",
+     "3:28: plans.default: concurrency.initial (2) must be between concurrency.min (3) and "
+     "max_concurrent (64)"},
+    {"plans:\n  p:\n    max_concurrent: 8\n    concurrency: {initial: 9}\n",
+     "4:28: plans.p: concurrency.initial (9) must be between concurrency.min (1) and "
+     "max_concurrent (8)"},
+    {"plans:\n  default:\n    max_concurrent: 2\n    concurrency: {min: 3}\n",
+     "4:24: plans.default: concurrency.min (3) is above max_concurrent (2)"},
+    {"plans:\n  default:\n    dispatch_delay: {min_ms: 100, max_ms: 10}\n",
+     "3:43: plans.default: dispatch_delay.max_ms (10) is below dispatch_delay.min_ms (100)"},
+    {"plans:\n  default:\n    dispatch_delay: {min_ms: 6000}\n",
+     "3:30: plans.default: dispatch_delay.max_ms (5000) is below dispatch_delay.min_ms (6000)"},
+    /* keys */
+    {"keys:\n  - {provider: openai, key_sha256: xyz}\n",
+     "2:36: keys[0].key_sha256: expected 12 to 64 hex digits, got 'xyz'"},
+    {"keys:\n  - {provider: openai, key_sha256: 3f9a1c0b7d2}\n",
+     "2:36: keys[0].key_sha256: expected 12 to 64 hex digits, got '3f9a1c0b7d2'"},
+    {"keys:\n  - {provider: openai, key_sha256: 3f9a1c0b7d2g}\n",
+     "2:36: keys[0].key_sha256: expected 12 to 64 hex digits, got '3f9a1c0b7d2g'"},
+    {"keys:\n  - {provider: openai}\n", "2:5: keys[0]: 'key_sha256' is required"},
+    {"keys:\n  - {key_sha256: 3f9a1c0b7d2e}\n", "2:5: keys[0]: 'provider' is required"},
+    {"keys:\n  - {provider: azure, key_sha256: 3f9a1c0b7d2e}\n",
+     "2:16: keys[0]: 'azure' is not an active provider"},
+    {"keys:\n  - {provider: openai, key_sha256: 3f9a1c0b7d2e, plan: gold}\n",
+     "2:56: keys[0]: unknown plan 'gold'"},
+    {"keys:\n  - {provider: openai, key_sha256: 3f9a1c0b7d2e}\n"
+     "  - {provider: groq, key_sha256: 3f9a1c0b7d2e}\n"
+     "  - {provider: openai, key_sha256: 3F9A1C0B7D2E}\n",
+     "4:36: keys[2]: same provider and key_sha256 as keys[0]"},
+    /* admin */
+    {"admin:\n  listen: 0.0.0.0:9090\n",
+     "2:11: admin.listen: admin.token is required when admin.listen is not a loopback address"},
+    {"admin: {listen: ':9090', token: ''}\n",
+     "1:17: admin.listen: admin.token is required when admin.listen is not a loopback address"},
+    /* YAML itself */
+    {"listen: [a, b\n", "2:1: did not find expected ',' or ']'"},
+    {"a: b\n c: d\n", "2:3: mapping values are not allowed in this context"},
+    {"limits:\n\tmax_lanes: 1\n", "2:1: found character that cannot start any token"},
+    {"listen: 127.0.0.1:1\n---\nlisten: 127.0.0.1:2\n", "3:1: only one YAML document is allowed"},
+    {"listen: 127.0.0.1:1\n\xff\n", "2:1: invalid leading UTF-8 octet"},
 };
 
 START_TEST(rejected_file)
@@ -645,28 +688,28 @@ END_TEST
 START_TEST(env_overrides_file_and_defaults)
 {
 	char *env[] = {"PATH=/bin",
-		       "PACERD_LISTEN=0.0.0.0:8000",
-		       "PACERD_ADMIN_LISTEN=",
-		       "PACERD_LOG_LEVEL=warn",
-		       "PACERD_UPSTREAM=http://mock:9999/base/",
-		       "PACERD_RPS=1.5",
-		       "PACERD_RPM=200",
-		       "PACERD_RPH=3000",
-		       "PACERD_MIN_MS=25",
-		       "PACERD_TPM=40000",
-		       "PACERD_MAX_CONCURRENT=16",
-		       "PACERD_QUEUE_MAX_DEPTH=5",
-		       "PACERD_RETRY_MAX_ATTEMPTS=7",
-		       "PACERD_RETRY_INITIAL_DELAY_MS=10",
-		       "PACERD_RETRY_MAX_DELAY_MS=20",
-		       "PACERD_SOMETHING_NEW=1",
-		       "PACERD_NOEQUALS",
-		       "PACERD_RPM=999", /* the first one wins, as with getenv */
-		       NULL};
+	               "PACERD_LISTEN=0.0.0.0:8000",
+	               "PACERD_ADMIN_LISTEN=",
+	               "PACERD_LOG_LEVEL=warn",
+	               "PACERD_UPSTREAM=http://mock:9999/base/",
+	               "PACERD_RPS=1.5",
+	               "PACERD_RPM=200",
+	               "PACERD_RPH=3000",
+	               "PACERD_MIN_MS=25",
+	               "PACERD_TPM=40000",
+	               "PACERD_MAX_CONCURRENT=16",
+	               "PACERD_QUEUE_MAX_DEPTH=5",
+	               "PACERD_RETRY_MAX_ATTEMPTS=7",
+	               "PACERD_RETRY_INITIAL_DELAY_MS=10",
+	               "PACERD_RETRY_MAX_DELAY_MS=20",
+	               "PACERD_SOMETHING_NEW=1",
+	               "PACERD_NOEQUALS",
+	               "PACERD_RPM=999", /* the first one wins, as with getenv */
+	               NULL};
 	struct config *c = load_ok("listen: 127.0.0.1:7000\n"
-				   "log: {level: error}\n"
-				   "plans: {default: {max_requests_per_minute: 100, burst: 4}}\n",
-				   env);
+	                           "log: {level: error}\n"
+	                           "plans: {default: {max_requests_per_minute: 100, burst: 4}}\n",
+	                           env);
 	const struct plan_conf *p = config_plan(c, "default");
 	ck_assert_str_eq(c->listen, "0.0.0.0:8000");
 	ck_assert_str_eq(c->admin.listen, "");
@@ -703,11 +746,11 @@ START_TEST(env_targets_default_provider_and_its_plan)
 {
 	char *env[] = {"PACERD_UPSTREAM=https://proxy.example", "PACERD_RPM=30", NULL};
 	struct config *c = load_ok("default_provider: anthropic\n"
-				   "providers:\n"
-				   "  openai: {}\n"
-				   "  anthropic: {plan: slow}\n"
-				   "plans: {slow: {max_requests_per_minute: 5}}\n",
-				   env);
+	                           "providers:\n"
+	                           "  openai: {}\n"
+	                           "  anthropic: {plan: slow}\n"
+	                           "plans: {slow: {max_requests_per_minute: 5}}\n",
+	                           env);
 	ck_assert_str_eq(config_provider(c, "anthropic")->upstream, "https://proxy.example");
 	ck_assert_str_eq(config_provider(c, "openai")->upstream, "https://api.openai.com");
 	ck_assert_double_eq(config_plan(c, "slow")->max_requests_per_minute, 30);
@@ -730,22 +773,22 @@ static const struct bad_env {
 	const char *var;
 	const char *error;
 } bad_envs[] = {
-	{"PACERD_RPM=abc", "PACERD_RPM: expected a non-negative number, got 'abc'"},
-	{"PACERD_RPS=-1", "PACERD_RPS: expected a non-negative number, got '-1'"},
-	{"PACERD_TPM=", "PACERD_TPM: expected a non-negative number, got ''"},
-	{"PACERD_MAX_CONCURRENT=0", "PACERD_MAX_CONCURRENT: expected an integer >= 1, got '0'"},
-	{"PACERD_QUEUE_MAX_DEPTH=1.5", "PACERD_QUEUE_MAX_DEPTH: expected an integer >= 1, got '1.5'"},
-	{"PACERD_RETRY_MAX_DELAY_MS=9999999999",
-	 "PACERD_RETRY_MAX_DELAY_MS: expected a non-negative integer, got '9999999999'"},
-	{"PACERD_LOG_LEVEL=loud",
-	 "PACERD_LOG_LEVEL: expected one of debug, info, warn, error, got 'loud'"},
-	{"PACERD_LISTEN=localhost",
-	 "PACERD_LISTEN: expected host:port, [v6]:port or :port (port 1-65535), got 'localhost'"},
-	{"PACERD_UPSTREAM=api.openai.com",
-	 "PACERD_UPSTREAM: expected an http:// or https:// URL with a host, got 'api.openai.com'"},
-	{"PACERD_ADMIN_LISTEN=0.0.0.0:9090",
-	 "PACERD_ADMIN_LISTEN: admin.listen: admin.token is required when admin.listen is not a "
-	 "loopback address"},
+    {"PACERD_RPM=abc", "PACERD_RPM: expected a non-negative number, got 'abc'"},
+    {"PACERD_RPS=-1", "PACERD_RPS: expected a non-negative number, got '-1'"},
+    {"PACERD_TPM=", "PACERD_TPM: expected a non-negative number, got ''"},
+    {"PACERD_MAX_CONCURRENT=0", "PACERD_MAX_CONCURRENT: expected an integer >= 1, got '0'"},
+    {"PACERD_QUEUE_MAX_DEPTH=1.5", "PACERD_QUEUE_MAX_DEPTH: expected an integer >= 1, got '1.5'"},
+    {"PACERD_RETRY_MAX_DELAY_MS=9999999999",
+     "PACERD_RETRY_MAX_DELAY_MS: expected a non-negative integer, got '9999999999'"},
+    {"PACERD_LOG_LEVEL=loud",
+     "PACERD_LOG_LEVEL: expected one of debug, info, warn, error, got 'loud'"},
+    {"PACERD_LISTEN=localhost",
+     "PACERD_LISTEN: expected host:port, [v6]:port or :port (port 1-65535), got 'localhost'"},
+    {"PACERD_UPSTREAM=api.openai.com",
+     "PACERD_UPSTREAM: expected an http:// or https:// URL with a host, got 'api.openai.com'"},
+    {"PACERD_ADMIN_LISTEN=0.0.0.0:9090",
+     "PACERD_ADMIN_LISTEN: admin.listen: admin.token is required when admin.listen is not a "
+     "loopback address"},
 };
 
 START_TEST(rejected_env)
@@ -759,8 +802,8 @@ START_TEST(env_conflicting_with_file_blames_the_file_value)
 {
 	char *env[] = {"PACERD_MAX_CONCURRENT=2", NULL};
 	expect_file_error("plans:\n  default:\n    concurrency: {initial: 4}\n", env,
-			  "3:28: plans.default: concurrency.initial (4) must be between "
-			  "concurrency.min (1) and max_concurrent (2)");
+	                  "3:28: plans.default: concurrency.initial (4) must be between "
+	                  "concurrency.min (1) and max_concurrent (2)");
 }
 END_TEST
 
@@ -783,7 +826,7 @@ START_TEST(listed_providers_only)
 	/* openai inactive, no provider at "/": the first one listed. */
 	ck_assert_str_eq(c->default_provider, "anthropic");
 	check_provider(&c->providers[0], "https://api.anthropic.com", "/anthropic", KEY_X_API_KEY,
-		       DIALECT_ANTHROPIC, "api.anthropic.com");
+	               DIALECT_ANTHROPIC, "api.anthropic.com");
 	config_free(c);
 }
 END_TEST
@@ -791,9 +834,9 @@ END_TEST
 START_TEST(default_provider_falls_back_to_root_prefix)
 {
 	struct config *c = load_ok("providers:\n"
-				   "  anthropic: {}\n"
-				   "  local: {upstream: 'http://h:1', prefix: /}\n",
-				   NULL);
+	                           "  anthropic: {}\n"
+	                           "  local: {upstream: 'http://h:1', prefix: /}\n",
+	                           NULL);
 	ck_assert_str_eq(c->default_provider, "local");
 	config_free(c);
 	c = load_ok("providers: {groq: {}, openai: {prefix: /oai}}\n", NULL);
@@ -804,11 +847,11 @@ END_TEST
 
 START_TEST(unknown_provider_gets_generic_defaults)
 {
-	struct config *c = load_ok("providers:\n  vllm: {upstream: 'HTTPS://Gpu.Example:8443//'}\n",
-				   NULL);
+	struct config *c =
+	    load_ok("providers:\n  vllm: {upstream: 'HTTPS://Gpu.Example:8443//'}\n", NULL);
 	const struct provider_conf *p = config_provider(c, "vllm");
 	check_provider(p, "https://Gpu.Example:8443", "/vllm", KEY_AUTHORIZATION, DIALECT_OPENAI,
-		       NULL);
+	               NULL);
 	ck_assert_str_eq(c->default_provider, "vllm");
 	config_free(c);
 }
@@ -817,17 +860,17 @@ END_TEST
 START_TEST(builtin_overrides_and_normalisation)
 {
 	struct config *c = load_ok("providers:\n"
-				   "  openai: {prefix: /oai/, hosts: [Api.OpenAI.com, '[::1]:8']}\n"
-				   "  azure: {upstream: 'https://r.openai.azure.com/', hosts: []}\n"
-				   "  gemini: {upstream: 'http://[::1]:8080', hosts: }\n",
-				   NULL);
+	                           "  openai: {prefix: /oai/, hosts: [Api.OpenAI.com, '[::1]:8']}\n"
+	                           "  azure: {upstream: 'https://r.openai.azure.com/', hosts: []}\n"
+	                           "  gemini: {upstream: 'http://[::1]:8080', hosts: }\n",
+	                           NULL);
 	const struct provider_conf *p = config_provider(c, "openai");
 	ck_assert_str_eq(p->prefix, "/oai");
 	ck_assert_uint_eq(p->n_hosts, 2);
 	ck_assert_str_eq(p->hosts[0], "api.openai.com");
 	ck_assert_str_eq(p->hosts[1], "[::1]:8");
 	check_provider(config_provider(c, "azure"), "https://r.openai.azure.com", "/azure",
-		       KEY_API_KEY, DIALECT_AZURE, NULL);
+	               KEY_API_KEY, DIALECT_AZURE, NULL);
 	p = config_provider(c, "gemini");
 	ck_assert_str_eq(p->upstream, "http://[::1]:8080");
 	ck_assert_uint_eq(p->n_hosts, 0);
@@ -865,16 +908,16 @@ START_TEST(split_hostport_valid)
 	ck_assert_str_eq(host, "");
 	ck_assert_uint_eq(port, 1);
 	ck_assert_int_eq(config_split_hostport("my-host.example:65535", host, sizeof(host), &port),
-			 0);
+	                 0);
 	ck_assert_str_eq(host, "my-host.example");
 	ck_assert_uint_eq(port, 65535);
 }
 END_TEST
 
 static const char *const bad_hostports[] = {
-	"host",    "host:",   "host:0",  "host:65536", "host:80x", "host:-1",    "::1:80",
-	"[::1]80", "[::1]:",  "[zz]:80", "[::1:80",    "ho st:80", "host:+80",   "",
-	"a:b:80",  ":",       "[]:80",   "h/x:80",     "h:080800", "[::1]:80:1",
+    "host",    "host:",  "host:0",  "host:65536", "host:80x", "host:-1",    "::1:80",
+    "[::1]80", "[::1]:", "[zz]:80", "[::1:80",    "ho st:80", "host:+80",   "",
+    "a:b:80",  ":",      "[]:80",   "h/x:80",     "h:080800", "[::1]:80:1",
 };
 
 START_TEST(split_hostport_invalid)
@@ -882,7 +925,7 @@ START_TEST(split_hostport_invalid)
 	char host[64];
 	unsigned port = 0;
 	ck_assert_msg(config_split_hostport(bad_hostports[_i], host, sizeof(host), &port) == -1,
-		      "accepted '%s'", bad_hostports[_i]);
+	              "accepted '%s'", bad_hostports[_i]);
 }
 END_TEST
 
@@ -949,6 +992,8 @@ static Suite *config_suite(void)
 	tcase_add_test(t, agents_mode_off_and_reject);
 	tcase_add_test(t, admin_beyond_loopback_with_token_or_disabled);
 	tcase_add_test(t, initial_concurrency_clamped_when_unset);
+	tcase_add_test(t, aliases_and_null_values);
+	tcase_add_test(t, many_keys);
 	tcase_add_loop_test(t, rejected_file, 0, COUNT(bad_files));
 	tcase_add_test(t, io_errors);
 	tcase_add_test(t, messages_stay_on_one_line);
