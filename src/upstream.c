@@ -315,11 +315,12 @@ static bool store_header(struct up_xfer *x, const char *line, size_t len)
 	size_t nlen, vlen;
 	if (!hdr_split_line(line, len, &name, &nlen, &value, &vlen))
 		return true; /* continuation lines and junk are dropped */
-	if (x->nh == UP_HEADERS_MAX || x->hlen + nlen + vlen > UP_HEADER_BYTES_MAX)
+	size_t need = x->hlen + nlen + vlen + 2; /* both NUL-terminated */
+	if (x->nh == UP_HEADERS_MAX || need > UP_HEADER_BYTES_MAX)
 		return false;
-	if (x->hlen + nlen + vlen > x->hcap) {
+	if (need > x->hcap) {
 		size_t cap = x->hcap ? x->hcap * 2 : 4096;
-		while (cap < x->hlen + nlen + vlen)
+		while (cap < need)
 			cap *= 2;
 		char *nb = realloc(x->hbuf, cap);
 		if (nb == NULL)
@@ -331,11 +332,13 @@ static bool store_header(struct up_xfer *x, const char *line, size_t len)
 	o->name = (unsigned)x->hlen;
 	o->name_len = (unsigned)nlen;
 	memcpy(x->hbuf + x->hlen, name, nlen);
-	x->hlen += nlen;
+	x->hbuf[x->hlen + nlen] = '\0';
+	x->hlen += nlen + 1;
 	o->value = (unsigned)x->hlen;
 	o->value_len = (unsigned)vlen;
 	memcpy(x->hbuf + x->hlen, value, vlen);
-	x->hlen += vlen;
+	x->hbuf[x->hlen + vlen] = '\0';
+	x->hlen += vlen + 1;
 	return true;
 }
 

@@ -22,6 +22,7 @@
 struct upstream;
 struct up_xfer;
 
+/* Valid during on_headers; name and value are also NUL-terminated. */
 struct up_header {
 	const char *name;
 	size_t name_len;
