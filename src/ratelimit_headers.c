@@ -678,50 +678,53 @@ enum field { F_LIMIT, F_REMAINING, F_RESET };
 
 struct name_map {
 	const char *name; /* lower case */
+	size_t len;
 	unsigned dialects;
 	enum rlh_budget_kind budget;
 	enum field field;
 };
 
+#define N(lit) lit, sizeof(lit) - 1
+
 static const struct name_map names[] = {
 	/* OpenAI, Azure, Groq */
-	{"x-ratelimit-limit-requests", D_OAI | D_AZ, RLH_REQUESTS, F_LIMIT},
-	{"x-ratelimit-remaining-requests", D_OAI | D_AZ, RLH_REQUESTS, F_REMAINING},
-	{"x-ratelimit-reset-requests", D_OAI | D_AZ, RLH_REQUESTS, F_RESET},
-	{"x-ratelimit-limit-tokens", D_OAI | D_AZ, RLH_TOKENS, F_LIMIT},
-	{"x-ratelimit-remaining-tokens", D_OAI | D_AZ, RLH_TOKENS, F_REMAINING},
-	{"x-ratelimit-reset-tokens", D_OAI | D_AZ, RLH_TOKENS, F_RESET},
+	{N("x-ratelimit-limit-requests"), D_OAI | D_AZ, RLH_REQUESTS, F_LIMIT},
+	{N("x-ratelimit-remaining-requests"), D_OAI | D_AZ, RLH_REQUESTS, F_REMAINING},
+	{N("x-ratelimit-reset-requests"), D_OAI | D_AZ, RLH_REQUESTS, F_RESET},
+	{N("x-ratelimit-limit-tokens"), D_OAI | D_AZ, RLH_TOKENS, F_LIMIT},
+	{N("x-ratelimit-remaining-tokens"), D_OAI | D_AZ, RLH_TOKENS, F_REMAINING},
+	{N("x-ratelimit-reset-tokens"), D_OAI | D_AZ, RLH_TOKENS, F_RESET},
 	/* Azure on 429 */
-	{"x-rate-limit-reset-tokens", D_OAI | D_AZ, RLH_TOKENS, F_RESET},
+	{N("x-rate-limit-reset-tokens"), D_OAI | D_AZ, RLH_TOKENS, F_RESET},
 	/* Mistral */
-	{"x-ratelimit-limit-req-minute", D_OAI, RLH_REQUESTS, F_LIMIT},
-	{"x-ratelimit-remaining-req-minute", D_OAI, RLH_REQUESTS, F_REMAINING},
-	{"x-ratelimit-limit-tokens-minute", D_OAI, RLH_TOKENS, F_LIMIT},
-	{"x-ratelimit-remaining-tokens-minute", D_OAI, RLH_TOKENS, F_REMAINING},
+	{N("x-ratelimit-limit-req-minute"), D_OAI, RLH_REQUESTS, F_LIMIT},
+	{N("x-ratelimit-remaining-req-minute"), D_OAI, RLH_REQUESTS, F_REMAINING},
+	{N("x-ratelimit-limit-tokens-minute"), D_OAI, RLH_TOKENS, F_LIMIT},
+	{N("x-ratelimit-remaining-tokens-minute"), D_OAI, RLH_TOKENS, F_REMAINING},
 	/* Together and OpenRouter (reset: seconds vs epoch ms, told apart by size) */
-	{"x-ratelimit-limit", D_OAI, RLH_REQUESTS, F_LIMIT},
-	{"x-ratelimit-remaining", D_OAI, RLH_REQUESTS, F_REMAINING},
-	{"x-ratelimit-reset", D_OAI, RLH_REQUESTS, F_RESET},
-	{"x-tokenlimit-limit", D_OAI, RLH_TOKENS, F_LIMIT},
-	{"x-tokenlimit-remaining", D_OAI, RLH_TOKENS, F_REMAINING},
+	{N("x-ratelimit-limit"), D_OAI, RLH_REQUESTS, F_LIMIT},
+	{N("x-ratelimit-remaining"), D_OAI, RLH_REQUESTS, F_REMAINING},
+	{N("x-ratelimit-reset"), D_OAI, RLH_REQUESTS, F_RESET},
+	{N("x-tokenlimit-limit"), D_OAI, RLH_TOKENS, F_LIMIT},
+	{N("x-tokenlimit-remaining"), D_OAI, RLH_TOKENS, F_REMAINING},
 	/* Fireworks */
-	{"x-ratelimit-limit-tokens-prompt", D_OAI, RLH_INPUT_TOKENS, F_LIMIT},
-	{"x-ratelimit-remaining-tokens-prompt", D_OAI, RLH_INPUT_TOKENS, F_REMAINING},
-	{"x-ratelimit-limit-tokens-generated", D_OAI, RLH_OUTPUT_TOKENS, F_LIMIT},
-	{"x-ratelimit-remaining-tokens-generated", D_OAI, RLH_OUTPUT_TOKENS, F_REMAINING},
+	{N("x-ratelimit-limit-tokens-prompt"), D_OAI, RLH_INPUT_TOKENS, F_LIMIT},
+	{N("x-ratelimit-remaining-tokens-prompt"), D_OAI, RLH_INPUT_TOKENS, F_REMAINING},
+	{N("x-ratelimit-limit-tokens-generated"), D_OAI, RLH_OUTPUT_TOKENS, F_LIMIT},
+	{N("x-ratelimit-remaining-tokens-generated"), D_OAI, RLH_OUTPUT_TOKENS, F_REMAINING},
 	/* Anthropic */
-	{"anthropic-ratelimit-requests-limit", D_AN, RLH_REQUESTS, F_LIMIT},
-	{"anthropic-ratelimit-requests-remaining", D_AN, RLH_REQUESTS, F_REMAINING},
-	{"anthropic-ratelimit-requests-reset", D_AN, RLH_REQUESTS, F_RESET},
-	{"anthropic-ratelimit-tokens-limit", D_AN, RLH_TOKENS, F_LIMIT},
-	{"anthropic-ratelimit-tokens-remaining", D_AN, RLH_TOKENS, F_REMAINING},
-	{"anthropic-ratelimit-tokens-reset", D_AN, RLH_TOKENS, F_RESET},
-	{"anthropic-ratelimit-input-tokens-limit", D_AN, RLH_INPUT_TOKENS, F_LIMIT},
-	{"anthropic-ratelimit-input-tokens-remaining", D_AN, RLH_INPUT_TOKENS, F_REMAINING},
-	{"anthropic-ratelimit-input-tokens-reset", D_AN, RLH_INPUT_TOKENS, F_RESET},
-	{"anthropic-ratelimit-output-tokens-limit", D_AN, RLH_OUTPUT_TOKENS, F_LIMIT},
-	{"anthropic-ratelimit-output-tokens-remaining", D_AN, RLH_OUTPUT_TOKENS, F_REMAINING},
-	{"anthropic-ratelimit-output-tokens-reset", D_AN, RLH_OUTPUT_TOKENS, F_RESET},
+	{N("anthropic-ratelimit-requests-limit"), D_AN, RLH_REQUESTS, F_LIMIT},
+	{N("anthropic-ratelimit-requests-remaining"), D_AN, RLH_REQUESTS, F_REMAINING},
+	{N("anthropic-ratelimit-requests-reset"), D_AN, RLH_REQUESTS, F_RESET},
+	{N("anthropic-ratelimit-tokens-limit"), D_AN, RLH_TOKENS, F_LIMIT},
+	{N("anthropic-ratelimit-tokens-remaining"), D_AN, RLH_TOKENS, F_REMAINING},
+	{N("anthropic-ratelimit-tokens-reset"), D_AN, RLH_TOKENS, F_RESET},
+	{N("anthropic-ratelimit-input-tokens-limit"), D_AN, RLH_INPUT_TOKENS, F_LIMIT},
+	{N("anthropic-ratelimit-input-tokens-remaining"), D_AN, RLH_INPUT_TOKENS, F_REMAINING},
+	{N("anthropic-ratelimit-input-tokens-reset"), D_AN, RLH_INPUT_TOKENS, F_RESET},
+	{N("anthropic-ratelimit-output-tokens-limit"), D_AN, RLH_OUTPUT_TOKENS, F_LIMIT},
+	{N("anthropic-ratelimit-output-tokens-remaining"), D_AN, RLH_OUTPUT_TOKENS, F_REMAINING},
+	{N("anthropic-ratelimit-output-tokens-reset"), D_AN, RLH_OUTPUT_TOKENS, F_RESET},
 };
 
 static void set_field(struct rlh_budget *b, enum field f, int64_t v, uint8_t prio)
@@ -911,7 +914,8 @@ static void apply_dialect_header(struct rlh_result *out, enum dialect d,
 {
 	unsigned mask = 1u << d;
 	for (size_t m = 0; m < sizeof names / sizeof names[0]; m++) {
-		if ((names[m].dialects & mask) && ci_equal(h->name, nlen, names[m].name)) {
+		if (names[m].len == nlen && (names[m].dialects & mask) &&
+		    ci_prefix(h->name, nlen, names[m].name)) {
 			apply_mapped(out, &names[m], h->value, h->value_len, now_ms, PRIO_DIALECT);
 			return;
 		}
@@ -921,6 +925,25 @@ static void apply_dialect_header(struct rlh_result *out, enum dialect d,
 		size_t vl = h->value_len;
 		trim(&v, &vl);
 		out->over_limit = ci_equal(v, vl, "yes");
+	}
+}
+
+/* Every name this module knows starts with x-, anthropic-, ratelimit or
+ * retry-after: most headers of a response (content-type, date, server, ...)
+ * are dismissed by their first byte, since this runs on every response. */
+static bool maybe_interesting(const char *name, size_t nlen)
+{
+	if (nlen < 9)
+		return false;
+	switch (lower((unsigned char)name[0])) {
+	case 'x':
+		return name[1] == '-';
+	case 'a':
+		return ci_prefix(name, nlen, "anthropic-ratelimit-");
+	case 'r':
+		return ci_prefix(name, nlen, "ratelimit") || ci_prefix(name, nlen, "retry-after");
+	default:
+		return false;
 	}
 }
 
@@ -935,6 +958,8 @@ void rlh_parse(enum dialect dialect, const struct rlh_header *h, size_t n, int64
 		if (h[i].name == NULL || h[i].value == NULL)
 			continue;
 		size_t nlen = strlen(h[i].name);
+		if (!maybe_interesting(h[i].name, nlen))
+			continue;
 		if (apply_retry_header(out, &h[i], nlen, now_ms, &best_hint) ||
 		    dialect == DIALECT_NONE)
 			continue;

@@ -52,6 +52,18 @@ static int64_t content_chars(json_t *v, int depth)
 	return n;
 }
 
+/* The arguments of an assistant's earlier tool calls are prompt text too: in
+ * agent loops they are often the bulk of it. */
+static int64_t tool_call_chars(json_t *calls)
+{
+	int64_t n = 0;
+	size_t i;
+	json_t *c;
+	json_array_foreach(calls, i, c)
+		n += string_chars(json_object_get(json_object_get(c, "function"), "arguments"));
+	return n;
+}
+
 static int64_t prompt_chars(json_t *root)
 {
 	static const char *const fields[] = {"input",    "prompt",   "system",
@@ -61,8 +73,10 @@ static int64_t prompt_chars(json_t *root)
 	size_t i;
 	json_t *m;
 
-	json_array_foreach(json_object_get(root, "messages"), i, m)
+	json_array_foreach(json_object_get(root, "messages"), i, m) {
 		n += content_chars(json_object_get(m, "content"), 1);
+		n += tool_call_chars(json_object_get(m, "tool_calls"));
+	}
 	for (size_t f = 0; f < sizeof fields / sizeof fields[0]; f++)
 		n += content_chars(json_object_get(root, fields[f]), 0);
 	return n;
@@ -107,15 +121,25 @@ static int64_t output_tokens(json_t *root, unsigned default_output)
 	return n > 1 ? out * n : out;
 }
 
+/* Whether the first non-blank byte opens an object: a multipart upload or
+ * other binary body is then dismissed without running the parser over it. */
+static bool looks_like_object(const char *s, size_t len)
+{
+	size_t i = 0;
+	while (i < len && (s[i] == ' ' || s[i] == '\t' || s[i] == '\r' || s[i] == '\n'))
+		i++;
+	return i < len && s[i] == '{';
+}
+
 int64_t tokens_estimate(const char *body, size_t len, unsigned default_output_tokens,
 			struct tokens_cost *detail)
 {
 	struct tokens_cost c = {0};
 
 	if (body != NULL && len > 0) {
-		json_t *root = json_loadb(body, len, 0, NULL);
-		c.json = root != NULL;
-		if (json_is_object(root)) {
+		json_t *root = looks_like_object(body, len) ? json_loadb(body, len, 0, NULL) : NULL;
+		c.json = json_is_object(root);
+		if (c.json) {
 			c.prompt = (prompt_chars(root) + 3) / 4;
 			c.output = output_tokens(root, default_output_tokens);
 		} else {

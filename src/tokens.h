@@ -14,14 +14,15 @@ struct tokens_cost {
 	int64_t prompt; /* characters of the prompt text / 4, rounded up */
 	int64_t output; /* requested output tokens times n, or the default */
 	int64_t total;  /* prompt + output */
-	bool json;      /* the body parsed as JSON */
+	bool json;      /* the body parsed as a JSON object */
 };
 
 /* Estimates the token cost of a request body.
  *
  * Prompt: Unicode characters (UTF-8 code points) of the text in
  * messages[].content (a string, or an array of parts whose "text" counts,
- * nested "content" too, as in Anthropic tool results), input (a string, an
+ * nested "content" too, as in Anthropic tool results) and
+ * messages[].tool_calls[].function.arguments, input (a string, an
  * array of strings, of token ids — 1 token each — or of Responses API
  * messages), prompt, system (a string or an array of blocks), instructions,
  * and Gemini contents[].parts[].text and systemInstruction; divided by 4,
@@ -31,9 +32,11 @@ struct tokens_cost {
  * times n (or generationConfig.candidateCount) when it is above 1 (capped at
  * 128). Embedding requests (a "model" whose name contains "embed") generate
  * nothing: output 0.
- * Not JSON: costs default_output_tokens alone — a multipart upload's bytes are
- * not prompt tokens, so bytes / 4 would only overcharge. JSON that is not an
- * object: the same. An empty body (GET /v1/models) costs 0.
+ * Not a JSON object (a multipart upload, text, a JSON array): costs
+ * default_output_tokens alone — an audio file's bytes are not prompt tokens,
+ * so bytes / 4 would only overcharge; usage corrects the rest afterwards.
+ * An empty body (GET /v1/models) costs 0. Images, tool definitions and
+ * other non-text parts are not counted.
  * Returns the total; fills *detail when it is not NULL. */
 int64_t tokens_estimate(const char *body, size_t len, unsigned default_output_tokens,
 			struct tokens_cost *detail);

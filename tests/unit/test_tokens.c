@@ -34,6 +34,12 @@ START_TEST(estimate_chat)
 			     "\"efgh\"}]}],\"max_completion_tokens\":10}",
 			     1024, &c),
 			 2 + 10);
+	/* earlier tool calls' arguments are prompt text */
+	ck_assert_int_eq(est("{\"messages\":[{\"role\":\"assistant\",\"content\":null,"
+			     "\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\",\"function\":{"
+			     "\"name\":\"f\",\"arguments\":\"{\\\"q\\\":1}\"}}]}],\"max_tokens\":1}",
+			     1024, &c),
+			 2 + 1); /* {"q":1} is 7 characters */
 	/* n choices multiply the output */
 	ck_assert_int_eq(est("{\"messages\":[{\"role\":\"user\",\"content\":\"abcd\"}],"
 			     "\"max_tokens\":50,\"n\":3}",
@@ -132,6 +138,8 @@ START_TEST(estimate_not_json)
 	ck_assert_int_eq(c.prompt, 0);
 	ck_assert_int_eq(est("{\"messages\":[", 1024, &c), 1024);
 	ck_assert_int_eq(est("[1,2,3]", 1024, &c), 1024); /* JSON, not an object */
+	ck_assert(!c.json);
+	ck_assert_int_eq(est(" \r\n{\"max_tokens\":5}", 1024, &c), 5); /* leading blanks */
 	ck_assert(c.json);
 	ck_assert_int_eq(tokens_estimate("", 0, 1024, &c), 0); /* GET: nothing */
 	ck_assert_int_eq(tokens_estimate(NULL, 0, 1024, NULL), 0);
