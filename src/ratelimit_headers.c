@@ -131,14 +131,14 @@ struct go_unit {
 
 /* "ms" before "m", as PROVIDERS.md §1 asks. */
 static const struct go_unit go_units[] = {
-	{"ns", 1},
-	{"us", 1000},
-	{"\xc2\xb5s", 1000}, /* U+00B5 MICRO SIGN */
-	{"\xce\xbcs", 1000}, /* U+03BC GREEK SMALL LETTER MU */
-	{"ms", 1000000},
-	{"s", UINT64_C(1000000000)},
-	{"m", UINT64_C(60000000000)},
-	{"h", UINT64_C(3600000000000)},
+    {"ns", 1},
+    {"us", 1000},
+    {"\xc2\xb5s", 1000}, /* U+00B5 MICRO SIGN */
+    {"\xce\xbcs", 1000}, /* U+03BC GREEK SMALL LETTER MU */
+    {"ms", 1000000},
+    {"s", UINT64_C(1000000000)},
+    {"m", UINT64_C(60000000000)},
+    {"h", UINT64_C(3600000000000)},
 };
 
 static size_t go_unit_at(const char *s, size_t len, uint64_t *ns)
@@ -268,8 +268,8 @@ struct civil {
 
 static int civil_to_ms(const struct civil *c, int64_t *epoch_ms)
 {
-	if (c->y < 1 || c->mo < 1 || c->mo > 12 || c->d < 1 ||
-	    c->d > days_in_month(c->y, c->mo) || c->h > 23 || c->mi > 59 || c->s > 60)
+	if (c->y < 1 || c->mo < 1 || c->mo > 12 || c->d < 1 || c->d > days_in_month(c->y, c->mo) ||
+	    c->h > 23 || c->mi > 59 || c->s > 60)
 		return -1;
 	int64_t days = days_from_civil(c->y, c->mo, c->d);
 	*epoch_ms = ((days * 24 + c->h) * 60 + c->mi) * 60000 + (int64_t)c->s * 1000 + c->ms;
@@ -331,10 +331,10 @@ int rlh_parse_rfc3339(const char *s, size_t len, int64_t *epoch_ms)
 
 static int month_from_name(const char *s)
 {
-	static const char names[] = "janfebmaraprmayjunjulaugsepoctnovdec";
+	static const char *const months[] = {"jan", "feb", "mar", "apr", "may", "jun",
+	                                     "jul", "aug", "sep", "oct", "nov", "dec"};
 	for (int m = 0; m < 12; m++)
-		if (ci_prefix(s, 3, (const char[]){names[3 * m], names[3 * m + 1],
-						   names[3 * m + 2], '\0'}))
+		if (ci_prefix(s, 3, months[m]))
 			return m + 1;
 	return -1;
 }
@@ -343,7 +343,7 @@ static bool is_day_name(const char *s, size_t len, bool long_form)
 {
 	static const char *const shorts[] = {"mon", "tue", "wed", "thu", "fri", "sat", "sun"};
 	static const char *const longs[] = {"monday", "tuesday",  "wednesday", "thursday",
-					    "friday", "saturday", "sunday"};
+	                                    "friday", "saturday", "sunday"};
 	for (int d = 0; d < 7; d++)
 		if (ci_equal(s, len, long_form ? longs[d] : shorts[d]))
 			return true;
@@ -353,9 +353,8 @@ static bool is_day_name(const char *s, size_t len, bool long_form)
 /* "Sun, 06 Nov 1994 08:49:37 GMT" */
 static int parse_imf_fixdate(const char *s, size_t len, struct civil *c)
 {
-	if (len != 29 || !is_day_name(s, 3, false) || s[3] != ',' || s[4] != ' ' ||
-	    s[7] != ' ' || s[11] != ' ' || s[16] != ' ' || s[25] != ' ' ||
-	    memcmp(s + 26, "GMT", 3) != 0)
+	if (len != 29 || !is_day_name(s, 3, false) || s[3] != ',' || s[4] != ' ' || s[7] != ' ' ||
+	    s[11] != ' ' || s[16] != ' ' || s[25] != ' ' || memcmp(s + 26, "GMT", 3) != 0)
 		return -1;
 	c->d = digits_at(s + 5, 2);
 	c->mo = month_from_name(s + 8);
@@ -385,8 +384,8 @@ static int parse_rfc850(const char *s, size_t len, struct civil *c)
 /* "Sun Nov  6 08:49:37 1994" */
 static int parse_asctime(const char *s, size_t len, struct civil *c)
 {
-	if (len != 24 || !is_day_name(s, 3, false) || s[3] != ' ' || s[7] != ' ' ||
-	    s[10] != ' ' || s[19] != ' ')
+	if (len != 24 || !is_day_name(s, 3, false) || s[3] != ' ' || s[7] != ' ' || s[10] != ' ' ||
+	    s[19] != ' ')
 		return -1;
 	c->mo = month_from_name(s + 4);
 	c->d = s[8] == ' ' ? digits_at(s + 9, 1) : digits_at(s + 8, 2);
@@ -496,8 +495,8 @@ static size_t sf_key(struct cursor *c, char *out, size_t outlen)
 	while (c->i < c->len) {
 		char ch = c->s[c->i];
 		bool ok = (ch >= 'a' && ch <= 'z') || ch == '*' ||
-			  (c->i > start && (is_digit((unsigned char)ch) || ch == '_' ||
-					    ch == '-' || ch == '.'));
+		          (c->i > start &&
+		           (is_digit((unsigned char)ch) || ch == '_' || ch == '-' || ch == '.'));
 		if (!ok)
 			break;
 		if (n + 1 < outlen)
@@ -555,12 +554,12 @@ static int sf_value(struct cursor *c, double *num, bool *has_num, char *str, siz
 }
 
 static int ietf_set_param(struct rlh_ietf_item *it, const char *key, double num, bool has_num,
-			  const char *str)
+                          const char *str)
 {
 	if (strcmp(key, "qu") == 0) {
 		it->unit = strcmp(str, "requests") == 0 ? RLH_UNIT_REQUESTS
-			   : strcmp(str, "tokens") == 0 ? RLH_UNIT_TOKENS
-							: RLH_UNIT_OTHER;
+		           : strcmp(str, "tokens") == 0 ? RLH_UNIT_TOKENS
+		                                        : RLH_UNIT_OTHER;
 		return 0;
 	}
 	struct {
@@ -568,10 +567,10 @@ static int ietf_set_param(struct rlh_ietf_item *it, const char *key, double num,
 		bool *has;
 		int64_t *v;
 	} map[] = {
-		{"q", &it->has_q, &it->q},     {"w", &it->has_w, &it->w},
-		{"r", &it->has_r, &it->r},     {"t", &it->has_t, &it->t},
-		{"limit", &it->has_q, &it->q}, {"remaining", &it->has_r, &it->r},
-		{"reset", &it->has_t, &it->t},
+	    {"q", &it->has_q, &it->q},     {"w", &it->has_w, &it->w},
+	    {"r", &it->has_r, &it->r},     {"t", &it->has_t, &it->t},
+	    {"limit", &it->has_q, &it->q}, {"remaining", &it->has_r, &it->r},
+	    {"reset", &it->has_t, &it->t},
 	};
 	for (size_t m = 0; m < sizeof map / sizeof map[0]; m++) {
 		if (strcmp(key, map[m].k) != 0)
@@ -687,44 +686,44 @@ struct name_map {
 #define N(lit) lit, sizeof(lit) - 1
 
 static const struct name_map names[] = {
-	/* OpenAI, Azure, Groq */
-	{N("x-ratelimit-limit-requests"), D_OAI | D_AZ, RLH_REQUESTS, F_LIMIT},
-	{N("x-ratelimit-remaining-requests"), D_OAI | D_AZ, RLH_REQUESTS, F_REMAINING},
-	{N("x-ratelimit-reset-requests"), D_OAI | D_AZ, RLH_REQUESTS, F_RESET},
-	{N("x-ratelimit-limit-tokens"), D_OAI | D_AZ, RLH_TOKENS, F_LIMIT},
-	{N("x-ratelimit-remaining-tokens"), D_OAI | D_AZ, RLH_TOKENS, F_REMAINING},
-	{N("x-ratelimit-reset-tokens"), D_OAI | D_AZ, RLH_TOKENS, F_RESET},
-	/* Azure on 429 */
-	{N("x-rate-limit-reset-tokens"), D_OAI | D_AZ, RLH_TOKENS, F_RESET},
-	/* Mistral */
-	{N("x-ratelimit-limit-req-minute"), D_OAI, RLH_REQUESTS, F_LIMIT},
-	{N("x-ratelimit-remaining-req-minute"), D_OAI, RLH_REQUESTS, F_REMAINING},
-	{N("x-ratelimit-limit-tokens-minute"), D_OAI, RLH_TOKENS, F_LIMIT},
-	{N("x-ratelimit-remaining-tokens-minute"), D_OAI, RLH_TOKENS, F_REMAINING},
-	/* Together and OpenRouter (reset: seconds vs epoch ms, told apart by size) */
-	{N("x-ratelimit-limit"), D_OAI, RLH_REQUESTS, F_LIMIT},
-	{N("x-ratelimit-remaining"), D_OAI, RLH_REQUESTS, F_REMAINING},
-	{N("x-ratelimit-reset"), D_OAI, RLH_REQUESTS, F_RESET},
-	{N("x-tokenlimit-limit"), D_OAI, RLH_TOKENS, F_LIMIT},
-	{N("x-tokenlimit-remaining"), D_OAI, RLH_TOKENS, F_REMAINING},
-	/* Fireworks */
-	{N("x-ratelimit-limit-tokens-prompt"), D_OAI, RLH_INPUT_TOKENS, F_LIMIT},
-	{N("x-ratelimit-remaining-tokens-prompt"), D_OAI, RLH_INPUT_TOKENS, F_REMAINING},
-	{N("x-ratelimit-limit-tokens-generated"), D_OAI, RLH_OUTPUT_TOKENS, F_LIMIT},
-	{N("x-ratelimit-remaining-tokens-generated"), D_OAI, RLH_OUTPUT_TOKENS, F_REMAINING},
-	/* Anthropic */
-	{N("anthropic-ratelimit-requests-limit"), D_AN, RLH_REQUESTS, F_LIMIT},
-	{N("anthropic-ratelimit-requests-remaining"), D_AN, RLH_REQUESTS, F_REMAINING},
-	{N("anthropic-ratelimit-requests-reset"), D_AN, RLH_REQUESTS, F_RESET},
-	{N("anthropic-ratelimit-tokens-limit"), D_AN, RLH_TOKENS, F_LIMIT},
-	{N("anthropic-ratelimit-tokens-remaining"), D_AN, RLH_TOKENS, F_REMAINING},
-	{N("anthropic-ratelimit-tokens-reset"), D_AN, RLH_TOKENS, F_RESET},
-	{N("anthropic-ratelimit-input-tokens-limit"), D_AN, RLH_INPUT_TOKENS, F_LIMIT},
-	{N("anthropic-ratelimit-input-tokens-remaining"), D_AN, RLH_INPUT_TOKENS, F_REMAINING},
-	{N("anthropic-ratelimit-input-tokens-reset"), D_AN, RLH_INPUT_TOKENS, F_RESET},
-	{N("anthropic-ratelimit-output-tokens-limit"), D_AN, RLH_OUTPUT_TOKENS, F_LIMIT},
-	{N("anthropic-ratelimit-output-tokens-remaining"), D_AN, RLH_OUTPUT_TOKENS, F_REMAINING},
-	{N("anthropic-ratelimit-output-tokens-reset"), D_AN, RLH_OUTPUT_TOKENS, F_RESET},
+    /* OpenAI, Azure, Groq */
+    {N("x-ratelimit-limit-requests"), D_OAI | D_AZ, RLH_REQUESTS, F_LIMIT},
+    {N("x-ratelimit-remaining-requests"), D_OAI | D_AZ, RLH_REQUESTS, F_REMAINING},
+    {N("x-ratelimit-reset-requests"), D_OAI | D_AZ, RLH_REQUESTS, F_RESET},
+    {N("x-ratelimit-limit-tokens"), D_OAI | D_AZ, RLH_TOKENS, F_LIMIT},
+    {N("x-ratelimit-remaining-tokens"), D_OAI | D_AZ, RLH_TOKENS, F_REMAINING},
+    {N("x-ratelimit-reset-tokens"), D_OAI | D_AZ, RLH_TOKENS, F_RESET},
+    /* Azure on 429 */
+    {N("x-rate-limit-reset-tokens"), D_OAI | D_AZ, RLH_TOKENS, F_RESET},
+    /* Mistral */
+    {N("x-ratelimit-limit-req-minute"), D_OAI, RLH_REQUESTS, F_LIMIT},
+    {N("x-ratelimit-remaining-req-minute"), D_OAI, RLH_REQUESTS, F_REMAINING},
+    {N("x-ratelimit-limit-tokens-minute"), D_OAI, RLH_TOKENS, F_LIMIT},
+    {N("x-ratelimit-remaining-tokens-minute"), D_OAI, RLH_TOKENS, F_REMAINING},
+    /* Together and OpenRouter (reset: seconds vs epoch ms, told apart by size) */
+    {N("x-ratelimit-limit"), D_OAI, RLH_REQUESTS, F_LIMIT},
+    {N("x-ratelimit-remaining"), D_OAI, RLH_REQUESTS, F_REMAINING},
+    {N("x-ratelimit-reset"), D_OAI, RLH_REQUESTS, F_RESET},
+    {N("x-tokenlimit-limit"), D_OAI, RLH_TOKENS, F_LIMIT},
+    {N("x-tokenlimit-remaining"), D_OAI, RLH_TOKENS, F_REMAINING},
+    /* Fireworks */
+    {N("x-ratelimit-limit-tokens-prompt"), D_OAI, RLH_INPUT_TOKENS, F_LIMIT},
+    {N("x-ratelimit-remaining-tokens-prompt"), D_OAI, RLH_INPUT_TOKENS, F_REMAINING},
+    {N("x-ratelimit-limit-tokens-generated"), D_OAI, RLH_OUTPUT_TOKENS, F_LIMIT},
+    {N("x-ratelimit-remaining-tokens-generated"), D_OAI, RLH_OUTPUT_TOKENS, F_REMAINING},
+    /* Anthropic */
+    {N("anthropic-ratelimit-requests-limit"), D_AN, RLH_REQUESTS, F_LIMIT},
+    {N("anthropic-ratelimit-requests-remaining"), D_AN, RLH_REQUESTS, F_REMAINING},
+    {N("anthropic-ratelimit-requests-reset"), D_AN, RLH_REQUESTS, F_RESET},
+    {N("anthropic-ratelimit-tokens-limit"), D_AN, RLH_TOKENS, F_LIMIT},
+    {N("anthropic-ratelimit-tokens-remaining"), D_AN, RLH_TOKENS, F_REMAINING},
+    {N("anthropic-ratelimit-tokens-reset"), D_AN, RLH_TOKENS, F_RESET},
+    {N("anthropic-ratelimit-input-tokens-limit"), D_AN, RLH_INPUT_TOKENS, F_LIMIT},
+    {N("anthropic-ratelimit-input-tokens-remaining"), D_AN, RLH_INPUT_TOKENS, F_REMAINING},
+    {N("anthropic-ratelimit-input-tokens-reset"), D_AN, RLH_INPUT_TOKENS, F_RESET},
+    {N("anthropic-ratelimit-output-tokens-limit"), D_AN, RLH_OUTPUT_TOKENS, F_LIMIT},
+    {N("anthropic-ratelimit-output-tokens-remaining"), D_AN, RLH_OUTPUT_TOKENS, F_REMAINING},
+    {N("anthropic-ratelimit-output-tokens-reset"), D_AN, RLH_OUTPUT_TOKENS, F_RESET},
 };
 
 static void set_field(struct rlh_budget *b, enum field f, int64_t v, uint8_t prio)
@@ -756,11 +755,11 @@ static void set_field(struct rlh_budget *b, enum field f, int64_t v, uint8_t pri
 
 /* A value of a mapped header; reset values are any reset form. */
 static void apply_mapped(struct rlh_result *out, const struct name_map *m, const char *v,
-			 size_t vlen, int64_t now_ms, uint8_t prio)
+                         size_t vlen, int64_t now_ms, uint8_t prio)
 {
 	int64_t x;
-	int rc = m->field == F_RESET ? rlh_parse_reset(v, vlen, now_ms, &x)
-				     : parse_count(v, vlen, &x);
+	int rc =
+	    m->field == F_RESET ? rlh_parse_reset(v, vlen, now_ms, &x) : parse_count(v, vlen, &x);
 	if (rc == 0)
 		set_field(&out->budget[m->budget], m->field, x, prio);
 }
@@ -768,7 +767,7 @@ static void apply_mapped(struct rlh_result *out, const struct name_map *m, const
 /* The older RateLimit-Limit/-Remaining/-Reset: the leading number only
  * (draft-03 appended policies: "100, 100;w=60"). */
 static void apply_ietf_old(struct rlh_result *out, enum field f, const char *v, size_t vlen,
-			   int64_t now_ms)
+                           int64_t now_ms)
 {
 	size_t n = 0;
 	while (n < vlen && v[n] != ',' && v[n] != ';')
@@ -789,7 +788,7 @@ static void apply_ietf_old(struct rlh_result *out, enum field f, const char *v, 
 }
 
 static const struct rlh_ietf_item *find_policy(const struct rlh_ietf_item *pol, size_t npol,
-					       const char *name)
+                                               const char *name)
 {
 	for (size_t i = 0; i < npol; i++)
 		if (strcmp(pol[i].name, name) == 0)
@@ -831,7 +830,8 @@ static void apply_ietf_fields(struct rlh_result *out, const struct ietf_fields *
 		const struct rlh_ietf_item *b = best[u];
 		if (b == NULL)
 			continue;
-		struct rlh_budget *bud = &out->budget[u == RLH_UNIT_REQUESTS ? RLH_REQUESTS : RLH_TOKENS];
+		struct rlh_budget *bud =
+		    &out->budget[u == RLH_UNIT_REQUESTS ? RLH_REQUESTS : RLH_TOKENS];
 		set_field(bud, F_REMAINING, b->r, PRIO_IETF);
 		if (b->has_t)
 			set_field(bud, F_RESET, clamp_ms((double)b->t * 1000), PRIO_IETF);
@@ -856,7 +856,7 @@ static void hint_candidate(struct rlh_result *out, int64_t ms, int prio, int *be
 /* Retry hints and x-should-retry, read in every dialect. Returns whether the
  * header was one of them. */
 static bool apply_retry_header(struct rlh_result *out, const struct rlh_header *h, size_t nlen,
-			       int64_t now_ms, int *best)
+                               int64_t now_ms, int *best)
 {
 	int64_t ms;
 	if (ci_equal(h->name, nlen, "retry-after-ms")) {
@@ -885,7 +885,7 @@ static bool apply_retry_header(struct rlh_result *out, const struct rlh_header *
 /* IETF fields: the structured ones are kept for after the loop (RateLimit
  * needs RateLimit-Policy, which may come later); the old ones apply now. */
 static bool apply_ietf_header(struct rlh_result *out, const struct rlh_header *h, size_t nlen,
-			      int64_t now_ms, struct ietf_fields *f)
+                              int64_t now_ms, struct ietf_fields *f)
 {
 	if (ci_equal(h->name, nlen, "ratelimit")) {
 		if (f->rl == NULL) {
@@ -909,8 +909,8 @@ static bool apply_ietf_header(struct rlh_result *out, const struct rlh_header *h
 	return true;
 }
 
-static void apply_dialect_header(struct rlh_result *out, enum dialect d,
-				 const struct rlh_header *h, size_t nlen, int64_t now_ms)
+static void apply_dialect_header(struct rlh_result *out, enum dialect d, const struct rlh_header *h,
+                                 size_t nlen, int64_t now_ms)
 {
 	unsigned mask = 1u << d;
 	for (size_t m = 0; m < sizeof names / sizeof names[0]; m++) {
@@ -948,7 +948,7 @@ static bool maybe_interesting(const char *name, size_t nlen)
 }
 
 void rlh_parse(enum dialect dialect, const struct rlh_header *h, size_t n, int64_t now_ms,
-	       struct rlh_result *out)
+               struct rlh_result *out)
 {
 	struct ietf_fields ietf = {0};
 	int best_hint = 0;
@@ -1061,7 +1061,8 @@ static void gemini_details(json_t *details, struct rlh_body_hint *out, bool *has
 {
 	size_t i, j;
 	json_t *d, *v;
-	json_array_foreach(details, i, d) {
+	json_array_foreach(details, i, d)
+	{
 		const char *delay = json_string_value(json_object_get(d, "retryDelay"));
 		int64_t ns;
 		if (delay != NULL && !*has_retry_info &&
@@ -1070,7 +1071,8 @@ static void gemini_details(json_t *details, struct rlh_body_hint *out, bool *has
 			out->has_delay = true;
 			out->delay_ms = clamp_ms((double)ns / 1e6);
 		}
-		json_array_foreach(json_object_get(d, "violations"), j, v) {
+		json_array_foreach(json_object_get(d, "violations"), j, v)
+		{
 			const char *q = json_string_value(json_object_get(v, "quotaId"));
 			if (q != NULL && strstr(q, "PerDay") != NULL)
 				out->daily_cap = true;
@@ -1080,13 +1082,13 @@ static void gemini_details(json_t *details, struct rlh_body_hint *out, bool *has
 
 /* One element of the body: {"error":{...}} or the error object itself. */
 static void hint_from_object(json_t *obj, struct rlh_body_hint *out, bool *has_retry_info,
-			     bool *has_msg, int64_t *msg_ms)
+                             bool *has_msg, int64_t *msg_ms)
 {
 	json_t *err = json_object_get(obj, "error");
 	if (json_is_object(err))
 		obj = err;
 	const char *msg = json_is_string(err) ? json_string_value(err)
-					      : json_string_value(json_object_get(obj, "message"));
+	                                      : json_string_value(json_object_get(obj, "message"));
 	gemini_details(json_object_get(obj, "details"), out, has_retry_info);
 	if (msg != NULL && !*has_msg && rlh_text_hint(msg, strlen(msg), msg_ms) == 0)
 		*has_msg = true;
@@ -1111,7 +1113,8 @@ void rlh_body_hint(const char *body, size_t len, struct rlh_body_hint *out)
 	if (json_is_array(root)) {
 		size_t i;
 		json_t *el;
-		json_array_foreach(root, i, el) {
+		json_array_foreach(root, i, el)
+		{
 			if (json_is_object(el))
 				hint_from_object(el, out, &has_retry_info, &has_msg, &msg_ms);
 		}

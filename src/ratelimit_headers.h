@@ -62,7 +62,7 @@ struct rlh_result {
  * (they steer retries, not learning). A provider-specific header wins over an
  * IETF field for the same value whatever their order. */
 void rlh_parse(enum dialect dialect, const struct rlh_header *h, size_t n, int64_t now_ms,
-	       struct rlh_result *out);
+               struct rlh_result *out);
 
 /* The reset delay to wait for when some budget reports remaining 0 and a reset
  * (the largest such reset): the fourth server hint of DESIGN §3. Returns true
@@ -115,7 +115,7 @@ enum rlh_ietf_unit { RLH_UNIT_REQUESTS, RLH_UNIT_TOKENS, RLH_UNIT_OTHER };
 struct rlh_ietf_item {
 	char name[32]; /* policy name, truncated; "" for the draft-07 form */
 	bool has_q, has_w, has_r, has_t;
-	int64_t q, w, r, t; /* quota, window s, remaining, seconds until reset */
+	int64_t q, w, r, t;      /* quota, window s, remaining, seconds until reset */
 	enum rlh_ietf_unit unit; /* qu; requests when absent */
 };
 

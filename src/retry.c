@@ -12,21 +12,21 @@
 /* 429 codes (in error.code or error.type) that mean money, not rate: waiting
  * does not help, and retrying only burns the client's time. */
 static const char *const money_codes[] = {
-	"insufficient_quota",
-	"credit_balance_exhausted",
-	"organization_spend_limit_exceeded",
-	"project_spend_limit_exceeded",
-	"organization_usage_limit_exceeded",
-	"enforced_spend_limit_reached",
+    "insufficient_quota",
+    "credit_balance_exhausted",
+    "organization_spend_limit_exceeded",
+    "project_spend_limit_exceeded",
+    "organization_usage_limit_exceeded",
+    "enforced_spend_limit_reached",
 };
 
 /* Codes, types and statuses that say "overloaded, come back later". */
 static const char *const capacity_codes[] = {
-	"RESOURCE_EXHAUSTED",   /* Gemini status */
-	"slow_down",            /* OpenAI 429 */
-	"server_is_overloaded", /* OpenAI 503 */
-	"rate_limit_error",     /* Anthropic */
-	"overloaded_error",     /* Anthropic 529 */
+    "RESOURCE_EXHAUSTED",   /* Gemini status */
+    "slow_down",            /* OpenAI 429 */
+    "server_is_overloaded", /* OpenAI 503 */
+    "rate_limit_error",     /* Anthropic */
+    "overloaded_error",     /* Anthropic 529 */
 };
 
 struct body_facts {
@@ -104,7 +104,8 @@ static void body_facts(const char *body, size_t len, struct body_facts *f)
 	if (json_is_array(root)) {
 		size_t i;
 		json_t *el;
-		json_array_foreach(root, i, el) {
+		json_array_foreach(root, i, el)
+		{
 			if (json_is_object(el))
 				facts_from_object(el, f);
 		}
@@ -163,8 +164,8 @@ static const char *transport_reason(enum retry_transport t)
 	return "transport";
 }
 
-static enum retry_class classify_error(int status, const struct rlh_result *hdrs,
-				       const char *body, size_t len, const char **why)
+static enum retry_class classify_error(int status, const struct rlh_result *hdrs, const char *body,
+                                       size_t len, const char **why)
 {
 	struct body_facts f;
 	struct rlh_body_hint hint;
@@ -204,8 +205,8 @@ static enum retry_class classify_error(int status, const struct rlh_result *hdrs
 }
 
 enum retry_class retry_classify(int status, enum retry_transport transport,
-				const struct rlh_result *hdrs, const char *body, size_t len,
-				const char **reason)
+                                const struct rlh_result *hdrs, const char *body, size_t len,
+                                const char **reason)
 {
 	const char *why;
 	enum retry_class c;
@@ -268,8 +269,8 @@ static struct retry_decision give_up(const char *why, bool no_retry_hdr)
 }
 
 struct retry_decision retry_decide(enum retry_class cls, unsigned attempt, bool has_hint,
-				   int64_t hint_ms, const struct plan_conf *plan,
-				   int64_t time_left_ms, double rnd)
+                                   int64_t hint_ms, const struct plan_conf *plan,
+                                   int64_t time_left_ms, double rnd)
 {
 	if (attempt == 0)
 		attempt = 1;

@@ -52,8 +52,8 @@ enum retry_transport {
  * 501, 505, 511 → transient; x-should-retry: true on anything else → transient
  * (the official SDKs trust it too); the rest is final. */
 enum retry_class retry_classify(int status, enum retry_transport transport,
-				const struct rlh_result *hdrs, const char *body, size_t len,
-				const char **reason);
+                                const struct rlh_result *hdrs, const char *body, size_t len,
+                                const char **reason);
 
 const char *retry_class_name(enum retry_class c);
 
@@ -80,8 +80,8 @@ struct retry_decision {
  * lands past the deadline (a daily cap), no_retry_hdr is set, so that the
  * client's SDK does not wait for nothing either. */
 struct retry_decision retry_decide(enum retry_class cls, unsigned attempt, bool has_hint,
-				   int64_t hint_ms, const struct plan_conf *plan,
-				   int64_t time_left_ms, double rnd);
+                                   int64_t hint_ms, const struct plan_conf *plan,
+                                   int64_t time_left_ms, double rnd);
 
 /* The backoff part alone (no hint, no deadline), for tests and /status. */
 int64_t retry_backoff_ms(unsigned attempt, const struct plan_conf *plan, double rnd);

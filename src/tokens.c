@@ -42,8 +42,7 @@ static int64_t content_chars(json_t *v, int depth)
 	if (json_is_array(v)) {
 		size_t i;
 		json_t *el;
-		json_array_foreach(v, i, el)
-			n += content_chars(el, depth + 1);
+		json_array_foreach(v, i, el) n += content_chars(el, depth + 1);
 	} else if (json_is_object(v)) {
 		n += string_chars(json_object_get(v, "text"));
 		n += content_chars(json_object_get(v, "content"), depth + 1);
@@ -59,21 +58,26 @@ static int64_t tool_call_chars(json_t *calls)
 	int64_t n = 0;
 	size_t i;
 	json_t *c;
-	json_array_foreach(calls, i, c)
-		n += string_chars(json_object_get(json_object_get(c, "function"), "arguments"));
+	json_array_foreach(calls, i, c) n +=
+	    string_chars(json_object_get(json_object_get(c, "function"), "arguments"));
 	return n;
 }
 
 static int64_t prompt_chars(json_t *root)
 {
-	static const char *const fields[] = {"input",    "prompt",   "system",
-					     "contents", "instructions", "systemInstruction",
-					     "system_instruction"};
+	static const char *const fields[] = {"input",
+	                                     "prompt",
+	                                     "system",
+	                                     "contents",
+	                                     "instructions",
+	                                     "systemInstruction",
+	                                     "system_instruction"};
 	int64_t n = 0;
 	size_t i;
 	json_t *m;
 
-	json_array_foreach(json_object_get(root, "messages"), i, m) {
+	json_array_foreach(json_object_get(root, "messages"), i, m)
+	{
 		n += content_chars(json_object_get(m, "content"), 1);
 		n += tool_call_chars(json_object_get(m, "tool_calls"));
 	}
@@ -101,7 +105,7 @@ static bool is_embedding(json_t *root)
 static int64_t output_tokens(json_t *root, unsigned default_output)
 {
 	static const char *const fields[] = {"max_tokens", "max_completion_tokens",
-					     "max_output_tokens"};
+	                                     "max_output_tokens"};
 	json_t *gen = json_object_get(root, "generationConfig");
 	int64_t out = positive(gen, "maxOutputTokens", MAX_OUTPUT);
 
@@ -132,7 +136,7 @@ static bool looks_like_object(const char *s, size_t len)
 }
 
 int64_t tokens_estimate(const char *body, size_t len, unsigned default_output_tokens,
-			struct tokens_cost *detail)
+                        struct tokens_cost *detail)
 {
 	struct tokens_cost c = {0};
 
@@ -182,12 +186,12 @@ static bool merge_usage(json_t *usage, struct tokens_usage *u, bool gemini)
 		}
 		has_total = get_count(usage, "totalTokenCount", &total);
 	} else {
-		has_in = get_count(usage, "prompt_tokens", &in) ||
-			 get_count(usage, "input_tokens", &in);
+		has_in =
+		    get_count(usage, "prompt_tokens", &in) || get_count(usage, "input_tokens", &in);
 		if (has_in && get_count(usage, "cache_creation_input_tokens", &extra))
 			in += extra;
 		has_out = get_count(usage, "completion_tokens", &out) ||
-			  get_count(usage, "output_tokens", &out);
+		          get_count(usage, "output_tokens", &out);
 		has_total = get_count(usage, "total_tokens", &total);
 	}
 	if (!has_in && !has_out && !has_total)
@@ -208,9 +212,9 @@ static bool merge_usage(json_t *usage, struct tokens_usage *u, bool gemini)
 /* Where each API keeps its usage object. */
 static bool usage_from_object(json_t *root, struct tokens_usage *u)
 {
-	json_t *msg = json_object_get(root, "message");         /* Anthropic message_start */
-	json_t *resp = json_object_get(root, "response");       /* Responses API events */
-	json_t *groq = json_object_get(root, "x_groq");         /* Groq stream */
+	json_t *msg = json_object_get(root, "message");   /* Anthropic message_start */
+	json_t *resp = json_object_get(root, "response"); /* Responses API events */
+	json_t *groq = json_object_get(root, "x_groq");   /* Groq stream */
 	bool found = merge_usage(json_object_get(root, "usage"), u, false);
 	found |= merge_usage(json_object_get(root, "usageMetadata"), u, true);
 	found |= merge_usage(json_object_get(msg, "usage"), u, false);

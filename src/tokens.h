@@ -39,10 +39,10 @@ struct tokens_cost {
  * other non-text parts are not counted.
  * Returns the total; fills *detail when it is not NULL. */
 int64_t tokens_estimate(const char *body, size_t len, unsigned default_output_tokens,
-			struct tokens_cost *detail);
+                        struct tokens_cost *detail);
 
 struct tokens_usage {
-	bool present;   /* some usage was found */
+	bool present; /* some usage was found */
 	bool has_input, has_output;
 	int64_t input;  /* prompt / input tokens */
 	int64_t output; /* completion / output tokens (thoughts included) */

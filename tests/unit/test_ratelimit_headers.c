@@ -7,7 +7,10 @@
 /* 2026-02-25T20:01:32Z: one minute before the Anthropic example reset. */
 #define NOW INT64_C(1772049692000)
 
-#define H(n, v) {(n), (v), sizeof(v) - 1}
+#define H(n, v)                                                                                    \
+	{                                                                                          \
+		(n), (v), sizeof(v) - 1                                                            \
+	}
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
 static int64_t go_ms(const char *s)
@@ -142,9 +145,9 @@ START_TEST(rfc3339_instants)
 	ck_assert_int_eq(rfc("2026-02-25T14:32:32-05:30"), NOW + 60000);
 	ck_assert_int_eq(rfc("1970-01-01T00:00:00Z"), 0);
 	ck_assert_int_eq(rfc("2024-02-29T00:00:00Z"), INT64_C(1709164800000));
-	ck_assert(rfc_bad("2026-02-25T20:02:32"));   /* no offset */
-	ck_assert(rfc_bad("2026-02-30T00:00:00Z"));  /* no such day */
-	ck_assert(rfc_bad("2025-02-29T00:00:00Z"));  /* not a leap year */
+	ck_assert(rfc_bad("2026-02-25T20:02:32"));  /* no offset */
+	ck_assert(rfc_bad("2026-02-30T00:00:00Z")); /* no such day */
+	ck_assert(rfc_bad("2025-02-29T00:00:00Z")); /* not a leap year */
 	ck_assert(rfc_bad("2026-13-01T00:00:00Z"));
 	ck_assert(rfc_bad("2026-02-25T24:00:00Z"));
 	ck_assert(rfc_bad("2026-02-25T20:02:32.Z"));
@@ -181,7 +184,7 @@ START_TEST(bare_number_guess)
 	int64_t ms = -1;
 	ck_assert_int_eq(rlh_guess_number_ms(55, NOW, &ms), 0); /* Azure: seconds */
 	ck_assert_int_eq(ms, 55000);
-	ck_assert_int_eq(rlh_guess_number_ms(-1, NOW, &ms), -1); /* Azure: unknown */
+	ck_assert_int_eq(rlh_guess_number_ms(-1, NOW, &ms), -1);          /* Azure: unknown */
 	ck_assert_int_eq(rlh_guess_number_ms(1772049752.0, NOW, &ms), 0); /* epoch s */
 	ck_assert_int_eq(ms, 60000);
 	ck_assert_int_eq(rlh_guess_number_ms(1772049722000.0, NOW, &ms), 0); /* epoch ms */
@@ -243,14 +246,14 @@ static void parse(enum dialect d, const struct rlh_header *h, size_t n, struct r
 START_TEST(openai_headers)
 {
 	static const struct rlh_header h[] = {
-		H("x-ratelimit-limit-requests", "60"),
-		H("X-RateLimit-Limit-Tokens", "150000"),
-		H("x-ratelimit-remaining-requests", "59"),
-		H("x-ratelimit-remaining-tokens", "149984"),
-		H("x-ratelimit-reset-requests", "1s"),
-		H("x-ratelimit-reset-tokens", "6m0s"),
-		H("x-ratelimit-limit-tokens_usage_based", "1"),
-		H("x-request-id", "req_1"),
+	    H("x-ratelimit-limit-requests", "60"),
+	    H("X-RateLimit-Limit-Tokens", "150000"),
+	    H("x-ratelimit-remaining-requests", "59"),
+	    H("x-ratelimit-remaining-tokens", "149984"),
+	    H("x-ratelimit-reset-requests", "1s"),
+	    H("x-ratelimit-reset-tokens", "6m0s"),
+	    H("x-ratelimit-limit-tokens_usage_based", "1"),
+	    H("x-request-id", "req_1"),
 	};
 	struct rlh_result r;
 	parse(DIALECT_OPENAI, h, COUNT(h), &r);
@@ -272,11 +275,11 @@ END_TEST
 START_TEST(groq_headers)
 {
 	static const struct rlh_header h[] = {
-		H("x-ratelimit-limit-requests", "14400"),
-		H("x-ratelimit-remaining-requests", "14370"),
-		H("x-ratelimit-reset-requests", "2m59.56s"),
-		H("x-ratelimit-reset-tokens", "4m12.172s"),
-		H("retry-after", "2"),
+	    H("x-ratelimit-limit-requests", "14400"),
+	    H("x-ratelimit-remaining-requests", "14370"),
+	    H("x-ratelimit-reset-requests", "2m59.56s"),
+	    H("x-ratelimit-reset-tokens", "4m12.172s"),
+	    H("retry-after", "2"),
 	};
 	struct rlh_result r;
 	parse(DIALECT_OPENAI, h, COUNT(h), &r);
@@ -290,19 +293,19 @@ END_TEST
 START_TEST(anthropic_headers)
 {
 	static const struct rlh_header h[] = {
-		H("anthropic-ratelimit-requests-limit", "50"),
-		H("anthropic-ratelimit-requests-remaining", "49"),
-		H("anthropic-ratelimit-requests-reset", "2026-02-25T20:02:32Z"),
-		H("anthropic-ratelimit-tokens-limit", "38000"),
-		H("anthropic-ratelimit-tokens-remaining", "36000"),
-		H("anthropic-ratelimit-tokens-reset", "2026-02-25T20:01:33Z"),
-		H("anthropic-ratelimit-input-tokens-limit", "30000"),
-		H("anthropic-ratelimit-input-tokens-remaining", "0"),
-		H("anthropic-ratelimit-input-tokens-reset", "2026-02-25T20:01:42Z"),
-		H("anthropic-ratelimit-output-tokens-limit", "8000"),
-		H("anthropic-ratelimit-output-tokens-remaining", "8000"),
-		H("anthropic-ratelimit-output-tokens-reset", "2026-02-25T20:01:32Z"),
-		H("retry-after", "5"),
+	    H("anthropic-ratelimit-requests-limit", "50"),
+	    H("anthropic-ratelimit-requests-remaining", "49"),
+	    H("anthropic-ratelimit-requests-reset", "2026-02-25T20:02:32Z"),
+	    H("anthropic-ratelimit-tokens-limit", "38000"),
+	    H("anthropic-ratelimit-tokens-remaining", "36000"),
+	    H("anthropic-ratelimit-tokens-reset", "2026-02-25T20:01:33Z"),
+	    H("anthropic-ratelimit-input-tokens-limit", "30000"),
+	    H("anthropic-ratelimit-input-tokens-remaining", "0"),
+	    H("anthropic-ratelimit-input-tokens-reset", "2026-02-25T20:01:42Z"),
+	    H("anthropic-ratelimit-output-tokens-limit", "8000"),
+	    H("anthropic-ratelimit-output-tokens-remaining", "8000"),
+	    H("anthropic-ratelimit-output-tokens-reset", "2026-02-25T20:01:32Z"),
+	    H("retry-after", "5"),
 	};
 	struct rlh_result r;
 	parse(DIALECT_ANTHROPIC, h, COUNT(h), &r);
@@ -331,13 +334,13 @@ END_TEST
 START_TEST(azure_headers)
 {
 	static const struct rlh_header h[] = {
-		H("x-ratelimit-remaining-requests", "0"),
-		H("x-ratelimit-remaining-tokens", "0"),
-		H("x-ratelimit-limit-tokens", "120000"),
-		H("x-ratelimit-reset-tokens", "55"),
-		H("x-rate-limit-reset-tokens", "-1"),
-		H("x-ms-retry-after-ms", "54000"),
-		H("retry-after", "55"),
+	    H("x-ratelimit-remaining-requests", "0"),
+	    H("x-ratelimit-remaining-tokens", "0"),
+	    H("x-ratelimit-limit-tokens", "120000"),
+	    H("x-ratelimit-reset-tokens", "55"),
+	    H("x-rate-limit-reset-tokens", "-1"),
+	    H("x-ms-retry-after-ms", "54000"),
+	    H("retry-after", "55"),
 	};
 	struct rlh_result r;
 	parse(DIALECT_AZURE, h, COUNT(h), &r);
@@ -350,10 +353,10 @@ START_TEST(azure_headers)
 	ck_assert_int_eq(r.hint_ms, 54000); /* x-ms-retry-after-ms beats retry-after */
 
 	static const struct rlh_header h2[] = {
-		H("x-ratelimit-reset-tokens", "-1"),
-		H("retry-after", "55"),
-		H("retry-after-ms", "54321.5"),
-		H("x-ms-retry-after-ms", "54000"),
+	    H("x-ratelimit-reset-tokens", "-1"),
+	    H("retry-after", "55"),
+	    H("retry-after-ms", "54321.5"),
+	    H("x-ms-retry-after-ms", "54000"),
 	};
 	parse(DIALECT_AZURE, h2, COUNT(h2), &r);
 	ck_assert(!B(r, RLH_TOKENS)->has_reset); /* -1 = unknown */
@@ -364,11 +367,11 @@ END_TEST
 START_TEST(mistral_headers)
 {
 	static const struct rlh_header h[] = {
-		H("x-ratelimit-limit-req-minute", "120"),
-		H("x-ratelimit-remaining-req-minute", "119"),
-		H("x-ratelimit-limit-tokens-minute", "500000"),
-		H("x-ratelimit-remaining-tokens-minute", "499000"),
-		H("x-ratelimit-tokens-query-cost", "1000"),
+	    H("x-ratelimit-limit-req-minute", "120"),
+	    H("x-ratelimit-remaining-req-minute", "119"),
+	    H("x-ratelimit-limit-tokens-minute", "500000"),
+	    H("x-ratelimit-remaining-tokens-minute", "499000"),
+	    H("x-ratelimit-tokens-query-cost", "1000"),
 	};
 	struct rlh_result r;
 	parse(DIALECT_OPENAI, h, COUNT(h), &r);
@@ -383,11 +386,9 @@ END_TEST
 START_TEST(together_and_openrouter_headers)
 {
 	static const struct rlh_header together[] = {
-		H("x-ratelimit-limit", "10"),
-		H("x-ratelimit-remaining", "9"),
-		H("x-ratelimit-reset", "1"),
-		H("x-tokenlimit-limit", "3333"),
-		H("x-tokenlimit-remaining", "3000"),
+	    H("x-ratelimit-limit", "10"),        H("x-ratelimit-remaining", "9"),
+	    H("x-ratelimit-reset", "1"),         H("x-tokenlimit-limit", "3333"),
+	    H("x-tokenlimit-remaining", "3000"),
 	};
 	struct rlh_result r;
 	parse(DIALECT_OPENAI, together, COUNT(together), &r);
@@ -398,9 +399,9 @@ START_TEST(together_and_openrouter_headers)
 	ck_assert_int_eq(B(r, RLH_TOKENS)->remaining, 3000);
 
 	static const struct rlh_header openrouter[] = {
-		H("X-RateLimit-Limit", "20"),
-		H("X-RateLimit-Remaining", "0"),
-		H("X-RateLimit-Reset", "1772049722000"),
+	    H("X-RateLimit-Limit", "20"),
+	    H("X-RateLimit-Remaining", "0"),
+	    H("X-RateLimit-Reset", "1772049722000"),
 	};
 	parse(DIALECT_OPENAI, openrouter, COUNT(openrouter), &r);
 	ck_assert_int_eq(B(r, RLH_REQUESTS)->limit, 20);
@@ -415,14 +416,14 @@ END_TEST
 START_TEST(fireworks_headers)
 {
 	static const struct rlh_header h[] = {
-		H("x-ratelimit-limit-requests", "600"),
-		H("x-ratelimit-limit-tokens-prompt", "60000"),
-		H("x-ratelimit-limit-tokens-generated", "6000"),
-		H("x-ratelimit-remaining-requests", "599"),
-		H("x-ratelimit-remaining-tokens-prompt", "59000"),
-		H("x-ratelimit-remaining-tokens-generated", "5900"),
-		H("x-ratelimit-over-limit", "yes"),
-		H("retry-after", "1"),
+	    H("x-ratelimit-limit-requests", "600"),
+	    H("x-ratelimit-limit-tokens-prompt", "60000"),
+	    H("x-ratelimit-limit-tokens-generated", "6000"),
+	    H("x-ratelimit-remaining-requests", "599"),
+	    H("x-ratelimit-remaining-tokens-prompt", "59000"),
+	    H("x-ratelimit-remaining-tokens-generated", "5900"),
+	    H("x-ratelimit-over-limit", "yes"),
+	    H("retry-after", "1"),
 	};
 	struct rlh_result r;
 	parse(DIALECT_OPENAI, h, COUNT(h), &r);
@@ -455,16 +456,16 @@ END_TEST
 START_TEST(malformed_values_ignored)
 {
 	static const struct rlh_header h[] = {
-		H("x-ratelimit-limit-requests", "sixty"),
-		H("x-ratelimit-remaining-requests", "-3"),
-		H("x-ratelimit-reset-requests", "1d"),
-		H("x-ratelimit-limit-tokens", ""),
-		H("x-ratelimit-remaining-tokens", "1e5"),
-		H("x-ratelimit-reset-tokens", "2026-02-25T20:02:32"),
-		H("retry-after", "soon"),
-		H("retry-after-ms", "-5"),
-		{NULL, "x", 1},
-		{"x-ratelimit-limit-requests", NULL, 0},
+	    H("x-ratelimit-limit-requests", "sixty"),
+	    H("x-ratelimit-remaining-requests", "-3"),
+	    H("x-ratelimit-reset-requests", "1d"),
+	    H("x-ratelimit-limit-tokens", ""),
+	    H("x-ratelimit-remaining-tokens", "1e5"),
+	    H("x-ratelimit-reset-tokens", "2026-02-25T20:02:32"),
+	    H("retry-after", "soon"),
+	    H("retry-after-ms", "-5"),
+	    {NULL, "x", 1},
+	    {"x-ratelimit-limit-requests", NULL, 0},
 	};
 	struct rlh_result r;
 	parse(DIALECT_OPENAI, h, COUNT(h), &r);
@@ -484,9 +485,9 @@ END_TEST
 START_TEST(dialect_none_learns_nothing)
 {
 	static const struct rlh_header h[] = {
-		H("x-ratelimit-remaining-requests", "0"),
-		H("RateLimit", "\"default\";r=0;t=30"),
-		H("retry-after", "7"),
+	    H("x-ratelimit-remaining-requests", "0"),
+	    H("RateLimit", "\"default\";r=0;t=30"),
+	    H("retry-after", "7"),
 	};
 	struct rlh_result r;
 	parse(DIALECT_NONE, h, COUNT(h), &r);
@@ -540,9 +541,9 @@ START_TEST(ietf_draft07_and_older)
 	ck_assert_int_eq(B(r, RLH_REQUESTS)->reset_ms, 5000);
 
 	static const struct rlh_header old[] = {
-		H("RateLimit-Limit", "100, 100;w=60"),
-		H("RateLimit-Remaining", "7"),
-		H("RateLimit-Reset", "12"),
+	    H("RateLimit-Limit", "100, 100;w=60"),
+	    H("RateLimit-Remaining", "7"),
+	    H("RateLimit-Reset", "12"),
 	};
 	parse(DIALECT_ANTHROPIC, old, COUNT(old), &r);
 	ck_assert_int_eq(B(r, RLH_REQUESTS)->limit, 100);
@@ -555,9 +556,9 @@ START_TEST(ietf_in_response_and_precedence)
 {
 	/* the binding item is the one with the fewest remaining; limit from its policy */
 	static const struct rlh_header h[] = {
-		H("RateLimit", "\"burst\";r=50;t=30, \"daily\";r=3;t=4000"),
-		H("RateLimit-Policy", "\"burst\";q=100;w=60,\"daily\";q=1000;w=86400"),
-		H("Retry-After", "9"),
+	    H("RateLimit", "\"burst\";r=50;t=30, \"daily\";r=3;t=4000"),
+	    H("RateLimit-Policy", "\"burst\";q=100;w=60,\"daily\";q=1000;w=86400"),
+	    H("Retry-After", "9"),
 	};
 	struct rlh_result r;
 	parse(DIALECT_OPENAI, h, COUNT(h), &r);
@@ -568,9 +569,9 @@ START_TEST(ietf_in_response_and_precedence)
 
 	/* a provider header beats the IETF field whatever the order */
 	static const struct rlh_header both[] = {
-		H("x-ratelimit-remaining-requests", "11"),
-		H("RateLimit", "\"default\";r=50;t=30"),
-		H("RateLimit-Remaining", "40"),
+	    H("x-ratelimit-remaining-requests", "11"),
+	    H("RateLimit", "\"default\";r=50;t=30"),
+	    H("RateLimit-Remaining", "40"),
 	};
 	parse(DIALECT_OPENAI, both, COUNT(both), &r);
 	ck_assert_int_eq(B(r, RLH_REQUESTS)->remaining, 11);
@@ -620,13 +621,13 @@ START_TEST(body_hint_azure)
 END_TEST
 
 static const char gemini_429[] =
-	"{\"error\":{\"code\":429,\"message\":\"You exceeded your current quota. Please retry "
-	"in 25.4s.\",\"status\":\"RESOURCE_EXHAUSTED\",\"details\":[{\"@type\":\"type."
-	"googleapis.com/google.rpc.QuotaFailure\",\"violations\":[{\"quotaMetric\":\""
-	"generativelanguage.googleapis.com/generate_content_free_tier_requests\",\"quotaId\":"
-	"\"GenerateRequestsPerMinutePerProjectPerModel-FreeTier\"}]},{\"@type\":\"type."
-	"googleapis.com/google.rpc.Help\",\"links\":[]},{\"@type\":\"type.googleapis.com/"
-	"google.rpc.RetryInfo\",\"retryDelay\":\"47s\"}]}}";
+    "{\"error\":{\"code\":429,\"message\":\"You exceeded your current quota. Please retry "
+    "in 25.4s.\",\"status\":\"RESOURCE_EXHAUSTED\",\"details\":[{\"@type\":\"type."
+    "googleapis.com/google.rpc.QuotaFailure\",\"violations\":[{\"quotaMetric\":\""
+    "generativelanguage.googleapis.com/generate_content_free_tier_requests\",\"quotaId\":"
+    "\"GenerateRequestsPerMinutePerProjectPerModel-FreeTier\"}]},{\"@type\":\"type."
+    "googleapis.com/google.rpc.Help\",\"links\":[]},{\"@type\":\"type.googleapis.com/"
+    "google.rpc.RetryInfo\",\"retryDelay\":\"47s\"}]}}";
 
 START_TEST(body_hint_gemini)
 {
@@ -677,6 +678,129 @@ START_TEST(body_hint_odd_bodies)
 }
 END_TEST
 
+/* Table-driven: every header example of PROVIDERS.md as (dialect, header,
+ * value) → (budget, field, expected). One check per row. */
+enum fld { LIM, REM, RST };
+
+static const struct vector {
+	enum dialect d;
+	const char *name, *value;
+	enum rlh_budget_kind b;
+	enum fld f;
+	int64_t want; /* -1: the field must stay unset */
+} vectors[] = {
+    {DIALECT_OPENAI, "x-ratelimit-limit-requests", "60", RLH_REQUESTS, LIM, 60},
+    {DIALECT_OPENAI, "x-ratelimit-limit-tokens", "150000", RLH_TOKENS, LIM, 150000},
+    {DIALECT_OPENAI, "x-ratelimit-remaining-requests", "59", RLH_REQUESTS, REM, 59},
+    {DIALECT_OPENAI, "x-ratelimit-remaining-tokens", "149984", RLH_TOKENS, REM, 149984},
+    {DIALECT_OPENAI, "x-ratelimit-reset-requests", "1s", RLH_REQUESTS, RST, 1000},
+    {DIALECT_OPENAI, "x-ratelimit-reset-tokens", "6m0s", RLH_TOKENS, RST, 360000},
+    {DIALECT_OPENAI, "x-ratelimit-reset-tokens", "20ms", RLH_TOKENS, RST, 20},
+    {DIALECT_OPENAI, "x-ratelimit-reset-tokens", "120ms", RLH_TOKENS, RST, 120},
+    {DIALECT_OPENAI, "x-ratelimit-reset-tokens", "4m12.172s", RLH_TOKENS, RST, 252172},
+    {DIALECT_OPENAI, "x-ratelimit-reset-requests", "2m59.56s", RLH_REQUESTS, RST, 179560},
+    {DIALECT_OPENAI, "x-ratelimit-reset-requests", "23h18m29.144s", RLH_REQUESTS, RST, 83909144},
+    {DIALECT_OPENAI, "x-ratelimit-reset-requests", "0s", RLH_REQUESTS, RST, 0},
+    {DIALECT_OPENAI, "x-ratelimit-reset-requests", "25h0m0s", RLH_REQUESTS, RST, 90000000},
+    {DIALECT_OPENAI, "x-ratelimit-reset-requests", "1h2m3.5s", RLH_REQUESTS, RST, 3723500},
+    {DIALECT_OPENAI, "X-RATELIMIT-RESET-TOKENS", "1s", RLH_TOKENS, RST, 1000},
+    {DIALECT_OPENAI, "x-ratelimit-reset-tokens", "1 s", RLH_TOKENS, RST, -1},
+    {DIALECT_AZURE, "x-ratelimit-reset-tokens", "55", RLH_TOKENS, RST, 55000},
+    {DIALECT_AZURE, "x-ratelimit-reset-tokens", "-1", RLH_TOKENS, RST, -1},
+    {DIALECT_AZURE, "x-rate-limit-reset-tokens", "55", RLH_TOKENS, RST, 55000},
+    {DIALECT_AZURE, "x-ratelimit-remaining-requests", "0", RLH_REQUESTS, REM, 0},
+    {DIALECT_AZURE, "x-ratelimit-limit-req-minute", "120", RLH_REQUESTS, LIM, -1},
+    {DIALECT_ANTHROPIC, "anthropic-ratelimit-requests-limit", "50", RLH_REQUESTS, LIM, 50},
+    {DIALECT_ANTHROPIC, "anthropic-ratelimit-requests-remaining", "49", RLH_REQUESTS, REM, 49},
+    {DIALECT_ANTHROPIC, "anthropic-ratelimit-requests-reset", "2026-02-25T20:02:32Z", RLH_REQUESTS,
+     RST, 60000},
+    {DIALECT_ANTHROPIC, "anthropic-ratelimit-tokens-limit", "38000", RLH_TOKENS, LIM, 38000},
+    {DIALECT_ANTHROPIC, "anthropic-ratelimit-tokens-remaining", "36000", RLH_TOKENS, REM, 36000},
+    {DIALECT_ANTHROPIC, "anthropic-ratelimit-input-tokens-limit", "30000", RLH_INPUT_TOKENS, LIM,
+     30000},
+    {DIALECT_ANTHROPIC, "anthropic-ratelimit-output-tokens-limit", "8000", RLH_OUTPUT_TOKENS, LIM,
+     8000},
+    {DIALECT_ANTHROPIC, "anthropic-ratelimit-output-tokens-reset", "2026-02-25T20:02:32.250+00:00",
+     RLH_OUTPUT_TOKENS, RST, 60250},
+    {DIALECT_ANTHROPIC, "x-ratelimit-limit-requests", "60", RLH_REQUESTS, LIM, -1},
+    {DIALECT_OPENAI, "x-ratelimit-limit-req-minute", "120", RLH_REQUESTS, LIM, 120},
+    {DIALECT_OPENAI, "x-ratelimit-remaining-tokens-minute", "499000", RLH_TOKENS, REM, 499000},
+    {DIALECT_OPENAI, "x-ratelimit-reset", "1", RLH_REQUESTS, RST, 1000},
+    {DIALECT_OPENAI, "x-ratelimit-reset", "1772049722000", RLH_REQUESTS, RST, 30000},
+    {DIALECT_OPENAI, "x-ratelimit-reset", "1772049752", RLH_REQUESTS, RST, 60000},
+    {DIALECT_OPENAI, "x-tokenlimit-remaining", "3000", RLH_TOKENS, REM, 3000},
+    {DIALECT_OPENAI, "x-ratelimit-remaining-tokens-generated", "5900", RLH_OUTPUT_TOKENS, REM,
+     5900},
+    {DIALECT_OPENAI, "x-ratelimit-limit-tokens-prompt", "60000", RLH_INPUT_TOKENS, LIM, 60000},
+    {DIALECT_IETF, "RateLimit-Remaining", "7", RLH_REQUESTS, REM, 7},
+    {DIALECT_IETF, "RateLimit-Reset", "12", RLH_REQUESTS, RST, 12000},
+    {DIALECT_IETF, "RateLimit", "\"default\";r=50;t=30", RLH_REQUESTS, RST, 30000},
+    {DIALECT_IETF, "RateLimit", "limit=100, remaining=50, reset=5", RLH_REQUESTS, LIM, 100},
+    {DIALECT_IETF, "RateLimit", "\"default\";r=-5;t=30", RLH_REQUESTS, REM, -1},
+    {DIALECT_IETF, "x-ratelimit-remaining-requests", "5", RLH_REQUESTS, REM, -1},
+    {DIALECT_NONE, "RateLimit-Remaining", "7", RLH_REQUESTS, REM, -1},
+    {DIALECT_OPENAI, "x-ratelimit-remaining-requests", "5.0", RLH_REQUESTS, REM, 5},
+    {DIALECT_OPENAI, "x-ratelimit-remaining-requests", "0x10", RLH_REQUESTS, REM, -1},
+    {DIALECT_OPENAI, "x-ratelimit-remaining-requests", "1e3", RLH_REQUESTS, REM, -1},
+};
+
+START_TEST(header_vector)
+{
+	const struct vector *v = &vectors[_i];
+	struct rlh_header h = {v->name, v->value, strlen(v->value)};
+	struct rlh_result r;
+	rlh_parse(v->d, &h, 1, NOW, &r);
+	const struct rlh_budget *b = &r.budget[v->b];
+	bool has = v->f == LIM ? b->has_limit : v->f == REM ? b->has_remaining : b->has_reset;
+	int64_t got = v->f == LIM ? b->limit : v->f == REM ? b->remaining : b->reset_ms;
+	if (v->want < 0) {
+		ck_assert_msg(!has, "%s: %s set", v->name, v->value);
+	} else {
+		ck_assert_msg(has, "%s: %s unset", v->name, v->value);
+		ck_assert_msg(got == v->want, "%s: %s -> %lld, want %lld", v->name, v->value,
+		              (long long)got, (long long)v->want);
+	}
+}
+END_TEST
+
+/* Server hints, one header each: value → hint ms (-1: none). */
+static const struct hint_vector {
+	const char *name, *value;
+	int64_t want;
+} hint_vectors[] = {
+    {"retry-after", "5", 5000},
+    {"Retry-After", "0", 0},
+    {"retry-after", "1.5", 1500},
+    {"retry-after", "Wed, 25 Feb 2026 20:02:32 GMT", 60000},
+    {"retry-after", "Wednesday, 25-Feb-26 20:02:32 GMT", 60000},
+    {"retry-after", "Wed Feb 25 20:02:32 2026", 60000},
+    {"retry-after", "Wed, 25 Feb 2026 20:00:00 GMT", 0},
+    {"retry-after", "-1", -1},
+    {"retry-after", "5s", -1},
+    {"retry-after", "", -1},
+    {"retry-after-ms", "644", 644},
+    {"retry-after-ms", "0.4", 1},
+    {"retry-after-ms", "abc", -1},
+    {"x-ms-retry-after-ms", "54000", 54000},
+    {"x-retry-after", "5", -1},
+};
+
+START_TEST(hint_vector)
+{
+	const struct hint_vector *v = &hint_vectors[_i];
+	struct rlh_header h = {v->name, v->value, strlen(v->value)};
+	struct rlh_result r;
+	rlh_parse(DIALECT_NONE, &h, 1, NOW, &r);
+	if (v->want < 0) {
+		ck_assert_msg(!r.has_hint, "%s: %s", v->name, v->value);
+	} else {
+		ck_assert_msg(r.has_hint, "%s: %s", v->name, v->value);
+		ck_assert_msg(r.hint_ms == v->want, "%s: %s -> %lld", v->name, v->value,
+		              (long long)r.hint_ms);
+	}
+}
+END_TEST
+
 static Suite *ratelimit_headers_suite(void)
 {
 	Suite *s = suite_create("ratelimit_headers");
@@ -703,6 +827,10 @@ static Suite *ratelimit_headers_suite(void)
 	tcase_add_test(d, malformed_values_ignored);
 	tcase_add_test(d, dialect_none_learns_nothing);
 	suite_add_tcase(s, d);
+	TCase *v = tcase_create("vectors");
+	tcase_add_loop_test(v, header_vector, 0, (int)COUNT(vectors));
+	tcase_add_loop_test(v, hint_vector, 0, (int)COUNT(hint_vectors));
+	suite_add_tcase(s, v);
 	TCase *i = tcase_create("ietf");
 	tcase_add_test(i, ietf_draft10_fields);
 	tcase_add_test(i, ietf_draft07_and_older);
