@@ -991,13 +991,20 @@ bool rlh_server_hint(const struct rlh_result *r, const struct rlh_body_hint *b, 
 		*ms = r->hint_ms;
 		return true;
 	}
-	if (r != NULL && rlh_exhausted_reset(r, ms))
-		return true;
-	if (b != NULL && b->has_delay) {
+	int64_t reset = 0;
+	bool has_reset = r != NULL && rlh_exhausted_reset(r, &reset);
+	bool has_body = b != NULL && b->has_delay;
+	/* A reset is the time until the budget is full again: an upper bound. The
+	 * body's "try again in 644ms" is when this request fits: sooner and exact.
+	 * Taking the reset alone would turn a 429 on a continuously refilled budget
+	 * into a multi-minute wait, or a give-up past the deadline. */
+	if (has_reset && has_body)
+		*ms = reset < b->delay_ms ? reset : b->delay_ms;
+	else if (has_reset)
+		*ms = reset;
+	else if (has_body)
 		*ms = b->delay_ms;
-		return true;
-	}
-	return false;
+	return has_reset || has_body;
 }
 
 /* ---------- hints in bodies ---------- */

@@ -146,9 +146,11 @@ void rlh_body_hint(const char *body, size_t len, struct rlh_body_hint *out);
 int rlh_text_hint(const char *s, size_t len, int64_t *ms);
 
 /* The server's hint in DESIGN §3 order of strength: the header hint
- * (retry-after-ms, x-ms-retry-after-ms, retry-after), then the reset of an
- * exhausted budget (rlh_exhausted_reset), then the body hint. Either argument
- * may be NULL. Returns true and sets *ms when there is a hint. */
+ * (retry-after-ms, x-ms-retry-after-ms, retry-after) when there is one; else
+ * the reset of an exhausted budget (rlh_exhausted_reset) or the body hint,
+ * the smaller of the two when both are there (a reset is the time until the
+ * budget is full again, the body says when this request fits). Either
+ * argument may be NULL. Returns true and sets *ms when there is a hint. */
 bool rlh_server_hint(const struct rlh_result *r, const struct rlh_body_hint *b, int64_t *ms);
 
 #endif

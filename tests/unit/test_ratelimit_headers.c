@@ -675,6 +675,21 @@ START_TEST(body_hint_odd_bodies)
 	ck_assert(rlh_server_hint(NULL, &bh, &ms));
 	ck_assert_int_eq(ms, 1234);
 	ck_assert(!rlh_server_hint(NULL, NULL, &ms));
+	/* OpenAI 429: tokens at 0, full refill in 6m0s, but the body says 644ms */
+	static const struct rlh_header oai[] = {
+	    H("x-ratelimit-remaining-tokens", "0"),
+	    H("x-ratelimit-reset-tokens", "6m0s"),
+	};
+	struct rlh_result r;
+	rlh_parse(DIALECT_OPENAI, oai, 2, NOW, &r);
+	bh.delay_ms = 644;
+	ck_assert(rlh_server_hint(&r, &bh, &ms));
+	ck_assert_int_eq(ms, 644);
+	ck_assert(rlh_server_hint(&r, NULL, &ms));
+	ck_assert_int_eq(ms, 360000);
+	bh.delay_ms = 500000; /* a body asking for longer than the reset */
+	ck_assert(rlh_server_hint(&r, &bh, &ms));
+	ck_assert_int_eq(ms, 360000);
 }
 END_TEST
 
