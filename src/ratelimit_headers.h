@@ -14,8 +14,8 @@
 
 #include "config.h"
 
-/* One response header; name compared case-insensitively, value not
- * NUL-terminated necessarily (value_len bytes). */
+/* One response header: name NUL-terminated, compared case-insensitively;
+ * value is value_len bytes, not necessarily NUL-terminated. */
 struct rlh_header {
 	const char *name;
 	const char *value;
@@ -60,7 +60,9 @@ struct rlh_result {
  * x-rate-limit-reset-tokens; every dialect but NONE knows the IETF fields;
  * retry hints and x-should-retry are read in every dialect, NONE included
  * (they steer retries, not learning). A provider-specific header wins over an
- * IETF field for the same value whatever their order. */
+ * IETF field for the same value whatever their order; among repeats of one
+ * header the last wins, except RateLimit and RateLimit-Policy, of which the
+ * first line is read (providers send one). */
 void rlh_parse(enum dialect dialect, const struct rlh_header *h, size_t n, int64_t now_ms,
                struct rlh_result *out);
 
