@@ -1,0 +1,94 @@
+/* tokens — a request's token cost before dispatch, and the usage the upstream
+ * reports after (DESIGN §5, PROVIDERS.md §2, §3, §9).
+ *
+ * Pure: no I/O. The estimate is deliberately cheap (characters / 4, never a
+ * tokenizer): the token gate is corrected afterwards by the reported usage. */
+#ifndef PACERD_TOKENS_H
+#define PACERD_TOKENS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct tokens_cost {
+	int64_t prompt; /* characters of the prompt text / 4, rounded up */
+	int64_t output; /* requested output tokens times n, or the default */
+	int64_t total;  /* prompt + output */
+	bool json;      /* the body parsed as a JSON object */
+};
+
+/* Estimates the token cost of a request body.
+ *
+ * Prompt: Unicode characters (UTF-8 code points) of the text in
+ * messages[].content (a string, or an array of parts whose "text" counts,
+ * nested "content" too, as in Anthropic tool results) and
+ * messages[].tool_calls[].function.arguments, input (a string, an
+ * array of strings, of token ids — 1 token each — or of Responses API
+ * messages), prompt, system (a string or an array of blocks), instructions,
+ * and Gemini contents[].parts[].text and systemInstruction; divided by 4,
+ * rounded up.
+ * Output: the largest of max_tokens, max_completion_tokens, max_output_tokens,
+ * generationConfig.maxOutputTokens; default_output_tokens when none is there;
+ * times n (or generationConfig.candidateCount) when it is above 1 (capped at
+ * 128). Embedding requests (a "model" whose name contains "embed") generate
+ * nothing: output 0.
+ * Not a JSON object (a multipart upload, text, a JSON array): costs
+ * default_output_tokens alone — an audio file's bytes are not prompt tokens,
+ * so bytes / 4 would only overcharge; usage corrects the rest afterwards.
+ * An empty body (GET /v1/models) costs 0. Images, tool definitions and
+ * other non-text parts are not counted.
+ * Returns the total; fills *detail when it is not NULL. */
+int64_t tokens_estimate(const char *body, size_t len, unsigned default_output_tokens,
+                        struct tokens_cost *detail);
+
+struct tokens_usage {
+	bool present; /* some usage was found */
+	bool has_input, has_output;
+	int64_t input;  /* prompt / input tokens */
+	int64_t output; /* completion / output tokens (thoughts included) */
+	int64_t total;  /* total_tokens when sent, else input + output */
+};
+
+/* Reads the usage of a JSON response body: OpenAI usage.prompt_tokens /
+ * completion_tokens / total_tokens (chat, completions, embeddings), Responses
+ * API and Anthropic usage.input_tokens / output_tokens (Anthropic cache
+ * creation tokens count as input, cache reads do not: they are not charged
+ * against the input-token rate limit), Gemini usageMetadata.promptTokenCount /
+ * candidatesTokenCount (+ thoughtsTokenCount) / totalTokenCount. Sets *out
+ * (always initialised) and returns out->present. */
+bool tokens_usage_json(const char *body, size_t len, struct tokens_usage *out);
+
+/* Longest SSE line kept; longer lines are skipped whole. */
+#define TOKENS_SSE_LINE_MAX (64 * 1024)
+
+/* Incremental scanner of a text/event-stream, fed the response body in chunks
+ * of any size as they arrive (events and lines may straddle chunks; CR, LF and
+ * CRLF all end lines). It keeps at most one partial line (<= TOKENS_SSE_LINE_MAX
+ * bytes, allocated only when a line straddles chunks). Each data: line is
+ * looked at alone (every provider sends one-line JSON), and parsed only when it
+ * mentions "error" or a non-null "usage": other chunks cost a scan or two.
+ *
+ * Results, readable at any time:
+ *   usage: the last usage seen: OpenAI's include_usage chunk ("choices": []
+ *          + usage; the "usage": null of other chunks is skipped), Anthropic
+ *          message_start (input) and message_delta (cumulative output: the last
+ *          wins), Gemini usageMetadata, Responses API response.usage.
+ *   error: the stream carried an error: an "event: error" line or a data: JSON
+ *          object with a top-level "error" member (errors after HTTP 200). */
+struct tokens_sse {
+	struct tokens_usage usage;
+	bool error;
+	/* private */
+	char *buf;
+	size_t len, cap;
+	bool skipping; /* in a line over the cap: drop bytes up to its end */
+	bool after_cr; /* the last chunk ended with CR: a leading LF ends nothing */
+};
+
+void tokens_sse_init(struct tokens_sse *s);
+/* Feeds n bytes (any n, 0 included). */
+void tokens_sse_feed(struct tokens_sse *s, const char *data, size_t n);
+/* Frees the partial-line buffer; results stay readable. */
+void tokens_sse_free(struct tokens_sse *s);
+
+#endif
