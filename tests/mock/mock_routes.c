@@ -4,6 +4,7 @@
 #include "mock.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
@@ -11,8 +12,10 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <event2/http.h>
 #include <openssl/evp.h>
 
@@ -412,12 +415,28 @@ static void arm(struct mock_req *mr, long ms)
 	evtimer_add(mr->timer, &tv);
 }
 
-/* TCP RST: SO_LINGER {1, 0} makes the close abort the connection. */
+/* TCP RST: SO_LINGER {1, 0} makes the last close of the socket abort the connection.
+ * evhttp_connection_free would shutdown(SHUT_WR) first, which sends a FIN, and the
+ * client would read a clean EOF before the RST. So the socket is closed here, by
+ * replacing its descriptor with /dev/null (dup2: the number stays valid for evhttp,
+ * no other thread can take it), after every event on it is removed; evhttp then
+ * frees the connection and closes the placeholder. */
 static void do_reset(struct mock_req *mr)
 {
 	struct linger lg = {1, 0};
 	struct evhttp_connection *evcon = mr->conn->evcon;
-	setsockopt(mr->conn->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	int fd = mr->conn->fd;
+	if (mr->watch != NULL) {
+		event_free(mr->watch);
+		mr->watch = NULL;
+	}
+	bufferevent_disable(evhttp_connection_get_bufferevent(evcon), EV_READ | EV_WRITE);
+	setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (nul >= 0) {
+		dup2(nul, fd);
+		close(nul);
+	}
 	evhttp_connection_free(evcon); /* runs the close callback, which frees mr */
 }
 
@@ -619,6 +638,8 @@ void mock_routes_handle(struct evhttp_request *req, void *arg)
 	if (q != NULL && evhttp_parse_query_str(q, &query) == 0)
 		qp = &query;
 
+	/* registers the connection (counts, TCP_NODELAY, close callback) on first use */
+	(void)mock_conn_of(req);
 	mock_stats.requests++;
 	mock_stats.in_flight++;
 	if (mock_stats.in_flight > mock_stats.in_flight_max)
