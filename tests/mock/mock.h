@@ -108,6 +108,7 @@ void mock_req_conn_closed(struct mock_req *mr);
 void mock_req_done(struct mock_req *mr);
 void mock_req_written(struct evhttp_connection *evcon, void *arg);
 void mock_routes_free(void);
+const char *mock_reason(int status);
 void mock_put_chunk_text(struct evbuffer *b, long chunk_bytes);
 void mock_put_long(struct evbuffer *b, long v);
 

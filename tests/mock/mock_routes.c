@@ -367,6 +367,18 @@ static void blob_body(struct evbuffer *b, long long n)
 	}
 }
 
+/* evhttp 2.1 knows no phrase for 429 and 529 ("Client Error", "Server Error"). */
+const char *mock_reason(int status)
+{
+	switch (status) {
+	case 429:
+		return "Too Many Requests";
+	case 529:
+		return "Site Overloaded";
+	}
+	return NULL;
+}
+
 /* ---------- answers sent later ---------- */
 
 static void on_timer(evutil_socket_t fd, short what, void *arg);
@@ -483,7 +495,7 @@ static void begin(struct mock_req *mr)
 		char cl[24];
 		snprintf(cl, sizeof(cl), "%zu", len);
 		evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Length", cl);
-		evhttp_send_reply_start(req, mr->status, NULL);
+		evhttp_send_reply_start(req, mr->status, mock_reason(mr->status));
 		mock_count_response(mr->status);
 		mr->started = true;
 		struct evbuffer *half = evbuffer_new();
@@ -499,7 +511,7 @@ static void begin(struct mock_req *mr)
 	int status = mr->status;
 	mr->body = NULL;
 	mock_req_done(mr);
-	evhttp_send_reply(req, status, NULL, body);
+	evhttp_send_reply(req, status, mock_reason(status), body);
 	mock_count_response(status);
 	evbuffer_free(body);
 }
@@ -564,7 +576,7 @@ static void send_json(struct evhttp_request *req, int status, json_t *j)
 	/* The output buffer keeps referring to s until it is written: it frees s then. */
 	if (s != NULL)
 		evbuffer_add_reference(out_buf, s, strlen(s), free_ref, NULL);
-	evhttp_send_reply(req, status, NULL, out_buf);
+	evhttp_send_reply(req, status, mock_reason(status), out_buf);
 }
 
 static void admin(struct evhttp_request *req, const char *path)
@@ -739,7 +751,7 @@ void mock_routes_handle(struct evhttp_request *req, void *arg)
 		     c.reset != MOCK_MODE_NONE;
 	/* defer fails only when out of memory: then an empty answer, at once */
 	if (!later || !defer(req, &c, status, delay, &tmpl)) {
-		evhttp_send_reply(req, status, NULL, out_buf);
+		evhttp_send_reply(req, status, mock_reason(status), out_buf);
 		mock_count_response(status);
 		mock_limits_release(lo.key);
 		mock_stats.in_flight--;

@@ -104,7 +104,7 @@ void mock_stream_start(struct mock_req *mr)
 {
 	struct evhttp_request *req = mr->req;
 	evhttp_add_header(evhttp_request_get_output_headers(req), "Cache-Control", "no-cache");
-	evhttp_send_reply_start(req, mr->status, NULL);
+	evhttp_send_reply_start(req, mr->status, mock_reason(mr->status));
 	mock_count_response(mr->status);
 	mr->started = true;
 	struct evbuffer *b = evbuffer_new();
