@@ -138,7 +138,7 @@ json_t *mock_record_stats_json(void)
 	for (int i = 0; i < 600; i++) {
 		if (s->responses[i] == 0)
 			continue;
-		char k[8];
+		char k[16];
 		snprintf(k, sizeof(k), "%d", i);
 		json_object_set_new(resp, k, json_integer((json_int_t)s->responses[i]));
 	}
