@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <event2/buffer.h>
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
@@ -74,7 +75,7 @@ extern size_t mock_record_cap;
 void mock_record_add(struct evhttp_request *req, uint64_t t_ms);
 void mock_record_reset(void);
 void mock_record_free(void);
-json_t *mock_record_requests_json(void);
+void mock_record_requests(struct evbuffer *b);
 json_t *mock_record_stats_json(void);
 void mock_count_response(int status);
 void mock_sha256_hex(const void *data, size_t len, char out[65]);

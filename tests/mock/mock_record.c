@@ -12,9 +12,9 @@ struct mock_stats mock_stats;
 bool mock_record_enabled = true;
 size_t mock_record_cap = 100000;
 
-/* Ring of the newest mock_record_cap records, each a ready json_t: building it costs
- * one allocation burst per request, reading the list is rare. */
-static json_t **ring;
+/* Ring of the newest mock_record_cap records, each kept as its compact JSON text
+ * (a few hundred bytes; a json_t tree costs several times that). */
+static char **ring;
 static size_t ring_head, ring_len;
 
 static const char *method_name(enum evhttp_cmd_type c)
@@ -104,25 +104,32 @@ void mock_record_add(struct evhttp_request *req, uint64_t t_ms)
 				uri ? uri : "", "headers", hdrs, "body_len",
 				(json_int_t)evbuffer_get_length(body), "body_sha256", sha, "t_ms",
 				(json_int_t)t_ms);
-	if (rec == NULL)
-		return; /* a URI that is not UTF-8: jansson refuses it; not recorded */
+	char *text = rec ? json_dumps(rec, JSON_COMPACT) : NULL;
+	json_decref(rec);
+	if (text == NULL)
+		return; /* a URI or header that is not UTF-8: jansson refuses it; not recorded */
 	size_t slot = (ring_head + ring_len) % mock_record_cap;
 	if (ring_len == mock_record_cap) {
-		json_decref(ring[ring_head]);
+		free(ring[ring_head]);
 		slot = ring_head;
 		ring_head = (ring_head + 1) % mock_record_cap;
 	} else {
 		ring_len++;
 	}
-	ring[slot] = rec;
+	ring[slot] = text;
 }
 
-json_t *mock_record_requests_json(void)
+/* The records as one JSON array text in b, oldest first. */
+void mock_record_requests(struct evbuffer *b)
 {
-	json_t *a = json_array();
-	for (size_t i = 0; i < ring_len; i++)
-		json_array_append(a, ring[(ring_head + i) % mock_record_cap]);
-	return a;
+	evbuffer_add(b, "[", 1);
+	for (size_t i = 0; i < ring_len; i++) {
+		const char *t = ring[(ring_head + i) % mock_record_cap];
+		if (i > 0)
+			evbuffer_add(b, ",", 1);
+		evbuffer_add(b, t, strlen(t));
+	}
+	evbuffer_add(b, "]", 1);
 }
 
 void mock_count_response(int status)
@@ -158,7 +165,7 @@ json_t *mock_record_stats_json(void)
 void mock_record_reset(void)
 {
 	for (size_t i = 0; i < ring_len; i++)
-		json_decref(ring[(ring_head + i) % mock_record_cap]);
+		free(ring[(ring_head + i) % mock_record_cap]);
 	ring_head = ring_len = 0;
 	/* in_flight describes live state: a reset between tests must not make it wrap
 	 * when those requests finish. */

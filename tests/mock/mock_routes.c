@@ -584,7 +584,10 @@ static void admin(struct evhttp_request *req, const char *path)
 	if (strcmp(path, "/_mock/stats") == 0) {
 		send_json(req, 200, mock_record_stats_json());
 	} else if (strcmp(path, "/_mock/requests") == 0) {
-		send_json(req, 200, mock_record_requests_json());
+		mock_record_requests(out_buf);
+		evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+				  "application/json");
+		evhttp_send_reply(req, 200, NULL, out_buf);
 	} else if (strcmp(path, "/_mock/reset") == 0) {
 		mock_record_reset();
 		mock_limits_reset();
