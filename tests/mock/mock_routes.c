@@ -612,7 +612,7 @@ static enum mock_kind route(enum evhttp_cmd_type m, const char *path)
 {
 	if (m == EVHTTP_REQ_POST && strcmp(path, "/v1/chat/completions") == 0)
 		return MOCK_K_CHAT;
-	if (m == EVHTTP_REQ_GET && strcmp(path, "/v1/models") == 0)
+	if ((m == EVHTTP_REQ_GET || m == EVHTTP_REQ_HEAD) && strcmp(path, "/v1/models") == 0)
 		return MOCK_K_MODELS;
 	if (m == EVHTTP_REQ_POST && strcmp(path, "/v1/messages") == 0)
 		return MOCK_K_MESSAGES;
@@ -722,7 +722,8 @@ void mock_routes_handle(struct evhttp_request *req, void *arg)
 		evhttp_add_header(oh, "x-mock-method", method_str(method));
 		evhttp_add_header(oh, "x-mock-uri", uri);
 		evbuffer_add_buffer(out_buf, evhttp_request_get_input_buffer(req));
-	} else if (strcmp(path, "/blob") == 0 && method == EVHTTP_REQ_GET) {
+	} else if (strcmp(path, "/blob") == 0 &&
+		   (method == EVHTTP_REQ_GET || method == EVHTTP_REQ_HEAD)) {
 		const char *v = qp ? evhttp_find_header(qp, "bytes") : NULL;
 		long n = 0;
 		ctype = "application/octet-stream";
