@@ -38,20 +38,20 @@ enum mock_mode { MOCK_MODE_NONE, MOCK_MODE_HEADERS, MOCK_MODE_BODY };
 struct mock_req {
 	struct evhttp_request *req;
 	struct mock_conn *conn;
-	struct mock_key *key;   /* for the per-key concurrency count, or NULL */
-	struct event *timer;    /* delay, then chunk spacing */
-	struct event *watch;    /* EV_CLOSED on the fd until the status line is out */
-	struct evbuffer *body;  /* the prepared answer (non-stream) */
+	struct mock_key *key;  /* for the per-key concurrency count, or NULL */
+	struct event *timer;   /* delay, then chunk spacing */
+	struct event *watch;   /* EV_CLOSED on the fd until the status line is out */
+	struct evbuffer *body; /* the prepared answer (non-stream) */
 	int status;
 	enum mock_mode hang, reset;
-	bool started;           /* status line sent */
+	bool started; /* status line sent */
 	bool streaming;
 	/* stream state (mock_stream.c) */
 	enum mock_kind kind;
 	long chunks, sent, chunk_ms, chunk_bytes;
 	long prompt_tokens, completion_tokens;
 	bool include_usage, truncated;
-	bool reset_now;         /* the timer fires the body-mode reset */
+	bool reset_now; /* the timer fires the body-mode reset */
 	char model[64];
 };
 
@@ -93,15 +93,15 @@ struct mock_limit_out {
 int mock_limits_configure(const char *json, size_t len, char *err, size_t errlen);
 long mock_limits_latency_ms(void);
 void mock_limits_check(const struct mock_limit_in *in, struct evkeyvalq *out_headers,
-		       const char *request_id, struct mock_limit_out *out);
+                       const char *request_id, struct mock_limit_out *out);
 void mock_limits_release(struct mock_key *key);
 void mock_limits_reset(void);
 void mock_limits_free(void);
 void mock_limits_stats_json(json_t *keys);
 void mock_go_duration(uint64_t ms, char *out, size_t outlen);
 struct evbuffer *mock_error_body(bool anthropic, const char *type, const char *code,
-				 const char *message, const char *details_code,
-				 const char *request_id);
+                                 const char *message, const char *details_code,
+                                 const char *request_id);
 
 /* ---- mock_routes.c ---- */
 void mock_routes_handle(struct evhttp_request *req, void *arg);

@@ -23,9 +23,9 @@ struct mock_key {
 	char hex[13];
 	double rq_level, tk_level; /* bucket contents */
 	uint64_t last_ms;
-	bool fresh;                /* buckets not initialised since the last (re)config */
+	bool fresh; /* buckets not initialised since the last (re)config */
 	long in_flight;
-	uint64_t window_end_ms;    /* end of the window the last 429 advertised */
+	uint64_t window_end_ms; /* end of the window the last 429 advertised */
 	uint64_t requests, rate_limited;
 };
 
@@ -48,8 +48,12 @@ static struct cfg {
 	double error_rate;
 	int error_status;
 	uint64_t seed;
-} cfg = {.retry_after = true, .headers = true, .overload = {429}, .noverload = 1,
-	 .error_status = 503, .seed = 1};
+} cfg = {.retry_after = true,
+         .headers = true,
+         .overload = {429},
+         .noverload = 1,
+         .error_status = 503,
+         .seed = 1};
 
 static struct mock_key *table[KEY_BUCKETS];
 static size_t nkeys;
@@ -93,7 +97,7 @@ long mock_limits_latency_ms(void)
 /* ---------- configuration ---------- */
 
 static int get_num(json_t *o, const char *k, double lo, double hi, double *out, char *err,
-		   size_t errlen)
+                   size_t errlen)
 {
 	json_t *v = json_object_get(o, k);
 	if (v == NULL)
@@ -134,11 +138,20 @@ int mock_limits_configure(const char *text, size_t len, char *err, size_t errlen
 		json_decref(o);
 		return -1;
 	}
-	static const char *known[] = {"style",      "rpm",         "tpm",
-				      "concurrency", "latency_ms", "retry_after",
-				      "retry_after_s", "headers",  "quota_exhausted",
-				      "capacity",   "overload_status", "error_rate",
-				      "error_status", "seed"};
+	static const char *known[] = {"style",
+	                              "rpm",
+	                              "tpm",
+	                              "concurrency",
+	                              "latency_ms",
+	                              "retry_after",
+	                              "retry_after_s",
+	                              "headers",
+	                              "quota_exhausted",
+	                              "capacity",
+	                              "overload_status",
+	                              "error_rate",
+	                              "error_status",
+	                              "seed"};
 	const char *k;
 	json_t *v;
 	json_object_foreach(o, k, v)
@@ -152,8 +165,12 @@ int mock_limits_configure(const char *text, size_t len, char *err, size_t errlen
 			goto fail;
 		}
 	}
-	struct cfg c = {.retry_after = true, .headers = true, .overload = {429}, .noverload = 1,
-			.error_status = 503, .seed = 1};
+	struct cfg c = {.retry_after = true,
+	                .headers = true,
+	                .overload = {429},
+	                .noverload = 1,
+	                .error_status = 503,
+	                .seed = 1};
 	double d;
 	v = json_object_get(o, "style");
 	if (v != NULL) {
@@ -164,7 +181,8 @@ int mock_limits_configure(const char *text, size_t len, char *err, size_t errlen
 			goto fail;
 		}
 	}
-	if (get_num(o, "rpm", 0, 1e9, &c.rpm, err, errlen) || get_num(o, "tpm", 0, 1e12, &c.tpm, err, errlen) ||
+	if (get_num(o, "rpm", 0, 1e9, &c.rpm, err, errlen) ||
+	    get_num(o, "tpm", 0, 1e12, &c.tpm, err, errlen) ||
 	    get_num(o, "retry_after_s", 0, 1e7, &c.retry_after_s, err, errlen) ||
 	    get_num(o, "error_rate", 0, 1, &c.error_rate, err, errlen) ||
 	    get_bool(o, "retry_after", &c.retry_after, err, errlen) ||
@@ -197,14 +215,16 @@ int mock_limits_configure(const char *text, size_t len, char *err, size_t errlen
 		json_t *e;
 		if (!json_is_array(v) || json_array_size(v) == 0 ||
 		    json_array_size(v) > MAX_OVERLOAD) {
-			snprintf(err, errlen, "\"overload_status\" must be an array of 1..%d statuses",
-				 MAX_OVERLOAD);
+			snprintf(err, errlen,
+			         "\"overload_status\" must be an array of 1..%d statuses",
+			         MAX_OVERLOAD);
 			goto fail;
 		}
 		json_array_foreach(v, i, e)
 		{
 			if (!status_ok(e)) {
-				snprintf(err, errlen, "\"overload_status\" entries must be in [400, 599]");
+				snprintf(err, errlen,
+				         "\"overload_status\" entries must be in [400, 599]");
 				goto fail;
 			}
 			c.overload[i] = (int)json_integer_value(e);
@@ -217,16 +237,17 @@ int mock_limits_configure(const char *text, size_t len, char *err, size_t errlen
 		json_t *e;
 		if (!json_is_array(v) || json_array_size(v) > MAX_PHASES) {
 			snprintf(err, errlen, "\"capacity\" must be an array of at most %d phases",
-				 MAX_PHASES);
+			         MAX_PHASES);
 			goto fail;
 		}
 		json_array_foreach(v, i, e)
 		{
 			json_t *rps = json_object_get(e, "rps"), *ms = json_object_get(e, "ms");
-			if (!json_is_object(e) || !json_is_number(rps) || json_number_value(rps) < 0 ||
-			    !json_is_integer(ms) || json_integer_value(ms) <= 0) {
+			if (!json_is_object(e) || !json_is_number(rps) ||
+			    json_number_value(rps) < 0 || !json_is_integer(ms) ||
+			    json_integer_value(ms) <= 0) {
 				snprintf(err, errlen,
-					 "\"capacity\" entries must be {\"rps\": >=0, \"ms\": >0}");
+				         "\"capacity\" entries must be {\"rps\": >=0, \"ms\": >0}");
 				goto fail;
 			}
 			c.cap[i].rps = json_number_value(rps);
@@ -323,13 +344,14 @@ void mock_limits_stats_json(json_t *keys)
 	for (size_t i = 0; i < KEY_BUCKETS; i++)
 		for (struct mock_key *k = table[i]; k != NULL; k = k->next)
 			if (k->requests > 0)
-				json_object_set_new(keys, k->hex,
-					    json_pack("{s:I,s:I}", "requests", (json_int_t)k->requests,
-						      "rate_limited", (json_int_t)k->rate_limited));
+				json_object_set_new(
+				    keys, k->hex,
+				    json_pack("{s:I,s:I}", "requests", (json_int_t)k->requests,
+				              "rate_limited", (json_int_t)k->rate_limited));
 	if (anon.requests > 0)
 		json_object_set_new(keys, anon.hex,
-				    json_pack("{s:I,s:I}", "requests", (json_int_t)anon.requests,
-					      "rate_limited", (json_int_t)anon.rate_limited));
+		                    json_pack("{s:I,s:I}", "requests", (json_int_t)anon.requests,
+		                              "rate_limited", (json_int_t)anon.rate_limited));
 }
 
 /* ---------- formats ---------- */
@@ -400,7 +422,8 @@ static void ratelimit_headers(struct evkeyvalq *h, const struct mock_key *k)
 		double rem = floor(k->rq_level);
 		snprintf(n, sizeof(n), cfg.anthropic ? "%srequests-limit" : "%slimit-requests", p);
 		add_num(h, n, cfg.rpm);
-		snprintf(n, sizeof(n), cfg.anthropic ? "%srequests-remaining" : "%sremaining-requests", p);
+		snprintf(n, sizeof(n),
+		         cfg.anthropic ? "%srequests-remaining" : "%sremaining-requests", p);
 		add_num(h, n, rem < 0 ? 0 : rem);
 		snprintf(n, sizeof(n), cfg.anthropic ? "%srequests-reset" : "%sreset-requests", p);
 		add_reset(h, n, (uint64_t)ceil((cfg.rpm - k->rq_level) * 60000.0 / cfg.rpm));
@@ -409,7 +432,8 @@ static void ratelimit_headers(struct evkeyvalq *h, const struct mock_key *k)
 		double rem = floor(k->tk_level);
 		snprintf(n, sizeof(n), cfg.anthropic ? "%stokens-limit" : "%slimit-tokens", p);
 		add_num(h, n, cfg.tpm);
-		snprintf(n, sizeof(n), cfg.anthropic ? "%stokens-remaining" : "%sremaining-tokens", p);
+		snprintf(n, sizeof(n), cfg.anthropic ? "%stokens-remaining" : "%sremaining-tokens",
+		         p);
 		add_num(h, n, rem < 0 ? 0 : rem);
 		snprintf(n, sizeof(n), cfg.anthropic ? "%stokens-reset" : "%sreset-tokens", p);
 		add_reset(h, n, (uint64_t)ceil((cfg.tpm - k->tk_level) * 60000.0 / cfg.tpm));
@@ -440,18 +464,20 @@ static void retry_headers(struct evkeyvalq *h, uint64_t wait_ms)
 
 /* Error bodies go through jansson: messages may come from request headers. */
 struct evbuffer *mock_error_body(bool anthropic, const char *type, const char *code,
-				 const char *message, const char *details_code,
-				 const char *request_id)
+                                 const char *message, const char *details_code,
+                                 const char *request_id)
 {
 	json_t *j;
 	if (anthropic) {
 		json_t *e = json_pack("{s:s,s:s}", "type", type, "message", message);
 		if (details_code != NULL)
-			json_object_set_new(e, "details", json_pack("{s:s}", "error_code", details_code));
-		j = json_pack("{s:s,s:o,s:s}", "type", "error", "error", e, "request_id", request_id);
+			json_object_set_new(e, "details",
+			                    json_pack("{s:s}", "error_code", details_code));
+		j = json_pack("{s:s,s:o,s:s}", "type", "error", "error", e, "request_id",
+		              request_id);
 	} else {
 		j = json_pack("{s:{s:s,s:s,s:n,s:s?}}", "error", "message", message, "type", type,
-			      "param", "code", code);
+		              "param", "code", code);
 	}
 	struct evbuffer *b = evbuffer_new();
 	char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
@@ -467,31 +493,34 @@ struct evbuffer *mock_error_body(bool anthropic, const char *type, const char *c
 static struct evbuffer *status_body(int status, const char *rid)
 {
 	if (status == 429)
-		return cfg.anthropic ? mock_error_body(true, "rate_limit_error", NULL,
-						       "Number of requests has exceeded your rate limit.",
-						       NULL, rid)
-				     : mock_error_body(false, "requests", "rate_limit_exceeded",
-						       "Rate limit reached: the server is at capacity. "
-						       "Please try again in 1s.",
-						       NULL, rid);
+		return cfg.anthropic
+		           ? mock_error_body(true, "rate_limit_error", NULL,
+		                             "Number of requests has exceeded your rate limit.",
+		                             NULL, rid)
+		           : mock_error_body(false, "requests", "rate_limit_exceeded",
+		                             "Rate limit reached: the server is at capacity. "
+		                             "Please try again in 1s.",
+		                             NULL, rid);
 	if (status == 529)
-		return cfg.anthropic ? mock_error_body(true, "overloaded_error", NULL, "Overloaded",
-						       NULL, rid)
-				     : mock_error_body(false, "server_error", "overloaded",
-						       "The engine is currently overloaded, please try "
-						       "again later.",
-						       NULL, rid);
+		return cfg.anthropic
+		           ? mock_error_body(true, "overloaded_error", NULL, "Overloaded", NULL,
+		                             rid)
+		           : mock_error_body(false, "server_error", "overloaded",
+		                             "The engine is currently overloaded, please try "
+		                             "again later.",
+		                             NULL, rid);
 	if (status == 503)
-		return cfg.anthropic ? mock_error_body(true, "api_error", NULL,
-						       "Service unavailable", NULL, rid)
-				     : mock_error_body(false, "server_error", "server_is_overloaded",
-						       "The server is overloaded or not ready yet.",
-						       NULL, rid);
-	return cfg.anthropic ? mock_error_body(true, "api_error", NULL, "Internal server error",
-					       NULL, rid)
-			     : mock_error_body(false, "server_error", NULL,
-					       "The server had an error while processing your request.",
-					       NULL, rid);
+		return cfg.anthropic
+		           ? mock_error_body(true, "api_error", NULL, "Service unavailable", NULL,
+		                             rid)
+		           : mock_error_body(false, "server_error", "server_is_overloaded",
+		                             "The server is overloaded or not ready yet.", NULL,
+		                             rid);
+	return cfg.anthropic
+	           ? mock_error_body(true, "api_error", NULL, "Internal server error", NULL, rid)
+	           : mock_error_body(false, "server_error", NULL,
+	                             "The server had an error while processing your request.", NULL,
+	                             rid);
 }
 
 /* Global capacity: a bucket of max(1, rps) holding one second's worth, refilled at the
@@ -522,8 +551,8 @@ static bool capacity_exceeded(uint64_t now)
 }
 
 /* Decides the fate of one LLM request at arrival; charges the buckets when it passes. */
-void mock_limits_check(const struct mock_limit_in *in, struct evkeyvalq *h,
-		       const char *rid, struct mock_limit_out *out)
+void mock_limits_check(const struct mock_limit_in *in, struct evkeyvalq *h, const char *rid,
+                       struct mock_limit_out *out)
 {
 	uint64_t now = mock_now_ms();
 	struct mock_key *k = key_get(in->key_sha);
@@ -542,72 +571,79 @@ void mock_limits_check(const struct mock_limit_in *in, struct evkeyvalq *h,
 	if (cfg.quota) {
 		out->status = 429;
 		out->body = cfg.anthropic
-				    ? mock_error_body(true, "rate_limit_error", NULL,
-						      "You have reached your specified API usage "
-						      "limits. You will regain access on the first of "
-						      "next month at 00:00 UTC.",
-						      "enforced_spend_limit_reached", rid)
-				    : mock_error_body(false, "insufficient_quota", "insufficient_quota",
-						      "You exceeded your current quota, please check "
-						      "your plan and billing details. For more "
-						      "information on this error, read the docs: "
-						      "https://platform.openai.com/docs/guides/"
-						      "error-codes/api-errors.",
-						      NULL, rid);
+		                ? mock_error_body(true, "rate_limit_error", NULL,
+		                                  "You have reached your specified API usage "
+		                                  "limits. You will regain access on the first of "
+		                                  "next month at 00:00 UTC.",
+		                                  "enforced_spend_limit_reached", rid)
+		                : mock_error_body(false, "insufficient_quota", "insufficient_quota",
+		                                  "You exceeded your current quota, please check "
+		                                  "your plan and billing details. For more "
+		                                  "information on this error, read the docs: "
+		                                  "https://platform.openai.com/docs/guides/"
+		                                  "error-codes/api-errors.",
+		                                  NULL, rid);
 	} else if (cfg.concurrency > 0 && k->in_flight >= cfg.concurrency) {
 		out->status = 429;
 		snprintf(msg, sizeof(msg),
-			 "Too many concurrent requests: limit %ld. Please try again in 1s.",
-			 cfg.concurrency);
-		out->body = mock_error_body(cfg.anthropic, cfg.anthropic ? "rate_limit_error" : "requests",
-					    "rate_limit_exceeded", msg, NULL, rid);
+		         "Too many concurrent requests: limit %ld. Please try again in 1s.",
+		         cfg.concurrency);
+		out->body =
+		    mock_error_body(cfg.anthropic, cfg.anthropic ? "rate_limit_error" : "requests",
+		                    "rate_limit_exceeded", msg, NULL, rid);
 		retry_headers(h, 1000);
 	} else if (cfg.tpm > 0 && (double)in->cost_tokens > cfg.tpm) {
 		out->status = 429;
-		snprintf(msg, sizeof(msg),
-			 "Request too large for gpt-mock in organization org-mock on tokens per min "
-			 "(TPM): Limit %.0f, Requested %ld. The input or output tokens must be "
-			 "reduced in order to run successfully.",
-			 cfg.tpm, in->cost_tokens);
-		out->body = mock_error_body(cfg.anthropic, cfg.anthropic ? "rate_limit_error" : "tokens",
-					    "rate_limit_exceeded", msg, NULL, rid);
+		snprintf(
+		    msg, sizeof(msg),
+		    "Request too large for gpt-mock in organization org-mock on tokens per min "
+		    "(TPM): Limit %.0f, Requested %ld. The input or output tokens must be "
+		    "reduced in order to run successfully.",
+		    cfg.tpm, in->cost_tokens);
+		out->body =
+		    mock_error_body(cfg.anthropic, cfg.anthropic ? "rate_limit_error" : "tokens",
+		                    "rate_limit_exceeded", msg, NULL, rid);
 	} else if (cfg.rpm > 0 && k->rq_level < 1) {
 		wait = (uint64_t)ceil((1 - k->rq_level) * 60000.0 / cfg.rpm);
 		mock_go_duration(wait, dur, sizeof(dur));
 		if (cfg.anthropic)
 			snprintf(msg, sizeof(msg),
-				 "This request would exceed the rate limit for your organization "
-				 "(mock) of %.0f requests per minute. Please try again later.",
-				 cfg.rpm);
+			         "This request would exceed the rate limit for your organization "
+			         "(mock) of %.0f requests per minute. Please try again later.",
+			         cfg.rpm);
 		else
-			snprintf(msg, sizeof(msg),
-				 "Rate limit reached for requests in organization org-mock on "
-				 "requests per min (RPM): Limit %.0f, Used %.0f, Requested 1. Please "
-				 "try again in %s. Visit https://platform.openai.com/account/"
-				 "rate-limits to learn more.",
-				 cfg.rpm, cfg.rpm - floor(k->rq_level), dur);
+			snprintf(
+			    msg, sizeof(msg),
+			    "Rate limit reached for requests in organization org-mock on "
+			    "requests per min (RPM): Limit %.0f, Used %.0f, Requested 1. Please "
+			    "try again in %s. Visit https://platform.openai.com/account/"
+			    "rate-limits to learn more.",
+			    cfg.rpm, cfg.rpm - floor(k->rq_level), dur);
 		out->status = 429;
-		out->body = mock_error_body(cfg.anthropic, cfg.anthropic ? "rate_limit_error" : "requests",
-					    "rate_limit_exceeded", msg, NULL, rid);
+		out->body =
+		    mock_error_body(cfg.anthropic, cfg.anthropic ? "rate_limit_error" : "requests",
+		                    "rate_limit_exceeded", msg, NULL, rid);
 		windowed = true;
 	} else if (cfg.tpm > 0 && k->tk_level < (double)in->cost_tokens) {
 		wait = (uint64_t)ceil(((double)in->cost_tokens - k->tk_level) * 60000.0 / cfg.tpm);
 		mock_go_duration(wait, dur, sizeof(dur));
 		if (cfg.anthropic)
 			snprintf(msg, sizeof(msg),
-				 "This request would exceed the rate limit for your organization "
-				 "(mock) of %.0f tokens per minute. Please try again later.",
-				 cfg.tpm);
+			         "This request would exceed the rate limit for your organization "
+			         "(mock) of %.0f tokens per minute. Please try again later.",
+			         cfg.tpm);
 		else
-			snprintf(msg, sizeof(msg),
-				 "Rate limit reached for gpt-mock in organization org-mock on tokens "
-				 "per min (TPM): Limit %.0f, Used %.0f, Requested %ld. Please try "
-				 "again in %s. Visit https://platform.openai.com/account/rate-limits "
-				 "to learn more.",
-				 cfg.tpm, cfg.tpm - floor(k->tk_level), in->cost_tokens, dur);
+			snprintf(
+			    msg, sizeof(msg),
+			    "Rate limit reached for gpt-mock in organization org-mock on tokens "
+			    "per min (TPM): Limit %.0f, Used %.0f, Requested %ld. Please try "
+			    "again in %s. Visit https://platform.openai.com/account/rate-limits "
+			    "to learn more.",
+			    cfg.tpm, cfg.tpm - floor(k->tk_level), in->cost_tokens, dur);
 		out->status = 429;
-		out->body = mock_error_body(cfg.anthropic, cfg.anthropic ? "rate_limit_error" : "tokens",
-					    "rate_limit_exceeded", msg, NULL, rid);
+		out->body =
+		    mock_error_body(cfg.anthropic, cfg.anthropic ? "rate_limit_error" : "tokens",
+		                    "rate_limit_exceeded", msg, NULL, rid);
 		windowed = true;
 	} else {
 		if (cfg.rpm > 0)
@@ -622,8 +658,8 @@ void mock_limits_check(const struct mock_limit_in *in, struct evkeyvalq *h,
 		if (windowed) {
 			retry_headers(h, wait);
 			uint64_t adv = cfg.retry_after && cfg.retry_after_s > 0
-					       ? (uint64_t)(cfg.retry_after_s * 1000.0)
-					       : wait;
+			                   ? (uint64_t)(cfg.retry_after_s * 1000.0)
+			                   : wait;
 			if (now + adv > k->window_end_ms)
 				k->window_end_ms = now + adv;
 		}

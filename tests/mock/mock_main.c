@@ -97,7 +97,7 @@ static struct bufferevent *tls_bev(struct event_base *base, void *arg)
 	if (ssl == NULL)
 		return NULL;
 	return bufferevent_openssl_socket_new(base, -1, ssl, BUFFEREVENT_SSL_ACCEPTING,
-					      BEV_OPT_CLOSE_ON_FREE);
+	                                      BEV_OPT_CLOSE_ON_FREE);
 }
 
 static void on_signal(evutil_socket_t sig, short what, void *arg)
@@ -110,9 +110,10 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: pacerd-mock [--host 127.0.0.1] [--port 0] [--tls-port 0 --cert FILE "
-			"--key FILE]\n"
-			"                   [--config JSON] [--no-record] [--record-cap N]\n");
+	fprintf(stderr,
+	        "usage: pacerd-mock [--host 127.0.0.1] [--port 0] [--tls-port 0 --cert FILE "
+	        "--key FILE]\n"
+	        "                   [--config JSON] [--no-record] [--record-cap N]\n");
 }
 
 static int parse_long(const char *s, long lo, long hi, long *out)
@@ -135,9 +136,8 @@ static struct evhttp *new_http(void)
 	evhttp_set_max_headers_size(h, 1024 * 1024);
 	/* evhttp answers 501 to methods it was not told to allow: the echo route takes any. */
 	evhttp_set_allowed_methods(h, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
-					      EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
-					      EVHTTP_REQ_OPTIONS | EVHTTP_REQ_TRACE |
-					      EVHTTP_REQ_CONNECT | EVHTTP_REQ_PATCH);
+	                                  EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS |
+	                                  EVHTTP_REQ_TRACE | EVHTTP_REQ_CONNECT | EVHTTP_REQ_PATCH);
 	evhttp_set_gencb(h, mock_routes_handle, NULL);
 	return h;
 }
@@ -159,9 +159,9 @@ static int bind_http(struct evhttp *h, const char *host, long port)
 		return -1;
 	}
 	struct evconnlistener *l = evconnlistener_new_bind(
-		mock_base, NULL, NULL,
-		LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 1024,
-		res->ai_addr, (int)res->ai_addrlen);
+	    mock_base, NULL, NULL,
+	    LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 1024, res->ai_addr,
+	    (int)res->ai_addrlen);
 	freeaddrinfo(res);
 	if (l == NULL) {
 		fprintf(stderr, "pacerd-mock: bind %s:%ld: %s\n", host, port, strerror(errno));

@@ -100,10 +100,9 @@ void mock_record_add(struct evhttp_request *req, uint64_t t_ms)
 	evbuffer_sha256_hex(body, sha);
 	const char *uri = evhttp_request_get_uri(req);
 	json_t *rec = json_pack("{s:s, s:s, s:o, s:I, s:s, s:I}", "method",
-				method_name(evhttp_request_get_command(req)), "uri",
-				uri ? uri : "", "headers", hdrs, "body_len",
-				(json_int_t)evbuffer_get_length(body), "body_sha256", sha, "t_ms",
-				(json_int_t)t_ms);
+	                        method_name(evhttp_request_get_command(req)), "uri", uri ? uri : "",
+	                        "headers", hdrs, "body_len", (json_int_t)evbuffer_get_length(body),
+	                        "body_sha256", sha, "t_ms", (json_int_t)t_ms);
 	char *text = rec ? json_dumps(rec, JSON_COMPACT) : NULL;
 	json_decref(rec);
 	if (text == NULL)
@@ -151,15 +150,14 @@ json_t *mock_record_stats_json(void)
 	}
 	json_t *keys = json_object();
 	mock_limits_stats_json(keys);
-	return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:o,s:I,s:I,s:o}", "requests",
-			 (json_int_t)s->requests, "in_flight", (json_int_t)s->in_flight,
-			 "in_flight_max", (json_int_t)s->in_flight_max, "connections_opened",
-			 (json_int_t)s->connections_opened, "connections_closed",
-			 (json_int_t)s->connections_closed, "streams_completed",
-			 (json_int_t)s->streams_completed, "streams_aborted",
-			 (json_int_t)s->streams_aborted, "responses", resp, "rate_limited",
-			 (json_int_t)s->rate_limited, "window_violations",
-			 (json_int_t)s->window_violations, "keys", keys);
+	return json_pack(
+	    "{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:o,s:I,s:I,s:o}", "requests", (json_int_t)s->requests,
+	    "in_flight", (json_int_t)s->in_flight, "in_flight_max", (json_int_t)s->in_flight_max,
+	    "connections_opened", (json_int_t)s->connections_opened, "connections_closed",
+	    (json_int_t)s->connections_closed, "streams_completed",
+	    (json_int_t)s->streams_completed, "streams_aborted", (json_int_t)s->streams_aborted,
+	    "responses", resp, "rate_limited", (json_int_t)s->rate_limited, "window_violations",
+	    (json_int_t)s->window_violations, "keys", keys);
 }
 
 void mock_record_reset(void)

@@ -38,13 +38,13 @@ static struct evbuffer *out_buf;
 static unsigned char *blob_block;
 
 static const char models_json[] =
-	"{\"object\":\"list\",\"data\":["
-	"{\"id\":\"gpt-mock\",\"object\":\"model\",\"created\":1700000000,\"owned_by\":\"mock\"},"
-	"{\"id\":\"gpt-4o-mini\",\"object\":\"model\",\"created\":1700000000,\"owned_by\":\"mock\"},"
-	"{\"id\":\"claude-mock\",\"object\":\"model\",\"created\":1700000000,\"owned_by\":\"mock\"}"
-	"]}";
+    "{\"object\":\"list\",\"data\":["
+    "{\"id\":\"gpt-mock\",\"object\":\"model\",\"created\":1700000000,\"owned_by\":\"mock\"},"
+    "{\"id\":\"gpt-4o-mini\",\"object\":\"model\",\"created\":1700000000,\"owned_by\":\"mock\"},"
+    "{\"id\":\"claude-mock\",\"object\":\"model\",\"created\":1700000000,\"owned_by\":\"mock\"}"
+    "]}";
 static const char not_found_json[] = "{\"error\":{\"message\":\"mock: no route\",\"type\":"
-				     "\"invalid_request_error\",\"code\":\"not_found\"}}";
+                                     "\"invalid_request_error\",\"code\":\"not_found\"}}";
 
 /* ---------- small helpers ---------- */
 
@@ -104,8 +104,7 @@ static void ctl_set(struct ctl *c, struct evkeyvalq *oh, const char *name, const
 		c->chunks = n;
 	else if (strcasecmp(name, "chunk-ms") == 0 && parse_long(v, 0, 86400000, &n) == 0)
 		c->chunk_ms = n;
-	else if (strcasecmp(name, "chunk-bytes") == 0 &&
-		 parse_long(v, 0, MAX_CHUNK_BYTES, &n) == 0)
+	else if (strcasecmp(name, "chunk-bytes") == 0 && parse_long(v, 0, MAX_CHUNK_BYTES, &n) == 0)
 		c->chunk_bytes = n;
 	else if (strcasecmp(name, "hang") == 0)
 		c->hang = parse_mode(v);
@@ -193,33 +192,34 @@ static void llm_parse(struct evhttp_request *req, struct llm_in *li, const char 
 	}
 	li->stream = json_is_true(json_object_get(j, "stream"));
 	li->include_usage =
-		json_is_true(json_object_get(json_object_get(j, "stream_options"), "include_usage"));
+	    json_is_true(json_object_get(json_object_get(j, "stream_options"), "include_usage"));
 	json_t *mt = json_object_get(j, "max_tokens");
 	if (!json_is_integer(mt))
 		mt = json_object_get(j, "max_completion_tokens");
 	if (json_is_integer(mt) && json_integer_value(mt) > 0)
-		li->max_tokens = json_integer_value(mt) > MAX_CHUNKS ? MAX_CHUNKS
-								     : (long)json_integer_value(mt);
+		li->max_tokens =
+		    json_integer_value(mt) > MAX_CHUNKS ? MAX_CHUNKS : (long)json_integer_value(mt);
 	/* The model name is echoed only when it needs no JSON escaping. */
 	json_t *m = json_object_get(j, "model");
-	if (json_is_string(m) && json_string_length(m) > 0 && json_string_length(m) < sizeof(li->model) &&
+	if (json_is_string(m) && json_string_length(m) > 0 &&
+	    json_string_length(m) < sizeof(li->model) &&
 	    strspn(json_string_value(m), "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-					 "0123456789._:/-@") == json_string_length(m))
+	                                 "0123456789._:/-@") == json_string_length(m))
 		snprintf(li->model, sizeof(li->model), "%s", json_string_value(m));
 	size_t i;
 	json_t *msg;
-	json_array_foreach(json_object_get(j, "messages"), i, msg)
-		li->chars += content_chars(json_object_get(msg, "content"));
+	json_array_foreach(json_object_get(j, "messages"), i, msg) li->chars +=
+	    content_chars(json_object_get(msg, "content"));
 	json_t *input = json_object_get(j, "input");
 	if (json_is_string(input)) {
 		li->inputs = 1;
 		li->chars += utf8_chars(json_string_value(input));
 	} else if (json_is_array(input)) {
 		json_t *e;
-		li->inputs = json_is_integer(json_array_get(input, 0)) ? 1 : (long)json_array_size(input);
-		json_array_foreach(input, i, e)
-			if (json_is_string(e))
-				li->chars += utf8_chars(json_string_value(e));
+		li->inputs =
+		    json_is_integer(json_array_get(input, 0)) ? 1 : (long)json_array_size(input);
+		json_array_foreach(input, i, e) if (json_is_string(e)) li->chars +=
+		    utf8_chars(json_string_value(e));
 	}
 	json_decref(j);
 }
@@ -254,13 +254,13 @@ void mock_put_long(struct evbuffer *b, long v)
 }
 
 static void chat_body(struct evbuffer *b, const struct llm_in *li, long prompt, long compl,
-		      long chunk_bytes, bool truncated)
+                      long chunk_bytes, bool truncated)
 {
 	PUT(b, "{\"id\":\"chatcmpl-mock\",\"object\":\"chat.completion\",\"created\":1700000000,"
 	       "\"model\":\"");
 	evbuffer_add(b, li->model, strlen(li->model));
 	PUT(b, "\",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"");
-	for (long i = 0; i < compl; i++)
+	for (long i = 0; i < compl ; i++)
 		put_chunk_text(b, chunk_bytes);
 	PUT(b, "\"},\"logprobs\":null,\"finish_reason\":\"");
 	if (truncated)
@@ -270,19 +270,19 @@ static void chat_body(struct evbuffer *b, const struct llm_in *li, long prompt, 
 	PUT(b, "\"}],\"usage\":{\"prompt_tokens\":");
 	put_long(b, prompt);
 	PUT(b, ",\"completion_tokens\":");
-	put_long(b, compl);
+	put_long(b, compl );
 	PUT(b, ",\"total_tokens\":");
-	put_long(b, prompt + compl);
+	put_long(b, prompt + compl );
 	PUT(b, "}}");
 }
 
 static void messages_body(struct evbuffer *b, const struct llm_in *li, long prompt, long compl,
-			  long chunk_bytes, bool truncated)
+                          long chunk_bytes, bool truncated)
 {
 	PUT(b, "{\"id\":\"msg_mock\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"");
 	evbuffer_add(b, li->model, strlen(li->model));
 	PUT(b, "\",\"content\":[{\"type\":\"text\",\"text\":\"");
-	for (long i = 0; i < compl; i++)
+	for (long i = 0; i < compl ; i++)
 		put_chunk_text(b, chunk_bytes);
 	PUT(b, "\"}],\"stop_reason\":\"");
 	if (truncated)
@@ -292,7 +292,7 @@ static void messages_body(struct evbuffer *b, const struct llm_in *li, long prom
 	PUT(b, "\",\"stop_sequence\":null,\"usage\":{\"input_tokens\":");
 	put_long(b, prompt);
 	PUT(b, ",\"output_tokens\":");
-	put_long(b, compl);
+	put_long(b, compl );
 	PUT(b, "}}");
 }
 
@@ -532,7 +532,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 /* Hands the answer to a mock_req; false when that is impossible (the caller answers
  * at once instead). */
 static bool defer(struct evhttp_request *req, const struct ctl *c, int status, long delay,
-		  struct mock_req *tmpl)
+                  struct mock_req *tmpl)
 {
 	struct mock_conn *conn = mock_conn_of(req);
 	if (conn == NULL || conn->cur != NULL)
@@ -572,7 +572,7 @@ static void send_json(struct evhttp_request *req, int status, json_t *j)
 	char *s = json_dumps(j, JSON_COMPACT);
 	json_decref(j);
 	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
-			  "application/json");
+	                  "application/json");
 	/* The output buffer keeps referring to s until it is written: it frees s then. */
 	if (s != NULL)
 		evbuffer_add_reference(out_buf, s, strlen(s), free_ref, NULL);
@@ -586,7 +586,7 @@ static void admin(struct evhttp_request *req, const char *path)
 	} else if (strcmp(path, "/_mock/requests") == 0) {
 		mock_record_requests(out_buf);
 		evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
-				  "application/json");
+		                  "application/json");
 		evhttp_send_reply(req, 200, NULL, out_buf);
 	} else if (strcmp(path, "/_mock/reset") == 0) {
 		mock_record_reset();
@@ -679,12 +679,12 @@ void mock_routes_handle(struct evhttp_request *req, void *arg)
 		llm_parse(req, &li, kind == MOCK_K_MESSAGES ? "claude-mock" : "gpt-mock");
 		long prompt = li.chars / 4 > 0 ? li.chars / 4 : 1;
 		long compl = c.chunks;
-		bool truncated = li.max_tokens > 0 && li.max_tokens < compl;
+		bool truncated = li.max_tokens > 0 && li.max_tokens < compl ;
 		if (truncated)
 			compl = li.max_tokens;
 		unsigned char sha[32];
 		struct mock_limit_in lin = {key_sha(req, sha) ? sha : NULL,
-					    prompt + (li.max_tokens > 0 ? li.max_tokens : 16)};
+		                            prompt + (li.max_tokens > 0 ? li.max_tokens : 16)};
 		mock_limits_check(&lin, oh, rid, &lo);
 		if (lo.status != 0) {
 			status = lo.status;
@@ -694,17 +694,17 @@ void mock_routes_handle(struct evhttp_request *req, void *arg)
 			status = c.status;
 		} else if (kind == MOCK_K_MODELS) {
 			evbuffer_add_reference(out_buf, models_json, sizeof(models_json) - 1, NULL,
-					       NULL);
+			                       NULL);
 		} else if (kind == MOCK_K_EMBED) {
 			embeddings_body(out_buf, &li, prompt);
 		} else if (li.stream) {
 			tmpl.streaming = true;
 			tmpl.kind = kind;
-			tmpl.chunks = compl;
+			tmpl.chunks = compl ;
 			tmpl.chunk_ms = c.chunk_ms;
 			tmpl.chunk_bytes = c.chunk_bytes;
 			tmpl.prompt_tokens = prompt;
-			tmpl.completion_tokens = compl;
+			tmpl.completion_tokens = compl ;
 			tmpl.include_usage = li.include_usage;
 			tmpl.truncated = truncated;
 			memcpy(tmpl.model, li.model, sizeof(tmpl.model));
@@ -716,14 +716,14 @@ void mock_routes_handle(struct evhttp_request *req, void *arg)
 	} else if (c.status != 0 && c.status != 200) {
 		status = c.status;
 	} else if (strcmp(path, "/echo") == 0 || strncmp(path, "/echo/", 6) == 0) {
-		const char *ct = evhttp_find_header(evhttp_request_get_input_headers(req),
-						    "Content-Type");
+		const char *ct =
+		    evhttp_find_header(evhttp_request_get_input_headers(req), "Content-Type");
 		ctype = ct ? ct : "application/octet-stream";
 		evhttp_add_header(oh, "x-mock-method", method_str(method));
 		evhttp_add_header(oh, "x-mock-uri", uri);
 		evbuffer_add_buffer(out_buf, evhttp_request_get_input_buffer(req));
 	} else if (strcmp(path, "/blob") == 0 &&
-		   (method == EVHTTP_REQ_GET || method == EVHTTP_REQ_HEAD)) {
+	           (method == EVHTTP_REQ_GET || method == EVHTTP_REQ_HEAD)) {
 		const char *v = qp ? evhttp_find_header(qp, "bytes") : NULL;
 		long n = 0;
 		ctype = "application/octet-stream";
@@ -734,7 +734,7 @@ void mock_routes_handle(struct evhttp_request *req, void *arg)
 	} else {
 		status = 404;
 		evbuffer_add_reference(out_buf, not_found_json, sizeof(not_found_json) - 1, NULL,
-				       NULL);
+		                       NULL);
 	}
 
 	/* x-mock-status (and a bad /blob): an OpenAI-shaped error body. */
@@ -742,7 +742,7 @@ void mock_routes_handle(struct evhttp_request *req, void *arg)
 		char msg[64];
 		snprintf(msg, sizeof(msg), "mock: status %d", status);
 		struct evbuffer *e = mock_error_body(false, c.etype ? c.etype : "mock_error",
-						     c.ecode, c.emsg ? c.emsg : msg, NULL, rid);
+		                                     c.ecode, c.emsg ? c.emsg : msg, NULL, rid);
 		evbuffer_add_buffer(out_buf, e);
 		evbuffer_free(e);
 		ctype = "application/json";
@@ -751,8 +751,8 @@ void mock_routes_handle(struct evhttp_request *req, void *arg)
 	tmpl.key = lo.key;
 
 	long delay = mock_limits_latency_ms() + c.delay_ms;
-	bool later = tmpl.streaming || delay > 0 || c.hang != MOCK_MODE_NONE ||
-		     c.reset != MOCK_MODE_NONE;
+	bool later =
+	    tmpl.streaming || delay > 0 || c.hang != MOCK_MODE_NONE || c.reset != MOCK_MODE_NONE;
 	/* defer fails only when out of memory: then an empty answer, at once */
 	if (!later || !defer(req, &c, status, delay, &tmpl)) {
 		evhttp_send_reply(req, status, mock_reason(status), out_buf);

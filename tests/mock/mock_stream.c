@@ -89,7 +89,8 @@ static void tail_events(struct evbuffer *b, const struct mock_req *mr)
 		return;
 	}
 	PUT(b, "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n"
-	       "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"");
+	       "event: message_delta\ndata: "
+	       "{\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"");
 	if (mr->truncated)
 		PUT(b, "max_tokens");
 	else
