@@ -242,7 +242,14 @@ int main(int argc, char **argv)
 	start_ms = mono_ms();
 	/* libevent writes without MSG_NOSIGNAL: a vanished client must not kill us. */
 	signal(SIGPIPE, SIG_IGN);
-	mock_base = event_base_new();
+	/* The changelist folds evhttp's enable/disable toggles within one loop turn into
+	 * one epoll_ctl per fd (measured: 4 epoll_ctl per keep-alive request without it). */
+	struct event_config *ecfg = event_config_new();
+	if (ecfg == NULL)
+		return 1;
+	event_config_set_flag(ecfg, EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
+	mock_base = event_base_new_with_config(ecfg);
+	event_config_free(ecfg);
 	if (mock_base == NULL)
 		return 1;
 	if (config != NULL) {
