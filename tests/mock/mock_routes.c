@@ -166,13 +166,13 @@ static long content_chars(json_t *content)
 	long n = 0;
 	size_t i;
 	json_t *part;
-	if (json_is_array(content))
-		json_array_foreach(content, i, part)
-		{
-			json_t *t = json_object_get(part, "text");
-			if (json_is_string(t))
-				n += utf8_chars(json_string_value(t));
-		}
+	/* json_array_foreach yields nothing for a non-array */
+	json_array_foreach(content, i, part)
+	{
+		json_t *t = json_object_get(part, "text");
+		if (json_is_string(t))
+			n += utf8_chars(json_string_value(t));
+	}
 	return n;
 }
 
@@ -207,9 +207,11 @@ static void llm_parse(struct evhttp_request *req, struct llm_in *li, const char 
 	                                 "0123456789._:/-@") == json_string_length(m))
 		snprintf(li->model, sizeof(li->model), "%s", json_string_value(m));
 	size_t i;
-	json_t *msg;
-	json_array_foreach(json_object_get(j, "messages"), i, msg) li->chars +=
-	    content_chars(json_object_get(msg, "content"));
+	json_t *msg, *msgs = json_object_get(j, "messages");
+	json_array_foreach(msgs, i, msg)
+	{
+		li->chars += content_chars(json_object_get(msg, "content"));
+	}
 	json_t *input = json_object_get(j, "input");
 	if (json_is_string(input)) {
 		li->inputs = 1;
@@ -218,8 +220,11 @@ static void llm_parse(struct evhttp_request *req, struct llm_in *li, const char 
 		json_t *e;
 		li->inputs =
 		    json_is_integer(json_array_get(input, 0)) ? 1 : (long)json_array_size(input);
-		json_array_foreach(input, i, e) if (json_is_string(e)) li->chars +=
-		    utf8_chars(json_string_value(e));
+		json_array_foreach(input, i, e)
+		{
+			if (json_is_string(e))
+				li->chars += utf8_chars(json_string_value(e));
+		}
 	}
 	json_decref(j);
 }
@@ -234,15 +239,17 @@ static void put_long(struct evbuffer *b, long v)
 #define PUT(b, lit) evbuffer_add((b), (lit), sizeof(lit) - 1)
 
 /* The content of one chunk: "tok " padded with 'x' to chunk_bytes. */
-static const char pad_x[256] = {[0 ... 255] = 'x'};
+static const char pad_x[] = "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+                            "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx";
 static void put_chunk_text(struct evbuffer *b, long chunk_bytes)
 {
 	PUT(b, "tok ");
-	for (long left = chunk_bytes - 4; left > 0; left -= (long)sizeof(pad_x))
-		evbuffer_add(b, pad_x, left < (long)sizeof(pad_x) ? (size_t)left : sizeof(pad_x));
+	const long step = (long)sizeof(pad_x) - 1;
+	for (long left = chunk_bytes - 4; left > 0; left -= step)
+		evbuffer_add(b, pad_x, (size_t)(left < step ? left : step));
 }
 
-/* The content chunk as SSE, shared with mock_stream.c through mock_put_* below. */
+/* Shared with mock_stream.c, so that streamed and whole answers agree. */
 void mock_put_chunk_text(struct evbuffer *b, long chunk_bytes)
 {
 	put_chunk_text(b, chunk_bytes);
