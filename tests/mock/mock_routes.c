@@ -418,7 +418,8 @@ void mock_req_done(struct mock_req *mr)
 void mock_req_conn_closed(struct mock_req *mr)
 {
 	struct evhttp_request *req = mr->req;
-	if (mr->streaming && mr->started && mr->reset == MOCK_MODE_NONE)
+	/* also a stream still waiting for its first byte: the client gave up on it */
+	if (mr->streaming && mr->reset == MOCK_MODE_NONE)
 		mock_stats.streams_aborted++;
 	/* evhttp detaches a request the client abandoned and leaves it to us; a request
 	 * still attached is freed with the connection. */
