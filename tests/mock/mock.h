@@ -1,0 +1,120 @@
+/* pacerd-mock — the test and benchmark upstream (tests/mock/README.md is the contract).
+ *
+ * One event loop, one thread. Files by concern:
+ *   mock_main.c    command line, listeners (plain and TLS), connections, signals
+ *   mock_routes.c  request intake, per-request control, answers, deferred answers
+ *   mock_stream.c  SSE streams (OpenAI and Anthropic), chunk timing
+ *   mock_limits.c  provider-like behaviour: config, per-key buckets, 429 dialects
+ *   mock_record.c  counters and request records, /_mock/stats and /_mock/requests
+ */
+#ifndef PACERD_MOCK_H
+#define PACERD_MOCK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <jansson.h>
+
+struct mock_key;
+
+/* One client connection that has carried at least one request. Owned by mock_main.c;
+ * freed by its close callback, which evhttp runs when the connection goes away. */
+struct mock_conn {
+	struct evhttp_connection *evcon;
+	int fd;
+	struct mock_req *cur; /* deferred request in progress on it, or NULL */
+};
+
+enum mock_kind { MOCK_K_OTHER, MOCK_K_CHAT, MOCK_K_MESSAGES, MOCK_K_EMBED, MOCK_K_MODELS };
+enum mock_mode { MOCK_MODE_NONE, MOCK_MODE_HEADERS, MOCK_MODE_BODY };
+
+/* A request whose answer is not sent from inside the request callback: delayed,
+ * hanging, reset, or streamed. Owned by its connection slot (conn->cur). */
+struct mock_req {
+	struct evhttp_request *req;
+	struct mock_conn *conn;
+	struct mock_key *key;  /* for the per-key concurrency count, or NULL */
+	struct event *timer;   /* delay, then chunk spacing */
+	struct event *watch;   /* EV_CLOSED on the fd until the status line is out */
+	struct evbuffer *body; /* the prepared answer (non-stream) */
+	int status;
+	enum mock_mode hang, reset;
+	bool started; /* status line sent */
+	bool streaming;
+	/* stream state (mock_stream.c) */
+	enum mock_kind kind;
+	long chunks, sent, chunk_ms, chunk_bytes;
+	long prompt_tokens, completion_tokens;
+	bool include_usage, truncated;
+	bool reset_now; /* the timer fires the body-mode reset */
+	char model[64];
+};
+
+/* ---- mock_main.c ---- */
+extern struct event_base *mock_base;
+uint64_t mock_now_ms(void); /* monotonic milliseconds since the mock started */
+struct mock_conn *mock_conn_of(struct evhttp_request *req);
+
+/* ---- mock_record.c ---- */
+struct mock_stats {
+	uint64_t requests, in_flight, in_flight_max;
+	uint64_t connections_opened, connections_closed;
+	uint64_t streams_completed, streams_aborted;
+	uint64_t responses[600];
+	uint64_t rate_limited, window_violations;
+	uint64_t request_seq; /* x-request-id numbering; not reset */
+};
+extern struct mock_stats mock_stats;
+extern bool mock_record_enabled;
+extern size_t mock_record_cap;
+void mock_record_add(struct evhttp_request *req, uint64_t t_ms);
+void mock_record_reset(void);
+void mock_record_free(void);
+void mock_record_requests(struct evbuffer *b);
+json_t *mock_record_stats_json(void);
+void mock_count_response(int status);
+void mock_sha256_hex(const void *data, size_t len, char out[65]);
+
+/* ---- mock_limits.c ---- */
+struct mock_limit_in {
+	const unsigned char *key_sha; /* 32 bytes, or NULL for requests without a key */
+	long cost_tokens;             /* prompt estimate + max_tokens (or 16) */
+};
+struct mock_limit_out {
+	struct mock_key *key; /* holds a concurrency slot when status == 0 */
+	int status;           /* 0: go on; else answer this status with body */
+	struct evbuffer *body;
+};
+int mock_limits_configure(const char *json, size_t len, char *err, size_t errlen);
+long mock_limits_latency_ms(void);
+void mock_limits_check(const struct mock_limit_in *in, struct evkeyvalq *out_headers,
+                       const char *request_id, struct mock_limit_out *out);
+void mock_limits_release(struct mock_key *key);
+void mock_limits_reset(void);
+void mock_limits_free(void);
+void mock_limits_stats_json(json_t *keys);
+void mock_go_duration(uint64_t ms, char *out, size_t outlen);
+struct evbuffer *mock_error_body(bool anthropic, const char *type, const char *code,
+                                 const char *message, const char *details_code,
+                                 const char *request_id);
+
+/* ---- mock_routes.c ---- */
+void mock_routes_handle(struct evhttp_request *req, void *arg);
+void mock_req_conn_closed(struct mock_req *mr);
+void mock_req_done(struct mock_req *mr);
+void mock_req_written(struct evhttp_connection *evcon, void *arg);
+void mock_routes_free(void);
+const char *mock_reason(int status);
+void mock_put_chunk_text(struct evbuffer *b, long chunk_bytes);
+void mock_put_long(struct evbuffer *b, long v);
+
+/* ---- mock_stream.c ---- */
+void mock_stream_start(struct mock_req *mr);
+void mock_stream_next(struct mock_req *mr);
+
+#endif
