@@ -7,7 +7,7 @@
 //
 // Each tests/integration/cases/*.mjs exports `tests`: [{name, timeout_ms?, fn: async (t) => …}]
 // and optionally `config`: overrides merged into the base pacerd configuration of that
-// file (lib.baseConfig), used by t.pacerd(). FILTER (a substring of "file: name")
+// file (lib.baseConfig), used by t.pacerd() (or an async function ({mock, certs}) returning them). FILTER (a substring of "file: name")
 // selects tests. The last line is `integration: N passed, N failed`.
 import fs from 'node:fs';
 import path from 'node:path';
@@ -23,11 +23,12 @@ let n = 0;
 let passed = 0;
 let failed = 0;
 
-function report(name, err, ms) {
+function report(name, err, ms, notes = []) {
   n++;
   if (!err) {
     passed++;
     console.log(`ok ${n} - ${name} (${ms} ms)`);
+    for (const l of notes) console.log(`# ${l}`);
   } else {
     failed++;
     const msg = (err instanceof Error ? err.message : String(err)).split('\n');
@@ -91,7 +92,7 @@ async function runFile(file, shared) {
     }
     fileState.starting ??= (async () => {
       const port = await freePort();
-      const over = typeof mod.config === 'function' ? mod.config(shared) : mod.config;
+      const over = typeof mod.config === 'function' ? await mod.config(shared) : mod.config;
       const cfg = merge(baseConfig({ port, mock: shared.mock, certs: shared.certs }), over);
       fileState.pacerd = await Pacerd.start({ dir, config: cfg, port });
       return fileState.pacerd;
@@ -101,7 +102,10 @@ async function runFile(file, shared) {
 
   for (const test of selected) {
     const cleanups = [];
+    const notes = [];
     const t = {
+      /** A measurement worth printing under the ok line. */
+      note: (msg) => notes.push(msg),
       mock: shared.mock,
       certs: shared.certs,
       dir,
@@ -138,7 +142,7 @@ async function runFile(file, shared) {
     for (const c of cleanups.reverse()) {
       try { await c(); } catch (e) { err ??= e; }
     }
-    report(`${label}: ${test.name}`, err, Date.now() - t0);
+    report(`${label}: ${test.name}`, err, Date.now() - t0, notes);
   }
 
   if (fileState.starting) {

@@ -43,6 +43,7 @@ export const tests = [
       const spread = content[4].ms - content[0].ms;
       assert.ok(spread >= 800, `first and last content chunk arrived ${spread} ms apart (expected ~1200): buffered, not streamed`);
       const gaps = content.slice(1).map((e, i) => e.ms - content[i].ms);
+      t.note(`gaps between content chunks: ${gaps.join(', ')} ms`);
       assert.ok(gaps.filter((g) => g >= 150).length >= 3, `gaps between chunks ${gaps.join(', ')} ms: chunks were batched`);
       const st = await t.mock.stats();
       assert.equal(st.streams_completed, 1);
@@ -113,6 +114,7 @@ export const tests = [
         clearInterval(sampler);
       }
       const grewMiB = (max - base) / 1024;
+      t.note(`pacerd RSS: baseline ${(base / 1024).toFixed(1)} MiB, max ${(max / 1024).toFixed(1)} MiB, ${(received / 1048576).toFixed(0)} MiB relayed`);
       assert.ok(received > chunks * chunkBytes, `received ${received} bytes, expected more than ${chunks * chunkBytes}`);
       assert.match(tailText, /data: \[DONE\]\n\n$/);
       assert.ok(grewMiB < 60, `pacerd RSS grew by ${grewMiB.toFixed(1)} MiB (baseline ${(base / 1024).toFixed(1)} MiB) while relaying to a slow reader`);
