@@ -2,7 +2,11 @@
 // headers), and what the client receives is what the mock answered.
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
-import { rawHttp, recHeader, recHeaders, request, sha256 } from '../lib.mjs';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import zlib from 'node:zlib';
+import { SLOW, parseHttp, rawHttp, recHeader, recHeaders, request, sha256, sleep, waitFor } from '../lib.mjs';
 
 const headerCount = (r, name) => r.rawHeaders.filter((_, i) => i % 2 === 0 && r.rawHeaders[i].toLowerCase() === name).length;
 
@@ -219,6 +223,110 @@ export const tests = [
       assert.deepEqual(statuses, ['200', '200', '200', '200'], text.slice(0, 500));
       assert.deepEqual([...text.matchAll(/x-mock-uri: (\S+)/gi)].map((m) => m[1]), ['/echo/ka1', '/echo/ka2', '/echo/ka3']);
       assert.equal((await t.mock.requests()).length, 4);
+    },
+  },
+  {
+    name: 'Expect: 100-continue (curl, 2 MiB body): body forwarded whole, no Expect header upstream',
+    fn: async (t) => {
+      const p = await t.pacerd();
+      const f = path.join(t.dir, 'upload.bin');
+      const body = crypto.randomBytes(2 * 1024 * 1024);
+      fs.writeFileSync(f, body);
+      const r = await t.curl(['-H', 'Expect: 100-continue', '-H', 'content-type: application/octet-stream', '--data-binary', `@${f}`, `${p.url}/echo/expect`]);
+      fs.rmSync(f);
+      assert.equal(r.status, 200, r.stderr);
+      assert.equal(sha256(r.body), sha256(body));
+      const rec = await t.mock.onlyRequest();
+      assert.equal(rec.body_sha256, sha256(body));
+      assert.equal(recHeader(rec, 'expect'), undefined, `Expect forwarded: ${recHeader(rec, 'expect')}`);
+    },
+  },
+  {
+    name: 'a request body sent slowly in pieces is forwarded whole',
+    fn: async (t) => {
+      const p = await t.pacerd();
+      const parts = ['{"model":"gpt-mock",', '"messages":[{"role":"user",', '"content":"slowly"}]}'];
+      const body = parts.join('');
+      const s = net.connect({ host: '127.0.0.1', port: p.port });
+      t.defer(() => s.destroy());
+      let got = Buffer.alloc(0);
+      s.on('data', (d) => { got = Buffer.concat([got, d]); });
+      s.on('error', () => {});
+      await new Promise((r) => s.once('connect', r));
+      s.write(`POST /echo/slow HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n`);
+      for (const part of parts) { await sleep(200); s.write(part); }
+      await waitFor(() => parseHttp(got).complete, { timeout_ms: 3000 * SLOW, what: 'the answer' });
+      const r = parseHttp(got);
+      assert.equal(r.status, 200);
+      assert.equal(r.body.toString(), body);
+      assert.equal((await t.mock.onlyRequest()).body_sha256, sha256(body));
+    },
+  },
+  {
+    name: 'Content-Encoding: gzip request body and Accept-Encoding are passed through untouched',
+    fn: async (t) => {
+      const p = await t.pacerd();
+      const gz = zlib.gzipSync(Buffer.from(JSON.stringify({ model: 'gpt-mock', input: 'x'.repeat(5000) })));
+      const r = await request(`${p.url}/echo/gz`, { method: 'POST', body: gz, headers: { 'content-encoding': 'gzip', 'content-type': 'application/json', 'accept-encoding': 'gzip, br' } });
+      assert.equal(r.status, 200);
+      assert.equal(sha256(r.body), sha256(gz), 'the body was re-encoded');
+      const rec = await t.mock.onlyRequest();
+      assert.equal(rec.body_sha256, sha256(gz));
+      assert.equal(recHeader(rec, 'content-encoding'), 'gzip');
+      assert.equal(recHeader(rec, 'accept-encoding'), 'gzip, br');
+    },
+  },
+  {
+    name: '60 concurrent requests (plain, streamed, large) each get their own answer',
+    timeout_ms: 30000,
+    fn: async (t) => {
+      const p = await t.pacerd();
+      const jobs = [];
+      for (let i = 0; i < 60; i++) {
+        if (i % 3 === 0) {
+          const body = crypto.randomBytes(1000 + i * 1000);
+          jobs.push(request(`${p.url}/echo/c${i}`, { method: 'POST', body, timeout_ms: 20000 }).then((r) => {
+            assert.equal(r.status, 200, `echo ${i}`);
+            assert.equal(r.headers['x-mock-uri'], `/echo/c${i}`);
+            assert.equal(sha256(r.body), sha256(body), `echo ${i}: body of another request?`);
+          }));
+        } else if (i % 3 === 1) {
+          const body = JSON.stringify({ model: `m-${i}`, stream: true, messages: [{ role: 'user', content: 'c' }] });
+          jobs.push(request(`${p.url}/v1/chat/completions`, { method: 'POST', body, headers: { 'x-mock-chunks': String(3 + (i % 7)), 'x-mock-chunk-ms': '20' }, timeout_ms: 20000 }).then((r) => {
+            const text = r.text();
+            assert.equal(r.status, 200, `stream ${i}`);
+            assert.equal((text.match(/"content":"tok /g) ?? []).length, 3 + (i % 7), `stream ${i}`);
+            assert.ok(!text.includes('"model":"m-') || [...text.matchAll(/"model":"([^"]+)"/g)].every((m) => m[1] === `m-${i}`), `stream ${i} got chunks of another stream`);
+            assert.match(text, /data: \[DONE\]\n\n$/);
+          }));
+        } else {
+          jobs.push(request(`${p.url}/blob?bytes=${300000 + i}`, { timeout_ms: 20000 }).then((r) => {
+            assert.equal(r.status, 200);
+            assert.equal(r.body.length, 300000 + i, `blob ${i}`);
+          }));
+        }
+      }
+      const res = await Promise.allSettled(jobs);
+      const bad = res.filter((x) => x.status === 'rejected');
+      assert.equal(bad.length, 0, `${bad.length} of 60 failed; first: ${bad[0]?.reason?.message}`);
+      assert.equal((await t.mock.stats()).requests, 60);
+    },
+  },
+  {
+    name: 'HTTP/1.0 client: a plain answer and a stream, each ended by the connection close',
+    fn: async (t) => {
+      const p = await t.pacerd();
+      const a = await rawHttp(p.port, 'GET /v1/models HTTP/1.0\r\n\r\n', { timeout_ms: 5000, untilClose: true });
+      assert.equal(a.why, 'closed', 'HTTP/1.0 connection not closed');
+      assert.equal(a.status, 200);
+      assert.match(a.body.toString(), /gpt-mock/);
+      const body = JSON.stringify({ model: 'gpt-mock', stream: true, messages: [{ role: 'user', content: 'x' }] });
+      const s = await rawHttp(p.port, `POST /v1/chat/completions HTTP/1.0\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`, { timeout_ms: 5000, untilClose: true });
+      assert.equal(s.why, 'closed');
+      assert.equal(s.status, 200);
+      assert.ok(!/chunked/i.test(s.headers['transfer-encoding'] ?? ''), 'chunked encoding sent to an HTTP/1.0 client');
+      assert.equal((s.body.toString().match(/"content":"tok /g) ?? []).length, 5);
+      assert.match(s.body.toString(), /data: \[DONE\]\n\n$/);
     },
   },
 ];
