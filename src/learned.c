@@ -73,18 +73,11 @@ static double remaining_noise(const struct learned *l)
 	return q > 1 ? q : 0.5;
 }
 
-/* Units this lane dispatched after `sent_ms`: the requests in flight when the
- * observed request was answered, which its headers may not count yet. */
-static double spent_since(const struct learned *l, int64_t sent_ms)
+/* Units this lane dispatched after the request that carried the newest
+ * observation: in flight when it was answered, so its headers can not count them. */
+static double spent_since_obs(const struct learned *l)
 {
-	double before = l->cum_cost;
-	for (unsigned k = 0; k < l->ring_len; k++) {
-		unsigned i = (l->ring_head + LEARNED_RING - 1 - k) % LEARNED_RING;
-		if (l->ring_ms[i] <= sent_ms)
-			break;
-		before = l->ring_cum[i];
-	}
-	return l->cum_cost - before;
+	return fmax(l->cum_cost - l->obs_mark, 0);
 }
 
 /* The capacity the proactive threshold refers to: L when sent, else the
@@ -190,12 +183,12 @@ static bool changed(double before, double after)
 static bool obs_valid(const struct learned_obs *o)
 {
 	return in_range(o->remaining, 0, 1e15) && in_range(o->reset_ms, 0, 1e12) &&
-	       in_range(o->limit, 0, 1e15);
+	       in_range(o->limit, 0, 1e15) && isfinite(o->mark);
 }
 
 int learned_observe(struct learned *l, int64_t now_ms, const struct learned_obs *o)
 {
-	if (!obs_valid(o) || (l->n_obs > 0 && o->sent_ms < l->obs_sent_ms))
+	if (!obs_valid(o) || (l->n_obs > 0 && o->mark < l->obs_mark))
 		return -1;
 	enum learned_shape shape0 = l->shape;
 	double limit0 = l->limit, cap0 = threshold_capacity(l), rho0 = l->rho;
@@ -212,7 +205,7 @@ int learned_observe(struct learned *l, int64_t now_ms, const struct learned_obs 
 		classify(l, now_ms, rem, a_now);
 	fit_add(l, o->reset_ms, rem);
 
-	l->obs_sent_ms = o->sent_ms;
+	l->obs_mark = o->mark;
 	l->obs_at_ms = now_ms;
 	l->reset_at_ms = a_now;
 	l->obs_remaining = rem;
@@ -233,7 +226,7 @@ static int64_t ceil_ms(double ms)
 /* Remaining units now, counting what this lane sent after the observed request. */
 static double remaining_estimate(const struct learned *l)
 {
-	return l->obs_remaining - spent_since(l, l->obs_sent_ms);
+	return l->obs_remaining - spent_since_obs(l);
 }
 
 /* Holding at 0 and spreading below the threshold (rules 1 and 2 of learned.h). */
@@ -249,7 +242,7 @@ static int64_t budget_ready_at(const struct learned *l, int64_t now_ms, double c
 		return now_ms;
 	/* rem units over the time left, measured from the last dispatch, so the
 	 * spacing stays even as units pass: the k-th lands at last + k·span/rem. */
-	int64_t ref = l->passed ? l->last_pass_ms : l->obs_sent_ms;
+	int64_t ref = l->passed ? l->last_pass_ms : l->obs_at_ms;
 	double at = (double)ref + (double)(l->reset_at_ms - ref) * cost / rem;
 	int64_t t = ceil_ms(at);
 	return t > now_ms ? t : now_ms;
@@ -265,18 +258,14 @@ int64_t learned_ready_at(const struct learned *l, int64_t now_ms, double cost)
 	return paced > at ? paced : at;
 }
 
-void learned_charge(struct learned *l, int64_t now_ms, double cost)
+double learned_charge(struct learned *l, int64_t now_ms, double cost)
 {
 	double c = (isfinite(cost) && cost > 0) ? cost : 0;
-	l->ring_ms[l->ring_head] = now_ms;
-	l->ring_cum[l->ring_head] = l->cum_cost;
-	l->ring_head = (l->ring_head + 1) % LEARNED_RING;
-	if (l->ring_len < LEARNED_RING)
-		l->ring_len++;
 	l->cum_cost += c;
 	l->last_pass_ms = now_ms;
 	l->passed = true;
 	gcra_charge(&l->pace, now_ms, c);
+	return l->cum_cost;
 }
 
 void learned_view(const struct learned *l, int64_t now_ms, struct learned_view *v)

@@ -37,10 +37,13 @@
  * Once the reset instant has passed, 1 and 2 no longer apply until the next
  * observation: the budget is full again in both shapes.
  *
- * Noise. An observation carries the dispatch instant of the request that
- * produced it; one older than the newest accepted is out of order (it describes
- * the budget before requests that were already reported) and is ignored. Requests
- * in flight when an observation was made are counted against it locally (1.).
+ * Noise. learned_charge hands out a mark (the cumulative cost dispatched so far)
+ * that the caller keeps with the request and passes back with the observation
+ * its answer carries. An observation whose mark is older than the newest
+ * accepted is out of order (it describes the budget before requests already
+ * reported) and is ignored. What was dispatched after the mark (the requests in
+ * flight, which the answer can not count yet) is subtracted from the reported
+ * remaining (1.): exact, and O(1) memory per budget.
  * Remaining values that are all multiples of 1000 are taken as rounded to the
  * thousand. */
 #ifndef PACERD_LEARNED_H
@@ -51,8 +54,6 @@
 #include <stdint.h>
 
 #include "gcra.h"
-
-#define LEARNED_RING 128 /* recent dispatches remembered for the in-flight correction */
 
 enum learned_shape { LEARNED_UNKNOWN, LEARNED_CONTINUOUS, LEARNED_WINDOW };
 
@@ -65,7 +66,7 @@ struct learned_params {
 
 /* One observation of a budget, as read from one response's headers. */
 struct learned_obs {
-	int64_t sent_ms;  /* dispatch instant of the request whose response carried it */
+	double mark;      /* learned_charge's answer for the request that carried it */
 	double remaining; /* >= 0 */
 	double reset_ms;  /* >= 0: time until reset, from the now_ms of learned_observe */
 	double limit;     /* > 0 when sent, 0 when absent */
@@ -88,7 +89,8 @@ struct learned {
 	enum learned_shape shape;
 	unsigned n_obs;
 	/* the newest accepted observation */
-	int64_t obs_sent_ms, obs_at_ms, reset_at_ms;
+	double obs_mark;
+	int64_t obs_at_ms, reset_at_ms;
 	double obs_remaining;
 	double limit, max_remaining;
 	bool thousands; /* every remaining seen so far is a multiple of 1000 */
@@ -98,10 +100,7 @@ struct learned {
 	double rho;                       /* units per ms, 0: unknown */
 	double capacity;                  /* inferred C, 0: unknown */
 	/* dispatches, for the in-flight correction and the spreading */
-	int64_t ring_ms[LEARNED_RING];
-	double ring_cum[LEARNED_RING]; /* cumulative cost after that dispatch */
-	unsigned ring_head, ring_len;
-	double cum_cost;
+	double cum_cost; /* total cost dispatched: the marks */
 	int64_t last_pass_ms;
 	bool passed;
 	struct gcra pace; /* rate pacing at margin × ρ, disabled when not trusted */
@@ -124,8 +123,9 @@ int learned_observe(struct learned *l, int64_t now_ms, const struct learned_obs 
  * estimate for a token budget) may pass. With no observation yet: now_ms. */
 int64_t learned_ready_at(const struct learned *l, int64_t now_ms, double cost);
 
-/* Records that `cost` units were dispatched at now_ms. */
-void learned_charge(struct learned *l, int64_t now_ms, double cost);
+/* Records that `cost` units were dispatched at now_ms. Returns the mark to pass
+ * back in the learned_obs of that request's answer (non-decreasing). */
+double learned_charge(struct learned *l, int64_t now_ms, double cost);
 
 /* What is learned, as seen at now_ms. */
 void learned_view(const struct learned *l, int64_t now_ms, struct learned_view *v);

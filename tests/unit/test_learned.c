@@ -1,20 +1,22 @@
 /* Unit tests for learned: inference of capacity and rate, pacing, noise. */
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "learned.h"
 #include "unit.h"
 
-static struct learned_obs obs(int64_t sent_ms, double remaining, double reset_ms, double limit)
+static struct learned_obs obs(double mark, double remaining, double reset_ms, double limit)
 {
-	struct learned_obs o = {sent_ms, remaining, reset_ms, limit};
+	struct learned_obs o = {mark, remaining, reset_ms, limit};
 	return o;
 }
 
-/* Observes (remaining, reset) at now, as the answer to a request sent at now. */
+/* Observes (remaining, reset) at now, as the answer to the latest dispatch (no
+ * other request in flight). */
 static int see(struct learned *l, int64_t now, double remaining, double reset_ms, double limit)
 {
-	struct learned_obs o = obs(now, remaining, reset_ms, limit);
+	struct learned_obs o = obs(l->cum_cost, remaining, reset_ms, limit);
 	return learned_observe(l, now, &o);
 }
 
@@ -220,10 +222,10 @@ START_TEST(in_flight_requests_counted)
 	p.proactive_threshold = 0;
 	struct learned l;
 	learned_init(&l, &p);
-	learned_charge(&l, 100, 1); /* the request whose answer we read */
-	learned_charge(&l, 150, 1); /* sent after it, in flight */
+	double mark = learned_charge(&l, 100, 1); /* the request whose answer we read */
+	ck_assert(learned_charge(&l, 150, 1) > mark); /* sent after it, in flight */
 	learned_charge(&l, 200, 1);
-	struct learned_obs o = obs(100, 2, 10000, 100);
+	struct learned_obs o = obs(mark, 2, 10000, 100);
 	learned_observe(&l, 300, &o);
 	/* 2 remaining as of the request sent at 100, and 2 sent since */
 	ck_assert_int_eq(learned_ready_at(&l, 300, 1), 10300);
@@ -256,12 +258,62 @@ START_TEST(oversize_cost_passes_after_reset)
 }
 END_TEST
 
+/* A continuous bucket (capacity 100, 600 per minute) behind 2 s of latency with
+ * up to 64 requests in flight (32 per second could be sent): answers describe the bucket as it was at dispatch,
+ * so every observation is stale by the requests sent since. */
+START_TEST(in_flight_simulation_never_runs_dry)
+{
+	struct pending {
+		int64_t due;
+		double mark, remaining, reset;
+	} q[64];
+	int nq = 0, dispatched = 0, dry = 0;
+	const double cap = 100, rho = 600.0 / 60000;
+	double level = cap;
+	int64_t t = 0, last = 0;
+	struct learned l;
+	learned_init(&l, NULL);
+	while (t < 300000) {
+		int64_t next = nq < 64 ? learned_ready_at(&l, t, 1) : INT64_MAX;
+		int first = -1;
+		for (int i = 0; i < nq; i++)
+			if (first < 0 || q[i].due < q[first].due)
+				first = i;
+		if (first >= 0 && q[first].due <= next) {
+			t = q[first].due;
+			struct learned_obs o = obs(q[first].mark, q[first].remaining,
+						   q[first].reset, cap);
+			learned_observe(&l, t, &o);
+			q[first] = q[--nq];
+			continue;
+		}
+		t = next;
+		level = fmin(cap, level + rho * (double)(t - last));
+		last = t;
+		if (level < 1)
+			dry++; /* the upstream would answer 429 */
+		else
+			level -= 1;
+		double mark = learned_charge(&l, t, 1);
+		q[nq++] = (struct pending){t + 2000, mark, floor(level), (cap - level) / rho};
+		dispatched++;
+	}
+	ck_assert_int_eq(dry, 0);
+	ck_assert_int_eq(l.shape, LEARNED_CONTINUOUS);
+	/* 100 up front, then close to 0.95 × 600 per minute for 5 minutes */
+	ck_assert_int_ge(dispatched, 100 + 2500);
+	ck_assert_int_le(dispatched, 100 + 3000 + 64);
+}
+END_TEST
+
 START_TEST(out_of_order_ignored)
 {
 	struct learned l;
 	learned_init(&l, NULL);
-	struct learned_obs newer = obs(500, 10, 1000, 100);
-	struct learned_obs older = obs(400, 90, 1000, 100);
+	double m1 = learned_charge(&l, 0, 1);
+	double m2 = learned_charge(&l, 10, 1);
+	struct learned_obs newer = obs(m2, 10, 1000, 100);
+	struct learned_obs older = obs(m1, 90, 1000, 100);
 	ck_assert_int_ge(learned_observe(&l, 1000, &newer), 0);
 	ck_assert_int_eq(learned_observe(&l, 1100, &older), -1);
 	struct learned_view v;
@@ -524,6 +576,7 @@ static Suite *learned_suite(void)
 	suite_add_tcase(s, win);
 	TCase *noise = tcase_create("noise");
 	tcase_add_test(noise, in_flight_requests_counted);
+	tcase_add_test(noise, in_flight_simulation_never_runs_dry);
 	tcase_add_test(noise, out_of_order_ignored);
 	tcase_add_test(noise, invalid_observations_ignored);
 	tcase_add_test(noise, remaining_above_limit_clamped);
