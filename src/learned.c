@@ -44,6 +44,7 @@ void learned_init(struct learned *l, const struct learned_params *p)
 	sanitize_params(&l->p);
 	l->shape = LEARNED_UNKNOWN;
 	l->thousands = true;
+	l->correction = 1;
 	gcra_init(&l->pace, 0, 1);
 }
 
@@ -123,23 +124,29 @@ static void fit_anchored(struct learned *l)
 	l->rho = l->s_r2 > 0 ? l->s_dr / l->s_r2 : 0;
 }
 
-/* Free least squares of R = C − ρ·r, valid only when the resets seen differ by
- * more than their noise. */
+/* Free least squares of R = C − ρ·r. When the resets in memory no longer differ
+ * by more than their noise (a steady state: every answer alike), the sums say
+ * nothing new and the previous estimate stands. */
 static void fit_free(struct learned *l)
 {
 	double mr = l->s_r / l->s_w, mR = l->s_R / l->s_w;
 	double var = l->s_rr / l->s_w - mr * mr;
 	double cov = l->s_rR / l->s_w - mr * mR;
 	double spread = l->p.time_noise_ms / 2;
-	if (l->s_w <= 0 || var <= spread * spread) {
-		l->rho = 0;
-		l->capacity = 0;
+	if (var <= spread * spread || var <= 0)
 		return;
+	double rho = -cov / var, cap = mR + rho * mr;
+	if (isfinite(rho) && rho > 0 && isfinite(cap) && cap > 0) {
+		l->rho = rho;
+		l->capacity = cap;
 	}
-	l->rho = -cov / var;
-	l->capacity = mR + l->rho * mr;
 }
 
+/* Adds one observation. In the anchored fit a reset under twice its noise is
+ * left out: near a full bucket, "reset 1s" rounded up from 60 ms only bounds ρ
+ * from below, and a lane paced below ρ sees nothing else, so counting it would
+ * drag ρ down further and further. Above that an observation weighs
+ * w = r / (r + noise), and displaces the memory of better ones only that much. */
 static void fit_add(struct learned *l, double r, double rem)
 {
 	double f = l->p.forget;
@@ -148,15 +155,17 @@ static void fit_add(struct learned *l, double r, double rem)
 	l->s_R = f * l->s_R + rem;
 	l->s_rr = f * l->s_rr + r * r;
 	l->s_rR = f * l->s_rR + r * rem;
-	if (l->limit > 0 && r > 0) {
-		l->s_dr = f * l->s_dr + (l->limit - rem) * r;
-		l->s_r2 = f * l->s_r2 + r * r;
+	if (l->limit > 0 && r > 0 && r >= 2 * l->p.time_noise_ms) {
+		double w = r / (r + l->p.time_noise_ms);
+		double fe = 1 - (1 - f) * w;
+		l->s_dr = fe * l->s_dr + w * (l->limit - rem) * r;
+		l->s_r2 = fe * l->s_r2 + w * r * r;
 	}
 	if (l->limit > 0)
 		fit_anchored(l);
 	else
 		fit_free(l);
-	if (!(isfinite(l->rho) && l->rho > 0 && isfinite(l->capacity) && l->capacity > 0)) {
+	if (!(isfinite(l->rho) && l->rho > 0)) {
 		l->rho = 0;
 		l->capacity = l->limit;
 	}
@@ -167,7 +176,7 @@ static void update_pace(struct learned *l, int64_t now_ms)
 {
 	double t = 0;
 	if (l->shape == LEARNED_CONTINUOUS && l->rho > 0)
-		t = 1.0 / (l->p.margin * l->rho);
+		t = 1.0 / (l->p.margin * l->correction * l->rho);
 	gcra_set_rate(&l->pace, now_ms, t, 1);
 }
 
@@ -211,6 +220,8 @@ int learned_observe(struct learned *l, int64_t now_ms, const struct learned_obs 
 	l->obs_remaining = rem;
 	l->max_remaining = fmax(l->max_remaining, rem);
 	l->n_obs++;
+	if (rem >= l->p.proactive_threshold * threshold_capacity(l) && rem > 0)
+		l->correction += (1 - l->correction) * LEARNED_RECOVERY;
 	update_pace(l, now_ms);
 
 	bool ch = l->shape != shape0 || l->limit != limit0 ||
@@ -266,6 +277,12 @@ double learned_charge(struct learned *l, int64_t now_ms, double cost)
 	l->passed = true;
 	gcra_charge(&l->pace, now_ms, c);
 	return l->cum_cost;
+}
+
+void learned_on_capacity_signal(struct learned *l, int64_t now_ms)
+{
+	l->correction = fmax(l->correction * LEARNED_PENALTY, LEARNED_PENALTY_FLOOR);
+	update_pace(l, now_ms);
 }
 
 void learned_view(const struct learned *l, int64_t now_ms, struct learned_view *v)

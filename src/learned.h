@@ -13,6 +13,10 @@
  *    ρ = (L − R) / r. Estimates come from least squares with exponential
  *    forgetting (learned_params.forget), so rounding (Anthropic reports thousands,
  *    whole seconds) averages out and long resets, the precise ones, weigh most.
+ *    Resets under 2 × time_noise_ms are left out of the fit with L: near a full
+ *    bucket a rounded reset only bounds ρ, and a lane paced below ρ sees little
+ *    else. When the resets in memory stop differing (steady state), the fit
+ *    without L keeps its previous answer.
  *  - window (fixed window: counts down, jumps back to the limit at reset): the
  *    absolute reset instant (now + r) stays put while R falls.
  *
@@ -37,6 +41,12 @@
  * Once the reset instant has passed, 1 and 2 no longer apply until the next
  * observation: the budget is full again in both shapes.
  *
+ * 429s correct the inference (learned_on_capacity_signal): each one multiplies
+ * the paced rate by LEARNED_PENALTY (down to LEARNED_PENALTY_FLOOR × margin × ρ),
+ * for the case the headers mislead (another client spends the same key, or the
+ * server enforces over a shorter window); each later observation that shows the
+ * budget above the threshold takes back LEARNED_RECOVERY of the distance to 1.
+ *
  * Noise. learned_charge hands out a mark (the cumulative cost dispatched so far)
  * that the caller keeps with the request and passes back with the observation
  * its answer carries. An observation whose mark is older than the newest
@@ -55,12 +65,18 @@
 
 #include "gcra.h"
 
+#define LEARNED_PENALTY 0.8        /* paced rate multiplier per capacity signal */
+#define LEARNED_PENALTY_FLOOR 0.25 /* the correction never goes below this */
+#define LEARNED_RECOVERY 0.05      /* share of the gap to 1 recovered per healthy answer */
+
 enum learned_shape { LEARNED_UNKNOWN, LEARNED_CONTINUOUS, LEARNED_WINDOW };
 
 struct learned_params {
 	double margin;              /* pace at margin × ρ; in (0, 1]; default 0.95 */
 	double proactive_threshold; /* spread below threshold × capacity; default 0.10 */
-	double time_noise_ms;       /* tolerance on reset instants; default 1000 */
+	double time_noise_ms;       /* resolution of resets, ms; default 1000 (whole
+				     * seconds: Anthropic, Azure, IETF); ~50 suits
+				     * OpenAI's millisecond durations */
 	double forget;              /* weight kept by older observations, [0, 1); 0.8 */
 };
 
@@ -99,6 +115,7 @@ struct learned {
 	double s_dr, s_r2;                /* anchored fit: Σ (L − R)·r, Σ r² */
 	double rho;                       /* units per ms, 0: unknown */
 	double capacity;                  /* inferred C, 0: unknown */
+	double correction;                /* from 429s, in [LEARNED_PENALTY_FLOOR, 1] */
 	/* dispatches, for the in-flight correction and the spreading */
 	double cum_cost; /* total cost dispatched: the marks */
 	int64_t last_pass_ms;
@@ -126,6 +143,11 @@ int64_t learned_ready_at(const struct learned *l, int64_t now_ms, double cost);
 /* Records that `cost` units were dispatched at now_ms. Returns the mark to pass
  * back in the learned_obs of that request's answer (non-decreasing). */
 double learned_charge(struct learned *l, int64_t now_ms, double cost);
+
+/* A capacity signal (429, 503, 529) reached this lane at now_ms: the paced rate
+ * is lowered by LEARNED_PENALTY. Call it once per signal that counts (e.g. when
+ * aimd_on_capacity_signal returned true), not once per 429 of a burst. */
+void learned_on_capacity_signal(struct learned *l, int64_t now_ms);
 
 /* What is learned, as seen at now_ms. */
 void learned_view(const struct learned *l, int64_t now_ms, struct learned_view *v);

@@ -486,6 +486,20 @@ START_TEST(noise_single_outlier_damped)
 }
 END_TEST
 
+START_TEST(steady_full_bucket_keeps_rate)
+{
+	/* learned once, then a paced lane sees a nearly full bucket whose reset
+	 * (60 ms) is rounded up to a whole second, over and over */
+	struct learned l;
+	learned_init(&l, NULL);
+	see(&l, 0, 500, 30000, 1000);
+	ck_assert_double_eq_tol(rate_per_min(&l), 1000, 1e-6);
+	for (int i = 1; i <= 500; i++)
+		see(&l, i * 100, 999, 1000, 1000);
+	ck_assert_double_eq_tol(rate_per_min(&l), 1000, 1e-6);
+}
+END_TEST
+
 START_TEST(limit_change_relearns)
 {
 	struct learned l;
@@ -541,6 +555,47 @@ START_TEST(params_sanitized)
 }
 END_TEST
 
+START_TEST(capacity_signal_lowers_pace)
+{
+	struct learned l;
+	learn_1000_per_min(&l);
+	learned_on_capacity_signal(&l, 1000);
+	struct learned_view v;
+	learned_view(&l, 1000, &v);
+	ck_assert_double_eq_tol(v.pace_per_min, 950 * LEARNED_PENALTY, 1e-6);
+	ck_assert_double_eq_tol(v.rate_per_min, 1000, 1e-6); /* inference unchanged */
+	learned_charge(&l, 2000, 1);
+	ck_assert_int_eq(learned_ready_at(&l, 2000, 1), 2079); /* 78.9 ms */
+}
+END_TEST
+
+START_TEST(capacity_signal_floor_and_recovery)
+{
+	struct learned l;
+	learn_1000_per_min(&l);
+	for (int i = 0; i < 50; i++)
+		learned_on_capacity_signal(&l, 1000);
+	struct learned_view v;
+	learned_view(&l, 1000, &v);
+	ck_assert_double_eq_tol(v.pace_per_min, 950 * LEARNED_PENALTY_FLOOR, 1e-6);
+	/* healthy answers (budget well above the threshold) give it back */
+	for (int i = 0; i < 100; i++)
+		see(&l, 2000 + i * 100, 700, 18000, 0);
+	learned_view(&l, 20000, &v);
+	ck_assert(v.pace_per_min > 940);
+	ck_assert(v.pace_per_min <= 950 + 1e-6);
+}
+END_TEST
+
+START_TEST(capacity_signal_without_rate_is_harmless)
+{
+	struct learned l;
+	learned_init(&l, NULL);
+	learned_on_capacity_signal(&l, 0);
+	ck_assert_int_eq(learned_ready_at(&l, 0, 1), 0);
+}
+END_TEST
+
 static Suite *learned_suite(void)
 {
 	Suite *s = suite_create("learned");
@@ -568,6 +623,9 @@ static Suite *learned_suite(void)
 	tcase_add_test(pace, token_cost_weighting);
 	tcase_add_test(pace, oversize_cost_passes_after_reset);
 	tcase_add_test(pace, reset_passed_lifts_hold);
+	tcase_add_test(pace, capacity_signal_lowers_pace);
+	tcase_add_test(pace, capacity_signal_floor_and_recovery);
+	tcase_add_test(pace, capacity_signal_without_rate_is_harmless);
 	suite_add_tcase(s, pace);
 	TCase *win = tcase_create("window");
 	tcase_add_test(win, window_budget_detected);
@@ -583,6 +641,7 @@ static Suite *learned_suite(void)
 	tcase_add_test(noise, noise_rounded_with_limit);
 	tcase_add_test(noise, noise_rounded_without_limit);
 	tcase_add_test(noise, noise_single_outlier_damped);
+	tcase_add_test(noise, steady_full_bucket_keeps_rate);
 	suite_add_tcase(s, noise);
 	return s;
 }
