@@ -12,14 +12,14 @@ static void set_bounds(struct aimd *a, unsigned min, unsigned max, double decrea
 {
 	a->min = min >= 1 ? min : 1;
 	a->max = max >= a->min ? max : a->min;
-	a->decrease_factor = (isfinite(decrease_factor) && decrease_factor > 0 &&
-			      decrease_factor < 1)
-				     ? decrease_factor
-				     : 0.5;
+	a->decrease_factor =
+	    (isfinite(decrease_factor) && decrease_factor > 0 && decrease_factor < 1)
+	        ? decrease_factor
+	        : 0.5;
 }
 
 void aimd_init(struct aimd *a, bool adaptive, unsigned initial, unsigned min, unsigned max,
-	       double decrease_factor)
+               double decrease_factor)
 {
 	set_bounds(a, min, max, decrease_factor);
 	a->adaptive = adaptive;
@@ -32,7 +32,7 @@ void aimd_init(struct aimd *a, bool adaptive, unsigned initial, unsigned min, un
 void aimd_init_plan(struct aimd *a, const struct plan_conf *plan)
 {
 	aimd_init(a, plan->concurrency.adaptive, plan->concurrency.initial, plan->concurrency.min,
-		  plan->max_concurrent, plan->concurrency.decrease_factor);
+	          plan->max_concurrent, plan->concurrency.decrease_factor);
 }
 
 void aimd_observe_rtt(struct aimd *a, double latency_ms)
@@ -79,7 +79,7 @@ void aimd_reconfigure(struct aimd *a, const struct plan_conf *plan)
 {
 	bool was_adaptive = a->adaptive;
 	set_bounds(a, plan->concurrency.min, plan->max_concurrent,
-		   plan->concurrency.decrease_factor);
+	           plan->concurrency.decrease_factor);
 	a->adaptive = plan->concurrency.adaptive;
 	if (!a->adaptive)
 		a->limit = a->max;
@@ -92,13 +92,13 @@ void aimd_reconfigure(struct aimd *a, const struct plan_conf *plan)
 /* --- dispatch delay ----------------------------------------------------- */
 
 void aimd_delay_init(struct aimd_delay *d, bool adaptive, unsigned min_ms, unsigned max_ms,
-		     double backoff_multiplier, unsigned recovery_step_ms)
+                     double backoff_multiplier, unsigned recovery_step_ms)
 {
 	d->adaptive = adaptive;
 	d->min_ms = min_ms;
 	d->max_ms = max_ms >= min_ms ? max_ms : min_ms;
 	d->backoff_multiplier =
-		(isfinite(backoff_multiplier) && backoff_multiplier >= 1) ? backoff_multiplier : 2.0;
+	    (isfinite(backoff_multiplier) && backoff_multiplier >= 1) ? backoff_multiplier : 2.0;
 	d->recovery_step_ms = recovery_step_ms;
 	d->delay_ms = d->min_ms;
 	d->last_dispatch_ms = 0;
@@ -108,8 +108,8 @@ void aimd_delay_init(struct aimd_delay *d, bool adaptive, unsigned min_ms, unsig
 void aimd_delay_init_plan(struct aimd_delay *d, const struct plan_conf *plan)
 {
 	aimd_delay_init(d, plan->dispatch_delay.adaptive, plan->dispatch_delay.min_ms,
-			plan->dispatch_delay.max_ms, plan->dispatch_delay.backoff_multiplier,
-			plan->dispatch_delay.recovery_step_ms);
+	                plan->dispatch_delay.max_ms, plan->dispatch_delay.backoff_multiplier,
+	                plan->dispatch_delay.recovery_step_ms);
 }
 
 void aimd_delay_on_capacity(struct aimd_delay *d)

@@ -49,7 +49,7 @@ struct aimd {
  * arguments are corrected (min >= 1, max >= min, initial clamped, factor outside
  * (0, 1) taken as 0.5). When adaptive is false the limit is fixed at max. */
 void aimd_init(struct aimd *a, bool adaptive, unsigned initial, unsigned min, unsigned max,
-	       double decrease_factor);
+               double decrease_factor);
 
 /* aimd_init from a plan: concurrency.{adaptive,initial,min,decrease_factor} and
  * max_concurrent as the hard ceiling. */
@@ -88,7 +88,7 @@ struct aimd_delay {
 /* Sets up a dispatch delay at min_ms; arguments are corrected as in aimd_init
  * (max_ms >= min_ms, multiplier >= 1). */
 void aimd_delay_init(struct aimd_delay *d, bool adaptive, unsigned min_ms, unsigned max_ms,
-		     double backoff_multiplier, unsigned recovery_step_ms);
+                     double backoff_multiplier, unsigned recovery_step_ms);
 
 /* aimd_delay_init from the plan's dispatch_delay block. */
 void aimd_delay_init_plan(struct aimd_delay *d, const struct plan_conf *plan);

@@ -142,18 +142,18 @@ void gates_init(struct gates *s, const struct plan_conf *plan)
 {
 	for (int w = 0; w < GATES_N_WINDOWS; w++)
 		gcra_init(&s->req[w], plan_interval(plan, (enum gates_window)w),
-			  plan_burst(plan, (enum gates_window)w));
+		          plan_burst(plan, (enum gates_window)w));
 	gcra_init(&s->tokens, per_window(60000.0, plan->max_tokens_per_minute),
-		  plan_token_burst(plan));
+	          plan_token_burst(plan));
 }
 
 void gates_reconfigure(struct gates *s, const struct plan_conf *plan, int64_t now_ms)
 {
 	for (int w = 0; w < GATES_N_WINDOWS; w++)
 		gcra_set_rate(&s->req[w], now_ms, plan_interval(plan, (enum gates_window)w),
-			      plan_burst(plan, (enum gates_window)w));
+		              plan_burst(plan, (enum gates_window)w));
 	gcra_set_rate(&s->tokens, now_ms, per_window(60000.0, plan->max_tokens_per_minute),
-		      plan_token_burst(plan));
+	              plan_token_burst(plan));
 }
 
 int64_t gates_ready_at(const struct gates *s, int64_t now_ms, double tokens)

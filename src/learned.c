@@ -225,7 +225,7 @@ int learned_observe(struct learned *l, int64_t now_ms, const struct learned_obs 
 	update_pace(l, now_ms);
 
 	bool ch = l->shape != shape0 || l->limit != limit0 ||
-		  changed(cap0, threshold_capacity(l)) || changed(rho0, l->rho);
+	          changed(cap0, threshold_capacity(l)) || changed(rho0, l->rho);
 	return ch ? 1 : 0;
 }
 
@@ -306,8 +306,8 @@ int learned_summary(const struct learned *l, int64_t now_ms, char *buf, size_t l
 	struct learned_view v;
 	learned_view(l, now_ms, &v);
 	return snprintf(buf, len,
-			"%s capacity=%.0f rate=%.1f/min pace=%.1f/min remaining=%.0f "
-			"reset_in=%lldms",
-			learned_shape_name(v.shape), v.capacity, v.rate_per_min, v.pace_per_min,
-			v.remaining, (long long)v.reset_in_ms);
+	                "%s capacity=%.0f rate=%.1f/min pace=%.1f/min remaining=%.0f "
+	                "reset_in=%lldms",
+	                learned_shape_name(v.shape), v.capacity, v.rate_per_min, v.pace_per_min,
+	                v.remaining, (long long)v.reset_in_ms);
 }

@@ -75,8 +75,8 @@ struct learned_params {
 	double margin;              /* pace at margin × ρ; in (0, 1]; default 0.95 */
 	double proactive_threshold; /* spread below threshold × capacity; default 0.10 */
 	double time_noise_ms;       /* resolution of resets, ms; default 1000 (whole
-				     * seconds: Anthropic, Azure, IETF); ~50 suits
-				     * OpenAI's millisecond durations */
+	                             * seconds: Anthropic, Azure, IETF); ~50 suits
+	                             * OpenAI's millisecond durations */
 	double forget;              /* weight kept by older observations, [0, 1); 0.8 */
 };
 
@@ -91,13 +91,13 @@ struct learned_obs {
 /* For /status and the limit_learned log line. */
 struct learned_view {
 	enum learned_shape shape;
-	double limit;           /* as last sent, 0: never sent */
-	double capacity;        /* L, else inferred C, else 0 */
-	double rate_per_min;    /* inferred ρ per minute, 0: unknown */
-	double pace_per_min;    /* the rate paced at (margin × ρ), 0: not rate-paced */
-	double remaining;       /* local estimate now, -1: no information */
-	int64_t reset_in_ms;    /* until the observed reset, 0: passed or unknown */
-	unsigned observations;  /* accepted so far */
+	double limit;          /* as last sent, 0: never sent */
+	double capacity;       /* L, else inferred C, else 0 */
+	double rate_per_min;   /* inferred ρ per minute, 0: unknown */
+	double pace_per_min;   /* the rate paced at (margin × ρ), 0: not rate-paced */
+	double remaining;      /* local estimate now, -1: no information */
+	int64_t reset_in_ms;   /* until the observed reset, 0: passed or unknown */
+	unsigned observations; /* accepted so far */
 };
 
 struct learned {

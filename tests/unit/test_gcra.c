@@ -202,7 +202,7 @@ END_TEST
 START_TEST(adjust_refund)
 {
 	struct gcra g;
-	gcra_init(&g, 1, 100);   /* 1 ms per token */
+	gcra_init(&g, 1, 100);    /* 1 ms per token */
 	gcra_charge(&g, 0, 1000); /* estimate; TAT 1000 */
 	ck_assert_int_eq(gcra_ready_at(&g, 0, 1), 901);
 	gcra_adjust(&g, 0, -900); /* actual 100 */

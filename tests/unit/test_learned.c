@@ -222,7 +222,7 @@ START_TEST(in_flight_requests_counted)
 	p.proactive_threshold = 0;
 	struct learned l;
 	learned_init(&l, &p);
-	double mark = learned_charge(&l, 100, 1); /* the request whose answer we read */
+	double mark = learned_charge(&l, 100, 1);     /* the request whose answer we read */
 	ck_assert(learned_charge(&l, 150, 1) > mark); /* sent after it, in flight */
 	learned_charge(&l, 200, 1);
 	struct learned_obs o = obs(mark, 2, 10000, 100);
@@ -259,8 +259,8 @@ START_TEST(oversize_cost_passes_after_reset)
 END_TEST
 
 /* A continuous bucket (capacity 100, 600 per minute) behind 2 s of latency with
- * up to 64 requests in flight (32 per second could be sent): answers describe the bucket as it was at dispatch,
- * so every observation is stale by the requests sent since. */
+ * up to 64 requests in flight (32 per second could be sent): answers describe the bucket as it was
+ * at dispatch, so every observation is stale by the requests sent since. */
 START_TEST(in_flight_simulation_never_runs_dry)
 {
 	struct pending {
@@ -281,8 +281,8 @@ START_TEST(in_flight_simulation_never_runs_dry)
 				first = i;
 		if (first >= 0 && q[first].due <= next) {
 			t = q[first].due;
-			struct learned_obs o = obs(q[first].mark, q[first].remaining,
-						   q[first].reset, cap);
+			struct learned_obs o =
+			    obs(q[first].mark, q[first].remaining, q[first].reset, cap);
 			learned_observe(&l, t, &o);
 			q[first] = q[--nq];
 			continue;
