@@ -1,0 +1,112 @@
+/* aimd — adaptive concurrency and adaptive dispatch delay (DESIGN §3). Pure: no
+ * I/O, no clock; instants are int64 ms passed in by the caller.
+ *
+ * Concurrency (struct aimd): additive increase, multiplicative decrease, as TCP
+ * congestion avoidance. Each success that completes while the lane was saturated
+ * (in flight had reached the limit) adds 1/limit, so a full round of successes
+ * adds 1. A capacity signal (429, 503, 529, remaining 0) multiplies the limit by
+ * decrease_factor, at most once per round-trip time: the signals one overload
+ * produces all come back within about one RTT of each other, so ten 429s from one
+ * burst are one signal. The RTT is an EWMA of the latencies the caller reports,
+ * clamped to [AIMD_RTT_MIN_MS, AIMD_RTT_MAX_MS].
+ *
+ * Two traps avoided by construction: nothing here depends on a retry-after, so a
+ * long server hint (a daily cap, an hour's retry-after) cannot freeze the limit:
+ * increases are never suspended, and the decrease lockout lasts one (clamped) RTT
+ * after the signal, whatever the hint said. Growth needs no time to pass either:
+ * when the lane comes back after the hold, successes raise the limit at once. And
+ * the limit starts at the plan's `initial` (4 by default), not at 1.
+ *
+ * Dispatch delay (struct aimd_delay): a pause between the lane's dispatches,
+ * multiplied by backoff_multiplier on each capacity error (from 0 it starts at
+ * AIMD_DELAY_START_MS), reduced by recovery_step_ms on each success, clamped to
+ * [min_ms, max_ms]. */
+#ifndef PACERD_AIMD_H
+#define PACERD_AIMD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "config.h"
+
+#define AIMD_RTT_INITIAL_MS 1000.0 /* RTT assumed before any latency is reported */
+#define AIMD_RTT_MIN_MS 50.0       /* a 429 answered in 2 ms still spans a burst */
+#define AIMD_RTT_MAX_MS 30000.0    /* bounds the decrease lockout */
+#define AIMD_RTT_ALPHA 0.2         /* weight of a new latency sample in the EWMA */
+#define AIMD_DELAY_START_MS 100.0  /* first delay after a capacity error from 0 */
+
+struct aimd {
+	bool adaptive;          /* false: the limit stays at max */
+	double limit;           /* fractional; aimd_limit() rounds down */
+	unsigned min, max;      /* 1 <= min <= max */
+	double decrease_factor; /* in (0, 1) */
+	double rtt_ms;          /* EWMA of reported latencies, clamped */
+	int64_t last_decrease_ms;
+	bool decreased; /* whether last_decrease_ms is meaningful */
+};
+
+/* Sets up a limit starting at `initial`, bounded by [min, max]. Out-of-range
+ * arguments are corrected (min >= 1, max >= min, initial clamped, factor outside
+ * (0, 1) taken as 0.5). When adaptive is false the limit is fixed at max. */
+void aimd_init(struct aimd *a, bool adaptive, unsigned initial, unsigned min, unsigned max,
+               double decrease_factor);
+
+/* aimd_init from a plan: concurrency.{adaptive,initial,min,decrease_factor} and
+ * max_concurrent as the hard ceiling. */
+void aimd_init_plan(struct aimd *a, const struct plan_conf *plan);
+
+/* A request succeeded at now_ms. latency_ms (> 0; <= 0: none) feeds the RTT
+ * estimate. saturated: in flight had reached the limit when it was dispatched
+ * (or while it ran); only then does the limit grow, by 1 / limit, because
+ * successes below the limit say nothing about whether more would succeed. */
+void aimd_on_success(struct aimd *a, int64_t now_ms, double latency_ms, bool saturated);
+
+/* Reports a round-trip latency that is not a success (an error answer, say). */
+void aimd_observe_rtt(struct aimd *a, double latency_ms);
+
+/* A capacity signal at now_ms. Returns true when it decreased the limit, false
+ * when it was absorbed because a decrease already happened less than one RTT
+ * ago (or the limit is not adaptive). */
+bool aimd_on_capacity_signal(struct aimd *a, int64_t now_ms);
+
+/* The current concurrency limit, an integer in [min, max]. */
+unsigned aimd_limit(const struct aimd *a);
+
+/* Changes the bounds (reload) keeping the current limit where it still fits. */
+void aimd_reconfigure(struct aimd *a, const struct plan_conf *plan);
+
+struct aimd_delay {
+	bool adaptive; /* false: the delay stays at min_ms */
+	double delay_ms;
+	double min_ms, max_ms;     /* 0 <= min_ms <= max_ms */
+	double backoff_multiplier; /* >= 1 */
+	double recovery_step_ms;
+	int64_t last_dispatch_ms;
+	bool dispatched; /* whether last_dispatch_ms is meaningful */
+};
+
+/* Sets up a dispatch delay at min_ms; arguments are corrected as in aimd_init
+ * (max_ms >= min_ms, multiplier >= 1). */
+void aimd_delay_init(struct aimd_delay *d, bool adaptive, unsigned min_ms, unsigned max_ms,
+                     double backoff_multiplier, unsigned recovery_step_ms);
+
+/* aimd_delay_init from the plan's dispatch_delay block. */
+void aimd_delay_init_plan(struct aimd_delay *d, const struct plan_conf *plan);
+
+/* A capacity error: delay ×backoff_multiplier (from 0: AIMD_DELAY_START_MS),
+ * clamped to [min_ms, max_ms]. */
+void aimd_delay_on_capacity(struct aimd_delay *d);
+
+/* A success: delay −recovery_step_ms, never below min_ms. */
+void aimd_delay_on_success(struct aimd_delay *d);
+
+/* The current delay between dispatches, in whole ms (rounded up). */
+int64_t aimd_delay_ms(const struct aimd_delay *d);
+
+/* Earliest instant >= now_ms at which the next dispatch may happen. */
+int64_t aimd_delay_ready_at(const struct aimd_delay *d, int64_t now_ms);
+
+/* Records a dispatch at now_ms. */
+void aimd_delay_charge(struct aimd_delay *d, int64_t now_ms);
+
+#endif

@@ -1,0 +1,188 @@
+/* gcra — GCRA virtual scheduling gates; see gcra.h for the model. */
+#include "gcra.h"
+
+#include <math.h>
+
+/* Instants far beyond any real schedule (~146 000 years): clamping there keeps the
+ * double -> int64 conversion defined even for absurd costs or rates. */
+#define GCRA_FAR_MS 4.6e18
+
+/* A fractional instant rounded up to whole ms, so no unit passes early. The small
+ * epsilon absorbs floating-point error (100 · 0.1 must not become 11 ms). */
+static int64_t ceil_ms(double ms)
+{
+	double c = ceil(ms - 1e-6);
+	if (c > GCRA_FAR_MS)
+		return (int64_t)GCRA_FAR_MS;
+	if (c < -GCRA_FAR_MS)
+		return -(int64_t)GCRA_FAR_MS;
+	return (int64_t)c;
+}
+
+static double sane_interval(double t_ms)
+{
+	return (isfinite(t_ms) && t_ms > 0) ? t_ms : 0;
+}
+
+static double sane_burst(double burst)
+{
+	return (isfinite(burst) && burst > 0) ? burst : 1;
+}
+
+static double sane_cost(double cost)
+{
+	return (isfinite(cost) && cost > 0) ? cost : 0;
+}
+
+void gcra_init(struct gcra *g, double t_ms, double burst)
+{
+	g->t_ms = sane_interval(t_ms);
+	g->burst = sane_burst(burst);
+	g->tat = -INFINITY;
+}
+
+bool gcra_enabled(const struct gcra *g)
+{
+	return g->t_ms > 0;
+}
+
+int64_t gcra_ready_at(const struct gcra *g, int64_t now_ms, double cost)
+{
+	if (!gcra_enabled(g) || g->tat == -INFINITY)
+		return now_ms;
+	/* An oversize cost is checked as if it were exactly the tolerance: the
+	 * condition becomes TAT <= t, i.e. "the gate is idle". */
+	double c = fmin(sane_cost(cost), g->burst);
+	int64_t at = ceil_ms(g->tat + (c - g->burst) * g->t_ms);
+	return at > now_ms ? at : now_ms;
+}
+
+/* The instant a new charge starts from: the TAT while the gate is behind
+ * schedule (or less than a millisecond past it, see gcra_charge), else now. */
+static double charge_base(const struct gcra *g, int64_t now_ms)
+{
+	double now = (double)now_ms;
+	return now < g->tat + 1.0 ? g->tat : now;
+}
+
+void gcra_charge(struct gcra *g, int64_t now_ms, double cost)
+{
+	if (!gcra_enabled(g))
+		return;
+	double base = charge_base(g, now_ms);
+	g->tat = fmin(base + sane_cost(cost) * g->t_ms, GCRA_FAR_MS);
+}
+
+void gcra_adjust(struct gcra *g, int64_t now_ms, double delta_units)
+{
+	if (!gcra_enabled(g) || !isfinite(delta_units) || delta_units == 0)
+		return;
+	if (delta_units > 0) {
+		gcra_charge(g, now_ms, delta_units);
+		return;
+	}
+	g->tat = fmax(g->tat + delta_units * g->t_ms, (double)now_ms);
+}
+
+void gcra_set_rate(struct gcra *g, int64_t now_ms, double t_ms, double burst)
+{
+	double t_new = sane_interval(t_ms);
+	double now = (double)now_ms;
+	g->burst = sane_burst(burst);
+	if (t_new == 0 || g->t_ms == 0) {
+		/* Disabled, or enabled afresh: nothing owed. */
+		g->t_ms = t_new;
+		g->tat = -INFINITY;
+		return;
+	}
+	if (g->tat > now) {
+		double owed_units = (g->tat - now) / g->t_ms;
+		g->tat = fmin(now + owed_units * t_new, GCRA_FAR_MS);
+	}
+	g->t_ms = t_new;
+}
+
+/* --- the gates of one lane ------------------------------------------------ */
+
+static double per_window(double window_ms, double limit)
+{
+	return (isfinite(limit) && limit > 0) ? window_ms / limit : 0;
+}
+
+static double plan_interval(const struct plan_conf *plan, enum gates_window w)
+{
+	switch (w) {
+	case GATES_MIN_MS:
+		return plan->min_ms_per_request;
+	case GATES_PER_SECOND:
+		return per_window(1000.0, plan->max_requests_per_second);
+	case GATES_PER_MINUTE:
+		return per_window(60000.0, plan->max_requests_per_minute);
+	case GATES_PER_HOUR:
+		return per_window(3600000.0, plan->max_requests_per_hour);
+	case GATES_N_WINDOWS:
+		break;
+	}
+	return 0;
+}
+
+static double plan_burst(const struct plan_conf *plan, enum gates_window w)
+{
+	if (w == GATES_MIN_MS || plan->burst < 1)
+		return 1;
+	return plan->burst;
+}
+
+static double plan_token_burst(const struct plan_conf *plan)
+{
+	return plan->token_burst > 0 ? plan->token_burst : plan->max_tokens_per_minute / 60.0;
+}
+
+void gates_init(struct gates *s, const struct plan_conf *plan)
+{
+	for (int w = 0; w < GATES_N_WINDOWS; w++)
+		gcra_init(&s->req[w], plan_interval(plan, (enum gates_window)w),
+		          plan_burst(plan, (enum gates_window)w));
+	gcra_init(&s->tokens, per_window(60000.0, plan->max_tokens_per_minute),
+	          plan_token_burst(plan));
+}
+
+void gates_reconfigure(struct gates *s, const struct plan_conf *plan, int64_t now_ms)
+{
+	for (int w = 0; w < GATES_N_WINDOWS; w++)
+		gcra_set_rate(&s->req[w], now_ms, plan_interval(plan, (enum gates_window)w),
+		              plan_burst(plan, (enum gates_window)w));
+	gcra_set_rate(&s->tokens, now_ms, per_window(60000.0, plan->max_tokens_per_minute),
+	              plan_token_burst(plan));
+}
+
+int64_t gates_ready_at(const struct gates *s, int64_t now_ms, double tokens)
+{
+	int64_t at = gcra_ready_at(&s->tokens, now_ms, tokens);
+	for (int w = 0; w < GATES_N_WINDOWS; w++) {
+		int64_t r = gcra_ready_at(&s->req[w], now_ms, 1);
+		if (r > at)
+			at = r;
+	}
+	return at;
+}
+
+void gates_charge(struct gates *s, int64_t now_ms, double tokens)
+{
+	for (int w = 0; w < GATES_N_WINDOWS; w++)
+		gcra_charge(&s->req[w], now_ms, 1);
+	gcra_charge(&s->tokens, now_ms, tokens);
+}
+
+void gates_adjust_tokens(struct gates *s, int64_t now_ms, double delta_tokens)
+{
+	gcra_adjust(&s->tokens, now_ms, delta_tokens);
+}
+
+double gates_min_interval_ms(const struct gates *s)
+{
+	double m = 0;
+	for (int w = 0; w < GATES_N_WINDOWS; w++)
+		m = fmax(m, s->req[w].t_ms);
+	return m;
+}
