@@ -53,6 +53,13 @@ async function main() {
     }
   }
   const tmp = makeTmpDir();
+  for (const sig of ['SIGINT', 'SIGTERM']) {
+    process.on(sig, () => {
+      console.log(`# interrupted by ${sig}`);
+      if (!process.env.PACERD_ITEST_KEEP) fs.rmSync(tmp, { recursive: true, force: true });
+      process.exit(130); // the exit handler of lib.mjs kills what we started
+    });
+  }
   let mock;
   try {
     const certs = makeCerts(path.join(tmp, 'certs'));
