@@ -1,0 +1,91 @@
+// Constants and small helpers: binaries, timing factor, waits, ports, certificates.
+import { execFileSync } from 'node:child_process';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
+export const PACERD_BIN = path.resolve(ROOT, process.env.PACERD_BIN ?? 'build/pacerd');
+export const MOCK_BIN = path.resolve(ROOT, process.env.MOCK_BIN ?? 'build/pacerd-mock');
+export const VALGRIND = process.env.PACERD_WRAPPER === 'valgrind';
+/** Factor for every timing tolerance (valgrind makes pacerd 10-50x slower). */
+export const SLOW = VALGRIND ? 10 : 1;
+export const VALGRIND_ARGS = [
+  '--leak-check=full', '--show-leak-kinds=definite,indirect',
+  '--errors-for-leak-kinds=definite,indirect', '--error-exitcode=99', '--track-fds=no',
+];
+
+export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+export const sha256 = (buf) => crypto.createHash('sha256').update(buf).digest('hex');
+export const keyHash = (key) => sha256(key).slice(0, 12);
+
+/** Polls fn() until it returns a truthy value; bounded by timeout_ms. */
+export async function waitFor(fn, { timeout_ms = 2000, interval_ms = 25, what = 'condition' } = {}) {
+  const end = Date.now() + timeout_ms;
+  let last;
+  for (let i = 0; i < 100000; i++) {
+    try {
+      const v = await fn();
+      if (v) return v;
+      last = v;
+    } catch (e) {
+      last = e;
+    }
+    if (Date.now() >= end) break;
+    await sleep(interval_ms);
+  }
+  const detail = last instanceof Error ? ` (last error: ${last.message})` : ` (last value: ${JSON.stringify(last)})`;
+  throw new Error(`timed out after ${timeout_ms} ms waiting for ${what}${detail}`);
+}
+
+/** A port that was free a moment ago (bind 0, then close). */
+export function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+/** 'open' | 'refused' | 'timeout' | other error code, for a TCP connect to 127.0.0.1:port. */
+export function tryConnect(port, timeout_ms = 500) {
+  return new Promise((resolve) => {
+    const s = net.connect({ host: '127.0.0.1', port });
+    const done = (v) => { clearTimeout(t); s.destroy(); resolve(v); };
+    const t = setTimeout(() => done('timeout'), timeout_ms);
+    s.once('connect', () => done('open'));
+    s.once('error', (e) => done(e.code === 'ECONNREFUSED' ? 'refused' : e.code ?? e.message));
+  });
+}
+
+export function tail(text, lines = 25) {
+  const l = text.split('\n');
+  return l.slice(-lines).map((s) => `    | ${s}`).join('\n');
+}
+
+// ---------------------------------------------------------------- certificates
+
+/** A test CA and a server certificate for localhost / 127.0.0.1 (openssl CLI). */
+export function makeCerts(dir) {
+  fs.mkdirSync(dir, { recursive: true });
+  const f = (n) => path.join(dir, n);
+  const ossl = (...a) => execFileSync('openssl', a, { stdio: ['ignore', 'ignore', 'pipe'] });
+  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
+  ossl('req', '-x509', ...ec, '-keyout', f('ca.key'), '-out', f('ca.pem'), '-days', '2', '-subj', '/CN=pacerd itest CA');
+  fs.writeFileSync(f('ext.cnf'), 'subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n' +
+    'keyUsage=digitalSignature\nextendedKeyUsage=serverAuth\n');
+  ossl('req', '-new', ...ec, '-keyout', f('server.key'), '-out', f('server.csr'), '-subj', '/CN=localhost');
+  ossl('x509', '-req', '-in', f('server.csr'), '-CA', f('ca.pem'), '-CAkey', f('ca.key'), '-CAcreateserial',
+    '-out', f('server.pem'), '-days', '2', '-extfile', f('ext.cnf'));
+  return { dir, ca: f('ca.pem'), cert: f('server.pem'), key: f('server.key') };
+}
+
+export function makeTmpDir() {
+  return fs.mkdtempSync(path.join(os.tmpdir(), 'pacerd-itest-'));
+}
