@@ -57,7 +57,7 @@ $(BUILD)/tests/%.o: tests/unit/%.c | $(BUILD)/tests
 $(BUILD)/tests/test_%: $(BUILD)/tests/test_%.o $(LIB_OBJS)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(CHECK_LIBS) -lm
 
-$(BUILD)/pacerd-mock: $(MOCK_SRCS) | $(BUILD)
+$(BUILD)/pacerd-mock: $(MOCK_SRCS) $(wildcard tests/mock/*.h) | $(BUILD)
 	$(CC) $(CFLAGS) $(MOCK_CFLAGS) -o $@ $(MOCK_SRCS) $(LDFLAGS) $(MOCK_LIBS) -lm
 
 $(BUILD) $(BUILD)/src $(BUILD)/tests:
