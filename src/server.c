@@ -34,67 +34,15 @@
 
 #include "headers.h"
 #include "log.h"
+#include "proxy.h"
 #include "route.h"
 
-/* Bytes waiting in a client's output buffer above which the upstream transfer
- * is paused: the memory a slow reader can pin is about this plus one libcurl
- * buffer (16 KiB). */
-#define STREAM_OUT_CAP (256 * 1024)
 #define LISTEN_BACKLOG 4096
-#define REQUEST_ID_MAX 128
-
-struct xreq {
-	struct server *srv;
-	struct evhttp_request *req;      /* NULL once evhttp freed it */
-	struct evhttp_connection *evcon; /* NULL once the client is gone */
-	bool req_detached;               /* evhttp let go of req: we free it */
-	struct route route;
-	char *url;
-	struct curl_slist *up_headers;
-	const char *body;
-	size_t body_len;
-	char key_id[ROUTE_KEY_ID_SIZE];
-	char request_id[REQUEST_ID_MAX + 1];
-	const char *method;
-	int attempts;
-	int status;
-	long long t_start, t_dispatch, t_headers;
-	size_t bytes_out;
-	bool client_closed; /* the client left before the response was complete */
-	struct up_xfer *xfer;
-	struct event *close_watch; /* EV_CLOSED on the client fd until the response starts */
-	struct evbuffer *chunk;
-	const char *error_code; /* pacerd's own answer, for the access log */
-	enum up_error up_error;
-	bool response_started, paused, abort_when_drained;
-	bool upstream_done, client_done, reaping;
-	struct xreq *prev, *next;   /* srv->live */
-	struct xreq *next_reap;
-};
-
-struct server {
-	struct event_base *base;
-	const struct config *cfg;
-	struct upstream *up;
-	struct evhttp *http;
-	struct evconnlistener *listener;
-	struct event *accept_retry;
-	struct event *reap;
-	struct xreq *live;
-	struct xreq *reap_list;
-	size_t n_live;
-	unsigned long long next_id;
-	unsigned id_prefix;
-	bool shutting_down;
-	void (*drained)(void *);
-	void *drained_arg;
-};
-
-static const struct up_handler relay_handler;
+#define LANE_SWEEP_S 10
 
 /* ---- pacerd's own answers ---- */
 
-static const char *status_reason(int status)
+const char *proxy_status_reason(int status)
 {
 	switch (status) {
 	case 400:
@@ -122,8 +70,8 @@ static const char *status_reason(int status)
 	}
 }
 
-static void add_pacer_headers(struct evkeyvalq *out, const char *request_id, int attempts,
-			      long long queue_ms)
+void proxy_add_pacer_headers(struct evkeyvalq *out, const char *request_id, int attempts,
+			     long long queue_ms)
 {
 	char num[24];
 	if (evhttp_find_header(out, "x-request-id") == NULL)
@@ -147,7 +95,7 @@ static void send_error(struct evhttp_request *req, struct server *srv, int statu
 	struct evbuffer *buf = evbuffer_new();
 
 	evhttp_add_header(out, "content-type", "application/json");
-	add_pacer_headers(out, request_id, attempts, queue_ms);
+	proxy_add_pacer_headers(out, request_id, attempts, queue_ms);
 	if (retry_after_ms >= 0) {
 		char num[24];
 		snprintf(num, sizeof(num), "%lld", (retry_after_ms + 999) / 1000);
@@ -160,8 +108,12 @@ static void send_error(struct evhttp_request *req, struct server *srv, int statu
 	if (buf != NULL && text != NULL) {
 		evbuffer_add(buf, text, strlen(text));
 		evbuffer_add(buf, "\n", 1);
+		/* evhttp leaves the length out for CONNECT; say it always. */
+		char len[24];
+		snprintf(len, sizeof(len), "%zu", evbuffer_get_length(buf));
+		evhttp_add_header(out, "content-length", len);
 	}
-	evhttp_send_reply(req, status, status_reason(status), buf);
+	evhttp_send_reply(req, status, proxy_status_reason(status), buf);
 	if (buf != NULL)
 		evbuffer_free(buf);
 	free(text);
@@ -206,6 +158,11 @@ static void xreq_destroy(struct xreq *xr)
 		event_free(xr->close_watch);
 	if (xr->chunk != NULL)
 		evbuffer_free(xr->chunk);
+	if (xr->held != NULL)
+		evbuffer_free(xr->held);
+	if (xr->json != NULL)
+		evbuffer_free(xr->json);
+	tokens_sse_free(&xr->sse_scan);
 	curl_slist_free_all(xr->up_headers);
 	free(xr->url);
 	if (xr->prev)
@@ -235,7 +192,7 @@ static void reap_cb(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
-static void xreq_maybe_free(struct xreq *xr)
+void xreq_maybe_free(struct xreq *xr)
 {
 	if (!xr->upstream_done || !xr->client_done || xr->reaping)
 		return;
@@ -245,7 +202,7 @@ static void xreq_maybe_free(struct xreq *xr)
 	event_active(xr->srv->reap, 0, 0);
 }
 
-static void log_request(struct xreq *xr)
+void xreq_log_request(struct xreq *xr)
 {
 	struct log_line l;
 	if (!log_begin(&l, LOG_INFO, "request"))
@@ -259,7 +216,9 @@ static void log_request(struct xreq *xr)
 	if (xr->route.path != NULL)
 		log_strn(&l, "path", xr->route.path, strcspn(xr->route.path, "?"));
 	log_int(&l, "status", xr->status);
-	log_int(&l, "attempts", xr->attempts);
+	if (xr->agent[0])
+		log_str(&l, "agent", xr->agent);
+	log_int(&l, "attempts", xr->item.attempts);
 	log_int(&l, "queue_ms", xr->t_dispatch ? xr->t_dispatch - xr->t_start : 0);
 	log_int(&l, "upstream_ms", xr->t_dispatch ? now - xr->t_dispatch : 0);
 	log_int(&l, "duration_ms", now - xr->t_start);
@@ -273,22 +232,12 @@ static void log_request(struct xreq *xr)
 	log_end(&l);
 }
 
-static void stop_close_watch(struct xreq *xr)
+void xreq_stop_close_watch(struct xreq *xr)
 {
 	if (xr->close_watch != NULL) {
 		event_free(xr->close_watch);
 		xr->close_watch = NULL;
 	}
-}
-
-/* The client is gone: stop the upstream side too. */
-static void abort_upstream(struct xreq *xr)
-{
-	if (xr->xfer != NULL) {
-		upstream_abort(xr->xfer);
-		xr->xfer = NULL;
-	}
-	xr->upstream_done = true;
 }
 
 static void on_client_close(struct evhttp_connection *evcon, void *arg)
@@ -304,15 +253,15 @@ static void on_client_close(struct evhttp_connection *evcon, void *arg)
 	}
 	evhttp_connection_set_closecb(evcon, NULL, NULL);
 	xr->evcon = NULL;
-	stop_close_watch(xr);
+	xreq_stop_close_watch(xr);
 	if (!xr->client_done) {
 		if (xr->status == 0)
 			xr->status = 499; /* client closed request, as nginx logs it */
 		xr->client_closed = true;
-		log_request(xr);
+		xreq_log_request(xr);
 	}
 	xr->client_done = true;
-	abort_upstream(xr);
+	exchange_client_gone(xr);
 	xreq_maybe_free(xr);
 }
 
@@ -322,7 +271,7 @@ static void on_close_watch(evutil_socket_t fd, short what, void *arg)
 	struct evhttp_connection *evcon = xr->evcon;
 	(void)fd;
 	(void)what;
-	stop_close_watch(xr);
+	xreq_stop_close_watch(xr);
 	if (evcon == NULL)
 		return;
 	/* Left before the response started: evhttp has not noticed (it reads
@@ -333,14 +282,14 @@ static void on_close_watch(evutil_socket_t fd, short what, void *arg)
 	xr->evcon = NULL;
 	xr->status = 499;
 	xr->client_closed = true;
-	log_request(xr);
+	xreq_log_request(xr);
 	xr->client_done = true;
-	abort_upstream(xr);
+	exchange_client_gone(xr);
 	evhttp_connection_free(evcon);
 	xreq_maybe_free(xr);
 }
 
-static void restore_client_timeouts(struct xreq *xr)
+void xreq_restore_client_timeouts(struct xreq *xr)
 {
 	if (xr->evcon == NULL)
 		return;
@@ -353,94 +302,35 @@ static void on_complete(struct evhttp_request *req, void *arg)
 	struct xreq *xr = arg;
 	(void)req;
 	/* The response is written; evhttp frees req right after this. */
-	restore_client_timeouts(xr);
+	xreq_restore_client_timeouts(xr);
 	if (xr->evcon != NULL)
 		evhttp_connection_set_closecb(xr->evcon, NULL, NULL);
 	xr->req = NULL;
 	xr->evcon = NULL;
-	stop_close_watch(xr);
+	xreq_stop_close_watch(xr);
 	if (!xr->client_done)
-		log_request(xr);
+		xreq_log_request(xr);
 	xr->client_done = true;
 	xreq_maybe_free(xr);
 }
 
 /* pacerd answers for an accepted request (after intake). */
-static void xreq_error(struct xreq *xr, int status, const char *code, const char *message,
-		       long long retry_after_ms)
+void xreq_error(struct xreq *xr, int status, const char *code, const char *message,
+		long long retry_after_ms)
 {
 	if (xr->req == NULL || xr->response_started)
 		return;
-	stop_close_watch(xr);
+	xreq_stop_close_watch(xr);
 	xr->response_started = true;
 	xr->status = status;
 	xr->error_code = code;
 	long long queue_ms = (xr->t_dispatch ? xr->t_dispatch : mono_ms()) - xr->t_start;
-	send_error(xr->req, xr->srv, status, code, message, xr->request_id, xr->attempts,
-		   queue_ms, retry_after_ms);
+	send_error(xr->req, xr->srv, status, code, message, xr->request_id,
+		   (int)xr->item.attempts, queue_ms, retry_after_ms);
 }
 
-/* ---- relaying the upstream response ---- */
-
-static bool copy_header(struct evkeyvalq *out, const struct up_header *h, const char *connection)
-{
-	char name[256];
-	if (h->name_len >= sizeof(name))
-		return true; /* absurd name: drop it rather than cut it */
-	memcpy(name, h->name, h->name_len);
-	name[h->name_len] = '\0';
-	if (!hdr_forward_response(name, connection))
-		return true;
-	char *value = strndup(h->value, h->value_len);
-	if (value == NULL)
-		return false;
-	evhttp_add_header(out, name, value);
-	free(value);
-	return true;
-}
-
-static char *find_header_value(const struct up_header *h, size_t n, const char *name)
-{
-	size_t len = strlen(name);
-	for (size_t i = 0; i < n; i++)
-		if (h[i].name_len == len && strncasecmp(h[i].name, name, len) == 0)
-			return strndup(h[i].value, h[i].value_len);
-	return NULL;
-}
-
-static bool on_up_headers(void *ctx, int status, const char *reason, const struct up_header *h,
-			  size_t n)
-{
-	struct xreq *xr = ctx;
-	if (xr->req == NULL || xr->evcon == NULL)
-		return false;
-	xr->t_headers = mono_ms();
-	xr->status = status;
-	stop_close_watch(xr); /* evhttp watches the connection while it writes */
-
-	struct evkeyvalq *out = evhttp_request_get_output_headers(xr->req);
-	char *connection = find_header_value(h, n, "connection");
-	bool ok = true;
-	for (size_t i = 0; i < n && ok; i++)
-		ok = copy_header(out, &h[i], connection);
-	free(connection);
-	if (!ok)
-		return false;
-	add_pacer_headers(out, xr->request_id, xr->attempts, xr->t_dispatch - xr->t_start);
-	if (xr->srv->shutting_down)
-		evhttp_add_header(out, "connection", "close");
-
-	/* A long stream to a client that sends nothing must not hit the read
-	 * timeout (libevent #715): only a stuck write counts while we answer. */
-	struct timeval tv = {(time_t)xr->srv->cfg->limits.client_timeout_s, 0};
-	bufferevent_set_timeouts(evhttp_connection_get_bufferevent(xr->evcon), NULL, &tv);
-
-	xr->response_started = true;
-	evhttp_send_reply_start(xr->req, status, reason[0] ? reason : status_reason(status));
-	return true;
-}
-
-static void close_client_now(struct xreq *xr)
+/* Cuts the client connection now (an upstream broken off mid-body). */
+void xreq_close_client_now(struct xreq *xr)
 {
 	struct evhttp_connection *evcon = xr->evcon;
 	if (evcon == NULL)
@@ -449,86 +339,10 @@ static void close_client_now(struct xreq *xr)
 	xr->req = NULL;
 	xr->evcon = NULL;
 	if (!xr->client_done)
-		log_request(xr);
+		xreq_log_request(xr);
 	xr->client_done = true;
 	evhttp_connection_free(evcon);
 }
-
-static void on_client_drained(struct evhttp_connection *evcon, void *arg)
-{
-	struct xreq *xr = arg;
-	(void)evcon;
-	if (xr->abort_when_drained) {
-		close_client_now(xr);
-		xreq_maybe_free(xr);
-		return;
-	}
-	if (xr->paused && xr->xfer != NULL) {
-		xr->paused = false;
-		upstream_resume(xr->xfer);
-	}
-}
-
-static size_t client_backlog(struct xreq *xr)
-{
-	return evbuffer_get_length(
-	    bufferevent_get_output(evhttp_connection_get_bufferevent(xr->evcon)));
-}
-
-static bool on_up_body(void *ctx, const char *data, size_t len)
-{
-	struct xreq *xr = ctx;
-	if (xr->req == NULL || xr->evcon == NULL)
-		return true; /* the client is gone; the transfer is being aborted */
-	if (client_backlog(xr) >= STREAM_OUT_CAP) {
-		/* Slow reader: hold the upstream until evhttp drains the buffer. */
-		xr->paused = true;
-		return false;
-	}
-	evbuffer_add(xr->chunk, data, len);
-	xr->bytes_out += len;
-	evhttp_send_reply_chunk_with_cb(xr->req, xr->chunk, on_client_drained, xr);
-	return true;
-}
-
-static void on_up_done(void *ctx, enum up_error err, const char *detail)
-{
-	struct xreq *xr = ctx;
-	xr->xfer = NULL;
-	xr->up_error = err;
-	xr->upstream_done = true;
-
-	if (xr->req == NULL) {
-		xreq_maybe_free(xr);
-		return;
-	}
-	if (xr->response_started) {
-		if (err == UP_OK) {
-			evhttp_send_reply_end(xr->req);
-		} else if (xr->evcon != NULL) {
-			/* Cut mid-body: the client must see an incomplete message,
-			 * not a clean end; deliver what arrived, then close. */
-			log_msg(LOG_WARN, "upstream_aborted", detail);
-			xr->abort_when_drained = true;
-			if (client_backlog(xr) == 0)
-				close_client_now(xr);
-		}
-	} else if (err == UP_TIMEOUT) {
-		xreq_error(xr, 504, "upstream_timeout", "the upstream did not answer in time", -1);
-	} else {
-		char msg[256];
-		snprintf(msg, sizeof(msg), "the upstream could not be reached: %s (%s)",
-			 upstream_error_name(err), detail ? detail : "");
-		xreq_error(xr, 502, "upstream_unreachable", msg, -1);
-	}
-	xreq_maybe_free(xr);
-}
-
-static const struct up_handler relay_handler = {
-	.on_headers = on_up_headers,
-	.on_body = on_up_body,
-	.on_done = on_up_done,
-};
 
 /* ---- intake ---- */
 
@@ -606,47 +420,37 @@ fail:
 	return NULL;
 }
 
-static void find_key(struct xreq *xr, struct evhttp_request *req)
+/* The key comes from the provider's key header first; failing that from any
+ * other place a key can travel (an Anthropic SDK given an auth token sends
+ * Authorization: Bearer, a Gemini client may use ?key=), so that a request
+ * with a key never lands in the anonymous lane. */
+static bool key_from(struct xreq *xr, struct evhttp_request *req, enum key_source src,
+		     const char **key, size_t *key_len)
 {
-	const struct provider_conf *p = xr->route.provider;
-	const char *key = NULL;
-	size_t key_len = 0;
-	bool found;
-
-	if (p->key_source == KEY_QUERY_KEY) {
+	if (src == KEY_QUERY_KEY) {
 		const char *q = memchr(xr->route.path, '?', xr->route.path_len);
-		found = q != NULL && route_key_from_query(q + 1, xr->route.path_len -
-								     (size_t)(q + 1 - xr->route.path),
-							  &key, &key_len);
-	} else {
-		const char *v = evhttp_find_header(evhttp_request_get_input_headers(req),
-						   route_key_header_name(p->key_source));
-		found = route_key_from_header(p->key_source, v, &key, &key_len);
+		return q != NULL &&
+		       route_key_from_query(q + 1,
+					    xr->route.path_len - (size_t)(q + 1 - xr->route.path),
+					    key, key_len);
 	}
-	char hash[ROUTE_KEY_HEX + 1];
-	if (found)
-		route_key_hash(key, key_len, hash);
-	route_key_id(found ? hash : NULL, xr->key_id);
+	const char *v = evhttp_find_header(evhttp_request_get_input_headers(req),
+					   route_key_header_name(src));
+	return route_key_from_header(src, v, key, key_len);
 }
 
-static void dispatch(struct xreq *xr)
+static void find_key(struct xreq *xr, struct evhttp_request *req)
 {
-	struct up_request ur = {
-	    .url = xr->url,
-	    .method = xr->method,
-	    .headers = xr->up_headers,
-	    .body = xr->body,
-	    .body_len = xr->body_len,
-	    .provider = xr->route.provider,
-	};
-	xr->attempts++;
-	xr->t_dispatch = mono_ms();
-	xr->upstream_done = false;
-	xr->xfer = upstream_start(xr->srv->up, &ur, &relay_handler, xr);
-	if (xr->xfer == NULL) {
-		xr->upstream_done = true;
-		xreq_error(xr, 502, "upstream_unreachable", "cannot start the upstream transfer", -1);
-	}
+	static const enum key_source fallbacks[] = {KEY_AUTHORIZATION, KEY_X_API_KEY, KEY_API_KEY,
+						     KEY_X_GOOG_API_KEY, KEY_QUERY_KEY};
+	const char *key = NULL;
+	size_t key_len = 0;
+	bool found = key_from(xr, req, xr->route.provider->key_source, &key, &key_len);
+	for (size_t i = 0; !found && i < sizeof(fallbacks) / sizeof(fallbacks[0]); i++)
+		found = key_from(xr, req, fallbacks[i], &key, &key_len);
+	if (found)
+		route_key_hash(key, key_len, xr->key_hash);
+	route_key_id(found ? xr->key_hash : NULL, xr->key_id);
 }
 
 static void reply_early(struct server *srv, struct evhttp_request *req, int status,
@@ -678,13 +482,23 @@ static struct xreq *xreq_new(struct server *srv, struct evhttp_request *req)
 	xr->req = req;
 	xr->evcon = evhttp_request_get_connection(req);
 	xr->t_start = mono_ms();
-	xr->upstream_done = true; /* until dispatched */
+	tokens_sse_init(&xr->sse_scan);
 	xr->next = srv->live;
 	if (srv->live)
 		srv->live->prev = xr;
 	srv->live = xr;
 	srv->n_live++;
 	return xr;
+}
+
+static void end_after_answer(struct evhttp_request *req, void *arg)
+{
+	(void)arg;
+	struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+	/* Half-close: the client reads the answer, then EOF; evhttp frees the
+	 * connection when the client closes its side. */
+	if (evcon != NULL)
+		shutdown(bufferevent_getfd(evhttp_connection_get_bufferevent(evcon)), SHUT_WR);
 }
 
 static void on_request(struct evhttp_request *req, void *arg)
@@ -701,6 +515,10 @@ static void on_request(struct evhttp_request *req, void *arg)
 		return;
 	}
 	if (cmd == EVHTTP_REQ_CONNECT) {
+		/* The client expects a tunnel on this connection, and evhttp never
+		 * closes one after CONNECT: end it once the answer is written. */
+		evhttp_add_header(evhttp_request_get_output_headers(req), "connection", "close");
+		evhttp_request_set_on_complete_cb(req, end_after_answer, NULL);
 		reply_early(srv, req, 405, "method_not_allowed",
 			    "CONNECT is not supported: a TLS tunnel cannot be paced per request. "
 			    "Send plain HTTP to pacerd (set the SDK base URL to "
@@ -754,9 +572,16 @@ static void on_request(struct evhttp_request *req, void *arg)
 	xr->up_headers = upstream_headers(req);
 	if (xr->url == NULL || xr->up_headers == NULL) {
 		evhttp_request_set_on_complete_cb(req, on_complete, xr);
+		xr->upstream_done = true;
 		xreq_error(xr, 503, "out_of_memory", "pacerd is out of memory", -1);
 		return;
 	}
+	const char *agent = srv->cfg->agents.mode == AGENTS_OFF
+				? NULL
+				: evhttp_find_header(evhttp_request_get_input_headers(req),
+						     srv->cfg->agents.header);
+	if (agent != NULL)
+		snprintf(xr->agent, sizeof(xr->agent), "%s", agent);
 
 	struct evbuffer *in = evhttp_request_get_input_buffer(req);
 	xr->body_len = evbuffer_get_length(in);
@@ -769,7 +594,7 @@ static void on_request(struct evhttp_request *req, void *arg)
 	if (xr->close_watch != NULL)
 		event_add(xr->close_watch, NULL);
 
-	dispatch(xr);
+	exchange_submit(xr);
 }
 
 /* ---- listener ---- */
@@ -836,7 +661,8 @@ static int bind_listener(struct server *srv, const char *listen, char *err, size
 			 evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
 		return -1;
 	}
-	if (evhttp_bind_listener(srv->http, srv->listener) == NULL) {
+	srv->bound = evhttp_bind_listener(srv->http, srv->listener);
+	if (srv->bound == NULL) {
 		snprintf(err, errlen, "listen %s: cannot attach HTTP server", listen);
 		return -1;
 	}
@@ -848,6 +674,16 @@ static int bind_listener(struct server *srv, const char *listen, char *err, size
 	evconnlistener_set_error_cb(srv->listener, on_accept_error);
 	evconnlistener_enable(srv->listener);
 	return 0;
+}
+
+/* Lanes idle for limits.idle_ttl_s are forgotten. */
+static void on_sweep(evutil_socket_t fd, short what, void *arg)
+{
+	struct server *srv = arg;
+	(void)fd;
+	(void)what;
+	registry_evict_idle(srv->reg, mono_ms(), (int64_t)srv->cfg->limits.idle_ttl_s * 1000,
+			    exchange_lane_evicted, srv);
 }
 
 struct server *server_new(struct event_base *base, const struct config *cfg,
@@ -865,7 +701,11 @@ struct server *server_new(struct event_base *base, const struct config *cfg,
 	srv->http = evhttp_new(base);
 	srv->reap = event_new(base, -1, 0, reap_cb, srv);
 	srv->accept_retry = evtimer_new(base, on_accept_retry, srv);
-	if (srv->http == NULL || srv->reap == NULL || srv->accept_retry == NULL) {
+	srv->sweep = event_new(base, -1, EV_PERSIST, on_sweep, srv);
+	srv->reg = registry_new();
+	srv->rng = ((uint64_t)arc4random() << 32) | arc4random() | 1;
+	if (srv->http == NULL || srv->reap == NULL || srv->accept_retry == NULL ||
+	    srv->sweep == NULL || srv->reg == NULL) {
 		snprintf(err, errlen, "out of memory");
 		server_free(srv);
 		return NULL;
@@ -884,14 +724,21 @@ struct server *server_new(struct event_base *base, const struct config *cfg,
 		server_free(srv);
 		return NULL;
 	}
+	struct timeval sweep = {LANE_SWEEP_S, 0};
+	event_add(srv->sweep, &sweep);
 	return srv;
 }
 
 void server_shutdown(struct server *srv, void (*drained)(void *), void *arg)
 {
 	srv->shutting_down = true;
-	if (srv->listener != NULL)
-		evconnlistener_disable(srv->listener);
+	/* Close the listening socket: a disabled listener would still complete
+	 * handshakes from its backlog, and those clients would wait for nothing. */
+	if (srv->bound != NULL) {
+		evhttp_del_accept_socket(srv->http, srv->bound);
+		srv->bound = NULL;
+		srv->listener = NULL;
+	}
 	evtimer_del(srv->accept_retry);
 	srv->drained = drained;
 	srv->drained_arg = arg;
@@ -906,12 +753,12 @@ void server_abort_all(struct server *srv)
 	for (struct xreq *xr = srv->live; xr != NULL; xr = xr->next) {
 		if (xr->reaping)
 			continue;
-		abort_upstream(xr);
+		exchange_abort(xr);
 		if (!xr->response_started && xr->req != NULL)
 			xreq_error(xr, 503, "shutting_down",
 				   "pacerd stopped before the upstream answered", 1000);
 		else
-			close_client_now(xr);
+			xreq_close_client_now(xr);
 		xreq_maybe_free(xr);
 	}
 }
@@ -927,7 +774,7 @@ void server_free(struct server *srv)
 		return;
 	/* Requests still open are cut; their connections go with evhttp. */
 	for (struct xreq *xr = srv->live; xr != NULL; xr = xr->next) {
-		abort_upstream(xr);
+		exchange_abort(xr);
 		if (xr->evcon != NULL)
 			evhttp_connection_set_closecb(xr->evcon, NULL, NULL);
 		if (!xr->req_detached)
@@ -942,9 +789,12 @@ void server_free(struct server *srv)
 		srv->reap_list = NULL;
 		xreq_destroy(xr);
 	}
+	registry_free(srv->reg, exchange_lane_evicted, srv);
 	if (srv->reap != NULL)
 		event_free(srv->reap);
 	if (srv->accept_retry != NULL)
 		event_free(srv->accept_retry);
+	if (srv->sweep != NULL)
+		event_free(srv->sweep);
 	free(srv);
 }

@@ -1,0 +1,170 @@
+/* sched — one lane per (provider, API key): its FIFO queue, its gates, its
+ * adaptive limits, and the dispatch decision (DESIGN §3). Pure: time is an
+ * argument, nothing here does I/O or owns a timer. The event-loop shell
+ * (server.c) asks sched_next() for the next request to send and arms one timer
+ * per lane for sched_wake_at().
+ *
+ * A request is a struct sched_item embedded in the caller's own request
+ * object; the lane links it into its lists but never frees it. */
+#ifndef PACERD_SCHED_H
+#define PACERD_SCHED_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "aimd.h"
+#include "config.h"
+#include "gcra.h"
+#include "learned.h"
+#include "ratelimit_headers.h"
+
+#define SCHED_NEVER INT64_MAX
+
+enum sched_state {
+	SCHED_IDLE,       /* not in a lane */
+	SCHED_QUEUED,     /* waiting in the FIFO */
+	SCHED_RETRY_WAIT, /* waiting for its retry time; holds no slot */
+	SCHED_IN_FLIGHT,  /* dispatched, holds a concurrency slot */
+};
+
+struct sched_lane;
+
+struct sched_item {
+	struct sched_lane *lane;
+	struct sched_item *prev, *next; /* in the lane's queue or retry list */
+	enum sched_state state;
+	int64_t arrived_ms;   /* first entry into the lane */
+	int64_t queued_ms;    /* entry into the current wait */
+	int64_t ready_ms;     /* SCHED_RETRY_WAIT: not before this */
+	int64_t dispatched_ms;
+	double cost_tokens;   /* estimate charged to the token gate: prompt + output */
+	double cost_prompt;   /* its parts, for learned input/output token budgets */
+	double cost_output;
+	double marks[RLH_N_BUDGETS]; /* learned_charge's marks, echoed by observations */
+	uint64_t agent;       /* hash of the agent id; 0 = none */
+	unsigned attempts;    /* dispatches so far */
+	bool saturated;       /* the lane was at its concurrency limit when dispatched */
+	bool retried;         /* came back from a retry: dispatched before the FIFO */
+};
+
+enum sched_submit_result {
+	SCHED_OK,          /* queued: call sched_next */
+	SCHED_QUEUE_FULL,  /* 503 queue_full */
+	SCHED_AGENT_BUSY,  /* 409 agent_busy (agents.mode reject) */
+};
+
+/* What an attempt's answer means for the lane. */
+enum sched_outcome {
+	SCHED_SUCCESS,   /* a final answer from the upstream (2xx… or a final error) */
+	SCHED_CAPACITY,  /* 429 rate limit, 503, 529: capacity signal */
+	SCHED_TRANSIENT, /* 5xx, transport errors: no capacity signal */
+	SCHED_ABORTED,   /* the client left: release only */
+};
+
+struct sched_lane_stats {
+	uint64_t dispatched, succeeded, capacity_signals, transient_errors, retries,
+	    rejected_queue_full, rejected_agent_busy, queue_timeouts, cancelled;
+	int64_t queue_wait_max_ms;
+};
+
+struct sched_lane {
+	/* Identity (set by the registry). */
+	const struct provider_conf *provider;
+	const struct plan_conf *plan;
+	char key_id[16];
+	char key_hash[65];
+	enum agents_mode agents_mode;
+
+	/* Queue: FIFO of SCHED_QUEUED items; retries that are due go first. */
+	struct sched_item *q_head, *q_tail;
+	size_t q_depth;
+	struct sched_item *r_head, *r_tail; /* due retries, FIFO */
+	struct sched_item *w_head;          /* retries waiting, sorted by ready_ms */
+	size_t n_waiting;
+
+	size_t in_flight;
+	uint64_t busy_agents[64]; /* agents with a request in flight (serialize/reject) */
+	size_t n_busy_agents;
+
+	/* Gates. */
+	struct gates gates;                      /* request-rate windows and the token gate */
+	struct learned learned[RLH_N_BUDGETS];   /* one per budget the headers report */
+	struct aimd conc;                        /* adaptive concurrency */
+	struct aimd_delay delay;                 /* dispatch-delay AIMD */
+	int64_t last_dispatch_ms;
+	int64_t hold_until_ms;   /* server said wait (retry-after on a capacity error) */
+
+	struct sched_lane_stats stats;
+	int64_t last_active_ms;  /* for idle eviction */
+	void *shell;             /* the event-loop side's state (its timer) */
+};
+
+/* Sets a lane up for `plan` at now_ms (the registry calls this). */
+void sched_lane_init(struct sched_lane *lane, const struct provider_conf *prov,
+		     const struct plan_conf *plan, enum agents_mode agents, int64_t now_ms);
+/* A new plan (reload): gates keep what they know where they can. */
+void sched_lane_set_plan(struct sched_lane *lane, const struct plan_conf *plan, int64_t now_ms);
+
+/* Puts a new request at the tail of the queue, or refuses it. Token costs are
+ * the estimate of the prompt and of the requested output (0 when no token
+ * budget paces the lane); agent is a hash of the agent id, 0 for none. */
+enum sched_submit_result sched_submit(struct sched_lane *lane, struct sched_item *it,
+				      double cost_prompt, double cost_output, uint64_t agent,
+				      int64_t now_ms);
+
+/* The next request to send now, or NULL. The caller must then dispatch it (the
+ * item is already counted in flight and the gates are charged). */
+struct sched_item *sched_next(struct sched_lane *lane, int64_t now_ms);
+
+/* The earliest instant something may change without outside input: a gate
+ * opens for the head of the queue, a retry becomes due, or a queued request
+ * reaches its max wait. SCHED_NEVER when nothing is waiting for time. */
+int64_t sched_wake_at(const struct sched_lane *lane, int64_t now_ms);
+
+/* Removes and returns one queued request whose max wait has passed (504
+ * queue_timeout), or NULL. Call until NULL. */
+struct sched_item *sched_expired(struct sched_lane *lane, int64_t now_ms);
+
+/* The attempt of an in-flight item ended. Releases its slot and feeds the
+ * adaptive limits with the time since its dispatch. */
+void sched_complete(struct sched_lane *lane, struct sched_item *it, enum sched_outcome outcome,
+		    int64_t now_ms);
+
+/* Rate-limit headers seen on the response to `it` (dispatched at
+ * it->dispatched_ms). Returns true when what the lane knows of its limits
+ * changed (worth a limit_learned log line). */
+bool sched_observe(struct sched_lane *lane, const struct sched_item *it, const struct rlh_result *h,
+		   int64_t now_ms);
+
+/* Whether a learned token budget paces the lane (the caller must then
+ * estimate token costs). */
+bool sched_wants_tokens(const struct sched_lane *lane);
+
+/* The server asked to wait (retry-after on a capacity error): no request of
+ * the lane leaves before now + hint. */
+void sched_hold(struct sched_lane *lane, int64_t until_ms);
+
+/* Corrects the token gate once the real usage is known. */
+void sched_tokens_used(struct sched_lane *lane, struct sched_item *it, double actual_tokens,
+		       int64_t now_ms);
+
+/* A completed attempt will be retried after delay_ms: the item waits without
+ * a slot, then goes back ahead of the FIFO. */
+void sched_retry(struct sched_lane *lane, struct sched_item *it, int64_t ready_ms);
+
+/* The client left: drop the item wherever it waits (not for SCHED_IN_FLIGHT,
+ * which ends with sched_complete(SCHED_ABORTED)). */
+void sched_cancel(struct sched_lane *lane, struct sched_item *it);
+
+/* Estimated wait for a request entering the queue now, for retry-after on
+ * queue_full and for /status. */
+int64_t sched_queue_eta_ms(const struct sched_lane *lane, int64_t now_ms);
+
+/* Current concurrency limit. */
+unsigned sched_concurrency_limit(const struct sched_lane *lane);
+
+/* True when the lane holds nothing: no queue, no flight, no retry waiting. */
+bool sched_lane_idle(const struct sched_lane *lane);
+
+#endif
