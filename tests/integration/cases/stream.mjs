@@ -24,6 +24,39 @@ const chatBody = (extra = {}) => JSON.stringify({ model: 'gpt-mock', stream: tru
 
 export const tests = [
   {
+    // libevent #715: evhttp's read timeout keeps running while a response is
+    // written, and would cut a long stream to a client that sends nothing.
+    name: 'a stream longer than limits.client_timeout_s to a silent client completes; an idle connection is still closed',
+    timeout_ms: 20000 * SLOW,
+    fn: async (t) => {
+      const p = await t.startPacerd({ config: { limits: { client_timeout_s: 1 } } });
+      const sse = sseCollector();
+      const r = await streamRequest(`${p.url}/v1/chat/completions`, {
+        body: chatBody(),
+        headers: { 'content-type': 'application/json', 'x-mock-chunks': '6', 'x-mock-chunk-ms': '500' },
+        onChunk: sse.onChunk,
+      });
+      assert.equal(r.status, 200);
+      await r.done;
+      const content = sse.events.filter((e) => e.text.includes('"delta":{"content":"tok'));
+      assert.equal(content.length, 6, 'the 3 s stream was cut before its end');
+      assert.equal(sse.events.at(-1).text, 'data: [DONE]');
+      // The timeout itself still works: an idle keep-alive connection is closed.
+      const sock = net.connect(p.port, '127.0.0.1');
+      await new Promise((res, rej) => { sock.once('connect', res); sock.once('error', rej); });
+      const t0 = Date.now();
+      const closed = await new Promise((res) => {
+        const timer = setTimeout(() => res(false), 5000 * SLOW);
+        sock.once('close', () => { clearTimeout(timer); res(true); });
+        sock.resume();
+      });
+      sock.destroy();
+      assert.ok(closed, 'an idle client connection was not closed after client_timeout_s');
+      const waited = Date.now() - t0;
+      assert.ok(waited >= 800, `idle connection closed after ${waited} ms, before client_timeout_s (1 s)`);
+    },
+  },
+  {
     name: 'SSE chunks arrive spread in time as the upstream sends them (5 x 300 ms)',
     fn: async (t) => {
       const p = await t.pacerd();
