@@ -76,6 +76,8 @@ void mock_record_add(struct evhttp_request *req, uint64_t t_ms);
 void mock_record_reset(void);
 void mock_record_free(void);
 void mock_record_requests(struct evbuffer *b);
+/* "GET", "POST", …: the method as the client sent it. */
+const char *mock_method_name(enum evhttp_cmd_type c);
 json_t *mock_record_stats_json(void);
 void mock_count_response(int status);
 void mock_sha256_hex(const void *data, size_t len, char out[65]);

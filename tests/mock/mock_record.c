@@ -17,7 +17,7 @@ size_t mock_record_cap = 100000;
 static char **ring;
 static size_t ring_head, ring_len;
 
-static const char *method_name(enum evhttp_cmd_type c)
+const char *mock_method_name(enum evhttp_cmd_type c)
 {
 	switch (c) {
 	case EVHTTP_REQ_GET:
@@ -100,7 +100,7 @@ void mock_record_add(struct evhttp_request *req, uint64_t t_ms)
 	evbuffer_sha256_hex(body, sha);
 	const char *uri = evhttp_request_get_uri(req);
 	json_t *rec = json_pack("{s:s, s:s, s:o, s:I, s:s, s:I}", "method",
-	                        method_name(evhttp_request_get_command(req)), "uri", uri ? uri : "",
+	                        mock_method_name(evhttp_request_get_command(req)), "uri", uri ? uri : "",
 	                        "headers", hdrs, "body_len", (json_int_t)evbuffer_get_length(body),
 	                        "body_sha256", sha, "t_ms", (json_int_t)t_ms);
 	char *text = rec ? json_dumps(rec, JSON_COMPACT) : NULL;

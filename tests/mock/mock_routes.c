@@ -325,31 +325,6 @@ static void embeddings_body(struct evbuffer *b, const struct llm_in *li, long pr
 	PUT(b, "}}");
 }
 
-static const char *method_str(enum evhttp_cmd_type c)
-{
-	switch (c) {
-	case EVHTTP_REQ_GET:
-		return "GET";
-	case EVHTTP_REQ_POST:
-		return "POST";
-	case EVHTTP_REQ_HEAD:
-		return "HEAD";
-	case EVHTTP_REQ_PUT:
-		return "PUT";
-	case EVHTTP_REQ_DELETE:
-		return "DELETE";
-	case EVHTTP_REQ_OPTIONS:
-		return "OPTIONS";
-	case EVHTTP_REQ_TRACE:
-		return "TRACE";
-	case EVHTTP_REQ_CONNECT:
-		return "CONNECT";
-	case EVHTTP_REQ_PATCH:
-		return "PATCH";
-	}
-	return "UNKNOWN";
-}
-
 /* Deterministic bytes, not UTF-8 (every 0xFF byte is invalid UTF-8), built once and
  * then added by reference: a large blob costs no copying. */
 static void blob_body(struct evbuffer *b, long long n)
@@ -727,7 +702,7 @@ void mock_routes_handle(struct evhttp_request *req, void *arg)
 		const char *ct =
 		    evhttp_find_header(evhttp_request_get_input_headers(req), "Content-Type");
 		ctype = ct ? ct : "application/octet-stream";
-		evhttp_add_header(oh, "x-mock-method", method_str(method));
+		evhttp_add_header(oh, "x-mock-method", mock_method_name(method));
 		evhttp_add_header(oh, "x-mock-uri", uri);
 		evbuffer_add_buffer(out_buf, evhttp_request_get_input_buffer(req));
 	} else if (strcmp(path, "/blob") == 0 &&
