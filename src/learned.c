@@ -251,6 +251,11 @@ static int64_t budget_ready_at(const struct learned *l, int64_t now_ms, double c
 	double cap = threshold_capacity(l);
 	if (cap <= 0 || rem >= l->p.proactive_threshold * cap)
 		return now_ms;
+	/* A budget known to refill continuously is paced at its rate by the pace
+	 * gate; spreading what is left until the reset (the time to a *full*
+	 * bucket) would ignore the refill and crawl. */
+	if (gcra_enabled(&l->pace))
+		return now_ms;
 	/* rem units over the time left, measured from the last dispatch, so the
 	 * spacing stays even as units pass: the k-th lands at last + k·span/rem. */
 	int64_t ref = l->passed ? l->last_pass_ms : l->obs_at_ms;
@@ -259,12 +264,26 @@ static int64_t budget_ready_at(const struct learned *l, int64_t now_ms, double c
 	return t > now_ms ? t : now_ms;
 }
 
+/* Whether `cost` units fit in what is left above the proactive threshold:
+ * a budget the provider has granted is spent freely down to the threshold,
+ * and only then paced at the learned rate (DESIGN §3.4), so that a full
+ * bucket is not wasted and the client still never sees it at 0. */
+static bool above_threshold(const struct learned *l, int64_t now_ms, double cost)
+{
+	if (now_ms >= l->reset_at_ms)
+		return false;
+	double cap = threshold_capacity(l);
+	return cap > 0 && remaining_estimate(l) - cost >= l->p.proactive_threshold * cap;
+}
+
 int64_t learned_ready_at(const struct learned *l, int64_t now_ms, double cost)
 {
 	if (l->n_obs == 0)
 		return now_ms;
 	double c = (isfinite(cost) && cost > 1) ? cost : 1;
 	int64_t at = budget_ready_at(l, now_ms, c);
+	if (above_threshold(l, now_ms, c))
+		return at;
 	int64_t paced = gcra_ready_at(&l->pace, now_ms, c);
 	return paced > at ? paced : at;
 }
@@ -272,10 +291,17 @@ int64_t learned_ready_at(const struct learned *l, int64_t now_ms, double cost)
 double learned_charge(struct learned *l, int64_t now_ms, double cost)
 {
 	double c = (isfinite(cost) && cost > 0) ? cost : 0;
+	/* Spending headroom costs the pace gate nothing: once the threshold is
+	 * reached, pacing starts from now, without a debt from the free part. */
+	if (l->n_obs > 0 && above_threshold(l, now_ms, c > 1 ? c : 1)) {
+		if (l->pace.tat > (double)now_ms)
+			l->pace.tat = (double)now_ms;
+	} else {
+		gcra_charge(&l->pace, now_ms, c);
+	}
 	l->cum_cost += c;
 	l->last_pass_ms = now_ms;
 	l->passed = true;
-	gcra_charge(&l->pace, now_ms, c);
 	return l->cum_cost;
 }
 

@@ -111,6 +111,7 @@ void sched_lane_init(struct sched_lane *lane, const struct provider_conf *prov,
 	aimd_delay_init_plan(&lane->delay, plan);
 	lane->last_dispatch_ms = INT64_MIN / 2;
 	lane->hold_until_ms = 0;
+	lane->last_signal_ms = INT64_MIN;
 	lane->last_active_ms = now_ms;
 }
 
@@ -326,8 +327,14 @@ void sched_complete(struct sched_lane *lane, struct sched_item *it, enum sched_o
 	case SCHED_CAPACITY:
 		lane->stats.capacity_signals++;
 		aimd_observe_rtt(&lane->conc, (double)rtt);
-		/* One signal per burst (per round-trip), also for what was learned:
-		 * a 429 means the inferred rate was too optimistic. */
+		/* A burst of errors is one signal, not ten (DESIGN §4): only a
+		 * request sent after the lane last reacted can tell it something
+		 * new, as TCP ignores losses from before its last cut. */
+		if (it->dispatched_ms < lane->last_signal_ms)
+			break;
+		lane->last_signal_ms = now_ms;
+		lane->stats.capacity_reactions++;
+		/* A capacity error also says the learned rate was too optimistic. */
 		if (aimd_on_capacity_signal(&lane->conc, now_ms))
 			for (int b = 0; b < RLH_N_BUDGETS; b++)
 				if (lane->learned[b].n_obs > 0)

@@ -63,7 +63,7 @@ enum sched_outcome {
 };
 
 struct sched_lane_stats {
-	uint64_t dispatched, succeeded, capacity_signals, transient_errors, retries,
+	uint64_t dispatched, succeeded, capacity_signals, capacity_reactions, transient_errors, retries,
 	    rejected_queue_full, rejected_agent_busy, queue_timeouts, cancelled;
 	int64_t queue_wait_max_ms;
 };
@@ -94,6 +94,7 @@ struct sched_lane {
 	struct aimd_delay delay;                 /* dispatch-delay AIMD */
 	int64_t last_dispatch_ms;
 	int64_t hold_until_ms;   /* server said wait (retry-after on a capacity error) */
+	int64_t last_signal_ms;  /* when the lane last reacted to a capacity signal */
 
 	struct sched_lane_stats stats;
 	int64_t last_active_ms;  /* for idle eviction */

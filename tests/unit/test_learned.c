@@ -78,6 +78,36 @@ START_TEST(one_observation_with_limit_gives_rate)
 }
 END_TEST
 
+/* Spends, at one instant, what the budget has above the proactive threshold:
+ * it passes at once, without pacing (DESIGN §3.4), and leaves the pace gate
+ * idle. Returns how many units went. */
+static int spend_headroom(struct learned *l, int64_t at)
+{
+	int n = 0;
+	while (n < 100000) {
+		struct learned_view v;
+		learned_view(l, at, &v);
+		if (v.remaining - 1 < l->p.proactive_threshold * v.capacity)
+			break;
+		ck_assert_int_eq(learned_ready_at(l, at, 1), at);
+		learned_charge(l, at, 1);
+		n++;
+	}
+	return n;
+}
+
+START_TEST(headroom_goes_at_once_then_paced)
+{
+	struct learned l;
+	learn_1000_per_min(&l); /* remaining 700 of 1000 (one unit since), threshold 10 % */
+	ck_assert_int_eq(spend_headroom(&l, 2000), 599); /* 699 left after the probe */
+	/* at the threshold: the pace gate starts idle, then 0.95 ρ */
+	ck_assert_int_eq(learned_ready_at(&l, 2000, 1), 2000);
+	learned_charge(&l, 2000, 1);
+	ck_assert_int_eq(learned_ready_at(&l, 2000, 1), 2064);
+}
+END_TEST
+
 START_TEST(paces_below_rate)
 {
 	struct learned l;
@@ -85,6 +115,7 @@ START_TEST(paces_below_rate)
 	struct learned_view v;
 	learned_view(&l, 1000, &v);
 	ck_assert_double_eq_tol(v.pace_per_min, 950, 1e-6);
+	spend_headroom(&l, 2000);
 	learned_charge(&l, 2000, 1);
 	/* 60 ms per unit at ρ; 63.2 ms at 0.95 ρ */
 	ck_assert_int_eq(learned_ready_at(&l, 2000, 1), 2064);
@@ -102,6 +133,7 @@ START_TEST(margin_is_a_parameter)
 	learned_init(&l, &p);
 	see(&l, 0, 900, 6000, 0);
 	see(&l, 1000, 700, 18000, 0);
+	spend_headroom(&l, 2000);
 	learned_charge(&l, 2000, 1);
 	ck_assert_int_eq(learned_ready_at(&l, 2000, 1), 2120);
 }
@@ -564,6 +596,7 @@ START_TEST(capacity_signal_lowers_pace)
 	learned_view(&l, 1000, &v);
 	ck_assert_double_eq_tol(v.pace_per_min, 950 * LEARNED_PENALTY, 1e-6);
 	ck_assert_double_eq_tol(v.rate_per_min, 1000, 1e-6); /* inference unchanged */
+	spend_headroom(&l, 2000);
 	learned_charge(&l, 2000, 1);
 	ck_assert_int_eq(learned_ready_at(&l, 2000, 1), 2079); /* 78.9 ms */
 }
@@ -611,6 +644,7 @@ static Suite *learned_suite(void)
 	tcase_add_test(inf, params_sanitized);
 	suite_add_tcase(s, inf);
 	TCase *pace = tcase_create("pacing");
+	tcase_add_test(pace, headroom_goes_at_once_then_paced);
 	tcase_add_test(pace, paces_below_rate);
 	tcase_add_test(pace, margin_is_a_parameter);
 	tcase_add_test(pace, pacing_sustains_without_running_dry);

@@ -256,6 +256,29 @@ START_TEST(saturation_is_recorded)
 }
 END_TEST
 
+START_TEST(a_burst_of_capacity_errors_is_one_signal)
+{
+	init_lane(AGENTS_OFF);
+	for (int i = 0; i < 6; i++)
+		sched_submit(&lane, &items[i], 0, 0, 0, 1000);
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(idx(sched_next(&lane, 1000 + i)), i);
+	/* All four were sent before the first error came back: one reaction. */
+	for (int i = 0; i < 4; i++)
+		sched_complete(&lane, &items[i], SCHED_CAPACITY, 1200 + i);
+	ck_assert_int_eq(lane.stats.capacity_signals, 4);
+	ck_assert_int_eq(lane.stats.capacity_reactions, 1);
+	ck_assert_int_eq(sched_concurrency_limit(&lane), 2); /* 4 x 0.5, once */
+	ck_assert_int_eq(aimd_delay_ms(&lane.delay), 100);   /* from 0: 100 ms, once */
+	/* A request sent after the reaction that fails again is news. */
+	int64_t t = sched_wake_at(&lane, 1300);
+	ck_assert_int_eq(idx(sched_next(&lane, t)), 4);
+	sched_complete(&lane, &items[4], SCHED_CAPACITY, t + 2000);
+	ck_assert_int_eq(lane.stats.capacity_reactions, 2);
+	ck_assert_int_eq(aimd_delay_ms(&lane.delay), 200);
+}
+END_TEST
+
 static Suite *sched_suite(void)
 {
 	Suite *s = suite_create("sched");
@@ -275,6 +298,7 @@ static Suite *sched_suite(void)
 	tcase_add_test(tc, hold_blocks_the_lane);
 	tcase_add_test(tc, empty_lane_never_wakes);
 	tcase_add_test(tc, saturation_is_recorded);
+	tcase_add_test(tc, a_burst_of_capacity_errors_is_one_signal);
 	suite_add_tcase(s, tc);
 	return s;
 }
