@@ -2,7 +2,7 @@
 // Bounded everywhere: a run stops at `n` requests or at `deadline_ms`, whichever
 // comes first; every request has its own timeout; only 127.0.0.1 is contacted.
 import http from 'node:http';
-import { SLOW, keyHash, sleep } from './lib.mjs';
+import { SLOW, freePort, keyHash, merge, sleep } from './lib.mjs';
 
 /**
  * YAML for pacerd, like lib.toYaml but also able to write lists of mappings
@@ -31,7 +31,6 @@ function flow(v) {
  * into the suite's base configuration.
  */
 export async function startPacerdFor(t, mock, over = {}) {
-  const { freePort, merge } = await import('./lib.mjs');
   const port = await freePort();
   const cfg = merge(t.baseConfig(port, { providers: { openai: { upstream: mock.url } } }), over);
   return t.startPacerd({ port, config: toYaml(cfg) });
