@@ -1,0 +1,149 @@
+// Scheduler scenarios with configured plans: a. 600 RPM paced evenly over 30 s,
+// e. a slow key does not slow a fast key, k. streams through open gates are not delayed.
+// Each test has a mock of its own (its /_mock/config must not leak into other files)
+// and a pacerd of its own; figures are taken from the mock's own counts.
+import assert from 'node:assert/strict';
+import { SLOW, keyHash, streamRequest } from '../lib.mjs';
+import {
+  chatBody, keyEntry, logDigest, median, percentile, runLoad, scenarioLine, sleep, startPacerdFor, summarize,
+} from '../load.mjs';
+
+const chat = (key, extra = {}) => () => ({
+  path: '/v1/chat/completions',
+  headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', ...extra },
+  body: chatBody({ max_tokens: 16 }),
+});
+
+/** Largest number of mock arrivals (t_ms) inside any window of `ms`. */
+function maxInWindow(times, ms) {
+  const s = [...times].sort((a, b) => a - b);
+  let best = 0;
+  for (let i = 0, j = 0; i < s.length; i++) {
+    while (s[i] - s[j] >= ms) j++;
+    best = Math.max(best, i - j + 1);
+  }
+  return best;
+}
+
+export const tests = [
+  {
+    // a. 300 requests at 600 RPM (one every 100 ms, burst 1): the first leaves at t=0, the
+    // last at 29.9 s. The mock enforces the same 600 RPM (its bucket starts full, so it
+    // would only answer 429 if pacerd sent a burst far above its plan).
+    name: 'a. 600 RPM plan, 40 clients, 300 requests: no error, no upstream 429, wall ≈ 29.9 s (±10 %), evenly spaced',
+    timeout_ms: 50000,
+    fn: async (t) => {
+      const mock = await t.startMock({ config: { style: 'openai', rpm: 600 } });
+      const p = await startPacerdFor(t, mock, { plans: { default: { max_requests_per_minute: 600 } } });
+      const key = 'sk-scen-a-0001';
+      const run = await runLoad({ base: p.url, n: 300, concurrency: 40, makeRequest: chat(key), deadline_ms: 40000 });
+      const sum = summarize(run);
+      const st = await mock.stats();
+      const recs = await mock.requests();
+      const up429 = st.responses['429'] ?? 0;
+      scenarioLine('a', { sum, wall_ms: run.wall_ms, limit_rps: 10, upstream429: up429, sent: 300 });
+      const per1s = maxInWindow(recs.map((r) => r.t_ms), 1000);
+      console.log(`#   a: mock requests=${st.requests}, statuses=${JSON.stringify(sum.statuses)}, max arrivals in any 1 s=${per1s}, in_flight_max=${st.in_flight_max}`);
+      const why = `\n${sum.firstErrors.join('\n')}\n${logDigest(p)}`;
+      assert.equal(sum.unfinished, 0, `only ${sum.completed} of 300 requests answered within the 40 s bound: ${JSON.stringify(sum.statuses)}${why}`);
+      assert.equal(sum.client_errors, 0, `client-visible errors: ${JSON.stringify(sum.statuses)}${why}`);
+      assert.equal(up429, 0, `upstream 429s: ${up429}${why}`);
+      assert.equal(st.requests, 300, 'upstream requests');
+      const wall = run.wall_ms / 1000;
+      assert.ok(wall >= 29.9 * 0.9 && wall <= 29.9 * 1.1 * SLOW, `wall ${wall.toFixed(2)} s, expected 29.9 s ± 10 %`);
+      // Burst 1: evenly spaced, at most ~10 in any second (12: timer and clock slack).
+      assert.ok(per1s <= 12, `${per1s} requests reached the mock within one second (600 RPM, burst 1: ≤ ~10)`);
+    },
+  },
+  {
+    // e. Two keys in one pacerd, a slow one (5 rps plan) and a fast one (50 rps plan); the
+    // mock has no limit. The fast key's throughput is measured alone, then while the slow
+    // key is saturated by 20 clients: lanes are independent, so it stays within 10 %.
+    // (The scenario line's "mock's limit" is here the fast key's plan, 50 rps.)
+    name: 'e. a saturated slow key (5 rps) leaves a fast key (50 rps) within 10 % of its throughput alone',
+    timeout_ms: 30000,
+    fn: async (t) => {
+      const mock = await t.startMock();
+      const slowKey = 'sk-scen-e-slow';
+      const fastKey = 'sk-scen-e-fast';
+      const p = await startPacerdFor(t, mock, {
+        plans: { slow: { max_requests_per_second: 5 }, fast: { max_requests_per_second: 50 } },
+        keys: [keyEntry(slowKey, 'slow'), keyEntry(fastKey, 'fast')],
+      });
+      const fastRun = () => runLoad({ base: p.url, n: 150, concurrency: 10, makeRequest: chat(fastKey), deadline_ms: 12000 });
+      const alone = await fastRun();
+      const sumAlone = summarize(alone);
+      await sleep(300); // the fast lane's gate is idle again
+      const slowP = runLoad({ base: p.url, n: 25, concurrency: 20, makeRequest: chat(slowKey), deadline_ms: 12000 });
+      await sleep(300);
+      const together = await fastRun();
+      const slow = await slowP;
+      const sumT = summarize(together);
+      const sumS = summarize(slow);
+      const st = await mock.stats();
+      const rpsAlone = sumAlone.ok / (alone.wall_ms / 1000);
+      const rpsTogether = sumT.ok / (together.wall_ms / 1000);
+      const rpsSlow = sumS.ok / (slow.wall_ms / 1000);
+      scenarioLine('e', { sum: sumT, wall_ms: together.wall_ms, limit_rps: 50, upstream429: st.responses['429'] ?? 0, sent: 325 });
+      console.log(`#   e: fast alone ${rpsAlone.toFixed(1)} rps (wall ${(alone.wall_ms / 1000).toFixed(2)} s), fast with slow ${rpsTogether.toFixed(1)} rps ` +
+        `(wall ${(together.wall_ms / 1000).toFixed(2)} s), slow ${rpsSlow.toFixed(2)} rps; mock keys ${JSON.stringify(st.keys)}`);
+      assert.equal(sumAlone.client_errors + sumT.client_errors + sumS.client_errors, 0,
+        `client errors: alone ${JSON.stringify(sumAlone.statuses)} together ${JSON.stringify(sumT.statuses)} slow ${JSON.stringify(sumS.statuses)}`);
+      assert.ok(Math.abs(rpsTogether - rpsAlone) <= 0.1 * rpsAlone,
+        `fast key: ${rpsTogether.toFixed(1)} rps next to the slow key vs ${rpsAlone.toFixed(1)} rps alone (more than 10 % apart)`);
+      // Each plan is respected (+10 % slack: burst 1, the first request of a run is free).
+      assert.ok(rpsAlone <= 55, `fast key ran at ${rpsAlone.toFixed(1)} rps with a 50 rps plan`);
+      assert.ok(rpsSlow <= 5.5, `slow key ran at ${rpsSlow.toFixed(2)} rps with a 5 rps plan`);
+      assert.equal(st.keys[keyHash(fastKey)]?.requests, 300, 'fast key upstream requests');
+      assert.equal(st.keys[keyHash(slowKey)]?.requests, 25, 'slow key upstream requests');
+    },
+  },
+  {
+    // k. A lane whose gates are all configured but open (100 rps, 6000 RPM, 1M TPM; requests
+    // 40 ms apart, a few dozen tokens each) must not add latency: its time to the first
+    // streamed byte is compared, in the same run and interleaved, with a lane without any
+    // limit (the unpaced path) and with the mock directly.
+    name: 'k. stream through open gates: time to first byte within 20 ms of the unpaced path',
+    timeout_ms: 20000,
+    fn: async (t) => {
+      const mock = await t.startMock();
+      const pacedKey = 'sk-scen-k-paced';
+      const p = await startPacerdFor(t, mock, {
+        plans: { paced: { max_requests_per_second: 100, max_requests_per_minute: 6000, max_tokens_per_minute: 1000000 } },
+        keys: [keyEntry(pacedKey, 'paced')],
+      });
+      const ttfb = async (base, key) => {
+        let first = null;
+        const r = await streamRequest(`${base}/v1/chat/completions`, {
+          body: chatBody({ max_tokens: 16, stream: true }),
+          headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'x-mock-chunks': '3' },
+          timeout_ms: 5000,
+          onChunk: (c, ms) => { if (first === null && c.length > 0) first = ms; },
+        });
+        await r.done;
+        assert.equal(r.status, 200);
+        return { ms: first, queue: Number(r.headers['x-pacer-queue-ms']) };
+      };
+      // Warm-up (lanes created, connections to the mock pooled).
+      await ttfb(p.url, pacedKey);
+      await ttfb(p.url, 'sk-scen-k-free');
+      await sleep(40); // the paced lane's 10 ms gate is open again
+      const paced = [], free = [], direct = [], pacedQueue = [];
+      for (let i = 0; i < 25; i++) {
+        const a = await ttfb(p.url, pacedKey);
+        paced.push(a.ms);
+        pacedQueue.push(a.queue);
+        await sleep(40);
+        free.push((await ttfb(p.url, 'sk-scen-k-free')).ms);
+        direct.push((await ttfb(mock.url, 'sk-scen-k-direct')).ms);
+        await sleep(40);
+      }
+      const f = (v) => `median ${median(v)} ms, p90 ${percentile(v, 90)} ms, max ${Math.max(...v)} ms`;
+      console.log(`#   k: TTFB paced lane: ${f(paced)}; unpaced lane: ${f(free)}; mock direct: ${f(direct)}; paced x-pacer-queue-ms max ${Math.max(...pacedQueue)}`);
+      assert.ok(median(paced) - median(free) <= 20 * SLOW,
+        `median TTFB through open gates ${median(paced)} ms vs ${median(free)} ms unpaced\n${logDigest(p)}`);
+      assert.ok(percentile(paced, 90) - percentile(free, 90) <= 20 * SLOW,
+        `p90 TTFB through open gates ${percentile(paced, 90)} ms vs ${percentile(free, 90)} ms unpaced`);
+    },
+  },
+];

@@ -1,0 +1,89 @@
+// Retry scenarios: d. a retry-after window is honoured by the whole lane, f. a 429 for
+// money is relayed at once, never retried.
+// Each test has a mock of its own and a pacerd of its own; figures are the mock's counts.
+import assert from 'node:assert/strict';
+import { SLOW, keyHash, recHeader } from '../lib.mjs';
+import { chatBody, events, logDigest, runLoad, send, startPacerdFor, summarize } from '../load.mjs';
+
+export const tests = [
+  {
+    // d. The mock: 60 RPM per key (bucket of 60, refilling 1/s) and every rate-limit 429
+    // advertises `retry-after: 3` (window 3 s); no rate-limit headers, so pacerd cannot
+    // foresee the limit and must meet 429s (asserted: rate_limited ≥ 1, else the
+    // assertion below would be vacuous). 8 clients send 72 requests: 60 pass at once, the
+    // other 12 need ~12 s of refill, met as 429 + 3 s wait, ~3 passes, 429 + 3 s wait, …
+    //
+    // Why max_concurrent: 1. The mock counts in window_violations every request of the key
+    // that ARRIVES inside the window, including those already in flight when the 429 was
+    // sent, which no proxy can recall. With at most one request in flight, nothing else is
+    // in flight when a 429 leaves the mock, so every violation is a request pacerd
+    // dispatched after it had read the 429: the queued requests of the other 7 clients,
+    // not only the retried one, must wait out the window (the whole lane holds).
+    name: 'd. retry-after: 3 on 429s: no request reaches the mock inside an advertised window',
+    timeout_ms: 40000,
+    fn: async (t) => {
+      const mock = await t.startMock({ config: { style: 'openai', rpm: 60, retry_after_s: 3, headers: false } });
+      const p = await startPacerdFor(t, mock, { plans: { default: { max_concurrent: 1, concurrency: { initial: 1 } } } });
+      const key = 'sk-scen-d-0001';
+      const N = 72;
+      const run = await runLoad({
+        base: p.url, n: N, concurrency: 8, deadline_ms: 28000,
+        makeRequest: () => ({ path: '/v1/chat/completions', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: chatBody({ max_tokens: 16 }) }),
+      });
+      const sum = summarize(run);
+      const st = await mock.stats();
+      const retries = events(p, 'retry');
+      console.log(`# scenario d: mock requests=${st.requests} rate_limited=${st.rate_limited} window_violations=${st.window_violations} in_flight_max=${st.in_flight_max} ` +
+        `responses=${JSON.stringify(st.responses)}; client statuses=${JSON.stringify(sum.statuses)}; pacerd retry delays (s): ` +
+        `${retries.map((r) => r.delay_s).join(', ')}; wall=${(run.wall_ms / 1000).toFixed(2)}s`);
+      const why = `\n${sum.firstErrors.join('\n')}\n${logDigest(p)}`;
+      assert.ok(st.rate_limited >= 1, `the mock sent no 429: the scenario did not test the window${why}`);
+      assert.ok(st.in_flight_max <= 1, `max_concurrent 1, yet the mock saw ${st.in_flight_max} requests in flight at once`);
+      assert.equal(st.window_violations, 0, `${st.window_violations} request(s) reached the mock inside a 3 s retry-after window${why}`);
+      for (const r of retries) assert.ok(r.delay_s >= 3 - 0.001, `retry with delay_s ${r.delay_s} < the server's retry-after 3: ${JSON.stringify(r)}`);
+      assert.equal(sum.unfinished, 0, `only ${sum.completed} of ${N} requests answered within the 28 s bound (ideal ≈ 12 s): ${JSON.stringify(sum.statuses)}${why}`);
+      assert.equal(sum.client_errors, 0, `client-visible errors: ${JSON.stringify(sum.statuses)}${why}`);
+    },
+  },
+  {
+    // f. A 429 for money (OpenAI insufficient_quota; Anthropic enforced_spend_limit_reached)
+    // can never pass: it is relayed at once with x-should-retry: false, after exactly one
+    // upstream call, and it is no capacity signal (the next request is not delayed either).
+    name: 'f. quota exhausted: the 429 comes back in < 100 ms with x-should-retry: false, one upstream call each',
+    timeout_ms: 15000,
+    fn: async (t) => {
+      const mock = await t.startMock({ config: { style: 'openai', quota_exhausted: true } });
+      const amock = await t.startMock({ config: { style: 'anthropic', quota_exhausted: true } });
+      const p = await startPacerdFor(t, mock, { providers: { anthropic: { upstream: amock.url } } });
+      const lines = [];
+      for (let i = 1; i <= 3; i++) {
+        const r = await send(`${p.url}/v1/chat/completions`, {
+          headers: { authorization: 'Bearer sk-scen-f-0001', 'content-type': 'application/json' }, body: chatBody({ max_tokens: 16 }), timeout_ms: 5000,
+        });
+        const ms = r.end - r.start;
+        lines.push(`openai #${i}: ${r.status} in ${ms} ms, x-should-retry=${r.headers?.['x-should-retry']}, x-pacer-attempts=${r.headers?.['x-pacer-attempts']}`);
+        assert.equal(r.status, 429, `openai #${i}: ${r.status} ${r.error ?? r.body}`);
+        assert.equal(JSON.parse(r.body).error?.code, 'insufficient_quota', r.body);
+        assert.equal(r.headers['x-should-retry'], 'false', `openai #${i}: x-should-retry ${r.headers['x-should-retry']}`);
+        assert.ok(ms < 100 * SLOW, `openai #${i}: the quota 429 took ${ms} ms\n${logDigest(p)}`);
+        assert.equal((await mock.stats()).requests, i, `openai #${i}: upstream calls`);
+      }
+      for (let i = 1; i <= 2; i++) {
+        const r = await send(`${p.url}/anthropic/v1/messages`, {
+          headers: { 'x-api-key': 'sk-ant-scen-f-0001', 'anthropic-version': '2023-06-01', 'content-type': 'application/json' },
+          body: JSON.stringify({ model: 'claude-mock', max_tokens: 16, messages: [{ role: 'user', content: 'hi' }] }), timeout_ms: 5000,
+        });
+        const ms = r.end - r.start;
+        lines.push(`anthropic #${i}: ${r.status} in ${ms} ms, x-should-retry=${r.headers?.['x-should-retry']}`);
+        assert.equal(r.status, 429, `anthropic #${i}: ${r.status} ${r.error ?? r.body}`);
+        assert.match(r.body, /enforced_spend_limit_reached/);
+        assert.equal(r.headers['x-should-retry'], 'false', `anthropic #${i}: x-should-retry ${r.headers['x-should-retry']}`);
+        assert.ok(ms < 100 * SLOW, `anthropic #${i}: the spend-limit 429 took ${ms} ms`);
+        assert.equal((await amock.stats()).requests, i, `anthropic #${i}: upstream calls`);
+      }
+      console.log(`# scenario f: ${lines.join('; ')}`);
+      const rec = (await mock.requests())[0];
+      assert.equal(keyHash(recHeader(rec, 'authorization').replace(/^Bearer /, '')), keyHash('sk-scen-f-0001'));
+    },
+  },
+];
