@@ -589,6 +589,8 @@ static void decide(struct xreq *xr, enum up_error err, const char *detail)
 			log_str(&l, "class", retry_class_name(cls));
 			log_str(&l, "reason", why);
 			log_num(&l, "delay_s", (double)d.delay_ms / 1000.0);
+			log_int(&l, "concurrency", sched_concurrency_limit(xr->lane));
+			log_int(&l, "dispatch_delay_ms", aimd_delay_ms(&xr->lane->delay));
 			log_end(&l);
 		}
 		reset_attempt(xr);

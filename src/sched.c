@@ -111,7 +111,7 @@ void sched_lane_init(struct sched_lane *lane, const struct provider_conf *prov,
 	aimd_delay_init_plan(&lane->delay, plan);
 	lane->last_dispatch_ms = INT64_MIN / 2;
 	lane->hold_until_ms = 0;
-	lane->last_signal_ms = INT64_MIN;
+	lane->dispatch_seq = lane->signal_seq = 0;
 	lane->last_active_ms = now_ms;
 }
 
@@ -254,6 +254,7 @@ struct sched_item *sched_next(struct sched_lane *lane, int64_t now_ms)
 
 	it->state = SCHED_IN_FLIGHT;
 	it->dispatched_ms = now_ms;
+	it->dispatch_seq = ++lane->dispatch_seq;
 	it->attempts++;
 	lane->in_flight++;
 	it->saturated = lane->in_flight >= aimd_limit(&lane->conc);
@@ -330,9 +331,9 @@ void sched_complete(struct sched_lane *lane, struct sched_item *it, enum sched_o
 		/* A burst of errors is one signal, not ten (DESIGN §4): only a
 		 * request sent after the lane last reacted can tell it something
 		 * new, as TCP ignores losses from before its last cut. */
-		if (it->dispatched_ms < lane->last_signal_ms)
+		if (it->dispatch_seq <= lane->signal_seq)
 			break;
-		lane->last_signal_ms = now_ms;
+		lane->signal_seq = lane->dispatch_seq;
 		lane->stats.capacity_reactions++;
 		/* A capacity error also says the learned rate was too optimistic. */
 		if (aimd_on_capacity_signal(&lane->conc, now_ms))

@@ -38,6 +38,7 @@ struct sched_item {
 	int64_t queued_ms;    /* entry into the current wait */
 	int64_t ready_ms;     /* SCHED_RETRY_WAIT: not before this */
 	int64_t dispatched_ms;
+	uint64_t dispatch_seq; /* the lane's dispatch number of its last attempt */
 	double cost_tokens;   /* estimate charged to the token gate: prompt + output */
 	double cost_prompt;   /* its parts, for learned input/output token budgets */
 	double cost_output;
@@ -94,7 +95,9 @@ struct sched_lane {
 	struct aimd_delay delay;                 /* dispatch-delay AIMD */
 	int64_t last_dispatch_ms;
 	int64_t hold_until_ms;   /* server said wait (retry-after on a capacity error) */
-	int64_t last_signal_ms;  /* when the lane last reacted to a capacity signal */
+	/* Dispatches are numbered; a capacity error counts only from a request
+	 * sent after the lane last reacted (its number above signal_seq). */
+	uint64_t dispatch_seq, signal_seq;
 
 	struct sched_lane_stats stats;
 	int64_t last_active_ms;  /* for idle eviction */
