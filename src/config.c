@@ -113,7 +113,7 @@ static void set_err(struct ctx *c, const char *fmt, ...)
 static const char *shown(const char *s, char *buf, size_t len)
 {
 	size_t i = 0, max = len - 4;
-	for (; s[i] && i < max; i++) {
+	for (; i < max && s[i]; i++) {
 		unsigned char ch = (unsigned char)s[i];
 		buf[i] = (ch < 0x20 || ch == 0x7f) ? '?' : (char)ch;
 	}
