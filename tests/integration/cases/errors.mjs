@@ -1,6 +1,7 @@
 // Answers pacerd makes by itself (DESIGN §6): own JSON errors, limits, broken
 // clients and broken upstreams. pacerd must survive each and keep serving.
 import assert from 'node:assert/strict';
+import http from 'node:http';
 import { SLOW, assertPacerError, freePort, rawHttp, request, waitFor } from '../lib.mjs';
 
 // One attempt per request, so that every failure is answered at once; small limits.
@@ -115,6 +116,35 @@ export const tests = [
       assertPacerError(r, 504, 'upstream_timeout');
       assert.ok(ms >= 900 && ms < 4000 * SLOW, `answered after ${ms} ms, expected ~1000`);
       await waitFor(async () => (await t.mock.stats()).in_flight === inFlight0, { timeout_ms: 2000 * SLOW, what: 'the hung upstream request to be closed by pacerd' });
+      await stillServes(p);
+    },
+  },
+  {
+    name: 'upstream stalls mid-body longer than timeouts.idle_s: the client gets a truncated stream after ~idle_s, not a hang',
+    fn: async (t) => {
+      const p = await t.startPacerd({ config: { providers: { openai: { timeouts: { idle_s: 1 } } } } });
+      const t0 = Date.now();
+      const r = await new Promise((resolve) => {
+        const req = http.request(`${p.url}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'x-mock-hang': 'body' },
+        }, (res) => {
+          let body = '';
+          res.setEncoding('utf8');
+          res.on('data', (d) => { body += d; });
+          res.on('end', () => resolve({ status: res.statusCode, body, complete: res.complete }));
+          res.on('error', () => resolve({ status: res.statusCode, body, complete: false }));
+          res.on('aborted', () => resolve({ status: res.statusCode, body, complete: false }));
+        });
+        req.on('error', (e) => resolve({ status: 0, error: e.message }));
+        req.setTimeout(8000 * SLOW, () => req.destroy(new Error('client timeout')));
+        req.end(JSON.stringify({ model: 'gpt-mock', stream: true, messages: [{ role: 'user', content: 'hi' }] }));
+      });
+      const ms = Date.now() - t0;
+      assert.equal(r.status, 200, JSON.stringify(r));
+      assert.equal(r.complete, false, 'a stalled upstream must not look like a complete response');
+      assert.match(r.body, /data: /, 'the chunk sent before the stall was relayed');
+      assert.ok(ms >= 900 && ms < 5000 * SLOW, `cut after ${ms} ms, expected ~1000 (idle_s: 1)`);
       await stillServes(p);
     },
   },
