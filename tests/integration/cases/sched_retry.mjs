@@ -86,4 +86,47 @@ export const tests = [
       assert.equal(keyHash(recHeader(rec, 'authorization').replace(/^Bearer /, '')), keyHash('sk-scen-f-0001'));
     },
   },
+  {
+    // DESIGN §3: a server hint that lands past the request's deadline (a daily cap, say)
+    // is not waited for: the upstream's own answer is relayed now, with
+    // x-should-retry: false so that the SDK behind pacerd does not wait either.
+    name: 'a retry-after past retry.deadline_s: the 429 is relayed at once with x-should-retry: false',
+    timeout_ms: 15000,
+    fn: async (t) => {
+      const mock = await t.startMock({ config: { style: 'openai', rpm: 1, retry_after_s: 7200, headers: false } });
+      const p = await startPacerdFor(t, mock, { plans: { default: { retry: { deadline_s: 60 } } } });
+      const hdrs = { authorization: 'Bearer sk-daily-cap-0001', 'content-type': 'application/json' };
+      const first = await send(`${p.url}/v1/chat/completions`, { headers: hdrs, body: chatBody(), timeout_ms: 5000 });
+      assert.equal(first.status, 200, `first request: ${first.status} ${first.body}`);
+      const r = await send(`${p.url}/v1/chat/completions`, { headers: hdrs, body: chatBody(), timeout_ms: 5000 });
+      const ms = r.end - r.start;
+      assert.equal(r.status, 429, `${r.status} ${r.error ?? r.body}`);
+      assert.equal(r.headers['retry-after'], '7200', 'the upstream\'s own retry-after is relayed');
+      assert.equal(r.headers['x-should-retry'], 'false');
+      assert.equal(r.headers['x-pacer-attempts'], '1');
+      assert.ok(ms < 500 * SLOW, `relayed after ${ms} ms: pacerd waited for a window past the deadline`);
+      assert.equal((await mock.stats()).requests, 2, 'one upstream call for the second request');
+    },
+  },
+  {
+    // Transient errors are retried (max_attempts in all), and the client sees only the
+    // final answer; a 503 that keeps coming is relayed after the last attempt.
+    name: 'transient 500s are retried up to retry.max_attempts; the client sees the last answer',
+    timeout_ms: 20000,
+    fn: async (t) => {
+      const mock = await t.startMock();
+      const p = await startPacerdFor(t, mock, { plans: { default: { retry: { max_attempts: 3, initial_delay_ms: 100, max_delay_ms: 200 } } } });
+      const t0 = Date.now();
+      const r = await send(`${p.url}/v1/chat/completions`, {
+        headers: { 'content-type': 'application/json', 'x-mock-status': '500' }, body: chatBody(), timeout_ms: 10000,
+      });
+      const ms = Date.now() - t0;
+      assert.equal(r.status, 500, `${r.status} ${r.body}`);
+      assert.equal(r.headers['x-pacer-attempts'], '3');
+      assert.equal((await mock.stats()).requests, 3, 'three upstream attempts in all');
+      // Backoff: 100 ms + jitter (≤ 500 ms), then 200 ms (the max) + jitter.
+      assert.ok(ms >= 250 && ms < 3000 * SLOW, `three attempts took ${ms} ms`);
+      assert.equal(events(p, 'retry').length, 2, 'two retry log lines');
+    },
+  },
 ];
