@@ -44,7 +44,17 @@ UNIT_SRCS := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 MOCK_SRCS := $(sort $(wildcard tests/mock/*.c))
 
-.PHONY: all run test unit integration valgrind bench deps node-deps clean format lint
+# libFuzzer harnesses (clang): one per parser, linked with the pure modules
+# built for fuzzing in their own tree.
+FUZZ_BUILD    := build-fuzz
+FUZZ_SRCS     := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_BINS     := $(FUZZ_SRCS:tests/fuzz/%.c=$(FUZZ_BUILD)/%)
+FUZZ_LIB_OBJS := $(LIB_SRCS:src/%.c=$(FUZZ_BUILD)/src/%.o)
+FUZZ_SAN      := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+FUZZ_CFLAGS   := -std=c11 -D_GNU_SOURCE -g -O1 $(WARN) $(FUZZ_SAN)
+FUZZ_SECONDS  ?= 60
+
+.PHONY: all run test unit integration valgrind bench deps node-deps clean format lint fuzz fuzz-run
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/pacerd
@@ -67,6 +77,20 @@ $(BUILD)/pacerd-mock: $(MOCK_SRCS) $(wildcard tests/mock/*.h) | $(BUILD)
 $(BUILD) $(BUILD)/src $(BUILD)/tests:
 	mkdir -p $@
 
+$(FUZZ_BUILD)/src/%.o: src/%.c
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link $(PKG_CFLAGS) -c -o $@ $<
+
+$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LIB_OBJS)
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer $(PKG_CFLAGS) -Isrc -o $@ $^ $(PKG_LIBS) -lm
+
+fuzz: $(FUZZ_BINS)
+
+# make fuzz-run FUZZ_SECONDS=300: each harness for that long, new inputs kept
+# in a scratch corpus; `make test` runs a short deterministic pass instead.
+fuzz-run: fuzz
+	./tests/run-fuzz.sh $(FUZZ_SECONDS) $(FUZZ_BINS)
+
 deps:
 	./scripts/install-deps.sh
 
@@ -85,8 +109,8 @@ integration: $(BUILD)/pacerd $(BUILD)/pacerd-mock
 
 # make test: set-up, then unit and integration tests; the last line is the total.
 test: node-deps
-	$(MAKE) all $(UNIT_BINS) $(BUILD)/pacerd-mock
-	BUILD=$(BUILD) ./tests/run-all.sh $(UNIT_BINS)
+	$(MAKE) all $(UNIT_BINS) $(BUILD)/pacerd-mock fuzz
+	BUILD=$(BUILD) FUZZ_BINS="$(FUZZ_BINS)" ./tests/run-all.sh $(UNIT_BINS)
 
 valgrind: node-deps
 	$(MAKE) all $(BUILD)/pacerd-mock
@@ -100,6 +124,6 @@ format:
 	clang-format -i src/*.c src/*.h tests/unit/*.c tests/mock/*.c
 
 clean:
-	rm -rf build build-san
+	rm -rf build build-san $(FUZZ_BUILD)
 
 -include $(OBJS:.o=.d) $(UNIT_BINS:%=%.d)

@@ -6,7 +6,8 @@ set -eu
 
 PKGS="gcc make pkg-config libc6-dev
 libevent-dev libcurl4-openssl-dev libjansson-dev libyaml-dev libssl-dev check
-curl openssl ca-certificates valgrind wrk"
+curl openssl ca-certificates valgrind wrk
+clang libclang-rt-14-dev"
 
 missing=""
 for p in $PKGS; do

@@ -1,14 +1,22 @@
 #!/bin/bash
-# make test: every unit test, then the integration suite; the last line is the total.
+# make test: every unit test, a short deterministic pass of every fuzzer, then
+# the integration suite; the last line is the total.
 set -o pipefail
 BUILD=${BUILD:-build}
-unit_out=$(mktemp); int_out=$(mktemp)
-trap 'rm -f "$unit_out" "$int_out"' EXIT
+unit_out=$(mktemp); fuzz_out=$(mktemp); int_out=$(mktemp)
+trap 'rm -f "$unit_out" "$fuzz_out" "$int_out"' EXIT
 ./tests/run-unit.sh "$@" | tee "$unit_out"; unit_rc=$?
+fuzz_rc=0
+if [ -n "${FUZZ_BINS:-}" ]; then
+	# shellcheck disable=SC2086
+	./tests/run-fuzz.sh smoke $FUZZ_BINS | tee "$fuzz_out"; fuzz_rc=$?
+fi
 PACERD_BIN=$BUILD/pacerd MOCK_BIN=$BUILD/pacerd-mock node tests/integration/run.mjs | tee "$int_out"; int_rc=$?
 sum() { grep -E '^[a-z]+: [0-9]+ passed, [0-9]+ failed' "$1" | tail -1 | sed -E "s/.*: ([0-9]+) passed, ([0-9]+) failed.*/\\$2/"; }
 up=$(sum "$unit_out" 1); uf=$(sum "$unit_out" 2); ip=$(sum "$int_out" 1); if_=$(sum "$int_out" 2)
+fp=$(sum "$fuzz_out" 1); ff=$(sum "$fuzz_out" 2)
 [ -z "$up" ] && { up=0; uf=1; }
 [ -z "$ip" ] && { ip=0; if_=1; }
-echo "$((up + ip)) passed, $((uf + if_)) failed"
-[ "$unit_rc" -eq 0 ] && [ "$int_rc" -eq 0 ] && [ $((uf + if_)) -eq 0 ]
+[ -z "$fp" ] && { fp=0; ff=0; }
+echo "$((up + fp + ip)) passed, $((uf + ff + if_)) failed"
+[ "$unit_rc" -eq 0 ] && [ "$fuzz_rc" -eq 0 ] && [ "$int_rc" -eq 0 ] && [ $((uf + ff + if_)) -eq 0 ]

@@ -1,0 +1,53 @@
+/* libFuzzer: rate-limit header dialects and error-body hints. The input is
+ * "name: value" lines; every dialect parses the same set. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ratelimit_headers.h"
+#include "retry.h"
+
+#define MAX_HEADERS 64
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	char *text = malloc(size + 1);
+	if (text == NULL)
+		return 0;
+	memcpy(text, data, size);
+	text[size] = '\0';
+
+	struct rlh_header h[MAX_HEADERS];
+	size_t n = 0;
+	for (char *line = text, *next; line != NULL && n < MAX_HEADERS; line = next) {
+		next = strchr(line, '\n');
+		if (next != NULL)
+			*next++ = '\0';
+		char *colon = strchr(line, ':');
+		if (colon == NULL)
+			continue;
+		*colon = '\0';
+		char *value = colon + 1;
+		while (*value == ' ')
+			value++;
+		h[n++] = (struct rlh_header){line, value, strlen(value)};
+	}
+	const enum dialect dialects[] = {DIALECT_OPENAI, DIALECT_ANTHROPIC, DIALECT_AZURE,
+					 DIALECT_IETF, DIALECT_NONE};
+	for (size_t d = 0; d < sizeof(dialects) / sizeof(dialects[0]); d++) {
+		struct rlh_result r;
+		rlh_parse(dialects[d], h, n, 1767225600000LL, &r);
+		int64_t ms;
+		rlh_exhausted_reset(&r, &ms);
+		struct rlh_body_hint b;
+		rlh_body_hint((const char *)data, size, &b);
+		rlh_server_hint(&r, &b, &ms);
+		const char *why;
+		retry_classify(429, RETRY_TRANSPORT_NONE, &r, (const char *)data, size, &why);
+		retry_classify(503, RETRY_TRANSPORT_NONE, &r, (const char *)data, size, &why);
+	}
+	free(text);
+	return 0;
+}
