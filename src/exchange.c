@@ -110,6 +110,7 @@ static struct lane_shell *lane_shell_of(struct server *srv, struct sched_lane *l
 	}
 	ls->srv = srv;
 	ls->lane = lane;
+	ls->cref = cfgref_get(srv->cref);
 	ls->armed_ms = SCHED_NEVER;
 	ls->last_limit = sched_concurrency_limit(lane);
 	lane->shell = ls;
@@ -123,6 +124,7 @@ void exchange_lane_evicted(struct sched_lane *lane, void *arg)
 	if (ls == NULL)
 		return;
 	event_free(ls->timer);
+	cfgref_put(ls->cref);
 	free(ls);
 	lane->shell = NULL;
 }
@@ -309,6 +311,26 @@ void exchange_submit(struct xreq *xr)
 	if (lane->q_depth > 1 || lane->in_flight >= sched_concurrency_limit(lane))
 		log_lane_event(xr, "queueing", LOG_DEBUG, "queue_depth", (long long)lane->q_depth);
 	lane_pump(ls);
+}
+
+static void reconfigure_lane(struct sched_lane *lane, void *arg)
+{
+	struct server *srv = arg;
+	struct lane_shell *ls = lane->shell;
+	const struct provider_conf *prov = config_provider(srv->cfg, lane->provider->name);
+	if (ls == NULL || prov == NULL)
+		return; /* its provider is gone: it keeps its old plan until it empties */
+	lane->provider = prov;
+	lane->agents_mode = srv->cfg->agents.mode;
+	sched_lane_set_plan(lane, registry_plan_for(srv->cfg, prov, lane->key_hash), mono_ms());
+	cfgref_put(ls->cref);
+	ls->cref = cfgref_get(srv->cref);
+	lane_kick(lane); /* the new limits may open a gate now */
+}
+
+void exchange_reconfigure(struct server *srv)
+{
+	registry_foreach(srv->reg, reconfigure_lane, srv);
 }
 
 void exchange_abort(struct xreq *xr)

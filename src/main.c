@@ -26,7 +26,9 @@ extern char **environ;
 
 struct daemon {
 	struct event_base *base;
-	struct config *cfg;
+	struct config *cfg; /* until server_new takes it over; then server_config() */
+	const char *config_path; /* NULL: built-in defaults */
+	const char *listen_override;
 	struct upstream *up;
 	struct server *srv;
 	struct event *sigterm, *sigint, *sighup;
@@ -116,21 +118,56 @@ static void on_stop_signal(evutil_socket_t sig, short what, void *arg)
 	if (log_begin(&l, LOG_INFO, "shutdown")) {
 		log_str(&l, "signal", sig == SIGTERM ? "SIGTERM" : "SIGINT");
 		log_int(&l, "in_flight", (long long)server_in_flight(d->srv));
-		log_int(&l, "drain_timeout_s", d->cfg->drain_timeout_s);
+		log_int(&l, "drain_timeout_s", server_config(d->srv)->drain_timeout_s);
 		log_end(&l);
 	}
-	struct timeval tv = {(time_t)d->cfg->drain_timeout_s, 0};
+	struct timeval tv = {(time_t)server_config(d->srv)->drain_timeout_s, 0};
 	evtimer_add(d->drain_timer, &tv);
 	server_shutdown(d->srv, on_drained, d);
 }
 
+/* Loads the configuration as at start (file, environment, --listen). NULL
+ * with err set when anything is invalid. */
+static struct config *load_config(const struct daemon *d, char *err, size_t errlen)
+{
+	struct config *cfg = config_load(d->config_path, environ, err, errlen);
+	if (cfg == NULL || d->listen_override == NULL)
+		return cfg;
+	char *copy = strdup(d->listen_override);
+	if (copy == NULL) {
+		snprintf(err, errlen, "out of memory");
+		config_free(cfg);
+		return NULL;
+	}
+	free(cfg->listen);
+	cfg->listen = copy;
+	return cfg;
+}
+
+/* SIGHUP: read the file again; an invalid one is reported and the running
+ * configuration stays. */
 static void on_sighup(evutil_socket_t sig, short what, void *arg)
 {
+	struct daemon *d = arg;
 	(void)sig;
 	(void)what;
-	(void)arg;
-	log_msg(LOG_WARN, "reload", "configuration reload is not supported yet; "
-				    "the running configuration stays");
+	char err[1024];
+	struct config *cfg = load_config(d, err, sizeof(err));
+	if (cfg == NULL) {
+		struct log_line l;
+		if (log_begin(&l, LOG_ERROR, "config_reload_failed")) {
+			log_str(&l, "error", err);
+			log_str(&l, "message", "the running configuration stays");
+			log_end(&l);
+		}
+		return;
+	}
+	char lerr[256];
+	if (strcmp(cfg->log.file, server_config(d->srv)->log.file) != 0 &&
+	    log_open(cfg->log.file, cfg->log.level, lerr, sizeof(lerr)) != 0)
+		log_msg(LOG_ERROR, "config_reload", lerr); /* keeps the old log file */
+	log_set_level(cfg->log.level);
+	server_reload(d->srv, cfg);
 }
 
 static int run(struct daemon *d)
@@ -153,7 +190,9 @@ static int run(struct daemon *d)
 		fprintf(stderr, "pacerd: %s\n", err);
 		return 1;
 	}
-	d->srv = server_new(d->base, d->cfg, d->up, err, sizeof(err));
+	struct config *cfg = d->cfg;
+	d->cfg = NULL; /* the server owns it now, also when it fails */
+	d->srv = server_new(d->base, cfg, d->up, err, sizeof(err));
 	if (d->srv == NULL) {
 		fprintf(stderr, "pacerd: %s\n", err);
 		return 1;
@@ -174,10 +213,11 @@ static int run(struct daemon *d)
 	struct log_line l;
 	if (log_begin(&l, LOG_INFO, "started")) {
 		log_str(&l, "version", PACERD_VERSION);
-		log_str(&l, "listen", d->cfg->listen);
-		log_str(&l, "config", d->cfg->source);
-		log_int(&l, "providers", (long long)d->cfg->n_providers);
-		log_str(&l, "default_provider", d->cfg->default_provider);
+		const struct config *c = server_config(d->srv);
+		log_str(&l, "listen", c->listen);
+		log_str(&l, "config", c->source);
+		log_int(&l, "providers", (long long)c->n_providers);
+		log_str(&l, "default_provider", c->default_provider);
 		log_end(&l);
 	}
 	event_base_dispatch(d->base);
@@ -234,26 +274,20 @@ int main(int argc, char **argv)
 	char err[1024];
 	struct daemon d;
 	memset(&d, 0, sizeof(d));
-	d.cfg = config_load(config_path, environ, err, sizeof(err));
-	if (d.cfg == NULL) {
-		fprintf(stderr, "%s\n", err);
-		return 1;
-	}
 	if (listen != NULL) {
 		char host[256];
 		unsigned port;
 		if (config_split_hostport(listen, host, sizeof(host), &port) != 0) {
 			fprintf(stderr, "--listen: invalid address '%s'\n", listen);
-			config_free(d.cfg);
 			return 1;
 		}
-		char *copy = strdup(listen);
-		if (copy == NULL) {
-			config_free(d.cfg);
-			return 1;
-		}
-		free(d.cfg->listen);
-		d.cfg->listen = copy;
+	}
+	d.config_path = config_path;
+	d.listen_override = listen;
+	d.cfg = load_config(&d, err, sizeof(err));
+	if (d.cfg == NULL) {
+		fprintf(stderr, "%s\n", err);
+		return 1;
 	}
 	if (check_only) {
 		printf("%s: configuration ok\n", d.cfg->source);

@@ -25,9 +25,23 @@
 
 #define REQUEST_ID_MAX 128
 
+/* A configuration and the number of holders: the server (the current one),
+ * every request accepted under it (its route points into it), and every lane
+ * whose provider or plan does. Freed when the last holder lets go, so a reload
+ * never pulls a configuration from under a request in flight. */
+struct cfgref {
+	struct config *cfg;
+	unsigned refs;
+};
+
+struct cfgref *cfgref_new(struct config *cfg);
+struct cfgref *cfgref_get(struct cfgref *r);
+void cfgref_put(struct cfgref *r);
+
 struct server {
 	struct event_base *base;
-	const struct config *cfg;
+	const struct config *cfg; /* = cref->cfg, the current configuration */
+	struct cfgref *cref;
 	struct upstream *up;
 	struct registry *reg;
 	struct evhttp *http;
@@ -51,6 +65,7 @@ struct server {
 struct lane_shell {
 	struct server *srv;
 	struct sched_lane *lane;
+	struct cfgref *cref; /* the configuration lane->provider and lane->plan point into */
 	struct event *timer;
 	int64_t armed_ms; /* instant the timer is set for; SCHED_NEVER = not armed */
 	unsigned last_limit;
@@ -58,6 +73,7 @@ struct lane_shell {
 
 struct xreq {
 	struct server *srv;
+	struct cfgref *cref; /* the configuration it was accepted under */
 	struct evhttp_request *req;      /* NULL once evhttp freed it */
 	struct evhttp_connection *evcon; /* NULL once the client is gone */
 	bool req_detached;               /* evhttp let go of req: we free it */
@@ -127,5 +143,8 @@ void exchange_client_gone(struct xreq *xr);
 /* Drain deadline or shutdown: stop the upstream side of a request now. */
 void exchange_abort(struct xreq *xr);
 void exchange_lane_evicted(struct sched_lane *lane, void *arg);
+/* A new configuration: lanes whose provider still exists take its plan for
+ * their next dispatch; the others keep theirs until they empty. */
+void exchange_reconfigure(struct server *srv);
 
 #endif

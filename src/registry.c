@@ -12,6 +12,9 @@
 
 struct entry {
 	struct sched_lane lane;
+	/* The lane's identity, kept here: after a reload lane.provider may
+	 * point into an older configuration. */
+	char provider_name[65];
 	uint64_t hash;
 	struct entry *next;
 };
@@ -155,7 +158,7 @@ struct sched_lane *registry_lane(struct registry *reg, const struct config *cfg,
 	uint64_t h = lane_hash(prov->name, kh);
 	for (struct entry *e = reg->buckets[h & (reg->n_buckets - 1)]; e != NULL; e = e->next)
 		if (e->hash == h && strcmp(e->lane.key_hash, kh) == 0 &&
-		    strcmp(e->lane.provider->name, prov->name) == 0)
+		    strcmp(e->provider_name, prov->name) == 0)
 			return &e->lane;
 
 	if (reg->count >= cfg->limits.max_lanes) {
@@ -171,6 +174,7 @@ struct sched_lane *registry_lane(struct registry *reg, const struct config *cfg,
 	const struct plan_conf *plan = registry_plan_for(cfg, prov, kh);
 	sched_lane_init(&e->lane, prov, plan, cfg->agents.mode, now_ms);
 	memcpy(e->lane.key_hash, kh, strnlen(kh, sizeof(e->lane.key_hash) - 1));
+	memcpy(e->provider_name, prov->name, strnlen(prov->name, sizeof(e->provider_name) - 1));
 	route_key_id(kh[0] ? kh : NULL, e->lane.key_id);
 	e->next = reg->buckets[h & (reg->n_buckets - 1)];
 	reg->buckets[h & (reg->n_buckets - 1)] = e;

@@ -120,6 +120,32 @@ static void send_error(struct evhttp_request *req, struct server *srv, int statu
 	json_decref(body);
 }
 
+/* ---- configurations ---- */
+
+struct cfgref *cfgref_new(struct config *cfg)
+{
+	struct cfgref *r = calloc(1, sizeof(*r));
+	if (r == NULL)
+		return NULL;
+	r->cfg = cfg;
+	r->refs = 1;
+	return r;
+}
+
+struct cfgref *cfgref_get(struct cfgref *r)
+{
+	r->refs++;
+	return r;
+}
+
+void cfgref_put(struct cfgref *r)
+{
+	if (r == NULL || --r->refs > 0)
+		return;
+	config_free(r->cfg);
+	free(r);
+}
+
 /* ---- request ids ---- */
 
 static bool request_id_acceptable(const char *id)
@@ -165,6 +191,7 @@ static void xreq_destroy(struct xreq *xr)
 	tokens_sse_free(&xr->sse_scan);
 	curl_slist_free_all(xr->up_headers);
 	free(xr->url);
+	cfgref_put(xr->cref);
 	if (xr->prev)
 		xr->prev->next = xr->next;
 	else
@@ -479,6 +506,7 @@ static struct xreq *xreq_new(struct server *srv, struct evhttp_request *req)
 		return NULL;
 	}
 	xr->srv = srv;
+	xr->cref = cfgref_get(srv->cref);
 	xr->req = req;
 	xr->evcon = evhttp_request_get_connection(req);
 	xr->t_start = mono_ms();
@@ -686,15 +714,27 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg)
 			    exchange_lane_evicted, srv);
 }
 
-struct server *server_new(struct event_base *base, const struct config *cfg,
-			  struct upstream *up, char *err, size_t errlen)
+static void apply_http_limits(struct server *srv)
+{
+	const struct config *cfg = srv->cfg;
+	evhttp_set_max_headers_size(srv->http, cfg->limits.max_header_bytes);
+	evhttp_set_max_body_size(srv->http, (ev_ssize_t)cfg->limits.max_body_bytes);
+	evhttp_set_timeout(srv->http, (int)cfg->limits.client_timeout_s);
+}
+
+struct server *server_new(struct event_base *base, struct config *cfg, struct upstream *up,
+			  char *err, size_t errlen)
 {
 	struct server *srv = calloc(1, sizeof(*srv));
-	if (srv == NULL) {
+	struct cfgref *cref = srv ? cfgref_new(cfg) : NULL;
+	if (cref == NULL) {
 		snprintf(err, errlen, "out of memory");
+		free(srv);
+		config_free(cfg);
 		return NULL;
 	}
 	srv->base = base;
+	srv->cref = cref;
 	srv->cfg = cfg;
 	srv->up = up;
 	srv->id_prefix = (unsigned)arc4random();
@@ -714,9 +754,7 @@ struct server *server_new(struct event_base *base, const struct config *cfg,
 						  EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
 						  EVHTTP_REQ_OPTIONS | EVHTTP_REQ_TRACE |
 						  EVHTTP_REQ_CONNECT | EVHTTP_REQ_PATCH);
-	evhttp_set_max_headers_size(srv->http, cfg->limits.max_header_bytes);
-	evhttp_set_max_body_size(srv->http, (ev_ssize_t)cfg->limits.max_body_bytes);
-	evhttp_set_timeout(srv->http, (int)cfg->limits.client_timeout_s);
+	apply_http_limits(srv);
 	/* Never invent a Content-Type for an upstream answer that had none. */
 	evhttp_set_default_content_type(srv->http, NULL);
 	evhttp_set_gencb(srv->http, on_request, srv);
@@ -727,6 +765,50 @@ struct server *server_new(struct event_base *base, const struct config *cfg,
 	struct timeval sweep = {LANE_SWEEP_S, 0};
 	event_add(srv->sweep, &sweep);
 	return srv;
+}
+
+const struct config *server_config(const struct server *srv)
+{
+	return srv->cfg;
+}
+
+void server_reload(struct server *srv, struct config *cfg)
+{
+	struct cfgref *cref = cfgref_new(cfg);
+	if (cref == NULL) {
+		log_msg(LOG_ERROR, "config_reload_failed", "out of memory; the running configuration stays");
+		config_free(cfg);
+		return;
+	}
+	if (strcmp(cfg->listen, srv->cfg->listen) != 0) {
+		struct log_line l;
+		if (log_begin(&l, LOG_WARN, "config_reload")) {
+			log_str(&l, "message", "a new listen address takes effect at restart");
+			log_str(&l, "listen", srv->cfg->listen);
+			log_str(&l, "configured", cfg->listen);
+			log_end(&l);
+		}
+		/* Keep describing the socket actually bound. */
+		char *keep = strdup(srv->cfg->listen);
+		if (keep != NULL) {
+			free(cfg->listen);
+			cfg->listen = keep;
+		}
+	}
+	struct cfgref *old = srv->cref;
+	srv->cref = cref;
+	srv->cfg = cfg;
+	apply_http_limits(srv);
+	exchange_reconfigure(srv);
+	cfgref_put(old); /* freed once no request or lane uses it */
+	struct log_line l;
+	if (log_begin(&l, LOG_INFO, "config_reloaded")) {
+		log_str(&l, "config", cfg->source);
+		log_int(&l, "providers", (long long)cfg->n_providers);
+		log_int(&l, "plans", (long long)cfg->n_plans);
+		log_int(&l, "lanes", (long long)registry_count(srv->reg));
+		log_end(&l);
+	}
 }
 
 void server_shutdown(struct server *srv, void (*drained)(void *), void *arg)
@@ -796,5 +878,6 @@ void server_free(struct server *srv)
 		event_free(srv->accept_retry);
 	if (srv->sweep != NULL)
 		event_free(srv->sweep);
+	cfgref_put(srv->cref);
 	free(srv);
 }

@@ -12,10 +12,19 @@
 
 struct server;
 
-/* Binds cfg->listen and starts accepting. NULL with err set on failure. The
- * config must outlive the server (or be replaced with server_set_config). */
-struct server *server_new(struct event_base *base, const struct config *cfg,
-			  struct upstream *up, char *err, size_t errlen);
+/* Binds cfg->listen and starts accepting. The server takes the configuration
+ * over (it frees it, also on failure). NULL with err set on failure. */
+struct server *server_new(struct event_base *base, struct config *cfg, struct upstream *up,
+			  char *err, size_t errlen);
+
+/* Switches to a new, valid configuration (the server takes it over): the next
+ * requests route by it, every lane paces by its new plan from its next
+ * dispatch, and nothing in flight is dropped. What cannot change without a
+ * restart (the listen address) is reported in a warning and kept. */
+void server_reload(struct server *srv, struct config *cfg);
+
+/* The configuration in force (owned by the server). */
+const struct config *server_config(const struct server *srv);
 void server_free(struct server *srv);
 
 /* Graceful shutdown: stop accepting, answer new requests on open connections
