@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "admin.h"
 #include "config.h"
 #include "log.h"
 #include "server.h"
@@ -31,6 +32,7 @@ struct daemon {
 	const char *listen_override;
 	struct upstream *up;
 	struct server *srv;
+	struct admin *admin;
 	struct event *sigterm, *sigint, *sighup;
 	struct event *drain_timer;
 	struct event *exit_timer;
@@ -144,15 +146,12 @@ static struct config *load_config(const struct daemon *d, char *err, size_t errl
 	return cfg;
 }
 
-/* SIGHUP: read the file again; an invalid one is reported and the running
- * configuration stays. */
-static void on_sighup(evutil_socket_t sig, short what, void *arg)
+/* Reads the file again (SIGHUP, POST /reload); an invalid one is reported and
+ * the running configuration stays. 0 on success, -1 with err set. */
+static int reload(void *arg, char *err, size_t errlen)
 {
 	struct daemon *d = arg;
-	(void)sig;
-	(void)what;
-	char err[1024];
-	struct config *cfg = load_config(d, err, sizeof(err));
+	struct config *cfg = load_config(d, err, errlen);
 	if (cfg == NULL) {
 		struct log_line l;
 		if (log_begin(&l, LOG_ERROR, "config_reload_failed")) {
@@ -160,14 +159,26 @@ static void on_sighup(evutil_socket_t sig, short what, void *arg)
 			log_str(&l, "message", "the running configuration stays");
 			log_end(&l);
 		}
-		return;
+		return -1;
 	}
+	const struct config *old = server_config(d->srv);
+	if (strcmp(cfg->admin.listen, old->admin.listen) != 0)
+		log_msg(LOG_WARN, "config_reload", "a new admin.listen address takes effect at restart");
 	char lerr[256];
 	if (strcmp(cfg->log.file, server_config(d->srv)->log.file) != 0 &&
 	    log_open(cfg->log.file, cfg->log.level, lerr, sizeof(lerr)) != 0)
 		log_msg(LOG_ERROR, "config_reload", lerr); /* keeps the old log file */
 	log_set_level(cfg->log.level);
 	server_reload(d->srv, cfg);
+	return 0;
+}
+
+static void on_sighup(evutil_socket_t sig, short what, void *arg)
+{
+	(void)sig;
+	(void)what;
+	char err[1024];
+	reload(arg, err, sizeof(err));
 }
 
 static int run(struct daemon *d)
@@ -194,6 +205,11 @@ static int run(struct daemon *d)
 	d->cfg = NULL; /* the server owns it now, also when it fails */
 	d->srv = server_new(d->base, cfg, d->up, err, sizeof(err));
 	if (d->srv == NULL) {
+		fprintf(stderr, "pacerd: %s\n", err);
+		return 1;
+	}
+	d->admin = admin_new(d->base, d->srv, reload, d, err, sizeof(err));
+	if (d->admin == NULL && err[0] != '\0') {
 		fprintf(stderr, "pacerd: %s\n", err);
 		return 1;
 	}
@@ -227,6 +243,7 @@ static int run(struct daemon *d)
 
 static void cleanup(struct daemon *d)
 {
+	admin_free(d->admin);
 	server_free(d->srv);
 	upstream_free(d->up);
 	struct event *evs[] = {d->sigterm, d->sigint, d->sighup, d->drain_timer, d->exit_timer};
@@ -309,6 +326,13 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	int rc = run(&d);
+	/* Stopping already: a late SIGTERM must not turn a clean exit into a
+	 * killed process when libevent restores the default handlers. */
+	sigset_t stop;
+	sigemptyset(&stop);
+	sigaddset(&stop, SIGTERM);
+	sigaddset(&stop, SIGINT);
+	sigprocmask(SIG_BLOCK, &stop, NULL);
 	cleanup(&d);
 	curl_global_cleanup();
 	libevent_global_shutdown();

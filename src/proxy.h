@@ -55,6 +55,7 @@ struct server {
 	size_t n_live;
 	unsigned long long next_id;
 	unsigned id_prefix;
+	uint64_t responses[6]; /* answers to clients by status class: [2] = 2xx … */
 	uint64_t rng;
 	bool shutting_down;
 	void (*drained)(void *);

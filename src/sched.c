@@ -301,7 +301,7 @@ struct sched_item *sched_expired(struct sched_lane *lane, int64_t now_ms)
 		return NULL;
 	list_remove(&lane->q_head, &lane->q_tail, it);
 	lane->q_depth--;
-	it->state = SCHED_IDLE;
+	it->state = SCHED_NONE;
 	lane->stats.queue_timeouts++;
 	return it;
 }
@@ -313,7 +313,7 @@ void sched_complete(struct sched_lane *lane, struct sched_item *it, enum sched_o
 {
 	if (it->state != SCHED_IN_FLIGHT)
 		return;
-	it->state = SCHED_IDLE;
+	it->state = SCHED_NONE;
 	lane->in_flight--;
 	agent_set_free(lane, it->agent);
 	lane->last_active_ms = now_ms;
@@ -418,10 +418,10 @@ void sched_cancel(struct sched_lane *lane, struct sched_item *it)
 		lane->n_waiting--;
 		break;
 	case SCHED_IN_FLIGHT:
-	case SCHED_IDLE:
+	case SCHED_NONE:
 		return;
 	}
-	it->state = SCHED_IDLE;
+	it->state = SCHED_NONE;
 	lane->stats.cancelled++;
 }
 

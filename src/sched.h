@@ -22,7 +22,7 @@
 #define SCHED_NEVER INT64_MAX
 
 enum sched_state {
-	SCHED_IDLE,       /* not in a lane */
+	SCHED_NONE,       /* not in a lane */
 	SCHED_QUEUED,     /* waiting in the FIFO */
 	SCHED_RETRY_WAIT, /* waiting for its retry time; holds no slot */
 	SCHED_IN_FLIGHT,  /* dispatched, holds a concurrency slot */

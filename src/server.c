@@ -229,8 +229,15 @@ void xreq_maybe_free(struct xreq *xr)
 	event_active(xr->srv->reap, 0, 0);
 }
 
+static void count_response(struct server *srv, int status)
+{
+	if (status >= 100 && status < 600)
+		srv->responses[status / 100]++;
+}
+
 void xreq_log_request(struct xreq *xr)
 {
+	count_response(xr->srv, xr->status);
 	struct log_line l;
 	if (!log_begin(&l, LOG_INFO, "request"))
 		return;
@@ -485,6 +492,7 @@ static void reply_early(struct server *srv, struct evhttp_request *req, int stat
 {
 	char id[REQUEST_ID_MAX + 1];
 	make_request_id(srv, req, id, sizeof(id));
+	count_response(srv, status);
 	struct log_line l;
 	if (log_begin(&l, LOG_INFO, "rejected")) {
 		log_str(&l, "request_id", id);
@@ -538,6 +546,7 @@ static void on_request(struct evhttp_request *req, void *arg)
 	if (srv->shutting_down) {
 		char id[REQUEST_ID_MAX + 1];
 		make_request_id(srv, req, id, sizeof(id));
+		count_response(srv, 503);
 		send_error(req, srv, 503, "shutting_down", "pacerd is shutting down", id, 0, 0,
 			   1000);
 		return;

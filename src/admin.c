@@ -1,0 +1,350 @@
+/* admin — /healthz, /readyz, /status, /metrics, /reload. See admin.h.
+ *
+ * Read-only views of the lanes, built on request: the admin port is for
+ * operators and scrapers, so clarity beats speed here (jansson for JSON). */
+#include "admin.h"
+
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <jansson.h>
+#include <openssl/crypto.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "proxy.h"
+
+#define PACERD_VERSION_ADMIN "0.1.0"
+
+struct admin {
+	struct server *srv;
+	struct evhttp *http;
+	admin_reload_fn reload;
+	void *reload_arg;
+	long long started_ms;
+};
+
+static const char *const budget_names[RLH_N_BUDGETS] = {"requests", "tokens", "input_tokens",
+							 "output_tokens"};
+
+static void reply(struct evhttp_request *req, int code, const char *ctype, const char *body,
+		  size_t len)
+{
+	struct evbuffer *buf = evbuffer_new();
+	evhttp_add_header(evhttp_request_get_output_headers(req), "content-type", ctype);
+	evhttp_add_header(evhttp_request_get_output_headers(req), "cache-control", "no-store");
+	if (buf != NULL)
+		evbuffer_add(buf, body, len);
+	evhttp_send_reply(req, code, NULL, buf);
+	if (buf != NULL)
+		evbuffer_free(buf);
+}
+
+static void reply_json(struct evhttp_request *req, int code, json_t *j)
+{
+	char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+	if (text == NULL) {
+		reply(req, 500, "application/json", "{\"error\":\"out of memory\"}\n", 25);
+	} else {
+		size_t n = strlen(text);
+		char *withnl = realloc(text, n + 2);
+		if (withnl != NULL) {
+			text = withnl;
+			text[n++] = '\n';
+			text[n] = '\0';
+		}
+		reply(req, code, "application/json", text, n);
+	}
+	free(text);
+	json_decref(j);
+}
+
+static json_t *error_json(const char *code, const char *message)
+{
+	return json_pack("{s:{s:s,s:s,s:s}}", "error", "message", message, "type", "pacer_error",
+			 "code", code);
+}
+
+/* ---- /status ---- */
+
+static json_t *learned_json(const struct learned *l, int64_t now)
+{
+	struct learned_view v;
+	learned_view(l, now, &v);
+	return json_pack("{s:s,s:f,s:f,s:f,s:f,s:f,s:I,s:i}", "shape", learned_shape_name(v.shape),
+			 "limit", v.limit, "capacity", v.capacity, "rate_per_min", v.rate_per_min,
+			 "pace_per_min", v.pace_per_min, "remaining", v.remaining, "reset_in_ms",
+			 (json_int_t)v.reset_in_ms, "observations", (int)v.observations);
+}
+
+static void lane_status(struct sched_lane *lane, void *arg)
+{
+	json_t *lanes = arg;
+	int64_t now = mono_ms();
+	const struct sched_lane_stats *st = &lane->stats;
+	json_t *learned = json_object();
+	for (int b = 0; b < RLH_N_BUDGETS; b++)
+		if (lane->learned[b].n_obs > 0)
+			json_object_set_new(learned, budget_names[b], learned_json(&lane->learned[b], now));
+	json_t *counters = json_pack(
+	    "{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "dispatched", (json_int_t)st->dispatched,
+	    "succeeded", (json_int_t)st->succeeded, "capacity_signals",
+	    (json_int_t)st->capacity_signals, "capacity_reactions", (json_int_t)st->capacity_reactions,
+	    "transient_errors", (json_int_t)st->transient_errors, "retries", (json_int_t)st->retries,
+	    "rejected_queue_full", (json_int_t)st->rejected_queue_full, "rejected_agent_busy",
+	    (json_int_t)st->rejected_agent_busy, "queue_timeouts", (json_int_t)st->queue_timeouts,
+	    "cancelled", (json_int_t)st->cancelled, "queue_wait_max_ms",
+	    (json_int_t)st->queue_wait_max_ms);
+	const struct plan_conf *p = lane->plan;
+	json_t *gates = json_pack("{s:f,s:f,s:f,s:f,s:i,s:f,s:i}", "max_requests_per_second",
+				  p->max_requests_per_second, "max_requests_per_minute",
+				  p->max_requests_per_minute, "max_requests_per_hour",
+				  p->max_requests_per_hour, "min_ms_per_request", p->min_ms_per_request,
+				  "burst", (int)p->burst, "max_tokens_per_minute",
+				  p->max_tokens_per_minute, "max_concurrent", (int)p->max_concurrent);
+	int64_t hold = lane->hold_until_ms > now ? lane->hold_until_ms - now : 0;
+	json_t *j = json_pack(
+	    "{s:s,s:s,s:s,s:I,s:I,s:I,s:i,s:I,s:I,s:I,s:I,s:o,s:o,s:o}", "provider",
+	    lane->provider->name, "key", lane->key_id, "plan", p->name, "queue_depth",
+	    (json_int_t)lane->q_depth, "retry_waiting", (json_int_t)lane->n_waiting, "in_flight",
+	    (json_int_t)lane->in_flight, "concurrency_limit", (int)sched_concurrency_limit(lane),
+	    "dispatch_delay_ms", (json_int_t)aimd_delay_ms(&lane->delay), "hold_ms",
+	    (json_int_t)hold, "queue_eta_ms", (json_int_t)sched_queue_eta_ms(lane, now), "idle_ms",
+	    (json_int_t)(now - lane->last_active_ms), "gates", gates, "learned", learned,
+	    "counters", counters);
+	if (j != NULL)
+		json_array_append_new(lanes, j);
+}
+
+static void handle_status(struct admin *adm, struct evhttp_request *req)
+{
+	struct server *srv = adm->srv;
+	json_t *lanes = json_array();
+	registry_foreach(srv->reg, lane_status, lanes);
+	json_t *j = json_pack("{s:s,s:I,s:s,s:s,s:b,s:I,s:I,s:{s:I,s:I,s:I,s:I,s:I},s:o}", "version",
+			      PACERD_VERSION_ADMIN, "uptime_s",
+			      (json_int_t)((mono_ms() - adm->started_ms) / 1000), "listen",
+			      srv->cfg->listen, "config", srv->cfg->source, "draining",
+			      srv->shutting_down, "in_flight", (json_int_t)srv->n_live, "lanes_count",
+			      (json_int_t)registry_count(srv->reg), "responses", "1xx",
+			      (json_int_t)srv->responses[1], "2xx", (json_int_t)srv->responses[2],
+			      "3xx", (json_int_t)srv->responses[3], "4xx",
+			      (json_int_t)srv->responses[4], "5xx", (json_int_t)srv->responses[5],
+			      "lanes", lanes);
+	reply_json(req, 200, j);
+}
+
+/* ---- /metrics ---- */
+
+struct metrics_out {
+	struct evbuffer *buf;
+	const char *metric; /* the family being written */
+	int64_t now;
+};
+
+static void family(struct evbuffer *b, const char *name, const char *type, const char *help)
+{
+	evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void lane_metric(struct sched_lane *lane, void *arg)
+{
+	struct metrics_out *m = arg;
+	const struct sched_lane_stats *st = &lane->stats;
+	const char *n = m->metric;
+	double v = 0;
+	if (strcmp(n, "pacerd_lane_queue_depth") == 0)
+		v = (double)lane->q_depth;
+	else if (strcmp(n, "pacerd_lane_in_flight") == 0)
+		v = (double)lane->in_flight;
+	else if (strcmp(n, "pacerd_lane_concurrency_limit") == 0)
+		v = sched_concurrency_limit(lane);
+	else if (strcmp(n, "pacerd_lane_dispatch_delay_ms") == 0)
+		v = (double)aimd_delay_ms(&lane->delay);
+	else if (strcmp(n, "pacerd_lane_dispatched_total") == 0)
+		v = (double)st->dispatched;
+	else if (strcmp(n, "pacerd_lane_retries_total") == 0)
+		v = (double)st->retries;
+	else if (strcmp(n, "pacerd_lane_capacity_signals_total") == 0)
+		v = (double)st->capacity_signals;
+	else if (strcmp(n, "pacerd_lane_queue_timeouts_total") == 0)
+		v = (double)st->queue_timeouts;
+	else if (strcmp(n, "pacerd_lane_rejected_total") == 0) {
+		evbuffer_add_printf(m->buf, "%s{provider=\"%s\",key=\"%s\",reason=\"queue_full\"} %llu\n",
+				    n, lane->provider->name, lane->key_id,
+				    (unsigned long long)st->rejected_queue_full);
+		evbuffer_add_printf(m->buf, "%s{provider=\"%s\",key=\"%s\",reason=\"agent_busy\"} %llu\n",
+				    n, lane->provider->name, lane->key_id,
+				    (unsigned long long)st->rejected_agent_busy);
+		return;
+	} else if (strcmp(n, "pacerd_lane_learned_rate_per_minute") == 0) {
+		for (int b = 0; b < RLH_N_BUDGETS; b++) {
+			if (lane->learned[b].n_obs == 0)
+				continue;
+			struct learned_view lv;
+			learned_view(&lane->learned[b], m->now, &lv);
+			evbuffer_add_printf(m->buf,
+					    "%s{provider=\"%s\",key=\"%s\",budget=\"%s\"} %.3f\n", n,
+					    lane->provider->name, lane->key_id, budget_names[b],
+					    lv.rate_per_min);
+		}
+		return;
+	}
+	evbuffer_add_printf(m->buf, "%s{provider=\"%s\",key=\"%s\"} %.17g\n", n,
+			    lane->provider->name, lane->key_id, v);
+}
+
+static void handle_metrics(struct admin *adm, struct evhttp_request *req)
+{
+	static const struct {
+		const char *name, *type, *help;
+	} lane_families[] = {
+	    {"pacerd_lane_queue_depth", "gauge", "Requests waiting in the lane's queue."},
+	    {"pacerd_lane_in_flight", "gauge", "Requests of the lane sent upstream, not finished."},
+	    {"pacerd_lane_concurrency_limit", "gauge", "The lane's adaptive concurrency limit."},
+	    {"pacerd_lane_dispatch_delay_ms", "gauge", "The lane's adaptive delay between dispatches."},
+	    {"pacerd_lane_dispatched_total", "counter", "Upstream attempts sent by the lane."},
+	    {"pacerd_lane_retries_total", "counter", "Attempts the lane scheduled again."},
+	    {"pacerd_lane_capacity_signals_total", "counter", "429/503/529 answers to the lane."},
+	    {"pacerd_lane_queue_timeouts_total", "counter", "Requests answered 504 queue_timeout."},
+	    {"pacerd_lane_rejected_total", "counter", "Requests refused by the lane, by reason."},
+	    {"pacerd_lane_learned_rate_per_minute", "gauge",
+	     "Refill rate inferred from rate-limit headers, per budget."},
+	};
+	struct server *srv = adm->srv;
+	struct evbuffer *b = evbuffer_new();
+	if (b == NULL) {
+		reply(req, 500, "text/plain", "out of memory\n", 14);
+		return;
+	}
+	family(b, "pacerd_up", "gauge", "1 while pacerd runs.");
+	evbuffer_add_printf(b, "pacerd_up 1\n");
+	family(b, "pacerd_draining", "gauge", "1 while pacerd drains before exiting.");
+	evbuffer_add_printf(b, "pacerd_draining %d\n", srv->shutting_down ? 1 : 0);
+	family(b, "pacerd_in_flight_requests", "gauge", "Accepted requests not answered yet.");
+	evbuffer_add_printf(b, "pacerd_in_flight_requests %zu\n", srv->n_live);
+	family(b, "pacerd_lanes", "gauge", "Lanes (provider, API key) known.");
+	evbuffer_add_printf(b, "pacerd_lanes %zu\n", registry_count(srv->reg));
+	family(b, "pacerd_responses_total", "counter", "Responses to clients, by status class.");
+	for (int c = 1; c <= 5; c++)
+		evbuffer_add_printf(b, "pacerd_responses_total{class=\"%dxx\"} %llu\n", c,
+				    (unsigned long long)srv->responses[c]);
+	struct metrics_out m = {.buf = b, .now = mono_ms()};
+	for (size_t i = 0; i < sizeof(lane_families) / sizeof(lane_families[0]); i++) {
+		family(b, lane_families[i].name, lane_families[i].type, lane_families[i].help);
+		m.metric = lane_families[i].name;
+		registry_foreach(srv->reg, lane_metric, &m);
+	}
+	evhttp_add_header(evhttp_request_get_output_headers(req), "content-type",
+			  "text/plain; version=0.0.4");
+	evhttp_send_reply(req, 200, NULL, b);
+	evbuffer_free(b);
+}
+
+/* ---- routing ---- */
+
+static bool authorized(struct admin *adm, struct evhttp_request *req)
+{
+	const char *token = adm->srv->cfg->admin.token;
+	if (token == NULL || token[0] == '\0')
+		return true;
+	const char *auth = evhttp_find_header(evhttp_request_get_input_headers(req), "authorization");
+	if (auth == NULL || strncmp(auth, "Bearer ", 7) != 0)
+		return false;
+	const char *given = auth + 7;
+	size_t n = strlen(token);
+	return strlen(given) == n && CRYPTO_memcmp(given, token, n) == 0;
+}
+
+static void on_admin_request(struct evhttp_request *req, void *arg)
+{
+	struct admin *adm = arg;
+	const char *uri = evhttp_request_get_uri(req);
+	size_t path_len = strcspn(uri, "?");
+	enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
+#define PATH_IS(p) (path_len == strlen(p) && strncmp(uri, p, path_len) == 0)
+
+	if (!authorized(adm, req)) {
+		evhttp_add_header(evhttp_request_get_output_headers(req), "www-authenticate", "Bearer");
+		reply_json(req, 401, error_json("unauthorized", "admin.token is required: Authorization: Bearer TOKEN"));
+		return;
+	}
+	if (PATH_IS("/healthz") && cmd == EVHTTP_REQ_GET) {
+		reply(req, 200, "application/json", "{\"status\":\"ok\"}\n", 16);
+	} else if (PATH_IS("/readyz") && cmd == EVHTTP_REQ_GET) {
+		if (adm->srv->shutting_down)
+			reply(req, 503, "application/json", "{\"status\":\"draining\"}\n", 22);
+		else
+			reply(req, 200, "application/json", "{\"status\":\"ready\"}\n", 19);
+	} else if (PATH_IS("/status") && cmd == EVHTTP_REQ_GET) {
+		handle_status(adm, req);
+	} else if (PATH_IS("/metrics") && cmd == EVHTTP_REQ_GET) {
+		handle_metrics(adm, req);
+	} else if (PATH_IS("/reload") && cmd == EVHTTP_REQ_POST) {
+		char err[1024];
+		if (adm->reload(adm->reload_arg, err, sizeof(err)) == 0)
+			reply(req, 200, "application/json", "{\"ok\":true}\n", 12);
+		else
+			reply_json(req, 400, error_json("invalid_config", err));
+	} else if (PATH_IS("/healthz") || PATH_IS("/readyz") || PATH_IS("/status") ||
+		   PATH_IS("/metrics") || PATH_IS("/reload")) {
+		reply_json(req, 405, error_json("method_not_allowed", "wrong method for this path"));
+	} else {
+		reply_json(req, 404, error_json("not_found",
+						"admin paths: /healthz /readyz /status /metrics /reload"));
+	}
+#undef PATH_IS
+}
+
+struct admin *admin_new(struct event_base *base, struct server *srv, admin_reload_fn reload,
+			void *reload_arg, char *err, size_t errlen)
+{
+	const char *listen = srv->cfg->admin.listen;
+	err[0] = '\0';
+	if (listen == NULL || listen[0] == '\0')
+		return NULL;
+	char host[256];
+	unsigned port;
+	if (config_split_hostport(listen, host, sizeof(host), &port) != 0) {
+		snprintf(err, errlen, "admin.listen: invalid address '%s'", listen);
+		return NULL;
+	}
+	struct admin *adm = calloc(1, sizeof(*adm));
+	if (adm == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	adm->srv = srv;
+	adm->reload = reload;
+	adm->reload_arg = reload_arg;
+	adm->started_ms = mono_ms();
+	adm->http = evhttp_new(base);
+	if (adm->http == NULL) {
+		snprintf(err, errlen, "out of memory");
+		free(adm);
+		return NULL;
+	}
+	evhttp_set_allowed_methods(adm->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD);
+	evhttp_set_max_headers_size(adm->http, 16384);
+	evhttp_set_max_body_size(adm->http, 65536);
+	evhttp_set_timeout(adm->http, 30);
+	evhttp_set_gencb(adm->http, on_admin_request, adm);
+	const char *h = host[0] ? host : "0.0.0.0";
+	if (strcmp(h, "localhost") == 0)
+		h = "127.0.0.1";
+	if (evhttp_bind_socket_with_handle(adm->http, h, (ev_uint16_t)port) == NULL) {
+		snprintf(err, errlen, "admin.listen %s: cannot listen", listen);
+		admin_free(adm);
+		return NULL;
+	}
+	return adm;
+}
+
+void admin_free(struct admin *adm)
+{
+	if (adm == NULL)
+		return;
+	evhttp_free(adm->http);
+	free(adm);
+}
