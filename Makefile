@@ -54,7 +54,7 @@ FUZZ_SAN      := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omi
 FUZZ_CFLAGS   := -std=c11 -D_GNU_SOURCE -g -O1 $(WARN) $(FUZZ_SAN)
 FUZZ_SECONDS  ?= 60
 
-.PHONY: all run test unit integration valgrind bench deps node-deps clean format lint fuzz fuzz-run
+.PHONY: all run test unit integration valgrind bench deps node-deps clean format lint fuzz fuzz-run install
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/pacerd
@@ -119,6 +119,16 @@ valgrind: node-deps
 bench: deps
 	$(MAKE) all $(BUILD)/pacerd-mock
 	BUILD=$(BUILD) ./scripts/bench.sh
+
+PREFIX  ?= /usr/local
+DESTDIR ?=
+# make install: the binary, the systemd unit, and the documented configuration
+# in /etc/pacerd (an existing one is kept).
+install: all
+	install -D -m 0755 $(BUILD)/pacerd $(DESTDIR)$(PREFIX)/bin/pacerd
+	install -D -m 0644 systemd/pacerd.service $(DESTDIR)/etc/systemd/system/pacerd.service
+	test -e $(DESTDIR)/etc/pacerd/pacerd.yaml || \
+		install -D -m 0644 conf/pacerd.yaml $(DESTDIR)/etc/pacerd/pacerd.yaml
 
 format:
 	clang-format -i src/*.c src/*.h tests/unit/*.c tests/mock/*.c

@@ -18,6 +18,7 @@
 #include "admin.h"
 #include "config.h"
 #include "log.h"
+#include "notify.h"
 #include "server.h"
 #include "upstream.h"
 
@@ -36,6 +37,7 @@ struct daemon {
 	struct event *sigterm, *sigint, *sighup;
 	struct event *drain_timer;
 	struct event *exit_timer;
+	struct event *watchdog;
 	int signals_seen;
 };
 
@@ -125,6 +127,7 @@ static void on_stop_signal(evutil_socket_t sig, short what, void *arg)
 	}
 	struct timeval tv = {(time_t)server_config(d->srv)->drain_timeout_s, 0};
 	evtimer_add(d->drain_timer, &tv);
+	notify_stopping();
 	server_shutdown(d->srv, on_drained, d);
 }
 
@@ -151,8 +154,10 @@ static struct config *load_config(const struct daemon *d, char *err, size_t errl
 static int reload(void *arg, char *err, size_t errlen)
 {
 	struct daemon *d = arg;
+	notify_reloading();
 	struct config *cfg = load_config(d, err, errlen);
 	if (cfg == NULL) {
+		notify_ready(); /* still serving, with the old configuration */
 		struct log_line l;
 		if (log_begin(&l, LOG_ERROR, "config_reload_failed")) {
 			log_str(&l, "error", err);
@@ -170,7 +175,16 @@ static int reload(void *arg, char *err, size_t errlen)
 		log_msg(LOG_ERROR, "config_reload", lerr); /* keeps the old log file */
 	log_set_level(cfg->log.level);
 	server_reload(d->srv, cfg);
+	notify_ready();
 	return 0;
+}
+
+static void on_watchdog(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+	notify_send("WATCHDOG=1");
 }
 
 static void on_sighup(evutil_socket_t sig, short what, void *arg)
@@ -225,6 +239,16 @@ static int run(struct daemon *d)
 	event_add(d->sigterm, NULL);
 	event_add(d->sigint, NULL);
 	event_add(d->sighup, NULL);
+	/* systemd's watchdog: a ping at half the interval, from the loop itself,
+	 * so that a stuck loop is what stops the pings. */
+	uint64_t wd = notify_watchdog_usec();
+	if (wd > 0) {
+		d->watchdog = event_new(d->base, -1, EV_PERSIST, on_watchdog, d);
+		struct timeval tv = {(time_t)(wd / 2 / 1000000), (suseconds_t)(wd / 2 % 1000000)};
+		if (d->watchdog != NULL)
+			event_add(d->watchdog, &tv);
+	}
+	notify_ready();
 
 	struct log_line l;
 	if (log_begin(&l, LOG_INFO, "started")) {
@@ -246,13 +270,15 @@ static void cleanup(struct daemon *d)
 	admin_free(d->admin);
 	server_free(d->srv);
 	upstream_free(d->up);
-	struct event *evs[] = {d->sigterm, d->sigint, d->sighup, d->drain_timer, d->exit_timer};
+	struct event *evs[] = {d->sigterm, d->sigint, d->sighup, d->drain_timer, d->exit_timer,
+			       d->watchdog};
 	for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
 		if (evs[i] != NULL)
 			event_free(evs[i]);
 	if (d->base != NULL)
 		event_base_free(d->base);
 	config_free(d->cfg);
+	notify_close();
 	log_close();
 }
 
@@ -317,6 +343,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	log_hook_libevent();
+	if (notify_init() != 0)
+		log_msg(LOG_WARN, "notify", "NOTIFY_SOCKET is malformed; systemd notifications are off");
 	/* libevent writes without MSG_NOSIGNAL: a client gone mid-write must not
 	 * kill the process. */
 	signal(SIGPIPE, SIG_IGN);
