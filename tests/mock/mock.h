@@ -78,6 +78,8 @@ void mock_record_free(void);
 void mock_record_requests(struct evbuffer *b);
 /* "GET", "POST", …: the method as the client sent it. */
 const char *mock_method_name(enum evhttp_cmd_type c);
+/* A decimal integer in [lo, hi], the whole string; 0 or -1. */
+int mock_parse_long(const char *s, long lo, long hi, long *out);
 json_t *mock_record_stats_json(void);
 void mock_count_response(int status);
 void mock_sha256_hex(const void *data, size_t len, char out[65]);

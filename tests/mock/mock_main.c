@@ -116,7 +116,7 @@ static void usage(void)
 	        "                   [--config JSON] [--no-record] [--record-cap N]\n");
 }
 
-static int parse_long(const char *s, long lo, long hi, long *out)
+int mock_parse_long(const char *s, long lo, long hi, long *out)
 {
 	char *end;
 	errno = 0;
@@ -214,9 +214,9 @@ int main(int argc, char **argv)
 		i++;
 		if (strcmp(a, "--host") == 0)
 			host = v;
-		else if (strcmp(a, "--port") == 0 && parse_long(v, 0, 65535, &port) == 0)
+		else if (strcmp(a, "--port") == 0 && mock_parse_long(v, 0, 65535, &port) == 0)
 			;
-		else if (strcmp(a, "--tls-port") == 0 && parse_long(v, 0, 65535, &tls_port) == 0)
+		else if (strcmp(a, "--tls-port") == 0 && mock_parse_long(v, 0, 65535, &tls_port) == 0)
 			;
 		else if (strcmp(a, "--cert") == 0)
 			cert = v;
@@ -224,7 +224,7 @@ int main(int argc, char **argv)
 			key = v;
 		else if (strcmp(a, "--config") == 0)
 			config = v;
-		else if (strcmp(a, "--record-cap") == 0 && parse_long(v, 1, 10000000, &cap) == 0)
+		else if (strcmp(a, "--record-cap") == 0 && mock_parse_long(v, 1, 10000000, &cap) == 0)
 			;
 		else {
 			usage();

@@ -48,17 +48,6 @@ static const char not_found_json[] = "{\"error\":{\"message\":\"mock: no route\"
 
 /* ---------- small helpers ---------- */
 
-static int parse_long(const char *s, long lo, long hi, long *out)
-{
-	char *end;
-	errno = 0;
-	long v = strtol(s, &end, 10);
-	if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi)
-		return -1;
-	*out = v;
-	return 0;
-}
-
 static enum mock_mode parse_mode(const char *v)
 {
 	if (strcasecmp(v, "headers") == 0)
@@ -90,7 +79,7 @@ static void add_extra_header(struct evkeyvalq *h, const char *v)
 static void ctl_set(struct ctl *c, struct evkeyvalq *oh, const char *name, const char *v)
 {
 	long n;
-	if (strcasecmp(name, "status") == 0 && parse_long(v, 100, 599, &n) == 0)
+	if (strcasecmp(name, "status") == 0 && mock_parse_long(v, 100, 599, &n) == 0)
 		c->status = (int)n;
 	else if (strcasecmp(name, "error-code") == 0)
 		c->ecode = v;
@@ -98,13 +87,13 @@ static void ctl_set(struct ctl *c, struct evkeyvalq *oh, const char *name, const
 		c->etype = v;
 	else if (strcasecmp(name, "error-message") == 0)
 		c->emsg = v;
-	else if (strcasecmp(name, "delay-ms") == 0 && parse_long(v, 0, 86400000, &n) == 0)
+	else if (strcasecmp(name, "delay-ms") == 0 && mock_parse_long(v, 0, 86400000, &n) == 0)
 		c->delay_ms = n;
-	else if (strcasecmp(name, "chunks") == 0 && parse_long(v, 0, MAX_CHUNKS, &n) == 0)
+	else if (strcasecmp(name, "chunks") == 0 && mock_parse_long(v, 0, MAX_CHUNKS, &n) == 0)
 		c->chunks = n;
-	else if (strcasecmp(name, "chunk-ms") == 0 && parse_long(v, 0, 86400000, &n) == 0)
+	else if (strcasecmp(name, "chunk-ms") == 0 && mock_parse_long(v, 0, 86400000, &n) == 0)
 		c->chunk_ms = n;
-	else if (strcasecmp(name, "chunk-bytes") == 0 && parse_long(v, 0, MAX_CHUNK_BYTES, &n) == 0)
+	else if (strcasecmp(name, "chunk-bytes") == 0 && mock_parse_long(v, 0, MAX_CHUNK_BYTES, &n) == 0)
 		c->chunk_bytes = n;
 	else if (strcasecmp(name, "hang") == 0)
 		c->hang = parse_mode(v);
@@ -710,7 +699,7 @@ void mock_routes_handle(struct evhttp_request *req, void *arg)
 		const char *v = qp ? evhttp_find_header(qp, "bytes") : NULL;
 		long n = 0;
 		ctype = "application/octet-stream";
-		if (v != NULL && parse_long(v, 0, LONG_MAX, &n) == 0 && n <= MAX_BLOB)
+		if (v != NULL && mock_parse_long(v, 0, LONG_MAX, &n) == 0 && n <= MAX_BLOB)
 			blob_body(out_buf, n);
 		else
 			status = 400;
