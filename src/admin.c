@@ -15,7 +15,7 @@
 #include "log.h"
 #include "proxy.h"
 
-#define PACERD_VERSION_ADMIN "0.1.0"
+#include "version.h"
 
 struct admin {
 	struct server *srv;
@@ -123,7 +123,7 @@ static void handle_status(struct admin *adm, struct evhttp_request *req)
 	json_t *lanes = json_array();
 	registry_foreach(srv->reg, lane_status, lanes);
 	json_t *j = json_pack("{s:s,s:I,s:s,s:s,s:b,s:I,s:I,s:{s:I,s:I,s:I,s:I,s:I},s:o}", "version",
-			      PACERD_VERSION_ADMIN, "uptime_s",
+			      PACERD_VERSION, "uptime_s",
 			      (json_int_t)((mono_ms() - adm->started_ms) / 1000), "listen",
 			      srv->cfg->listen, "config", srv->cfg->source, "draining",
 			      srv->shutting_down, "in_flight", (json_int_t)srv->n_live, "lanes_count",

@@ -22,7 +22,7 @@
 #include "server.h"
 #include "upstream.h"
 
-#define PACERD_VERSION "0.1.0"
+#include "version.h"
 
 extern char **environ;
 
