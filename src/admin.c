@@ -26,10 +26,10 @@ struct admin {
 };
 
 static const char *const budget_names[RLH_N_BUDGETS] = {"requests", "tokens", "input_tokens",
-							 "output_tokens"};
+                                                        "output_tokens"};
 
 static void reply(struct evhttp_request *req, int code, const char *ctype, const char *body,
-		  size_t len)
+                  size_t len)
 {
 	struct evbuffer *buf = evbuffer_new();
 	evhttp_add_header(evhttp_request_get_output_headers(req), "content-type", ctype);
@@ -63,7 +63,7 @@ static void reply_json(struct evhttp_request *req, int code, json_t *j)
 static json_t *error_json(const char *code, const char *message)
 {
 	return json_pack("{s:{s:s,s:s,s:s}}", "error", "message", message, "type", "pacer_error",
-			 "code", code);
+	                 "code", code);
 }
 
 /* ---- /status ---- */
@@ -73,9 +73,9 @@ static json_t *learned_json(const struct learned *l, int64_t now)
 	struct learned_view v;
 	learned_view(l, now, &v);
 	return json_pack("{s:s,s:f,s:f,s:f,s:f,s:f,s:I,s:i}", "shape", learned_shape_name(v.shape),
-			 "limit", v.limit, "capacity", v.capacity, "rate_per_min", v.rate_per_min,
-			 "pace_per_min", v.pace_per_min, "remaining", v.remaining, "reset_in_ms",
-			 (json_int_t)v.reset_in_ms, "observations", (int)v.observations);
+	                 "limit", v.limit, "capacity", v.capacity, "rate_per_min", v.rate_per_min,
+	                 "pace_per_min", v.pace_per_min, "remaining", v.remaining, "reset_in_ms",
+	                 (json_int_t)v.reset_in_ms, "observations", (int)v.observations);
 }
 
 static void lane_status(struct sched_lane *lane, void *arg)
@@ -86,23 +86,25 @@ static void lane_status(struct sched_lane *lane, void *arg)
 	json_t *learned = json_object();
 	for (int b = 0; b < RLH_N_BUDGETS; b++)
 		if (lane->learned[b].n_obs > 0)
-			json_object_set_new(learned, budget_names[b], learned_json(&lane->learned[b], now));
-	json_t *counters = json_pack(
-	    "{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "dispatched", (json_int_t)st->dispatched,
-	    "succeeded", (json_int_t)st->succeeded, "capacity_signals",
-	    (json_int_t)st->capacity_signals, "capacity_reactions", (json_int_t)st->capacity_reactions,
-	    "transient_errors", (json_int_t)st->transient_errors, "retries", (json_int_t)st->retries,
-	    "rejected_queue_full", (json_int_t)st->rejected_queue_full, "rejected_agent_busy",
-	    (json_int_t)st->rejected_agent_busy, "queue_timeouts", (json_int_t)st->queue_timeouts,
-	    "cancelled", (json_int_t)st->cancelled, "queue_wait_max_ms",
-	    (json_int_t)st->queue_wait_max_ms);
+			json_object_set_new(learned, budget_names[b],
+			                    learned_json(&lane->learned[b], now));
+	json_t *counters =
+	    json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "dispatched",
+	              (json_int_t)st->dispatched, "succeeded", (json_int_t)st->succeeded,
+	              "capacity_signals", (json_int_t)st->capacity_signals, "capacity_reactions",
+	              (json_int_t)st->capacity_reactions, "transient_errors",
+	              (json_int_t)st->transient_errors, "retries", (json_int_t)st->retries,
+	              "rejected_queue_full", (json_int_t)st->rejected_queue_full,
+	              "rejected_agent_busy", (json_int_t)st->rejected_agent_busy, "queue_timeouts",
+	              (json_int_t)st->queue_timeouts, "cancelled", (json_int_t)st->cancelled,
+	              "queue_wait_max_ms", (json_int_t)st->queue_wait_max_ms);
 	const struct plan_conf *p = lane->plan;
-	json_t *gates = json_pack("{s:f,s:f,s:f,s:f,s:i,s:f,s:i}", "max_requests_per_second",
-				  p->max_requests_per_second, "max_requests_per_minute",
-				  p->max_requests_per_minute, "max_requests_per_hour",
-				  p->max_requests_per_hour, "min_ms_per_request", p->min_ms_per_request,
-				  "burst", (int)p->burst, "max_tokens_per_minute",
-				  p->max_tokens_per_minute, "max_concurrent", (int)p->max_concurrent);
+	json_t *gates = json_pack(
+	    "{s:f,s:f,s:f,s:f,s:i,s:f,s:i}", "max_requests_per_second", p->max_requests_per_second,
+	    "max_requests_per_minute", p->max_requests_per_minute, "max_requests_per_hour",
+	    p->max_requests_per_hour, "min_ms_per_request", p->min_ms_per_request, "burst",
+	    (int)p->burst, "max_tokens_per_minute", p->max_tokens_per_minute, "max_concurrent",
+	    (int)p->max_concurrent);
 	int64_t hold = lane->hold_until_ms > now ? lane->hold_until_ms - now : 0;
 	json_t *j = json_pack(
 	    "{s:s,s:s,s:s,s:I,s:I,s:I,s:i,s:I,s:I,s:I,s:I,s:o,s:o,s:o}", "provider",
@@ -122,16 +124,14 @@ static void handle_status(struct admin *adm, struct evhttp_request *req)
 	struct server *srv = adm->srv;
 	json_t *lanes = json_array();
 	registry_foreach(srv->reg, lane_status, lanes);
-	json_t *j = json_pack("{s:s,s:I,s:s,s:s,s:b,s:I,s:I,s:{s:I,s:I,s:I,s:I,s:I},s:o}", "version",
-			      PACERD_VERSION, "uptime_s",
-			      (json_int_t)((mono_ms() - adm->started_ms) / 1000), "listen",
-			      srv->cfg->listen, "config", srv->cfg->source, "draining",
-			      srv->shutting_down, "in_flight", (json_int_t)srv->n_live, "lanes_count",
-			      (json_int_t)registry_count(srv->reg), "responses", "1xx",
-			      (json_int_t)srv->responses[1], "2xx", (json_int_t)srv->responses[2],
-			      "3xx", (json_int_t)srv->responses[3], "4xx",
-			      (json_int_t)srv->responses[4], "5xx", (json_int_t)srv->responses[5],
-			      "lanes", lanes);
+	json_t *j = json_pack(
+	    "{s:s,s:I,s:s,s:s,s:b,s:I,s:I,s:{s:I,s:I,s:I,s:I,s:I},s:o}", "version", PACERD_VERSION,
+	    "uptime_s", (json_int_t)((mono_ms() - adm->started_ms) / 1000), "listen",
+	    srv->cfg->listen, "config", srv->cfg->source, "draining", srv->shutting_down,
+	    "in_flight", (json_int_t)srv->n_live, "lanes_count",
+	    (json_int_t)registry_count(srv->reg), "responses", "1xx", (json_int_t)srv->responses[1],
+	    "2xx", (json_int_t)srv->responses[2], "3xx", (json_int_t)srv->responses[3], "4xx",
+	    (json_int_t)srv->responses[4], "5xx", (json_int_t)srv->responses[5], "lanes", lanes);
 	reply_json(req, 200, j);
 }
 
@@ -171,12 +171,14 @@ static void lane_metric(struct sched_lane *lane, void *arg)
 	else if (strcmp(n, "pacerd_lane_queue_timeouts_total") == 0)
 		v = (double)st->queue_timeouts;
 	else if (strcmp(n, "pacerd_lane_rejected_total") == 0) {
-		evbuffer_add_printf(m->buf, "%s{provider=\"%s\",key=\"%s\",reason=\"queue_full\"} %llu\n",
-				    n, lane->provider->name, lane->key_id,
-				    (unsigned long long)st->rejected_queue_full);
-		evbuffer_add_printf(m->buf, "%s{provider=\"%s\",key=\"%s\",reason=\"agent_busy\"} %llu\n",
-				    n, lane->provider->name, lane->key_id,
-				    (unsigned long long)st->rejected_agent_busy);
+		evbuffer_add_printf(m->buf,
+		                    "%s{provider=\"%s\",key=\"%s\",reason=\"queue_full\"} %llu\n",
+		                    n, lane->provider->name, lane->key_id,
+		                    (unsigned long long)st->rejected_queue_full);
+		evbuffer_add_printf(m->buf,
+		                    "%s{provider=\"%s\",key=\"%s\",reason=\"agent_busy\"} %llu\n",
+		                    n, lane->provider->name, lane->key_id,
+		                    (unsigned long long)st->rejected_agent_busy);
 		return;
 	} else if (strcmp(n, "pacerd_lane_learned_rate_per_minute") == 0) {
 		for (int b = 0; b < RLH_N_BUDGETS; b++) {
@@ -184,15 +186,14 @@ static void lane_metric(struct sched_lane *lane, void *arg)
 				continue;
 			struct learned_view lv;
 			learned_view(&lane->learned[b], m->now, &lv);
-			evbuffer_add_printf(m->buf,
-					    "%s{provider=\"%s\",key=\"%s\",budget=\"%s\"} %.3f\n", n,
-					    lane->provider->name, lane->key_id, budget_names[b],
-					    lv.rate_per_min);
+			evbuffer_add_printf(
+			    m->buf, "%s{provider=\"%s\",key=\"%s\",budget=\"%s\"} %.3f\n", n,
+			    lane->provider->name, lane->key_id, budget_names[b], lv.rate_per_min);
 		}
 		return;
 	}
 	evbuffer_add_printf(m->buf, "%s{provider=\"%s\",key=\"%s\"} %.17g\n", n,
-			    lane->provider->name, lane->key_id, v);
+	                    lane->provider->name, lane->key_id, v);
 }
 
 static void handle_metrics(struct admin *adm, struct evhttp_request *req)
@@ -203,7 +204,8 @@ static void handle_metrics(struct admin *adm, struct evhttp_request *req)
 	    {"pacerd_lane_queue_depth", "gauge", "Requests waiting in the lane's queue."},
 	    {"pacerd_lane_in_flight", "gauge", "Requests of the lane sent upstream, not finished."},
 	    {"pacerd_lane_concurrency_limit", "gauge", "The lane's adaptive concurrency limit."},
-	    {"pacerd_lane_dispatch_delay_ms", "gauge", "The lane's adaptive delay between dispatches."},
+	    {"pacerd_lane_dispatch_delay_ms", "gauge",
+	     "The lane's adaptive delay between dispatches."},
 	    {"pacerd_lane_dispatched_total", "counter", "Upstream attempts sent by the lane."},
 	    {"pacerd_lane_retries_total", "counter", "Attempts the lane scheduled again."},
 	    {"pacerd_lane_capacity_signals_total", "counter", "429/503/529 answers to the lane."},
@@ -229,7 +231,7 @@ static void handle_metrics(struct admin *adm, struct evhttp_request *req)
 	family(b, "pacerd_responses_total", "counter", "Responses to clients, by status class.");
 	for (int c = 1; c <= 5; c++)
 		evbuffer_add_printf(b, "pacerd_responses_total{class=\"%dxx\"} %llu\n", c,
-				    (unsigned long long)srv->responses[c]);
+		                    (unsigned long long)srv->responses[c]);
 	struct metrics_out m = {.buf = b, .now = mono_ms()};
 	for (size_t i = 0; i < sizeof(lane_families) / sizeof(lane_families[0]); i++) {
 		family(b, lane_families[i].name, lane_families[i].type, lane_families[i].help);
@@ -237,7 +239,7 @@ static void handle_metrics(struct admin *adm, struct evhttp_request *req)
 		registry_foreach(srv->reg, lane_metric, &m);
 	}
 	evhttp_add_header(evhttp_request_get_output_headers(req), "content-type",
-			  "text/plain; version=0.0.4");
+	                  "text/plain; version=0.0.4");
 	evhttp_send_reply(req, 200, NULL, b);
 	evbuffer_free(b);
 }
@@ -249,7 +251,8 @@ static bool authorized(struct admin *adm, struct evhttp_request *req)
 	const char *token = adm->srv->cfg->admin.token;
 	if (token == NULL || token[0] == '\0')
 		return true;
-	const char *auth = evhttp_find_header(evhttp_request_get_input_headers(req), "authorization");
+	const char *auth =
+	    evhttp_find_header(evhttp_request_get_input_headers(req), "authorization");
 	if (auth == NULL || strncmp(auth, "Bearer ", 7) != 0)
 		return false;
 	const char *given = auth + 7;
@@ -266,8 +269,11 @@ static void on_admin_request(struct evhttp_request *req, void *arg)
 #define PATH_IS(p) (path_len == strlen(p) && strncmp(uri, p, path_len) == 0)
 
 	if (!authorized(adm, req)) {
-		evhttp_add_header(evhttp_request_get_output_headers(req), "www-authenticate", "Bearer");
-		reply_json(req, 401, error_json("unauthorized", "admin.token is required: Authorization: Bearer TOKEN"));
+		evhttp_add_header(evhttp_request_get_output_headers(req), "www-authenticate",
+		                  "Bearer");
+		reply_json(req, 401,
+		           error_json("unauthorized",
+		                      "admin.token is required: Authorization: Bearer TOKEN"));
 		return;
 	}
 	if (PATH_IS("/healthz") && cmd == EVHTTP_REQ_GET) {
@@ -288,17 +294,19 @@ static void on_admin_request(struct evhttp_request *req, void *arg)
 		else
 			reply_json(req, 400, error_json("invalid_config", err));
 	} else if (PATH_IS("/healthz") || PATH_IS("/readyz") || PATH_IS("/status") ||
-		   PATH_IS("/metrics") || PATH_IS("/reload")) {
-		reply_json(req, 405, error_json("method_not_allowed", "wrong method for this path"));
+	           PATH_IS("/metrics") || PATH_IS("/reload")) {
+		reply_json(req, 405,
+		           error_json("method_not_allowed", "wrong method for this path"));
 	} else {
-		reply_json(req, 404, error_json("not_found",
-						"admin paths: /healthz /readyz /status /metrics /reload"));
+		reply_json(req, 404,
+		           error_json("not_found",
+		                      "admin paths: /healthz /readyz /status /metrics /reload"));
 	}
 #undef PATH_IS
 }
 
 struct admin *admin_new(struct event_base *base, struct server *srv, admin_reload_fn reload,
-			void *reload_arg, char *err, size_t errlen)
+                        void *reload_arg, char *err, size_t errlen)
 {
 	const char *listen = srv->cfg->admin.listen;
 	err[0] = '\0';

@@ -25,7 +25,7 @@ typedef int (*admin_reload_fn)(void *arg, char *err, size_t errlen);
 /* Listens on the server's admin.listen ("" = no admin listener: returns NULL
  * with err empty). NULL with err set on failure. */
 struct admin *admin_new(struct event_base *base, struct server *srv, admin_reload_fn reload,
-			void *reload_arg, char *err, size_t errlen);
+                        void *reload_arg, char *err, size_t errlen);
 void admin_free(struct admin *adm);
 
 #endif

@@ -36,14 +36,14 @@ struct plan_conf {
 	unsigned max_concurrent; /* >= 1, hard ceiling */
 	struct {
 		bool adaptive;
-		unsigned initial; /* min <= initial <= max_concurrent */
-		unsigned min;     /* >= 1 */
+		unsigned initial;       /* min <= initial <= max_concurrent */
+		unsigned min;           /* >= 1 */
 		double decrease_factor; /* in (0, 1) */
 	} concurrency;
 	struct {
 		bool adaptive;
 		unsigned min_ms;
-		unsigned max_ms; /* >= min_ms */
+		unsigned max_ms;           /* >= min_ms */
 		double backoff_multiplier; /* >= 1 */
 		unsigned recovery_step_ms;
 	} dispatch_delay;
@@ -63,13 +63,13 @@ struct plan_conf {
 
 struct provider_conf {
 	char *name;
-	char *upstream;   /* http(s)://host[:port][/base/path], no trailing '/' */
-	char *prefix;     /* starts with '/', no trailing '/' except the root "/" */
+	char *upstream; /* http(s)://host[:port][/base/path], no trailing '/' */
+	char *prefix;   /* starts with '/', no trailing '/' except the root "/" */
 	enum key_source key_source;
 	enum dialect dialect;
-	char **hosts;     /* lower-case host names for the forward-proxy form */
+	char **hosts; /* lower-case host names for the forward-proxy form */
 	size_t n_hosts;
-	char *plan;       /* name of an entry of config.plans (validated) */
+	char *plan; /* name of an entry of config.plans (validated) */
 	struct {
 		bool verify;
 		char *ca_file; /* "" = system store */
@@ -108,10 +108,10 @@ struct config {
 		unsigned idle_ttl_s;
 	} limits;
 	unsigned drain_timeout_s;
-	char *default_provider;       /* name of an entry of providers */
+	char *default_provider;          /* name of an entry of providers */
 	struct provider_conf *providers; /* the active providers */
 	size_t n_providers;
-	struct plan_conf *plans;      /* always holds "default" */
+	struct plan_conf *plans; /* always holds "default" */
 	size_t n_plans;
 	struct key_conf *keys;
 	size_t n_keys;

@@ -47,8 +47,8 @@ static double rand_unit(struct server *srv)
 	return (double)((x * 2685821657736338717ULL) >> 11) / 9007199254740992.0;
 }
 
-static void log_lane_event(struct xreq *xr, const char *event, enum log_level level,
-			   const char *k1, long long v1)
+static void log_lane_event(struct xreq *xr, const char *event, enum log_level level, const char *k1,
+                           long long v1)
 {
 	struct log_line l;
 	if (!log_begin(&l, level, event))
@@ -66,7 +66,7 @@ static void log_lane_event(struct xreq *xr, const char *event, enum log_level le
 static void log_limit_learned(struct xreq *xr)
 {
 	static const char *const names[RLH_N_BUDGETS] = {"requests", "tokens", "input_tokens",
-							 "output_tokens"};
+	                                                 "output_tokens"};
 	struct log_line l;
 	if (!log_begin(&l, LOG_INFO, "limit_learned"))
 		return;
@@ -197,7 +197,7 @@ static void give_up_transport(struct xreq *xr, enum up_error err, const char *de
 	}
 	char msg[256];
 	snprintf(msg, sizeof(msg), "the upstream could not be reached: %s (%s)",
-		 upstream_error_name(err), detail ? detail : "");
+	         upstream_error_name(err), detail ? detail : "");
 	xreq_error(xr, 502, "upstream_unreachable", msg, -1);
 }
 
@@ -226,10 +226,11 @@ static void dispatch(struct xreq *xr)
 static void queue_timeout(struct xreq *xr)
 {
 	long long waited_s = (now_ms() - xr->item.arrived_ms) / 1000;
-	log_lane_event(xr, "timeout", LOG_INFO, "timeout_s", (long long)xr->lane->plan->queue.max_wait_s);
+	log_lane_event(xr, "timeout", LOG_INFO, "timeout_s",
+	               (long long)xr->lane->plan->queue.max_wait_s);
 	char msg[160];
 	snprintf(msg, sizeof(msg), "waited %llds in the queue of this key without being sent",
-		 waited_s);
+	         waited_s);
 	xr->upstream_done = true;
 	xreq_error(xr, 504, "queue_timeout", msg, -1);
 	xreq_maybe_free(xr);
@@ -264,12 +265,12 @@ void exchange_submit(struct xreq *xr)
 	struct server *srv = xr->srv;
 	int64_t now = now_ms();
 	struct sched_lane *lane = registry_lane(srv->reg, srv->cfg, xr->route.provider,
-						 xr->key_hash, now, exchange_lane_evicted, srv);
+	                                        xr->key_hash, now, exchange_lane_evicted, srv);
 	struct lane_shell *ls = lane ? lane_shell_of(srv, lane) : NULL;
 	if (ls == NULL) {
 		xr->upstream_done = true;
 		xreq_error(xr, 503, "too_many_keys",
-			   "pacerd tracks as many API keys as limits.max_lanes allows", 1000);
+		           "pacerd tracks as many API keys as limits.max_lanes allows", 1000);
 		return;
 	}
 	xr->lane = lane;
@@ -285,8 +286,8 @@ void exchange_submit(struct xreq *xr)
 	}
 	uint64_t agent = xr->agent[0] ? agent_hash(xr->agent) : 0;
 
-	switch (sched_submit(lane, &xr->item, (double)cost.prompt, (double)cost.output, agent,
-			     now)) {
+	switch (
+	    sched_submit(lane, &xr->item, (double)cost.prompt, (double)cost.output, agent, now)) {
 	case SCHED_OK:
 		break;
 	case SCHED_QUEUE_FULL: {
@@ -305,7 +306,7 @@ void exchange_submit(struct xreq *xr)
 		xr->upstream_done = true;
 		log_lane_event(xr, "rejected", LOG_INFO, NULL, 0);
 		xreq_error(xr, 409, "agent_busy",
-			   "this agent already has a request in flight (agents.mode: reject)", -1);
+		           "this agent already has a request in flight (agents.mode: reject)", -1);
 		return;
 	}
 	if (lane->q_depth > 1 || lane->in_flight >= sched_concurrency_limit(lane))
@@ -386,7 +387,7 @@ static void start_response(struct xreq *xr)
 		evhttp_add_header(out, "x-should-retry", "false");
 	}
 	proxy_add_pacer_headers(out, xr->request_id, (int)xr->item.attempts,
-				xr->t_dispatch - xr->item.arrived_ms);
+	                        xr->t_dispatch - xr->item.arrived_ms);
 	if (xr->srv->shutting_down)
 		evhttp_add_header(out, "connection", "close");
 	xreq_stop_close_watch(xr); /* evhttp watches the connection while it writes */
@@ -396,11 +397,12 @@ static void start_response(struct xreq *xr)
 	bufferevent_set_timeouts(evhttp_connection_get_bufferevent(xr->evcon), NULL, &tv);
 	xr->response_started = true;
 	evhttp_send_reply_start(xr->req, xr->status,
-				xr->held_reason[0] ? xr->held_reason : proxy_status_reason(xr->status));
+	                        xr->held_reason[0] ? xr->held_reason
+	                                           : proxy_status_reason(xr->status));
 }
 
 static bool on_up_headers(void *ctx, int status, const char *reason, const struct up_header *h,
-			  size_t n)
+                          size_t n)
 {
 	struct xreq *xr = ctx;
 	if (xr->req == NULL || xr->evcon == NULL)
@@ -426,7 +428,8 @@ static bool on_up_headers(void *ctx, int status, const char *reason, const struc
 			return false;
 
 	const char *ctype = find_header(h, n, "content-type");
-	xr->sse = xr->want_usage && ctype != NULL && strncasecmp(ctype, "text/event-stream", 17) == 0;
+	xr->sse =
+	    xr->want_usage && ctype != NULL && strncasecmp(ctype, "text/event-stream", 17) == 0;
 
 	if (maybe_retryable(status)) {
 		xr->buffering = true;
@@ -575,9 +578,9 @@ static void decide(struct xreq *xr, enum up_error err, const char *detail)
 	}
 	const char *why = NULL;
 	enum retry_class cls =
-	    err == UP_OK ? retry_classify(xr->status, RETRY_TRANSPORT_NONE, &xr->rlh, body,
-					  body_len, &why)
-			 : retry_classify(0, transport_of(err), NULL, NULL, 0, &why);
+	    err == UP_OK
+	        ? retry_classify(xr->status, RETRY_TRANSPORT_NONE, &xr->rlh, body, body_len, &why)
+	        : retry_classify(0, transport_of(err), NULL, NULL, 0, &why);
 
 	struct lane_shell *ls = xr->lane->shell;
 	sched_complete(xr->lane, &xr->item, outcome_of(cls), now);
@@ -590,7 +593,7 @@ static void decide(struct xreq *xr, enum up_error err, const char *detail)
 		rlh_body_hint(body, body_len, &bh);
 		bool has_hint = err == UP_OK && rlh_server_hint(&xr->rlh, &bh, &hint);
 		d = retry_decide(cls, xr->item.attempts, has_hint, hint, xr->lane->plan,
-				 xr->retry_deadline - now, rand_unit(xr->srv));
+		                 xr->retry_deadline - now, rand_unit(xr->srv));
 		/* A capacity hint speaks for the whole key: nothing of this lane
 		 * goes before it ends (the provider would refuse it anyway). */
 		if (cls == RETRY_CAPACITY && has_hint && hint > 0)

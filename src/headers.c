@@ -5,8 +5,8 @@
 #include <strings.h>
 
 static const char *const hop_by_hop[] = {
-	"connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding",
-	"upgrade", "proxy-authenticate", "proxy-authorization",
+    "connection", "keep-alive",         "proxy-connection",    "te", "trailer", "transfer-encoding",
+    "upgrade",    "proxy-authenticate", "proxy-authorization",
 };
 
 bool hdr_is_hop_by_hop(const char *name)
@@ -53,7 +53,7 @@ static bool is_ows(char c)
 }
 
 bool hdr_split_line(const char *line, size_t len, const char **name, size_t *name_len,
-		    const char **value, size_t *value_len)
+                    const char **value, size_t *value_len)
 {
 	while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
 		len--;

@@ -29,6 +29,6 @@ bool hdr_forward_response(const char *name, const char *connection);
  * and value, trimming optional white space. False for a line that is not a
  * field (status line, blank line, obs-fold continuation). */
 bool hdr_split_line(const char *line, size_t len, const char **name, size_t *name_len,
-		    const char **value, size_t *value_len);
+                    const char **value, size_t *value_len);
 
 #endif

@@ -23,7 +23,7 @@ int log_open(const char *path, enum log_level level, char *err, size_t errlen)
 		fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
 		if (fd == -1) {
 			snprintf(err, errlen, "%s: cannot open log file: %s", path,
-				 strerror(errno));
+			         strerror(errno));
 			return -1;
 		}
 	}
@@ -118,8 +118,8 @@ bool log_begin(struct log_line *l, enum log_level level, const char *event)
 	gmtime_r(&secs, &tm);
 	char ts[40];
 	int n = snprintf(ts, sizeof(ts), "{\"ts\":\"%04d-%02d-%02dT%02d:%02d:%02d.%03dZ\"",
-			 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-			 tm.tm_sec, (int)(now % 1000));
+	                 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+	                 tm.tm_sec, (int)(now % 1000));
 	put(l, ts, (size_t)n);
 	log_str(l, "level", level_names[level]);
 	log_str(l, "event", event);
@@ -155,7 +155,7 @@ void log_num(struct log_line *l, const char *key, double value)
 {
 	char num[32];
 	int n = isfinite(value) ? snprintf(num, sizeof(num), "%.3f", value)
-				: snprintf(num, sizeof(num), "null");
+	                        : snprintf(num, sizeof(num), "null");
 	put_key(l, key);
 	put(l, num, (size_t)n);
 }
@@ -193,10 +193,10 @@ void log_msg(enum log_level level, const char *event, const char *msg)
 
 static void libevent_log_cb(int severity, const char *msg)
 {
-	enum log_level lvl = severity >= EVENT_LOG_ERR	 ? LOG_ERROR
-			     : severity >= EVENT_LOG_WARN ? LOG_WARN
-			     : severity >= EVENT_LOG_MSG  ? LOG_INFO
-							  : LOG_DEBUG;
+	enum log_level lvl = severity >= EVENT_LOG_ERR    ? LOG_ERROR
+	                     : severity >= EVENT_LOG_WARN ? LOG_WARN
+	                     : severity >= EVENT_LOG_MSG  ? LOG_INFO
+	                                                  : LOG_DEBUG;
 	log_msg(lvl, "libevent", msg);
 }
 

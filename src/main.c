@@ -28,7 +28,7 @@ extern char **environ;
 
 struct daemon {
 	struct event_base *base;
-	struct config *cfg; /* until server_new takes it over; then server_config() */
+	struct config *cfg;      /* until server_new takes it over; then server_config() */
 	const char *config_path; /* NULL: built-in defaults */
 	const char *listen_override;
 	struct upstream *up;
@@ -44,13 +44,13 @@ struct daemon {
 static void usage(FILE *out)
 {
 	fprintf(out,
-		"usage: pacerd [-c FILE] [--listen ADDR] [--check-config] [--version] [--help]\n"
-		"\n"
-		"  -c, --config FILE   configuration file (default: conf/pacerd.yaml beside the\n"
-		"                      build tree, else /etc/pacerd/pacerd.yaml, else built-in)\n"
-		"  --listen ADDR       listen address, overrides the file and PACERD_LISTEN\n"
-		"  --check-config      validate the configuration and exit (0 = valid)\n"
-		"  --version           print the version and exit\n");
+	        "usage: pacerd [-c FILE] [--listen ADDR] [--check-config] [--version] [--help]\n"
+	        "\n"
+	        "  -c, --config FILE   configuration file (default: conf/pacerd.yaml beside the\n"
+	        "                      build tree, else /etc/pacerd/pacerd.yaml, else built-in)\n"
+	        "  --listen ADDR       listen address, overrides the file and PACERD_LISTEN\n"
+	        "  --check-config      validate the configuration and exit (0 = valid)\n"
+	        "  --version           print the version and exit\n");
 }
 
 /* conf/pacerd.yaml beside the build tree the binary runs from (build/pacerd ->
@@ -168,7 +168,8 @@ static int reload(void *arg, char *err, size_t errlen)
 	}
 	const struct config *old = server_config(d->srv);
 	if (strcmp(cfg->admin.listen, old->admin.listen) != 0)
-		log_msg(LOG_WARN, "config_reload", "a new admin.listen address takes effect at restart");
+		log_msg(LOG_WARN, "config_reload",
+		        "a new admin.listen address takes effect at restart");
 	char lerr[256];
 	if (strcmp(cfg->log.file, server_config(d->srv)->log.file) != 0 &&
 	    log_open(cfg->log.file, cfg->log.level, lerr, sizeof(lerr)) != 0)
@@ -270,8 +271,8 @@ static void cleanup(struct daemon *d)
 	admin_free(d->admin);
 	server_free(d->srv);
 	upstream_free(d->up);
-	struct event *evs[] = {d->sigterm, d->sigint, d->sighup, d->drain_timer, d->exit_timer,
-			       d->watchdog};
+	struct event *evs[] = {d->sigterm,     d->sigint,     d->sighup,
+	                       d->drain_timer, d->exit_timer, d->watchdog};
 	for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
 		if (evs[i] != NULL)
 			event_free(evs[i]);
@@ -344,7 +345,8 @@ int main(int argc, char **argv)
 	}
 	log_hook_libevent();
 	if (notify_init() != 0)
-		log_msg(LOG_WARN, "notify", "NOTIFY_SOCKET is malformed; systemd notifications are off");
+		log_msg(LOG_WARN, "notify",
+		        "NOTIFY_SOCKET is malformed; systemd notifications are off");
 	/* libevent writes without MSG_NOSIGNAL: a client gone mid-write must not
 	 * kill the process. */
 	signal(SIGPIPE, SIG_IGN);

@@ -48,7 +48,7 @@ void notify_send(const char *msg)
 	ssize_t r;
 	do {
 		r = sendto(notify_fd, msg, strlen(msg), MSG_NOSIGNAL,
-			   (const struct sockaddr *)&notify_addr, notify_len);
+		           (const struct sockaddr *)&notify_addr, notify_len);
 	} while (r == -1 && errno == EINTR);
 }
 
@@ -63,7 +63,8 @@ void notify_reloading(void)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	char msg[96];
 	snprintf(msg, sizeof(msg), "RELOADING=1\nMONOTONIC_USEC=%llu",
-		 (unsigned long long)ts.tv_sec * 1000000ULL + (unsigned long long)ts.tv_nsec / 1000);
+	         (unsigned long long)ts.tv_sec * 1000000ULL +
+	             (unsigned long long)ts.tv_nsec / 1000);
 	notify_send(msg);
 }
 

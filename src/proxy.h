@@ -74,7 +74,7 @@ struct lane_shell {
 
 struct xreq {
 	struct server *srv;
-	struct cfgref *cref; /* the configuration it was accepted under */
+	struct cfgref *cref;             /* the configuration it was accepted under */
 	struct evhttp_request *req;      /* NULL once evhttp freed it */
 	struct evhttp_connection *evcon; /* NULL once the client is gone */
 	bool req_detached;               /* evhttp let go of req: we free it */
@@ -98,15 +98,15 @@ struct xreq {
 	/* The current attempt. */
 	struct up_xfer *xfer;
 	int status;
-	bool buffering;         /* an error answer held back for the retry decision */
-	struct evbuffer *held;  /* its body, at most RETRY_BODY_CAP */
+	bool buffering;        /* an error answer held back for the retry decision */
+	struct evbuffer *held; /* its body, at most RETRY_BODY_CAP */
 	char held_reason[64];
 	struct rlh_result rlh;
 	bool want_usage;
-	bool sse;               /* the response is an event stream: scan it */
+	bool sse; /* the response is an event stream: scan it */
 	struct tokens_sse sse_scan;
-	struct evbuffer *json;  /* a JSON response, kept for its usage (capped) */
-	bool no_retry_hdr;      /* relay with x-should-retry: false */
+	struct evbuffer *json; /* a JSON response, kept for its usage (capped) */
+	bool no_retry_hdr;     /* relay with x-should-retry: false */
 
 	/* Client side. */
 	struct event *close_watch; /* EV_CLOSED on the client fd until the response starts */
@@ -126,13 +126,13 @@ struct xreq {
 /* server.c */
 void xreq_maybe_free(struct xreq *xr);
 void xreq_error(struct xreq *xr, int status, const char *code, const char *message,
-		long long retry_after_ms);
+                long long retry_after_ms);
 void xreq_log_request(struct xreq *xr);
 void xreq_stop_close_watch(struct xreq *xr);
 void xreq_close_client_now(struct xreq *xr);
 void xreq_restore_client_timeouts(struct xreq *xr);
 void proxy_add_pacer_headers(struct evkeyvalq *out, const char *request_id, int attempts,
-			     long long queue_ms);
+                             long long queue_ms);
 const char *proxy_status_reason(int status);
 
 /* exchange.c */

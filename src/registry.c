@@ -56,7 +56,7 @@ struct registry *registry_new(void)
 }
 
 void registry_foreach(struct registry *reg, void (*fn)(struct sched_lane *lane, void *arg),
-		      void *arg)
+                      void *arg)
 {
 	for (size_t i = 0; i < reg->n_buckets; i++) {
 		struct entry *e = reg->buckets[i];
@@ -69,7 +69,7 @@ void registry_foreach(struct registry *reg, void (*fn)(struct sched_lane *lane, 
 }
 
 void registry_free(struct registry *reg, void (*on_free)(struct sched_lane *lane, void *arg),
-		   void *arg)
+                   void *arg)
 {
 	if (reg == NULL)
 		return;
@@ -93,7 +93,7 @@ size_t registry_count(const struct registry *reg)
 }
 
 const struct plan_conf *registry_plan_for(const struct config *cfg,
-					  const struct provider_conf *prov, const char *key_hash)
+                                          const struct provider_conf *prov, const char *key_hash)
 {
 	if (key_hash != NULL && key_hash[0] != '\0') {
 		for (size_t i = 0; i < cfg->n_keys; i++) {
@@ -127,14 +127,15 @@ static void grow(struct registry *reg)
 }
 
 size_t registry_evict_idle(struct registry *reg, int64_t now_ms, int64_t idle_ms,
-			   void (*on_evict)(struct sched_lane *lane, void *arg), void *arg)
+                           void (*on_evict)(struct sched_lane *lane, void *arg), void *arg)
 {
 	size_t evicted = 0;
 	for (size_t i = 0; i < reg->n_buckets; i++) {
 		struct entry **pp = &reg->buckets[i];
 		while (*pp != NULL) {
 			struct entry *e = *pp;
-			if (sched_lane_idle(&e->lane) && now_ms - e->lane.last_active_ms >= idle_ms) {
+			if (sched_lane_idle(&e->lane) &&
+			    now_ms - e->lane.last_active_ms >= idle_ms) {
 				*pp = e->next;
 				if (on_evict)
 					on_evict(&e->lane, arg);
@@ -150,9 +151,9 @@ size_t registry_evict_idle(struct registry *reg, int64_t now_ms, int64_t idle_ms
 }
 
 struct sched_lane *registry_lane(struct registry *reg, const struct config *cfg,
-				 const struct provider_conf *prov, const char *key_hash,
-				 int64_t now_ms, void (*on_evict)(struct sched_lane *, void *),
-				 void *arg)
+                                 const struct provider_conf *prov, const char *key_hash,
+                                 int64_t now_ms, void (*on_evict)(struct sched_lane *, void *),
+                                 void *arg)
 {
 	const char *kh = key_hash != NULL ? key_hash : "";
 	uint64_t h = lane_hash(prov->name, kh);

@@ -16,28 +16,28 @@ struct registry;
 struct registry *registry_new(void);
 /* Calls on_free for every lane, then frees the table. */
 void registry_free(struct registry *reg, void (*on_free)(struct sched_lane *lane, void *arg),
-		   void *arg);
+                   void *arg);
 
 /* The lane of (prov, key_hash), created when new (key_hash NULL or "" = the
  * provider's anonymous lane). The plan comes from cfg->keys (a matching
  * key_sha256 prefix) or else the provider's plan. NULL when the table is at
  * cfg->limits.max_lanes and no idle lane can be evicted to make room. */
 struct sched_lane *registry_lane(struct registry *reg, const struct config *cfg,
-				 const struct provider_conf *prov, const char *key_hash,
-				 int64_t now_ms, void (*on_evict)(struct sched_lane *, void *),
-				 void *arg);
+                                 const struct provider_conf *prov, const char *key_hash,
+                                 int64_t now_ms, void (*on_evict)(struct sched_lane *, void *),
+                                 void *arg);
 
 /* Evicts lanes idle for at least idle_ms; returns how many. */
 size_t registry_evict_idle(struct registry *reg, int64_t now_ms, int64_t idle_ms,
-			   void (*on_evict)(struct sched_lane *lane, void *arg), void *arg);
+                           void (*on_evict)(struct sched_lane *lane, void *arg), void *arg);
 
 size_t registry_count(const struct registry *reg);
 void registry_foreach(struct registry *reg, void (*fn)(struct sched_lane *lane, void *arg),
-		      void *arg);
+                      void *arg);
 
 /* The plan for a key of a provider: the first cfg->keys entry whose provider
  * matches and whose key_sha256 is a prefix of key_hash, else the provider's. */
 const struct plan_conf *registry_plan_for(const struct config *cfg,
-					  const struct provider_conf *prov, const char *key_hash);
+                                          const struct provider_conf *prov, const char *key_hash);
 
 #endif

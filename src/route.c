@@ -19,7 +19,7 @@ static bool prefix_matches(const char *prefix, const char *path, size_t path_len
 }
 
 static enum route_status resolve_origin_form(const struct config *cfg, const char *target,
-					     struct route *out)
+                                             struct route *out)
 {
 	size_t tlen = strlen(target);
 	const struct provider_conf *best = NULL;
@@ -57,7 +57,7 @@ static bool host_listed(const struct provider_conf *p, const char *host, size_t 
 }
 
 static enum route_status resolve_absolute_form(const struct config *cfg, const char *target,
-					       size_t scheme_len, struct route *out)
+                                               size_t scheme_len, struct route *out)
 {
 	const char *auth = target + scheme_len;
 	size_t auth_len = strcspn(auth, "/?#");
@@ -122,7 +122,7 @@ int route_upstream_url(const struct route *r, char *buf, size_t len)
 	/* "/anthropic" alone or "/anthropic?x" strip to "" or "?x": start with '/'. */
 	bool need_slash = path_len == 0 || path[0] != '/';
 	int n = snprintf(buf, len, "%.*s%s%.*s", (int)base_len, base, need_slash ? "/" : "",
-			 (int)path_len, path);
+	                 (int)path_len, path);
 	if (n < 0 || (size_t)n >= len)
 		return -1;
 	return n;

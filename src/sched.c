@@ -87,7 +87,7 @@ static void agent_set_free(struct sched_lane *lane, uint64_t agent)
 /* ---- lane setup ---- */
 
 void sched_lane_init(struct sched_lane *lane, const struct provider_conf *prov,
-		     const struct plan_conf *plan, enum agents_mode agents, int64_t now_ms)
+                     const struct plan_conf *plan, enum agents_mode agents, int64_t now_ms)
 {
 	memset(&lane->stats, 0, sizeof(lane->stats));
 	lane->provider = prov;
@@ -142,8 +142,8 @@ bool sched_lane_idle(const struct sched_lane *lane)
 /* ---- submit ---- */
 
 enum sched_submit_result sched_submit(struct sched_lane *lane, struct sched_item *it,
-				      double cost_prompt, double cost_output, uint64_t agent,
-				      int64_t now_ms)
+                                      double cost_prompt, double cost_output, uint64_t agent,
+                                      int64_t now_ms)
 {
 	lane->last_active_ms = now_ms;
 	if (lane->q_depth >= lane->plan->queue.max_depth) {
@@ -187,7 +187,7 @@ static double budget_cost(const struct sched_item *it, int budget)
 /* Earliest instant `it` may leave, by every time gate (concurrency and agents
  * are checked separately). */
 static int64_t lane_ready_at(const struct sched_lane *lane, const struct sched_item *it,
-			     int64_t now_ms)
+                             int64_t now_ms)
 {
 	int64_t t = gates_ready_at(&lane->gates, now_ms, it->cost_tokens);
 	for (int b = 0; b < RLH_N_BUDGETS; b++) {
@@ -309,7 +309,7 @@ struct sched_item *sched_expired(struct sched_lane *lane, int64_t now_ms)
 /* ---- feedback ---- */
 
 void sched_complete(struct sched_lane *lane, struct sched_item *it, enum sched_outcome outcome,
-		    int64_t now_ms)
+                    int64_t now_ms)
 {
 	if (it->state != SCHED_IN_FLIGHT)
 		return;
@@ -352,7 +352,7 @@ void sched_complete(struct sched_lane *lane, struct sched_item *it, enum sched_o
 }
 
 bool sched_observe(struct sched_lane *lane, const struct sched_item *it, const struct rlh_result *h,
-		   int64_t now_ms)
+                   int64_t now_ms)
 {
 	bool changed = false;
 	for (int b = 0; b < RLH_N_BUDGETS; b++) {
@@ -388,7 +388,7 @@ void sched_hold(struct sched_lane *lane, int64_t until_ms)
 }
 
 void sched_tokens_used(struct sched_lane *lane, struct sched_item *it, double actual_tokens,
-		       int64_t now_ms)
+                       int64_t now_ms)
 {
 	gates_adjust_tokens(&lane->gates, now_ms, actual_tokens - it->cost_tokens);
 	it->cost_tokens = actual_tokens;

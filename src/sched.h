@@ -34,25 +34,25 @@ struct sched_item {
 	struct sched_lane *lane;
 	struct sched_item *prev, *next; /* in the lane's queue or retry list */
 	enum sched_state state;
-	int64_t arrived_ms;   /* first entry into the lane */
-	int64_t queued_ms;    /* entry into the current wait */
-	int64_t ready_ms;     /* SCHED_RETRY_WAIT: not before this */
+	int64_t arrived_ms; /* first entry into the lane */
+	int64_t queued_ms;  /* entry into the current wait */
+	int64_t ready_ms;   /* SCHED_RETRY_WAIT: not before this */
 	int64_t dispatched_ms;
 	uint64_t dispatch_seq; /* the lane's dispatch number of its last attempt */
-	double cost_tokens;   /* estimate charged to the token gate: prompt + output */
-	double cost_prompt;   /* its parts, for learned input/output token budgets */
+	double cost_tokens;    /* estimate charged to the token gate: prompt + output */
+	double cost_prompt;    /* its parts, for learned input/output token budgets */
 	double cost_output;
 	double marks[RLH_N_BUDGETS]; /* learned_charge's marks, echoed by observations */
-	uint64_t agent;       /* hash of the agent id; 0 = none */
-	unsigned attempts;    /* dispatches so far */
-	bool saturated;       /* the lane was at its concurrency limit when dispatched */
-	bool retried;         /* came back from a retry: dispatched before the FIFO */
+	uint64_t agent;              /* hash of the agent id; 0 = none */
+	unsigned attempts;           /* dispatches so far */
+	bool saturated;              /* the lane was at its concurrency limit when dispatched */
+	bool retried;                /* came back from a retry: dispatched before the FIFO */
 };
 
 enum sched_submit_result {
-	SCHED_OK,          /* queued: call sched_next */
-	SCHED_QUEUE_FULL,  /* 503 queue_full */
-	SCHED_AGENT_BUSY,  /* 409 agent_busy (agents.mode reject) */
+	SCHED_OK,         /* queued: call sched_next */
+	SCHED_QUEUE_FULL, /* 503 queue_full */
+	SCHED_AGENT_BUSY, /* 409 agent_busy (agents.mode reject) */
 };
 
 /* What an attempt's answer means for the lane. */
@@ -64,8 +64,8 @@ enum sched_outcome {
 };
 
 struct sched_lane_stats {
-	uint64_t dispatched, succeeded, capacity_signals, capacity_reactions, transient_errors, retries,
-	    rejected_queue_full, rejected_agent_busy, queue_timeouts, cancelled;
+	uint64_t dispatched, succeeded, capacity_signals, capacity_reactions, transient_errors,
+	    retries, rejected_queue_full, rejected_agent_busy, queue_timeouts, cancelled;
 	int64_t queue_wait_max_ms;
 };
 
@@ -89,24 +89,24 @@ struct sched_lane {
 	size_t n_busy_agents;
 
 	/* Gates. */
-	struct gates gates;                      /* request-rate windows and the token gate */
-	struct learned learned[RLH_N_BUDGETS];   /* one per budget the headers report */
-	struct aimd conc;                        /* adaptive concurrency */
-	struct aimd_delay delay;                 /* dispatch-delay AIMD */
+	struct gates gates;                    /* request-rate windows and the token gate */
+	struct learned learned[RLH_N_BUDGETS]; /* one per budget the headers report */
+	struct aimd conc;                      /* adaptive concurrency */
+	struct aimd_delay delay;               /* dispatch-delay AIMD */
 	int64_t last_dispatch_ms;
-	int64_t hold_until_ms;   /* server said wait (retry-after on a capacity error) */
+	int64_t hold_until_ms; /* server said wait (retry-after on a capacity error) */
 	/* Dispatches are numbered; a capacity error counts only from a request
 	 * sent after the lane last reacted (its number above signal_seq). */
 	uint64_t dispatch_seq, signal_seq;
 
 	struct sched_lane_stats stats;
-	int64_t last_active_ms;  /* for idle eviction */
-	void *shell;             /* the event-loop side's state (its timer) */
+	int64_t last_active_ms; /* for idle eviction */
+	void *shell;            /* the event-loop side's state (its timer) */
 };
 
 /* Sets a lane up for `plan` at now_ms (the registry calls this). */
 void sched_lane_init(struct sched_lane *lane, const struct provider_conf *prov,
-		     const struct plan_conf *plan, enum agents_mode agents, int64_t now_ms);
+                     const struct plan_conf *plan, enum agents_mode agents, int64_t now_ms);
 /* A new plan (reload): gates keep what they know where they can. */
 void sched_lane_set_plan(struct sched_lane *lane, const struct plan_conf *plan, int64_t now_ms);
 
@@ -114,8 +114,8 @@ void sched_lane_set_plan(struct sched_lane *lane, const struct plan_conf *plan, 
  * the estimate of the prompt and of the requested output (0 when no token
  * budget paces the lane); agent is a hash of the agent id, 0 for none. */
 enum sched_submit_result sched_submit(struct sched_lane *lane, struct sched_item *it,
-				      double cost_prompt, double cost_output, uint64_t agent,
-				      int64_t now_ms);
+                                      double cost_prompt, double cost_output, uint64_t agent,
+                                      int64_t now_ms);
 
 /* The next request to send now, or NULL. The caller must then dispatch it (the
  * item is already counted in flight and the gates are charged). */
@@ -133,13 +133,13 @@ struct sched_item *sched_expired(struct sched_lane *lane, int64_t now_ms);
 /* The attempt of an in-flight item ended. Releases its slot and feeds the
  * adaptive limits with the time since its dispatch. */
 void sched_complete(struct sched_lane *lane, struct sched_item *it, enum sched_outcome outcome,
-		    int64_t now_ms);
+                    int64_t now_ms);
 
 /* Rate-limit headers seen on the response to `it` (dispatched at
  * it->dispatched_ms). Returns true when what the lane knows of its limits
  * changed (worth a limit_learned log line). */
 bool sched_observe(struct sched_lane *lane, const struct sched_item *it, const struct rlh_result *h,
-		   int64_t now_ms);
+                   int64_t now_ms);
 
 /* Whether a learned token budget paces the lane (the caller must then
  * estimate token costs). */
@@ -151,7 +151,7 @@ void sched_hold(struct sched_lane *lane, int64_t until_ms);
 
 /* Corrects the token gate once the real usage is known. */
 void sched_tokens_used(struct sched_lane *lane, struct sched_item *it, double actual_tokens,
-		       int64_t now_ms);
+                       int64_t now_ms);
 
 /* A completed attempt will be retried after delay_ms: the item waits without
  * a slot, then goes back ahead of the FIFO. */

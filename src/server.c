@@ -71,7 +71,7 @@ const char *proxy_status_reason(int status)
 }
 
 void proxy_add_pacer_headers(struct evkeyvalq *out, const char *request_id, int attempts,
-			     long long queue_ms)
+                             long long queue_ms)
 {
 	char num[24];
 	if (evhttp_find_header(out, "x-request-id") == NULL)
@@ -84,13 +84,13 @@ void proxy_add_pacer_headers(struct evkeyvalq *out, const char *request_id, int 
 
 /* Sends {"error":{"message","type":"pacer_error","code"}} with `status`.
  * retry_after_ms >= 0 adds retry-after (seconds, rounded up) and retry-after-ms. */
-static void send_error(struct evhttp_request *req, struct server *srv, int status,
-		       const char *code, const char *message, const char *request_id,
-		       int attempts, long long queue_ms, long long retry_after_ms)
+static void send_error(struct evhttp_request *req, struct server *srv, int status, const char *code,
+                       const char *message, const char *request_id, int attempts,
+                       long long queue_ms, long long retry_after_ms)
 {
 	struct evkeyvalq *out = evhttp_request_get_output_headers(req);
 	json_t *body = json_pack("{s:{s:s,s:s,s:s}}", "error", "message", message, "type",
-				 "pacer_error", "code", code);
+	                         "pacer_error", "code", code);
 	char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
 	struct evbuffer *buf = evbuffer_new();
 
@@ -160,7 +160,7 @@ static bool request_id_acceptable(const char *id)
 }
 
 static void make_request_id(struct server *srv, struct evhttp_request *req, char *out,
-			    size_t outlen)
+                            size_t outlen)
 {
 	const char *given =
 	    evhttp_find_header(evhttp_request_get_input_headers(req), "x-request-id");
@@ -350,7 +350,7 @@ static void on_complete(struct evhttp_request *req, void *arg)
 
 /* pacerd answers for an accepted request (after intake). */
 void xreq_error(struct xreq *xr, int status, const char *code, const char *message,
-		long long retry_after_ms)
+                long long retry_after_ms)
 {
 	if (xr->req == NULL || xr->response_started)
 		return;
@@ -359,8 +359,8 @@ void xreq_error(struct xreq *xr, int status, const char *code, const char *messa
 	xr->status = status;
 	xr->error_code = code;
 	long long queue_ms = (xr->t_dispatch ? xr->t_dispatch : mono_ms()) - xr->t_start;
-	send_error(xr->req, xr->srv, status, code, message, xr->request_id,
-		   (int)xr->item.attempts, queue_ms, retry_after_ms);
+	send_error(xr->req, xr->srv, status, code, message, xr->request_id, (int)xr->item.attempts,
+	           queue_ms, retry_after_ms);
 }
 
 /* Cuts the client connection now (an upstream broken off mid-body). */
@@ -438,8 +438,8 @@ static struct curl_slist *upstream_headers(struct evhttp_request *req)
 		list = tmp;
 	}
 	/* Expect: 100-continue would cost a round trip for bodies over 1 MiB. */
-	const char *blanks[] = {"Expect:", has_accept ? NULL : "Accept:",
-				has_ctype ? NULL : "Content-Type:"};
+	const char *blanks[] = {
+	    "Expect:", has_accept ? NULL : "Accept:", has_ctype ? NULL : "Content-Type:"};
 	for (size_t i = 0; i < sizeof(blanks) / sizeof(blanks[0]); i++) {
 		if (blanks[i] == NULL)
 			continue;
@@ -459,24 +459,24 @@ fail:
  * Authorization: Bearer, a Gemini client may use ?key=), so that a request
  * with a key never lands in the anonymous lane. */
 static bool key_from(struct xreq *xr, struct evhttp_request *req, enum key_source src,
-		     const char **key, size_t *key_len)
+                     const char **key, size_t *key_len)
 {
 	if (src == KEY_QUERY_KEY) {
 		const char *q = memchr(xr->route.path, '?', xr->route.path_len);
 		return q != NULL &&
 		       route_key_from_query(q + 1,
-					    xr->route.path_len - (size_t)(q + 1 - xr->route.path),
-					    key, key_len);
+		                            xr->route.path_len - (size_t)(q + 1 - xr->route.path),
+		                            key, key_len);
 	}
-	const char *v = evhttp_find_header(evhttp_request_get_input_headers(req),
-					   route_key_header_name(src));
+	const char *v =
+	    evhttp_find_header(evhttp_request_get_input_headers(req), route_key_header_name(src));
 	return route_key_from_header(src, v, key, key_len);
 }
 
 static void find_key(struct xreq *xr, struct evhttp_request *req)
 {
 	static const enum key_source fallbacks[] = {KEY_AUTHORIZATION, KEY_X_API_KEY, KEY_API_KEY,
-						     KEY_X_GOOG_API_KEY, KEY_QUERY_KEY};
+	                                            KEY_X_GOOG_API_KEY, KEY_QUERY_KEY};
 	const char *key = NULL;
 	size_t key_len = 0;
 	bool found = key_from(xr, req, xr->route.provider->key_source, &key, &key_len);
@@ -488,7 +488,7 @@ static void find_key(struct xreq *xr, struct evhttp_request *req)
 }
 
 static void reply_early(struct server *srv, struct evhttp_request *req, int status,
-			const char *code, const char *message)
+                        const char *code, const char *message)
 {
 	char id[REQUEST_ID_MAX + 1];
 	make_request_id(srv, req, id, sizeof(id));
@@ -548,7 +548,7 @@ static void on_request(struct evhttp_request *req, void *arg)
 		make_request_id(srv, req, id, sizeof(id));
 		count_response(srv, 503);
 		send_error(req, srv, 503, "shutting_down", "pacerd is shutting down", id, 0, 0,
-			   1000);
+		           1000);
 		return;
 	}
 	if (cmd == EVHTTP_REQ_CONNECT) {
@@ -557,9 +557,9 @@ static void on_request(struct evhttp_request *req, void *arg)
 		evhttp_add_header(evhttp_request_get_output_headers(req), "connection", "close");
 		evhttp_request_set_on_complete_cb(req, end_after_answer, NULL);
 		reply_early(srv, req, 405, "method_not_allowed",
-			    "CONNECT is not supported: a TLS tunnel cannot be paced per request. "
-			    "Send plain HTTP to pacerd (set the SDK base URL to "
-			    "http://HOST:PORT/v1) instead of using it as an HTTPS proxy");
+		            "CONNECT is not supported: a TLS tunnel cannot be paced per request. "
+		            "Send plain HTTP to pacerd (set the SDK base URL to "
+		            "http://HOST:PORT/v1) instead of using it as an HTTPS proxy");
 		return;
 	}
 	if (cmd == EVHTTP_REQ_TRACE) {
@@ -573,11 +573,11 @@ static void on_request(struct evhttp_request *req, void *arg)
 		break;
 	case ROUTE_NO_PROVIDER:
 		reply_early(srv, req, 404, "unknown_provider",
-			    "no provider is configured for this path");
+		            "no provider is configured for this path");
 		return;
 	case ROUTE_HOST_NOT_ALLOWED:
 		reply_early(srv, req, 403, "host_not_allowed",
-			    "this host is not a configured provider; pacerd is not an open proxy");
+		            "this host is not a configured provider; pacerd is not an open proxy");
 		return;
 	case ROUTE_BAD_TARGET:
 		reply_early(srv, req, 400, "bad_request", "malformed request target");
@@ -614,9 +614,9 @@ static void on_request(struct evhttp_request *req, void *arg)
 		return;
 	}
 	const char *agent = srv->cfg->agents.mode == AGENTS_OFF
-				? NULL
-				: evhttp_find_header(evhttp_request_get_input_headers(req),
-						     srv->cfg->agents.header);
+	                        ? NULL
+	                        : evhttp_find_header(evhttp_request_get_input_headers(req),
+	                                             srv->cfg->agents.header);
 	if (agent != NULL)
 		snprintf(xr->agent, sizeof(xr->agent), "%s", agent);
 
@@ -689,13 +689,13 @@ static int bind_listener(struct server *srv, const char *listen, char *err, size
 		snprintf(err, errlen, "listen: '%s' is not an IP address", h);
 		return -1;
 	}
-	srv->listener = evconnlistener_new_bind(
-	    srv->base, NULL, NULL,
-	    LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC | LEV_OPT_DISABLED,
-	    LISTEN_BACKLOG, (struct sockaddr *)&ss, (int)sslen);
+	srv->listener = evconnlistener_new_bind(srv->base, NULL, NULL,
+	                                        LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_FREE |
+	                                            LEV_OPT_CLOSE_ON_EXEC | LEV_OPT_DISABLED,
+	                                        LISTEN_BACKLOG, (struct sockaddr *)&ss, (int)sslen);
 	if (srv->listener == NULL) {
 		snprintf(err, errlen, "listen %s: %s", listen,
-			 evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+		         evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
 		return -1;
 	}
 	srv->bound = evhttp_bind_listener(srv->http, srv->listener);
@@ -707,7 +707,7 @@ static int bind_listener(struct server *srv, const char *listen, char *err, size
 	 * (Linux): SSE chunks are small and must not wait for Nagle. */
 	int one = 1;
 	setsockopt(evconnlistener_get_fd(srv->listener), IPPROTO_TCP, TCP_NODELAY, &one,
-		   sizeof(one));
+	           sizeof(one));
 	evconnlistener_set_error_cb(srv->listener, on_accept_error);
 	evconnlistener_enable(srv->listener);
 	return 0;
@@ -720,7 +720,7 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	registry_evict_idle(srv->reg, mono_ms(), (int64_t)srv->cfg->limits.idle_ttl_s * 1000,
-			    exchange_lane_evicted, srv);
+	                    exchange_lane_evicted, srv);
 }
 
 static void apply_http_limits(struct server *srv)
@@ -732,7 +732,7 @@ static void apply_http_limits(struct server *srv)
 }
 
 struct server *server_new(struct event_base *base, struct config *cfg, struct upstream *up,
-			  char *err, size_t errlen)
+                          char *err, size_t errlen)
 {
 	struct server *srv = calloc(1, sizeof(*srv));
 	struct cfgref *cref = srv ? cfgref_new(cfg) : NULL;
@@ -760,9 +760,9 @@ struct server *server_new(struct event_base *base, struct config *cfg, struct up
 		return NULL;
 	}
 	evhttp_set_allowed_methods(srv->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
-						  EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
-						  EVHTTP_REQ_OPTIONS | EVHTTP_REQ_TRACE |
-						  EVHTTP_REQ_CONNECT | EVHTTP_REQ_PATCH);
+	                                          EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
+	                                          EVHTTP_REQ_OPTIONS | EVHTTP_REQ_TRACE |
+	                                          EVHTTP_REQ_CONNECT | EVHTTP_REQ_PATCH);
 	apply_http_limits(srv);
 	/* Never invent a Content-Type for an upstream answer that had none. */
 	evhttp_set_default_content_type(srv->http, NULL);
@@ -785,7 +785,8 @@ void server_reload(struct server *srv, struct config *cfg)
 {
 	struct cfgref *cref = cfgref_new(cfg);
 	if (cref == NULL) {
-		log_msg(LOG_ERROR, "config_reload_failed", "out of memory; the running configuration stays");
+		log_msg(LOG_ERROR, "config_reload_failed",
+		        "out of memory; the running configuration stays");
 		config_free(cfg);
 		return;
 	}
@@ -847,7 +848,7 @@ void server_abort_all(struct server *srv)
 		exchange_abort(xr);
 		if (!xr->response_started && xr->req != NULL)
 			xreq_error(xr, 503, "shutting_down",
-				   "pacerd stopped before the upstream answered", 1000);
+			           "pacerd stopped before the upstream answered", 1000);
 		else
 			xreq_close_client_now(xr);
 		xreq_maybe_free(xr);

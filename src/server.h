@@ -15,7 +15,7 @@ struct server;
 /* Binds cfg->listen and starts accepting. The server takes the configuration
  * over (it frees it, also on failure). NULL with err set on failure. */
 struct server *server_new(struct event_base *base, struct config *cfg, struct upstream *up,
-			  char *err, size_t errlen);
+                          char *err, size_t errlen);
 
 /* Switches to a new, valid configuration (the server takes it over): the next
  * requests route by it, every lane paces by its new plan from its next

@@ -109,8 +109,8 @@ static void socket_action(struct upstream *up, curl_socket_t fd, int flags)
 static void on_socket_event(evutil_socket_t fd, short what, void *arg)
 {
 	struct sock_ev *s = arg;
-	int flags = ((what & EV_READ) ? CURL_CSELECT_IN : 0) |
-		    ((what & EV_WRITE) ? CURL_CSELECT_OUT : 0);
+	int flags =
+	    ((what & EV_READ) ? CURL_CSELECT_IN : 0) | ((what & EV_WRITE) ? CURL_CSELECT_OUT : 0);
 	socket_action(s->up, fd, flags);
 }
 
@@ -141,7 +141,7 @@ static int socket_cb(CURL *easy, curl_socket_t fd, int what, void *userp, void *
 		return 0; /* unchanged: keep the persistent event as it is */
 	}
 	short kind = (short)(((what & CURL_POLL_IN) ? EV_READ : 0) |
-			     ((what & CURL_POLL_OUT) ? EV_WRITE : 0) | EV_PERSIST);
+	                     ((what & CURL_POLL_OUT) ? EV_WRITE : 0) | EV_PERSIST);
 	if (s->ev != NULL)
 		event_free(s->ev);
 	s->ev = event_new(up->base, fd, kind, on_socket_event, s);
@@ -276,7 +276,8 @@ static void on_xfer_timer(evutil_socket_t fd, short what, void *arg)
 			return;
 		}
 	}
-	finish(x, UP_TIMEOUT, x->headers_done ? "upstream idle timeout" : "upstream first-byte timeout");
+	finish(x, UP_TIMEOUT,
+	       x->headers_done ? "upstream idle timeout" : "upstream first-byte timeout");
 }
 
 /* ---- libcurl callbacks ---- */
@@ -314,7 +315,7 @@ static bool store_header(struct up_xfer *x, const char *line, size_t len)
 	const char *name, *value;
 	size_t nlen, vlen;
 	if (!hdr_split_line(line, len, &name, &nlen, &value, &vlen))
-		return true; /* continuation lines and junk are dropped */
+		return true;                     /* continuation lines and junk are dropped */
 	size_t need = x->hlen + nlen + vlen + 2; /* both NUL-terminated */
 	if (x->nh == UP_HEADERS_MAX || need > UP_HEADER_BYTES_MAX)
 		return false;
@@ -531,8 +532,8 @@ static void set_method(CURL *e, const struct up_request *r)
 		curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
 		return;
 	}
-	bool body_method = strcmp(m, "POST") == 0 || strcmp(m, "PUT") == 0 ||
-			   strcmp(m, "PATCH") == 0;
+	bool body_method =
+	    strcmp(m, "POST") == 0 || strcmp(m, "PUT") == 0 || strcmp(m, "PATCH") == 0;
 	if (r->body_len > 0 || body_method) {
 		/* POSTFIELDS sends the body as is, with Content-Length, and is
 		 * reusable for a retry; CUSTOMREQUEST keeps the client's method. */
@@ -546,7 +547,7 @@ static void set_method(CURL *e, const struct up_request *r)
 }
 
 struct up_xfer *upstream_start(struct upstream *up, const struct up_request *r,
-			       const struct up_handler *h, void *ctx)
+                               const struct up_handler *h, void *ctx)
 {
 	struct up_xfer *x = xfer_get(up);
 	if (x == NULL)
@@ -578,7 +579,7 @@ struct up_xfer *upstream_start(struct upstream *up, const struct up_request *r,
 	curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
 	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT, (long)r->provider->timeouts.connect_s);
 	curl_easy_setopt(e, CURLOPT_HTTP_VERSION,
-			 r->provider->http2 ? CURL_HTTP_VERSION_2TLS : CURL_HTTP_VERSION_1_1);
+	                 r->provider->http2 ? CURL_HTTP_VERSION_2TLS : CURL_HTTP_VERSION_1_1);
 	curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, r->provider->tls.verify ? 1L : 0L);
 	curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, r->provider->tls.verify ? 2L : 0L);
 	if (r->provider->tls.ca_file != NULL && r->provider->tls.ca_file[0] != '\0')

@@ -42,9 +42,9 @@ enum up_error {
 
 struct up_request {
 	const char *url;
-	const char *method;           /* as received: "GET", "POST", … */
+	const char *method;               /* as received: "GET", "POST", … */
 	const struct curl_slist *headers; /* owned by the caller until done */
-	const char *body;             /* owned by the caller until done */
+	const char *body;                 /* owned by the caller until done */
 	size_t body_len;
 	const struct provider_conf *provider; /* tls, timeouts, http2 */
 };
@@ -54,7 +54,7 @@ struct up_handler {
 	 * (1xx interim responses are skipped). Return false to abort the
 	 * transfer (on_done then reports UP_INTERNAL). */
 	bool (*on_headers)(void *ctx, int status, const char *reason, const struct up_header *h,
-			   size_t n);
+	                   size_t n);
 	/* Response body bytes. Return true when consumed; false to pause the
 	 * transfer: the same bytes are delivered again after upstream_resume. */
 	bool (*on_body)(void *ctx, const char *data, size_t len);
@@ -67,7 +67,7 @@ struct upstream *upstream_new(struct event_base *base, char *err, size_t errlen)
 void upstream_free(struct upstream *up);
 
 struct up_xfer *upstream_start(struct upstream *up, const struct up_request *req,
-			       const struct up_handler *h, void *ctx);
+                               const struct up_handler *h, void *ctx);
 /* Stops the transfer; on_done will not be called. Safe from any callback. */
 void upstream_abort(struct up_xfer *x);
 /* Continues a transfer paused by on_body returning false (next loop turn). */

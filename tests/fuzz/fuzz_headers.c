@@ -35,7 +35,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		h[n++] = (struct rlh_header){line, value, strlen(value)};
 	}
 	const enum dialect dialects[] = {DIALECT_OPENAI, DIALECT_ANTHROPIC, DIALECT_AZURE,
-					 DIALECT_IETF, DIALECT_NONE};
+	                                 DIALECT_IETF, DIALECT_NONE};
 	for (size_t d = 0; d < sizeof(dialects) / sizeof(dialects[0]); d++) {
 		struct rlh_result r;
 		rlh_parse(dialects[d], h, n, 1767225600000LL, &r);

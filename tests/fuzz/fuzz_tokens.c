@@ -19,7 +19,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct tokens_sse s;
 	tokens_sse_init(&s);
 	for (size_t off = 0; off < size; off += step)
-		tokens_sse_feed(&s, (const char *)data + off, size - off < step ? size - off : step);
+		tokens_sse_feed(&s, (const char *)data + off,
+		                size - off < step ? size - off : step);
 	tokens_sse_free(&s);
 	return 0;
 }

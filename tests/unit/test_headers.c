@@ -6,9 +6,10 @@
 
 START_TEST(hop_by_hop_fields_are_dropped)
 {
-	const char *hop[] = {"Connection", "keep-alive", "Proxy-Connection", "TE", "Trailer",
-			     "Transfer-Encoding", "Upgrade", "Proxy-Authorization",
-			     "proxy-authenticate"};
+	const char *hop[] = {
+	    "Connection",        "keep-alive",        "Proxy-Connection", "TE",
+	    "Trailer",           "Transfer-Encoding", "Upgrade",          "Proxy-Authorization",
+	    "proxy-authenticate"};
 	for (size_t i = 0; i < sizeof(hop) / sizeof(hop[0]); i++) {
 		ck_assert_msg(!hdr_forward_request(hop[i], NULL), "%s forwarded", hop[i]);
 		ck_assert_msg(!hdr_forward_response(hop[i], NULL), "%s relayed", hop[i]);
@@ -18,9 +19,9 @@ END_TEST
 
 START_TEST(end_to_end_fields_cross)
 {
-	const char *e2e[] = {"Authorization", "Content-Type", "Accept", "x-api-key",
-			     "anthropic-version", "OpenAI-Organization", "User-Agent",
-			     "Accept-Encoding", "x-request-id"};
+	const char *e2e[] = {"Authorization", "Content-Type",      "Accept",
+	                     "x-api-key",     "anthropic-version", "OpenAI-Organization",
+	                     "User-Agent",    "Accept-Encoding",   "x-request-id"};
 	for (size_t i = 0; i < sizeof(e2e) / sizeof(e2e[0]); i++)
 		ck_assert_msg(hdr_forward_request(e2e[i], "close"), "%s dropped", e2e[i]);
 	ck_assert(hdr_forward_response("Content-Length", NULL));

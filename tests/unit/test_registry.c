@@ -36,10 +36,10 @@ static struct config *load(const char *yaml)
 static void setup(void)
 {
 	cfg = load("limits: { max_lanes: 2 }\n"
-		   "plans:\n"
-		   "  slow: { max_requests_per_second: 5 }\n"
-		   "keys:\n"
-		   "  - { provider: openai, key_sha256: ba7816bf8f01, plan: slow }\n");
+	           "plans:\n"
+	           "  slow: { max_requests_per_second: 5 }\n"
+	           "keys:\n"
+	           "  - { provider: openai, key_sha256: ba7816bf8f01, plan: slow }\n");
 	reg = registry_new();
 	evicted = 0;
 }
@@ -90,7 +90,7 @@ START_TEST(plan_by_key_prefix)
 	ck_assert_str_eq(registry_plan_for(cfg, openai, OTHER)->name, "default");
 	ck_assert_str_eq(registry_plan_for(cfg, openai, NULL)->name, "default");
 	ck_assert_str_eq(registry_plan_for(cfg, config_provider(cfg, "anthropic"), ABC)->name,
-			 "default");
+	                 "default");
 	struct sched_lane *l = registry_lane(reg, cfg, openai, ABC, 1000, NULL, NULL);
 	ck_assert_str_eq(l->plan->name, "slow");
 }

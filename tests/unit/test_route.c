@@ -8,13 +8,27 @@ static char *openai_hosts[] = {"api.openai.com"};
 static char *anthropic_hosts[] = {"api.anthropic.com"};
 static char *groq_hosts[] = {"api.groq.com"};
 static struct provider_conf providers[] = {
-    {.name = "openai", .upstream = "https://api.openai.com", .prefix = "/",
-     .key_source = KEY_AUTHORIZATION, .hosts = openai_hosts, .n_hosts = 1},
-    {.name = "anthropic", .upstream = "https://api.anthropic.com", .prefix = "/anthropic",
-     .key_source = KEY_X_API_KEY, .hosts = anthropic_hosts, .n_hosts = 1},
-    {.name = "groq", .upstream = "https://api.groq.com/openai", .prefix = "/groq",
-     .key_source = KEY_AUTHORIZATION, .hosts = groq_hosts, .n_hosts = 1},
-    {.name = "gemini", .upstream = "http://127.0.0.1:9", .prefix = "/gemini/v1",
+    {.name = "openai",
+     .upstream = "https://api.openai.com",
+     .prefix = "/",
+     .key_source = KEY_AUTHORIZATION,
+     .hosts = openai_hosts,
+     .n_hosts = 1},
+    {.name = "anthropic",
+     .upstream = "https://api.anthropic.com",
+     .prefix = "/anthropic",
+     .key_source = KEY_X_API_KEY,
+     .hosts = anthropic_hosts,
+     .n_hosts = 1},
+    {.name = "groq",
+     .upstream = "https://api.groq.com/openai",
+     .prefix = "/groq",
+     .key_source = KEY_AUTHORIZATION,
+     .hosts = groq_hosts,
+     .n_hosts = 1},
+    {.name = "gemini",
+     .upstream = "http://127.0.0.1:9",
+     .prefix = "/gemini/v1",
      .key_source = KEY_QUERY_KEY},
 };
 static struct config cfg = {.providers = providers, .n_providers = 4};
@@ -32,7 +46,7 @@ static const char *url_for(const char *target)
 START_TEST(root_prefix_keeps_path_and_query)
 {
 	ck_assert_str_eq(url_for("/v1/chat/completions?a=1&b=2"),
-			 "https://api.openai.com/v1/chat/completions?a=1&b=2");
+	                 "https://api.openai.com/v1/chat/completions?a=1&b=2");
 	ck_assert_str_eq(url_for("/"), "https://api.openai.com/");
 }
 END_TEST
@@ -42,7 +56,8 @@ START_TEST(longest_prefix_wins_and_is_stripped)
 	struct route r;
 	ck_assert_int_eq(route_resolve(&cfg, "/anthropic/v1/messages", &r), ROUTE_OK);
 	ck_assert_str_eq(r.provider->name, "anthropic");
-	ck_assert_str_eq(url_for("/anthropic/v1/messages"), "https://api.anthropic.com/v1/messages");
+	ck_assert_str_eq(url_for("/anthropic/v1/messages"),
+	                 "https://api.anthropic.com/v1/messages");
 	ck_assert_str_eq(url_for("/groq/v1/models"), "https://api.groq.com/openai/v1/models");
 	ck_assert_str_eq(url_for("/gemini/v1/models?key=x"), "http://127.0.0.1:9/models?key=x");
 }
@@ -73,15 +88,15 @@ START_TEST(absolute_form_only_for_listed_hosts)
 	ck_assert_str_eq(r.provider->name, "openai");
 	ck_assert(r.forward_proxy);
 	ck_assert_str_eq(url_for("http://API.OpenAI.com:80/v1/models?q=1"),
-			 "https://api.openai.com/v1/models?q=1");
+	                 "https://api.openai.com/v1/models?q=1");
 	/* The absolute URI carries the provider's own base path. */
 	ck_assert_str_eq(url_for("https://api.groq.com/openai/v1/models"),
-			 "https://api.groq.com/openai/v1/models");
+	                 "https://api.groq.com/openai/v1/models");
 	ck_assert_str_eq(url_for("http://api.anthropic.com"), "https://api.anthropic.com/");
 	ck_assert_int_eq(route_resolve(&cfg, "http://example.com/v1/models", &r),
-			 ROUTE_HOST_NOT_ALLOWED);
+	                 ROUTE_HOST_NOT_ALLOWED);
 	ck_assert_int_eq(route_resolve(&cfg, "http://api.openai.com.evil.com/", &r),
-			 ROUTE_HOST_NOT_ALLOWED);
+	                 ROUTE_HOST_NOT_ALLOWED);
 	ck_assert_int_eq(route_resolve(&cfg, "http://user@api.openai.com/", &r), ROUTE_BAD_TARGET);
 	ck_assert_int_eq(route_resolve(&cfg, "http:///v1", &r), ROUTE_BAD_TARGET);
 }
