@@ -191,6 +191,7 @@ static void reset_attempt(struct xreq *xr)
 
 static void give_up_transport(struct xreq *xr, enum up_error err, const char *detail)
 {
+	snprintf(xr->up_detail, sizeof(xr->up_detail), "%s", detail ? detail : "");
 	if (err == UP_TIMEOUT) {
 		xreq_error(xr, 504, "upstream_timeout", "the upstream did not answer in time", -1);
 		return;

@@ -114,6 +114,7 @@ struct xreq {
 	size_t bytes_out;
 	const char *error_code; /* pacerd's own answer, for the access log */
 	enum up_error up_error;
+	char up_detail[128]; /* libcurl's message for a failed attempt, for the log */
 	bool client_closed;
 	bool response_started, paused, abort_when_drained;
 	bool upstream_done, client_done, reaping;

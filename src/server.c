@@ -263,6 +263,8 @@ void xreq_log_request(struct xreq *xr)
 		log_bool(&l, "client_closed", true);
 	if (xr->up_error != UP_OK)
 		log_str(&l, "upstream_error", upstream_error_name(xr->up_error));
+	if (xr->up_detail[0])
+		log_str(&l, "upstream_detail", xr->up_detail);
 	log_end(&l);
 }
 

@@ -41,6 +41,7 @@ struct up_xfer {
 	long long start_ms, last_ms;
 	int status;
 	char reason[64];
+	char errbuf[CURL_ERROR_SIZE]; /* libcurl's own words on a failure */
 	char *hbuf; /* header bytes of the current response */
 	size_t hlen, hcap;
 	struct hdr_off hoff[UP_HEADERS_MAX];
@@ -231,7 +232,7 @@ static void check_multi_info(struct upstream *up)
 			err = UP_TOO_LARGE;
 		else if (rc == CURLE_WRITE_ERROR && !x->aborted)
 			err = UP_INTERNAL; /* a handler refused the response */
-		finish(x, err, curl_easy_strerror(rc));
+		finish(x, err, x->errbuf[0] ? x->errbuf : curl_easy_strerror(rc));
 	}
 }
 
@@ -565,6 +566,8 @@ struct up_xfer *upstream_start(struct upstream *up, const struct up_request *r,
 	CURL *e = x->easy;
 	curl_easy_setopt(e, CURLOPT_URL, r->url);
 	curl_easy_setopt(e, CURLOPT_PRIVATE, x);
+	x->errbuf[0] = '\0';
+	curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
 	curl_easy_setopt(e, CURLOPT_SHARE, up->share);
 	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->headers);
