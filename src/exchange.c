@@ -351,11 +351,6 @@ void exchange_abort(struct xreq *xr)
 		lane_kick(xr->lane);
 }
 
-void exchange_client_gone(struct xreq *xr)
-{
-	exchange_abort(xr);
-}
-
 /* ---- relaying ---- */
 
 static bool copy_header(struct evkeyvalq *out, const struct up_header *h, const char *connection)

@@ -140,9 +140,8 @@ const char *proxy_status_reason(int status);
 /* Enters the request into its lane (or answers it: queue full, agent busy,
  * too many keys). Called from intake, never inside a libcurl callback. */
 void exchange_submit(struct xreq *xr);
-/* The client left: drop the request from its lane or abort its transfer. */
-void exchange_client_gone(struct xreq *xr);
-/* Drain deadline or shutdown: stop the upstream side of a request now. */
+/* Stops the upstream side of a request now (the client left, or the drain
+ * deadline passed): drops it from its lane or aborts its transfer. */
 void exchange_abort(struct xreq *xr);
 void exchange_lane_evicted(struct sched_lane *lane, void *arg);
 /* A new configuration: lanes whose provider still exists take its plan for

@@ -133,7 +133,9 @@ static enum retry_class by_status(int status, const char **why)
 	case 409:
 		*why = "status_409";
 		return RETRY_TRANSIENT;
-	case 501: /* not implemented, HTTP version, network auth: retrying cannot help */
+	/* 501, 505, 511 (unknown method, HTTP version, network authentication):
+	 * the same request would fail the same way again. */
+	case 501:
 	case 505:
 	case 511:
 		*why = "final";

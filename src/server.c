@@ -297,7 +297,7 @@ static void on_client_close(struct evhttp_connection *evcon, void *arg)
 		xreq_log_request(xr);
 	}
 	xr->client_done = true;
-	exchange_client_gone(xr);
+	exchange_abort(xr);
 	xreq_maybe_free(xr);
 }
 
@@ -320,7 +320,7 @@ static void on_close_watch(evutil_socket_t fd, short what, void *arg)
 	xr->client_closed = true;
 	xreq_log_request(xr);
 	xr->client_done = true;
-	exchange_client_gone(xr);
+	exchange_abort(xr);
 	evhttp_connection_free(evcon);
 	xreq_maybe_free(xr);
 }
@@ -424,8 +424,11 @@ static struct curl_slist *upstream_headers(struct evhttp_request *req)
 			has_accept = true;
 		else if (strcasecmp(kv->key, "content-type") == 0)
 			has_ctype = true;
+		/* libcurl copies the line: build it on the stack, on the heap
+		 * only when it is larger than a typical header. */
+		char small[512];
 		size_t n = strlen(kv->key) + strlen(kv->value) + 3;
-		char *line = malloc(n);
+		char *line = n <= sizeof(small) ? small : malloc(n);
 		if (line == NULL)
 			goto fail;
 		/* libcurl reads "Name:" as "remove Name"; "Name;" sends it empty. */
@@ -434,7 +437,8 @@ static struct curl_slist *upstream_headers(struct evhttp_request *req)
 		else
 			snprintf(line, n, "%s: %s", kv->key, kv->value);
 		tmp = curl_slist_append(list, line);
-		free(line);
+		if (line != small)
+			free(line);
 		if (tmp == NULL)
 			goto fail;
 		list = tmp;

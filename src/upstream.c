@@ -38,7 +38,7 @@ struct up_xfer {
 	const struct up_handler *h;
 	void *ctx;
 	const struct provider_conf *prov;
-	long long start_ms, last_ms;
+	long long last_ms;
 	int status;
 	char reason[64];
 	char errbuf[CURL_ERROR_SIZE]; /* libcurl's own words on a failure */
@@ -63,7 +63,6 @@ struct upstream {
 	struct up_xfer *free_list;
 	struct up_xfer *active;
 	struct up_xfer *doomed; /* aborted while libcurl was on the stack */
-	size_t n_active;
 	int in_curl; /* > 0 while a libcurl call that may run callbacks is on the stack */
 };
 
@@ -477,7 +476,6 @@ static void xfer_release(struct up_xfer *x)
 			up->active = x->next_active;
 		if (x->next_active)
 			x->next_active->prev_active = x->prev_active;
-		up->n_active--;
 	}
 	evtimer_del(x->timer);
 	event_del(x->resume);
@@ -510,16 +508,6 @@ void upstream_resume(struct up_xfer *x)
 {
 	if (x != NULL && x->paused && !x->aborted)
 		event_active(x->resume, 0, 0);
-}
-
-long long upstream_elapsed_ms(const struct up_xfer *x)
-{
-	return now_ms(x->up) - x->start_ms;
-}
-
-size_t upstream_active(const struct upstream *up)
-{
-	return up->n_active;
 }
 
 static void set_method(CURL *e, const struct up_request *r)
@@ -561,7 +549,7 @@ struct up_xfer *upstream_start(struct upstream *up, const struct up_request *r,
 	x->nh = 0;
 	x->hlen = 0;
 	x->headers_done = x->paused = x->aborted = x->too_large = false;
-	x->start_ms = x->last_ms = now_ms(up);
+	x->last_ms = now_ms(up);
 
 	CURL *e = x->easy;
 	curl_easy_setopt(e, CURLOPT_URL, r->url);
@@ -603,7 +591,6 @@ struct up_xfer *upstream_start(struct upstream *up, const struct up_request *r,
 	if (up->active)
 		up->active->prev_active = x;
 	up->active = x;
-	up->n_active++;
 	return x;
 }
 

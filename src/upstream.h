@@ -73,9 +73,6 @@ void upstream_abort(struct up_xfer *x);
 /* Continues a transfer paused by on_body returning false (next loop turn). */
 void upstream_resume(struct up_xfer *x);
 
-/* Seconds since the transfer started, for logs: connect, first byte. */
-long long upstream_elapsed_ms(const struct up_xfer *x);
 const char *upstream_error_name(enum up_error e);
-size_t upstream_active(const struct upstream *up);
 
 #endif

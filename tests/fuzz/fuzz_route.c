@@ -4,27 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../unit/route_fixture.h"
 #include "route.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static char *openai_hosts[] = {"api.openai.com"};
-static char *anthropic_hosts[] = {"api.anthropic.com"};
-static struct provider_conf providers[] = {
-    {.name = "openai",
-     .upstream = "https://api.openai.com",
-     .prefix = "/",
-     .key_source = KEY_AUTHORIZATION,
-     .hosts = openai_hosts,
-     .n_hosts = 1},
-    {.name = "anthropic",
-     .upstream = "https://api.anthropic.com/base",
-     .prefix = "/anthropic",
-     .key_source = KEY_X_API_KEY,
-     .hosts = anthropic_hosts,
-     .n_hosts = 1},
-};
-static struct config cfg = {.providers = providers, .n_providers = 2};
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

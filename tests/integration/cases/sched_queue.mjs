@@ -115,4 +115,24 @@ export const tests = [
       assert.ok(p.alive);
     },
   },
+  {
+    // limits.max_lanes caps the keys tracked at once: a new key past the cap, with no
+    // idle lane to evict, is answered 503 too_many_keys (and never reaches the
+    // upstream); once the busy lane is idle again, the new key gets its lane.
+    name: 'max_lanes: a new key past the cap with every lane busy gets 503 too_many_keys, then a lane once one is idle',
+    timeout_ms: 15000,
+    fn: async (t) => {
+      const mock = await t.startMock();
+      const p = await startPacerdFor(t, mock, { limits: { max_lanes: 1 } });
+      const busy = chatTo(p, 'sk-lanes-busy', { 'x-mock-delay-ms': '800' });
+      await waitFor(async () => (await mock.stats()).in_flight === 1, { timeout_ms: 3000 * SLOW, what: 'the first key in flight' });
+      const r = await chatTo(p, 'sk-lanes-new');
+      assertPacerError(asResponse(r), 503, 'too_many_keys');
+      assert.ok(Number(r.headers['retry-after']) >= 1, `retry-after ${r.headers['retry-after']}`);
+      assert.equal((await mock.stats()).requests, 1, 'the refused key reached the upstream');
+      assert.equal((await busy).status, 200);
+      const again = await chatTo(p, 'sk-lanes-new');
+      assert.equal(again.status, 200, `after the busy lane went idle: ${again.status} ${again.body}`);
+    },
+  },
 ];
