@@ -5,7 +5,7 @@
 set -eu
 
 PKGS="gcc make pkg-config libc6-dev
-libevent-dev libcurl4-openssl-dev libjansson-dev libyaml-dev libssl-dev check
+libevent-dev libhttp-parser-dev libcurl4-openssl-dev libjansson-dev libyaml-dev libssl-dev check
 curl openssl ca-certificates valgrind wrk
 clang libclang-rt-14-dev python3 systemd"
 

@@ -5,7 +5,6 @@
 #include "admin.h"
 
 #include <event2/buffer.h>
-#include <event2/http.h>
 #include <jansson.h>
 #include <openssl/crypto.h>
 #include <stdio.h>
@@ -13,13 +12,15 @@
 #include <string.h>
 
 #include "log.h"
-#include "proxy.h"
+#include "httpd.h"
+#include "registry.h"
+#include "server.h"
 
 #include "version.h"
 
 struct admin {
 	struct server *srv;
-	struct evhttp *http;
+	struct httpd *http;
 	admin_reload_fn reload;
 	void *reload_arg;
 	long long started_ms;
@@ -28,20 +29,19 @@ struct admin {
 static const char *const budget_names[RLH_N_BUDGETS] = {"requests", "tokens", "input_tokens",
                                                         "output_tokens"};
 
-static void reply(struct evhttp_request *req, int code, const char *ctype, const char *body,
-                  size_t len)
+static void reply(struct hreq *req, int code, const char *ctype, const char *body, size_t len)
 {
-	struct evbuffer *buf = evbuffer_new();
-	evhttp_add_header(evhttp_request_get_output_headers(req), "content-type", ctype);
-	evhttp_add_header(evhttp_request_get_output_headers(req), "cache-control", "no-store");
-	if (buf != NULL)
-		evbuffer_add(buf, body, len);
-	evhttp_send_reply(req, code, NULL, buf);
-	if (buf != NULL)
-		evbuffer_free(buf);
+	struct hhdr h[3] = {
+	    {"content-type", 12, ctype, strlen(ctype)},
+	    {"cache-control", 13, "no-store", 8},
+	};
+	size_t n = 2;
+	if (code == 401)
+		h[n++] = (struct hhdr){"www-authenticate", 16, "Bearer", 6};
+	hreq_respond(req, code, h, n, body, len);
 }
 
-static void reply_json(struct evhttp_request *req, int code, json_t *j)
+static void reply_json(struct hreq *req, int code, json_t *j)
 {
 	char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
 	if (text == NULL) {
@@ -119,19 +119,22 @@ static void lane_status(struct sched_lane *lane, void *arg)
 		json_array_append_new(lanes, j);
 }
 
-static void handle_status(struct admin *adm, struct evhttp_request *req)
+static void handle_status(struct admin *adm, struct hreq *req)
 {
 	struct server *srv = adm->srv;
+	const struct config *cfg = server_config(srv);
+	struct server_stats st;
+	server_get_stats(srv, &st);
 	json_t *lanes = json_array();
-	registry_foreach(srv->reg, lane_status, lanes);
+	registry_foreach(server_lanes(srv), lane_status, lanes);
 	json_t *j = json_pack(
 	    "{s:s,s:I,s:s,s:s,s:b,s:I,s:I,s:{s:I,s:I,s:I,s:I,s:I},s:o}", "version", PACERD_VERSION,
 	    "uptime_s", (json_int_t)((mono_ms() - adm->started_ms) / 1000), "listen",
-	    srv->cfg->listen, "config", srv->cfg->source, "draining", srv->shutting_down,
-	    "in_flight", (json_int_t)srv->n_live, "lanes_count",
-	    (json_int_t)registry_count(srv->reg), "responses", "1xx", (json_int_t)srv->responses[1],
-	    "2xx", (json_int_t)srv->responses[2], "3xx", (json_int_t)srv->responses[3], "4xx",
-	    (json_int_t)srv->responses[4], "5xx", (json_int_t)srv->responses[5], "lanes", lanes);
+	    cfg->listen, "config", cfg->source, "draining", st.draining, "in_flight",
+	    (json_int_t)st.in_flight, "lanes_count", (json_int_t)registry_count(server_lanes(srv)),
+	    "responses", "1xx", (json_int_t)st.responses[1], "2xx", (json_int_t)st.responses[2],
+	    "3xx", (json_int_t)st.responses[3], "4xx", (json_int_t)st.responses[4], "5xx",
+	    (json_int_t)st.responses[5], "lanes", lanes);
 	reply_json(req, 200, j);
 }
 
@@ -196,7 +199,7 @@ static void lane_metric(struct sched_lane *lane, void *arg)
 	                    lane->provider->name, lane->key_id, v);
 }
 
-static void handle_metrics(struct admin *adm, struct evhttp_request *req)
+static void handle_metrics(struct admin *adm, struct hreq *req)
 {
 	static const struct {
 		const char *name, *type, *help;
@@ -215,6 +218,8 @@ static void handle_metrics(struct admin *adm, struct evhttp_request *req)
 	     "Refill rate inferred from rate-limit headers, per budget."},
 	};
 	struct server *srv = adm->srv;
+	struct server_stats st;
+	server_get_stats(srv, &st);
 	struct evbuffer *b = evbuffer_new();
 	if (b == NULL) {
 		reply(req, 500, "text/plain", "out of memory\n", 14);
@@ -223,36 +228,39 @@ static void handle_metrics(struct admin *adm, struct evhttp_request *req)
 	family(b, "pacerd_up", "gauge", "1 while pacerd runs.");
 	evbuffer_add_printf(b, "pacerd_up 1\n");
 	family(b, "pacerd_draining", "gauge", "1 while pacerd drains before exiting.");
-	evbuffer_add_printf(b, "pacerd_draining %d\n", srv->shutting_down ? 1 : 0);
+	evbuffer_add_printf(b, "pacerd_draining %d\n", st.draining ? 1 : 0);
 	family(b, "pacerd_in_flight_requests", "gauge", "Accepted requests not answered yet.");
-	evbuffer_add_printf(b, "pacerd_in_flight_requests %zu\n", srv->n_live);
+	evbuffer_add_printf(b, "pacerd_in_flight_requests %zu\n", st.in_flight);
+	family(b, "pacerd_connections", "gauge", "Open client connections.");
+	evbuffer_add_printf(b, "pacerd_connections %zu\n", st.connections);
+	family(b, "pacerd_connections_accepted_total", "counter", "Client connections accepted.");
+	evbuffer_add_printf(b, "pacerd_connections_accepted_total %llu\n",
+	                    (unsigned long long)st.accepted);
 	family(b, "pacerd_lanes", "gauge", "Lanes (provider, API key) known.");
-	evbuffer_add_printf(b, "pacerd_lanes %zu\n", registry_count(srv->reg));
+	evbuffer_add_printf(b, "pacerd_lanes %zu\n", registry_count(server_lanes(srv)));
 	family(b, "pacerd_responses_total", "counter", "Responses to clients, by status class.");
 	for (int c = 1; c <= 5; c++)
 		evbuffer_add_printf(b, "pacerd_responses_total{class=\"%dxx\"} %llu\n", c,
-		                    (unsigned long long)srv->responses[c]);
+		                    (unsigned long long)st.responses[c]);
 	struct metrics_out m = {.buf = b, .now = mono_ms()};
 	for (size_t i = 0; i < sizeof(lane_families) / sizeof(lane_families[0]); i++) {
 		family(b, lane_families[i].name, lane_families[i].type, lane_families[i].help);
 		m.metric = lane_families[i].name;
-		registry_foreach(srv->reg, lane_metric, &m);
+		registry_foreach(server_lanes(srv), lane_metric, &m);
 	}
-	evhttp_add_header(evhttp_request_get_output_headers(req), "content-type",
-	                  "text/plain; version=0.0.4");
-	evhttp_send_reply(req, 200, NULL, b);
+	size_t len = evbuffer_get_length(b);
+	reply(req, 200, "text/plain; version=0.0.4", (const char *)evbuffer_pullup(b, -1), len);
 	evbuffer_free(b);
 }
 
 /* ---- routing ---- */
 
-static bool authorized(struct admin *adm, struct evhttp_request *req)
+static bool authorized(struct admin *adm, struct hreq *req)
 {
-	const char *token = adm->srv->cfg->admin.token;
+	const char *token = server_config(adm->srv)->admin.token;
 	if (token == NULL || token[0] == '\0')
 		return true;
-	const char *auth =
-	    evhttp_find_header(evhttp_request_get_input_headers(req), "authorization");
+	const char *auth = hreq_header(req, "authorization");
 	if (auth == NULL || strncmp(auth, "Bearer ", 7) != 0)
 		return false;
 	const char *given = auth + 7;
@@ -260,34 +268,34 @@ static bool authorized(struct admin *adm, struct evhttp_request *req)
 	return strlen(given) == n && CRYPTO_memcmp(given, token, n) == 0;
 }
 
-static void on_admin_request(struct evhttp_request *req, void *arg)
+static void on_admin_request(struct hreq *req, void *arg)
 {
 	struct admin *adm = arg;
-	const char *uri = evhttp_request_get_uri(req);
+	const char *uri = hreq_target(req);
 	size_t path_len = strcspn(uri, "?");
-	enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
+	const char *method = hreq_method(req);
+	bool get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+	bool post = strcmp(method, "POST") == 0;
 #define PATH_IS(p) (path_len == strlen(p) && strncmp(uri, p, path_len) == 0)
 
 	if (!authorized(adm, req)) {
-		evhttp_add_header(evhttp_request_get_output_headers(req), "www-authenticate",
-		                  "Bearer");
 		reply_json(req, 401,
 		           error_json("unauthorized",
 		                      "admin.token is required: Authorization: Bearer TOKEN"));
 		return;
 	}
-	if (PATH_IS("/healthz") && cmd == EVHTTP_REQ_GET) {
+	if (PATH_IS("/healthz") && get) {
 		reply(req, 200, "application/json", "{\"status\":\"ok\"}\n", 16);
-	} else if (PATH_IS("/readyz") && cmd == EVHTTP_REQ_GET) {
-		if (adm->srv->shutting_down)
+	} else if (PATH_IS("/readyz") && get) {
+		if (server_draining(adm->srv))
 			reply(req, 503, "application/json", "{\"status\":\"draining\"}\n", 22);
 		else
 			reply(req, 200, "application/json", "{\"status\":\"ready\"}\n", 19);
-	} else if (PATH_IS("/status") && cmd == EVHTTP_REQ_GET) {
+	} else if (PATH_IS("/status") && get) {
 		handle_status(adm, req);
-	} else if (PATH_IS("/metrics") && cmd == EVHTTP_REQ_GET) {
+	} else if (PATH_IS("/metrics") && get) {
 		handle_metrics(adm, req);
-	} else if (PATH_IS("/reload") && cmd == EVHTTP_REQ_POST) {
+	} else if (PATH_IS("/reload") && post) {
 		char err[1024];
 		if (adm->reload(adm->reload_arg, err, sizeof(err)) == 0)
 			reply(req, 200, "application/json", "{\"ok\":true}\n", 12);
@@ -308,7 +316,7 @@ static void on_admin_request(struct evhttp_request *req, void *arg)
 struct admin *admin_new(struct event_base *base, struct server *srv, admin_reload_fn reload,
                         void *reload_arg, char *err, size_t errlen)
 {
-	const char *listen = srv->cfg->admin.listen;
+	const char *listen = server_config(srv)->admin.listen;
 	err[0] = '\0';
 	if (listen == NULL || listen[0] == '\0')
 		return NULL;
@@ -327,23 +335,16 @@ struct admin *admin_new(struct event_base *base, struct server *srv, admin_reloa
 	adm->reload = reload;
 	adm->reload_arg = reload_arg;
 	adm->started_ms = mono_ms();
-	adm->http = evhttp_new(base);
+	/* Small limits: operators and scrapers send small requests. */
+	struct httpd_conf hc = {.max_header_bytes = 16384,
+	                        .max_body_bytes = 65536,
+	                        .max_connections = 256,
+	                        .client_timeout_s = 30};
+	char e[256];
+	adm->http = httpd_new(base, listen, &hc, on_admin_request, adm, e, sizeof(e));
 	if (adm->http == NULL) {
-		snprintf(err, errlen, "out of memory");
+		snprintf(err, errlen, "admin.%s", e);
 		free(adm);
-		return NULL;
-	}
-	evhttp_set_allowed_methods(adm->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD);
-	evhttp_set_max_headers_size(adm->http, 16384);
-	evhttp_set_max_body_size(adm->http, 65536);
-	evhttp_set_timeout(adm->http, 30);
-	evhttp_set_gencb(adm->http, on_admin_request, adm);
-	const char *h = host[0] ? host : "0.0.0.0";
-	if (strcmp(h, "localhost") == 0)
-		h = "127.0.0.1";
-	if (evhttp_bind_socket_with_handle(adm->http, h, (ev_uint16_t)port) == NULL) {
-		snprintf(err, errlen, "admin.listen %s: cannot listen", listen);
-		admin_free(adm);
 		return NULL;
 	}
 	return adm;
@@ -353,6 +354,6 @@ void admin_free(struct admin *adm)
 {
 	if (adm == NULL)
 		return;
-	evhttp_free(adm->http);
+	httpd_free(adm->http);
 	free(adm);
 }

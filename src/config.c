@@ -792,6 +792,32 @@ static void provider_free(struct provider_conf *p)
 	opts_free(provider_opts, p);
 }
 
+struct config_ref *config_ref_new(struct config *cfg)
+{
+	struct config_ref *r = calloc(1, sizeof(*r));
+	if (r == NULL) {
+		config_free(cfg);
+		return NULL;
+	}
+	r->cfg = cfg;
+	r->refs = 1;
+	return r;
+}
+
+struct config_ref *config_ref_get(struct config_ref *r)
+{
+	r->refs++;
+	return r;
+}
+
+void config_ref_put(struct config_ref *r)
+{
+	if (r == NULL || --r->refs > 0)
+		return;
+	config_free(r->cfg);
+	free(r);
+}
+
 void config_free(struct config *cfg)
 {
 	if (!cfg)

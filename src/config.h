@@ -129,6 +129,20 @@ struct config {
 struct config *config_load(const char *path, char *const *env, char *err, size_t errlen);
 void config_free(struct config *cfg);
 
+/* A configuration and the number of its holders: the server (the current
+ * one), every request accepted under it (its route points into it), and every
+ * lane whose provider or plan does. Freed when the last holder lets go, so a
+ * reload never pulls a configuration from under a request in flight. */
+struct config_ref {
+	struct config *cfg;
+	unsigned refs;
+};
+
+/* Takes cfg over (frees it on failure). NULL when out of memory. */
+struct config_ref *config_ref_new(struct config *cfg);
+struct config_ref *config_ref_get(struct config_ref *r);
+void config_ref_put(struct config_ref *r);
+
 const struct provider_conf *config_provider(const struct config *cfg, const char *name);
 const struct plan_conf *config_plan(const struct config *cfg, const char *name);
 

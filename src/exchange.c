@@ -1,17 +1,38 @@
 /* exchange — a request's way through its lane and to the upstream: queueing,
  * dispatch, the retry decision, and relaying the answer as it streams in.
  *
- * The decisions are made by the pure modules (sched, retry, ratelimit_headers,
- * tokens); this file only carries them out. Each lane has one timer, armed for
- * the earliest instant its state can change by itself (sched_wake_at): no
- * polling. Nothing here calls into libcurl from inside a libcurl callback:
- * on_up_headers and on_up_body only kick the lane timer, and dispatching
- * happens from intake, from on_up_done (which libcurl does not have on the
- * stack) or from the timer. */
+ * The life of a request:
+ *
+ *   server.c (intake) routes it and finds its key, then exchange_start:
+ *     QUEUED     in its lane's queue (sched_submit); the lane's one timer is
+ *                armed for the earliest instant its state can change by
+ *                itself (sched_wake_at): no polling.
+ *     UPSTREAM   sched_next chose it: dispatch() starts an upstream transfer.
+ *                Headers arrive (on_up_headers): an answer that may be
+ *                retried (429, 5xx, …) is held back whole; any other starts
+ *                the client's response at once, and its body is relayed
+ *                chunk by chunk (on_up_body), pausing the transfer while the
+ *                client's output is over its cap (hreq_write → false) until
+ *                the client drains (on_client_drained).
+ *     RETRY_WAIT the transfer ended (on_up_done) with a held answer or none:
+ *                decide() asks retry.c; a retry waits in the lane without a
+ *                slot, then goes back to UPSTREAM.
+ *     DONE       the answer was relayed or pacerd answered itself
+ *                (hreq_error), or the client left (on_client_gone) and the
+ *                transfer was aborted. finish() is the one teardown: the
+ *                access log line, the lane released, the client half let go;
+ *                the memory is freed on the next loop turn.
+ *
+ * The decisions are made by the pure modules (sched, retry,
+ * ratelimit_headers, tokens); this file only carries them out. Nothing here
+ * calls into libcurl from inside a libcurl callback: on_up_headers and
+ * on_up_body only kick the lane timer, and dispatching happens from intake,
+ * from on_up_done (which libcurl does not have on the stack) or from the
+ * timer. The client half is reached only through the hreq seam, and only
+ * until the response ended or the client went away. */
+#include "exchange.h"
+
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
-#include <event2/http.h>
-#include <event2/keyvalq_struct.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,17 +40,93 @@
 
 #include "headers.h"
 #include "log.h"
-#include "proxy.h"
 #include "retry.h"
+#include "sched.h"
+#include "tokens.h"
 
-/* Bytes waiting in a client's output buffer above which the upstream transfer
- * is paused: the memory a slow reader can pin is about this plus one libcurl
- * buffer (16 KiB). */
-#define STREAM_OUT_CAP (256 * 1024)
 /* A JSON answer larger than this is relayed without reading its usage. */
 #define USAGE_JSON_CAP (256 * 1024)
+#define LANE_SWEEP_S 10
+#define AGENT_MAX 64
+#define RESP_HEADERS_MAX 260
+
+enum xstate { XS_QUEUED, XS_UPSTREAM, XS_RETRY_WAIT, XS_DONE };
+
+struct exchange {
+	struct exchanges *xs;
+	enum xstate state;
+	struct hreq *client;      /* NULL once the response ended or the client left */
+	struct config_ref *cref;  /* the configuration it was accepted under */
+	struct route route;
+	char *url;
+	struct curl_slist *up_headers;
+	const char *body; /* the client's, valid while client != NULL */
+	size_t body_len;
+	const char *method;
+	char key_hash[ROUTE_KEY_HEX + 1];
+	char key_id[ROUTE_KEY_ID_SIZE];
+	char request_id[HREQ_ID_MAX + 1];
+	char agent[AGENT_MAX];
+
+	/* Scheduling. */
+	struct sched_lane *lane;
+	struct sched_item item;
+	int64_t t_start, t_dispatch, t_headers; /* monotonic ms */
+	int64_t retry_deadline;
+
+	/* The current attempt. */
+	struct up_xfer *xfer;
+	int status;
+	bool buffering;        /* an error answer held back for the retry decision */
+	struct evbuffer *held; /* its head (name\0value\0 …) and body, at most RETRY_BODY_CAP */
+	size_t held_n, held_head_len;
+	char held_reason[64];
+	struct rlh_result rlh;
+	bool want_usage;
+	bool sse; /* the response is an event stream: scan it */
+	struct tokens_sse sse_scan;
+	struct evbuffer *json; /* a JSON response, kept for its usage (capped) */
+	bool no_retry_hdr;     /* relay with x-should-retry: false */
+
+	/* Relaying. */
+	bool started;     /* the client's response has begun: the answer is final */
+	bool client_full; /* hreq_write said stop: the transfer pauses */
+	uint64_t bytes_out;
+	const char *error_code; /* pacerd's own answer, for the access log */
+	enum up_error up_error;
+	char up_detail[128]; /* libcurl's message for a failed attempt, for the log */
+	bool client_closed;
+	struct exchange *prev, *next; /* xs->live */
+	struct exchange *next_reap;
+};
+
+#define X_OF_ITEM(it) ((struct exchange *)(void *)((char *)(it)-offsetof(struct exchange, item)))
+
+/* The event-loop side of a lane: its one timer. */
+struct lane_shell {
+	struct exchanges *xs;
+	struct sched_lane *lane;
+	struct config_ref *cref; /* the configuration lane->provider and lane->plan point into */
+	struct event *timer;
+	int64_t armed_ms; /* instant the timer is set for; SCHED_NEVER = not armed */
+	unsigned last_limit;
+};
+
+struct exchanges {
+	struct event_base *base;
+	struct upstream *up;
+	struct config_ref *cref; /* the current configuration */
+	struct registry *reg;
+	struct event *sweep; /* idle lane eviction */
+	struct event *reap;
+	struct exchange *live;
+	struct exchange *reap_list;
+	size_t n_live;
+	uint64_t rng;
+};
 
 static const struct up_handler relay_handler;
+static const struct hreq_events client_events;
 
 static int64_t now_ms(void)
 {
@@ -37,50 +134,196 @@ static int64_t now_ms(void)
 }
 
 /* xorshift64*: jitter needs speed and spread, not secrecy. */
-static double rand_unit(struct server *srv)
+static double rand_unit(struct exchanges *xs)
 {
-	uint64_t x = srv->rng;
+	uint64_t x = xs->rng;
 	x ^= x >> 12;
 	x ^= x << 25;
 	x ^= x >> 27;
-	srv->rng = x;
+	xs->rng = x;
 	return (double)((x * 2685821657736338717ULL) >> 11) / 9007199254740992.0;
 }
 
-static void log_lane_event(struct xreq *xr, const char *event, enum log_level level, const char *k1,
-                           long long v1)
+static size_t put_u64(char *buf, uint64_t v)
+{
+	char tmp[24];
+	size_t n = 0;
+	do {
+		tmp[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v != 0);
+	for (size_t i = 0; i < n; i++)
+		buf[i] = tmp[n - 1 - i];
+	return n;
+}
+
+/* ---- logs ---- */
+
+static void log_lane_event(struct exchange *x, const char *event, enum log_level level,
+                           const char *k1, long long v1)
 {
 	struct log_line l;
 	if (!log_begin(&l, level, event))
 		return;
-	log_str(&l, "request_id", xr->request_id);
-	log_str(&l, "provider", xr->route.provider->name);
-	log_str(&l, "key", xr->key_id);
-	if (xr->agent[0])
-		log_str(&l, "agent", xr->agent);
+	log_str(&l, "request_id", x->request_id);
+	log_str(&l, "provider", x->route.provider->name);
+	log_str(&l, "key", x->key_id);
+	if (x->agent[0])
+		log_str(&l, "agent", x->agent);
 	if (k1 != NULL)
 		log_int(&l, k1, v1);
 	log_end(&l);
 }
 
-static void log_limit_learned(struct xreq *xr)
+static void log_limit_learned(struct exchange *x)
 {
 	static const char *const names[RLH_N_BUDGETS] = {"requests", "tokens", "input_tokens",
 	                                                 "output_tokens"};
 	struct log_line l;
 	if (!log_begin(&l, LOG_INFO, "limit_learned"))
 		return;
-	log_str(&l, "request_id", xr->request_id);
-	log_str(&l, "provider", xr->route.provider->name);
-	log_str(&l, "key", xr->key_id);
+	log_str(&l, "request_id", x->request_id);
+	log_str(&l, "provider", x->route.provider->name);
+	log_str(&l, "key", x->key_id);
 	for (int b = 0; b < RLH_N_BUDGETS; b++) {
-		if (xr->lane->learned[b].n_obs == 0)
+		if (x->lane->learned[b].n_obs == 0)
 			continue;
 		char line[256];
-		learned_summary(&xr->lane->learned[b], xr->t_headers, line, sizeof(line));
+		learned_summary(&x->lane->learned[b], x->t_headers, line, sizeof(line));
 		log_str(&l, names[b], line);
 	}
 	log_end(&l);
+}
+
+/* The access log line: one per request, when it is over. */
+static void log_request(struct exchange *x)
+{
+	struct log_line l;
+	if (!log_begin(&l, LOG_INFO, "request"))
+		return;
+	int64_t now = now_ms();
+	log_str(&l, "request_id", x->request_id);
+	log_str(&l, "provider", x->route.provider ? x->route.provider->name : "");
+	log_str(&l, "key", x->key_id);
+	log_str(&l, "method", x->method);
+	/* The path only: a query string may carry an API key (?key=). */
+	if (x->route.path != NULL && x->client != NULL)
+		log_strn(&l, "path", x->route.path, strcspn(x->route.path, "?"));
+	log_int(&l, "status", x->status);
+	if (x->agent[0])
+		log_str(&l, "agent", x->agent);
+	log_int(&l, "attempts", x->item.attempts);
+	log_int(&l, "queue_ms", x->t_dispatch ? x->t_dispatch - x->t_start : 0);
+	log_int(&l, "upstream_ms", x->t_dispatch ? now - x->t_dispatch : 0);
+	log_int(&l, "duration_ms", now - x->t_start);
+	log_int(&l, "bytes", (long long)x->bytes_out);
+	if (x->error_code != NULL)
+		log_str(&l, "error", x->error_code);
+	if (x->client_closed)
+		log_bool(&l, "client_closed", true);
+	if (x->up_error != UP_OK)
+		log_str(&l, "upstream_error", upstream_error_name(x->up_error));
+	if (x->up_detail[0])
+		log_str(&l, "upstream_detail", x->up_detail);
+	log_end(&l);
+}
+
+/* ---- the one teardown ---- */
+
+static void on_reap(evutil_socket_t fd, short what, void *arg)
+{
+	struct exchanges *xs = arg;
+	(void)fd;
+	(void)what;
+	while (xs->reap_list != NULL) {
+		struct exchange *x = xs->reap_list;
+		xs->reap_list = x->next_reap;
+		if (x->held != NULL)
+			evbuffer_free(x->held);
+		if (x->json != NULL)
+			evbuffer_free(x->json);
+		tokens_sse_free(&x->sse_scan);
+		curl_slist_free_all(x->up_headers);
+		free(x->url);
+		config_ref_put(x->cref);
+		free(x);
+	}
+}
+
+static void lane_kick(struct sched_lane *lane);
+
+/* Ends the exchange: the upstream side is stopped if it still runs, the lane
+ * lets go of it, the access log line is written, and the client half is left
+ * (its response must have ended already, or the client is gone). */
+static void finish(struct exchange *x)
+{
+	struct exchanges *xs = x->xs;
+	if (x->state == XS_DONE)
+		return;
+	if (x->xfer != NULL) {
+		upstream_abort(x->xfer);
+		x->xfer = NULL;
+		sched_complete(x->lane, &x->item, SCHED_ABORTED, now_ms());
+		lane_kick(x->lane);
+	} else if (x->lane != NULL &&
+	           (x->item.state == SCHED_QUEUED || x->item.state == SCHED_RETRY_WAIT)) {
+		sched_cancel(x->lane, &x->item);
+		lane_kick(x->lane);
+	}
+	x->state = XS_DONE;
+	log_request(x);
+	x->client = NULL;
+	x->body = NULL;
+	if (x->prev)
+		x->prev->next = x->next;
+	else
+		xs->live = x->next;
+	if (x->next)
+		x->next->prev = x->prev;
+	xs->n_live--;
+	x->next_reap = xs->reap_list;
+	xs->reap_list = x;
+	event_active(xs->reap, EV_TIMEOUT, 1);
+}
+
+/* ---- answers ---- */
+
+/* x-request-id (unless the upstream sent one), x-pacer-attempts,
+ * x-pacer-queue-ms; nums holds their digits. Returns how many were added. */
+static size_t pacer_headers(struct exchange *x, struct hhdr *h, bool with_id, char nums[2][24])
+{
+	size_t n = 0;
+	if (with_id)
+		h[n++] = (struct hhdr){"x-request-id", 12, x->request_id, strlen(x->request_id)};
+	int64_t queue_ms = (x->t_dispatch ? x->t_dispatch : now_ms()) - x->t_start;
+	h[n++] = (struct hhdr){"x-pacer-attempts", 16, nums[0], put_u64(nums[0], x->item.attempts)};
+	h[n++] = (struct hhdr){"x-pacer-queue-ms", 16, nums[1],
+	                       put_u64(nums[1], queue_ms < 0 ? 0 : (uint64_t)queue_ms)};
+	return n;
+}
+
+/* pacerd's own answer; retry_after_ms >= 0 adds retry-after (seconds,
+ * rounded up) and retry-after-ms. Ends the exchange. */
+static void answer(struct exchange *x, int status, const char *code, const char *message,
+                   long long retry_after_ms)
+{
+	if (x->client != NULL && x->started) {
+		hreq_end(x->client, false); /* too late for an answer of our own */
+	} else if (x->client != NULL) {
+		struct hhdr h[5];
+		char nums[2][24], ra[24], ra_ms[24];
+		size_t n = pacer_headers(x, h, false, nums);
+		if (retry_after_ms >= 0) {
+			h[n++] = (struct hhdr){"retry-after", 11, ra,
+			                       put_u64(ra, (uint64_t)(retry_after_ms + 999) / 1000)};
+			h[n++] = (struct hhdr){"retry-after-ms", 14, ra_ms,
+			                       put_u64(ra_ms, (uint64_t)retry_after_ms)};
+		}
+		x->status = status;
+		x->error_code = code;
+		hreq_error(x->client, status, code, message, h, n);
+	}
+	finish(x);
 }
 
 /* ---- the lane's timer ---- */
@@ -96,35 +339,35 @@ static void on_lane_timer(evutil_socket_t fd, short what, void *arg)
 	lane_pump(ls);
 }
 
-static struct lane_shell *lane_shell_of(struct server *srv, struct sched_lane *lane)
+static struct lane_shell *lane_shell_of(struct exchanges *xs, struct sched_lane *lane)
 {
 	if (lane->shell != NULL)
 		return lane->shell;
 	struct lane_shell *ls = calloc(1, sizeof(*ls));
 	if (ls == NULL)
 		return NULL;
-	ls->timer = evtimer_new(srv->base, on_lane_timer, ls);
+	ls->timer = evtimer_new(xs->base, on_lane_timer, ls);
 	if (ls->timer == NULL) {
 		free(ls);
 		return NULL;
 	}
-	ls->srv = srv;
+	ls->xs = xs;
 	ls->lane = lane;
-	ls->cref = cfgref_get(srv->cref);
+	ls->cref = config_ref_get(xs->cref);
 	ls->armed_ms = SCHED_NEVER;
 	ls->last_limit = sched_concurrency_limit(lane);
 	lane->shell = ls;
 	return ls;
 }
 
-void exchange_lane_evicted(struct sched_lane *lane, void *arg)
+static void lane_evicted(struct sched_lane *lane, void *arg)
 {
 	struct lane_shell *ls = lane->shell;
 	(void)arg;
 	if (ls == NULL)
 		return;
 	event_free(ls->timer);
-	cfgref_put(ls->cref);
+	config_ref_put(ls->cref);
 	free(ls);
 	lane->shell = NULL;
 }
@@ -153,14 +396,14 @@ static void lane_kick(struct sched_lane *lane)
 	event_active(ls->timer, EV_TIMEOUT, 1);
 }
 
-static void note_limit_change(struct lane_shell *ls, struct xreq *xr)
+static void note_limit_change(struct lane_shell *ls, struct exchange *x)
 {
 	unsigned limit = sched_concurrency_limit(ls->lane);
 	if (limit == ls->last_limit)
 		return;
 	struct log_line l;
 	if (log_begin(&l, LOG_INFO, "concurrency_changed")) {
-		log_str(&l, "request_id", xr->request_id);
+		log_str(&l, "request_id", x->request_id);
 		log_str(&l, "provider", ls->lane->provider->name);
 		log_str(&l, "key", ls->lane->key_id);
 		log_int(&l, "from", ls->last_limit);
@@ -172,69 +415,66 @@ static void note_limit_change(struct lane_shell *ls, struct xreq *xr)
 
 /* ---- one attempt ---- */
 
-static void reset_attempt(struct xreq *xr)
+static void reset_attempt(struct exchange *x)
 {
-	xr->status = 0;
-	xr->buffering = false;
-	xr->no_retry_hdr = false;
-	xr->sse = false;
-	if (xr->held != NULL)
-		evbuffer_drain(xr->held, evbuffer_get_length(xr->held));
-	if (xr->json != NULL)
-		evbuffer_drain(xr->json, evbuffer_get_length(xr->json));
-	tokens_sse_free(&xr->sse_scan);
-	tokens_sse_init(&xr->sse_scan);
-	memset(&xr->rlh, 0, sizeof(xr->rlh));
-	if (xr->req != NULL)
-		evhttp_clear_headers(evhttp_request_get_output_headers(xr->req));
+	x->status = 0;
+	x->buffering = false;
+	x->no_retry_hdr = false;
+	x->sse = false;
+	x->held_n = x->held_head_len = 0;
+	x->held_reason[0] = '\0';
+	if (x->held != NULL)
+		evbuffer_drain(x->held, evbuffer_get_length(x->held));
+	if (x->json != NULL)
+		evbuffer_drain(x->json, evbuffer_get_length(x->json));
+	tokens_sse_free(&x->sse_scan);
+	tokens_sse_init(&x->sse_scan);
+	memset(&x->rlh, 0, sizeof(x->rlh));
 }
 
-static void give_up_transport(struct xreq *xr, enum up_error err, const char *detail)
+static void give_up_transport(struct exchange *x, enum up_error err, const char *detail)
 {
-	snprintf(xr->up_detail, sizeof(xr->up_detail), "%s", detail ? detail : "");
+	snprintf(x->up_detail, sizeof(x->up_detail), "%s", detail ? detail : "");
 	if (err == UP_TIMEOUT) {
-		xreq_error(xr, 504, "upstream_timeout", "the upstream did not answer in time", -1);
+		answer(x, 504, "upstream_timeout", "the upstream did not answer in time", -1);
 		return;
 	}
 	char msg[256];
 	snprintf(msg, sizeof(msg), "the upstream could not be reached: %s (%s)",
 	         upstream_error_name(err), detail ? detail : "");
-	xreq_error(xr, 502, "upstream_unreachable", msg, -1);
+	answer(x, 502, "upstream_unreachable", msg, -1);
 }
 
-static void dispatch(struct xreq *xr)
+static void dispatch(struct exchange *x)
 {
 	struct up_request ur = {
-	    .url = xr->url,
-	    .method = xr->method,
-	    .headers = xr->up_headers,
-	    .body = xr->body,
-	    .body_len = xr->body_len,
-	    .provider = xr->route.provider,
+	    .url = x->url,
+	    .method = x->method,
+	    .headers = x->up_headers,
+	    .body = x->body,
+	    .body_len = x->body_len,
+	    .provider = x->route.provider,
 	};
-	reset_attempt(xr);
-	xr->t_dispatch = now_ms();
-	log_lane_event(xr, "acquired", LOG_DEBUG, "active_slots", (long long)xr->lane->in_flight);
-	xr->xfer = upstream_start(xr->srv->up, &ur, &relay_handler, xr);
-	if (xr->xfer == NULL) {
-		sched_complete(xr->lane, &xr->item, SCHED_TRANSIENT, now_ms());
-		xr->upstream_done = true;
-		give_up_transport(xr, UP_INTERNAL, "cannot start the upstream transfer");
-		xreq_maybe_free(xr);
+	reset_attempt(x);
+	x->state = XS_UPSTREAM;
+	x->t_dispatch = now_ms();
+	log_lane_event(x, "acquired", LOG_DEBUG, "active_slots", (long long)x->lane->in_flight);
+	x->xfer = upstream_start(x->xs->up, &ur, &relay_handler, x);
+	if (x->xfer == NULL) {
+		sched_complete(x->lane, &x->item, SCHED_TRANSIENT, now_ms());
+		give_up_transport(x, UP_INTERNAL, "cannot start the upstream transfer");
 	}
 }
 
-static void queue_timeout(struct xreq *xr)
+static void queue_timeout(struct exchange *x)
 {
-	long long waited_s = (now_ms() - xr->item.arrived_ms) / 1000;
-	log_lane_event(xr, "timeout", LOG_INFO, "timeout_s",
-	               (long long)xr->lane->plan->queue.max_wait_s);
+	long long waited_s = (now_ms() - x->item.arrived_ms) / 1000;
+	log_lane_event(x, "timeout", LOG_INFO, "timeout_s",
+	               (long long)x->lane->plan->queue.max_wait_s);
 	char msg[160];
 	snprintf(msg, sizeof(msg), "waited %llds in the queue of this key without being sent",
 	         waited_s);
-	xr->upstream_done = true;
-	xreq_error(xr, 504, "queue_timeout", msg, -1);
-	xreq_maybe_free(xr);
+	answer(x, 504, "queue_timeout", msg, -1);
 }
 
 static void lane_pump(struct lane_shell *ls)
@@ -243,9 +483,9 @@ static void lane_pump(struct lane_shell *ls)
 	int64_t now = now_ms();
 	struct sched_item *it;
 	while ((it = sched_expired(lane, now)) != NULL)
-		queue_timeout(XREQ_OF_ITEM(it));
+		queue_timeout(X_OF_ITEM(it));
 	while ((it = sched_next(lane, now)) != NULL)
-		dispatch(XREQ_OF_ITEM(it));
+		dispatch(X_OF_ITEM(it));
 	lane_arm(ls, sched_wake_at(lane, now), now);
 }
 
@@ -261,34 +501,141 @@ static uint64_t agent_hash(const char *s)
 	return h ? h : 1;
 }
 
-void exchange_submit(struct xreq *xr)
+/* The header list sent upstream: every end-to-end field of the client, and
+ * blanks for the defaults libcurl would otherwise add by itself. */
+static struct curl_slist *upstream_headers(struct hreq *client)
 {
-	struct server *srv = xr->srv;
+	const char *connection = hreq_header(client, "connection");
+	struct curl_slist *list = NULL, *tmp;
+	bool has_accept = false, has_ctype = false;
+	size_t n = hreq_n_headers(client);
+
+	for (size_t i = 0; i < n; i++) {
+		struct hhdr h;
+		hreq_header_at(client, i, &h);
+		if (!hdr_forward_request(h.name, connection))
+			continue;
+		if (strcasecmp(h.name, "accept") == 0)
+			has_accept = true;
+		else if (strcasecmp(h.name, "content-type") == 0)
+			has_ctype = true;
+		/* libcurl copies the line: build it on the stack, on the heap
+		 * only when it is larger than a typical header. libcurl reads
+		 * "Name:" as "remove Name"; "Name;" sends it empty. */
+		char small[512];
+		size_t len = h.name_len + h.value_len + 3;
+		char *line = len <= sizeof(small) ? small : malloc(len);
+		if (line == NULL)
+			goto fail;
+		memcpy(line, h.name, h.name_len);
+		if (h.value_len == 0) {
+			line[h.name_len] = ';';
+			line[h.name_len + 1] = '\0';
+		} else {
+			line[h.name_len] = ':';
+			line[h.name_len + 1] = ' ';
+			memcpy(line + h.name_len + 2, h.value, h.value_len);
+			line[h.name_len + 2 + h.value_len] = '\0';
+		}
+		tmp = curl_slist_append(list, line);
+		if (line != small)
+			free(line);
+		if (tmp == NULL)
+			goto fail;
+		list = tmp;
+	}
+	/* Expect: 100-continue would cost a round trip for bodies over 1 MiB. */
+	const char *blanks[] = {"Expect:", has_accept ? NULL : "Accept:",
+	                        has_ctype ? NULL : "Content-Type:"};
+	for (size_t i = 0; i < sizeof(blanks) / sizeof(blanks[0]); i++) {
+		if (blanks[i] == NULL)
+			continue;
+		tmp = curl_slist_append(list, blanks[i]);
+		if (tmp == NULL)
+			goto fail;
+		list = tmp;
+	}
+	return list;
+fail:
+	curl_slist_free_all(list);
+	return NULL;
+}
+
+static char *upstream_url(const struct route *route)
+{
+	char small[2048];
+	int n = route_upstream_url(route, small, sizeof(small));
+	if (n >= 0)
+		return strdup(small);
+	size_t need = strlen(route->provider->upstream) + route->path_len + 2;
+	char *url = malloc(need);
+	if (url != NULL && route_upstream_url(route, url, need) < 0) {
+		free(url);
+		url = NULL;
+	}
+	return url;
+}
+
+void exchange_start(struct exchanges *xs, struct hreq *client, const struct exchange_intake *in)
+{
 	int64_t now = now_ms();
-	struct sched_lane *lane = registry_lane(srv->reg, srv->cfg, xr->route.provider,
-	                                        xr->key_hash, now, exchange_lane_evicted, srv);
-	struct lane_shell *ls = lane ? lane_shell_of(srv, lane) : NULL;
-	if (ls == NULL) {
-		xr->upstream_done = true;
-		xreq_error(xr, 503, "too_many_keys",
-		           "pacerd tracks as many API keys as limits.max_lanes allows", 1000);
+	struct exchange *x = calloc(1, sizeof(*x));
+	if (x == NULL) {
+		hreq_error(client, 503, "out_of_memory", "pacerd is out of memory", NULL, 0);
 		return;
 	}
-	xr->lane = lane;
-	const struct plan_conf *plan = lane->plan;
-	xr->retry_deadline = now + (int64_t)plan->retry.deadline_s * 1000;
+	x->xs = xs;
+	x->state = XS_QUEUED;
+	x->client = client;
+	x->cref = config_ref_get(in->cref);
+	x->route = in->route;
+	x->method = hreq_method(client);
+	x->body = hreq_body(client, &x->body_len);
+	x->t_start = now;
+	snprintf(x->request_id, sizeof(x->request_id), "%s", hreq_id(client));
+	if (in->key_hash != NULL)
+		memcpy(x->key_hash, in->key_hash, ROUTE_KEY_HEX + 1);
+	route_key_id(in->key_hash, x->key_id);
+	if (in->agent != NULL)
+		snprintf(x->agent, sizeof(x->agent), "%s", in->agent);
+	tokens_sse_init(&x->sse_scan);
+	x->next = xs->live;
+	if (xs->live)
+		xs->live->prev = x;
+	xs->live = x;
+	xs->n_live++;
+	hreq_set_events(client, &client_events, x);
 
-	/* The token estimate parses the body: only when a token budget paces
+	x->url = upstream_url(&x->route);
+	x->up_headers = upstream_headers(client);
+	if (x->url == NULL || x->up_headers == NULL) {
+		answer(x, 503, "out_of_memory", "pacerd is out of memory", -1);
+		return;
+	}
+
+	const struct config *cfg = xs->cref->cfg;
+	struct sched_lane *lane = registry_lane(xs->reg, cfg, x->route.provider, x->key_hash, now,
+	                                        lane_evicted, xs);
+	struct lane_shell *ls = lane ? lane_shell_of(xs, lane) : NULL;
+	if (ls == NULL) {
+		answer(x, 503, "too_many_keys",
+		       "pacerd tracks as many API keys as limits.max_lanes allows", 1000);
+		return;
+	}
+	x->lane = lane;
+	const struct plan_conf *plan = lane->plan;
+	x->retry_deadline = now + (int64_t)plan->retry.deadline_s * 1000;
+
+	/* The token estimate reads the body: only when a token budget paces
 	 * this lane. */
 	struct tokens_cost cost = {0};
 	if (sched_wants_tokens(lane)) {
-		tokens_estimate(xr->body, xr->body_len, plan->default_output_tokens, &cost);
-		xr->want_usage = true;
+		tokens_estimate(x->body, x->body_len, plan->default_output_tokens, &cost);
+		x->want_usage = true;
 	}
-	uint64_t agent = xr->agent[0] ? agent_hash(xr->agent) : 0;
+	uint64_t agent = x->agent[0] ? agent_hash(x->agent) : 0;
 
-	switch (
-	    sched_submit(lane, &xr->item, (double)cost.prompt, (double)cost.output, agent, now)) {
+	switch (sched_submit(lane, &x->item, (double)cost.prompt, (double)cost.output, agent, now)) {
 	case SCHED_OK:
 		break;
 	case SCHED_QUEUE_FULL: {
@@ -298,69 +645,48 @@ void exchange_submit(struct xreq *xr)
 			eta = 1000;
 		if (eta > 60000)
 			eta = 60000;
-		xr->upstream_done = true;
-		log_lane_event(xr, "rejected", LOG_INFO, "queue_depth", (long long)lane->q_depth);
-		xreq_error(xr, 503, "queue_full", "the queue of this API key is full", eta);
+		log_lane_event(x, "rejected", LOG_INFO, "queue_depth", (long long)lane->q_depth);
+		answer(x, 503, "queue_full", "the queue of this API key is full", eta);
 		return;
 	}
 	case SCHED_AGENT_BUSY:
-		xr->upstream_done = true;
-		log_lane_event(xr, "rejected", LOG_INFO, NULL, 0);
-		xreq_error(xr, 409, "agent_busy",
-		           "this agent already has a request in flight (agents.mode: reject)", -1);
+		log_lane_event(x, "rejected", LOG_INFO, NULL, 0);
+		answer(x, 409, "agent_busy",
+		       "this agent already has a request in flight (agents.mode: reject)", -1);
 		return;
 	}
 	if (lane->q_depth > 1 || lane->in_flight >= sched_concurrency_limit(lane))
-		log_lane_event(xr, "queueing", LOG_DEBUG, "queue_depth", (long long)lane->q_depth);
+		log_lane_event(x, "queueing", LOG_DEBUG, "queue_depth", (long long)lane->q_depth);
 	lane_pump(ls);
 }
 
-static void reconfigure_lane(struct sched_lane *lane, void *arg)
+/* ---- the client side's events ---- */
+
+static void on_client_gone(void *ctx)
 {
-	struct server *srv = arg;
-	struct lane_shell *ls = lane->shell;
-	const struct provider_conf *prov = config_provider(srv->cfg, lane->provider->name);
-	if (ls == NULL || prov == NULL)
-		return; /* its provider is gone: it keeps its old plan until it empties */
-	lane->provider = prov;
-	lane->agents_mode = srv->cfg->agents.mode;
-	sched_lane_set_plan(lane, registry_plan_for(srv->cfg, prov, lane->key_hash), mono_ms());
-	cfgref_put(ls->cref);
-	ls->cref = cfgref_get(srv->cref);
-	lane_kick(lane); /* the new limits may open a gate now */
+	struct exchange *x = ctx;
+	if (x->status == 0)
+		x->status = 499; /* client closed request, as nginx logs it */
+	x->client_closed = true;
+	finish(x); /* logs while the client's fields are still readable */
 }
 
-void exchange_reconfigure(struct server *srv)
+static void on_client_drained(void *ctx)
 {
-	registry_foreach(srv->reg, reconfigure_lane, srv);
+	struct exchange *x = ctx;
+	x->client_full = false;
+	if (x->xfer != NULL)
+		upstream_resume(x->xfer);
 }
 
-void exchange_abort(struct xreq *xr)
-{
-	if (xr->upstream_done)
-		return;
-	if (xr->xfer != NULL) {
-		upstream_abort(xr->xfer);
-		xr->xfer = NULL;
-		sched_complete(xr->lane, &xr->item, SCHED_ABORTED, now_ms());
-	} else if (xr->lane != NULL) {
-		sched_cancel(xr->lane, &xr->item);
-	}
-	xr->upstream_done = true;
-	if (xr->lane != NULL)
-		lane_kick(xr->lane);
-}
+static const struct hreq_events client_events = {
+    .drained = on_client_drained,
+    .gone = on_client_gone,
+};
 
 /* ---- relaying ---- */
 
-static bool copy_header(struct evkeyvalq *out, const struct up_header *h, const char *connection)
-{
-	if (!hdr_forward_response(h->name, connection))
-		return true;
-	return evhttp_add_header(out, h->name, h->value) == 0;
-}
-
-static const char *find_header(const struct up_header *h, size_t n, const char *name)
+static const char *find_up_header(const struct up_header *h, size_t n, const char *name)
 {
 	for (size_t i = 0; i < n; i++)
 		if (strcasecmp(h[i].name, name) == 0)
@@ -375,163 +701,172 @@ static bool maybe_retryable(int status)
 	return status == 402 || status == 408 || status == 409 || status == 429 || status >= 500;
 }
 
-static void start_response(struct xreq *xr)
+/* Starts the client's response with the upstream's end-to-end fields and
+ * pacerd's own. */
+static void start_response(struct exchange *x, const struct up_header *uh, size_t un,
+                           const char *reason)
 {
-	struct evkeyvalq *out = evhttp_request_get_output_headers(xr->req);
-	if (xr->no_retry_hdr) {
-		evhttp_remove_header(out, "x-should-retry");
-		evhttp_add_header(out, "x-should-retry", "false");
+	struct hhdr h[RESP_HEADERS_MAX];
+	size_t n = 0;
+	bool has_id = false;
+	const char *connection = find_up_header(uh, un, "connection");
+	for (size_t i = 0; i < un && n < RESP_HEADERS_MAX - 5; i++) {
+		if (!hdr_forward_response(uh[i].name, connection))
+			continue;
+		if (x->no_retry_hdr && strcasecmp(uh[i].name, "x-should-retry") == 0)
+			continue;
+		if (uh[i].name_len == 12 && strcasecmp(uh[i].name, "x-request-id") == 0)
+			has_id = true;
+		h[n++] = (struct hhdr){uh[i].name, uh[i].name_len, uh[i].value, uh[i].value_len};
 	}
-	proxy_add_pacer_headers(out, xr->request_id, (int)xr->item.attempts,
-	                        xr->t_dispatch - xr->item.arrived_ms);
-	if (xr->srv->shutting_down)
-		evhttp_add_header(out, "connection", "close");
-	xreq_stop_close_watch(xr); /* evhttp watches the connection while it writes */
-	/* A long stream to a client that sends nothing must not hit the read
-	 * timeout (libevent #715): only a stuck write counts while we answer. */
-	struct timeval tv = {(time_t)xr->srv->cfg->limits.client_timeout_s, 0};
-	bufferevent_set_timeouts(evhttp_connection_get_bufferevent(xr->evcon), NULL, &tv);
-	xr->response_started = true;
-	evhttp_send_reply_start(xr->req, xr->status,
-	                        xr->held_reason[0] ? xr->held_reason
-	                                           : proxy_status_reason(xr->status));
+	if (x->no_retry_hdr)
+		h[n++] = (struct hhdr){"x-should-retry", 14, "false", 5};
+	char nums[2][24];
+	n += pacer_headers(x, h + n, !has_id, nums);
+	x->started = true;
+	hreq_start(x->client, x->status, reason, h, n);
+}
+
+/* Keeps the head of an answer held back for the retry decision. */
+static bool hold_head(struct exchange *x, const struct up_header *h, size_t n)
+{
+	if (x->held == NULL && (x->held = evbuffer_new()) == NULL)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		evbuffer_add(x->held, h[i].name, h[i].name_len + 1);
+		evbuffer_add(x->held, h[i].value, h[i].value_len + 1);
+	}
+	x->held_n = n;
+	x->held_head_len = evbuffer_get_length(x->held);
+	return true;
+}
+
+/* Starts the response from the held head; returns the held body. */
+static void start_held(struct exchange *x, const char **body, size_t *body_len)
+{
+	size_t total = evbuffer_get_length(x->held);
+	const char *p = (const char *)evbuffer_pullup(x->held, -1);
+	struct up_header uh[RESP_HEADERS_MAX];
+	size_t n = 0;
+	const char *q = p;
+	for (size_t i = 0; i < x->held_n && n < RESP_HEADERS_MAX; i++) {
+		uh[n].name = q;
+		uh[n].name_len = strlen(q);
+		q += uh[n].name_len + 1;
+		uh[n].value = q;
+		uh[n].value_len = strlen(q);
+		q += uh[n].value_len + 1;
+		n++;
+	}
+	start_response(x, uh, n, x->held_reason);
+	*body = p + x->held_head_len;
+	*body_len = total - x->held_head_len;
 }
 
 static bool on_up_headers(void *ctx, int status, const char *reason, const struct up_header *h,
                           size_t n)
 {
-	struct xreq *xr = ctx;
-	if (xr->req == NULL || xr->evcon == NULL)
+	struct exchange *x = ctx;
+	if (x->client == NULL)
 		return false;
-	xr->t_headers = now_ms();
-	xr->status = status;
-	snprintf(xr->held_reason, sizeof(xr->held_reason), "%s", reason);
+	x->t_headers = now_ms();
+	x->status = status;
 
 	struct rlh_header rh[128];
 	size_t nr = 0;
 	for (size_t i = 0; i < n && nr < sizeof(rh) / sizeof(rh[0]); i++)
 		rh[nr++] = (struct rlh_header){h[i].name, h[i].value, h[i].value_len};
-	rlh_parse(xr->route.provider->dialect, rh, nr, log_wall_ms(), &xr->rlh);
-	if (sched_observe(xr->lane, &xr->item, &xr->rlh, xr->t_headers))
-		log_limit_learned(xr);
-	lane_kick(xr->lane); /* what was learned may move the lane's next instant */
+	rlh_parse(x->route.provider->dialect, rh, nr, log_wall_ms(), &x->rlh);
+	if (sched_observe(x->lane, &x->item, &x->rlh, x->t_headers))
+		log_limit_learned(x);
+	lane_kick(x->lane); /* what was learned may move the lane's next instant */
 
-	struct evkeyvalq *out = evhttp_request_get_output_headers(xr->req);
-	evhttp_clear_headers(out);
-	const char *connection = find_header(h, n, "connection");
-	for (size_t i = 0; i < n; i++)
-		if (!copy_header(out, &h[i], connection))
-			return false;
-
-	const char *ctype = find_header(h, n, "content-type");
-	xr->sse =
-	    xr->want_usage && ctype != NULL && strncasecmp(ctype, "text/event-stream", 17) == 0;
+	const char *ctype = find_up_header(h, n, "content-type");
+	x->sse = x->want_usage && ctype != NULL && strncasecmp(ctype, "text/event-stream", 17) == 0;
 
 	if (maybe_retryable(status)) {
-		xr->buffering = true;
-		return true;
+		snprintf(x->held_reason, sizeof(x->held_reason), "%s", reason);
+		x->buffering = true;
+		return hold_head(x, h, n);
 	}
-	start_response(xr);
+	start_response(x, h, n, reason);
 	return true;
 }
 
-static void on_client_drained(struct evhttp_connection *evcon, void *arg)
+static void note_usage_bytes(struct exchange *x, const char *data, size_t len)
 {
-	struct xreq *xr = arg;
-	(void)evcon;
-	if (xr->abort_when_drained) {
-		xreq_close_client_now(xr);
-		xreq_maybe_free(xr);
+	if (!x->want_usage)
+		return;
+	if (x->sse) {
+		tokens_sse_feed(&x->sse_scan, data, len);
 		return;
 	}
-	if (xr->paused && xr->xfer != NULL) {
-		xr->paused = false;
-		upstream_resume(xr->xfer);
-	}
+	if (x->json == NULL)
+		x->json = evbuffer_new();
+	if (x->json != NULL && evbuffer_get_length(x->json) + len <= USAGE_JSON_CAP)
+		evbuffer_add(x->json, data, len);
 }
 
-static size_t client_backlog(struct xreq *xr)
+static void relay(struct exchange *x, const char *data, size_t len)
 {
-	return evbuffer_get_length(
-	    bufferevent_get_output(evhttp_connection_get_bufferevent(xr->evcon)));
-}
-
-static void note_usage_bytes(struct xreq *xr, const char *data, size_t len)
-{
-	if (!xr->want_usage)
-		return;
-	if (xr->sse) {
-		tokens_sse_feed(&xr->sse_scan, data, len);
-		return;
-	}
-	if (xr->json == NULL)
-		xr->json = evbuffer_new();
-	if (xr->json != NULL && evbuffer_get_length(xr->json) + len <= USAGE_JSON_CAP)
-		evbuffer_add(xr->json, data, len);
-}
-
-static void send_chunk(struct xreq *xr, const char *data, size_t len)
-{
-	evbuffer_add(xr->chunk, data, len);
-	xr->bytes_out += len;
-	evhttp_send_reply_chunk_with_cb(xr->req, xr->chunk, on_client_drained, xr);
+	x->bytes_out += len;
+	if (!hreq_write(x->client, data, len))
+		x->client_full = true;
 }
 
 static bool on_up_body(void *ctx, const char *data, size_t len)
 {
-	struct xreq *xr = ctx;
-	if (xr->req == NULL || xr->evcon == NULL)
+	struct exchange *x = ctx;
+	if (x->client == NULL)
 		return true; /* the client is gone; the transfer is being aborted */
-	if (xr->buffering) {
-		if (xr->held == NULL)
-			xr->held = evbuffer_new();
-		if (xr->held != NULL && evbuffer_get_length(xr->held) + len <= RETRY_BODY_CAP) {
-			evbuffer_add(xr->held, data, len);
+	if (x->buffering) {
+		if (evbuffer_get_length(x->held) - x->held_head_len + len <= RETRY_BODY_CAP) {
+			evbuffer_add(x->held, data, len);
 			return true;
 		}
 		/* Too large for an error body worth deciding on: relay it as is. */
-		xr->buffering = false;
-		start_response(xr);
-		if (xr->held != NULL && evbuffer_get_length(xr->held) > 0) {
-			xr->bytes_out += evbuffer_get_length(xr->held);
-			evhttp_send_reply_chunk_with_cb(xr->req, xr->held, on_client_drained, xr);
-		}
+		x->buffering = false;
+		const char *body;
+		size_t body_len;
+		start_held(x, &body, &body_len);
+		if (body_len > 0)
+			relay(x, body, body_len);
 	}
-	if (client_backlog(xr) >= STREAM_OUT_CAP) {
-		/* Slow reader: hold the upstream until evhttp drains the buffer. */
-		xr->paused = true;
-		return false;
-	}
-	note_usage_bytes(xr, data, len);
-	send_chunk(xr, data, len);
+	if (x->client_full)
+		return false; /* slow reader: hold the upstream until it drains */
+	note_usage_bytes(x, data, len);
+	relay(x, data, len);
 	return true;
 }
 
 /* The real token usage corrects the token gate by the difference. */
-static void settle_tokens(struct xreq *xr)
+static void settle_tokens(struct exchange *x)
 {
-	if (!xr->want_usage)
+	if (!x->want_usage)
 		return;
 	struct tokens_usage u;
 	memset(&u, 0, sizeof(u));
-	if (xr->sse) {
-		u = xr->sse_scan.usage;
-	} else if (xr->json != NULL && evbuffer_get_length(xr->json) > 0) {
-		size_t n = evbuffer_get_length(xr->json);
-		tokens_usage_json((const char *)evbuffer_pullup(xr->json, -1), n, &u);
+	if (x->sse) {
+		u = x->sse_scan.usage;
+	} else if (x->json != NULL && evbuffer_get_length(x->json) > 0) {
+		size_t n = evbuffer_get_length(x->json);
+		tokens_usage_json((const char *)evbuffer_pullup(x->json, -1), n, &u);
 	}
 	if (u.present)
-		sched_tokens_used(xr->lane, &xr->item, (double)u.total, now_ms());
+		sched_tokens_used(x->lane, &x->item, (double)u.total, now_ms());
 }
 
-static void relay_held(struct xreq *xr)
+static void relay_held(struct exchange *x)
 {
-	start_response(xr);
-	if (xr->held != NULL && evbuffer_get_length(xr->held) > 0) {
-		xr->bytes_out += evbuffer_get_length(xr->held);
-		evhttp_send_reply_chunk(xr->req, xr->held);
+	if (x->client != NULL) {
+		const char *body;
+		size_t body_len;
+		start_held(x, &body, &body_len);
+		if (body_len > 0)
+			relay(x, body, body_len);
+		hreq_end(x->client, true);
 	}
-	evhttp_send_reply_end(xr->req);
+	finish(x);
 }
 
 static enum sched_outcome outcome_of(enum retry_class cls)
@@ -561,113 +896,115 @@ static enum retry_transport transport_of(enum up_error err)
 	}
 }
 
+static void log_retry(struct exchange *x, enum up_error err, enum retry_class cls,
+                      const char *why, int64_t delay_ms)
+{
+	struct log_line l;
+	if (!log_begin(&l, LOG_INFO, "retry"))
+		return;
+	log_str(&l, "request_id", x->request_id);
+	log_str(&l, "provider", x->route.provider->name);
+	log_str(&l, "key", x->key_id);
+	if (x->agent[0])
+		log_str(&l, "agent", x->agent);
+	log_int(&l, "attempt", x->item.attempts);
+	log_int(&l, "status_code", err == UP_OK ? x->status : 0);
+	if (err != UP_OK)
+		log_str(&l, "upstream_error", upstream_error_name(err));
+	log_str(&l, "class", retry_class_name(cls));
+	log_str(&l, "reason", why);
+	log_num(&l, "delay_s", (double)delay_ms / 1000.0);
+	log_int(&l, "concurrency", sched_concurrency_limit(x->lane));
+	log_int(&l, "dispatch_delay_ms", aimd_delay_ms(&x->lane->delay));
+	log_end(&l);
+}
+
 /* The answer was an error that may be retried (held back), or no answer at
  * all: retry after the delay, or relay / answer it now. */
-static void decide(struct xreq *xr, enum up_error err, const char *detail)
+static void decide(struct exchange *x, enum up_error err, const char *detail)
 {
 	int64_t now = now_ms();
 	const char *body = NULL;
 	size_t body_len = 0;
-	if (err == UP_OK && xr->held != NULL) {
-		body_len = evbuffer_get_length(xr->held);
-		body = body_len ? (const char *)evbuffer_pullup(xr->held, -1) : NULL;
+	if (err == UP_OK && x->held != NULL) {
+		size_t total = evbuffer_get_length(x->held);
+		const char *p = (const char *)evbuffer_pullup(x->held, -1);
+		body_len = total - x->held_head_len;
+		body = body_len ? p + x->held_head_len : NULL;
 	}
 	const char *why = NULL;
 	enum retry_class cls =
 	    err == UP_OK
-	        ? retry_classify(xr->status, RETRY_TRANSPORT_NONE, &xr->rlh, body, body_len, &why)
+	        ? retry_classify(x->status, RETRY_TRANSPORT_NONE, &x->rlh, body, body_len, &why)
 	        : retry_classify(0, transport_of(err), NULL, NULL, 0, &why);
 
-	struct lane_shell *ls = xr->lane->shell;
-	sched_complete(xr->lane, &xr->item, outcome_of(cls), now);
-	note_limit_change(ls, xr);
+	struct sched_lane *lane = x->lane;
+	struct lane_shell *ls = lane->shell;
+	sched_complete(lane, &x->item, outcome_of(cls), now);
+	note_limit_change(ls, x);
 
 	struct retry_decision d = {.retry = false, .no_retry_hdr = cls == RETRY_FINAL_NO_RETRY};
 	int64_t hint = -1;
 	if (cls == RETRY_CAPACITY || cls == RETRY_TRANSIENT) {
 		struct rlh_body_hint bh;
 		rlh_body_hint(body, body_len, &bh);
-		bool has_hint = err == UP_OK && rlh_server_hint(&xr->rlh, &bh, &hint);
-		d = retry_decide(cls, xr->item.attempts, has_hint, hint, xr->lane->plan,
-		                 xr->retry_deadline - now, rand_unit(xr->srv));
+		bool has_hint = err == UP_OK && rlh_server_hint(&x->rlh, &bh, &hint);
+		d = retry_decide(cls, x->item.attempts, has_hint, hint, lane->plan,
+		                 x->retry_deadline - now, rand_unit(x->xs));
 		/* A capacity hint speaks for the whole key: nothing of this lane
 		 * goes before it ends (the provider would refuse it anyway). */
 		if (cls == RETRY_CAPACITY && has_hint && hint > 0)
-			sched_hold(xr->lane, now + hint);
+			sched_hold(lane, now + hint);
 	}
 	if (d.retry) {
-		struct log_line l;
-		if (log_begin(&l, LOG_INFO, "retry")) {
-			log_str(&l, "request_id", xr->request_id);
-			log_str(&l, "provider", xr->route.provider->name);
-			log_str(&l, "key", xr->key_id);
-			if (xr->agent[0])
-				log_str(&l, "agent", xr->agent);
-			log_int(&l, "attempt", xr->item.attempts);
-			log_int(&l, "status_code", err == UP_OK ? xr->status : 0);
-			if (err != UP_OK)
-				log_str(&l, "upstream_error", upstream_error_name(err));
-			log_str(&l, "class", retry_class_name(cls));
-			log_str(&l, "reason", why);
-			log_num(&l, "delay_s", (double)d.delay_ms / 1000.0);
-			log_int(&l, "concurrency", sched_concurrency_limit(xr->lane));
-			log_int(&l, "dispatch_delay_ms", aimd_delay_ms(&xr->lane->delay));
-			log_end(&l);
-		}
-		reset_attempt(xr);
-		sched_retry(xr->lane, &xr->item, now + d.delay_ms);
+		log_retry(x, err, cls, why, d.delay_ms);
+		reset_attempt(x);
+		x->state = XS_RETRY_WAIT;
+		sched_retry(lane, &x->item, now + d.delay_ms);
 		lane_pump(ls);
 		return;
 	}
-	xr->upstream_done = true;
-	xr->no_retry_hdr = d.no_retry_hdr;
+	x->no_retry_hdr = d.no_retry_hdr;
 	if (err == UP_OK)
-		relay_held(xr);
+		relay_held(x);
 	else
-		give_up_transport(xr, err, detail);
+		give_up_transport(x, err, detail);
 	lane_pump(ls);
 }
 
 static void on_up_done(void *ctx, enum up_error err, const char *detail)
 {
-	struct xreq *xr = ctx;
-	xr->xfer = NULL;
-	xr->up_error = err;
+	struct exchange *x = ctx;
+	x->xfer = NULL;
+	x->up_error = err;
+	struct sched_lane *lane = x->lane;
 
-	if (xr->req == NULL) { /* the client left; exchange_abort ran already */
-		xreq_maybe_free(xr);
-		return;
-	}
-	if (!xr->response_started) {
-		decide(xr, err, detail);
-		xreq_maybe_free(xr);
+	if (!x->started) {
+		decide(x, err, detail);
 		return;
 	}
 	/* Streamed answer: its bytes reached the client, so it is final. */
 	int64_t now = now_ms();
 	enum sched_outcome outcome = SCHED_SUCCESS;
-	if (xr->status == 429 || xr->status == 503 || xr->status == 529)
+	if (x->status == 429 || x->status == 503 || x->status == 529)
 		outcome = SCHED_CAPACITY;
 	else if (err != UP_OK)
 		outcome = SCHED_TRANSIENT;
-	sched_complete(xr->lane, &xr->item, outcome, now);
-	note_limit_change(xr->lane->shell, xr);
+	sched_complete(lane, &x->item, outcome, now);
+	note_limit_change(lane->shell, x);
 	if (err == UP_OK)
-		settle_tokens(xr);
-	xr->upstream_done = true;
-	log_lane_event(xr, "released", LOG_DEBUG, "active_slots", (long long)xr->lane->in_flight);
-	if (err == UP_OK) {
-		evhttp_send_reply_end(xr->req);
-	} else if (xr->evcon != NULL) {
+		settle_tokens(x);
+	log_lane_event(x, "released", LOG_DEBUG, "active_slots", (long long)lane->in_flight);
+	if (err != UP_OK) {
 		/* Cut mid-body: the client must see an incomplete message, not a
-		 * clean end; deliver what arrived, then close. */
+		 * clean end; what arrived is delivered, then the connection closes. */
 		log_msg(LOG_WARN, "upstream_aborted", detail);
-		xr->abort_when_drained = true;
-		if (client_backlog(xr) == 0)
-			xreq_close_client_now(xr);
+		snprintf(x->up_detail, sizeof(x->up_detail), "%s", detail ? detail : "");
 	}
-	lane_pump(xr->lane->shell);
-	xreq_maybe_free(xr);
+	if (x->client != NULL)
+		hreq_end(x->client, err == UP_OK);
+	finish(x);
+	lane_pump(lane->shell);
 }
 
 static const struct up_handler relay_handler = {
@@ -675,3 +1012,97 @@ static const struct up_handler relay_handler = {
     .on_body = on_up_body,
     .on_done = on_up_done,
 };
+
+/* ---- the set ---- */
+
+static void reconfigure_lane(struct sched_lane *lane, void *arg)
+{
+	struct exchanges *xs = arg;
+	struct lane_shell *ls = lane->shell;
+	const struct config *cfg = xs->cref->cfg;
+	const struct provider_conf *prov = config_provider(cfg, lane->provider->name);
+	if (ls == NULL || prov == NULL)
+		return; /* its provider is gone: it keeps its old plan until it empties */
+	lane->provider = prov;
+	lane->agents_mode = cfg->agents.mode;
+	sched_lane_set_plan(lane, registry_plan_for(cfg, prov, lane->key_hash), now_ms());
+	config_ref_put(ls->cref);
+	ls->cref = config_ref_get(xs->cref);
+	lane_kick(lane); /* the new limits may open a gate now */
+}
+
+void exchanges_reconfigure(struct exchanges *xs, struct config_ref *cref)
+{
+	struct config_ref *old = xs->cref;
+	xs->cref = config_ref_get(cref);
+	registry_foreach(xs->reg, reconfigure_lane, xs);
+	config_ref_put(old);
+}
+
+/* Lanes idle for limits.idle_ttl_s are forgotten. */
+static void on_sweep(evutil_socket_t fd, short what, void *arg)
+{
+	struct exchanges *xs = arg;
+	(void)fd;
+	(void)what;
+	registry_evict_idle(xs->reg, now_ms(), (int64_t)xs->cref->cfg->limits.idle_ttl_s * 1000,
+	                    lane_evicted, xs);
+}
+
+struct exchanges *exchanges_new(struct event_base *base, struct upstream *up,
+                                struct config_ref *cref)
+{
+	struct exchanges *xs = calloc(1, sizeof(*xs));
+	if (xs == NULL)
+		return NULL;
+	xs->base = base;
+	xs->up = up;
+	xs->cref = config_ref_get(cref);
+	xs->reg = registry_new();
+	xs->reap = event_new(base, -1, 0, on_reap, xs);
+	xs->sweep = event_new(base, -1, EV_PERSIST, on_sweep, xs);
+	xs->rng = ((uint64_t)arc4random() << 32) | arc4random() | 1;
+	if (xs->reg == NULL || xs->reap == NULL || xs->sweep == NULL) {
+		exchanges_free(xs);
+		return NULL;
+	}
+	struct timeval sweep = {LANE_SWEEP_S, 0};
+	event_add(xs->sweep, &sweep);
+	return xs;
+}
+
+void exchanges_abort_all(struct exchanges *xs)
+{
+	while (xs->live != NULL) {
+		struct exchange *x = xs->live;
+		/* answer() cuts a response that has begun. */
+		answer(x, 503, "shutting_down", "pacerd stopped before the upstream answered", 1000);
+	}
+}
+
+size_t exchanges_live(const struct exchanges *xs)
+{
+	return xs->n_live;
+}
+
+struct registry *exchanges_lanes(const struct exchanges *xs)
+{
+	return xs->reg;
+}
+
+void exchanges_free(struct exchanges *xs)
+{
+	if (xs == NULL)
+		return;
+	while (xs->live != NULL)
+		finish(xs->live);
+	on_reap(-1, 0, xs);
+	if (xs->reg != NULL)
+		registry_free(xs->reg, lane_evicted, xs);
+	if (xs->reap != NULL)
+		event_free(xs->reap);
+	if (xs->sweep != NULL)
+		event_free(xs->sweep);
+	config_ref_put(xs->cref);
+	free(xs);
+}

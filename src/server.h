@@ -1,13 +1,16 @@
-/* server — the client side: evhttp listener, request intake, pacerd's own
- * answers (DESIGN §6), and relaying upstream responses as they stream in with
- * backpressure (a slow client pauses the upstream transfer). */
+/* server — the proxy's front: its HTTP/1.1 server (httpd.c), request intake
+ * (routing, keys, pacerd's answers before a lane: DESIGN §6), and the
+ * configuration in force; routed requests go to the exchange (exchange.c). */
 #ifndef PACERD_SERVER_H
 #define PACERD_SERVER_H
 
 #include <event2/event.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "config.h"
+#include "registry.h"
 #include "upstream.h"
 
 struct server;
@@ -33,5 +36,17 @@ void server_shutdown(struct server *srv, void (*drained)(void *), void *arg);
 /* Drain deadline passed: answer or cut every request still in flight. */
 void server_abort_all(struct server *srv);
 size_t server_in_flight(const struct server *srv);
+bool server_draining(const struct server *srv);
+
+struct server_stats {
+	uint64_t responses[6]; /* answers to clients by status class: [2] = 2xx … */
+	uint64_t accepted;     /* connections since start */
+	size_t connections;    /* open now */
+	size_t in_flight;      /* requests not answered yet */
+	bool draining;
+};
+void server_get_stats(const struct server *srv, struct server_stats *st);
+/* The lane table, for /status and /metrics. */
+struct registry *server_lanes(const struct server *srv);
 
 #endif

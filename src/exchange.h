@@ -1,0 +1,50 @@
+/* exchange — one request's way through its lane to the upstream and back
+ * (see the life of a request at the top of exchange.c). The server's intake
+ * hands each routed request over with exchange_start; from then on the
+ * exchange answers the client through the hreq seam (httpd.h) and nothing
+ * else of the client side.
+ *
+ * struct exchanges is the set of them: the lane table, each lane's timer, and
+ * the upstream transfers, one per server. */
+#ifndef PACERD_EXCHANGE_H
+#define PACERD_EXCHANGE_H
+
+#include <event2/event.h>
+#include <stddef.h>
+
+#include "config.h"
+#include "httpd.h"
+#include "registry.h"
+#include "route.h"
+#include "upstream.h"
+
+struct exchanges;
+
+/* What intake found out about a request. */
+struct exchange_intake {
+	struct config_ref *cref; /* the configuration route points into (a ref is taken) */
+	struct route route;
+	const char *key_hash; /* 64 hex digits, or NULL: no key */
+	const char *agent;    /* the agents.header value, or NULL */
+};
+
+struct exchanges *exchanges_new(struct event_base *base, struct upstream *up,
+                                struct config_ref *cref);
+/* Aborts what is left (the clients are gone by then) and frees the lanes. */
+void exchanges_free(struct exchanges *xs);
+
+/* Takes the request over: enters it into its lane, or answers it (queue full,
+ * agent busy, too many keys). */
+void exchange_start(struct exchanges *xs, struct hreq *client, const struct exchange_intake *in);
+
+/* A new configuration: lanes whose provider still exists take its plan for
+ * their next dispatch; the others keep theirs until they empty. */
+void exchanges_reconfigure(struct exchanges *xs, struct config_ref *cref);
+/* Drain deadline passed: every exchange is stopped now; a client still
+ * waiting for its answer gets 503 shutting_down, a stream is cut. */
+void exchanges_abort_all(struct exchanges *xs);
+size_t exchanges_live(const struct exchanges *xs);
+/* The lanes, read-only, for /status and /metrics. */
+struct registry *exchanges_lanes(const struct exchanges *xs);
+
+#endif

@@ -1,0 +1,131 @@
+/* httpd — pacerd's HTTP/1.1 server layer on libevent: the listener, client
+ * connections, request parsing (libhttp-parser, strict), the bytes of every
+ * answer, limits and client timeouts. It knows nothing of providers, lanes or
+ * upstreams: a complete request is handed to the owner's callback, and the
+ * owner answers through the hreq_* functions below (the seam; the exchange
+ * uses nothing else of the client side).
+ *
+ * A connection carries one request at a time. Pipelined requests wait in its
+ * input until the answer to the one before has ended, so answers go out in
+ * order. What the layer answers by itself, always as pacerd's JSON error body
+ * and then closing the connection: malformed requests and smuggling attempts
+ * (400 bad_request), a request line or header block over max_header_bytes
+ * (431 headers_too_large), a body over max_body_bytes (413 body_too_large,
+ * before the body is read when Content-Length announces it), an unknown
+ * expectation (417), a request not complete within client_timeout_s (408).
+ *
+ * Life of an hreq: handed to on_request; the owner starts, writes and ends the
+ * response (or answers with hreq_error / hreq_respond). After the response
+ * ended, or after events->gone ran, the hreq belongs to the layer again: the
+ * owner must drop its pointer, and everything read through it (target,
+ * headers, body) is gone. */
+#ifndef PACERD_HTTPD_H
+#define PACERD_HTTPD_H
+
+#include <event2/event.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define HREQ_ID_MAX 128
+
+/* Bytes waiting for a client above which hreq_write asks the writer to pause:
+ * the memory a slow reader can pin is about this plus one upstream buffer. */
+#define HREQ_OUT_CAP (256 * 1024)
+
+struct httpd;
+struct hreq;
+
+struct httpd_conf {
+	size_t max_header_bytes;  /* request line and header fields (431 above) */
+	uint64_t max_body_bytes;  /* request body (413 above) */
+	size_t max_connections;   /* accepting pauses at this many open connections */
+	unsigned client_timeout_s; /* idle keep-alive, slow request, stuck write */
+};
+
+/* One header field; name and value need not be NUL-terminated. */
+struct hhdr {
+	const char *name;
+	size_t name_len;
+	const char *value;
+	size_t value_len;
+};
+
+struct hreq_events {
+	/* The output fell back under its cap after hreq_write returned false. */
+	void (*drained)(void *ctx);
+	/* The client closed or reset its connection, or stopped reading for
+	 * client_timeout_s, before the response ended. The hreq is gone. */
+	void (*gone)(void *ctx);
+};
+
+struct httpd_stats {
+	uint64_t responses[6]; /* answers by status class: [2] = 2xx … */
+	uint64_t accepted;     /* connections, since start */
+	size_t connections;    /* open now */
+	size_t active;         /* requests with the owner now */
+	size_t busy;           /* connections reading a request or writing an answer (O(n)) */
+};
+
+typedef void (*httpd_request_fn)(struct hreq *r, void *arg);
+
+/* Listens on `listen` (an IP literal and port; "localhost" = 127.0.0.1);
+ * listen NULL: no listener (connections come through httpd_adopt). NULL with
+ * err set on failure. */
+struct httpd *httpd_new(struct event_base *base, const char *listen,
+                        const struct httpd_conf *conf, httpd_request_fn on_request, void *arg,
+                        char *err, size_t errlen);
+/* New limits, from the next request on. */
+void httpd_set_conf(struct httpd *h, const struct httpd_conf *conf);
+/* Serves an already connected, non-blocking socket (tests, the fuzzer). */
+int httpd_adopt(struct httpd *h, evutil_socket_t fd);
+/* Graceful stop: the listening socket is closed and every later answer
+ * carries `connection: close` (idle keep-alive connections stay open until
+ * the owner frees the server: a request already on its way gets an answer). */
+void httpd_shutdown(struct httpd *h);
+/* Closes every connection at once; requests with the owner get events->gone. */
+void httpd_free(struct httpd *h);
+void httpd_get_stats(const struct httpd *h, struct httpd_stats *st);
+/* The standard reason phrase of a status ("" when unknown). */
+const char *httpd_reason(int status);
+
+/* ---- the request ---- */
+const char *hreq_method(const struct hreq *r); /* "GET", "POST", … */
+const char *hreq_target(const struct hreq *r); /* as sent: origin or absolute form */
+size_t hreq_target_len(const struct hreq *r);
+/* The first field of that name (case-insensitive), NUL-terminated; NULL. */
+const char *hreq_header(const struct hreq *r, const char *name);
+size_t hreq_n_headers(const struct hreq *r);
+/* Field i in arrival order; name and value are NUL-terminated. */
+void hreq_header_at(const struct hreq *r, size_t i, struct hhdr *out);
+/* The whole body, de-chunked (NULL and 0 when there is none). */
+const char *hreq_body(const struct hreq *r, size_t *len);
+/* The client's x-request-id when acceptable, else one made here. */
+const char *hreq_id(const struct hreq *r);
+
+/* ---- the response (the seam) ---- */
+void hreq_set_events(struct hreq *r, const struct hreq_events *ev, void *ctx);
+/* Status line and header fields. Framing is the layer's: a given
+ * content-length is kept and trusted; without one the body is chunked (HTTP/1.1
+ * clients) or ends with the connection (HTTP/1.0). Connection and
+ * Transfer-Encoding fields given here are ignored. reason NULL or "": the
+ * standard phrase. */
+void hreq_start(struct hreq *r, int status, const char *reason, const struct hhdr *h, size_t n);
+/* Queues body bytes (copied). False when the client's output is over
+ * HREQ_OUT_CAP: write no more until events->drained. */
+bool hreq_write(struct hreq *r, const char *data, size_t len);
+/* Ends the response: complete, or truncated (what was written is delivered,
+ * then the connection is closed so that the client sees an incomplete
+ * message). */
+void hreq_end(struct hreq *r, bool complete);
+/* pacerd's own answer: {"error":{"message","type":"pacer_error","code"}} with
+ * x-request-id and the extra fields, then ends the response. */
+void hreq_error(struct hreq *r, int status, const char *code, const char *message,
+                const struct hhdr *extra, size_t n);
+/* A complete answer in one call (content-length is added). */
+void hreq_respond(struct hreq *r, int status, const struct hhdr *h, size_t n, const char *body,
+                  size_t len);
+/* Closes the connection after this answer (no keep-alive). */
+void hreq_close_after(struct hreq *r);
+
+#endif
