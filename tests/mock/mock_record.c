@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <event2/buffer.h>
 #include <openssl/evp.h>
@@ -99,10 +100,16 @@ void mock_record_add(struct evhttp_request *req, uint64_t t_ms)
 	char sha[65];
 	evbuffer_sha256_hex(body, sha);
 	const char *uri = evhttp_request_get_uri(req);
-	json_t *rec = json_pack("{s:s, s:s, s:o, s:I, s:s, s:I}", "method",
-	                        mock_method_name(evhttp_request_get_command(req)), "uri", uri ? uri : "",
-	                        "headers", hdrs, "body_len", (json_int_t)evbuffer_get_length(body),
-	                        "body_sha256", sha, "t_ms", (json_int_t)t_ms);
+	/* The absolute CLOCK_MONOTONIC time too: the clock of Node's process.hrtime(), so a
+	 * test can compare an arrival with its own events without a calibration. */
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	json_int_t mono_us = (json_int_t)ts.tv_sec * 1000000 + (json_int_t)(ts.tv_nsec / 1000);
+	json_t *rec =
+	    json_pack("{s:s, s:s, s:o, s:I, s:s, s:I, s:I}", "method",
+	              mock_method_name(evhttp_request_get_command(req)), "uri", uri ? uri : "",
+	              "headers", hdrs, "body_len", (json_int_t)evbuffer_get_length(body),
+	              "body_sha256", sha, "t_ms", (json_int_t)t_ms, "t_mono_us", mono_us);
 	char *text = rec ? json_dumps(rec, JSON_COMPACT) : NULL;
 	json_decref(rec);
 	if (text == NULL)

@@ -1,0 +1,119 @@
+// A client that has gone is never forwarded: requests wait in a paced lane, their
+// clients give up while they wait, and none of those requests may reach the upstream
+// after its client left.
+import assert from 'node:assert/strict';
+import net from 'node:net';
+import { SLOW, recHeader, request, sleep } from '../lib.mjs';
+
+// One lane paced at 5 requests/s; one attempt per request.
+export const config = {
+  plans: { default: { max_requests_per_second: 5, retry: { max_attempts: 1 } } },
+};
+
+// How long after its client's give-up a request may still be recorded by the mock.
+// Zero is unattainable by any implementation: the head of the lane's FIFO queue is by
+// construction the request closest to its client's 100-ms give-up, so a dispatch and
+// a give-up often fall within the forward path's latency of each other (pacerd writes
+// the request before the client's FIN can reach it, the mock records it a fraction of
+// a millisecond later). Measured on the 2-core machine: such pairs differ by 0.1-0.7
+// ms. A request forwarded when pacerd could have known its client had left (its FIN
+// waiting on the socket), or forwarded at a later dispatch, is later than this.
+const SLACK_MS = 5;
+
+/** CLOCK_MONOTONIC in µs: the clock of the mock's t_mono_us (libuv's hrtime is CLOCK_MONOTONIC). */
+const monoUs = () => Number(process.hrtime.bigint() / 1000n);
+
+/**
+ * One attempt: a request on a new connection, given up (socket destroyed) after
+ * give_up_ms unless its answer is complete by then. Resolves with
+ * {id, answered, status, abortUs}: abortUs is taken just before the destroy, before
+ * pacerd can possibly see the client leave.
+ */
+function attempt(port, id, give_up_ms) {
+  return new Promise((resolve) => {
+    const s = net.connect({ host: '127.0.0.1', port });
+    let buf = '';
+    let settled = false;
+    const settle = (v) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      s.destroy();
+      resolve({ id, ...v });
+    };
+    const timer = setTimeout(() => settle({ answered: false, abortUs: monoUs() }), give_up_ms * SLOW);
+    s.on('connect', () => s.write(`GET /echo/gone/${id} HTTP/1.1\r\nHost: x\r\nx-request-id: ${id}\r\n\r\n`));
+    s.on('data', (d) => {
+      buf += d.toString('latin1');
+      const end = buf.indexOf('\r\n\r\n');
+      if (end < 0) return;
+      const head = buf.slice(0, end);
+      const len = /\r\ncontent-length: *(\d+)/i.exec(head);
+      if (len && buf.length >= end + 4 + Number(len[1])) settle({ answered: true, status: Number(head.slice(9, 12)) });
+    });
+    s.on('error', () => {});
+    s.on('close', () => settle({ answered: false, closedByServer: true, abortUs: monoUs() }));
+  });
+}
+
+/** One client: `n` attempts, each given up after 100 ms, the next 200 ms later. */
+async function client(port, run, c, n) {
+  await sleep(Math.floor(Math.random() * 300)); // spread the clients over a cycle
+  const out = [];
+  for (let a = 0; a < n; a++) {
+    out.push(await attempt(port, `gone-${run}-${c}-${a}`, 100));
+    await sleep(200);
+  }
+  return out;
+}
+
+export const tests = [
+  {
+    name: '30 clients × 8 attempts given up after 100 ms, lane paced at 5/s: no request reaches the upstream after its client left (5 ms slack; 3 runs)',
+    timeout_ms: 60000,
+    fn: async (t) => {
+      const p = await t.pacerd();
+      const notes = [];
+      for (let run = 0; run < 3; run++) {
+        await t.mock.reset();
+        const clients = await Promise.all(Array.from({ length: 30 }, (_, c) => client(p.port, run, c, 8)));
+        const attempts = new Map(clients.flat().map((a) => [a.id, a]));
+        // A request forwarded late would show up now: give the lane time for a few dispatches.
+        await sleep(1200);
+        const recs = (await t.mock.requests()).filter((r) => r.uri.startsWith(`/echo/gone/gone-${run}-`));
+        const late = [];
+        let closest = Infinity;
+        let forwardedThenGone = 0;
+        for (const rec of recs) {
+          const id = recHeader(rec, 'x-request-id');
+          assert.equal(rec.uri, `/echo/gone/${id}`, 'the x-request-id recorded upstream is not the one sent with this URI');
+          const a = attempts.get(id);
+          assert.ok(a, `the upstream got a request nobody sent: ${id}`);
+          assert.equal(typeof rec.t_mono_us, 'number', 'the mock records no t_mono_us (rebuild build/pacerd-mock)');
+          if (a.answered) continue;
+          forwardedThenGone++;
+          const margin = a.abortUs - rec.t_mono_us; // > 0: reached the upstream before the client left
+          closest = Math.min(closest, margin);
+          if (margin < -SLACK_MS * 1000 * SLOW) late.push(`${id} reached the upstream ${(-margin / 1000).toFixed(1)} ms after its client left`);
+        }
+        const all = [...attempts.values()];
+        const answered = all.filter((a) => a.answered);
+        const ids = new Set(recs.map((r) => recHeader(r, 'x-request-id')));
+        // Answered ones must have been forwarded, once each.
+        assert.equal(recs.length, ids.size, 'a request reached the upstream twice');
+        for (const a of answered) {
+          assert.ok(ids.has(a.id), `${a.id} was answered but the upstream never saw it`);
+          assert.equal(a.status, 200, `${a.id}: status ${a.status}`);
+        }
+        notes.push(`run ${run + 1}: ${all.length} attempts, ${answered.length} answered, ${recs.length} forwarded, ` +
+          `${forwardedThenGone} forwarded and then given up (closest: ${Number.isFinite(closest) ? (closest / 1000).toFixed(2) : '-'} ms before the give-up; negative = after)`);
+        assert.deepEqual(late, [], `requests forwarded more than ${SLACK_MS} ms after their client had gone (${notes.at(-1)})`);
+        // The lane was exercised: at 5/s over ~2.7 s some requests went through.
+        assert.ok(answered.length >= 3, `only ${answered.length} requests answered in run ${run + 1}: the scenario did not run`);
+        assert.ok(answered.length <= 25, `${answered.length} requests answered in ~3 s through a lane paced at 5/s`);
+      }
+      for (const n of notes) t.note(n);
+      assert.equal((await request(`${p.url}/v1/models`)).status, 200);
+    },
+  },
+];
