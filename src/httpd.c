@@ -1617,7 +1617,8 @@ void hreq_respond(struct hreq *r, int status, const struct hhdr *h, size_t n, co
 	char num[24];
 	if (n > 31)
 		n = 31;
-	memcpy(all, h, n * sizeof(*h));
+	if (n > 0)
+		memcpy(all, h, n * sizeof(*h));
 	all[n] = (struct hhdr){"content-length", 14, num, put_u64(num, len)};
 	hreq_start(r, status, NULL, all, n + 1);
 	if (len > 0)

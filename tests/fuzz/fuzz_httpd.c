@@ -1,0 +1,154 @@
+/* libFuzzer: random bytes, split at random points, into pacerd's HTTP/1.1
+ * connection layer (parser and state machine) over a socketpair, with an
+ * owner that answers in every way the seam allows (error, a whole answer, a
+ * chunked stream, a truncated stream, no answer until the client leaves).
+ *
+ * Input: byte 0 = the owner's behaviour seed; then pieces, each a length byte
+ * (1..64) followed by that many bytes sent on the client end, with the event
+ * loop run after each. The client end is read and discarded as it goes, then
+ * closed; the loop runs until the connection is gone. */
+#include <event2/event.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "httpd.h"
+#include "log.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static struct event_base *base;
+static struct httpd *httpd;
+static unsigned behaviour;
+static struct hreq *held; /* a request left unanswered until the client leaves */
+
+static void on_gone(void *ctx)
+{
+	(void)ctx;
+	held = NULL;
+}
+
+static void on_drained(void *ctx)
+{
+	(void)ctx;
+}
+
+static const struct hreq_events events = {.drained = on_drained, .gone = on_gone};
+
+static void on_request(struct hreq *r, void *arg)
+{
+	(void)arg;
+	size_t blen;
+	const char *body = hreq_body(r, &blen);
+	struct hhdr h[2] = {{"content-type", 12, "text/plain", 10}, {"x-n", 3, "1", 1}};
+	/* Read everything the owner may read. */
+	for (size_t i = 0; i < hreq_n_headers(r); i++) {
+		struct hhdr f;
+		hreq_header_at(r, i, &f);
+		if (f.name_len != strlen(f.name) || f.value_len != strlen(f.value))
+			abort(); /* the layer promises NUL-terminated fields */
+	}
+	if (strlen(hreq_target(r)) != hreq_target_len(r))
+		abort();
+	(void)hreq_header(r, "host");
+	(void)hreq_id(r);
+	hreq_set_events(r, &events, NULL);
+	switch (behaviour++ % 6) {
+	case 0:
+		hreq_error(r, 400, "bad_request", "fuzz \"quoted\"\n", h, 1);
+		break;
+	case 1:
+		hreq_respond(r, 200, h, 2, body, blen);
+		break;
+	case 2:
+		hreq_start(r, 200, "OK", h, 2);
+		hreq_write(r, "data: x\n\n", 9);
+		hreq_write(r, body ? body : "", blen);
+		hreq_end(r, true);
+		break;
+	case 3:
+		hreq_start(r, 502, NULL, h, 1);
+		hreq_write(r, "partial", 7);
+		hreq_end(r, false);
+		break;
+	case 4:
+		hreq_close_after(r);
+		hreq_respond(r, 204, NULL, 0, NULL, 0);
+		break;
+	default:
+		if (held == NULL)
+			held = r; /* answered when the next piece arrives, or never */
+		else
+			hreq_respond(r, 200, NULL, 0, "ok", 2);
+		break;
+	}
+}
+
+static void drain_client(int fd)
+{
+	char buf[65536];
+	while (read(fd, buf, sizeof(buf)) > 0)
+		;
+}
+
+static void setup(void)
+{
+	char err[256];
+	signal(SIGPIPE, SIG_IGN); /* as pacerd does: writes to a gone client fail with EPIPE */
+	log_open("/dev/null", LOG_ERROR, err, sizeof(err));
+	base = event_base_new();
+	struct httpd_conf hc = {.max_header_bytes = 1024,
+	                        .max_body_bytes = 2048,
+	                        .max_connections = 16,
+	                        .client_timeout_s = 30};
+	httpd = httpd_new(base, NULL, &hc, on_request, NULL, err, sizeof(err));
+	if (httpd == NULL)
+		abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	if (base == NULL)
+		setup();
+	if (size < 1)
+		return 0;
+	behaviour = data[0];
+	held = NULL;
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv) != 0)
+		return 0;
+	httpd_adopt(httpd, sv[0]);
+	size_t i = 1;
+	while (i < size) {
+		size_t n = (data[i] % 64) + 1;
+		i++;
+		if (n > size - i)
+			n = size - i;
+		if (n > 0 && write(sv[1], data + i, n) < 0)
+			break;
+		i += n;
+		for (int k = 0; k < 3; k++)
+			event_base_loop(base, EVLOOP_NONBLOCK);
+		drain_client(sv[1]);
+		if (held != NULL && (data[i - 1] & 1)) {
+			struct hreq *r = held;
+			held = NULL;
+			hreq_respond(r, 200, NULL, 0, "late", 4);
+		}
+	}
+	close(sv[1]);
+	struct httpd_stats st;
+	for (int k = 0; k < 50; k++) {
+		event_base_loop(base, EVLOOP_NONBLOCK);
+		httpd_get_stats(httpd, &st);
+		if (st.connections == 0)
+			break;
+	}
+	httpd_get_stats(httpd, &st);
+	if (st.connections != 0 || held != NULL)
+		abort(); /* a connection whose client left must be closed */
+	return 0;
+}
