@@ -114,6 +114,8 @@ def main():
         p.append(f"  {r['upstream']:8} {r['connections']:>5}  {r['proxy']:12} {fmt(r['rps']):>9} {rng:>15}"
                  f" {fx(r['rps_vs_nginx']):>8} {fmt(r['cpu_us_per_req'], 1):>10} {fx(r['cpu_vs_nginx']):>8}"
                  f" {fmt(r['proxy_cpu_util'] and r['proxy_cpu_util'] * 100, 0, '%'):>5} {r['errors']:>6}")
+    p.append("  core: the proxy's CPU use during the run; below 100 % something else set the pace"
+             " (the other core: wrk + upstream; or waits inside the proxy); CPU us/req compares fairly")
 
     # --- latency
     lat = {}
