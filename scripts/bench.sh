@@ -20,7 +20,7 @@
 #   lanes        $BUILD/bench-lanes, when built
 #
 # Prints one table (ratios pacerd/nginx) and writes the same as JSON. Every run has
-# a fixed length (BENCH_DURATION seconds, 5, after BENCH_WARMUP, 1): about 6 minutes
+# a fixed length (BENCH_DURATION seconds, 5, after BENCH_WARMUP, 1): about 5 minutes
 # in all with the defaults. Everything listens on 127.0.0.1; every process started
 # here is stopped by its PID on exit.
 set -euo pipefail
