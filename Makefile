@@ -5,7 +5,8 @@
 #   make test       install missing dependencies, build, run every unit and integration test
 #   make test SAN=1 the same under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make valgrind   integration suite with pacerd under valgrind (leaks are errors)
-#   make bench      scripts/bench.sh: wrk through pacerd vs. straight to the mock
+#   make bench      scripts/bench.sh: pacerd against nginx (throughput, CPU, latency,
+#                   system calls, SSE, idle streams); table + $(BUILD)/bench.json
 #
 # Every object goes to $(BUILD) so that sanitizer and plain builds never mix.
 
@@ -118,8 +119,12 @@ valgrind: node-deps
 	$(MAKE) all $(BUILD)/pacerd-mock
 	PACERD_BIN=$(BUILD)/pacerd MOCK_BIN=$(BUILD)/pacerd-mock PACERD_WRAPPER=valgrind node tests/integration/run.mjs
 
+# make bench: about 5 minutes; BENCH_DURATION (s per run, 5), BENCH_REPS (3),
+# BENCH_JSON (output, $(BUILD)/bench.json) and the others in scripts/bench.sh.
+# The lane microbenchmark is built and run when its source exists.
 bench: deps
-	$(MAKE) all $(BUILD)/pacerd-mock
+	./scripts/install-deps.sh bench
+	$(MAKE) all $(BUILD)/pacerd-mock $(if $(wildcard tests/bench/bench_lanes.c),bench-lanes)
 	BUILD=$(BUILD) ./scripts/bench.sh
 
 PREFIX  ?= /usr/local

@@ -1,47 +1,426 @@
 #!/bin/bash
-# Throughput through pacerd against the same mock upstream measured directly,
-# in the same run, as a ratio: wrk, keep-alive, 64 connections.
+# make bench: pacerd against nginx (Debian's), in one run, on this machine.
 #
-#   scripts/bench.sh [duration_s] [connections]     (make bench)
+#   scripts/bench.sh [OUT.json]          (make bench; default OUT: $BUILD/bench.json)
 #
-# Everything runs on 127.0.0.1 and stops by itself; only processes started here
-# are stopped, by PID.
+# The proxy under test runs pinned to one core (BENCH_PROXY_CPU, 0), the load
+# generator (wrk, a 1 KiB POST /v1/chat/completions) and the upstreams pinned to
+# another (BENCH_LOAD_CPU, 1). Upstream for throughput: a second nginx answering a
+# fixed 613-byte chat.completion, on a plain and on an HTTPS port (throwaway CA made
+# here with openssl); for SSE and idle streams: build/pacerd-mock. Measured:
+#
+#   throughput   req/s and proxy CPU µs per request (utime+stime from /proc/PID/stat
+#                over the run / requests) at each of BENCH_CONNS connections, plain
+#                and HTTPS upstream: nginx, pacerd (no plan) and pacerd with a plan
+#                far above the load; interleaved, BENCH_REPS repetitions, medians
+#   latency      p50/p99 at 1 connection: direct, via pacerd, via nginx
+#   syscalls     strace -c on the proxy while wrk runs BENCH_STRACE_S seconds
+#   SSE          50 events 20 ms apart must arrive as 50 separate reads
+#   idle         RSS per connection with BENCH_IDLE open, silent streams
+#   lanes        $BUILD/bench-lanes, when built
+#
+# Prints one table (ratios pacerd/nginx) and writes the same as JSON. Every run has
+# a fixed length (BENCH_DURATION seconds, 5, after BENCH_WARMUP, 1): about 5 minutes
+# in all with the defaults. Everything listens on 127.0.0.1; every process started
+# here is stopped by its PID on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+here=scripts/bench
+
 BUILD=${BUILD:-build}
-DURATION=${1:-10}
-CONNS=${2:-64}
-PATH_=${BENCH_PATH:-/v1/models}
-command -v wrk >/dev/null || { echo "bench: wrk is missing (scripts/install-deps.sh)"; exit 1; }
+OUT=${1:-${BENCH_JSON:-$BUILD/bench.json}}
+DURATION=${BENCH_DURATION:-5}
+WARMUP=${BENCH_WARMUP:-1}
+REPS=${BENCH_REPS:-3}
+read -ra CONNS <<<"${BENCH_CONNS:-64 256}"
+STRACE_S=${BENCH_STRACE_S:-3}
+IDLE=${BENCH_IDLE:-2000}
+PROXY_CPU=${BENCH_PROXY_CPU:-0}
+LOAD_CPU=${BENCH_LOAD_CPU:-1}
+SSE_CHUNKS=50
+SSE_MS=20
+PATH=$PATH:/usr/sbin:/sbin # Debian's nginx
 
-tmp=$(mktemp -d)
+fail() { echo "bench: $*" >&2; exit 1; }
+
+# --- what it needs --------------------------------------------------------------
+missing=()
+need() { command -v "$1" >/dev/null 2>&1 || missing+=("$1 (Debian package $2)"); }
+need wrk wrk
+need nginx nginx-light
+need strace strace
+need openssl openssl
+need taskset util-linux
+need python3 python3
+need curl curl
+need curl-config libcurl4-openssl-dev
+((${#missing[@]} == 0)) || fail "missing: ${missing[*]}; scripts/install-deps.sh bench installs them (make bench does)"
+for f in "$BUILD/pacerd" "$BUILD/pacerd-mock"; do
+	[ -x "$f" ] || fail "$f is not built (make bench builds it)"
+done
+[ "$(nproc)" -ge 2 ] || fail "needs 2 cores (proxy on one, load on the other); nproc says $(nproc)"
+for cpu in "$PROXY_CPU" "$LOAD_CPU"; do
+	taskset -c "$cpu" true 2>/dev/null || fail "cannot pin to CPU $cpu (set BENCH_PROXY_CPU / BENCH_LOAD_CPU)"
+done
+ulimit -n 20000 2>/dev/null || true
+(($(ulimit -n) >= 2 * IDLE + 500)) ||
+	fail "$IDLE idle streams need $((2 * IDLE + 500)) descriptors per process; ulimit -n is $(ulimit -n)"
+PY=$(python3 -c 'import sys; print(sys.executable)') # past any shim: started often
+CLK_TCK=$(getconf CLK_TCK)
+
+# --- processes: each one started here, stopped by PID ----------------------------
+tmp=$(mktemp -d /tmp/pacerd-bench.XXXXXX)
+chmod 711 "$tmp" # nginx workers may run as nobody
+mkdir "$tmp/up" "$tmp/proxy" "$tmp/streams"
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"; }
+cleanup() {
+	local p
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	sleep 0.3
+	for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	rm -rf "$tmp"
+}
 trap cleanup EXIT
+trap 'exit 130' INT TERM
 
-"$BUILD/pacerd-mock" --port 0 --no-record >"$tmp/mock.out" 2>"$tmp/mock.err" &
-pids+=($!)
-for _ in $(seq 50); do [ -s "$tmp/mock.out" ] && break; sleep 0.1; done
-mock_port=$(sed -E 's/.*"http":([0-9]+).*/\1/' "$tmp/mock.out")
+# start NAME CPU COMMAND...: in the background, pinned; its PID is $!.
+start() {
+	local name=$1 cpu=$2
+	shift 2
+	taskset -c "$cpu" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" &
+	pids+=("$!")
+}
 
-pacer_port=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
-cat >"$tmp/pacerd.yaml" <<YAML
-listen: 127.0.0.1:$pacer_port
+# wait_port NAME PID PORT: until PORT accepts (10 s), or the process died.
+wait_port() {
+	local i
+	for ((i = 0; i < 100; i++)); do
+		kill -0 "$2" 2>/dev/null || { cat "$tmp/$1.err" >&2; fail "$1 exited at start"; }
+		if (exec 3<>"/dev/tcp/127.0.0.1/$3") 2>/dev/null; then return 0; fi
+		sleep 0.1
+	done
+	cat "$tmp/$1.err" >&2
+	fail "$1 is not listening on $3 after 10 s"
+}
+
+# cputicks PID: utime + stime, in clock ticks (fields 14 and 15 of /proc/PID/stat).
+cputicks() {
+	local s f
+	s=$(<"/proc/$1/stat")
+	s=${s##*) }
+	read -ra f <<<"$s"
+	echo $((f[11] + f[12]))
+}
+
+# nginx_worker MASTER: the PID of the master's (single) worker process.
+nginx_worker() {
+	local f s f_
+	for f in /proc/[0-9]*/stat; do
+		s=$(cat "$f" 2>/dev/null) || continue
+		s=${s##*) }
+		read -ra f_ <<<"$s"
+		if [ "${f_[1]}" = "$1" ]; then
+			f=${f#/proc/}
+			echo "${f%/stat}"
+			return 0
+		fi
+	done
+	return 1
+}
+
+read -r UP_STATUS UP_PLAIN UP_TLS NG_PLAIN NG_TLS NG_MOCK PC_PLAIN PC_PLAIN_PLAN PC_TLS PC_TLS_PLAN PC_MOCK \
+	< <("$PY" -c '
+import socket
+ss = [socket.socket() for _ in range(11)]
+for s in ss: s.bind(("127.0.0.1", 0))
+print(*[s.getsockname()[1] for s in ss])')
+
+# --- a throwaway CA and a certificate for 127.0.0.1 / localhost ---------------------
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+	-subj "/CN=pacerd bench CA" -addext basicConstraints=critical,CA:TRUE \
+	-addext keyUsage=critical,keyCertSign,cRLSign \
+	-keyout "$tmp/ca.key" -out "$tmp/ca.pem" 2>"$tmp/openssl.err"
+openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "/CN=localhost" \
+	-keyout "$tmp/server.key" -out "$tmp/server.csr" 2>>"$tmp/openssl.err"
+printf '%s\n' "subjectAltName=DNS:localhost,IP:127.0.0.1" "basicConstraints=CA:FALSE" \
+	"keyUsage=digitalSignature" "extendedKeyUsage=serverAuth" >"$tmp/server.ext"
+openssl x509 -req -in "$tmp/server.csr" -CA "$tmp/ca.pem" -CAkey "$tmp/ca.key" -CAcreateserial \
+	-days 2 -extfile "$tmp/server.ext" -out "$tmp/server.pem" 2>>"$tmp/openssl.err"
+
+# --- upstreams, on the load core -------------------------------------------------
+# A chat.completion of 613 bytes, as OpenAI answers a short completion.
+ANSWER='{"id":"chatcmpl-bench","object":"chat.completion","created":1700000000,"model":"gpt-4o-mini-2024-07-18","choices":[{"index":0,"message":{"role":"assistant","content":"The quick brown fox jumps over the lazy dog. The quick brown fox jumps over the lazy dog. Th","refusal":null},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":256,"completion_tokens":64,"total_tokens":320,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}},"system_fingerprint":"fp_bench"}'
+
+# nginx_common DIR: the main-context lines both nginx instances share.
+nginx_common() {
+	cat <<EOF
+worker_processes 1;
+daemon off;
+pid $1/nginx.pid;
+worker_rlimit_nofile 20000;
+events { worker_connections 16384; }
+EOF
+}
+nginx_temp_paths() {
+	local t
+	for t in client_body proxy fastcgi uwsgi scgi; do echo "    ${t}_temp_path $1/$t;"; done
+}
+
+{
+	nginx_common "$tmp/up"
+	cat <<EOF
+http {
+    access_log off;
+$(nginx_temp_paths "$tmp/up")
+    keepalive_requests 1000000;
+    keepalive_timeout 300s;
+    server {
+        listen 127.0.0.1:$UP_PLAIN backlog=4096;
+        listen 127.0.0.1:$UP_TLS ssl backlog=4096;
+        ssl_certificate $tmp/server.pem;
+        ssl_certificate_key $tmp/server.key;
+        ssl_session_cache shared:up:4m;
+        location = /v1/chat/completions {
+            default_type application/json;
+            return 200 '$ANSWER';
+        }
+        location / { return 404; }
+    }
+    server { listen 127.0.0.1:$UP_STATUS; location / { stub_status; } }
+}
+EOF
+} >"$tmp/up/nginx.conf"
+start nginx-up "$LOAD_CPU" nginx -p "$tmp/up/" -c "$tmp/up/nginx.conf" -e "$tmp/up/error.log"
+up_pid=$!
+start mock "$LOAD_CPU" "$BUILD/pacerd-mock" --port 0 --no-record
+mock_pid=$!
+for _ in $(seq 100); do [ -s "$tmp/mock.out" ] && break; sleep 0.1; done
+MOCK=$(sed -nE 's/.*"http":([0-9]+).*/\1/p' "$tmp/mock.out")
+[ -n "$MOCK" ] || fail "pacerd-mock did not start: $(cat "$tmp/mock.err")"
+wait_port mock "$mock_pid" "$MOCK"
+wait_port nginx-up "$up_pid" "$UP_PLAIN"
+wait_port nginx-up "$up_pid" "$UP_TLS"
+
+# --- the proxies, on the proxy core ----------------------------------------------
+# Two nginx instances, like the pacerd ones: one for the throughput runs, a fresh
+# one for the streams (so that its RSS is not the high-water mark of the runs).
+nginx_proxy_common() {
+	cat <<EOF
+    access_log off;
+$(nginx_temp_paths "$1")
+    keepalive_requests 1000000;
+    keepalive_timeout 300s;
+    proxy_http_version 1.1;
+    proxy_set_header Connection "";
+    proxy_buffering off;
+    proxy_read_timeout 300s;
+EOF
+}
+{
+	nginx_common "$tmp/proxy"
+	cat <<EOF
+http {
+$(nginx_proxy_common "$tmp/proxy")
+    upstream plain { server 127.0.0.1:$UP_PLAIN; keepalive 1024; keepalive_requests 1000000; keepalive_timeout 300s; }
+    upstream tls   { server 127.0.0.1:$UP_TLS; keepalive 1024; keepalive_requests 1000000; keepalive_timeout 300s; }
+    server { listen 127.0.0.1:$NG_PLAIN backlog=4096; location / { proxy_pass http://plain; } }
+    server {
+        listen 127.0.0.1:$NG_TLS backlog=4096;
+        location / {
+            proxy_pass https://tls;
+            proxy_ssl_session_reuse on;
+            proxy_ssl_verify on;
+            proxy_ssl_trusted_certificate $tmp/ca.pem;
+            proxy_ssl_name localhost;
+        }
+    }
+}
+EOF
+} >"$tmp/proxy/nginx.conf"
+{
+	nginx_common "$tmp/streams"
+	cat <<EOF
+http {
+$(nginx_proxy_common "$tmp/streams")
+    upstream mock { server 127.0.0.1:$MOCK; keepalive 1024; keepalive_requests 1000000; keepalive_timeout 300s; }
+    server { listen 127.0.0.1:$NG_MOCK backlog=4096; location / { proxy_pass http://mock; } }
+}
+EOF
+} >"$tmp/streams/nginx.conf"
+start nginx "$PROXY_CPU" nginx -p "$tmp/proxy/" -c "$tmp/proxy/nginx.conf" -e "$tmp/proxy/error.log"
+ng_master=$!
+wait_port nginx "$ng_master" "$NG_PLAIN"
+ng_pid=$(nginx_worker "$ng_master") || fail "no nginx worker process under $ng_master"
+start nginx-streams "$PROXY_CPU" nginx -p "$tmp/streams/" -c "$tmp/streams/nginx.conf" -e "$tmp/streams/error.log"
+ng_streams_master=$!
+wait_port nginx-streams "$ng_streams_master" "$NG_MOCK"
+ng_streams_pid=$(nginx_worker "$ng_streams_master") || fail "no nginx worker process under $ng_streams_master"
+
+# pacerd_conf PORT UPSTREAM PLAN: PLAN is "" (the default plan), "far" (limits far
+# above the load) or "streams" (every stream dispatched at once: the idle test).
+pacerd_conf() {
+	local tls="" plan=""
+	case $2 in https:*) tls=", tls: { ca_file: \"$tmp/ca.pem\" }" ;; esac
+	case $3 in
+	far) plan="plans: { default: { max_requests_per_second: 1000000, max_concurrent: 100000 } }" ;;
+	streams) plan="plans: { default: { max_concurrent: 100000, concurrency: { adaptive: false }, queue: { max_depth: 100000 } } }" ;;
+	esac
+	cat <<EOF
+listen: 127.0.0.1:$1
 admin: { listen: "" }
 log: { level: warn }
 providers:
-  openai: { upstream: "http://127.0.0.1:$mock_port" }
-YAML
-"$BUILD/pacerd" -c "$tmp/pacerd.yaml" 2>"$tmp/pacerd.err" &
-pids+=($!)
-for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$pacer_port$PATH_" && break; sleep 0.1; done
+  openai: { upstream: "$2"$tls }
+$plan
+EOF
+}
+declare -A pc_pid pc_port
+# pacerd_start NAME PORT UPSTREAM PLAN
+pacerd_start() {
+	pacerd_conf "$2" "$3" "$4" >"$tmp/$1.yaml"
+	start "$1" "$PROXY_CPU" "$BUILD/pacerd" -c "$tmp/$1.yaml"
+	pc_pid[$1]=$!
+	pc_port[$1]=$2
+	wait_port "$1" "$!" "$2"
+}
+pacerd_start pacerd-plain "$PC_PLAIN" "http://127.0.0.1:$UP_PLAIN" ""
+pacerd_start pacerd-plain-far "$PC_PLAIN_PLAN" "http://127.0.0.1:$UP_PLAIN" far
+pacerd_start pacerd-https "$PC_TLS" "https://127.0.0.1:$UP_TLS" ""
+pacerd_start pacerd-https-far "$PC_TLS_PLAN" "https://127.0.0.1:$UP_TLS" far
+pacerd_start pacerd-mock "$PC_MOCK" "http://127.0.0.1:$MOCK" streams
 
-run_wrk() { wrk -t1 -c"$CONNS" -d"${DURATION}s" --latency "$1" | tee -a "$tmp/wrk.txt" | awk '/Requests\/sec/ {print $2}'; }
-echo "bench: wrk -t1 -c$CONNS -d${DURATION}s, path $PATH_ (mock on :$mock_port, pacerd on :$pacer_port)"
-direct=$(run_wrk "http://127.0.0.1:$mock_port$PATH_")
-proxied=$(run_wrk "http://127.0.0.1:$pacer_port$PATH_")
-grep -E 'Latency|Non-2xx|Socket errors' "$tmp/wrk.txt" || true
-ratio=$(awk -v a="$proxied" -v b="$direct" 'BEGIN { printf "%.3f", a / b }')
-echo "direct to mock:  $direct req/s"
-echo "through pacerd:  $proxied req/s"
-echo "ratio pacerd/direct: $ratio"
+# Every path answers the chat completion before anything is measured.
+check() {
+	local code
+	code=$(curl -sS -o "$tmp/check.out" -w '%{http_code}' --max-time 10 -H 'content-type: application/json' \
+		-H 'authorization: Bearer sk-bench-check' --data '{"model":"m","messages":[]}' \
+		"http://127.0.0.1:$2/v1/chat/completions") || true
+	if [ "$code" != 200 ] || [ "$(wc -c <"$tmp/check.out")" != 613 ]; then
+		fail "$1 (port $2) answered $code: $(head -c 300 "$tmp/check.out")"
+	fi
+}
+check direct "$UP_PLAIN"
+check nginx "$NG_PLAIN"
+check "nginx (https upstream)" "$NG_TLS"
+for n in pacerd-plain pacerd-plain-far pacerd-https pacerd-https-far; do check "$n" "${pc_port[$n]}"; done
+
+# --- measurements ----------------------------------------------------------------
+results=$tmp/results.jsonl
+: >"$results"
+
+# wrk_json CONNS SECONDS PORT [--latency]: runs wrk on the load core; prints its JSON line.
+wrk_json() {
+	taskset -c "$LOAD_CPU" wrk -t1 -c"$1" -d"$2s" --timeout 10s ${4:+"$4"} -s "$here/chat.lua" \
+		"http://127.0.0.1:$3/v1/chat/completions" >"$tmp/wrk.out" 2>&1 || true
+	sed -n 's/^WRKJSON //p' "$tmp/wrk.out"
+}
+rps_of() { "$PY" -c 'import json,sys; j=json.loads(sys.argv[1]); print(round(j["requests"]*1e6/j["duration_us"]))' "$1" 2>/dev/null || echo "?"; }
+
+echo "bench: ${DURATION}s runs (+${WARMUP}s warm-up), $REPS repetitions, proxy on CPU $PROXY_CPU, wrk and upstreams on CPU $LOAD_CPU" >&2
+runs=$((REPS * 2 * ${#CONNS[@]} * 3))
+k=0
+for ((rep = 1; rep <= REPS; rep++)); do
+	for upstream in plain https; do
+		for c in "${CONNS[@]}"; do
+			for proxy in pacerd nginx pacerd+plan; do
+				case $proxy/$upstream in
+				pacerd/*) name=pacerd-$upstream ;;
+				pacerd+plan/*) name=pacerd-$upstream-far ;;
+				nginx/plain) name="" port=$NG_PLAIN pid=$ng_pid ;;
+				nginx/https) name="" port=$NG_TLS pid=$ng_pid ;;
+				esac
+				if [ -n "$name" ]; then port=${pc_port[$name]} pid=${pc_pid[$name]}; fi
+				wrk_json "$c" "$WARMUP" "$port" >/dev/null
+				t0=$(cputicks "$pid")
+				json=$(wrk_json "$c" "$DURATION" "$port")
+				t1=$(cputicks "$pid")
+				printf '{"kind":"throughput","proxy":"%s","upstream":"%s","conns":%d,"rep":%d,"cpu_ticks":%d,"wrk":%s}\n' \
+					"$proxy" "$upstream" "$c" "$rep" $((t1 - t0)) "${json:-null}" >>"$results"
+				k=$((k + 1))
+				printf '  [%d/%d] %-6s %3d conns %-12s %s req/s\n' "$k" "$runs" "$upstream" "$c" "$proxy" "$(rps_of "${json:-null}")" >&2
+			done
+		done
+	done
+done
+
+echo "bench: latency at 1 connection" >&2
+for ((rep = 1; rep <= REPS; rep++)); do
+	for path in direct pacerd nginx; do
+		case $path in
+		direct) port=$UP_PLAIN ;; pacerd) port=$PC_PLAIN ;; nginx) port=$NG_PLAIN ;;
+		esac
+		wrk_json 1 "$WARMUP" "$port" >/dev/null
+		json=$(wrk_json 1 "$DURATION" "$port" --latency)
+		printf '{"kind":"latency","path":"%s","rep":%d,"wrk":%s}\n' "$path" "$rep" "${json:-null}" >>"$results"
+	done
+done
+
+# upstream_requests: requests the upstream nginx has answered (its stub_status),
+# this one included.
+upstream_requests() { curl -s --max-time 5 "http://127.0.0.1:$UP_STATUS/" | awk 'NR == 3 { print $3 }'; }
+
+# The proxy is traced while wrk runs and until its last requests are answered; the
+# requests it proxied meanwhile are counted by the upstream, exactly.
+echo "bench: system calls (strace -c, ${STRACE_S}s of 64 connections)" >&2
+for proxy in pacerd nginx; do
+	if [ "$proxy" = pacerd ]; then pid=${pc_pid[pacerd-plain]} port=$PC_PLAIN; else pid=$ng_pid port=$NG_PLAIN; fi
+	wrk_json 64 "$WARMUP" "$port" >/dev/null
+	strace -c -f -p "$pid" -o "$tmp/strace-$proxy.txt" 2>"$tmp/strace-$proxy.err" &
+	spid=$!
+	pids+=("$spid")
+	for _ in $(seq 50); do grep -q attached "$tmp/strace-$proxy.err" 2>/dev/null && break; sleep 0.1; done
+	r0=$(upstream_requests)
+	json=$(wrk_json 64 "$STRACE_S" "$port")
+	sleep 0.5
+	kill -INT "$spid" 2>/dev/null || true
+	wait "$spid" 2>/dev/null || true
+	r1=$(upstream_requests)
+	printf '{"kind":"strace","proxy":"%s","file":"%s","requests":%d,"wrk":%s}\n' \
+		"$proxy" "$tmp/strace-$proxy.txt" $((r1 - r0 - 1)) "${json:-null}" >>"$results"
+done
+
+echo "bench: SSE ($SSE_CHUNKS events, $SSE_MS ms apart)" >&2
+for path in direct pacerd nginx; do
+	case $path in
+	direct) port=$MOCK ;; pacerd) port=$PC_MOCK ;; nginx) port=$NG_MOCK ;;
+	esac
+	json=$(timeout 30 "$PY" "$here/sse_client.py" --port "$port" --chunks "$SSE_CHUNKS" --ms "$SSE_MS") || json=""
+	printf '{"kind":"sse","path":"%s","result":%s}\n' "$path" "${json:-null}" >>"$results"
+done
+
+# mock_idle: until the mock holds no request open (10 s).
+mock_idle() {
+	for _ in $(seq 100); do
+		curl -s --max-time 2 "http://127.0.0.1:$MOCK/_mock/stats" | grep -q '"in_flight":0,' && return 0
+		sleep 0.1
+	done
+}
+echo "bench: $IDLE idle streams" >&2
+for proxy in pacerd nginx; do
+	if [ "$proxy" = pacerd ]; then pid=${pc_pid[pacerd-mock]} port=$PC_MOCK; else pid=$ng_streams_pid port=$NG_MOCK; fi
+	mock_idle || true
+	json=$(timeout 150 "$PY" "$here/idle_streams.py" --port "$port" --pid "$pid" --mock-port "$MOCK" --n "$IDLE" --timeout 90) || json=""
+	printf '{"kind":"idle","proxy":"%s","result":%s}\n' "$proxy" "${json:-null}" >>"$results"
+done
+mock_idle || true
+
+lanes=""
+if [ -x "$BUILD/bench-lanes" ]; then
+	echo "bench: lane microbenchmark" >&2
+	lanes=$tmp/lanes.json
+	timeout 300 taskset -c "$PROXY_CPU" "$BUILD/bench-lanes" >"$lanes" 2>"$tmp/lanes.err" ||
+		echo "bench: $BUILD/bench-lanes failed: $(tail -3 "$tmp/lanes.err")" >&2
+fi
+
+# --- the machine, the versions, the report ----------------------------------------
+cpu_model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
+mkdir -p "$(dirname "$OUT")"
+"$PY" "$here/report.py" --results "$results" --out "$OUT" ${lanes:+--lanes "$lanes"} \
+	--meta nproc "$(nproc)" cpu "${cpu_model:-unknown}" kernel "$(uname -r)" \
+	pacerd "$("$BUILD/pacerd" --version 2>&1)" nginx "$(nginx -v 2>&1 | sed 's/^nginx version: //')" \
+	wrk "$(wrk -v 2>&1 | head -1 | cut -d' ' -f1-2 || true)" libcurl "$(curl-config --version)" \
+	openssl "$(openssl version | cut -d' ' -f1-2)" duration_s "$DURATION" warmup_s "$WARMUP" reps "$REPS" \
+	strace_s "$STRACE_S" idle "$IDLE" proxy_cpu "$PROXY_CPU" load_cpu "$LOAD_CPU" \
+	clk_tck "$CLK_TCK" sse_chunks "$SSE_CHUNKS" sse_ms "$SSE_MS" elapsed_s "$SECONDS" \
+	date "$(date -u +%Y-%m-%dT%H:%M:%SZ)"

@@ -1,5 +1,6 @@
 #!/bin/sh
-# Installs the Debian 12 packages pacerd needs to build, test and benchmark.
+# Installs the Debian 12 packages pacerd needs to build and test
+# (`install-deps.sh bench`: and to run `make bench`, pacerd against nginx).
 # Idempotent: asks dpkg what is missing and installs only that, without prompts.
 # Runs as root (CI, containers) or through sudo when available.
 set -eu
@@ -8,6 +9,11 @@ PKGS="gcc make pkg-config libc6-dev
 libevent-dev libhttp-parser-dev libcurl4-openssl-dev libjansson-dev libyaml-dev libssl-dev check
 curl openssl ca-certificates valgrind wrk
 clang libclang-rt-14-dev python3 systemd"
+# make bench: Debian's nginx (nginx-light: in Debian 12 it installs nginx), strace,
+# taskset (util-linux), wrk, openssl, curl-config.
+BENCH_PKGS="nginx-light strace util-linux wrk openssl curl python3 libcurl4-openssl-dev"
+GROUP=${1:-test}
+if [ "$GROUP" = bench ]; then PKGS=$BENCH_PKGS; fi
 
 missing=""
 for p in $PKGS; do
@@ -17,8 +23,10 @@ for p in $PKGS; do
 done
 # Node.js runs the SDK integration tests; any install that provides node and npm will do
 # (Debian's own packages, or a NodeSource build as on some machines).
-if ! command -v node >/dev/null 2>&1; then missing="$missing nodejs"; fi
-if ! command -v npm >/dev/null 2>&1; then missing="$missing npm"; fi
+if [ "$GROUP" != bench ]; then
+	if ! command -v node >/dev/null 2>&1; then missing="$missing nodejs"; fi
+	if ! command -v npm >/dev/null 2>&1; then missing="$missing npm"; fi
+fi
 
 [ -z "$missing" ] && exit 0
 

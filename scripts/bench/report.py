@@ -1,0 +1,234 @@
+#!/usr/bin/env python3
+"""The table and the JSON of scripts/bench.sh, from the records it collected
+(one JSON object a line: throughput, latency, strace, sse, idle) and the
+bench-lanes output. Medians over the repetitions; ratios are pacerd / nginx."""
+import argparse
+import json
+import statistics
+
+
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def ratio(a, b):
+    return round(a / b, 3) if a is not None and b else None
+
+
+def fmt(x, nd=0, unit=""):
+    if x is None:
+        return "-"
+    return f"{x:,.{nd}f}{unit}"
+
+
+def fx(r):
+    return "-" if r is None else f"{r:.2f}x"
+
+
+def wrk_errors(w):
+    return sum(w["errors"].values()) if w else None
+
+
+def parse_strace(path):
+    """strace -c table -> (total calls, {syscall: calls})."""
+    calls, total = {}, None
+    try:
+        lines = open(path).read().splitlines()
+    except OSError:
+        return None, {}
+    for line in lines:
+        t = line.split()
+        if len(t) < 5 or not t[0][0].isdigit():
+            continue
+        if t[-1] == "total":
+            total = int(t[3])
+        else:
+            calls[t[-1]] = int(t[3])
+    return total, calls
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--results", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--lanes")
+    ap.add_argument("--meta", nargs="*", default=[])
+    a = ap.parse_args()
+    meta = dict(zip(a.meta[0::2], a.meta[1::2]))
+    clk = int(meta.get("clk_tck", 100))
+    recs = [json.loads(line) for line in open(a.results) if line.strip()]
+    out = {"machine": {k: meta.get(k) for k in ("nproc", "cpu", "kernel")},
+           "versions": {k: meta.get(k) for k in ("pacerd", "nginx", "wrk", "libcurl", "openssl")},
+           "settings": {k: meta.get(k) for k in ("duration_s", "warmup_s", "reps", "strace_s", "idle",
+                                                  "proxy_cpu", "load_cpu", "sse_chunks", "sse_ms")},
+           "date": meta.get("date"), "elapsed_s": int(meta.get("elapsed_s", 0))}
+    p = []  # the printed lines
+
+    p.append(f"pacerd vs nginx — {meta.get('date')}")
+    p.append(f"machine: {meta.get('nproc')} CPUs, {meta.get('cpu')}, kernel {meta.get('kernel')}; "
+             f"proxy pinned to CPU {meta.get('proxy_cpu')}, wrk + upstream to CPU {meta.get('load_cpu')}")
+    p.append(f"versions: {meta.get('pacerd')}; {meta.get('nginx')}; {meta.get('wrk')}; "
+             f"{meta.get('libcurl')}; {meta.get('openssl')}")
+    p.append(f"runs: {meta.get('duration_s')} s each after {meta.get('warmup_s')} s warm-up, "
+             f"{meta.get('reps')} repetitions interleaved, medians")
+
+    # --- throughput
+    groups = {}
+    for r in recs:
+        if r["kind"] != "throughput":
+            continue
+        w = r["wrk"]
+        run = {"rep": r["rep"], "cpu_ticks": r["cpu_ticks"], "wrk": w}
+        if w and w["requests"]:
+            run["rps"] = round(w["requests"] * 1e6 / w["duration_us"], 1)
+            run["cpu_us_per_req"] = round(r["cpu_ticks"] * 1e6 / clk / w["requests"], 2)
+            run["proxy_cpu_util"] = round(r["cpu_ticks"] / clk / (w["duration_us"] / 1e6), 3)
+        groups.setdefault((r["upstream"], r["conns"], r["proxy"]), []).append(run)
+    rows = []
+    for (up, conns, proxy), runs in groups.items():
+        rows.append({"upstream": up, "connections": conns, "proxy": proxy,
+                     "rps": med([x.get("rps") for x in runs]),
+                     "cpu_us_per_req": med([x.get("cpu_us_per_req") for x in runs]),
+                     "proxy_cpu_util": med([x.get("proxy_cpu_util") for x in runs]),
+                     "rps_min": min((x["rps"] for x in runs if "rps" in x), default=None),
+                     "rps_max": max((x["rps"] for x in runs if "rps" in x), default=None),
+                     "errors": sum(wrk_errors(x["wrk"]) or 0 for x in runs),
+                     "failed_runs": sum(1 for x in runs if "rps" not in x),
+                     "runs": runs})
+    by = {(r["upstream"], r["connections"], r["proxy"]): r for r in rows}
+    for r in rows:
+        n = by.get((r["upstream"], r["connections"], "nginx"))
+        r["rps_vs_nginx"] = ratio(r["rps"], n and n["rps"])
+        r["cpu_vs_nginx"] = ratio(r["cpu_us_per_req"], n and n["cpu_us_per_req"])
+    order = {"nginx": 0, "pacerd": 1, "pacerd+plan": 2}
+    rows.sort(key=lambda r: (r["upstream"] != "plain", r["connections"], order.get(r["proxy"], 9)))
+    out["throughput"] = rows
+    p.append("")
+    p.append("throughput: POST /v1/chat/completions, 1 KiB body, 613-byte answer; pacerd+plan = "
+             "max_requests_per_second 1e6, max_concurrent 1e5")
+    p.append(f"  {'upstream':8} {'conns':>5}  {'proxy':12} {'req/s':>9} {'(min-max)':>15} {'x nginx':>8}"
+             f" {'CPU us/req':>10} {'x nginx':>8} {'core':>5} {'errors':>6}")
+    for r in rows:
+        rng = f"({fmt(r['rps_min'])}-{fmt(r['rps_max'])})" if r["rps_min"] is not None else ""
+        p.append(f"  {r['upstream']:8} {r['connections']:>5}  {r['proxy']:12} {fmt(r['rps']):>9} {rng:>15}"
+                 f" {fx(r['rps_vs_nginx']):>8} {fmt(r['cpu_us_per_req'], 1):>10} {fx(r['cpu_vs_nginx']):>8}"
+                 f" {fmt(r['proxy_cpu_util'] and r['proxy_cpu_util'] * 100, 0, '%'):>5} {r['errors']:>6}")
+    p.append("  core: the proxy's CPU use during the run; below 100 % something else set the pace"
+             " (the other core: wrk + upstream; or waits inside the proxy); CPU us/req compares fairly")
+
+    # --- latency
+    lat = {}
+    for r in recs:
+        if r["kind"] == "latency":
+            lat.setdefault(r["path"], []).append(r["wrk"])
+    out["latency"] = {}
+    if lat:
+        d50 = med([w["p50_us"] for w in lat.get("direct", []) if w])
+        d99 = med([w["p99_us"] for w in lat.get("direct", []) if w])
+        p.append("")
+        p.append("latency at 1 connection (plain upstream), microseconds")
+        p.append(f"  {'path':8} {'p50':>7} {'p99':>7} {'added p50':>10} {'added p99':>10} {'req/s':>8}")
+        for path in ("direct", "pacerd", "nginx"):
+            ws = [w for w in lat.get(path, []) if w]
+            p50, p99 = med([w["p50_us"] for w in ws]), med([w["p99_us"] for w in ws])
+            rps = med([round(w["requests"] * 1e6 / w["duration_us"], 1) for w in ws])
+            e = {"p50_us": p50, "p99_us": p99, "rps": rps,
+                 "added_p50_us": None if path == "direct" or p50 is None or d50 is None else p50 - d50,
+                 "added_p99_us": None if path == "direct" or p99 is None or d99 is None else p99 - d99,
+                 "runs": lat.get(path, [])}
+            out["latency"][path] = e
+            p.append(f"  {path:8} {fmt(p50):>7} {fmt(p99):>7} {fmt(e['added_p50_us']):>10}"
+                     f" {fmt(e['added_p99_us']):>10} {fmt(rps):>8}")
+
+    # --- system calls
+    out["syscalls"] = {}
+    for r in recs:
+        if r["kind"] != "strace":
+            continue
+        total, calls = parse_strace(r["file"])
+        reqs = r.get("requests") or (r["wrk"]["requests"] if r["wrk"] else 0)
+        top = sorted(calls.items(), key=lambda kv: -kv[1])[:6]
+        out["syscalls"][r["proxy"]] = {
+            "requests": reqs, "syscalls": total,
+            "per_request": round(total / reqs, 2) if total and reqs else None,
+            "top": [{"syscall": s, "calls": c, "per_request": round(c / reqs, 2) if reqs else None}
+                    for s, c in top],
+            "wrk": r["wrk"]}
+    if out["syscalls"]:
+        sc = out["syscalls"]
+        n = sc.get("nginx", {}).get("per_request")
+        p.append("")
+        p.append(f"system calls per proxied request (strace -c -f, {meta.get('strace_s')} s of 64 connections)")
+        for proxy in ("pacerd", "nginx"):
+            e = sc.get(proxy)
+            if not e:
+                continue
+            e["vs_nginx"] = ratio(e["per_request"], n)
+            tops = ", ".join(f"{t['syscall']} {t['per_request']}" for t in e["top"])
+            p.append(f"  {proxy:8} {fmt(e['per_request'], 2):>6} {fx(e['vs_nginx']):>7}  "
+                     f"({fmt(e['requests'])} requests)  top: {tops}")
+
+    # --- SSE
+    out["sse"] = {}
+    sse = [r for r in recs if r["kind"] == "sse"]
+    if sse:
+        want = int(meta.get("sse_chunks", 50))
+        p.append("")
+        p.append(f"SSE: {want} events {meta.get('sse_ms')} ms apart from pacerd-mock")
+        p.append(f"  {'path':8} {'events':>6} {'reads':>6} {'first ms':>9} {'total ms':>9} {'gap p50/max ms':>15}")
+        for r in sse:
+            x = r["result"] or {}
+            ok = x.get("content_events") == want and x.get("distinct_reads") == want
+            out["sse"][r["path"]] = dict(x, separate=ok)
+            gap = f"{fmt(x.get('gap_ms_p50'), 1)}/{fmt(x.get('gap_ms_max'), 1)}"
+            p.append(f"  {r['path']:8} {fmt(x.get('content_events')):>6} {fmt(x.get('distinct_reads')):>6}"
+                     f" {fmt(x.get('first_event_ms'), 1):>9} {fmt(x.get('total_ms'), 0):>9} {gap:>15}"
+                     f"  {'separate' if ok else 'NOT SEPARATE' if x else 'FAILED'}")
+
+    # --- idle streams
+    out["idle"] = {}
+    idle = [r for r in recs if r["kind"] == "idle"]
+    if idle:
+        p.append("")
+        p.append(f"idle streams: {meta.get('idle')} open SSE streams that send nothing more")
+        n = next((r["result"] for r in idle if r["proxy"] == "nginx" and r["result"]), None)
+        for r in idle:
+            x = r["result"] or {}
+            x["vs_nginx"] = ratio(x.get("kib_per_conn"), n and n.get("kib_per_conn"))
+            out["idle"][r["proxy"]] = x
+            p.append(f"  {r['proxy']:8} {fmt(x.get('kib_per_conn'), 1):>6} KiB/conn {fx(x['vs_nginx']):>7}"
+                     f"  (RSS {fmt(x.get('rss_before_kib') and x['rss_before_kib'] / 1024, 1)} ->"
+                     f" {fmt(x.get('rss_after_kib') and x['rss_after_kib'] / 1024, 1)} MiB;"
+                     f" {fmt(x.get('streaming'))}/{fmt(x.get('opened'))} streaming,"
+                     f" upstream holds {fmt(x.get('upstream_in_flight'))})")
+
+    # --- lanes
+    out["lanes"] = None
+    p.append("")
+    if a.lanes:
+        try:
+            out["lanes"] = json.load(open(a.lanes))
+        except (OSError, ValueError) as e:
+            p.append(f"lane microbenchmark: failed ({e})")
+    if out["lanes"]:
+        lj = out["lanes"]
+        p.append("lane microbenchmark (bench-lanes)")
+        for x in lj.get("lanes", []):
+            p.append(f"  {fmt(x.get('n')):>8} lanes: {fmt(x.get('bytes_per_lane'))} bytes/lane,"
+                     f" dispatch {fmt(x.get('dispatch_ns'), 0)} ns")
+        for x in lj.get("queues", []):
+            p.append(f"  queue depth {fmt(x.get('depth')):>8}: dispatch {fmt(x.get('dispatch_ns'), 0)} ns")
+    elif not a.lanes:
+        p.append("lane microbenchmark: not built")
+
+    p.append("")
+    p.append(f"total time {out['elapsed_s']} s; JSON: {a.out}")
+    with open(a.out, "w") as f:
+        json.dump(out, f, indent=1)
+        f.write("\n")
+    print("\n".join(p))
+
+
+if __name__ == "__main__":
+    main()
