@@ -49,6 +49,8 @@
 #define LANE_SWEEP_S 10
 #define AGENT_MAX 64
 #define RESP_HEADERS_MAX 260
+/* Exchanges kept for reuse after a burst; the rest are freed. */
+#define POOL_MAX 4096
 
 enum xstate { XS_QUEUED, XS_UPSTREAM, XS_RETRY_WAIT, XS_DONE };
 
@@ -58,8 +60,8 @@ struct exchange {
 	struct hreq *client;      /* NULL once the response ended or the client left */
 	struct config_ref *cref;  /* the configuration it was accepted under */
 	struct route route;
-	char *url;
-	struct curl_slist *up_headers;
+	const char *url;                /* in arena */
+	struct curl_slist *up_headers; /* nodes in hdr_nodes, lines in arena */
 	const char *body; /* the client's, valid while client != NULL */
 	size_t body_len;
 	const char *method;
@@ -97,7 +99,14 @@ struct exchange {
 	char up_detail[128]; /* libcurl's message for a failed attempt, for the log */
 	bool client_closed;
 	struct exchange *prev, *next; /* xs->live */
-	struct exchange *next_reap;
+	struct exchange *next_reap;   /* xs->reap_list, then xs->pool */
+
+	/* Kept across uses (exchanges are pooled): no allocation per request
+	 * once warm. */
+	char *arena; /* the upstream URL and header lines */
+	size_t arena_cap;
+	struct curl_slist *hdr_nodes;
+	size_t hdr_nodes_cap;
 };
 
 #define X_OF_ITEM(it) ((struct exchange *)(void *)((char *)(it)-offsetof(struct exchange, item)))
@@ -121,7 +130,8 @@ struct exchanges {
 	struct event *reap;
 	struct exchange *live;
 	struct exchange *reap_list;
-	size_t n_live;
+	struct exchange *pool; /* finished exchanges kept for reuse */
+	size_t n_live, n_pool;
 	uint64_t rng;
 };
 
@@ -142,6 +152,14 @@ static double rand_unit(struct exchanges *xs)
 	x ^= x >> 27;
 	xs->rng = x;
 	return (double)((x * 2685821657736338717ULL) >> 11) / 9007199254740992.0;
+}
+
+/* Copies at most cap - 1 bytes of src and a NUL. */
+static void copy_str(char *dst, size_t cap, const char *src)
+{
+	size_t n = strnlen(src, cap - 1);
+	memcpy(dst, src, n);
+	dst[n] = '\0';
 }
 
 static size_t put_u64(char *buf, uint64_t v)
@@ -230,6 +248,42 @@ static void log_request(struct exchange *x)
 
 /* ---- the one teardown ---- */
 
+static void exchange_destroy(struct exchange *x)
+{
+	if (x->held != NULL)
+		evbuffer_free(x->held);
+	if (x->json != NULL)
+		evbuffer_free(x->json);
+	tokens_sse_free(&x->sse_scan);
+	free(x->arena);
+	free(x->hdr_nodes);
+	free(x);
+}
+
+/* Clears an exchange for its next use, keeping what it owns that can serve
+ * again: its arena, header nodes and (drained) buffers. */
+static void exchange_recycle(struct exchange *x)
+{
+	struct evbuffer *held = x->held, *json = x->json;
+	char *arena = x->arena;
+	size_t arena_cap = x->arena_cap;
+	struct curl_slist *nodes = x->hdr_nodes;
+	size_t nodes_cap = x->hdr_nodes_cap;
+	tokens_sse_free(&x->sse_scan);
+	config_ref_put(x->cref);
+	if (held != NULL)
+		evbuffer_drain(held, evbuffer_get_length(held));
+	if (json != NULL)
+		evbuffer_drain(json, evbuffer_get_length(json));
+	memset(x, 0, sizeof(*x));
+	x->held = held;
+	x->json = json;
+	x->arena = arena;
+	x->arena_cap = arena_cap;
+	x->hdr_nodes = nodes;
+	x->hdr_nodes_cap = nodes_cap;
+}
+
 static void on_reap(evutil_socket_t fd, short what, void *arg)
 {
 	struct exchanges *xs = arg;
@@ -238,16 +292,27 @@ static void on_reap(evutil_socket_t fd, short what, void *arg)
 	while (xs->reap_list != NULL) {
 		struct exchange *x = xs->reap_list;
 		xs->reap_list = x->next_reap;
-		if (x->held != NULL)
-			evbuffer_free(x->held);
-		if (x->json != NULL)
-			evbuffer_free(x->json);
-		tokens_sse_free(&x->sse_scan);
-		curl_slist_free_all(x->up_headers);
-		free(x->url);
-		config_ref_put(x->cref);
-		free(x);
+		exchange_recycle(x);
+		if (xs->n_pool >= POOL_MAX) {
+			exchange_destroy(x);
+			continue;
+		}
+		x->next_reap = xs->pool;
+		xs->pool = x;
+		xs->n_pool++;
 	}
+}
+
+static struct exchange *exchange_get(struct exchanges *xs)
+{
+	struct exchange *x = xs->pool;
+	if (x != NULL) {
+		xs->pool = x->next_reap;
+		x->next_reap = NULL;
+		xs->n_pool--;
+		return x;
+	}
+	return calloc(1, sizeof(*x));
 }
 
 static void lane_kick(struct sched_lane *lane);
@@ -501,85 +566,94 @@ static uint64_t agent_hash(const char *s)
 	return h ? h : 1;
 }
 
-/* The header list sent upstream: every end-to-end field of the client, and
- * blanks for the defaults libcurl would otherwise add by itself. */
-static struct curl_slist *upstream_headers(struct hreq *client)
+/* The URL and the header list sent upstream, built in the exchange's arena
+ * (libcurl only reads a curl_slist: its nodes need not come from
+ * curl_slist_append): every end-to-end field of the client, and blanks for
+ * the defaults libcurl would otherwise add by itself. False when out of
+ * memory. */
+static bool build_upstream_request(struct exchange *x, struct hreq *client)
 {
+	static const char expect_blank[] = "Expect:", accept_blank[] = "Accept:",
+	                  ctype_blank[] = "Content-Type:";
 	const char *connection = hreq_header(client, "connection");
-	struct curl_slist *list = NULL, *tmp;
-	bool has_accept = false, has_ctype = false;
 	size_t n = hreq_n_headers(client);
-
+	size_t url_cap = strlen(x->route.provider->upstream) + x->route.path_len + 2;
+	size_t need = url_cap + sizeof(expect_blank) + sizeof(accept_blank) + sizeof(ctype_blank);
+	for (size_t i = 0; i < n; i++) {
+		struct hhdr h;
+		hreq_header_at(client, i, &h);
+		need += h.name_len + h.value_len + 3;
+	}
+	if (need > x->arena_cap) {
+		size_t cap = x->arena_cap ? x->arena_cap : 2048;
+		while (cap < need)
+			cap *= 2;
+		char *a = realloc(x->arena, cap);
+		if (a == NULL)
+			return false;
+		x->arena = a;
+		x->arena_cap = cap;
+	}
+	if (n + 3 > x->hdr_nodes_cap) {
+		size_t cap = n + 3 > 32 ? n + 3 : 32;
+		struct curl_slist *nodes = realloc(x->hdr_nodes, cap * sizeof(*nodes));
+		if (nodes == NULL)
+			return false;
+		x->hdr_nodes = nodes;
+		x->hdr_nodes_cap = cap;
+	}
+	int u = route_upstream_url(&x->route, x->arena, url_cap);
+	if (u < 0)
+		return false;
+	x->url = x->arena;
+	char *pos = x->arena + u + 1;
+	size_t k = 0;
+	bool has_accept = false, has_ctype = false;
 	for (size_t i = 0; i < n; i++) {
 		struct hhdr h;
 		hreq_header_at(client, i, &h);
 		if (!hdr_forward_request(h.name, connection))
 			continue;
-		if (strcasecmp(h.name, "accept") == 0)
+		if (h.name_len == 6 && strcasecmp(h.name, "accept") == 0)
 			has_accept = true;
-		else if (strcasecmp(h.name, "content-type") == 0)
+		else if (h.name_len == 12 && strcasecmp(h.name, "content-type") == 0)
 			has_ctype = true;
-		/* libcurl copies the line: build it on the stack, on the heap
-		 * only when it is larger than a typical header. libcurl reads
-		 * "Name:" as "remove Name"; "Name;" sends it empty. */
-		char small[512];
-		size_t len = h.name_len + h.value_len + 3;
-		char *line = len <= sizeof(small) ? small : malloc(len);
-		if (line == NULL)
-			goto fail;
-		memcpy(line, h.name, h.name_len);
+		/* libcurl reads "Name:" as "remove Name"; "Name;" sends it empty. */
+		char *line = pos;
+		memcpy(pos, h.name, h.name_len);
+		pos += h.name_len;
 		if (h.value_len == 0) {
-			line[h.name_len] = ';';
-			line[h.name_len + 1] = '\0';
+			*pos++ = ';';
 		} else {
-			line[h.name_len] = ':';
-			line[h.name_len + 1] = ' ';
-			memcpy(line + h.name_len + 2, h.value, h.value_len);
-			line[h.name_len + 2 + h.value_len] = '\0';
+			*pos++ = ':';
+			*pos++ = ' ';
+			memcpy(pos, h.value, h.value_len);
+			pos += h.value_len;
 		}
-		tmp = curl_slist_append(list, line);
-		if (line != small)
-			free(line);
-		if (tmp == NULL)
-			goto fail;
-		list = tmp;
+		*pos++ = '\0';
+		x->hdr_nodes[k++].data = line;
 	}
 	/* Expect: 100-continue would cost a round trip for bodies over 1 MiB. */
-	const char *blanks[] = {"Expect:", has_accept ? NULL : "Accept:",
-	                        has_ctype ? NULL : "Content-Type:"};
+	const char *blanks[] = {expect_blank, has_accept ? NULL : accept_blank,
+	                        has_ctype ? NULL : ctype_blank};
 	for (size_t i = 0; i < sizeof(blanks) / sizeof(blanks[0]); i++) {
 		if (blanks[i] == NULL)
 			continue;
-		tmp = curl_slist_append(list, blanks[i]);
-		if (tmp == NULL)
-			goto fail;
-		list = tmp;
+		size_t len = strlen(blanks[i]) + 1;
+		memcpy(pos, blanks[i], len);
+		x->hdr_nodes[k++].data = pos;
+		pos += len;
 	}
-	return list;
-fail:
-	curl_slist_free_all(list);
-	return NULL;
-}
-
-static char *upstream_url(const struct route *route)
-{
-	char small[2048];
-	int n = route_upstream_url(route, small, sizeof(small));
-	if (n >= 0)
-		return strdup(small);
-	size_t need = strlen(route->provider->upstream) + route->path_len + 2;
-	char *url = malloc(need);
-	if (url != NULL && route_upstream_url(route, url, need) < 0) {
-		free(url);
-		url = NULL;
-	}
-	return url;
+	for (size_t i = 0; i < k; i++)
+		x->hdr_nodes[i].next = i + 1 < k ? &x->hdr_nodes[i + 1] : NULL;
+	x->up_headers = k ? x->hdr_nodes : NULL;
+	return true;
 }
 
 void exchange_start(struct exchanges *xs, struct hreq *client, const struct exchange_intake *in)
 {
 	int64_t now = now_ms();
-	struct exchange *x = calloc(1, sizeof(*x));
+	struct exchange *x = exchange_get(xs);
 	if (x == NULL) {
 		hreq_error(client, 503, "out_of_memory", "pacerd is out of memory", NULL, 0);
 		return;
@@ -592,12 +666,12 @@ void exchange_start(struct exchanges *xs, struct hreq *client, const struct exch
 	x->method = hreq_method(client);
 	x->body = hreq_body(client, &x->body_len);
 	x->t_start = now;
-	snprintf(x->request_id, sizeof(x->request_id), "%s", hreq_id(client));
+	copy_str(x->request_id, sizeof(x->request_id), hreq_id(client));
 	if (in->key_hash != NULL)
 		memcpy(x->key_hash, in->key_hash, ROUTE_KEY_HEX + 1);
 	route_key_id(in->key_hash, x->key_id);
 	if (in->agent != NULL)
-		snprintf(x->agent, sizeof(x->agent), "%s", in->agent);
+		copy_str(x->agent, sizeof(x->agent), in->agent);
 	tokens_sse_init(&x->sse_scan);
 	x->next = xs->live;
 	if (xs->live)
@@ -606,9 +680,7 @@ void exchange_start(struct exchanges *xs, struct hreq *client, const struct exch
 	xs->n_live++;
 	hreq_set_events(client, &client_events, x);
 
-	x->url = upstream_url(&x->route);
-	x->up_headers = upstream_headers(client);
-	if (x->url == NULL || x->up_headers == NULL) {
+	if (!build_upstream_request(x, client)) {
 		answer(x, 503, "out_of_memory", "pacerd is out of memory", -1);
 		return;
 	}
@@ -1097,6 +1169,11 @@ void exchanges_free(struct exchanges *xs)
 	while (xs->live != NULL)
 		finish(xs->live);
 	on_reap(-1, 0, xs);
+	while (xs->pool != NULL) {
+		struct exchange *x = xs->pool;
+		xs->pool = x->next_reap;
+		exchange_destroy(x);
+	}
 	if (xs->reg != NULL)
 		registry_free(xs->reg, lane_evicted, xs);
 	if (xs->reap != NULL)
