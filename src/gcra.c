@@ -53,7 +53,14 @@ int64_t gcra_ready_at(const struct gcra *g, int64_t now_ms, double cost)
 	/* An oversize cost is checked as if it were exactly the tolerance: the
 	 * condition becomes TAT <= t, i.e. "the gate is idle". */
 	double c = fmin(sane_cost(cost), g->burst);
-	int64_t at = ceil_ms(g->tat + (c - g->burst) * g->t_ms);
+	/* A gate faster than the millisecond clock (T < 1 ms) lets one
+	 * millisecond's worth through at once: the clock cannot space units
+	 * finer, and rounding each one up to the next millisecond would cap the
+	 * gate at 1000 per second whatever its rate. */
+	double tolerance = g->burst * g->t_ms;
+	if (g->t_ms < 1.0 && tolerance < 1.0)
+		tolerance = 1.0;
+	int64_t at = ceil_ms(g->tat + c * g->t_ms - tolerance);
 	return at > now_ms ? at : now_ms;
 }
 

@@ -40,7 +40,8 @@ bool gcra_enabled(const struct gcra *g);
  * request). A cost larger than the tolerance passes as soon as the gate is idle
  * (TAT <= now), so that nothing starves; it then pushes the gate into debt. A
  * disabled gate always answers now_ms. Fractional instants round up: a unit is
- * never let through early. */
+ * never let through early. A gate faster than the clock (T < 1 ms) admits a
+ * millisecond's worth of units at once (at least 1 ms of tolerance). */
 int64_t gcra_ready_at(const struct gcra *g, int64_t now_ms, double cost);
 
 /* Records that `cost` units passed at now_ms. Charging before gcra_ready_at allows

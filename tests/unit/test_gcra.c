@@ -39,6 +39,37 @@ START_TEST(even_spacing_600rpm)
 }
 END_TEST
 
+/* 1,000,000 per second with burst 1: the millisecond clock cannot space units
+ * 1 µs apart, so a millisecond's worth passes at once, and no more. */
+START_TEST(faster_than_the_clock)
+{
+	struct gcra g;
+	gcra_init(&g, 0.001, 1);
+	for (int i = 0; i < 1000; i++) {
+		ck_assert_int_eq(gcra_ready_at(&g, 0, 1), 0);
+		gcra_charge(&g, 0, 1);
+	}
+	ck_assert_int_eq(gcra_ready_at(&g, 0, 1), 1);
+	/* Steady state: 1000 per millisecond, over 50 ms exactly 50,000. */
+	int passed = 0;
+	for (int64_t t = 1; t <= 50; t++)
+		while (gcra_ready_at(&g, t, 1) == t) {
+			gcra_charge(&g, t, 1);
+			passed++;
+		}
+	ck_assert_int_eq(passed, 50000);
+	/* 4000 per second (T = 0.25 ms): 4 per millisecond. */
+	gcra_init(&g, 0.25, 1);
+	passed = 0;
+	for (int64_t t = 0; t < 1000; t++)
+		while (gcra_ready_at(&g, t, 1) == t) {
+			gcra_charge(&g, t, 1);
+			passed++;
+		}
+	ck_assert_int_eq(passed, 4000);
+}
+END_TEST
+
 START_TEST(idle_gate_is_ready_now)
 {
 	struct gcra g;
@@ -507,6 +538,7 @@ static Suite *gcra_suite(void)
 	tcase_add_test(g, set_rate_disable_and_enable);
 	tcase_add_test(g, set_rate_on_idle_gate_and_burst);
 	tcase_add_test(g, odd_costs_are_safe);
+	tcase_add_test(g, faster_than_the_clock);
 	suite_add_tcase(s, g);
 	TCase *set = tcase_create("gates");
 	tcase_add_test(set, gates_empty_plan_open);
