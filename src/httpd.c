@@ -410,6 +410,18 @@ static int over_header_limit(struct hconn *c)
 	return 0;
 }
 
+/* Control characters other than HTAB (RFC 9110 §5.5). libhttp-parser checks
+ * a value's bytes after its first one only: this checks them all. */
+static bool has_ctl(const char *at, size_t len, bool allow_tab)
+{
+	for (size_t i = 0; i < len; i++) {
+		unsigned char ch = (unsigned char)at[i];
+		if ((ch < 0x20 && !(allow_tab && ch == '\t')) || ch == 0x7f)
+			return true;
+	}
+	return false;
+}
+
 static int on_message_begin(http_parser *p)
 {
 	struct hconn *c = conn_of(p);
@@ -426,6 +438,8 @@ static int on_url(http_parser *p, const char *at, size_t len)
 	struct hconn *c = conn_of(p);
 	if (over_header_limit(c) != 0)
 		return -1;
+	if (has_ctl(at, len, false))
+		return reject(c, 400, "bad_request", "a control character in the request target");
 	if (!head_append(&c->req, at, len))
 		return reject(c, 503, "out_of_memory", "pacerd is out of memory");
 	c->req.target_len += (uint32_t)len;
@@ -478,6 +492,8 @@ static int on_header_value(http_parser *p, const char *at, size_t len)
 		/* A second piece of a value within the same input: the parser
 		 * joined a continuation line (obs-fold, RFC 9112 §5.2). */
 		return reject(c, 400, "bad_request", "obsolete line folding in a header field");
+	if (has_ctl(at, len, true))
+		return reject(c, 400, "bad_request", "a control character in a header field");
 	if (c->last == K_FIELD) {
 		struct hoff *o = &r->hdrs[r->n_hdrs - 1];
 		const char *name = r->head + o->name;

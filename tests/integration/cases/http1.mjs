@@ -216,11 +216,16 @@ const req = (head, rest = '') => `${head}\r\n\r\n${rest}`;
 // versions it accepts, so pacerd must check those itself.
 const malformed = [
   ['NUL in a header value', req('GET /echo/nul HTTP/1.1\r\nHost: x\r\nX-A: a\0b')],
+  // libhttp-parser does not check the first byte of a value: pacerd does.
+  ['NUL as the first byte of a header value', req('GET /echo/nul HTTP/1.1\r\nHost: x\r\nX-A: \0b')],
+  ['a control character (0x06) starting a header value', req('GET /echo/ctl HTTP/1.1\r\nHost: x\r\nX-A: \x06b')],
   ['bare CR in a header value', req('GET /echo/cr HTTP/1.1\r\nHost: x\r\nX-A: a\rb')],
   // RFC 9112 §2.2 lets a recipient accept a bare LF as a line terminator, and
   // libhttp-parser 2.9.4 does, consistently ("GET / HTTP/1.1\nHost: x\n\n" parses as
   // a request). So a bare LF is tested where it leaves a line that is no header
   // field: inside a field name, and inside a field value.
+  // pacerd refuses a bare LF anywhere in a request head, also as a whole line end.
+  ['bare LF as the line end of a request head', 'GET /echo/lf HTTP/1.1\nHost: x\n\n'],
   ['bare LF inside a header field name', req('GET /echo/lf HTTP/1.1\r\nHost: x\r\nX-A\nB: c')],
   ['bare LF inside a header field value', req('GET /echo/lf HTTP/1.1\r\nHost: x\r\nX-A: a\nb c')],
   ['two different Content-Length values', req('POST /echo/cl HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nContent-Length: 43', smuggled)],
