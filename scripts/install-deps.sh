@@ -8,7 +8,10 @@ set -eu
 PKGS="gcc make pkg-config libc6-dev
 libevent-dev libhttp-parser-dev libcurl4-openssl-dev libjansson-dev libyaml-dev libssl-dev check
 curl openssl ca-certificates valgrind wrk
-clang libclang-rt-14-dev python3 systemd"
+clang libclang-rt-14-dev python3 systemd
+procps"
+# procps: /bin/kill, which systemd/pacerd.service names for ExecReload (systemd-analyze
+# verify checks that it exists; a minimal Debian has no procps).
 # make bench: Debian's nginx (nginx-light: in Debian 12 it installs nginx), strace,
 # taskset (util-linux), wrk, openssl, curl-config.
 BENCH_PKGS="nginx-light strace util-linux wrk openssl curl python3 libcurl4-openssl-dev"

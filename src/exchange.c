@@ -585,7 +585,7 @@ static bool build_upstream_request(struct exchange *x, struct hreq *client)
 		need += h.name_len + h.value_len + 3;
 	}
 	if (need > x->arena_cap) {
-		size_t cap = x->arena_cap ? x->arena_cap : 2048;
+		size_t cap = x->arena_cap ? x->arena_cap : 1024;
 		while (cap < need)
 			cap *= 2;
 		char *a = realloc(x->arena, cap);
@@ -1150,6 +1150,11 @@ void exchanges_abort_all(struct exchanges *xs)
 		/* answer() cuts a response that has begun. */
 		answer(x, 503, "shutting_down", "pacerd stopped before the upstream answered", 1000);
 	}
+}
+
+size_t exchanges_lane_count(const struct exchanges *xs)
+{
+	return registry_count(xs->reg);
 }
 
 size_t exchanges_live(const struct exchanges *xs)

@@ -44,6 +44,7 @@ void exchanges_reconfigure(struct exchanges *xs, struct config_ref *cref);
  * waiting for its answer gets 503 shutting_down, a stream is cut. */
 void exchanges_abort_all(struct exchanges *xs);
 size_t exchanges_live(const struct exchanges *xs);
+size_t exchanges_lane_count(const struct exchanges *xs);
 /* The lanes, read-only, for /status and /metrics. */
 struct registry *exchanges_lanes(const struct exchanges *xs);
 

@@ -229,7 +229,7 @@ void server_reload(struct server *srv, struct config *cfg)
 		log_str(&l, "config", cfg->source);
 		log_int(&l, "providers", (long long)cfg->n_providers);
 		log_int(&l, "plans", (long long)cfg->n_plans);
-		log_int(&l, "lanes", (long long)registry_count(exchanges_lanes(srv->xs)));
+		log_int(&l, "lanes", (long long)exchanges_lane_count(srv->xs));
 		log_end(&l);
 	}
 }
