@@ -96,15 +96,15 @@ START_TEST(plan_by_key_prefix)
 }
 END_TEST
 
-START_TEST(cap_evicts_idle_lanes_first)
+START_TEST(cap_evicts_one_idle_lane)
 {
 	const struct provider_conf *openai = config_provider(cfg, "openai");
 	ck_assert_ptr_nonnull(registry_lane(reg, cfg, openai, ABC, 1000, count_evicted, NULL));
-	ck_assert_ptr_nonnull(registry_lane(reg, cfg, openai, OTHER, 1000, count_evicted, NULL));
-	/* Both idle: a third key makes room by evicting them. */
-	ck_assert_ptr_nonnull(registry_lane(reg, cfg, openai, NULL, 1000, count_evicted, NULL));
-	ck_assert_int_eq(evicted, 2);
-	ck_assert_int_eq(registry_count(reg), 1);
+	ck_assert_ptr_nonnull(registry_lane(reg, cfg, openai, OTHER, 1001, count_evicted, NULL));
+	/* Both idle: a third key takes the place of one of them only. */
+	ck_assert_ptr_nonnull(registry_lane(reg, cfg, openai, NULL, 1002, count_evicted, NULL));
+	ck_assert_int_eq(evicted, 1);
+	ck_assert_int_eq(registry_count(reg), 2);
 }
 END_TEST
 
@@ -165,7 +165,7 @@ static Suite *registry_suite(void)
 	tcase_add_test(tc, same_key_same_lane);
 	tcase_add_test(tc, providers_and_anonymous_are_separate);
 	tcase_add_test(tc, plan_by_key_prefix);
-	tcase_add_test(tc, cap_evicts_idle_lanes_first);
+	tcase_add_test(tc, cap_evicts_one_idle_lane);
 	tcase_add_test(tc, cap_refuses_when_nothing_is_idle);
 	tcase_add_test(tc, idle_ttl);
 	tcase_add_test(tc, grows_past_initial_buckets);

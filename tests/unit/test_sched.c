@@ -24,6 +24,7 @@ static void setup(void)
 
 static void teardown(void)
 {
+	sched_lane_release(&lane);
 	config_free(cfg);
 }
 
@@ -37,7 +38,7 @@ static void fixed_concurrency(unsigned n)
 
 static void init_lane(enum agents_mode mode)
 {
-	memset(&lane, 0, sizeof(lane));
+	sched_lane_release(&lane);
 	sched_lane_init(&lane, prov, &plan, mode, 1000);
 }
 
