@@ -6,7 +6,8 @@
 #   make test SAN=1 the same under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make valgrind   integration suite with pacerd under valgrind (leaks are errors)
 #   make bench      scripts/bench.sh: pacerd against nginx (throughput, CPU, latency,
-#                   system calls, SSE, idle streams); table + $(BUILD)/bench.json
+#                   system calls, SSE, idle streams, lanes); table + $(BUILD)/bench.json
+#   make bench-lanes  build build/bench-lanes (bytes per lane, dispatch time vs. lanes and depth)
 #
 # Every object goes to $(BUILD) so that sanitizer and plain builds never mix.
 
@@ -57,7 +58,7 @@ FUZZ_SAN      := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omi
 FUZZ_CFLAGS   := -std=c11 -D_GNU_SOURCE -g -O1 $(WARN) $(FUZZ_SAN)
 FUZZ_SECONDS  ?= 60
 
-.PHONY: all run test unit integration valgrind bench deps node-deps clean format lint fuzz fuzz-run install
+.PHONY: all run test unit integration valgrind bench bench-lanes deps node-deps clean format lint fuzz fuzz-run install
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/pacerd
@@ -74,10 +75,18 @@ $(BUILD)/tests/%.o: tests/unit/%.c | $(BUILD)/tests
 $(BUILD)/tests/test_%: $(BUILD)/tests/test_%.o $(LIB_OBJS)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(CHECK_LIBS) -lm
 
+# Microbenchmarks: linked with the library objects like the unit tests; not
+# part of all or test.
+$(BUILD)/bench/%.o: tests/bench/%.c | $(BUILD)/bench
+	$(CC) $(CFLAGS) $(PKG_CFLAGS) -Isrc -c -o $@ $<
+
+$(BUILD)/bench-lanes: $(BUILD)/bench/bench_lanes.o $(LIB_OBJS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
+
 $(BUILD)/pacerd-mock: $(MOCK_SRCS) $(wildcard tests/mock/*.h) | $(BUILD)
 	$(CC) $(CFLAGS) $(MOCK_CFLAGS) -o $@ $(MOCK_SRCS) $(LDFLAGS) $(MOCK_LIBS) -lm
 
-$(BUILD) $(BUILD)/src $(BUILD)/tests:
+$(BUILD) $(BUILD)/src $(BUILD)/tests $(BUILD)/bench:
 	mkdir -p $@
 
 $(FUZZ_BUILD)/src/%.o: src/%.c
@@ -127,6 +136,9 @@ bench: deps
 	$(MAKE) all $(BUILD)/pacerd-mock $(if $(wildcard tests/bench/bench_lanes.c),bench-lanes)
 	BUILD=$(BUILD) ./scripts/bench.sh
 
+# Builds only (scripts/bench.sh runs it): $(BUILD)/bench-lanes prints one JSON object.
+bench-lanes: $(BUILD)/bench-lanes
+
 PREFIX  ?= /usr/local
 DESTDIR ?=
 # make install: the binary, the systemd unit, and the documented configuration
@@ -138,9 +150,9 @@ install: all
 		install -D -m 0644 conf/pacerd.yaml $(DESTDIR)/etc/pacerd/pacerd.yaml
 
 format:
-	clang-format -i src/*.c src/*.h tests/unit/*.c tests/mock/*.c
+	clang-format -i src/*.c src/*.h tests/unit/*.c tests/mock/*.c tests/bench/*.c
 
 clean:
 	rm -rf build build-san $(FUZZ_BUILD)
 
--include $(OBJS:.o=.d) $(UNIT_BINS:%=%.d)
+-include $(OBJS:.o=.d) $(UNIT_BINS:%=%.d) $(BUILD)/bench/bench_lanes.d

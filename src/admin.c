@@ -85,9 +85,9 @@ static void lane_status(struct sched_lane *lane, void *arg)
 	const struct sched_lane_stats *st = &lane->stats;
 	json_t *learned = json_object();
 	for (int b = 0; b < RLH_N_BUDGETS; b++)
-		if (lane->learned[b].n_obs > 0)
+		if (sched_learned(lane, b) != NULL)
 			json_object_set_new(learned, budget_names[b],
-			                    learned_json(&lane->learned[b], now));
+			                    learned_json(sched_learned(lane, b), now));
 	json_t *counters =
 	    json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "dispatched",
 	              (json_int_t)st->dispatched, "succeeded", (json_int_t)st->succeeded,
@@ -185,10 +185,11 @@ static void lane_metric(struct sched_lane *lane, void *arg)
 		return;
 	} else if (strcmp(n, "pacerd_lane_learned_rate_per_minute") == 0) {
 		for (int b = 0; b < RLH_N_BUDGETS; b++) {
-			if (lane->learned[b].n_obs == 0)
+			const struct learned *lb = sched_learned(lane, b);
+			if (lb == NULL)
 				continue;
 			struct learned_view lv;
-			learned_view(&lane->learned[b], m->now, &lv);
+			learned_view(lb, m->now, &lv);
 			evbuffer_add_printf(
 			    m->buf, "%s{provider=\"%s\",key=\"%s\",budget=\"%s\"} %.3f\n", n,
 			    lane->provider->name, lane->key_id, budget_names[b], lv.rate_per_min);

@@ -204,10 +204,11 @@ static void log_limit_learned(struct exchange *x)
 	log_str(&l, "provider", x->route.provider->name);
 	log_str(&l, "key", x->key_id);
 	for (int b = 0; b < RLH_N_BUDGETS; b++) {
-		if (x->lane->learned[b].n_obs == 0)
+		const struct learned *lb = sched_learned(x->lane, b);
+		if (lb == NULL)
 			continue;
 		char line[256];
-		learned_summary(&x->lane->learned[b], x->t_headers, line, sizeof(line));
+		learned_summary(lb, x->t_headers, line, sizeof(line));
 		log_str(&l, names[b], line);
 	}
 	log_end(&l);

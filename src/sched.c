@@ -5,9 +5,25 @@
  * one in flight is passed over and the next eligible one goes instead, so one
  * busy agent never blocks the others. Gates are lane-wide: when the first
  * eligible request cannot pass them, nothing behind it passes either (FIFO,
- * and a large request is never starved by small ones). */
+ * and a large request is never starved by small ones).
+ *
+ * Cost: no operation looks at every request of a queue or every lane.
+ *  - Retries waiting for their time form a pairing heap ordered by (ready_ms,
+ *    seq), built from the items' own links: O(1) insert, O(log n) amortized
+ *    removal, no allocation (a sorted list cost O(n) per retry).
+ *  - Agents with requests in flight are a hash table: one probe per question.
+ *  - With serialize, a request passed over because its agent is busy is parked
+ *    on its agent's list, and the scan of the queue resumes after it next time
+ *    (r_scan, q_scan): no request is passed over twice. Parked requests are
+ *    older than every request not parked, so when their agent frees they go
+ *    first; among such agents a heap keyed by their oldest parked request
+ *    gives the next one.
+ *  - The lane is on its registry's idle list exactly while it is idle, so the
+ *    registry evicts without scanning its table. */
 #include "sched.h"
 
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- lists ---- */
@@ -36,52 +52,508 @@ static void list_append(struct sched_item **head, struct sched_item **tail, stru
 	*tail = it;
 }
 
-/* Retries waiting for their time, sorted by ready_ms (short list). */
-static void waiting_insert(struct sched_lane *lane, struct sched_item *it)
+/* ---- retries waiting: a pairing heap ----
+ *
+ * A node's prev is its parent when it is the first child, else its left
+ * sibling; next is its right sibling; the root has neither. Ties in ready_ms
+ * go in the order the retries were scheduled (seq), as the sorted list did. */
+
+static bool wait_before(const struct sched_item *a, const struct sched_item *b)
 {
-	struct sched_item **pp = &lane->w_head, *prev = NULL;
-	while (*pp != NULL && (*pp)->ready_ms <= it->ready_ms) {
-		prev = *pp;
-		pp = &(*pp)->next;
+	return a->ready_ms < b->ready_ms || (a->ready_ms == b->ready_ms && a->seq < b->seq);
+}
+
+/* Two heaps (roots without siblings) into one; returns its root. */
+static struct sched_item *wait_meld(struct sched_item *a, struct sched_item *b)
+{
+	if (a == NULL)
+		return b;
+	if (b == NULL)
+		return a;
+	if (wait_before(b, a)) {
+		struct sched_item *t = a;
+		a = b;
+		b = t;
 	}
-	it->prev = prev;
-	it->next = *pp;
-	if (*pp)
-		(*pp)->prev = it;
-	*pp = it;
+	b->prev = a;
+	b->next = a->child;
+	if (a->child != NULL)
+		a->child->prev = b;
+	a->child = b;
+	a->prev = a->next = NULL;
+	return a;
+}
+
+/* The siblings from `first` on into one heap: meld them in pairs left to
+ * right, then the pairs right to left (the two passes that make a pairing
+ * heap's removals O(log n) amortized). Iterative: no recursion on long lists. */
+static struct sched_item *wait_merge_siblings(struct sched_item *first)
+{
+	struct sched_item *pairs = NULL; /* a stack through next */
+	while (first != NULL) {
+		struct sched_item *a = first, *b = a->next;
+		first = b != NULL ? b->next : NULL;
+		a->prev = a->next = NULL;
+		if (b != NULL)
+			b->prev = b->next = NULL;
+		struct sched_item *m = wait_meld(a, b);
+		m->next = pairs;
+		pairs = m;
+	}
+	struct sched_item *root = NULL;
+	while (pairs != NULL) {
+		struct sched_item *p = pairs;
+		pairs = p->next;
+		p->next = NULL;
+		root = wait_meld(root, p);
+	}
+	return root;
+}
+
+static void wait_insert(struct sched_lane *lane, struct sched_item *it)
+{
+	it->prev = it->next = it->child = NULL;
+	lane->w_root = wait_meld(lane->w_root, it);
 	lane->n_waiting++;
 }
 
-/* ---- agents ---- */
-
-static bool agent_busy(const struct sched_lane *lane, uint64_t agent)
+static void wait_remove(struct sched_lane *lane, struct sched_item *it)
 {
-	if (agent == 0)
-		return false;
-	for (size_t i = 0; i < lane->n_busy_agents; i++)
-		if (lane->busy_agents[i] == agent)
-			return true;
-	return false;
-}
-
-static void agent_set_busy(struct sched_lane *lane, uint64_t agent)
-{
-	if (agent == 0 || lane->agents_mode == AGENTS_OFF)
-		return;
-	/* The table is bounded; past it an agent is simply not serialized
-	 * (documented), rather than failing the request. */
-	if (lane->n_busy_agents < sizeof(lane->busy_agents) / sizeof(lane->busy_agents[0]))
-		lane->busy_agents[lane->n_busy_agents++] = agent;
-}
-
-static void agent_set_free(struct sched_lane *lane, uint64_t agent)
-{
-	for (size_t i = 0; i < lane->n_busy_agents; i++) {
-		if (lane->busy_agents[i] == agent) {
-			lane->busy_agents[i] = lane->busy_agents[--lane->n_busy_agents];
-			return;
-		}
+	if (it == lane->w_root) {
+		lane->w_root = wait_merge_siblings(it->child);
+	} else {
+		if (it->prev->child == it)
+			it->prev->child = it->next;
+		else
+			it->prev->next = it->next;
+		if (it->next != NULL)
+			it->next->prev = it->prev;
+		it->prev = it->next = NULL;
+		lane->w_root = wait_meld(lane->w_root, wait_merge_siblings(it->child));
 	}
+	it->child = NULL;
+	lane->n_waiting--;
+}
+
+/* ---- agents ----
+ *
+ * One record per agent that has requests in flight or parked: open addressing
+ * with linear probing, at most half full, deletion by backward shift. The
+ * ready heap (in the same allocation) holds the agents with nothing in flight
+ * and requests parked, ordered by their first parked request. A record's
+ * `ready` is 1 + its place in that heap, 0 when not there; moving a record
+ * moves its heap entry's pointer with it. */
+
+struct sched_agent {
+	uint64_t id;   /* 0: free slot */
+	uint32_t busy; /* requests in flight counted for it */
+	uint32_t ready;
+	struct sched_item *park_head, *park_tail;
+	struct sched_item *park_r_last; /* last parked due retry: they come first */
+};
+
+struct sched_agents {
+	size_t cap; /* slots, a power of two */
+	size_t n;   /* records */
+	size_t n_ready;
+	struct sched_agent **heap; /* cap entries, after the slots */
+	struct sched_agent slot[];
+};
+
+#define AGENTS_MIN_CAP 8
+
+static size_t agents_bytes(size_t cap)
+{
+	return sizeof(struct sched_agents) +
+	       cap * (sizeof(struct sched_agent) + sizeof(struct sched_agent *));
+}
+
+static struct sched_agents *agents_alloc(size_t cap)
+{
+	struct sched_agents *a = calloc(1, agents_bytes(cap));
+	if (a == NULL)
+		return NULL;
+	a->cap = cap;
+	a->heap = (struct sched_agent **)(a->slot + cap);
+	return a;
+}
+
+static size_t agent_home(const struct sched_agents *a, uint64_t id)
+{
+	uint64_t h = id * 0x9e3779b97f4a7c15ULL;
+	return (size_t)(h ^ (h >> 32)) & (a->cap - 1);
+}
+
+static struct sched_agent *agent_find(const struct sched_lane *lane, uint64_t id)
+{
+	struct sched_agents *a = lane->agents;
+	if (a == NULL || id == 0)
+		return NULL;
+	for (size_t i = agent_home(a, id);; i = (i + 1) & (a->cap - 1)) {
+		if (a->slot[i].id == id)
+			return &a->slot[i];
+		if (a->slot[i].id == 0)
+			return NULL;
+	}
+}
+
+/* Whether an agent has a request in flight that counts (see agent_count). */
+static bool agent_busy(const struct sched_lane *lane, uint64_t id)
+{
+	const struct sched_agent *ag = agent_find(lane, id);
+	return ag != NULL && ag->busy > 0;
+}
+
+/* --- the ready heap, by each agent's first parked request --- */
+
+/* Due retries before the FIFO, then each list's own order. */
+static bool item_before(const struct sched_item *a, const struct sched_item *b)
+{
+	if (a->retried != b->retried)
+		return a->retried;
+	return a->seq < b->seq;
+}
+
+static bool ready_before(const struct sched_agent *a, const struct sched_agent *b)
+{
+	return item_before(a->park_head, b->park_head);
+}
+
+static void ready_set(struct sched_agents *a, size_t i, struct sched_agent *ag)
+{
+	a->heap[i] = ag;
+	ag->ready = (uint32_t)(i + 1);
+}
+
+static void ready_sift(struct sched_agents *a, size_t i)
+{
+	struct sched_agent *ag = a->heap[i];
+	while (i > 0 && ready_before(ag, a->heap[(i - 1) / 2])) {
+		ready_set(a, i, a->heap[(i - 1) / 2]);
+		i = (i - 1) / 2;
+	}
+	for (;;) {
+		size_t c = 2 * i + 1;
+		if (c >= a->n_ready)
+			break;
+		if (c + 1 < a->n_ready && ready_before(a->heap[c + 1], a->heap[c]))
+			c++;
+		if (!ready_before(a->heap[c], ag))
+			break;
+		ready_set(a, i, a->heap[c]);
+		i = c;
+	}
+	ready_set(a, i, ag);
+}
+
+static void ready_push(struct sched_agents *a, struct sched_agent *ag)
+{
+	ready_set(a, a->n_ready++, ag);
+	ready_sift(a, a->n_ready - 1);
+}
+
+static void ready_remove(struct sched_agents *a, struct sched_agent *ag)
+{
+	size_t i = ag->ready - 1;
+	ag->ready = 0;
+	if (--a->n_ready > i) {
+		ready_set(a, i, a->heap[a->n_ready]);
+		ready_sift(a, i);
+	}
+}
+
+/* --- records --- */
+
+static void agent_place(struct sched_agents *a, size_t i, const struct sched_agent *from)
+{
+	a->slot[i] = *from;
+	if (a->slot[i].ready)
+		a->heap[a->slot[i].ready - 1] = &a->slot[i];
+}
+
+static void agent_delete(struct sched_agents *a, struct sched_agent *ag)
+{
+	size_t mask = a->cap - 1, i = (size_t)(ag - a->slot);
+	if (ag->ready)
+		ready_remove(a, ag);
+	for (size_t j = (i + 1) & mask; a->slot[j].id != 0; j = (j + 1) & mask) {
+		/* The record at j may move into the hole at i unless its home
+		 * lies cyclically in (i, j]. */
+		size_t h = agent_home(a, a->slot[j].id);
+		if (i <= j ? (i < h && h <= j) : (i < h || h <= j))
+			continue;
+		agent_place(a, i, &a->slot[j]);
+		i = j;
+	}
+	memset(&a->slot[i], 0, sizeof(a->slot[i]));
+	a->n--;
+}
+
+/* A record goes once nothing is in flight for it and nothing parked. */
+static void agent_maybe_delete(struct sched_lane *lane, struct sched_agent *ag)
+{
+	if (ag->busy == 0 && ag->park_head == NULL)
+		agent_delete(lane->agents, ag);
+}
+
+static struct sched_agent *agent_slot_for(struct sched_agents *a, uint64_t id)
+{
+	size_t i = agent_home(a, id);
+	while (a->slot[i].id != 0 && a->slot[i].id != id)
+		i = (i + 1) & (a->cap - 1);
+	return &a->slot[i];
+}
+
+/* The record of `id`, created when missing; NULL when out of memory. */
+static struct sched_agent *agent_get(struct sched_lane *lane, uint64_t id)
+{
+	struct sched_agent *ag = agent_find(lane, id);
+	if (ag != NULL)
+		return ag;
+	struct sched_agents *a = lane->agents;
+	if (a == NULL || 2 * (a->n + 1) > a->cap) {
+		struct sched_agents *b = agents_alloc(a == NULL ? AGENTS_MIN_CAP : 2 * a->cap);
+		if (b == NULL)
+			return NULL;
+		if (a != NULL) {
+			for (size_t i = 0; i < a->cap; i++)
+				if (a->slot[i].id != 0)
+					*agent_slot_for(b, a->slot[i].id) = a->slot[i];
+			b->n = a->n;
+			b->n_ready = a->n_ready;
+			for (size_t i = 0; i < b->cap; i++)
+				if (b->slot[i].ready)
+					b->heap[b->slot[i].ready - 1] = &b->slot[i];
+			free(a);
+		}
+		lane->agents = a = b;
+	}
+	ag = agent_slot_for(a, id);
+	ag->id = id;
+	a->n++;
+	return ag;
+}
+
+/* A request of `it->agent` goes in flight. With the table bounded by memory
+ * only, a record that cannot be made leaves the agent not serialized (rather
+ * than failing the request). */
+static void agent_count(struct sched_lane *lane, struct sched_item *it)
+{
+	if (it->agent == 0 || lane->agents_mode == AGENTS_OFF)
+		return;
+	struct sched_agent *ag = agent_get(lane, it->agent);
+	if (ag == NULL)
+		return;
+	ag->busy++;
+	it->agent_counted = true;
+	if (ag->ready)
+		ready_remove(lane->agents, ag);
+}
+
+static void agent_uncount(struct sched_lane *lane, struct sched_item *it)
+{
+	if (!it->agent_counted)
+		return;
+	it->agent_counted = false;
+	struct sched_agent *ag = agent_find(lane, it->agent);
+	if (ag == NULL || --ag->busy > 0)
+		return;
+	if (ag->park_head != NULL)
+		ready_push(lane->agents, ag);
+	else
+		agent_delete(lane->agents, ag);
+}
+
+/* --- parking (serialize) --- */
+
+/* `it`, passed over because its agent is busy, waits on its agent's list:
+ * due retries first, each part in its list's order. */
+static void park(struct sched_lane *lane, struct sched_item *it)
+{
+	struct sched_agent *ag = agent_find(lane, it->agent);
+	struct sched_item *after = it->retried ? ag->park_r_last : ag->park_tail;
+	it->aprev = after;
+	it->anext = after != NULL ? after->anext : ag->park_head;
+	if (it->anext != NULL)
+		it->anext->aprev = it;
+	else
+		ag->park_tail = it;
+	if (after != NULL)
+		after->anext = it;
+	else
+		ag->park_head = it;
+	if (it->retried)
+		ag->park_r_last = it;
+	it->parked = true;
+	lane->n_parked++;
+}
+
+static void unpark(struct sched_lane *lane, struct sched_item *it)
+{
+	struct sched_agent *ag = agent_find(lane, it->agent);
+	bool was_first = ag->park_head == it;
+	if (ag->park_r_last == it)
+		ag->park_r_last = it->aprev;
+	if (it->aprev != NULL)
+		it->aprev->anext = it->anext;
+	else
+		ag->park_head = it->anext;
+	if (it->anext != NULL)
+		it->anext->aprev = it->aprev;
+	else
+		ag->park_tail = it->aprev;
+	it->aprev = it->anext = NULL;
+	it->parked = false;
+	lane->n_parked--;
+	if (ag->ready && ag->park_head == NULL)
+		ready_remove(lane->agents, ag);
+	else if (ag->ready && was_first)
+		ready_sift(lane->agents, ag->ready - 1);
+	agent_maybe_delete(lane, ag);
+}
+
+/* agents.mode is no longer serialize (a reload): every parked request is
+ * eligible again, in its place in its list. */
+static void unpark_all(struct sched_lane *lane)
+{
+	struct sched_item *heads[2] = {lane->r_head, lane->q_head};
+	struct sched_item *scans[2] = {lane->r_scan, lane->q_scan};
+	for (int l = 0; l < 2; l++)
+		for (struct sched_item *it = heads[l]; it != scans[l]; it = it->next) {
+			it->parked = false;
+			it->aprev = it->anext = NULL;
+		}
+	lane->r_scan = lane->r_head;
+	lane->q_scan = lane->q_head;
+	lane->n_parked = 0;
+	struct sched_agents *a = lane->agents;
+	if (a == NULL)
+		return;
+	a->n_ready = 0;
+	for (size_t i = 0; i < a->cap;) {
+		struct sched_agent *ag = &a->slot[i];
+		ag->park_head = ag->park_tail = ag->park_r_last = NULL;
+		ag->ready = 0;
+		if (ag->id != 0 && ag->busy == 0)
+			agent_delete(a, ag); /* may move another record into i */
+		else
+			i++;
+	}
+}
+
+/* ---- the lane's lists ---- */
+
+/* Takes a SCHED_QUEUED item out of the due retries or the FIFO. */
+static void queue_remove(struct sched_lane *lane, struct sched_item *it)
+{
+	if (it->parked)
+		unpark(lane, it);
+	if (it->retried) {
+		if (lane->r_scan == it)
+			lane->r_scan = it->next;
+		list_remove(&lane->r_head, &lane->r_tail, it);
+	} else {
+		if (lane->q_scan == it)
+			lane->q_scan = it->next;
+		list_remove(&lane->q_head, &lane->q_tail, it);
+		lane->q_depth--;
+	}
+}
+
+/* ---- the idle list ---- */
+
+static void idle_unlink(struct sched_lane *lane)
+{
+	struct sched_idle_list *l = lane->idle_list;
+	if (lane->idle_prev != NULL)
+		lane->idle_prev->idle_next = lane->idle_next;
+	else
+		l->cold = lane->idle_next;
+	if (lane->idle_next != NULL)
+		lane->idle_next->idle_prev = lane->idle_prev;
+	else
+		l->hot = lane->idle_prev;
+	lane->idle_prev = lane->idle_next = NULL;
+	lane->idle_linked = false;
+	l->n--;
+}
+
+/* At the hot end. The list stays ordered by last_active_ms, so that an idle
+ * sweep stops at the first lane not expired: a lane that goes idle without a
+ * clock reading (sched_cancel) counts as active when the hottest lane was,
+ * which is no later than now. */
+static void idle_link(struct sched_lane *lane)
+{
+	struct sched_idle_list *l = lane->idle_list;
+	if (l->hot != NULL && lane->last_active_ms < l->hot->last_active_ms)
+		lane->last_active_ms = l->hot->last_active_ms;
+	lane->idle_prev = l->hot;
+	lane->idle_next = NULL;
+	if (l->hot != NULL)
+		l->hot->idle_next = lane;
+	else
+		l->cold = lane;
+	l->hot = lane;
+	lane->idle_linked = true;
+	l->n++;
+}
+
+/* Puts the lane on its idle list or takes it off, after any change of what it
+ * holds. */
+static void idle_update(struct sched_lane *lane)
+{
+	if (lane->idle_list == NULL)
+		return;
+	bool idle = sched_lane_idle(lane);
+	if (idle && !lane->idle_linked)
+		idle_link(lane);
+	else if (!idle && lane->idle_linked)
+		idle_unlink(lane);
+}
+
+/* ---- learned budgets ---- */
+
+/* What every lane reads before a response reported a budget: nothing
+ * observed. Read-only: sched.c writes only to a lane's own allocation. */
+static const struct learned sched_no_learned[RLH_N_BUDGETS];
+
+static bool lane_learns(const struct sched_lane *lane)
+{
+	return lane->learned != NULL && lane->learned != sched_no_learned;
+}
+
+/* Allocates the lane's budgets, set up as if they had followed every dispatch
+ * so far (learned_charge's marks and its last pass), so that answers to
+ * requests sent before still line up. */
+static bool lane_learn_start(struct sched_lane *lane)
+{
+	if (lane_learns(lane))
+		return true;
+	struct learned *l = malloc(RLH_N_BUDGETS * sizeof(*l));
+	if (l == NULL)
+		return false;
+	struct learned_params lp;
+	learned_params_default(&lp);
+	lp.proactive_threshold = lane->plan->proactive_threshold;
+	/* OpenAI-style resets are Go durations to the millisecond; the others
+	 * (RFC 3339 instants, integer seconds) are whole seconds. */
+	if (lane->fine_resets)
+		lp.time_noise_ms = 50;
+	for (int b = 0; b < RLH_N_BUDGETS; b++) {
+		learned_init(&l[b], &lp);
+		l[b].cum_cost = lane->charged[b];
+		l[b].passed = lane->dispatch_seq > 0;
+		l[b].last_pass_ms = l[b].passed ? lane->last_dispatch_ms : 0;
+	}
+	lane->learned = l;
+	return true;
+}
+
+const struct learned *sched_learned(const struct sched_lane *lane, int b)
+{
+	if (!lane_learns(lane) || b < 0 || b >= RLH_N_BUDGETS || lane->learned[b].n_obs == 0)
+		return NULL;
+	return &lane->learned[b];
 }
 
 /* ---- lane setup ---- */
@@ -89,38 +561,56 @@ static void agent_set_free(struct sched_lane *lane, uint64_t agent)
 void sched_lane_init(struct sched_lane *lane, const struct provider_conf *prov,
                      const struct plan_conf *plan, enum agents_mode agents, int64_t now_ms)
 {
-	memset(&lane->stats, 0, sizeof(lane->stats));
+	memset(lane, 0, sizeof(*lane));
 	lane->provider = prov;
 	lane->plan = plan;
 	lane->agents_mode = agents;
-	lane->q_head = lane->q_tail = NULL;
-	lane->r_head = lane->r_tail = NULL;
-	lane->w_head = NULL;
-	lane->q_depth = lane->n_waiting = lane->in_flight = lane->n_busy_agents = 0;
+	lane->fine_resets = prov->dialect == DIALECT_OPENAI;
+	lane->learned = (struct learned *)sched_no_learned;
 	gates_init(&lane->gates, plan);
-	struct learned_params lp;
-	learned_params_default(&lp);
-	lp.proactive_threshold = plan->proactive_threshold;
-	/* OpenAI-style resets are Go durations to the millisecond; the others
-	 * (RFC 3339 instants, integer seconds) are whole seconds. */
-	if (prov->dialect == DIALECT_OPENAI)
-		lp.time_noise_ms = 50;
-	for (int i = 0; i < RLH_N_BUDGETS; i++)
-		learned_init(&lane->learned[i], &lp);
 	aimd_init_plan(&lane->conc, plan);
 	aimd_delay_init_plan(&lane->delay, plan);
 	lane->last_dispatch_ms = INT64_MIN / 2;
-	lane->hold_until_ms = 0;
-	lane->dispatch_seq = lane->signal_seq = 0;
 	lane->last_active_ms = now_ms;
+}
+
+void sched_lane_release(struct sched_lane *lane)
+{
+	if (lane->idle_linked)
+		idle_unlink(lane);
+	lane->idle_list = NULL;
+	if (lane_learns(lane))
+		free(lane->learned);
+	lane->learned = (struct learned *)sched_no_learned;
+	free(lane->agents);
+	lane->agents = NULL;
+}
+
+void sched_lane_track_idle(struct sched_lane *lane, struct sched_idle_list *list)
+{
+	if (lane->idle_linked)
+		idle_unlink(lane);
+	lane->idle_list = list;
+	idle_update(lane);
+}
+
+size_t sched_lane_heap_bytes(const struct sched_lane *lane)
+{
+	size_t n = 0;
+	if (lane_learns(lane))
+		n += RLH_N_BUDGETS * sizeof(struct learned);
+	if (lane->agents != NULL)
+		n += agents_bytes(lane->agents->cap);
+	return n;
 }
 
 void sched_lane_set_plan(struct sched_lane *lane, const struct plan_conf *plan, int64_t now_ms)
 {
 	lane->plan = plan;
 	gates_reconfigure(&lane->gates, plan, now_ms);
-	for (int i = 0; i < RLH_N_BUDGETS; i++)
-		lane->learned[i].p.proactive_threshold = plan->proactive_threshold;
+	if (lane_learns(lane))
+		for (int i = 0; i < RLH_N_BUDGETS; i++)
+			lane->learned[i].p.proactive_threshold = plan->proactive_threshold;
 	aimd_reconfigure(&lane->conc, plan);
 	double delay = lane->delay.delay_ms;
 	aimd_delay_init_plan(&lane->delay, plan);
@@ -146,13 +636,21 @@ enum sched_submit_result sched_submit(struct sched_lane *lane, struct sched_item
                                       int64_t now_ms)
 {
 	lane->last_active_ms = now_ms;
+	enum sched_submit_result refused = SCHED_OK;
 	if (lane->q_depth >= lane->plan->queue.max_depth) {
 		lane->stats.rejected_queue_full++;
-		return SCHED_QUEUE_FULL;
-	}
-	if (lane->agents_mode == AGENTS_REJECT && agent_busy(lane, agent)) {
+		refused = SCHED_QUEUE_FULL;
+	} else if (lane->agents_mode == AGENTS_REJECT && agent_busy(lane, agent)) {
 		lane->stats.rejected_agent_busy++;
-		return SCHED_AGENT_BUSY;
+		refused = SCHED_AGENT_BUSY;
+	}
+	if (refused != SCHED_OK) {
+		/* Still a use: an idle lane moves to the hot end. */
+		if (lane->idle_linked) {
+			idle_unlink(lane);
+			idle_link(lane);
+		}
+		return refused;
 	}
 	memset(it, 0, sizeof(*it));
 	it->lane = lane;
@@ -162,8 +660,12 @@ enum sched_submit_result sched_submit(struct sched_lane *lane, struct sched_item
 	it->cost_output = cost_output;
 	it->cost_tokens = cost_prompt + cost_output;
 	it->agent = lane->agents_mode == AGENTS_OFF ? 0 : agent;
+	it->seq = ++lane->seq;
 	list_append(&lane->q_head, &lane->q_tail, it);
+	if (lane->q_scan == NULL)
+		lane->q_scan = it;
 	lane->q_depth++;
+	idle_update(lane);
 	return SCHED_OK;
 }
 
@@ -190,7 +692,8 @@ static int64_t lane_ready_at(const struct sched_lane *lane, const struct sched_i
                              int64_t now_ms)
 {
 	int64_t t = gates_ready_at(&lane->gates, now_ms, it->cost_tokens);
-	for (int b = 0; b < RLH_N_BUDGETS; b++) {
+	/* A budget no response reported lets everything pass. */
+	for (int b = 0; lane_learns(lane) && b < RLH_N_BUDGETS; b++) {
 		/* A token budget without a token estimate cannot be paced. */
 		double cost = budget_cost(it, b);
 		if (b != RLH_REQUESTS && cost <= 0)
@@ -207,29 +710,56 @@ static int64_t lane_ready_at(const struct sched_lane *lane, const struct sched_i
 	return t;
 }
 
-/* The first request allowed to go next, ignoring time: due retries first,
- * then the FIFO; with serialize, the first whose agent is free. */
-static struct sched_item *first_eligible(const struct sched_lane *lane)
+/* serialize: the first request from *cursor on whose agent is free; the ones
+ * passed over are parked and the cursor moves past them for good. */
+static struct sched_item *scan_eligible(struct sched_lane *lane, struct sched_item **cursor)
 {
-	for (struct sched_item *it = lane->r_head; it != NULL; it = it->next)
-		if (lane->agents_mode != AGENTS_SERIALIZE || !agent_busy(lane, it->agent))
+	while (*cursor != NULL) {
+		struct sched_item *it = *cursor;
+		if (!agent_busy(lane, it->agent))
 			return it;
-	for (struct sched_item *it = lane->q_head; it != NULL; it = it->next)
-		if (lane->agents_mode != AGENTS_SERIALIZE || !agent_busy(lane, it->agent))
-			return it;
+		*cursor = it->next;
+		park(lane, it);
+	}
 	return NULL;
+}
+
+/* The first request allowed to go next, ignoring time: due retries first,
+ * then the FIFO; with serialize, the first whose agent is free. Not const:
+ * with serialize it parks what it passes over. */
+static struct sched_item *first_eligible(struct sched_lane *lane)
+{
+	if (lane->agents_mode != AGENTS_SERIALIZE) {
+		if (lane->n_parked > 0)
+			unpark_all(lane);
+		return lane->r_head != NULL ? lane->r_head : lane->q_head;
+	}
+	/* Parked requests are older than the rest of their list: the oldest of
+	 * a free agent goes before any not parked of the same list. */
+	const struct sched_agents *a = lane->agents;
+	struct sched_item *parked = a != NULL && a->n_ready > 0 ? a->heap[0]->park_head : NULL;
+	if (parked != NULL && parked->retried)
+		return parked;
+	struct sched_item *it = scan_eligible(lane, &lane->r_scan);
+	if (it != NULL)
+		return it;
+	if (parked != NULL)
+		return parked;
+	return scan_eligible(lane, &lane->q_scan);
 }
 
 static void promote_due_retries(struct sched_lane *lane, int64_t now_ms)
 {
-	while (lane->w_head != NULL && lane->w_head->ready_ms <= now_ms) {
-		struct sched_item *it = lane->w_head;
-		list_remove(&lane->w_head, NULL, it);
-		lane->n_waiting--;
+	while (lane->w_root != NULL && lane->w_root->ready_ms <= now_ms) {
+		struct sched_item *it = lane->w_root;
+		wait_remove(lane, it);
 		it->state = SCHED_QUEUED;
 		it->retried = true;
 		it->queued_ms = now_ms;
+		it->seq = ++lane->seq;
 		list_append(&lane->r_head, &lane->r_tail, it);
+		if (lane->r_scan == NULL)
+			lane->r_scan = it;
 	}
 }
 
@@ -242,12 +772,7 @@ struct sched_item *sched_next(struct sched_lane *lane, int64_t now_ms)
 	if (it == NULL || lane_ready_at(lane, it, now_ms) > now_ms)
 		return NULL;
 
-	if (it->retried)
-		list_remove(&lane->r_head, &lane->r_tail, it);
-	else {
-		list_remove(&lane->q_head, &lane->q_tail, it);
-		lane->q_depth--;
-	}
+	queue_remove(lane, it);
 	int64_t waited = now_ms - it->queued_ms;
 	if (waited > lane->stats.queue_wait_max_ms)
 		lane->stats.queue_wait_max_ms = waited;
@@ -258,10 +783,15 @@ struct sched_item *sched_next(struct sched_lane *lane, int64_t now_ms)
 	it->attempts++;
 	lane->in_flight++;
 	it->saturated = lane->in_flight >= aimd_limit(&lane->conc);
-	agent_set_busy(lane, it->agent);
+	agent_count(lane, it);
 	gates_charge(&lane->gates, now_ms, it->cost_tokens);
-	for (int b = 0; b < RLH_N_BUDGETS; b++)
-		it->marks[b] = learned_charge(&lane->learned[b], now_ms, budget_cost(it, b));
+	for (int b = 0; b < RLH_N_BUDGETS; b++) {
+		/* The same sum learned_charge keeps, for budgets learned later. */
+		double cost = budget_cost(it, b);
+		lane->charged[b] += (isfinite(cost) && cost > 0) ? cost : 0;
+		it->marks[b] = lane_learns(lane) ? learned_charge(&lane->learned[b], now_ms, cost)
+		                                 : lane->charged[b];
+	}
 	aimd_delay_charge(&lane->delay, now_ms);
 	lane->last_dispatch_ms = now_ms;
 	lane->last_active_ms = now_ms;
@@ -269,11 +799,11 @@ struct sched_item *sched_next(struct sched_lane *lane, int64_t now_ms)
 	return it;
 }
 
-int64_t sched_wake_at(const struct sched_lane *lane, int64_t now_ms)
+int64_t sched_wake_at(struct sched_lane *lane, int64_t now_ms)
 {
 	int64_t wake = SCHED_NEVER;
-	if (lane->w_head != NULL)
-		wake = lane->w_head->ready_ms;
+	if (lane->w_root != NULL)
+		wake = lane->w_root->ready_ms;
 	/* Queued requests time out after queue.max_wait_s; the FIFO head is the
 	 * oldest. Retries are bounded by their own deadline, decided elsewhere. */
 	if (lane->q_head != NULL && lane->plan->queue.max_wait_s > 0) {
@@ -292,6 +822,8 @@ int64_t sched_wake_at(const struct sched_lane *lane, int64_t now_ms)
 	return wake;
 }
 
+/* Every queued request has the same max wait, so the FIFO head, the oldest,
+ * is the only one to look at. */
 struct sched_item *sched_expired(struct sched_lane *lane, int64_t now_ms)
 {
 	struct sched_item *it = lane->q_head;
@@ -299,10 +831,10 @@ struct sched_item *sched_expired(struct sched_lane *lane, int64_t now_ms)
 		return NULL;
 	if (it->arrived_ms + (int64_t)lane->plan->queue.max_wait_s * 1000 > now_ms)
 		return NULL;
-	list_remove(&lane->q_head, &lane->q_tail, it);
-	lane->q_depth--;
+	queue_remove(lane, it);
 	it->state = SCHED_NONE;
 	lane->stats.queue_timeouts++;
+	idle_update(lane);
 	return it;
 }
 
@@ -315,7 +847,7 @@ void sched_complete(struct sched_lane *lane, struct sched_item *it, enum sched_o
 		return;
 	it->state = SCHED_NONE;
 	lane->in_flight--;
-	agent_set_free(lane, it->agent);
+	agent_uncount(lane, it);
 	lane->last_active_ms = now_ms;
 	int64_t rtt = now_ms - it->dispatched_ms;
 
@@ -336,7 +868,7 @@ void sched_complete(struct sched_lane *lane, struct sched_item *it, enum sched_o
 		lane->signal_seq = lane->dispatch_seq;
 		lane->stats.capacity_reactions++;
 		/* A capacity error also says the learned rate was too optimistic. */
-		if (aimd_on_capacity_signal(&lane->conc, now_ms))
+		if (aimd_on_capacity_signal(&lane->conc, now_ms) && lane_learns(lane))
 			for (int b = 0; b < RLH_N_BUDGETS; b++)
 				if (lane->learned[b].n_obs > 0)
 					learned_on_capacity_signal(&lane->learned[b], now_ms);
@@ -349,6 +881,7 @@ void sched_complete(struct sched_lane *lane, struct sched_item *it, enum sched_o
 		lane->stats.cancelled++;
 		break;
 	}
+	idle_update(lane);
 }
 
 bool sched_observe(struct sched_lane *lane, const struct sched_item *it, const struct rlh_result *h,
@@ -361,6 +894,8 @@ bool sched_observe(struct sched_lane *lane, const struct sched_item *it, const s
 		 * its window is not in the header name (DESIGN §4). */
 		if (!rb->has_remaining || !rb->has_reset)
 			continue;
+		if (!lane_learn_start(lane))
+			break; /* out of memory: the next answer teaches it */
 		struct learned_obs o = {
 		    .mark = it->marks[b],
 		    .remaining = (double)rb->remaining,
@@ -375,7 +910,7 @@ bool sched_observe(struct sched_lane *lane, const struct sched_item *it, const s
 
 bool sched_wants_tokens(const struct sched_lane *lane)
 {
-	for (int b = RLH_TOKENS; b < RLH_N_BUDGETS; b++)
+	for (int b = RLH_TOKENS; lane_learns(lane) && b < RLH_N_BUDGETS; b++)
 		if (lane->learned[b].n_obs > 0)
 			return true;
 	return lane->plan->max_tokens_per_minute > 0;
@@ -398,24 +933,20 @@ void sched_retry(struct sched_lane *lane, struct sched_item *it, int64_t ready_m
 {
 	it->state = SCHED_RETRY_WAIT;
 	it->ready_ms = ready_ms;
+	it->seq = ++lane->seq;
 	lane->stats.retries++;
-	waiting_insert(lane, it);
+	wait_insert(lane, it);
+	idle_update(lane);
 }
 
 void sched_cancel(struct sched_lane *lane, struct sched_item *it)
 {
 	switch (it->state) {
 	case SCHED_QUEUED:
-		if (it->retried) {
-			list_remove(&lane->r_head, &lane->r_tail, it);
-		} else {
-			list_remove(&lane->q_head, &lane->q_tail, it);
-			lane->q_depth--;
-		}
+		queue_remove(lane, it);
 		break;
 	case SCHED_RETRY_WAIT:
-		list_remove(&lane->w_head, NULL, it);
-		lane->n_waiting--;
+		wait_remove(lane, it);
 		break;
 	case SCHED_IN_FLIGHT:
 	case SCHED_NONE:
@@ -423,6 +954,7 @@ void sched_cancel(struct sched_lane *lane, struct sched_item *it)
 	}
 	it->state = SCHED_NONE;
 	lane->stats.cancelled++;
+	idle_update(lane);
 }
 
 int64_t sched_queue_eta_ms(const struct sched_lane *lane, int64_t now_ms)
@@ -430,10 +962,12 @@ int64_t sched_queue_eta_ms(const struct sched_lane *lane, int64_t now_ms)
 	/* Requests ahead of a newcomer leave at the lane's effective pace: the
 	 * slowest of the rate gates and of concurrency over the typical latency. */
 	double per_request_ms = gates_min_interval_ms(&lane->gates);
-	struct learned_view v;
-	learned_view(&lane->learned[RLH_REQUESTS], now_ms, &v);
-	if (v.pace_per_min > 0 && 60000.0 / v.pace_per_min > per_request_ms)
-		per_request_ms = 60000.0 / v.pace_per_min;
+	if (lane_learns(lane)) {
+		struct learned_view v;
+		learned_view(&lane->learned[RLH_REQUESTS], now_ms, &v);
+		if (v.pace_per_min > 0 && 60000.0 / v.pace_per_min > per_request_ms)
+			per_request_ms = 60000.0 / v.pace_per_min;
+	}
 	int64_t d = aimd_delay_ms(&lane->delay);
 	if ((double)d > per_request_ms)
 		per_request_ms = (double)d;

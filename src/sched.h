@@ -5,7 +5,10 @@
  * per lane for sched_wake_at().
  *
  * A request is a struct sched_item embedded in the caller's own request
- * object; the lane links it into its lists but never frees it. */
+ * object; the lane links it into its lists but never frees it. What a lane
+ * allocates for itself (sched_lane_release frees it) is only what few lanes
+ * need. No call looks at every request of a lane: each costs O(1) or
+ * O(log n) in the requests waiting (see sched.c). */
 #ifndef PACERD_SCHED_H
 #define PACERD_SCHED_H
 
@@ -32,13 +35,16 @@ struct sched_lane;
 
 struct sched_item {
 	struct sched_lane *lane;
-	struct sched_item *prev, *next; /* in the lane's queue or retry list */
+	struct sched_item *prev, *next;   /* in the lane's queue or retry list; heap siblings */
+	struct sched_item *child;         /* SCHED_RETRY_WAIT: first child in the retry heap */
+	struct sched_item *aprev, *anext; /* parked: in its agent's list (serialize) */
 	enum sched_state state;
 	int64_t arrived_ms; /* first entry into the lane */
 	int64_t queued_ms;  /* entry into the current wait */
 	int64_t ready_ms;   /* SCHED_RETRY_WAIT: not before this */
 	int64_t dispatched_ms;
 	uint64_t dispatch_seq; /* the lane's dispatch number of its last attempt */
+	uint64_t seq;          /* place in its list (queue, due retries) or in the retry heap */
 	double cost_tokens;    /* estimate charged to the token gate: prompt + output */
 	double cost_prompt;    /* its parts, for learned input/output token budgets */
 	double cost_output;
@@ -47,6 +53,8 @@ struct sched_item {
 	unsigned attempts;           /* dispatches so far */
 	bool saturated;              /* the lane was at its concurrency limit when dispatched */
 	bool retried;                /* came back from a retry: dispatched before the FIFO */
+	bool parked;                 /* passed over while its agent was busy (serialize) */
+	bool agent_counted;          /* counted among its agent's requests in flight */
 };
 
 enum sched_submit_result {
@@ -69,30 +77,55 @@ struct sched_lane_stats {
 	int64_t queue_wait_max_ms;
 };
 
+/* The idle lanes of a registry, least recently active first: a lane is on it
+ * exactly while sched_lane_idle() holds, so evicting the coldest one, or every
+ * one idle for longer than a TTL, never looks at a busy lane (nginx limit_req's
+ * LRU queue). Owned by the registry; sched keeps it up to date. */
+struct sched_idle_list {
+	struct sched_lane *cold, *hot;
+	size_t n;
+};
+
+struct sched_agents; /* agents with requests in flight or passed over (sched.c) */
+
+/* A lane. It takes a few hundred bytes; what only some lanes need is
+ * allocated when first needed: the learned budgets when a response first
+ * reports one, the agent table when agents.mode first serializes or rejects
+ * an agent. sched_lane_release() frees them. */
 struct sched_lane {
 	/* Identity (set by the registry). */
 	const struct provider_conf *provider;
 	const struct plan_conf *plan;
 	char key_id[16];
 	char key_hash[65];
+	bool fine_resets; /* the dialect reports resets to the ms (OpenAI) */
+	bool idle_linked; /* on idle_list */
 	enum agents_mode agents_mode;
 
 	/* Queue: FIFO of SCHED_QUEUED items; retries that are due go first. */
 	struct sched_item *q_head, *q_tail;
 	size_t q_depth;
 	struct sched_item *r_head, *r_tail; /* due retries, FIFO */
-	struct sched_item *w_head;          /* retries waiting, sorted by ready_ms */
+	struct sched_item *w_root;          /* retries waiting: a heap by (ready_ms, seq) */
 	size_t n_waiting;
+	/* serialize: the first item of each list not passed over yet (every one
+	 * before it is parked with its busy agent); NULL when there is none */
+	struct sched_item *q_scan, *r_scan;
+	size_t n_parked;
+	uint64_t seq; /* numbers items as they enter a list or the retry heap */
 
 	size_t in_flight;
-	uint64_t busy_agents[64]; /* agents with a request in flight (serialize/reject) */
-	size_t n_busy_agents;
+	struct sched_agents *agents; /* NULL until agents.mode needs it */
 
 	/* Gates. */
-	struct gates gates;                    /* request-rate windows and the token gate */
-	struct learned learned[RLH_N_BUDGETS]; /* one per budget the headers report */
-	struct aimd conc;                      /* adaptive concurrency */
-	struct aimd_delay delay;               /* dispatch-delay AIMD */
+	struct gates gates; /* request-rate windows and the token gate */
+	/* RLH_N_BUDGETS budgets the headers report, allocated when a response
+	 * first reports one; until then a shared, read-only set that has
+	 * observed nothing (n_obs 0). Prefer sched_learned(). */
+	struct learned *learned;
+	double charged[RLH_N_BUDGETS]; /* units dispatched per budget: learned's marks */
+	struct aimd conc;              /* adaptive concurrency */
+	struct aimd_delay delay;       /* dispatch-delay AIMD */
 	int64_t last_dispatch_ms;
 	int64_t hold_until_ms; /* server said wait (retry-after on a capacity error) */
 	/* Dispatches are numbered; a capacity error counts only from a request
@@ -102,11 +135,22 @@ struct sched_lane {
 	struct sched_lane_stats stats;
 	int64_t last_active_ms; /* for idle eviction */
 	void *shell;            /* the event-loop side's state (its timer) */
+	struct sched_idle_list *idle_list;
+	struct sched_lane *idle_prev, *idle_next; /* toward cold, toward hot */
 };
 
-/* Sets a lane up for `plan` at now_ms (the registry calls this). */
+/* Sets up a lane for `plan` at now_ms (the registry calls this) on memory that
+ * holds no lane, or a released one. */
 void sched_lane_init(struct sched_lane *lane, const struct provider_conf *prov,
                      const struct plan_conf *plan, enum agents_mode agents, int64_t now_ms);
+/* Frees what the lane allocated and takes it off its idle list. The lane must
+ * hold no request (sched_lane_idle). */
+void sched_lane_release(struct sched_lane *lane);
+/* From now on the lane is on `list` whenever it is idle (put there at once
+ * when idle now, as the most recently active). */
+void sched_lane_track_idle(struct sched_lane *lane, struct sched_idle_list *list);
+/* Bytes the lane allocated beyond its struct (memory accounting). */
+size_t sched_lane_heap_bytes(const struct sched_lane *lane);
 /* A new plan (reload): gates keep what they know where they can. */
 void sched_lane_set_plan(struct sched_lane *lane, const struct plan_conf *plan, int64_t now_ms);
 
@@ -123,11 +167,14 @@ struct sched_item *sched_next(struct sched_lane *lane, int64_t now_ms);
 
 /* The earliest instant something may change without outside input: a gate
  * opens for the head of the queue, a retry becomes due, or a queued request
- * reaches its max wait. SCHED_NEVER when nothing is waiting for time. */
-int64_t sched_wake_at(const struct sched_lane *lane, int64_t now_ms);
+ * reaches its max wait. SCHED_NEVER when nothing is waiting for time. Not
+ * const: with agents.mode serialize it records the requests it passes over,
+ * as sched_next does, so that no call looks at them again. */
+int64_t sched_wake_at(struct sched_lane *lane, int64_t now_ms);
 
 /* Removes and returns one queued request whose max wait has passed (504
- * queue_timeout), or NULL. Call until NULL. */
+ * queue_timeout), or NULL. Call until NULL. O(1): only the FIFO head can be
+ * due first. */
 struct sched_item *sched_expired(struct sched_lane *lane, int64_t now_ms);
 
 /* The attempt of an in-flight item ended. Releases its slot and feeds the
@@ -170,5 +217,9 @@ unsigned sched_concurrency_limit(const struct sched_lane *lane);
 
 /* True when the lane holds nothing: no queue, no flight, no retry waiting. */
 bool sched_lane_idle(const struct sched_lane *lane);
+
+/* What the lane learned of budget b (enum rlh_budget) from rate-limit
+ * headers, or NULL while no response reported it. */
+const struct learned *sched_learned(const struct sched_lane *lane, int b);
 
 #endif

@@ -1,5 +1,7 @@
-/* registry: one lane per (provider, key), per-key plans, the max_lanes cap,
- * idle eviction. */
+/* registry: one lane per (provider, key), per-key plans, the max_lanes cap
+ * (LRU eviction of idle lanes), idle eviction, memory per lane. */
+#include <malloc.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -11,11 +13,13 @@
 static struct config *cfg;
 static struct registry *reg;
 static int evicted;
+static char evicted_keys[8][16]; /* key_id of the first evicted lanes, in order */
 
 static void count_evicted(struct sched_lane *lane, void *arg)
 {
-	(void)lane;
 	(void)arg;
+	if (evicted < 8)
+		snprintf(evicted_keys[evicted], sizeof(evicted_keys[0]), "%s", lane->key_id);
 	evicted++;
 }
 
@@ -96,15 +100,216 @@ START_TEST(plan_by_key_prefix)
 }
 END_TEST
 
-START_TEST(cap_evicts_idle_lanes_first)
+START_TEST(cap_evicts_one_idle_lane)
 {
 	const struct provider_conf *openai = config_provider(cfg, "openai");
 	ck_assert_ptr_nonnull(registry_lane(reg, cfg, openai, ABC, 1000, count_evicted, NULL));
-	ck_assert_ptr_nonnull(registry_lane(reg, cfg, openai, OTHER, 1000, count_evicted, NULL));
-	/* Both idle: a third key makes room by evicting them. */
-	ck_assert_ptr_nonnull(registry_lane(reg, cfg, openai, NULL, 1000, count_evicted, NULL));
+	ck_assert_ptr_nonnull(registry_lane(reg, cfg, openai, OTHER, 1001, count_evicted, NULL));
+	/* Both idle: a third key takes the place of the older one only. */
+	ck_assert_ptr_nonnull(registry_lane(reg, cfg, openai, NULL, 1002, count_evicted, NULL));
+	ck_assert_int_eq(evicted, 1);
+	ck_assert_str_eq(evicted_keys[0], "ba7816bf8f01");
+	ck_assert_int_eq(registry_count(reg), 2);
+	ck_assert_int_eq(registry_idle_count(reg), 2);
+}
+END_TEST
+
+/* A request through the lane at `now`: it leaves the lane idle, and the most
+ * recently used. */
+static void use(struct sched_lane *l, int64_t now)
+{
+	struct sched_item it;
+	ck_assert_int_eq(sched_submit(l, &it, 0, 0, 0, now), SCHED_OK);
+	ck_assert_ptr_eq(sched_next(l, now), &it);
+	sched_complete(l, &it, SCHED_SUCCESS, now);
+	ck_assert(sched_lane_idle(l));
+}
+
+/* Key hashes whose 12 first digits (the key_id) tell them apart. */
+static void key(int i, char out[65])
+{
+	snprintf(out, 65, "%012x%052x", i, 0);
+}
+
+START_TEST(cap_evicts_the_least_recently_used)
+{
+	config_free(cfg);
+	cfg = load("limits: { max_lanes: 4 }\n");
+	const struct provider_conf *openai = config_provider(cfg, "openai");
+	char k[65];
+	struct sched_lane *l[4];
+	for (int i = 0; i < 4; i++) {
+		key(i, k);
+		l[i] = registry_lane(reg, cfg, openai, k, 1000 + i, count_evicted, NULL);
+		ck_assert_ptr_nonnull(l[i]);
+	}
+	/* Used in the order 2, 0, 3, 1: 2 is now the least recently used. */
+	use(l[2], 2000);
+	use(l[0], 2001);
+	use(l[3], 2002);
+	use(l[1], 2003);
+	/* A lookup of a known key is not a new lane: nothing goes. */
+	key(3, k);
+	ck_assert_ptr_eq(registry_lane(reg, cfg, openai, k, 2004, count_evicted, NULL), l[3]);
+	ck_assert_int_eq(evicted, 0);
+
+	key(4, k);
+	ck_assert_ptr_nonnull(registry_lane(reg, cfg, openai, k, 2005, count_evicted, NULL));
+	ck_assert_int_eq(evicted, 1);
+	ck_assert_str_eq(evicted_keys[0], "000000000002");
+	/* The others are the same lanes as before. */
+	for (int i = 0; i < 4; i++) {
+		if (i == 2)
+			continue;
+		key(i, k);
+		ck_assert_ptr_eq(registry_lane(reg, cfg, openai, k, 2006, count_evicted, NULL),
+		                 l[i]);
+	}
+	ck_assert_int_eq(evicted, 1);
+	/* Next in line: 0, then 3 (1 was used last, the new lane 4 after it). */
+	key(5, k);
+	registry_lane(reg, cfg, openai, k, 2007, count_evicted, NULL);
+	key(6, k);
+	registry_lane(reg, cfg, openai, k, 2008, count_evicted, NULL);
+	ck_assert_int_eq(evicted, 3);
+	ck_assert_str_eq(evicted_keys[1], "000000000000");
+	ck_assert_str_eq(evicted_keys[2], "000000000003");
+	ck_assert_int_eq(registry_count(reg), 4);
+}
+END_TEST
+
+START_TEST(a_busy_lane_is_never_evicted)
+{
+	config_free(cfg);
+	cfg = load("limits: { max_lanes: 4 }\n");
+	const struct provider_conf *openai = config_provider(cfg, "openai");
+	char k[65];
+	struct sched_item q, f, w;
+	struct sched_lane *l[4];
+	for (int i = 0; i < 4; i++) {
+		key(i, k);
+		l[i] = registry_lane(reg, cfg, openai, k, 1000 + i, count_evicted, NULL);
+	}
+	/* The three oldest busy three ways: queued, in flight, retry waiting. */
+	sched_submit(l[0], &q, 0, 0, 0, 1000);
+	sched_submit(l[1], &f, 0, 0, 0, 1001);
+	ck_assert_ptr_eq(sched_next(l[1], 1001), &f);
+	sched_submit(l[2], &w, 0, 0, 0, 1002);
+	ck_assert_ptr_eq(sched_next(l[2], 1002), &w);
+	sched_complete(l[2], &w, SCHED_TRANSIENT, 1003);
+	sched_retry(l[2], &w, 500000);
+	ck_assert_int_eq(registry_idle_count(reg), 1);
+
+	key(10, k);
+	ck_assert_ptr_nonnull(registry_lane(reg, cfg, openai, k, 5000, count_evicted, NULL));
+	ck_assert_int_eq(evicted, 1);
+	ck_assert_str_eq(evicted_keys[0], "000000000003"); /* the idle one */
+	/* The new lane 10 is idle: the next new key takes its place... */
+	key(11, k);
+	ck_assert_ptr_nonnull(registry_lane(reg, cfg, openai, k, 5001, count_evicted, NULL));
 	ck_assert_int_eq(evicted, 2);
-	ck_assert_int_eq(registry_count(reg), 1);
+	ck_assert_str_eq(evicted_keys[1], "00000000000a");
+	/* ...and once it is busy too, a new key is refused. */
+	struct sched_item x;
+	sched_submit(registry_lane(reg, cfg, openai, k, 5002, count_evicted, NULL), &x, 0, 0, 0,
+	             5002);
+	key(12, k);
+	ck_assert_ptr_null(registry_lane(reg, cfg, openai, k, 5003, count_evicted, NULL));
+	ck_assert_int_eq(evicted, 2);
+	ck_assert_int_eq(registry_evict_idle(reg, 1000000, 1, count_evicted, NULL), 0);
+	for (int i = 0; i < 3; i++) {
+		key(i, k);
+		ck_assert_ptr_eq(registry_lane(reg, cfg, openai, k, 5004, count_evicted, NULL),
+		                 l[i]);
+	}
+	sched_cancel(l[0], &q);
+	sched_complete(l[1], &f, SCHED_SUCCESS, 5005);
+	sched_cancel(l[2], &w);
+	key(11, k);
+	sched_cancel(registry_lane(reg, cfg, openai, k, 5006, count_evicted, NULL), &x);
+	ck_assert_int_eq(registry_idle_count(reg), 4);
+}
+END_TEST
+
+START_TEST(idle_sweep_evicts_exactly_the_expired)
+{
+	config_free(cfg);
+	cfg = load("limits: { max_lanes: 100 }\n");
+	const struct provider_conf *openai = config_provider(cfg, "openai");
+	char k[65];
+	struct sched_item busy_item;
+	/* Lane 0 busy since 500; lanes 1..5 last used at 1000, 2000, ... 5000. */
+	key(0, k);
+	struct sched_lane *busy = registry_lane(reg, cfg, openai, k, 500, count_evicted, NULL);
+	sched_submit(busy, &busy_item, 0, 0, 0, 500);
+	for (int i = 5; i >= 1; i--) { /* created in reverse: the list follows use */
+		key(i, k);
+		registry_lane(reg, cfg, openai, k, 600, count_evicted, NULL);
+	}
+	for (int i = 1; i <= 5; i++) {
+		key(i, k);
+		use(registry_lane(reg, cfg, openai, k, i * 1000, count_evicted, NULL), i * 1000);
+	}
+	ck_assert_int_eq(registry_evict_idle(reg, 10999, 10000, count_evicted, NULL), 0);
+	/* At 12500 with a TTL of 10 s: idle since 1000 and 2000 expire, 3000 not. */
+	ck_assert_int_eq(registry_evict_idle(reg, 12500, 10000, count_evicted, NULL), 2);
+	ck_assert_int_eq(evicted, 2);
+	key(1, k);
+	ck_assert(strncmp(evicted_keys[0], k, 12) == 0);
+	key(2, k);
+	ck_assert(strncmp(evicted_keys[1], k, 12) == 0);
+	ck_assert_int_eq(registry_count(reg), 4);
+	ck_assert_int_eq(registry_evict_idle(reg, 15000, 10000, count_evicted, NULL), 3);
+	ck_assert_int_eq(registry_count(reg), 1); /* the busy lane, idle-aged or not */
+	key(0, k);
+	ck_assert_ptr_eq(registry_lane(reg, cfg, openai, k, 15000, count_evicted, NULL), busy);
+	sched_cancel(busy, &busy_item);
+	ck_assert_int_eq(registry_evict_idle(reg, 15000, 0, count_evicted, NULL), 1);
+	ck_assert_int_eq(registry_count(reg), 0);
+}
+END_TEST
+
+/* 1,000 lanes through the registry: each costs at most 1 KiB of heap,
+ * counted by the registry's own accounting and, where malloc can tell (not
+ * under the sanitizers, whose allocator mallinfo2 does not see), by the heap's
+ * growth with malloc's overhead included. */
+START_TEST(a_lane_takes_at_most_1_kib)
+{
+	config_free(cfg);
+	cfg = load("limits: { max_lanes: 100000 }\n");
+	const struct provider_conf *openai = config_provider(cfg, "openai");
+	char k[65];
+	const int n = 1000;
+	registry_free(reg, NULL, NULL);
+	struct mallinfo2 m0 = mallinfo2();
+	reg = registry_new();
+	for (int i = 0; i < n; i++) {
+		key(i, k);
+		ck_assert_ptr_nonnull(registry_lane(reg, cfg, openai, k, 1000, NULL, NULL));
+	}
+	struct mallinfo2 m1 = mallinfo2();
+	size_t counted = registry_heap_bytes(reg);
+	ck_assert_uint_le(counted / n, 1024);
+	size_t grown = (m1.uordblks + m1.hblkhd) - (m0.uordblks + m0.hblkhd);
+	ck_assert_uint_le(grown / n, 1024);
+	ck_assert_uint_le(sizeof(struct sched_lane), 768);
+
+	/* What a lane allocates later is counted, and freed with it. */
+	key(0, k);
+	struct sched_lane *l = registry_lane(reg, cfg, openai, k, 1000, NULL, NULL);
+	struct sched_item it;
+	use(l, 1000);
+	struct rlh_result h;
+	memset(&h, 0, sizeof(h));
+	h.budget[RLH_TOKENS] = (struct rlh_budget){
+	    .has_remaining = true, .has_reset = true, .remaining = 5000, .reset_ms = 1000};
+	sched_submit(l, &it, 10, 10, 0, 1001);
+	ck_assert_ptr_eq(sched_next(l, 1001), &it);
+	sched_observe(l, &it, &h, 1002);
+	sched_complete(l, &it, SCHED_SUCCESS, 1002);
+	ck_assert_ptr_nonnull(sched_learned(l, RLH_TOKENS));
+	ck_assert_uint_gt(registry_heap_bytes(reg), counted);
+	ck_assert_int_eq(registry_evict_idle(reg, 1003, 0, NULL, NULL), n);
 }
 END_TEST
 
@@ -165,7 +370,11 @@ static Suite *registry_suite(void)
 	tcase_add_test(tc, same_key_same_lane);
 	tcase_add_test(tc, providers_and_anonymous_are_separate);
 	tcase_add_test(tc, plan_by_key_prefix);
-	tcase_add_test(tc, cap_evicts_idle_lanes_first);
+	tcase_add_test(tc, cap_evicts_one_idle_lane);
+	tcase_add_test(tc, cap_evicts_the_least_recently_used);
+	tcase_add_test(tc, a_busy_lane_is_never_evicted);
+	tcase_add_test(tc, idle_sweep_evicts_exactly_the_expired);
+	tcase_add_test(tc, a_lane_takes_at_most_1_kib);
 	tcase_add_test(tc, cap_refuses_when_nothing_is_idle);
 	tcase_add_test(tc, idle_ttl);
 	tcase_add_test(tc, grows_past_initial_buckets);

@@ -1,5 +1,7 @@
 /* sched: dispatch order (FIFO, agent serialization, retries at the head),
- * the concurrency and rate gates, queue limits, holds. Clock injected. */
+ * the concurrency and rate gates, queue limits, holds, the idle list, what a
+ * lane allocates, and the dispatch order checked against a full scan under
+ * random operations. Clock injected. */
 #include <string.h>
 
 #include "config.h"
@@ -24,6 +26,7 @@ static void setup(void)
 
 static void teardown(void)
 {
+	sched_lane_release(&lane);
 	config_free(cfg);
 }
 
@@ -37,7 +40,7 @@ static void fixed_concurrency(unsigned n)
 
 static void init_lane(enum agents_mode mode)
 {
-	memset(&lane, 0, sizeof(lane));
+	sched_lane_release(&lane);
 	sched_lane_init(&lane, prov, &plan, mode, 1000);
 }
 
@@ -279,6 +282,460 @@ START_TEST(a_burst_of_capacity_errors_is_one_signal)
 }
 END_TEST
 
+/* ---- cost and memory (lanes that scale) ---- */
+
+START_TEST(retries_leave_in_ready_order)
+{
+	/* Retry times with ties and out of order; two cancelled in the middle.
+	 * Due retries go in (ready_ms, order of sched_retry), as a sorted list did. */
+	static const int64_t ready[12] = {5000, 3000, 3000, 9000, 1500, 3000,
+	                                  7000, 1500, 2000, 9000, 2500, 3000};
+	fixed_concurrency(12);
+	init_lane(AGENTS_OFF);
+	for (int i = 0; i < 12; i++)
+		sched_submit(&lane, &items[i], 0, 0, 0, 1000);
+	for (int i = 0; i < 12; i++)
+		ck_assert_int_eq(idx(sched_next(&lane, 1000)), i);
+	for (int i = 0; i < 12; i++) {
+		sched_complete(&lane, &items[i], SCHED_TRANSIENT, 1100);
+		sched_retry(&lane, &items[i], ready[i]);
+	}
+	ck_assert_int_eq(lane.n_waiting, 12);
+	ck_assert_int_eq(sched_wake_at(&lane, 1100), 1500);
+	sched_cancel(&lane, &items[5]);
+	sched_cancel(&lane, &items[4]);
+	ck_assert_int_eq(lane.n_waiting, 10);
+	ck_assert_int_eq(sched_wake_at(&lane, 1100), 1500); /* item 7 */
+	static const int expect[10] = {7, 8, 10, 1, 2, 11, 0, 6, 3, 9};
+	ck_assert_ptr_null(sched_next(&lane, 1499));
+	for (int k = 0; k < 10; k++)
+		ck_assert_int_eq(idx(sched_next(&lane, 10000)), expect[k]);
+	ck_assert_ptr_null(sched_next(&lane, 10000));
+	ck_assert_int_eq(lane.n_waiting, 0);
+}
+END_TEST
+
+START_TEST(serialize_parked_requests_keep_their_place)
+{
+	fixed_concurrency(8);
+	init_lane(AGENTS_SERIALIZE);
+	sched_submit(&lane, &items[0], 0, 0, 7, 1000);
+	sched_submit(&lane, &items[1], 0, 0, 7, 1000);
+	sched_submit(&lane, &items[2], 0, 0, 7, 1000);
+	sched_submit(&lane, &items[3], 0, 0, 9, 1000);
+	sched_submit(&lane, &items[4], 0, 0, 7, 1000);
+	sched_submit(&lane, &items[5], 0, 0, 0, 1000); /* no agent: never held */
+	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 0);
+	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 3); /* passes over 1 and 2 */
+	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 5); /* and 4 */
+	ck_assert_ptr_null(sched_next(&lane, 1000));
+	ck_assert_int_eq(lane.n_parked, 3);
+	/* A newer request of a free agent does not overtake agent 7's older ones
+	 * once 7 is free. */
+	sched_submit(&lane, &items[6], 0, 0, 9, 1000);
+	sched_complete(&lane, &items[3], SCHED_SUCCESS, 1100);
+	sched_complete(&lane, &items[0], SCHED_SUCCESS, 1100);
+	ck_assert_int_eq(idx(sched_next(&lane, 1100)), 1);
+	ck_assert_int_eq(idx(sched_next(&lane, 1100)), 6);
+	ck_assert_ptr_null(sched_next(&lane, 1100));
+	sched_complete(&lane, &items[1], SCHED_SUCCESS, 1200);
+	ck_assert_int_eq(idx(sched_next(&lane, 1200)), 2);
+	sched_complete(&lane, &items[2], SCHED_TRANSIENT, 1300);
+	/* Agent 7's retry, once due, goes before its queued request 4. */
+	sched_retry(&lane, &items[2], 1400);
+	ck_assert_int_eq(idx(sched_next(&lane, 1300)), 4);
+	sched_complete(&lane, &items[4], SCHED_SUCCESS, 1350);
+	ck_assert_int_eq(idx(sched_next(&lane, 1400)), 2);
+	ck_assert_int_eq(lane.n_parked, 0);
+}
+END_TEST
+
+START_TEST(serialize_off_after_reload_frees_parked_requests)
+{
+	fixed_concurrency(8);
+	init_lane(AGENTS_SERIALIZE);
+	for (int i = 0; i < 4; i++)
+		sched_submit(&lane, &items[i], 0, 0, 7, 1000);
+	sched_submit(&lane, &items[4], 0, 0, 8, 1000);
+	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 0);
+	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 4);
+	ck_assert_int_eq(lane.n_parked, 3);
+	lane.agents_mode = AGENTS_OFF; /* what a reload does */
+	for (int i = 1; i < 4; i++)
+		ck_assert_int_eq(idx(sched_next(&lane, 1000)), i);
+	ck_assert_int_eq(lane.n_parked, 0);
+	for (int i = 0; i < 5; i++)
+		sched_complete(&lane, &items[i], SCHED_SUCCESS, 1100);
+	ck_assert(sched_lane_idle(&lane));
+}
+END_TEST
+
+START_TEST(parked_requests_expire_from_the_head)
+{
+	plan.queue.max_wait_s = 2;
+	fixed_concurrency(8);
+	init_lane(AGENTS_SERIALIZE);
+	sched_submit(&lane, &items[0], 0, 0, 7, 1000);
+	sched_submit(&lane, &items[1], 0, 0, 7, 1100);
+	sched_submit(&lane, &items[2], 0, 0, 8, 1200);
+	sched_submit(&lane, &items[3], 0, 0, 7, 1300);
+	ck_assert_int_eq(idx(sched_next(&lane, 1300)), 0);
+	ck_assert_int_eq(idx(sched_next(&lane, 1300)), 2);
+	ck_assert_int_eq(lane.n_parked, 1); /* 1; the scan stopped at 2 */
+	ck_assert_int_eq(sched_wake_at(&lane, 1300), 3100);
+	ck_assert_int_eq(lane.n_parked, 2); /* 3 too, looking for one to wake for */
+	ck_assert_ptr_null(sched_expired(&lane, 3099));
+	ck_assert_int_eq(idx(sched_expired(&lane, 3300)), 1);
+	ck_assert_int_eq(idx(sched_expired(&lane, 3300)), 3);
+	ck_assert_ptr_null(sched_expired(&lane, 3300));
+	ck_assert_int_eq(lane.q_depth, 0);
+	ck_assert_int_eq(lane.n_parked, 0);
+	ck_assert_int_eq(lane.stats.queue_timeouts, 2);
+	sched_complete(&lane, &items[0], SCHED_SUCCESS, 3400);
+	sched_complete(&lane, &items[2], SCHED_SUCCESS, 3400);
+	ck_assert(sched_lane_idle(&lane));
+}
+END_TEST
+
+START_TEST(expiry_takes_the_fifo_in_order)
+{
+	plan.queue.max_wait_s = 1;
+	plan.queue.max_depth = 3;
+	fixed_concurrency(1);
+	init_lane(AGENTS_OFF);
+	sched_submit(&lane, &items[0], 0, 0, 0, 1000);
+	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 0);
+	for (int i = 1; i <= 3; i++)
+		ck_assert_int_eq(sched_submit(&lane, &items[i], 0, 0, 0, 1000 + i * 100), SCHED_OK);
+	ck_assert_int_eq(sched_submit(&lane, &items[4], 0, 0, 0, 1400), SCHED_QUEUE_FULL);
+	ck_assert_int_eq(idx(sched_expired(&lane, 2250)), 1);
+	ck_assert_int_eq(idx(sched_expired(&lane, 2250)), 2);
+	ck_assert_ptr_null(sched_expired(&lane, 2250));
+	ck_assert_int_eq(sched_wake_at(&lane, 2250), 2300);
+	ck_assert_int_eq(sched_submit(&lane, &items[4], 0, 0, 0, 2250), SCHED_OK);
+	ck_assert_int_eq(lane.q_depth, 2);
+	ck_assert_int_eq(lane.stats.rejected_queue_full, 1);
+	ck_assert_int_eq(lane.stats.queue_timeouts, 2);
+}
+END_TEST
+
+START_TEST(reject_counts_every_request_of_an_agent)
+{
+	init_lane(AGENTS_REJECT);
+	sched_submit(&lane, &items[0], 0, 0, 7, 1000);
+	sched_submit(&lane, &items[1], 0, 0, 7, 1000); /* accepted: 7 not in flight yet */
+	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 0);
+	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 1);
+	sched_complete(&lane, &items[0], SCHED_SUCCESS, 1100);
+	/* One of agent 7's requests is still in flight. */
+	ck_assert_int_eq(sched_submit(&lane, &items[2], 0, 0, 7, 1100), SCHED_AGENT_BUSY);
+	sched_complete(&lane, &items[1], SCHED_SUCCESS, 1200);
+	ck_assert_int_eq(sched_submit(&lane, &items[2], 0, 0, 7, 1200), SCHED_OK);
+}
+END_TEST
+
+START_TEST(many_agents_are_all_serialized)
+{
+	/* The old table held 64 agents and let the 65th through unserialized. */
+	static struct sched_item many[2 * 100];
+	fixed_concurrency(1000);
+	init_lane(AGENTS_SERIALIZE);
+	for (int i = 0; i < 100; i++) {
+		sched_submit(&lane, &many[2 * i], 0, 0, (uint64_t)i + 1, 1000);
+		sched_submit(&lane, &many[2 * i + 1], 0, 0, (uint64_t)i + 1, 1000);
+	}
+	for (int i = 0; i < 100; i++)
+		ck_assert_ptr_eq(sched_next(&lane, 1000), &many[2 * i]);
+	ck_assert_ptr_null(sched_next(&lane, 1000));
+	for (int i = 99; i >= 0; i--)
+		sched_complete(&lane, &many[2 * i], SCHED_SUCCESS, 1100);
+	for (int i = 0; i < 100; i++)
+		ck_assert_ptr_eq(sched_next(&lane, 1100), &many[2 * i + 1]);
+	for (int i = 0; i < 100; i++)
+		sched_complete(&lane, &many[2 * i + 1], SCHED_SUCCESS, 1200);
+	ck_assert(sched_lane_idle(&lane));
+}
+END_TEST
+
+START_TEST(learned_budgets_allocated_on_first_report)
+{
+	fixed_concurrency(8);
+	init_lane(AGENTS_OFF);
+	ck_assert_ptr_null(sched_learned(&lane, RLH_REQUESTS));
+	ck_assert_int_eq(sched_lane_heap_bytes(&lane), 0);
+	ck_assert_int_eq(lane.learned[RLH_REQUESTS].n_obs, 0); /* readable before */
+	for (int i = 0; i < 3; i++) {
+		sched_submit(&lane, &items[i], 0, 0, 0, 1000);
+		ck_assert_int_eq(idx(sched_next(&lane, 1000)), i);
+	}
+	/* The first answer reports 10 left: the two sent after it count. */
+	struct rlh_result h;
+	memset(&h, 0, sizeof(h));
+	h.budget[RLH_REQUESTS] = (struct rlh_budget){.has_limit = true,
+	                                             .has_remaining = true,
+	                                             .has_reset = true,
+	                                             .limit = 100,
+	                                             .remaining = 10,
+	                                             .reset_ms = 60000};
+	ck_assert(sched_observe(&lane, &items[0], &h, 1100));
+	const struct learned *l = sched_learned(&lane, RLH_REQUESTS);
+	ck_assert_ptr_nonnull(l);
+	ck_assert_ptr_null(sched_learned(&lane, RLH_TOKENS));
+	ck_assert_int_gt(sched_lane_heap_bytes(&lane), 0);
+	struct learned_view v;
+	learned_view(l, 1100, &v);
+	ck_assert(v.remaining == 8);
+	ck_assert_int_eq(lane.learned[RLH_REQUESTS].n_obs, 1);
+	for (int i = 0; i < 3; i++)
+		sched_complete(&lane, &items[i], SCHED_SUCCESS, 1200);
+}
+END_TEST
+
+START_TEST(idle_list_follows_the_lane)
+{
+	static struct sched_idle_list list; /* outlives the test: teardown unlinks */
+	static struct sched_lane other;
+	fixed_concurrency(1);
+	plan.queue.max_wait_s = 10;
+	init_lane(AGENTS_OFF);
+	sched_lane_init(&other, prov, &plan, AGENTS_OFF, 500);
+	sched_lane_track_idle(&other, &list);
+	sched_lane_track_idle(&lane, &list);
+	ck_assert_int_eq(list.n, 2);
+	ck_assert_ptr_eq(list.cold, &other);
+	ck_assert_ptr_eq(list.hot, &lane);
+
+	sched_submit(&other, &items[0], 0, 0, 0, 2000); /* queued: busy */
+	ck_assert_int_eq(list.n, 1);
+	ck_assert_ptr_eq(list.cold, &lane);
+	ck_assert_ptr_eq(sched_next(&other, 2000), &items[0]); /* in flight */
+	ck_assert_int_eq(list.n, 1);
+	sched_complete(&other, &items[0], SCHED_TRANSIENT, 2100);
+	sched_retry(&other, &items[0], 3000); /* a retry waiting is not idle */
+	ck_assert_int_eq(list.n, 1);
+	sched_cancel(&other, &items[0]);
+	ck_assert_int_eq(list.n, 2);
+	ck_assert_ptr_eq(list.hot, &other);
+	/* Cancelled without a clock: active no earlier than the hottest lane. */
+	ck_assert_int_ge(other.last_active_ms, lane.last_active_ms);
+
+	sched_submit(&lane, &items[1], 0, 0, 0, 3000);
+	sched_submit(&lane, &items[2], 0, 0, 0, 3000);
+	ck_assert_ptr_eq(sched_next(&lane, 3000), &items[1]);
+	ck_assert_ptr_null(sched_expired(&lane, 12000));
+	ck_assert_ptr_eq(sched_expired(&lane, 13000), &items[2]);
+	ck_assert_int_eq(list.n, 1);
+	sched_complete(&lane, &items[1], SCHED_SUCCESS, 13000);
+	ck_assert_int_eq(list.n, 2);
+	ck_assert_ptr_eq(list.hot, &lane);
+	ck_assert_ptr_eq(list.cold, &other);
+
+	/* A refused request is a use too: the lane becomes the hottest. */
+	plan.queue.max_depth = 1;
+	sched_submit(&lane, &items[1], 0, 0, 0, 14000);
+	ck_assert_int_eq(sched_submit(&lane, &items[2], 0, 0, 0, 14000), SCHED_QUEUE_FULL);
+	sched_cancel(&lane, &items[1]);
+	ck_assert_int_eq(sched_submit(&other, &items[3], 0, 0, 0, 15000), SCHED_OK);
+	ck_assert_int_eq(sched_submit(&other, &items[4], 0, 0, 0, 15000), SCHED_QUEUE_FULL);
+	ck_assert_int_eq(list.n, 1);
+	sched_cancel(&other, &items[3]);
+	ck_assert_ptr_eq(list.hot, &other);
+	sched_lane_release(&other);
+	ck_assert_int_eq(list.n, 1);
+	ck_assert_ptr_eq(list.cold, &lane);
+	ck_assert_ptr_eq(list.hot, &lane);
+	sched_lane_release(&lane);
+	ck_assert_int_eq(list.n, 0);
+	ck_assert_ptr_null(list.cold);
+}
+END_TEST
+
+/* A reference for the dispatch order: the old algorithm, which scans every
+ * list from its head on each call. Random operations on both must agree. */
+#define REF_N 40
+struct ref_item {
+	int state; /* an enum sched_state */
+	bool retried, counted;
+	uint64_t order, agent;
+	int64_t ready_ms, arrived_ms;
+};
+static struct ref_item ref[REF_N];
+static uint64_t ref_seq;
+
+static bool ref_busy(uint64_t agent)
+{
+	for (int i = 0; agent != 0 && i < REF_N; i++)
+		if (ref[i].state == SCHED_IN_FLIGHT && ref[i].counted && ref[i].agent == agent)
+			return true;
+	return false;
+}
+
+static int ref_first(bool retried, bool skip_busy)
+{
+	int best = -1;
+	for (int i = 0; i < REF_N; i++)
+		if (ref[i].state == SCHED_QUEUED && ref[i].retried == retried &&
+		    !(skip_busy && ref_busy(ref[i].agent)) &&
+		    (best < 0 || ref[i].order < ref[best].order))
+			best = i;
+	return best;
+}
+
+static int ref_eligible(void)
+{
+	bool skip = lane.agents_mode == AGENTS_SERIALIZE;
+	int i = ref_first(true, skip);
+	return i >= 0 ? i : ref_first(false, skip);
+}
+
+static int ref_count(int state)
+{
+	int n = 0;
+	for (int i = 0; i < REF_N; i++)
+		n += ref[i].state == state;
+	return n;
+}
+
+static int ref_next(int64_t now, unsigned limit)
+{
+	for (;;) { /* due retries in (ready_ms, order) */
+		int d = -1;
+		for (int i = 0; i < REF_N; i++)
+			if (ref[i].state == SCHED_RETRY_WAIT && ref[i].ready_ms <= now &&
+			    (d < 0 || ref[i].ready_ms < ref[d].ready_ms ||
+			     (ref[i].ready_ms == ref[d].ready_ms && ref[i].order < ref[d].order)))
+				d = i;
+		if (d < 0)
+			break;
+		ref[d].state = SCHED_QUEUED;
+		ref[d].retried = true;
+		ref[d].order = ++ref_seq;
+	}
+	if ((unsigned)ref_count(SCHED_IN_FLIGHT) >= limit)
+		return -1;
+	int e = ref_eligible();
+	if (e >= 0) {
+		ref[e].state = SCHED_IN_FLIGHT;
+		ref[e].counted = ref[e].agent != 0 && lane.agents_mode != AGENTS_OFF;
+	}
+	return e;
+}
+
+static uint64_t rnd(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+static int pick(uint64_t *s, int state)
+{
+	int n = ref_count(state);
+	if (n == 0)
+		return -1;
+	int k = (int)(rnd(s) % (uint64_t)n);
+	for (int i = 0; i < REF_N; i++)
+		if (ref[i].state == state && k-- == 0)
+			return i;
+	return -1;
+}
+
+START_TEST(dispatch_order_matches_a_full_scan)
+{
+	static struct sched_item its[REF_N];
+	static const enum agents_mode modes[3] = {AGENTS_SERIALIZE, AGENTS_OFF, AGENTS_REJECT};
+	const unsigned limit = 4;
+	const int64_t max_wait = 3000;
+	plan.queue.max_wait_s = 3;
+	plan.queue.max_depth = REF_N;
+	fixed_concurrency(limit);
+	uint64_t s = 0x2545f4914f6cdd1dULL + (uint64_t)_i;
+	init_lane(AGENTS_SERIALIZE);
+	memset(ref, 0, sizeof(ref));
+	ref_seq = 0;
+	int64_t now = 1000;
+	for (int step = 0; step < 20000; step++) {
+		int r = (int)(rnd(&s) % 100);
+		if (r < 30) {
+			int i = pick(&s, SCHED_NONE);
+			if (i < 0)
+				continue;
+			uint64_t agent = rnd(&s) % 4;
+			enum sched_submit_result want = SCHED_OK;
+			if (lane.agents_mode == AGENTS_REJECT && ref_busy(agent))
+				want = SCHED_AGENT_BUSY;
+			ck_assert_int_eq(sched_submit(&lane, &its[i], 0, 0, agent, now), want);
+			if (want == SCHED_OK)
+				ref[i] = (struct ref_item){
+				    .state = SCHED_QUEUED,
+				    .order = ++ref_seq,
+				    .agent = lane.agents_mode == AGENTS_OFF ? 0 : agent,
+				    .arrived_ms = now};
+		} else if (r < 55) {
+			struct sched_item *got = sched_next(&lane, now);
+			int want = ref_next(now, limit);
+			ck_assert_int_eq(got == NULL ? -1 : (int)(got - its), want);
+		} else if (r < 70) {
+			int i = pick(&s, SCHED_IN_FLIGHT);
+			if (i < 0)
+				continue;
+			bool again = rnd(&s) % 2;
+			sched_complete(&lane, &its[i], again ? SCHED_TRANSIENT : SCHED_SUCCESS,
+			               now);
+			ref[i].state = SCHED_NONE;
+			if (again) {
+				int64_t at = now + (int64_t)(rnd(&s) % 4) * 500;
+				sched_retry(&lane, &its[i], at);
+				ref[i].state = SCHED_RETRY_WAIT;
+				ref[i].ready_ms = at;
+				ref[i].order = ++ref_seq;
+			}
+		} else if (r < 78) {
+			int i = pick(&s, rnd(&s) % 2 ? SCHED_QUEUED : SCHED_RETRY_WAIT);
+			if (i < 0)
+				continue;
+			sched_cancel(&lane, &its[i]);
+			ref[i].state = SCHED_NONE;
+		} else if (r < 88) {
+			now += (int64_t)(rnd(&s) % 700);
+		} else if (r < 93) {
+			for (;;) {
+				int h = ref_first(false, false);
+				int want = h >= 0 && ref[h].arrived_ms + max_wait <= now ? h : -1;
+				struct sched_item *got = sched_expired(&lane, now);
+				ck_assert_int_eq(got == NULL ? -1 : (int)(got - its), want);
+				if (want < 0)
+					break;
+				ref[want].state = SCHED_NONE;
+			}
+		} else if (r < 95) {
+			lane.agents_mode = modes[rnd(&s) % 3];
+		} else {
+			int64_t want = SCHED_NEVER;
+			for (int i = 0; i < REF_N; i++)
+				if (ref[i].state == SCHED_RETRY_WAIT && ref[i].ready_ms < want)
+					want = ref[i].ready_ms;
+			int h = ref_first(false, false);
+			if (h >= 0 && ref[h].arrived_ms + max_wait < want)
+				want = ref[h].arrived_ms + max_wait;
+			if ((unsigned)ref_count(SCHED_IN_FLIGHT) < limit && ref_eligible() >= 0 &&
+			    now < want)
+				want = now;
+			ck_assert_int_eq(sched_wake_at(&lane, now), want);
+		}
+		ck_assert_int_eq(lane.in_flight, ref_count(SCHED_IN_FLIGHT));
+		ck_assert_int_eq(lane.n_waiting, ref_count(SCHED_RETRY_WAIT));
+		ck_assert(sched_lane_idle(&lane) == (ref_count(SCHED_NONE) == REF_N));
+	}
+	for (int i = 0; i < REF_N; i++) {
+		sched_cancel(&lane, &its[i]);
+		sched_complete(&lane, &its[i], SCHED_ABORTED, now);
+	}
+	ck_assert(sched_lane_idle(&lane));
+}
+END_TEST
+
 static Suite *sched_suite(void)
 {
 	Suite *s = suite_create("sched");
@@ -299,6 +756,16 @@ static Suite *sched_suite(void)
 	tcase_add_test(tc, empty_lane_never_wakes);
 	tcase_add_test(tc, saturation_is_recorded);
 	tcase_add_test(tc, a_burst_of_capacity_errors_is_one_signal);
+	tcase_add_test(tc, retries_leave_in_ready_order);
+	tcase_add_test(tc, serialize_parked_requests_keep_their_place);
+	tcase_add_test(tc, serialize_off_after_reload_frees_parked_requests);
+	tcase_add_test(tc, parked_requests_expire_from_the_head);
+	tcase_add_test(tc, expiry_takes_the_fifo_in_order);
+	tcase_add_test(tc, reject_counts_every_request_of_an_agent);
+	tcase_add_test(tc, many_agents_are_all_serialized);
+	tcase_add_test(tc, learned_budgets_allocated_on_first_report);
+	tcase_add_test(tc, idle_list_follows_the_lane);
+	tcase_add_loop_test(tc, dispatch_order_matches_a_full_scan, 0, 8);
 	suite_add_tcase(s, tc);
 	return s;
 }
