@@ -33,6 +33,7 @@
 #include "exchange.h"
 
 #include <event2/buffer.h>
+#include <event2/event_struct.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,7 +117,7 @@ struct lane_shell {
 	struct exchanges *xs;
 	struct sched_lane *lane;
 	struct config_ref *cref; /* the configuration lane->provider and lane->plan point into */
-	struct event *timer;
+	struct event timer;
 	int64_t armed_ms; /* instant the timer is set for; SCHED_NEVER = not armed */
 	unsigned last_limit;
 };
@@ -412,11 +413,7 @@ static struct lane_shell *lane_shell_of(struct exchanges *xs, struct sched_lane 
 	struct lane_shell *ls = calloc(1, sizeof(*ls));
 	if (ls == NULL)
 		return NULL;
-	ls->timer = evtimer_new(xs->base, on_lane_timer, ls);
-	if (ls->timer == NULL) {
-		free(ls);
-		return NULL;
-	}
+	evtimer_assign(&ls->timer, xs->base, on_lane_timer, ls);
 	ls->xs = xs;
 	ls->lane = lane;
 	ls->cref = config_ref_get(xs->cref);
@@ -432,7 +429,7 @@ static void lane_evicted(struct sched_lane *lane, void *arg)
 	(void)arg;
 	if (ls == NULL)
 		return;
-	event_free(ls->timer);
+	evtimer_del(&ls->timer);
 	config_ref_put(ls->cref);
 	free(ls);
 	lane->shell = NULL;
@@ -444,12 +441,12 @@ static void lane_arm(struct lane_shell *ls, int64_t wake, int64_t now)
 		return;
 	ls->armed_ms = wake;
 	if (wake == SCHED_NEVER) {
-		evtimer_del(ls->timer);
+		evtimer_del(&ls->timer);
 		return;
 	}
 	int64_t d = wake > now ? wake - now : 0;
 	struct timeval tv = {(time_t)(d / 1000), (suseconds_t)((d % 1000) * 1000)};
-	evtimer_add(ls->timer, &tv);
+	evtimer_add(&ls->timer, &tv);
 }
 
 /* Runs the lane on the next loop turn: safe from inside any callback. */
@@ -459,7 +456,7 @@ static void lane_kick(struct sched_lane *lane)
 	if (ls == NULL)
 		return;
 	ls->armed_ms = 0;
-	event_active(ls->timer, EV_TIMEOUT, 1);
+	event_active(&ls->timer, EV_TIMEOUT, 1);
 }
 
 static void note_limit_change(struct lane_shell *ls, struct exchange *x)
