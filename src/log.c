@@ -10,6 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
+
 static int log_fd = STDERR_FILENO;
 static enum log_level log_min = LOG_INFO;
 
@@ -52,16 +54,12 @@ bool log_enabled(enum log_level level)
 
 long long log_wall_ms(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return clock_wall_ms();
 }
 
 long long mono_ms(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return clock_now_ms();
 }
 
 static void put(struct log_line *l, const char *s, size_t n)

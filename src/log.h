@@ -51,7 +51,9 @@ void log_msg(enum log_level level, const char *event, const char *msg);
 /* Routes libevent's and libcurl's own diagnostics into this log. */
 void log_hook_libevent(void);
 
-/* Wall clock in ms since the epoch, and a monotonic clock in ms. */
+/* Wall clock in ms since the epoch, and a monotonic clock in ms: the
+ * per-turn cached clock_wall_ms() and clock_now_ms() (clock.h), kept under
+ * these names for their callers; new code calls clock.h. */
 long long log_wall_ms(void);
 long long mono_ms(void);
 

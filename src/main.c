@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "admin.h"
+#include "clock.h"
 #include "config.h"
 #include "log.h"
 #include "notify.h"
@@ -196,6 +197,22 @@ static void on_sighup(evutil_socket_t sig, short what, void *arg)
 	reload(arg, err, sizeof(err));
 }
 
+/* event_base_dispatch, one turn at a time, so that each turn ends with the
+ * work done once per turn (clock.h). EVLOOP_ONCE returns after the callbacks
+ * of one wake-up have run: 0, and got_exit / got_break tell a loopexit or
+ * loopbreak (they stay set until the next event_base_loop call clears them);
+ * 1 when no events are left and -1 on error, where dispatch would return too. */
+static void loop(struct event_base *base)
+{
+	clock_turn_end(); /* start-up may have read the clock */
+	while (!event_base_got_exit(base) && !event_base_got_break(base)) {
+		int rc = event_base_loop(base, EVLOOP_ONCE);
+		clock_turn_end();
+		if (rc != 0)
+			break;
+	}
+}
+
 static int run(struct daemon *d)
 {
 	char err[512];
@@ -261,7 +278,7 @@ static int run(struct daemon *d)
 		log_str(&l, "default_provider", c->default_provider);
 		log_end(&l);
 	}
-	event_base_dispatch(d->base);
+	loop(d->base);
 	log_msg(LOG_INFO, "stopped", "pacerd exited cleanly");
 	return 0;
 }

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "clock.h"
 #include "headers.h"
 #include "log.h"
 
@@ -88,13 +89,6 @@ const char *upstream_error_name(enum up_error e)
 		break;
 	}
 	return "internal";
-}
-
-static long long now_ms(struct upstream *up)
-{
-	struct timeval tv;
-	event_base_gettimeofday_cached(up->base, &tv);
-	return (long long)tv.tv_sec * 1000 + tv.tv_usec / 1000;
 }
 
 static void socket_action(struct upstream *up, curl_socket_t fd, int flags)
@@ -264,7 +258,7 @@ static void on_xfer_timer(evutil_socket_t fd, short what, void *arg)
 		xfer_release(x);
 		return;
 	}
-	long long now = now_ms(x->up);
+	long long now = clock_now_ms();
 	if (x->headers_done) {
 		long long idle = (long long)x->prov->timeouts.idle_s * 1000;
 		/* A paused transfer waits for the client, not for the upstream. */
@@ -353,7 +347,7 @@ static bool headers_complete(struct up_xfer *x)
 		hs[i].value_len = x->hoff[i].value_len;
 	}
 	x->headers_done = true;
-	x->last_ms = now_ms(x->up);
+	x->last_ms = clock_now_ms();
 	evtimer_del(x->timer);
 	arm_timer(x, (long long)x->prov->timeouts.idle_s * 1000);
 	return x->h->on_headers(x->ctx, x->status, x->reason, hs, x->nh);
@@ -391,7 +385,7 @@ static size_t write_cb(char *data, size_t size, size_t n, void *arg)
 	size_t len = size * n;
 	if (x->aborted)
 		return 0;
-	x->last_ms = now_ms(x->up);
+	x->last_ms = clock_now_ms();
 	if (!x->h->on_body(x->ctx, data, len)) {
 		x->paused = true;
 		return CURL_WRITEFUNC_PAUSE;
@@ -407,7 +401,7 @@ static void on_resume(evutil_socket_t fd, short what, void *arg)
 	if (!x->active || x->aborted || !x->paused)
 		return;
 	x->paused = false;
-	x->last_ms = now_ms(x->up);
+	x->last_ms = clock_now_ms();
 	x->up->in_curl++;
 	/* May deliver the held bytes to write_cb right here, which may pause again. */
 	curl_easy_pause(x->easy, CURLPAUSE_CONT);
@@ -549,7 +543,7 @@ struct up_xfer *upstream_start(struct upstream *up, const struct up_request *r,
 	x->nh = 0;
 	x->hlen = 0;
 	x->headers_done = x->paused = x->aborted = x->too_large = false;
-	x->last_ms = now_ms(up);
+	x->last_ms = clock_now_ms();
 
 	CURL *e = x->easy;
 	curl_easy_setopt(e, CURLOPT_URL, r->url);
