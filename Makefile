@@ -54,7 +54,7 @@ FUZZ_SAN      := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omi
 FUZZ_CFLAGS   := -std=c11 -D_GNU_SOURCE -g -O1 $(WARN) $(FUZZ_SAN)
 FUZZ_SECONDS  ?= 60
 
-.PHONY: all run test unit integration valgrind bench deps node-deps clean format lint fuzz fuzz-run install
+.PHONY: all run test unit integration valgrind bench microbench deps node-deps clean format lint fuzz fuzz-run install
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/pacerd
@@ -119,6 +119,13 @@ valgrind: node-deps
 bench: deps
 	$(MAKE) all $(BUILD)/pacerd-mock
 	BUILD=$(BUILD) ./scripts/bench.sh
+
+# make microbench: ns per call of the per-request pure work (tests/bench).
+$(BUILD)/bench_%: tests/bench/bench_%.c $(LIB_OBJS)
+	$(CC) $(CFLAGS) -Wno-missing-prototypes $(PKG_CFLAGS) -Isrc -o $@ $< $(LIB_OBJS) $(LDFLAGS) $(PKG_LIBS) -lm
+
+microbench: $(BUILD)/bench_tokens
+	./$(BUILD)/bench_tokens
 
 PREFIX  ?= /usr/local
 DESTDIR ?=
