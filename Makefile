@@ -124,8 +124,9 @@ bench: deps
 $(BUILD)/bench_%: tests/bench/bench_%.c $(LIB_OBJS)
 	$(CC) $(CFLAGS) -Wno-missing-prototypes $(PKG_CFLAGS) -Isrc -o $@ $< $(LIB_OBJS) $(LDFLAGS) $(PKG_LIBS) -lm
 
-microbench: $(BUILD)/bench_tokens
+microbench: $(BUILD)/bench_tokens $(BUILD)/bench_retry
 	./$(BUILD)/bench_tokens
+	./$(BUILD)/bench_retry
 
 PREFIX  ?= /usr/local
 DESTDIR ?=
