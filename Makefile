@@ -58,7 +58,7 @@ FUZZ_SAN      := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omi
 FUZZ_CFLAGS   := -std=c11 -D_GNU_SOURCE -g -O1 $(WARN) $(FUZZ_SAN)
 FUZZ_SECONDS  ?= 60
 
-.PHONY: all run test unit integration valgrind bench bench-lanes deps node-deps clean format lint fuzz fuzz-run install
+.PHONY: all run test unit integration valgrind bench bench-lanes microbench deps node-deps clean format lint fuzz fuzz-run install
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/pacerd
@@ -138,6 +138,14 @@ bench: deps
 
 # Builds only (scripts/bench.sh runs it): $(BUILD)/bench-lanes prints one JSON object.
 bench-lanes: $(BUILD)/bench-lanes
+
+# make microbench: ns per call of the per-request pure work (tests/bench).
+$(BUILD)/bench_%: tests/bench/bench_%.c $(LIB_OBJS)
+	$(CC) $(CFLAGS) -Wno-missing-prototypes $(PKG_CFLAGS) -Isrc -o $@ $< $(LIB_OBJS) $(LDFLAGS) $(PKG_LIBS) -lm
+
+microbench: $(BUILD)/bench_tokens $(BUILD)/bench_retry
+	./$(BUILD)/bench_tokens
+	./$(BUILD)/bench_retry
 
 PREFIX  ?= /usr/local
 DESTDIR ?=

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "log.h"
 #include "httpd.h"
 #include "registry.h"
@@ -81,7 +82,7 @@ static json_t *learned_json(const struct learned *l, int64_t now)
 static void lane_status(struct sched_lane *lane, void *arg)
 {
 	json_t *lanes = arg;
-	int64_t now = mono_ms();
+	int64_t now = clock_now_ms();
 	const struct sched_lane_stats *st = &lane->stats;
 	json_t *learned = json_object();
 	for (int b = 0; b < RLH_N_BUDGETS; b++)
@@ -129,7 +130,7 @@ static void handle_status(struct admin *adm, struct hreq *req)
 	registry_foreach(server_lanes(srv), lane_status, lanes);
 	json_t *j = json_pack(
 	    "{s:s,s:I,s:s,s:s,s:b,s:I,s:I,s:{s:I,s:I,s:I,s:I,s:I},s:o}", "version", PACERD_VERSION,
-	    "uptime_s", (json_int_t)((mono_ms() - adm->started_ms) / 1000), "listen",
+	    "uptime_s", (json_int_t)((clock_now_ms() - adm->started_ms) / 1000), "listen",
 	    cfg->listen, "config", cfg->source, "draining", st.draining, "in_flight",
 	    (json_int_t)st.in_flight, "lanes_count", (json_int_t)registry_count(server_lanes(srv)),
 	    "responses", "1xx", (json_int_t)st.responses[1], "2xx", (json_int_t)st.responses[2],
@@ -243,7 +244,7 @@ static void handle_metrics(struct admin *adm, struct hreq *req)
 	for (int c = 1; c <= 5; c++)
 		evbuffer_add_printf(b, "pacerd_responses_total{class=\"%dxx\"} %llu\n", c,
 		                    (unsigned long long)st.responses[c]);
-	struct metrics_out m = {.buf = b, .now = mono_ms()};
+	struct metrics_out m = {.buf = b, .now = clock_now_ms()};
 	for (size_t i = 0; i < sizeof(lane_families) / sizeof(lane_families[0]); i++) {
 		family(b, lane_families[i].name, lane_families[i].type, lane_families[i].help);
 		m.metric = lane_families[i].name;
@@ -335,7 +336,7 @@ struct admin *admin_new(struct event_base *base, struct server *srv, admin_reloa
 	adm->srv = srv;
 	adm->reload = reload;
 	adm->reload_arg = reload_arg;
-	adm->started_ms = mono_ms();
+	adm->started_ms = clock_now_ms();
 	/* Small limits: operators and scrapers send small requests. */
 	struct httpd_conf hc = {.max_header_bytes = 16384,
 	                        .max_body_bytes = 65536,

@@ -40,6 +40,7 @@
 #include <strings.h>
 
 #include "headers.h"
+#include "clock.h"
 #include "log.h"
 #include "retry.h"
 #include "sched.h"
@@ -141,7 +142,7 @@ static const struct hreq_events client_events;
 
 static int64_t now_ms(void)
 {
-	return mono_ms();
+	return clock_now_ms();
 }
 
 /* xorshift64*: jitter needs speed and spread, not secrecy. */
@@ -846,7 +847,7 @@ static bool on_up_headers(void *ctx, int status, const char *reason, const struc
 	size_t nr = 0;
 	for (size_t i = 0; i < n && nr < sizeof(rh) / sizeof(rh[0]); i++)
 		rh[nr++] = (struct rlh_header){h[i].name, h[i].value, h[i].value_len};
-	rlh_parse(x->route.provider->dialect, rh, nr, log_wall_ms(), &x->rlh);
+	rlh_parse(x->route.provider->dialect, rh, nr, clock_wall_ms(), &x->rlh);
 	if (sched_observe(x->lane, &x->item, &x->rlh, x->t_headers))
 		log_limit_learned(x);
 	lane_kick(x->lane); /* what was learned may move the lane's next instant */
@@ -1002,11 +1003,15 @@ static void decide(struct exchange *x, enum up_error err, const char *detail)
 		body_len = total - x->held_head_len;
 		body = body_len ? p + x->held_head_len : NULL;
 	}
+	/* The error body is parsed once, for the classification and the
+	 * hints both. */
+	struct retry_body rb;
+	retry_body_parse(body, body_len, &rb);
 	const char *why = NULL;
 	enum retry_class cls =
 	    err == UP_OK
-	        ? retry_classify(x->status, RETRY_TRANSPORT_NONE, &x->rlh, body, body_len, &why)
-	        : retry_classify(0, transport_of(err), NULL, NULL, 0, &why);
+	        ? retry_classify_body(x->status, RETRY_TRANSPORT_NONE, &x->rlh, &rb, &why)
+	        : retry_classify_body(0, transport_of(err), NULL, NULL, &why);
 
 	struct sched_lane *lane = x->lane;
 	struct lane_shell *ls = lane->shell;
@@ -1016,9 +1021,7 @@ static void decide(struct exchange *x, enum up_error err, const char *detail)
 	struct retry_decision d = {.retry = false, .no_retry_hdr = cls == RETRY_FINAL_NO_RETRY};
 	int64_t hint = -1;
 	if (cls == RETRY_CAPACITY || cls == RETRY_TRANSIENT) {
-		struct rlh_body_hint bh;
-		rlh_body_hint(body, body_len, &bh);
-		bool has_hint = err == UP_OK && rlh_server_hint(&x->rlh, &bh, &hint);
+		bool has_hint = err == UP_OK && retry_server_hint(&x->rlh, &rb, &hint);
 		d = retry_decide(cls, x->item.attempts, has_hint, hint, lane->plan,
 		                 x->retry_deadline - now, rand_unit(x->xs));
 		/* A capacity hint speaks for the whole key: nothing of this lane

@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "clock.h"
 #include "log.h"
 
 #define LISTEN_BACKLOG 4096
@@ -147,7 +148,7 @@ static void on_read(evutil_socket_t fd, short what, void *arg);
 
 static int64_t now_ms(void)
 {
-	return mono_ms();
+	return clock_now_ms();
 }
 
 const char *httpd_reason(int status)

@@ -6,14 +6,44 @@
 #include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
+
+/* Lines wait here until the end of the loop turn (log_flush): one write(2)
+ * per turn instead of one per line. Only whole lines enter it, and a flush
+ * that the kernel cuts short keeps the rest for the next one, so what reaches
+ * the fd is always whole lines, in order. */
+#define LOG_BUF_MAX (64 * 1024)
+
 static int log_fd = STDERR_FILENO;
 static enum log_level log_min = LOG_INFO;
+static char log_buf[LOG_BUF_MAX];
+static size_t log_buf_len;
+static unsigned long long log_dropped; /* lines lost to a full buffer on a stuck fd */
+static bool log_atexit_set;
 
-static const char *const level_names[] = {"debug", "info", "warn", "error"};
+/* The line head up to the seconds, rebuilt once a second:
+ * {"ts":"2025-01-31T12:34:56. */
+static long long log_ts_sec = -1;
+static char log_ts_head[40];
+static size_t log_ts_head_len;
+
+/* What follows the milliseconds: the rest of ts, then level and event. */
+static const char *const level_fields[] = {
+    "Z\",\"level\":\"debug\",\"event\":\"",
+    "Z\",\"level\":\"info\",\"event\":\"",
+    "Z\",\"level\":\"warn\",\"event\":\"",
+    "Z\",\"level\":\"error\",\"event\":\"",
+};
+
+static void log_flush_atexit(void)
+{
+	log_flush();
+}
 
 int log_open(const char *path, enum log_level level, char *err, size_t errlen)
 {
@@ -30,14 +60,51 @@ int log_open(const char *path, enum log_level level, char *err, size_t errlen)
 	log_close();
 	log_fd = fd;
 	log_min = level;
+	if (!log_atexit_set) {
+		/* exit() from anywhere still leaves the buffered lines behind. */
+		atexit(log_flush_atexit);
+		log_atexit_set = true;
+	}
 	return 0;
 }
 
 void log_close(void)
 {
+	log_flush();
 	if (log_fd != STDERR_FILENO)
 		close(log_fd);
 	log_fd = STDERR_FILENO;
+}
+
+void log_flush(void)
+{
+	size_t off = 0;
+	while (off < log_buf_len) {
+		ssize_t w = write(log_fd, log_buf + off, log_buf_len - off);
+		if (w > 0) {
+			off += (size_t)w;
+		} else if (w == -1 && errno == EINTR) {
+			continue;
+		} else if (w == -1 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			/* A non-blocking fd that is full: the rest waits for the
+			 * next turn rather than blocking the loop. */
+			break;
+		} else {
+			off = log_buf_len; /* a broken fd: nothing to do but drop */
+		}
+	}
+	if (off > 0 && off < log_buf_len)
+		memmove(log_buf, log_buf + off, log_buf_len - off);
+	log_buf_len -= off;
+	if (log_buf_len == 0 && log_dropped > 0) {
+		unsigned long long n = log_dropped;
+		log_dropped = 0;
+		struct log_line l;
+		if (log_begin(&l, LOG_WARN, "log_dropped")) {
+			log_int(&l, "lines", (long long)n);
+			log_end(&l);
+		}
+	}
 }
 
 void log_set_level(enum log_level level)
@@ -48,20 +115,6 @@ void log_set_level(enum log_level level)
 bool log_enabled(enum log_level level)
 {
 	return level >= log_min;
-}
-
-long long log_wall_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-long long mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static void put(struct log_line *l, const char *s, size_t n)
@@ -105,6 +158,33 @@ static void put_key(struct log_line *l, const char *key)
 	put(l, "\":", 2);
 }
 
+static void put_digits(char *p, unsigned v, int n)
+{
+	while (n-- > 0) {
+		p[n] = (char)('0' + v % 10);
+		v /= 10;
+	}
+}
+
+/* {"ts":"YYYY-MM-DDThh:mm:ss. for the second `sec`; gmtime_r once a second. */
+static void ts_head(long long sec)
+{
+	time_t t = (time_t)sec;
+	struct tm tm;
+	gmtime_r(&t, &tm);
+	static const char tmpl[] = "{\"ts\":\"0000-00-00T00:00:00.";
+	char *h = log_ts_head;
+	memcpy(h, tmpl, sizeof tmpl - 1);
+	put_digits(h + 7, (unsigned)(tm.tm_year + 1900) % 10000, 4);
+	put_digits(h + 12, (unsigned)tm.tm_mon + 1, 2);
+	put_digits(h + 15, (unsigned)tm.tm_mday, 2);
+	put_digits(h + 18, (unsigned)tm.tm_hour, 2);
+	put_digits(h + 21, (unsigned)tm.tm_min, 2);
+	put_digits(h + 24, (unsigned)tm.tm_sec, 2);
+	log_ts_head_len = sizeof tmpl - 1;
+	log_ts_sec = sec;
+}
+
 bool log_begin(struct log_line *l, enum log_level level, const char *event)
 {
 	if (!log_enabled(level))
@@ -112,17 +192,17 @@ bool log_begin(struct log_line *l, enum log_level level, const char *event)
 	l->len = 0;
 	l->truncated = false;
 
-	long long now = log_wall_ms();
-	time_t secs = (time_t)(now / 1000);
-	struct tm tm;
-	gmtime_r(&secs, &tm);
-	char ts[40];
-	int n = snprintf(ts, sizeof(ts), "{\"ts\":\"%04d-%02d-%02dT%02d:%02d:%02d.%03dZ\"",
-	                 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-	                 tm.tm_sec, (int)(now % 1000));
-	put(l, ts, (size_t)n);
-	log_str(l, "level", level_names[level]);
-	log_str(l, "event", event);
+	long long now = clock_wall_ms();
+	long long sec = now / 1000;
+	if (sec != log_ts_sec)
+		ts_head(sec);
+	memcpy(l->buf, log_ts_head, log_ts_head_len);
+	put_digits(l->buf + log_ts_head_len, (unsigned)(now % 1000), 3);
+	l->len = log_ts_head_len + 3;
+	const char *f = level_fields[level];
+	put(l, f, strlen(f));
+	put_escaped(l, event, strlen(event));
+	put(l, "\"", 1);
 	return true;
 }
 
@@ -146,9 +226,19 @@ void log_str(struct log_line *l, const char *key, const char *value)
 void log_int(struct log_line *l, const char *key, long long value)
 {
 	char num[24];
-	int n = snprintf(num, sizeof(num), "%lld", value);
+	char *p = num + sizeof num;
+	/* By hand: this runs several times for every request. The magnitude as
+	 * unsigned keeps LLONG_MIN right. */
+	unsigned long long u =
+	    value < 0 ? 0ULL - (unsigned long long)value : (unsigned long long)value;
+	do {
+		*--p = (char)('0' + u % 10);
+		u /= 10;
+	} while (u != 0);
+	if (value < 0)
+		*--p = '-';
 	put_key(l, key);
-	put(l, num, (size_t)n);
+	put(l, p, (size_t)(num + sizeof num - p));
 }
 
 void log_num(struct log_line *l, const char *key, double value)
@@ -174,12 +264,14 @@ void log_end(struct log_line *l)
 	}
 	l->buf[l->len++] = '}';
 	l->buf[l->len++] = '\n';
-	/* One write per line; a short write to a full pipe loses the rest of the
-	 * line rather than blocking the event loop for long. */
-	ssize_t w;
-	do {
-		w = write(log_fd, l->buf, l->len);
-	} while (w == -1 && errno == EINTR);
+	if (log_buf_len + l->len > sizeof log_buf)
+		log_flush();
+	if (log_buf_len + l->len > sizeof log_buf) {
+		log_dropped++; /* the fd does not take more: never block the loop */
+		return;
+	}
+	memcpy(log_buf + log_buf_len, l->buf, l->len);
+	log_buf_len += l->len;
 }
 
 void log_msg(enum log_level level, const char *event, const char *msg)
@@ -209,6 +301,7 @@ static void libevent_fatal_cb(int err)
 		log_int(&l, "code", err);
 		log_end(&l);
 	}
+	log_flush();
 }
 
 void log_hook_libevent(void)

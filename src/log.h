@@ -1,7 +1,10 @@
 /* log — one JSON object per line (DESIGN §7), to stderr or a file.
  *
- * A line is built in a fixed buffer on the stack and written with one write(2),
- * so lines from one process never interleave and nothing is allocated:
+ * A line is built in a fixed buffer on the stack, then appended whole to a
+ * process buffer (64 KiB) that log_flush() writes once per event-loop turn
+ * (main calls it; log_close, exit() and libevent's fatal error flush too).
+ * Only whole lines are written, in order, so lines never interleave; nothing
+ * is allocated and no printf-family call runs per line:
  *
  *     struct log_line l;
  *     if (log_begin(&l, LOG_INFO, "request")) {
@@ -33,7 +36,12 @@ struct log_line {
 int log_open(const char *path, enum log_level level, char *err, size_t errlen);
 void log_set_level(enum log_level level);
 bool log_enabled(enum log_level level);
+/* Flushes, then goes back to stderr. */
 void log_close(void);
+/* Writes the buffered lines (main: once per loop turn). A full non-blocking
+ * fd keeps the rest for the next call; when the buffer is full anyway, new
+ * lines are dropped and counted (a "log_dropped" line tells how many). */
+void log_flush(void);
 
 /* Starts a line with ts, level and event; false when the level is filtered out
  * (then nothing else needs to be called). */
@@ -50,9 +58,5 @@ void log_msg(enum log_level level, const char *event, const char *msg);
 
 /* Routes libevent's and libcurl's own diagnostics into this log. */
 void log_hook_libevent(void);
-
-/* Wall clock in ms since the epoch, and a monotonic clock in ms. */
-long long log_wall_ms(void);
-long long mono_ms(void);
 
 #endif

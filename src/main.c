@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "admin.h"
+#include "clock.h"
 #include "config.h"
 #include "log.h"
 #include "notify.h"
@@ -196,6 +197,30 @@ static void on_sighup(evutil_socket_t sig, short what, void *arg)
 	reload(arg, err, sizeof(err));
 }
 
+/* The work done once per loop turn: a fresh clock for the next turn, and the
+ * turn's log lines written with one write(2). */
+static void turn_end(void)
+{
+	clock_turn_end();
+	log_flush();
+}
+
+/* event_base_dispatch, one turn at a time, so that each turn ends with
+ * turn_end(). EVLOOP_ONCE returns after the callbacks of one wake-up have run:
+ * 0, and got_exit / got_break tell a loopexit or loopbreak (they stay set until
+ * the next event_base_loop call clears them); 1 when no events are left and -1
+ * on error, where dispatch would return too. */
+static void loop(struct event_base *base)
+{
+	turn_end(); /* start-up read the clock and logged "started" */
+	while (!event_base_got_exit(base) && !event_base_got_break(base)) {
+		int rc = event_base_loop(base, EVLOOP_ONCE);
+		turn_end();
+		if (rc != 0)
+			break;
+	}
+}
+
 static int run(struct daemon *d)
 {
 	char err[512];
@@ -208,11 +233,13 @@ static int run(struct daemon *d)
 		event_config_free(ec);
 	}
 	if (d->base == NULL) {
+		log_flush();
 		fprintf(stderr, "pacerd: cannot create event loop\n");
 		return 1;
 	}
 	d->up = upstream_new(d->base, err, sizeof(err));
 	if (d->up == NULL) {
+		log_flush();
 		fprintf(stderr, "pacerd: %s\n", err);
 		return 1;
 	}
@@ -220,11 +247,13 @@ static int run(struct daemon *d)
 	d->cfg = NULL; /* the server owns it now, also when it fails */
 	d->srv = server_new(d->base, cfg, d->up, err, sizeof(err));
 	if (d->srv == NULL) {
+		log_flush();
 		fprintf(stderr, "pacerd: %s\n", err);
 		return 1;
 	}
 	d->admin = admin_new(d->base, d->srv, reload, d, err, sizeof(err));
 	if (d->admin == NULL && err[0] != '\0') {
+		log_flush();
 		fprintf(stderr, "pacerd: %s\n", err);
 		return 1;
 	}
@@ -234,6 +263,7 @@ static int run(struct daemon *d)
 	d->drain_timer = evtimer_new(d->base, on_drain_timeout, d);
 	d->exit_timer = evtimer_new(d->base, exit_now, d);
 	if (!d->sigterm || !d->sigint || !d->sighup || !d->drain_timer || !d->exit_timer) {
+		log_flush();
 		fprintf(stderr, "pacerd: out of memory\n");
 		return 1;
 	}
@@ -261,7 +291,7 @@ static int run(struct daemon *d)
 		log_str(&l, "default_provider", c->default_provider);
 		log_end(&l);
 	}
-	event_base_dispatch(d->base);
+	loop(d->base);
 	log_msg(LOG_INFO, "stopped", "pacerd exited cleanly");
 	return 0;
 }
@@ -351,6 +381,7 @@ int main(int argc, char **argv)
 	 * kill the process. */
 	signal(SIGPIPE, SIG_IGN);
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+		log_flush();
 		fprintf(stderr, "pacerd: cannot initialise libcurl\n");
 		config_free(d.cfg);
 		return 1;

@@ -1064,7 +1064,7 @@ int rlh_text_hint(const char *s, size_t len, int64_t *ms)
 }
 
 /* google.rpc details: RetryInfo.retryDelay and QuotaFailure violations. */
-static void gemini_details(json_t *details, struct rlh_body_hint *out, bool *has_retry_info)
+static void gemini_details(const json_t *details, struct rlh_body_hint *out, bool *has_retry_info)
 {
 	size_t i, j;
 	json_t *d, *v;
@@ -1088,7 +1088,7 @@ static void gemini_details(json_t *details, struct rlh_body_hint *out, bool *has
 }
 
 /* One element of the body: {"error":{...}} or the error object itself. */
-static void hint_from_object(json_t *obj, struct rlh_body_hint *out, bool *has_retry_info,
+static void hint_from_object(const json_t *obj, struct rlh_body_hint *out, bool *has_retry_info,
                              bool *has_msg, int64_t *msg_ms)
 {
 	json_t *err = json_object_get(obj, "error");
@@ -1101,17 +1101,15 @@ static void hint_from_object(json_t *obj, struct rlh_body_hint *out, bool *has_r
 		*has_msg = true;
 }
 
-void rlh_body_hint(const char *body, size_t len, struct rlh_body_hint *out)
+void rlh_body_hint_parsed(const json_t *root, const char *body, size_t len,
+                          struct rlh_body_hint *out)
 {
 	bool has_retry_info = false, has_msg = false;
 	int64_t msg_ms = 0;
 
 	memset(out, 0, sizeof *out);
-	if (body == NULL || len == 0 || len > BODY_CAP)
-		return;
-	json_t *root = json_loadb(body, len, JSON_DECODE_ANY, NULL);
 	if (root == NULL) {
-		if (rlh_text_hint(body, len, &msg_ms) == 0) {
+		if (body != NULL && rlh_text_hint(body, len, &msg_ms) == 0) {
 			out->has_delay = true;
 			out->delay_ms = msg_ms;
 		}
@@ -1128,9 +1126,18 @@ void rlh_body_hint(const char *body, size_t len, struct rlh_body_hint *out)
 	} else if (json_is_object(root)) {
 		hint_from_object(root, out, &has_retry_info, &has_msg, &msg_ms);
 	}
-	json_decref(root);
 	if (!has_retry_info && has_msg) {
 		out->has_delay = true;
 		out->delay_ms = msg_ms;
 	}
+}
+
+void rlh_body_hint(const char *body, size_t len, struct rlh_body_hint *out)
+{
+	memset(out, 0, sizeof *out);
+	if (body == NULL || len == 0 || len > BODY_CAP)
+		return;
+	json_t *root = json_loadb(body, len, JSON_DECODE_ANY, NULL);
+	rlh_body_hint_parsed(root, body, len, out);
+	json_decref(root);
 }

@@ -144,6 +144,15 @@ struct rlh_body_hint {
  * Sets *out (always initialised). Bodies over 64 KiB are not looked at. */
 void rlh_body_hint(const char *body, size_t len, struct rlh_body_hint *out);
 
+/* rlh_body_hint for a body its caller has parsed already, so that one parse
+ * serves both the retry classification and the hint (retry_body_parse):
+ * root is json_loadb(body, len, JSON_DECODE_ANY) — jansson's json_t, or NULL
+ * when that failed, and then body/len are scanned as prose. The caller checks
+ * the 64 KiB cap. */
+struct json_t;
+void rlh_body_hint_parsed(const struct json_t *root, const char *body, size_t len,
+                          struct rlh_body_hint *out);
+
 /* Finds a delay in prose: the phrases above, case-insensitive. 0 / -1. */
 int rlh_text_hint(const char *s, size_t len, int64_t *ms);
 

@@ -29,12 +29,6 @@ static const char *const capacity_codes[] = {
     "overloaded_error",     /* Anthropic 529 */
 };
 
-struct body_facts {
-	const char *money;    /* matched money code, or NULL */
-	const char *capacity; /* matched capacity code, or NULL */
-	bool too_large;
-};
-
 static const char *match(const char *s, const char *const *list, size_t n)
 {
 	if (s == NULL)
@@ -45,7 +39,7 @@ static const char *match(const char *s, const char *const *list, size_t n)
 	return NULL;
 }
 
-static void note_code(struct body_facts *f, const char *s)
+static void note_code(struct retry_body *f, const char *s)
 {
 	const char *m = match(s, money_codes, sizeof money_codes / sizeof money_codes[0]);
 	const char *c = match(s, capacity_codes, sizeof capacity_codes / sizeof capacity_codes[0]);
@@ -76,7 +70,7 @@ static bool is_too_large(const char *msg)
 
 /* One element: {"error":{code,type,status,message,details}} or the error itself;
  * Anthropic puts its spend cap in error.details.error_code. */
-static void facts_from_object(json_t *obj, struct body_facts *f)
+static void facts_from_object(json_t *obj, struct retry_body *f)
 {
 	json_t *err = json_object_get(obj, "error");
 	if (json_is_string(err)) {
@@ -95,9 +89,9 @@ static void facts_from_object(json_t *obj, struct body_facts *f)
 	f->too_large |= is_too_large(json_string_value(json_object_get(obj, "message")));
 }
 
-static void body_facts(const char *body, size_t len, struct body_facts *f)
+void retry_body_parse(const char *body, size_t len, struct retry_body *out)
 {
-	memset(f, 0, sizeof *f);
+	memset(out, 0, sizeof *out);
 	if (body == NULL || len == 0 || len > RETRY_BODY_CAP)
 		return;
 	json_t *root = json_loadb(body, len, JSON_DECODE_ANY, NULL);
@@ -107,12 +101,18 @@ static void body_facts(const char *body, size_t len, struct body_facts *f)
 		json_array_foreach(root, i, el)
 		{
 			if (json_is_object(el))
-				facts_from_object(el, f);
+				facts_from_object(el, out);
 		}
 	} else if (json_is_object(root)) {
-		facts_from_object(root, f);
+		facts_from_object(root, out);
 	}
+	rlh_body_hint_parsed(root, body, len, &out->hint);
 	json_decref(root);
+}
+
+bool retry_server_hint(const struct rlh_result *hdrs, const struct retry_body *body, int64_t *ms)
+{
+	return rlh_server_hint(hdrs, body != NULL ? &body->hint : NULL, ms);
 }
 
 static enum retry_class by_status(int status, const char **why)
@@ -166,22 +166,18 @@ static const char *transport_reason(enum retry_transport t)
 	return "transport";
 }
 
-static enum retry_class classify_error(int status, const struct rlh_result *hdrs, const char *body,
-                                       size_t len, const char **why)
+static enum retry_class classify_error(int status, const struct rlh_result *hdrs,
+                                       const struct retry_body *f, const char **why)
 {
-	struct body_facts f;
-	struct rlh_body_hint hint;
-
 	if (hdrs != NULL && hdrs->has_should_retry && !hdrs->should_retry) {
 		*why = "x_should_retry_false";
 		return RETRY_FINAL_NO_RETRY;
 	}
-	body_facts(body, len, &f);
-	if (f.money != NULL) {
-		*why = f.money;
+	if (f->money != NULL) {
+		*why = f->money;
 		return RETRY_FINAL_NO_RETRY;
 	}
-	if (f.too_large) {
+	if (f->too_large) {
 		*why = "request_too_large";
 		return RETRY_FINAL_NO_RETRY;
 	}
@@ -189,14 +185,13 @@ static enum retry_class classify_error(int status, const struct rlh_result *hdrs
 		*why = "payment_required";
 		return RETRY_FINAL_NO_RETRY;
 	}
-	rlh_body_hint(body, len, &hint);
-	if (hint.daily_cap) {
+	if (f->hint.daily_cap) {
 		*why = "daily_quota";
 		return RETRY_FINAL_NO_RETRY;
 	}
 	enum retry_class c = by_status(status, why);
-	if (c != RETRY_CAPACITY && f.capacity != NULL) {
-		*why = f.capacity;
+	if (c != RETRY_CAPACITY && f->capacity != NULL) {
+		*why = f->capacity;
 		return RETRY_CAPACITY;
 	}
 	if (c == RETRY_FINAL && hdrs != NULL && hdrs->has_should_retry && hdrs->should_retry) {
@@ -206,10 +201,11 @@ static enum retry_class classify_error(int status, const struct rlh_result *hdrs
 	return c;
 }
 
-enum retry_class retry_classify(int status, enum retry_transport transport,
-                                const struct rlh_result *hdrs, const char *body, size_t len,
-                                const char **reason)
+enum retry_class retry_classify_body(int status, enum retry_transport transport,
+                                     const struct rlh_result *hdrs, const struct retry_body *body,
+                                     const char **reason)
 {
+	static const struct retry_body none;
 	const char *why;
 	enum retry_class c;
 
@@ -220,11 +216,22 @@ enum retry_class retry_classify(int status, enum retry_transport transport,
 		why = "final";
 		c = RETRY_FINAL;
 	} else {
-		c = classify_error(status, hdrs, body, len, &why);
+		c = classify_error(status, hdrs, body != NULL ? body : &none, &why);
 	}
 	if (reason != NULL)
 		*reason = why;
 	return c;
+}
+
+enum retry_class retry_classify(int status, enum retry_transport transport,
+                                const struct rlh_result *hdrs, const char *body, size_t len,
+                                const char **reason)
+{
+	struct retry_body b;
+	/* Only an error status looks at its body. */
+	bool error = transport == RETRY_TRANSPORT_NONE && status >= 400;
+	retry_body_parse(error ? body : NULL, error ? len : 0, &b);
+	return retry_classify_body(status, transport, hdrs, &b, reason);
 }
 
 const char *retry_class_name(enum retry_class c)

@@ -55,6 +55,27 @@ enum retry_class retry_classify(int status, enum retry_transport transport,
                                 const struct rlh_result *hdrs, const char *body, size_t len,
                                 const char **reason);
 
+/* An error body read once (retry_body_parse): the facts retry_classify looks
+ * for and the retry hints rlh_body_hint finds, from one JSON parse. */
+struct retry_body {
+	const char *money;         /* the money code found (a static string), or NULL */
+	const char *capacity;      /* the capacity code found (a static string), or NULL */
+	bool too_large;            /* a message starting "Request too large" */
+	struct rlh_body_hint hint; /* what rlh_body_hint says of the same body */
+};
+
+/* Parses body/len once into *out (always initialised); NULL / 0, or a body over
+ * RETRY_BODY_CAP, gives an empty one. */
+void retry_body_parse(const char *body, size_t len, struct retry_body *out);
+
+/* retry_classify on a body parsed by retry_body_parse (NULL: no body). */
+enum retry_class retry_classify_body(int status, enum retry_transport transport,
+                                     const struct rlh_result *hdrs, const struct retry_body *body,
+                                     const char **reason);
+
+/* rlh_server_hint with the hint of a parsed body (NULL: no body). */
+bool retry_server_hint(const struct rlh_result *hdrs, const struct retry_body *body, int64_t *ms);
+
 const char *retry_class_name(enum retry_class c);
 
 struct retry_decision {

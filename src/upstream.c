@@ -5,25 +5,44 @@
  * a different mask; the timer callback only arms a libevent timer (0 = next
  * loop turn), it never calls back into libcurl; CURLMSG_DONE is drained after
  * every curl_multi_socket_action; nothing calls curl_multi_* from inside a
- * libcurl callback (aborts requested there are deferred). */
+ * libcurl callback (aborts requested there are deferred).
+ *
+ * Sockets: libcurl tells CURL_POLL_REMOVE for a keep-alive connection's socket
+ * at the end of every transfer and asks for it again on the next one: an
+ * epoll_ctl DEL and an ADD per request. A connection socket that libcurl puts
+ * back in its pool is instead left registered ("parked"): when the next
+ * transfer asks for the same mask nothing changes at all. That is safe only
+ * because we hear of its close before it happens (CURLOPT_CLOSESOCKETFUNCTION:
+ * libcurl closes the sockets of its connections through it, lib/cf-socket.c
+ * socket_close) and drop the registration first; a parked socket that becomes
+ * readable (the server closed it, or sent something) is dropped from the loop
+ * at once, and libcurl's own liveness check sorts it out on reuse. */
 #include "upstream.h"
 
+#include <event2/event_struct.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include "clock.h"
 #include "headers.h"
 #include "log.h"
 
 #define UP_HEADER_BYTES_MAX (64 * 1024)
 #define UP_HEADERS_MAX 256
 
+/* What we know of one socket libcurl asked us to watch, found by its fd
+ * (up->socks). Pooled: no allocation per connection once warm. */
 struct sock_ev {
-	struct event *ev;
-	curl_socket_t fd;
-	int what; /* CURL_POLL_* currently registered */
+	struct event ev; /* assigned again only when the mask changes */
 	struct upstream *up;
+	curl_socket_t fd;
+	int what;    /* CURL_POLL_IN / OUT / INOUT registered; 0: none */
+	bool parked; /* libcurl removed it, but it is a pooled connection's */
+	struct sock_ev *next_free;
 };
 
 struct hdr_off {
@@ -64,6 +83,9 @@ struct upstream {
 	struct up_xfer *active;
 	struct up_xfer *doomed; /* aborted while libcurl was on the stack */
 	int in_curl; /* > 0 while a libcurl call that may run callbacks is on the stack */
+	struct sock_ev **socks; /* by fd; NULL where we watch nothing */
+	size_t n_socks;
+	struct sock_ev *sock_free;
 };
 
 static void check_multi_info(struct upstream *up);
@@ -90,11 +112,50 @@ const char *upstream_error_name(enum up_error e)
 	return "internal";
 }
 
-static long long now_ms(struct upstream *up)
+/* ---- sockets ---- */
+
+static struct sock_ev *sock_find(struct upstream *up, curl_socket_t fd)
 {
-	struct timeval tv;
-	event_base_gettimeofday_cached(up->base, &tv);
-	return (long long)tv.tv_sec * 1000 + tv.tv_usec / 1000;
+	return fd >= 0 && (size_t)fd < up->n_socks ? up->socks[fd] : NULL;
+}
+
+static struct sock_ev *sock_get(struct upstream *up, curl_socket_t fd)
+{
+	if (fd < 0)
+		return NULL;
+	if ((size_t)fd >= up->n_socks) {
+		size_t n = up->n_socks ? up->n_socks : 256;
+		while (n <= (size_t)fd)
+			n *= 2;
+		struct sock_ev **t = realloc(up->socks, n * sizeof(*t));
+		if (t == NULL)
+			return NULL;
+		memset(t + up->n_socks, 0, (n - up->n_socks) * sizeof(*t));
+		up->socks = t;
+		up->n_socks = n;
+	}
+	struct sock_ev *s = up->sock_free;
+	if (s != NULL)
+		up->sock_free = s->next_free;
+	else if ((s = calloc(1, sizeof(*s))) == NULL)
+		return NULL;
+	s->up = up;
+	s->fd = fd;
+	s->what = 0;
+	s->parked = false;
+	up->socks[fd] = s;
+	return s;
+}
+
+/* Stops watching and returns the struct to the pool. */
+static void sock_put(struct sock_ev *s)
+{
+	struct upstream *up = s->up;
+	if (s->what != 0)
+		event_del(&s->ev);
+	up->socks[s->fd] = NULL;
+	s->next_free = up->sock_free;
+	up->sock_free = s;
 }
 
 static void socket_action(struct upstream *up, curl_socket_t fd, int flags)
@@ -109,47 +170,75 @@ static void socket_action(struct upstream *up, curl_socket_t fd, int flags)
 static void on_socket_event(evutil_socket_t fd, short what, void *arg)
 {
 	struct sock_ev *s = arg;
+	if (s->parked) {
+		/* An idle pooled connection woke up: EOF or stray bytes. Level
+		 * triggered, it would wake us every turn; libcurl checks it
+		 * before any reuse anyway. */
+		sock_put(s);
+		return;
+	}
 	int flags =
 	    ((what & EV_READ) ? CURL_CSELECT_IN : 0) | ((what & EV_WRITE) ? CURL_CSELECT_OUT : 0);
 	socket_action(s->up, fd, flags);
 }
 
+/* Whether a socket libcurl no longer watches may stay registered: it must be
+ * the connection socket of a transfer that got a response (a resolver's
+ * socketpair or a connect attempt's socket never gets that far, and their
+ * closes may bypass close_socket_cb), waiting for input only. */
+static bool parkable(CURL *easy, const struct sock_ev *s)
+{
+	struct up_xfer *x = NULL;
+	if (s->what != CURL_POLL_IN)
+		return false;
+	curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&x);
+	return x != NULL && x->status != 0;
+}
+
 static int socket_cb(CURL *easy, curl_socket_t fd, int what, void *userp, void *socketp)
 {
 	struct upstream *up = userp;
-	struct sock_ev *s = socketp;
-	(void)easy;
+	struct sock_ev *s = sock_find(up, fd);
+	(void)socketp; /* found by fd: a parked socket has no entry at libcurl */
 
 	if (what == CURL_POLL_REMOVE) {
-		/* May arrive after the fd was closed and even reused: only our own
-		 * event is touched, never the fd. */
-		if (s != NULL) {
-			event_free(s->ev);
-			free(s);
-			curl_multi_assign(up->multi, fd, NULL);
+		/* May arrive after the fd was closed and even reused: only our
+		 * own registration is touched, never the fd. */
+		if (s != NULL && !s->parked) {
+			if (parkable(easy, s))
+				s->parked = true;
+			else
+				sock_put(s);
 		}
 		return 0;
 	}
-	if (s == NULL) {
-		s = calloc(1, sizeof(*s));
-		if (s == NULL)
-			return -1;
-		s->up = up;
-		s->fd = fd;
-		curl_multi_assign(up->multi, fd, s);
-	} else if (s->what == what && s->fd == fd) {
-		return 0; /* unchanged: keep the persistent event as it is */
-	}
+	if (s == NULL && (s = sock_get(up, fd)) == NULL)
+		return -1;
+	s->parked = false;
+	if (s->what == what)
+		return 0; /* unchanged, or a parked socket reused: nothing to do */
+	if (s->what != 0)
+		event_del(&s->ev);
 	short kind = (short)(((what & CURL_POLL_IN) ? EV_READ : 0) |
 	                     ((what & CURL_POLL_OUT) ? EV_WRITE : 0) | EV_PERSIST);
-	if (s->ev != NULL)
-		event_free(s->ev);
-	s->ev = event_new(up->base, fd, kind, on_socket_event, s);
+	event_assign(&s->ev, up->base, fd, kind, on_socket_event, s);
 	s->what = what;
-	s->fd = fd;
-	if (s->ev == NULL || event_add(s->ev, NULL) != 0)
+	if (event_add(&s->ev, NULL) != 0) {
+		s->what = 0;
 		return -1;
+	}
 	return 0;
+}
+
+/* libcurl closes its connections' sockets here: the registration goes first,
+ * so that the fd number, reused at once by the next socket(), never meets a
+ * stale event. */
+static int close_socket_cb(void *clientp, curl_socket_t fd)
+{
+	struct sock_ev *s = sock_find(clientp, fd);
+	if (s != NULL)
+		sock_put(s);
+	return close(fd);
 }
 
 static void on_multi_timer(evutil_socket_t fd, short what, void *arg)
@@ -264,7 +353,7 @@ static void on_xfer_timer(evutil_socket_t fd, short what, void *arg)
 		xfer_release(x);
 		return;
 	}
-	long long now = now_ms(x->up);
+	long long now = clock_now_ms();
 	if (x->headers_done) {
 		long long idle = (long long)x->prov->timeouts.idle_s * 1000;
 		/* A paused transfer waits for the client, not for the upstream. */
@@ -353,7 +442,7 @@ static bool headers_complete(struct up_xfer *x)
 		hs[i].value_len = x->hoff[i].value_len;
 	}
 	x->headers_done = true;
-	x->last_ms = now_ms(x->up);
+	x->last_ms = clock_now_ms();
 	evtimer_del(x->timer);
 	arm_timer(x, (long long)x->prov->timeouts.idle_s * 1000);
 	return x->h->on_headers(x->ctx, x->status, x->reason, hs, x->nh);
@@ -391,7 +480,7 @@ static size_t write_cb(char *data, size_t size, size_t n, void *arg)
 	size_t len = size * n;
 	if (x->aborted)
 		return 0;
-	x->last_ms = now_ms(x->up);
+	x->last_ms = clock_now_ms();
 	if (!x->h->on_body(x->ctx, data, len)) {
 		x->paused = true;
 		return CURL_WRITEFUNC_PAUSE;
@@ -407,7 +496,7 @@ static void on_resume(evutil_socket_t fd, short what, void *arg)
 	if (!x->active || x->aborted || !x->paused)
 		return;
 	x->paused = false;
-	x->last_ms = now_ms(x->up);
+	x->last_ms = clock_now_ms();
 	x->up->in_curl++;
 	/* May deliver the held bytes to write_cb right here, which may pause again. */
 	curl_easy_pause(x->easy, CURLPAUSE_CONT);
@@ -549,7 +638,7 @@ struct up_xfer *upstream_start(struct upstream *up, const struct up_request *r,
 	x->nh = 0;
 	x->hlen = 0;
 	x->headers_done = x->paused = x->aborted = x->too_large = false;
-	x->last_ms = now_ms(up);
+	x->last_ms = clock_now_ms();
 
 	CURL *e = x->easy;
 	curl_easy_setopt(e, CURLOPT_URL, r->url);
@@ -557,6 +646,8 @@ struct up_xfer *upstream_start(struct upstream *up, const struct up_request *r,
 	x->errbuf[0] = '\0';
 	curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
 	curl_easy_setopt(e, CURLOPT_SHARE, up->share);
+	curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, close_socket_cb);
+	curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, up);
 	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->headers);
 	curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, header_cb);
@@ -638,7 +729,16 @@ void upstream_free(struct upstream *up)
 		xfer_destroy(x);
 	}
 	if (up->multi)
-		curl_multi_cleanup(up->multi);
+		curl_multi_cleanup(up->multi); /* closes the pool through close_socket_cb */
+	for (size_t fd = 0; fd < up->n_socks; fd++)
+		if (up->socks[fd] != NULL)
+			sock_put(up->socks[fd]);
+	while (up->sock_free != NULL) {
+		struct sock_ev *s = up->sock_free;
+		up->sock_free = s->next_free;
+		free(s);
+	}
+	free(up->socks);
 	if (up->share)
 		curl_share_cleanup(up->share);
 	if (up->timer)

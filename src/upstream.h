@@ -7,8 +7,8 @@
  *     (they defer themselves to the next loop turn when needed).
  *   - on_done never runs inside a libcurl callback; after it (or after
  *     upstream_abort) the transfer handle is gone.
- * Easy handles and transfer objects are pooled: no allocation per request once
- * warm. */
+ * Easy handles, transfer objects and socket watchers are pooled: no allocation
+ * per request once warm, and no epoll_ctl for a reused keep-alive connection. */
 #ifndef PACERD_UPSTREAM_H
 #define PACERD_UPSTREAM_H
 

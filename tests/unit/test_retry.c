@@ -7,12 +7,35 @@
 #include "retry.h"
 #include "unit.h"
 
+/* The body parsed once (retry_body_parse) must say what the two parses of
+ * retry_classify and rlh_body_hint say. */
+static void same_as_parsed(int status, const struct rlh_result *hdrs, const char *body, size_t len,
+                           enum retry_class c, const char *why)
+{
+	struct retry_body rb;
+	const char *why2 = NULL;
+	retry_body_parse(body, len, &rb);
+	ck_assert_int_eq(retry_classify_body(status, RETRY_TRANSPORT_NONE, hdrs, &rb, &why2), c);
+	ck_assert_str_eq(why2, why);
+	struct rlh_body_hint h;
+	if (len <= RETRY_BODY_CAP) {
+		rlh_body_hint(body, len, &h);
+		ck_assert(h.has_delay == rb.hint.has_delay && h.daily_cap == rb.hint.daily_cap);
+		ck_assert_int_eq(h.delay_ms, rb.hint.delay_ms);
+	}
+	int64_t a = -1, b = -1;
+	ck_assert(rlh_server_hint(hdrs, len <= RETRY_BODY_CAP ? &h : NULL, &a) ==
+	          retry_server_hint(hdrs, &rb, &b));
+	ck_assert_int_eq(a, b);
+}
+
 static enum retry_class cls(int status, const char *body)
 {
 	const char *why = NULL;
-	enum retry_class c =
-	    retry_classify(status, RETRY_TRANSPORT_NONE, NULL, body, body ? strlen(body) : 0, &why);
+	size_t len = body ? strlen(body) : 0;
+	enum retry_class c = retry_classify(status, RETRY_TRANSPORT_NONE, NULL, body, len, &why);
 	ck_assert_ptr_nonnull(why);
+	same_as_parsed(status, NULL, body, len, c, why);
 	return c;
 }
 
@@ -421,6 +444,59 @@ START_TEST(class_vector)
 	                                    v->body ? strlen(v->body) : 0, &why);
 	ck_assert_msg(c == v->want, "row %d: %d -> %s (%s), want %s", _i, v->status,
 	              retry_class_name(c), why, retry_class_name(v->want));
+	same_as_parsed(v->status, &r, v->body, v->body ? strlen(v->body) : 0, c, why);
+}
+END_TEST
+
+START_TEST(parsed_body)
+{
+	struct retry_body rb;
+	/* one parse: facts and hints together */
+	static const char gemini_day[] =
+	    "[{\"error\":{\"code\":429,\"status\":\"RESOURCE_EXHAUSTED\",\"message\":"
+	    "\"Please retry in 25.4s.\",\"details\":[{\"violations\":[{\"quotaId\":"
+	    "\"GenerateRequestsPerDayPerProjectPerModel\"}]}]}}]";
+	retry_body_parse(gemini_day, strlen(gemini_day), &rb);
+	ck_assert_str_eq(rb.capacity, "RESOURCE_EXHAUSTED");
+	ck_assert_ptr_null(rb.money);
+	ck_assert(!rb.too_large && rb.hint.daily_cap && rb.hint.has_delay);
+	ck_assert_int_eq(rb.hint.delay_ms, 25400);
+	const char *why = NULL;
+	ck_assert_int_eq(retry_classify_body(429, RETRY_TRANSPORT_NONE, NULL, &rb, &why),
+	                 RETRY_FINAL_NO_RETRY);
+	ck_assert_str_eq(why, "daily_quota");
+	/* prose: no JSON facts, but the hint */
+	retry_body_parse("slow down, retry after 3 seconds", 32, &rb);
+	ck_assert(rb.money == NULL && rb.capacity == NULL && !rb.too_large);
+	ck_assert(rb.hint.has_delay && rb.hint.delay_ms == 3000);
+	int64_t ms = 0;
+	ck_assert(retry_server_hint(NULL, &rb, &ms));
+	ck_assert_int_eq(ms, 3000);
+	/* no body, and a transport error with no body at all */
+	retry_body_parse(NULL, 0, &rb);
+	ck_assert(rb.money == NULL && !rb.hint.has_delay && !rb.hint.daily_cap);
+	ck_assert(!retry_server_hint(NULL, NULL, &ms));
+	ck_assert_int_eq(retry_classify_body(0, RETRY_TRANSPORT_RESET, NULL, NULL, &why),
+	                 RETRY_TRANSIENT);
+	ck_assert_str_eq(why, "reset_before_headers");
+	ck_assert_int_eq(retry_classify_body(503, RETRY_TRANSPORT_NONE, NULL, NULL, &why),
+	                 RETRY_CAPACITY);
+	ck_assert_int_eq(retry_classify_body(200, RETRY_TRANSPORT_NONE, NULL, NULL, &why),
+	                 RETRY_FINAL);
+	/* over the cap: not looked at */
+	size_t n = RETRY_BODY_CAP + 1;
+	char *b = malloc(n);
+	ck_assert_ptr_nonnull(b);
+	memset(b, ' ', n);
+	static const char head[] =
+	    "{\"error\":{\"code\":\"insufficient_quota\",\"message\":\"try again in 5s\"}}";
+	memcpy(b, head, sizeof head - 1);
+	retry_body_parse(b, n, &rb);
+	ck_assert(rb.money == NULL && !rb.hint.has_delay);
+	retry_body_parse(b, RETRY_BODY_CAP, &rb);
+	ck_assert_str_eq(rb.money, "insufficient_quota");
+	ck_assert(rb.hint.has_delay && rb.hint.delay_ms == 5000);
+	free(b);
 }
 END_TEST
 
@@ -485,6 +561,7 @@ static Suite *retry_suite(void)
 	tcase_add_test(c, should_retry_header);
 	tcase_add_test(c, oversized_body_not_parsed);
 	tcase_add_test(c, class_names);
+	tcase_add_test(c, parsed_body);
 	suite_add_tcase(s, c);
 	TCase *d = tcase_create("decide");
 	tcase_add_test(d, backoff_additive);

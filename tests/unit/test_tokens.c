@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "tokens.h"
+#include "tokens_ref.h"
 #include "unit.h"
 
 static int64_t est(const char *body, unsigned def, struct tokens_cost *c)
@@ -140,6 +141,10 @@ START_TEST(estimate_not_json)
 	ck_assert_int_eq(est("{\"messages\":[", 1024, &c), 1024);
 	ck_assert_int_eq(est("[1,2,3]", 1024, &c), 1024); /* JSON, not an object */
 	ck_assert(!c.json);
+	/* A NUL byte is not JSON anywhere (jansson let one pass after a number). */
+	ck_assert_int_eq(tokens_estimate("{\"max_tokens\":5\0}", 17, 1024, &c), 1024);
+	ck_assert(!c.json);
+	ck_assert_int_eq(tokens_estimate("{\"max_tokens\":5 }", 17, 1024, &c), 5);
 	ck_assert_int_eq(est(" \r\n{\"max_tokens\":5}", 1024, &c), 5); /* leading blanks */
 	ck_assert(c.json);
 	ck_assert_int_eq(tokens_estimate("", 0, 1024, &c), 0); /* GET: nothing */
@@ -414,6 +419,164 @@ START_TEST(sse_line_at_cap)
 }
 END_TEST
 
+/* ---- the scanner agrees with the jansson tree walk (tokens_ref.h) ---- */
+
+static int disagreements;
+
+static void compare_one(const char *b, size_t n)
+{
+	/* The one known difference: jansson drops a NUL byte that follows a
+	 * number or a literal (its stream_unget forgets it), so it accepts
+	 * {"n":1<NUL>}; the scanner refuses it, as RFC 8259 does. */
+	if (memchr(b, '\0', n) != NULL) {
+		struct tokens_cost c;
+		struct tokens_usage u;
+		tokens_estimate(b, n, 1000, &c);
+		tokens_usage_json(b, n, &u);
+		return;
+	}
+	struct tokens_cost a, r;
+	tokens_estimate(b, n, 1000, &a);
+	ref_tokens_estimate(b, n, 1000, &r);
+	struct tokens_usage ua, ur;
+	tokens_usage_json(b, n, &ua);
+	ref_tokens_usage_json(b, n, &ur);
+	bool same = a.json == r.json && a.prompt == r.prompt && a.output == r.output &&
+	            a.total == r.total && memcmp(&ua, &ur, sizeof ua) == 0;
+	/* The SSE path: a data: line that mentions "error" is always parsed. */
+	if (memmem(b, n, "\"error\"", 7) != NULL && memchr(b, '\n', n) == NULL &&
+	    memchr(b, '\r', n) == NULL) {
+		struct tokens_sse sse;
+		tokens_sse_init(&sse);
+		tokens_sse_feed(&sse, "data: ", 6);
+		tokens_sse_feed(&sse, b, n);
+		tokens_sse_feed(&sse, "\n", 1);
+		struct tokens_usage us;
+		memset(&us, 0, sizeof us);
+		bool err = false;
+		/* the scanner drops one leading space after "data:" */
+		const char *v = b;
+		size_t vn = n;
+		ref_sse_data(v, vn, &us, &err);
+		same = same && sse.error == err && memcmp(&sse.usage, &us, sizeof us) == 0;
+		tokens_sse_free(&sse);
+	}
+	if (!same && disagreements++ < 5)
+		fprintf(stderr,
+		        "disagree on [%.*s]: json %d/%d prompt %lld/%lld output %lld/%lld usage "
+		        "%d,%lld,%lld,%lld/%d,%lld,%lld,%lld\n",
+		        (int)(n > 300 ? 300 : n), b, a.json, r.json, (long long)a.prompt,
+		        (long long)r.prompt, (long long)a.output, (long long)r.output, ua.present,
+		        (long long)ua.input, (long long)ua.output, (long long)ua.total, ur.present,
+		        (long long)ur.input, (long long)ur.output, (long long)ur.total);
+}
+
+/* Every prefix, and every byte replaced by each of a set of bytes that change
+ * the meaning of JSON text. */
+static void compare_mutations(const char *body)
+{
+	static const char swaps[] = "\"\\{}[]:, 0-9eE.u\x01\x7f";
+	static const unsigned char high[] = {0x80, 0xBF, 0xC0, 0xC3, 0xE0, 0xED, 0xF4, 0xF5, 0xFF};
+	size_t n = strlen(body);
+	char *b = malloc(n + 1);
+	ck_assert_ptr_nonnull(b);
+	for (size_t cut = 0; cut <= n; cut++)
+		compare_one(body, cut);
+	for (size_t i = 0; i < n; i++) {
+		memcpy(b, body, n);
+		for (size_t k = 0; k < sizeof swaps - 1 + sizeof high; k++) {
+			b[i] = k < sizeof swaps - 1 ? swaps[k] : (char)high[k - (sizeof swaps - 1)];
+			compare_one(b, n);
+		}
+		b[i] = '\0';
+		compare_one(b, n);
+	}
+	free(b);
+}
+
+static const char *const agree_bodies[] = {
+    "{\"model\":\"gpt-4o\",\"messages\":[{\"role\":\"system\",\"content\":\"You help.\"},"
+    "{\"role\":\"user\",\"content\":\"Hello there!\"}],\"max_tokens\":100,\"n\":2}",
+    "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"ab\"},"
+    "{\"type\":\"tool_result\",\"content\":[{\"text\":\"cd\"}]}]},{\"role\":\"assistant\","
+    "\"tool_calls\":[{\"function\":{\"arguments\":\"{\\\"q\\\":1}\"}}]}],"
+    "\"max_completion_tokens\":7}",
+    "{\"model\":\"text-embedding-3\",\"input\":[1,[2,3],\"abc\",-1,1.5],\"prompt\":\"x\"}",
+    "{\"contents\":[{\"parts\":[{\"text\":\"h\\u00e9\\ud83d\\ude00\"}]}],"
+    "\"generationConfig\":{\"maxOutputTokens\":64,\"candidateCount\":3},"
+    "\"system_instruction\":{\"parts\":[{\"text\":\"s\"}]}}",
+    "{\"m\\u0065ssages\":[{\"content\":\"abcd\"}],\"max_tokens\":1e2,\"max_output_tokens\":5,"
+    "\"model\":\"\\u0065mbed\",\"t\":[true,false,null,{}],\"x\":-0.5E-3}",
+    "{\"messages\":[{\"content\":\"a\"}],\"messages\":[{\"content\":\"abcdefgh\"}],"
+    "\"max_tokens\":3,\"max_tokens\":-3,\"n\":9223372036854775807}",
+    "{\"usage\":{\"prompt_tokens\":13,\"completion_tokens\":7,\"total_tokens\":20}}",
+    "{\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":25,"
+    "\"cache_creation_input_tokens\":5,\"output_tokens\":1}},\"error\":null}",
+    "{\"usageMetadata\":{\"promptTokenCount\":5,\"candidatesTokenCount\":1,"
+    "\"thoughtsTokenCount\":2},\"response\":{\"usage\":{\"output_tokens\":9}},"
+    "\"x_groq\":{\"usage\":{\"prompt_tokens\":1}},\"error\":{\"code\":1}}",
+    "{\"usage\":{\"prompt_tokens\":1},\"usage\":{\"total_tokens\":-1,\"output_tokens\":2}}",
+    "[{\"usage\":{\"prompt_tokens\":1}}]",
+};
+
+START_TEST(agrees_with_jansson)
+{
+	for (size_t i = 0; i < sizeof agree_bodies / sizeof agree_bodies[0]; i++)
+		compare_mutations(agree_bodies[i]);
+	ck_assert_int_eq(disagreements, 0);
+}
+END_TEST
+
+/* Limits jansson sets: nesting depth, integer range, real overflow. */
+START_TEST(agrees_at_the_limits)
+{
+	static char deep[2 * 2100 + 64];
+	for (int levels = 2045; levels <= 2050; levels++) {
+		for (int scalar = 0; scalar < 2; scalar++) {
+			size_t k = 0;
+			deep[k++] = '{';
+			memcpy(deep + k, "\"a\":", 4);
+			k += 4;
+			for (int i = 1; i < levels; i++)
+				deep[k++] = '[';
+			if (scalar)
+				deep[k++] = '1';
+			for (int i = 1; i < levels; i++)
+				deep[k++] = ']';
+			deep[k++] = '}';
+			compare_one(deep, k);
+		}
+	}
+	static const char *const nums[] = {
+	    "{\"n\":9223372036854775807}",
+	    "{\"n\":9223372036854775808}",
+	    "{\"n\":-9223372036854775808}",
+	    "{\"n\":-9223372036854775809}",
+	    "{\"n\":1e308}",
+	    "{\"n\":1e309}",
+	    "{\"n\":-1.8e308}",
+	    "{\"n\":1e-400}",
+	    "{\"n\":0.0000001e314}",
+	    "{\"n\":01}",
+	    "{\"n\":-}",
+	    "{\"n\":1.}",
+	    "{\"n\":.5}",
+	    "{\"n\":1e+}",
+	    "{\"n\":+1}",
+	    "{\"n\":2,\"max_tokens\":18446744073709551616}",
+	};
+	for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++)
+		compare_one(nums[i], strlen(nums[i]));
+	char big[400] = "{\"n\":";
+	size_t k = strlen(big);
+	for (int i = 0; i < 320; i++)
+		big[k++] = '9';
+	memcpy(big + k, ".5}", 3);
+	compare_one(big, k + 3);
+	ck_assert_int_eq(disagreements, 0);
+}
+END_TEST
+
 static Suite *tokens_suite(void)
 {
 	Suite *s = suite_create("tokens");
@@ -439,6 +602,11 @@ static Suite *tokens_suite(void)
 	tcase_add_test(sse, sse_long_lines_skipped);
 	tcase_add_test(sse, sse_line_at_cap);
 	suite_add_tcase(s, sse);
+	TCase *ref = tcase_create("reference");
+	tcase_set_timeout(ref, 60);
+	tcase_add_test(ref, agrees_with_jansson);
+	tcase_add_test(ref, agrees_at_the_limits);
+	suite_add_tcase(s, ref);
 	return s;
 }
 

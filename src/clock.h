@@ -1,0 +1,33 @@
+/* clock — the time, read at most once per event-loop turn (STYLE: "time once
+ * per loop turn"; nginx's ngx_time_update, h2o's timestamp cache).
+ *
+ * Everything that runs in one turn (the callbacks of one event_base_loop
+ * EVLOOP_ONCE call) sees the same instant: the first read of a turn asks the
+ * kernel (vDSO), the others return the cached value. main drives the loop one
+ * turn at a time and calls clock_turn_end() after each, so the next turn
+ * starts with a fresh read:
+ *
+ *     clock_turn_end();
+ *     while (...) { event_base_loop(base, EVLOOP_ONCE); clock_turn_end(); ... }
+ *
+ * Nothing reads the clock between clock_turn_end() and the blocking wait of
+ * the next turn, so a cached value never spans a wait. A turn is short
+ * (callbacks never block), so "now" is at most one turn's work late; that is
+ * the price of not asking the kernel ten times per request.
+ *
+ * Outside a running loop (start-up, tests) the value stays cached until the
+ * next clock_turn_end(). */
+#ifndef PACERD_CLOCK_H
+#define PACERD_CLOCK_H
+
+/* CLOCK_MONOTONIC in milliseconds: intervals, deadlines, timers. */
+long long clock_now_ms(void);
+
+/* CLOCK_REALTIME in milliseconds since the epoch: log timestamps and the
+ * "now" that provider dates (HTTP-date, RFC 3339 resets) are measured from. */
+long long clock_wall_ms(void);
+
+/* Ends the turn: the next clock_now_ms / clock_wall_ms read the clock again. */
+void clock_turn_end(void);
+
+#endif

@@ -1,0 +1,94 @@
+/* Micro-benchmark: ns per call of the token accounting done per request, on a
+ * 1 KiB chat request and a chat completion answer (make microbench).
+ *
+ *   build/bench_tokens [FILE]   FILE: a request body to estimate instead */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tokens.h"
+
+static const char answer[] =
+    "{\"id\":\"chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT\",\"object\":\"chat.completion\","
+    "\"created\":1741569952,\"model\":\"gpt-4o-mini-2024-07-18\",\"choices\":[{\"index\":0,"
+    "\"message\":{\"role\":\"assistant\",\"content\":\"A token bucket refills at a steady "
+    "rate; each request takes tokens and waits when the bucket is empty, which smooths "
+    "bursts into the provider's limit.\",\"refusal\":null,\"annotations\":[]},\"logprobs\":"
+    "null,\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":256,\"completion_tokens\":"
+    "32,\"total_tokens\":288,\"prompt_tokens_details\":{\"cached_tokens\":0,\"audio_tokens\":0},"
+    "\"completion_tokens_details\":{\"reasoning_tokens\":0,\"audio_tokens\":0,"
+    "\"accepted_prediction_tokens\":0,\"rejected_prediction_tokens\":0}},\"service_tier\":"
+    "\"default\",\"system_fingerprint\":\"fp_06737a9306\"}";
+
+/* A 1 KiB chat request like an agent sends: system and user messages. */
+static char *default_request(size_t *len)
+{
+	static const char head[] =
+	    "{\"model\":\"gpt-4o-mini\",\"messages\":[{\"role\":\"system\",\"content\":\"You are a "
+	    "helpful assistant. Answer briefly and precisely.\"},{\"role\":\"user\",\"content\":"
+	    "\"Please summarise the following passage about rate limiting in HTTP proxies: ";
+	static const char tail[] = "\"}],\"max_tokens\":64,\"temperature\":0.7,\"stream\":false}";
+	static const char text[] = "A token bucket refills at a steady rate and each request "
+	                           "takes tokens; when the bucket is empty, requests wait. ";
+	char *b = malloc(1024 + 1);
+	if (b == NULL)
+		exit(1);
+	size_t n = 0;
+	memcpy(b, head, sizeof head - 1);
+	n = sizeof head - 1;
+	while (n < 1024 - (sizeof tail - 1)) {
+		size_t k = sizeof text - 1;
+		if (k > 1024 - (sizeof tail - 1) - n)
+			k = 1024 - (sizeof tail - 1) - n;
+		memcpy(b + n, text, k);
+		n += k;
+	}
+	memcpy(b + n, tail, sizeof tail - 1);
+	n += sizeof tail - 1;
+	b[n] = '\0';
+	*len = n;
+	return b;
+}
+
+static double now_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
+}
+
+int main(int argc, char **argv)
+{
+	size_t len = 0;
+	char *req = NULL;
+	if (argc > 1) {
+		FILE *f = fopen(argv[1], "rb");
+		if (f == NULL)
+			return 1;
+		req = malloc(1 << 20);
+		len = fread(req, 1, 1 << 20, f);
+		fclose(f);
+	} else {
+		req = default_request(&len);
+	}
+	const int n = 200000;
+	struct tokens_cost c;
+	int64_t sink = 0;
+	double t0 = now_ns();
+	for (int i = 0; i < n; i++)
+		sink += tokens_estimate(req, len, 1024, &c);
+	double t1 = now_ns();
+	struct tokens_usage u;
+	for (int i = 0; i < n; i++) {
+		tokens_usage_json(answer, sizeof answer - 1, &u);
+		sink += u.total;
+	}
+	double t2 = now_ns();
+	printf("tokens_estimate, %zu-byte request: %.0f ns/call (prompt %lld, output %lld)\n", len,
+	       (t1 - t0) / n, (long long)c.prompt, (long long)c.output);
+	printf("tokens_usage_json, %zu-byte answer: %.0f ns/call (total %lld)\n", sizeof answer - 1,
+	       (t2 - t1) / n, (long long)u.total);
+	free(req);
+	return sink == 42 ? 2 : 0;
+}
