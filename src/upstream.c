@@ -63,7 +63,8 @@ struct up_xfer {
 	char errbuf[CURL_ERROR_SIZE]; /* libcurl's own words on a failure */
 	char *hbuf; /* header bytes of the current response */
 	size_t hlen, hcap;
-	struct hdr_off hoff[UP_HEADERS_MAX];
+	struct hdr_off *hoff; /* grown as needed, up to UP_HEADERS_MAX */
+	size_t hoff_cap;
 	size_t nh;
 	bool headers_done, paused, aborted, too_large;
 	bool active; /* added to the multi handle */
@@ -86,7 +87,13 @@ struct upstream {
 	struct sock_ev **socks; /* by fd; NULL where we watch nothing */
 	size_t n_socks;
 	struct sock_ev *sock_free;
+	/* "Soon" timeouts run in the same loop turn; this many in a row at
+	 * most before one waits for the next turn, so that a libcurl asking
+	 * for 0 again and again cannot starve the loop. */
+	unsigned soon_streak;
 };
+
+#define SOON_STREAK_MAX 16
 
 static void check_multi_info(struct upstream *up);
 static void xfer_release(struct up_xfer *x);
@@ -170,6 +177,7 @@ static void socket_action(struct upstream *up, curl_socket_t fd, int flags)
 static void on_socket_event(evutil_socket_t fd, short what, void *arg)
 {
 	struct sock_ev *s = arg;
+	s->up->soon_streak = 0;
 	if (s->parked) {
 		/* An idle pooled connection woke up: EOF or stray bytes. Level
 		 * triggered, it would wake us every turn; libcurl checks it
@@ -256,8 +264,15 @@ static int timer_cb(CURLM *multi, long timeout_ms, void *userp)
 		evtimer_del(up->timer);
 		return 0;
 	}
-	/* 0 means "as soon as possible": the next loop turn, never a call back
-	 * into libcurl from here. */
+	if (timeout_ms == 0 && ++up->soon_streak <= SOON_STREAK_MAX) {
+		/* "As soon as possible": later in this same loop turn, once the
+		 * caller has returned (never a call back into libcurl from
+		 * here), without a round trip through epoll_wait. */
+		evtimer_del(up->timer);
+		event_active(up->timer, EV_TIMEOUT, 1);
+		return 0;
+	}
+	up->soon_streak = 0;
 	struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
 	evtimer_add(up->timer, &tv);
 	return 0;
@@ -409,7 +424,7 @@ static bool store_header(struct up_xfer *x, const char *line, size_t len)
 	if (x->nh == UP_HEADERS_MAX || need > UP_HEADER_BYTES_MAX)
 		return false;
 	if (need > x->hcap) {
-		size_t cap = x->hcap ? x->hcap * 2 : 4096;
+		size_t cap = x->hcap ? x->hcap * 2 : 1024;
 		while (cap < need)
 			cap *= 2;
 		char *nb = realloc(x->hbuf, cap);
@@ -417,6 +432,14 @@ static bool store_header(struct up_xfer *x, const char *line, size_t len)
 			return false;
 		x->hbuf = nb;
 		x->hcap = cap;
+	}
+	if (x->nh == x->hoff_cap) {
+		size_t cap = x->hoff_cap ? x->hoff_cap * 2 : 32;
+		struct hdr_off *no = realloc(x->hoff, cap * sizeof(*no));
+		if (no == NULL)
+			return false;
+		x->hoff = no;
+		x->hoff_cap = cap;
 	}
 	struct hdr_off *o = &x->hoff[x->nh++];
 	o->name = (unsigned)x->hlen;
@@ -541,6 +564,7 @@ static void xfer_destroy(struct up_xfer *x)
 	event_free(x->timer);
 	event_free(x->resume);
 	free(x->hbuf);
+	free(x->hoff);
 	free(x);
 }
 
