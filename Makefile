@@ -6,6 +6,7 @@
 #   make test SAN=1 the same under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make valgrind   integration suite with pacerd under valgrind (leaks are errors)
 #   make bench      scripts/bench.sh: wrk through pacerd vs. straight to the mock
+#   make microbench ns per call of the per-request pure work (tests/bench)
 #
 # Every object goes to $(BUILD) so that sanitizer and plain builds never mix.
 
