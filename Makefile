@@ -8,6 +8,7 @@
 #   make bench      scripts/bench.sh: pacerd against nginx (throughput, CPU, latency,
 #                   system calls, SSE, idle streams, lanes); table + $(BUILD)/bench.json
 #   make bench-lanes  build build/bench-lanes (bytes per lane, dispatch time vs. lanes and depth)
+#   make microbench ns per call of the per-request pure work (tests/bench)
 #
 # Every object goes to $(BUILD) so that sanitizer and plain builds never mix.
 

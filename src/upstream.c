@@ -238,6 +238,26 @@ static int socket_cb(CURL *easy, curl_socket_t fd, int what, void *userp, void *
 	return 0;
 }
 
+/* libcurl opens its connections' sockets here. A number it hands out may be
+ * that of a socket libcurl closed without a word: a losing connect attempt
+ * (lib/cf-socket.c closes those with sclose, past close_socket_cb) that we
+ * were watching, its entry at libcurl still alive. The kernel dropped that
+ * registration with the socket; arm it again for the new one, which libcurl
+ * may go on watching under the same entry without asking us. */
+static curl_socket_t open_socket_cb(void *clientp, curlsocktype purpose, struct curl_sockaddr *a)
+{
+	(void)purpose;
+	curl_socket_t fd = socket(a->family, a->socktype, a->protocol);
+	struct sock_ev *s = fd == CURL_SOCKET_BAD ? NULL : sock_find(clientp, fd);
+	if (s != NULL && s->parked) {
+		sock_put(s);
+	} else if (s != NULL && s->what != 0) {
+		event_del(&s->ev); /* a DEL and an ADD: epoll_ctl MOD, then ADD on ENOENT */
+		event_add(&s->ev, NULL);
+	}
+	return fd;
+}
+
 /* libcurl closes its connections' sockets here: the registration goes first,
  * so that the fd number, reused at once by the next socket(), never meets a
  * stale event. */
@@ -670,6 +690,8 @@ struct up_xfer *upstream_start(struct upstream *up, const struct up_request *r,
 	x->errbuf[0] = '\0';
 	curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
 	curl_easy_setopt(e, CURLOPT_SHARE, up->share);
+	curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, open_socket_cb);
+	curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, up);
 	curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, close_socket_cb);
 	curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, up);
 	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
