@@ -129,7 +129,7 @@ valgrind: node-deps
 	$(MAKE) all $(BUILD)/pacerd-mock
 	PACERD_BIN=$(BUILD)/pacerd MOCK_BIN=$(BUILD)/pacerd-mock PACERD_WRAPPER=valgrind node tests/integration/run.mjs
 
-# make bench: about 5 minutes; BENCH_DURATION (s per run, 5), BENCH_REPS (3),
+# make bench: about 6 minutes; BENCH_DURATION (s per run, 5), BENCH_REPS (3),
 # BENCH_JSON (output, $(BUILD)/bench.json) and the others in scripts/bench.sh.
 # The lane microbenchmark is built and run when its source exists.
 bench: deps

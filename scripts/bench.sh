@@ -20,7 +20,7 @@
 #   lanes        $BUILD/bench-lanes, when built
 #
 # Prints one table (ratios pacerd/nginx) and writes the same as JSON. Every run has
-# a fixed length (BENCH_DURATION seconds, 5, after BENCH_WARMUP, 1): about 5 minutes
+# a fixed length (BENCH_DURATION seconds, 5, after BENCH_WARMUP, 1): about 6 minutes
 # in all with the defaults. Everything listens on 127.0.0.1; every process started
 # here is stopped by its PID on exit.
 set -euo pipefail
@@ -129,10 +129,10 @@ nginx_worker() {
 	return 1
 }
 
-read -r UP_STATUS UP_PLAIN UP_TLS NG_PLAIN NG_TLS NG_MOCK PC_PLAIN PC_PLAIN_PLAN PC_TLS PC_TLS_PLAN PC_MOCK \
+read -r UP_STATUS UP_PLAIN UP_TLS NG_PLAIN NG_TLS NG_MOCK PC_PLAIN PC_PLAIN_PLAN PC_TLS PC_TLS_PLAN PC_MOCK PC_PLAIN_WIDE PC_TLS_WIDE \
 	< <("$PY" -c '
 import socket
-ss = [socket.socket() for _ in range(11)]
+ss = [socket.socket() for _ in range(13)]
 for s in ss: s.bind(("127.0.0.1", 0))
 print(*[s.getsockname()[1] for s in ss])')
 
@@ -257,13 +257,17 @@ ng_streams_master=$!
 wait_port nginx-streams "$ng_streams_master" "$NG_MOCK"
 ng_streams_pid=$(nginx_worker "$ng_streams_master") || fail "no nginx worker process under $ng_streams_master"
 
-# pacerd_conf PORT UPSTREAM PLAN: PLAN is "" (the default plan), "far" (limits far
-# above the load) or "streams" (every stream dispatched at once: the idle test).
+# pacerd_conf PORT UPSTREAM PLAN: PLAN is "" (the default plan: max_concurrent 64
+# toward the upstream), "far" (rate and token limits far above the load, the
+# default concurrency: what having a plan costs), "wide" (no plan limit, as many
+# upstream connections as clients: nginx's shape) or "streams" (every stream
+# dispatched at once: the idle test).
 pacerd_conf() {
 	local tls="" plan=""
 	case $2 in https:*) tls=", tls: { ca_file: \"$tmp/ca.pem\" }" ;; esac
 	case $3 in
-	far) plan="plans: { default: { max_requests_per_second: 1000000, max_concurrent: 100000 } }" ;;
+	far) plan="plans: { default: { max_requests_per_second: 1000000, max_requests_per_minute: 60000000, max_tokens_per_minute: 1000000000 } }" ;;
+	wide) plan="plans: { default: { max_concurrent: 100000 } }" ;;
 	streams) plan="plans: { default: { max_concurrent: 100000, concurrency: { adaptive: false }, queue: { max_depth: 100000 } } }" ;;
 	esac
 	cat <<EOF
@@ -288,6 +292,8 @@ pacerd_start pacerd-plain "$PC_PLAIN" "http://127.0.0.1:$UP_PLAIN" ""
 pacerd_start pacerd-plain-far "$PC_PLAIN_PLAN" "http://127.0.0.1:$UP_PLAIN" far
 pacerd_start pacerd-https "$PC_TLS" "https://127.0.0.1:$UP_TLS" ""
 pacerd_start pacerd-https-far "$PC_TLS_PLAN" "https://127.0.0.1:$UP_TLS" far
+pacerd_start pacerd-plain-wide "$PC_PLAIN_WIDE" "http://127.0.0.1:$UP_PLAIN" wide
+pacerd_start pacerd-https-wide "$PC_TLS_WIDE" "https://127.0.0.1:$UP_TLS" wide
 pacerd_start pacerd-mock "$PC_MOCK" "http://127.0.0.1:$MOCK" streams
 
 # Every path answers the chat completion before anything is measured.
@@ -303,7 +309,9 @@ check() {
 check direct "$UP_PLAIN"
 check nginx "$NG_PLAIN"
 check "nginx (https upstream)" "$NG_TLS"
-for n in pacerd-plain pacerd-plain-far pacerd-https pacerd-https-far; do check "$n" "${pc_port[$n]}"; done
+for n in pacerd-plain pacerd-plain-far pacerd-plain-wide pacerd-https pacerd-https-far pacerd-https-wide; do
+	check "$n" "${pc_port[$n]}"
+done
 
 # --- measurements ----------------------------------------------------------------
 results=$tmp/results.jsonl
@@ -318,15 +326,16 @@ wrk_json() {
 rps_of() { "$PY" -c 'import json,sys; j=json.loads(sys.argv[1]); print(round(j["requests"]*1e6/j["duration_us"]))' "$1" 2>/dev/null || echo "?"; }
 
 echo "bench: ${DURATION}s runs (+${WARMUP}s warm-up), $REPS repetitions, proxy on CPU $PROXY_CPU, wrk and upstreams on CPU $LOAD_CPU" >&2
-runs=$((REPS * 2 * ${#CONNS[@]} * 3))
+runs=$((REPS * 2 * ${#CONNS[@]} * 4))
 k=0
 for ((rep = 1; rep <= REPS; rep++)); do
 	for upstream in plain https; do
 		for c in "${CONNS[@]}"; do
-			for proxy in pacerd nginx pacerd+plan; do
+			for proxy in pacerd nginx pacerd+plan pacerd+wide; do
 				case $proxy/$upstream in
 				pacerd/*) name=pacerd-$upstream ;;
 				pacerd+plan/*) name=pacerd-$upstream-far ;;
+				pacerd+wide/*) name=pacerd-$upstream-wide ;;
 				nginx/plain) name="" port=$NG_PLAIN pid=$ng_pid ;;
 				nginx/https) name="" port=$NG_TLS pid=$ng_pid ;;
 				esac

@@ -1616,8 +1616,12 @@ void hreq_error(struct hreq *r, int status, const char *code, const char *messag
                 const struct hhdr *extra, size_t n)
 {
 	struct hconn *c = r->conn;
-	if (!writable(r) || r->started)
+	if (!writable(r))
 		return;
+	if (r->started) {
+		hreq_end(r, false); /* too late for an answer of its own: cut */
+		return;
+	}
 	r->started = true;
 	if (c->h->closing)
 		r->keep_alive = false;

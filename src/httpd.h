@@ -119,7 +119,8 @@ bool hreq_write(struct hreq *r, const char *data, size_t len);
  * message). */
 void hreq_end(struct hreq *r, bool complete);
 /* pacerd's own answer: {"error":{"message","type":"pacer_error","code"}} with
- * x-request-id and the extra fields, then ends the response. */
+ * x-request-id and the extra fields, then ends the response. After
+ * hreq_start it can only cut the response (hreq_end(r, false)). */
 void hreq_error(struct hreq *r, int status, const char *code, const char *message,
                 const struct hhdr *extra, size_t n);
 /* A complete answer in one call (content-length is added). */

@@ -101,12 +101,14 @@ def main():
         n = by.get((r["upstream"], r["connections"], "nginx"))
         r["rps_vs_nginx"] = ratio(r["rps"], n and n["rps"])
         r["cpu_vs_nginx"] = ratio(r["cpu_us_per_req"], n and n["cpu_us_per_req"])
-    order = {"nginx": 0, "pacerd": 1, "pacerd+plan": 2}
+    order = {"nginx": 0, "pacerd": 1, "pacerd+plan": 2, "pacerd+wide": 3}
     rows.sort(key=lambda r: (r["upstream"] != "plain", r["connections"], order.get(r["proxy"], 9)))
     out["throughput"] = rows
     p.append("")
-    p.append("throughput: POST /v1/chat/completions, 1 KiB body, 613-byte answer; pacerd+plan = "
-             "max_requests_per_second 1e6, max_concurrent 1e5")
+    p.append("throughput: POST /v1/chat/completions, 1 KiB body, 613-byte answer")
+    p.append("  pacerd = the default plan (at most 64 requests in flight upstream); pacerd+plan = rate and token")
+    p.append("  limits far above the load (1e6/s, 6e7/min, 1e9 tokens/min), same concurrency; pacerd+wide =")
+    p.append("  max_concurrent 1e5: as many upstream connections as clients, as nginx")
     p.append(f"  {'upstream':8} {'conns':>5}  {'proxy':12} {'req/s':>9} {'(min-max)':>15} {'x nginx':>8}"
              f" {'CPU us/req':>10} {'x nginx':>8} {'core':>5} {'errors':>6}")
     for r in rows:
