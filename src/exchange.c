@@ -179,17 +179,26 @@ static size_t put_u64(char *buf, uint64_t v)
 
 /* ---- logs ---- */
 
+/* Starts a log line of this exchange: the fields every one carries. */
+static bool log_begin_x(struct log_line *l, enum log_level level, const char *event,
+                        const struct exchange *x)
+{
+	if (!log_begin(l, level, event))
+		return false;
+	log_str(l, "request_id", x->request_id);
+	log_str(l, "provider", x->route.provider ? x->route.provider->name : "");
+	log_str(l, "key", x->key_id);
+	if (x->agent[0])
+		log_str(l, "agent", x->agent);
+	return true;
+}
+
 static void log_lane_event(struct exchange *x, const char *event, enum log_level level,
                            const char *k1, long long v1)
 {
 	struct log_line l;
-	if (!log_begin(&l, level, event))
+	if (!log_begin_x(&l, level, event, x))
 		return;
-	log_str(&l, "request_id", x->request_id);
-	log_str(&l, "provider", x->route.provider->name);
-	log_str(&l, "key", x->key_id);
-	if (x->agent[0])
-		log_str(&l, "agent", x->agent);
 	if (k1 != NULL)
 		log_int(&l, k1, v1);
 	log_end(&l);
@@ -200,11 +209,8 @@ static void log_limit_learned(struct exchange *x)
 	static const char *const names[RLH_N_BUDGETS] = {"requests", "tokens", "input_tokens",
 	                                                 "output_tokens"};
 	struct log_line l;
-	if (!log_begin(&l, LOG_INFO, "limit_learned"))
+	if (!log_begin_x(&l, LOG_INFO, "limit_learned", x))
 		return;
-	log_str(&l, "request_id", x->request_id);
-	log_str(&l, "provider", x->route.provider->name);
-	log_str(&l, "key", x->key_id);
 	for (int b = 0; b < RLH_N_BUDGETS; b++) {
 		const struct learned *lb = sched_learned(x->lane, b);
 		if (lb == NULL)
@@ -220,19 +226,14 @@ static void log_limit_learned(struct exchange *x)
 static void log_request(struct exchange *x)
 {
 	struct log_line l;
-	if (!log_begin(&l, LOG_INFO, "request"))
+	if (!log_begin_x(&l, LOG_INFO, "request", x))
 		return;
 	int64_t now = now_ms();
-	log_str(&l, "request_id", x->request_id);
-	log_str(&l, "provider", x->route.provider ? x->route.provider->name : "");
-	log_str(&l, "key", x->key_id);
 	log_str(&l, "method", x->method);
 	/* The path only: a query string may carry an API key (?key=). */
 	if (x->route.path != NULL && x->client != NULL)
 		log_strn(&l, "path", x->route.path, strcspn(x->route.path, "?"));
 	log_int(&l, "status", x->status);
-	if (x->agent[0])
-		log_str(&l, "agent", x->agent);
 	log_int(&l, "attempts", x->item.attempts);
 	log_int(&l, "queue_ms", x->t_dispatch ? x->t_dispatch - x->t_start : 0);
 	log_int(&l, "upstream_ms", x->t_dispatch ? now - x->t_dispatch : 0);
@@ -971,13 +972,8 @@ static void log_retry(struct exchange *x, enum up_error err, enum retry_class cl
                       const char *why, int64_t delay_ms)
 {
 	struct log_line l;
-	if (!log_begin(&l, LOG_INFO, "retry"))
+	if (!log_begin_x(&l, LOG_INFO, "retry", x))
 		return;
-	log_str(&l, "request_id", x->request_id);
-	log_str(&l, "provider", x->route.provider->name);
-	log_str(&l, "key", x->key_id);
-	if (x->agent[0])
-		log_str(&l, "agent", x->agent);
 	log_int(&l, "attempt", x->item.attempts);
 	log_int(&l, "status_code", err == UP_OK ? x->status : 0);
 	if (err != UP_OK)

@@ -393,16 +393,15 @@ static bool js_enter(struct js *s, char open)
 	return true;
 }
 
-/* Moves to the next member of the object entered: reads its name into *key
- * and the colon, and leaves s->p at the value, which the caller consumes.
- * False at the closing brace (consumed) or on an error. *first: true before
- * the first call. */
-static bool js_member(struct js *s, bool *first, struct js_str *key)
+/* Moves to the next item of the object or array entered, whose closing
+ * character is `close`: true when s->p is at it. False at the closing
+ * character (consumed) or on an error. *first: true before the first call. */
+static bool js_next(struct js *s, bool *first, char close)
 {
 	char c = js_peek(s);
 	if (s->bad)
 		return false;
-	if (c == '}') {
+	if (c == close) {
 		s->p++;
 		s->depth--;
 		return false;
@@ -412,32 +411,23 @@ static bool js_member(struct js *s, bool *first, struct js_str *key)
 			js_fail(s);
 			return false;
 		}
-		s->p++; /* a name must follow: {"a":1,} fails in js_key */
-	}
-	*first = false;
-	return js_key(s, key);
-}
-
-/* The same for the elements of an array: true when s->p is at the next one. */
-static bool js_element(struct js *s, bool *first)
-{
-	char c = js_peek(s);
-	if (s->bad)
-		return false;
-	if (c == ']') {
-		s->p++;
-		s->depth--;
-		return false;
-	}
-	if (!*first) {
-		if (c != ',') {
-			js_fail(s);
-			return false;
-		}
-		s->p++; /* a value must follow: [1,] fails where it is read */
+		s->p++; /* an item must follow: {"a":1,} and [1,] fail where it is read */
 	}
 	*first = false;
 	return true;
+}
+
+/* The next member of the object entered: reads its name into *key and the
+ * colon, and leaves s->p at the value, which the caller consumes. */
+static bool js_member(struct js *s, bool *first, struct js_str *key)
+{
+	return js_next(s, first, '}') && js_key(s, key);
+}
+
+/* The next element of the array entered: s->p is at it. */
+static bool js_element(struct js *s, bool *first)
+{
+	return js_next(s, first, ']');
 }
 
 /* The value at s->p as a string's character count; another type is skipped
