@@ -32,6 +32,13 @@ long long clock_wall_ms(void)
 	return clock_wall_cache;
 }
 
+long long clock_fresh_ms(void)
+{
+	clock_mono_cache = clock_read_ms(CLOCK_MONOTONIC);
+	clock_mono_valid = true;
+	return clock_mono_cache;
+}
+
 void clock_turn_end(void)
 {
 	clock_mono_valid = false;

@@ -23,6 +23,10 @@
 /* CLOCK_MONOTONIC in milliseconds: intervals, deadlines, timers. */
 long long clock_now_ms(void);
 
+/* CLOCK_MONOTONIC read now, and cached as the turn's time from here on: for
+ * decisions that must not run early by however long the turn has lasted so
+ * far (a paced lane's dispatch: a stale "now" would shorten its spacing). */
+long long clock_fresh_ms(void);
 /* CLOCK_REALTIME in milliseconds since the epoch: log timestamps and the
  * "now" that provider dates (HTTP-date, RFC 3339 resets) are measured from. */
 long long clock_wall_ms(void);

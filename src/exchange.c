@@ -542,10 +542,23 @@ static void queue_timeout(struct exchange *x)
 	answer(x, 504, "queue_timeout", msg, -1);
 }
 
+/* A paced lane decides on a fresh clock: the turn's cached one may be late
+ * by however long the turn has run, and every dispatch charged that early
+ * would shorten the spacing. An unpaced lane takes the turn's time. */
+static int64_t pump_now(const struct sched_lane *lane)
+{
+	if (gates_enabled(&lane->gates))
+		return clock_fresh_ms();
+	for (int b = 0; b < RLH_N_BUDGETS; b++)
+		if (sched_learned(lane, b) != NULL)
+			return clock_fresh_ms();
+	return now_ms();
+}
+
 static void lane_pump(struct lane_shell *ls)
 {
 	struct sched_lane *lane = ls->lane;
-	int64_t now = now_ms();
+	int64_t now = pump_now(lane);
 	struct sched_item *it;
 	while ((it = sched_expired(lane, now)) != NULL)
 		queue_timeout(X_OF_ITEM(it));

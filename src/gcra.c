@@ -163,6 +163,14 @@ void gates_reconfigure(struct gates *s, const struct plan_conf *plan, int64_t no
 	              plan_token_burst(plan));
 }
 
+bool gates_enabled(const struct gates *s)
+{
+	for (int w = 0; w < GATES_N_WINDOWS; w++)
+		if (gcra_enabled(&s->req[w]))
+			return true;
+	return gcra_enabled(&s->tokens);
+}
+
 int64_t gates_ready_at(const struct gates *s, int64_t now_ms, double tokens)
 {
 	int64_t at = gcra_ready_at(&s->tokens, now_ms, tokens);

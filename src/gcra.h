@@ -88,6 +88,8 @@ void gates_init(struct gates *s, const struct plan_conf *plan);
  * (gcra_set_rate). */
 void gates_reconfigure(struct gates *s, const struct plan_conf *plan, int64_t now_ms);
 
+/* Whether any gate of the set limits anything. */
+bool gates_enabled(const struct gates *s);
 /* Earliest instant >= now_ms at which a request estimated at `tokens` tokens may
  * pass every gate: the maximum over the gates (most restrictive wins). */
 int64_t gates_ready_at(const struct gates *s, int64_t now_ms, double tokens);

@@ -41,6 +41,20 @@ START_TEST(fresh_after_turn_end)
 }
 END_TEST
 
+/* clock_fresh_ms reads now, and the turn goes on with that value. */
+START_TEST(fresh_reads_now_and_caches_it)
+{
+	clock_turn_end();
+	long long a = clock_now_ms();
+	struct timespec d = {0, 30 * 1000 * 1000};
+	nanosleep(&d, NULL);
+	ck_assert_int_eq(clock_now_ms(), a); /* still the turn's time */
+	long long f = clock_fresh_ms();
+	ck_assert_int_ge(f - a, 25);
+	ck_assert_int_eq(clock_now_ms(), f);
+}
+END_TEST
+
 START_TEST(each_clock_read_lazily)
 {
 	/* Reading one clock does not freeze the other one's first read. */
@@ -62,6 +76,7 @@ static Suite *clock_suite(void)
 	tcase_add_test(t, constant_within_a_turn);
 	tcase_add_test(t, fresh_after_turn_end);
 	tcase_add_test(t, each_clock_read_lazily);
+	tcase_add_test(t, fresh_reads_now_and_caches_it);
 	suite_add_tcase(s, t);
 	return s;
 }

@@ -347,6 +347,14 @@ START_TEST(gates_empty_plan_open)
 	gates_charge(&s, 0, 5000);
 	ck_assert_int_eq(gates_ready_at(&s, 0, 5000), 0);
 	ck_assert(gates_min_interval_ms(&s) == 0);
+	ck_assert(!gates_enabled(&s));
+	p.max_tokens_per_minute = 1000;
+	gates_init(&s, &p);
+	ck_assert(gates_enabled(&s));
+	p.max_tokens_per_minute = 0;
+	p.max_requests_per_hour = 10;
+	gates_init(&s, &p);
+	ck_assert(gates_enabled(&s));
 }
 END_TEST
 
