@@ -89,8 +89,12 @@ export const tests = [
         `(wall ${(together.wall_ms / 1000).toFixed(2)} s), slow ${rpsSlow.toFixed(2)} rps; mock keys ${JSON.stringify(st.keys)}`);
       assert.equal(sumAlone.client_errors + sumT.client_errors + sumS.client_errors, 0,
         `client errors: alone ${JSON.stringify(sumAlone.statuses)} together ${JSON.stringify(sumT.statuses)} slow ${JSON.stringify(sumS.statuses)}`);
-      assert.ok(Math.abs(rpsTogether - rpsAlone) <= 0.1 * rpsAlone,
-        `fast key: ${rpsTogether.toFixed(1)} rps next to the slow key vs ${rpsAlone.toFixed(1)} rps alone (more than 10 % apart)`);
+      // What the slow key must not do is slow the fast one down. (The first run,
+      // alone, may be the slower one: under valgrind it pays for translating
+      // every code path the first time.) Faster than its plan it can never be.
+      assert.ok(rpsTogether >= 0.9 * rpsAlone,
+        `fast key: ${rpsTogether.toFixed(1)} rps next to the slow key vs ${rpsAlone.toFixed(1)} rps alone (more than 10 % slower)`);
+      assert.ok(rpsTogether <= 50 * 1.02, `fast key: ${rpsTogether.toFixed(1)} rps, above its 50 rps plan`);
       // Each plan is respected (+10 % slack: burst 1, the first request of a run is free).
       assert.ok(rpsAlone <= 55, `fast key ran at ${rpsAlone.toFixed(1)} rps with a 50 rps plan`);
       assert.ok(rpsSlow <= 5.5, `slow key ran at ${rpsSlow.toFixed(2)} rps with a 5 rps plan`);
