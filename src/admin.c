@@ -322,12 +322,6 @@ struct admin *admin_new(struct event_base *base, struct server *srv, admin_reloa
 	err[0] = '\0';
 	if (listen == NULL || listen[0] == '\0')
 		return NULL;
-	char host[256];
-	unsigned port;
-	if (config_split_hostport(listen, host, sizeof(host), &port) != 0) {
-		snprintf(err, errlen, "admin.listen: invalid address '%s'", listen);
-		return NULL;
-	}
 	struct admin *adm = calloc(1, sizeof(*adm));
 	if (adm == NULL) {
 		snprintf(err, errlen, "out of memory");

@@ -164,19 +164,6 @@ static void copy_str(char *dst, size_t cap, const char *src)
 	dst[n] = '\0';
 }
 
-static size_t put_u64(char *buf, uint64_t v)
-{
-	char tmp[24];
-	size_t n = 0;
-	do {
-		tmp[n++] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v != 0);
-	for (size_t i = 0; i < n; i++)
-		buf[i] = tmp[n - 1 - i];
-	return n;
-}
-
 /* ---- logs ---- */
 
 /* Starts a log line of this exchange: the fields every one carries. */
@@ -365,9 +352,9 @@ static size_t pacer_headers(struct exchange *x, struct hhdr *h, bool with_id, ch
 	if (with_id)
 		h[n++] = (struct hhdr){"x-request-id", 12, x->request_id, strlen(x->request_id)};
 	int64_t queue_ms = (x->t_dispatch ? x->t_dispatch : now_ms()) - x->t_start;
-	h[n++] = (struct hhdr){"x-pacer-attempts", 16, nums[0], put_u64(nums[0], x->item.attempts)};
+	h[n++] = (struct hhdr){"x-pacer-attempts", 16, nums[0], hhdr_u64(nums[0], x->item.attempts)};
 	h[n++] = (struct hhdr){"x-pacer-queue-ms", 16, nums[1],
-	                       put_u64(nums[1], queue_ms < 0 ? 0 : (uint64_t)queue_ms)};
+	                       hhdr_u64(nums[1], queue_ms < 0 ? 0 : (uint64_t)queue_ms)};
 	return n;
 }
 
@@ -384,9 +371,9 @@ static void answer(struct exchange *x, int status, const char *code, const char 
 		size_t n = pacer_headers(x, h, false, nums);
 		if (retry_after_ms >= 0) {
 			h[n++] = (struct hhdr){"retry-after", 11, ra,
-			                       put_u64(ra, (uint64_t)(retry_after_ms + 999) / 1000)};
+			                       hhdr_u64(ra, (uint64_t)(retry_after_ms + 999) / 1000)};
 			h[n++] = (struct hhdr){"retry-after-ms", 14, ra_ms,
-			                       put_u64(ra_ms, (uint64_t)retry_after_ms)};
+			                       hhdr_u64(ra_ms, (uint64_t)retry_after_ms)};
 		}
 		x->status = status;
 		x->error_code = code;
@@ -499,7 +486,7 @@ static void reset_attempt(struct exchange *x)
 
 static void give_up_transport(struct exchange *x, enum up_error err, const char *detail)
 {
-	snprintf(x->up_detail, sizeof(x->up_detail), "%s", detail ? detail : "");
+	copy_str(x->up_detail, sizeof(x->up_detail), detail ? detail : "");
 	if (err == UP_TIMEOUT) {
 		answer(x, 504, "upstream_timeout", "the upstream did not answer in time", -1);
 		return;
@@ -870,7 +857,7 @@ static bool on_up_headers(void *ctx, int status, const char *reason, const struc
 	x->sse = x->want_usage && ctype != NULL && strncasecmp(ctype, "text/event-stream", 17) == 0;
 
 	if (maybe_retryable(status)) {
-		snprintf(x->held_reason, sizeof(x->held_reason), "%s", reason);
+		copy_str(x->held_reason, sizeof(x->held_reason), reason);
 		x->buffering = true;
 		return hold_head(x, h, n);
 	}
@@ -1081,7 +1068,7 @@ static void on_up_done(void *ctx, enum up_error err, const char *detail)
 		/* Cut mid-body: the client must see an incomplete message, not a
 		 * clean end; what arrived is delivered, then the connection closes. */
 		log_msg(LOG_WARN, "upstream_aborted", detail);
-		snprintf(x->up_detail, sizeof(x->up_detail), "%s", detail ? detail : "");
+		copy_str(x->up_detail, sizeof(x->up_detail), detail ? detail : "");
 	}
 	if (x->client != NULL)
 		hreq_end(x->client, err == UP_OK);

@@ -213,8 +213,7 @@ const char *httpd_reason(int status)
 
 /* ---- small writers (no printf on the hot path) ---- */
 
-/* Decimal digits of v into buf (at least 21 bytes); returns the length. */
-static size_t put_u64(char *buf, uint64_t v)
+size_t hhdr_u64(char *buf, uint64_t v)
 {
 	char tmp[24];
 	size_t n = 0;
@@ -674,7 +673,7 @@ static void put_error(struct hconn *c, int status, const char *code, const char 
 	char num[24];
 	hb_status(&hb, status, NULL);
 	hb_str(&hb, "content-type: application/json\r\n");
-	hb_field(&hb, "content-length", 14, num, put_u64(num, bl));
+	hb_field(&hb, "content-length", 14, num, hhdr_u64(num, bl));
 	hb_field(&hb, "x-request-id", 12, id, strlen(id));
 	for (size_t i = 0; i < n; i++)
 		hb_field(&hb, extra[i].name, extra[i].name_len, extra[i].value, extra[i].value_len);
@@ -1640,7 +1639,7 @@ void hreq_respond(struct hreq *r, int status, const struct hhdr *h, size_t n, co
 		n = 31;
 	if (n > 0)
 		memcpy(all, h, n * sizeof(*h));
-	all[n] = (struct hhdr){"content-length", 14, num, put_u64(num, len)};
+	all[n] = (struct hhdr){"content-length", 14, num, hhdr_u64(num, len)};
 	hreq_start(r, status, NULL, all, n + 1);
 	if (len > 0)
 		hreq_write(r, body, len);

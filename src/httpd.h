@@ -51,6 +51,10 @@ struct hhdr {
 	size_t value_len;
 };
 
+/* The decimal digits of v for a header value (buf: at least 21 bytes, not
+ * NUL-terminated); returns their count. No printf on the request path. */
+size_t hhdr_u64(char *buf, uint64_t v);
+
 struct hreq_events {
 	/* The output fell back under its cap after hreq_write returned false. */
 	void (*drained)(void *ctx);

@@ -50,10 +50,9 @@ static void reply_early(struct hreq *r, int status, const char *code, const char
 	h[n++] = (struct hhdr){"x-pacer-queue-ms", 16, "0", 1};
 	char ra[24], ra_ms[24];
 	if (retry_after_s >= 0) {
-		int a = snprintf(ra, sizeof(ra), "%lld", retry_after_s);
-		int b = snprintf(ra_ms, sizeof(ra_ms), "%lld", retry_after_s * 1000);
-		h[n++] = (struct hhdr){"retry-after", 11, ra, (size_t)a};
-		h[n++] = (struct hhdr){"retry-after-ms", 14, ra_ms, (size_t)b};
+		h[n++] = (struct hhdr){"retry-after", 11, ra, hhdr_u64(ra, (uint64_t)retry_after_s)};
+		h[n++] = (struct hhdr){"retry-after-ms", 14, ra_ms,
+		                       hhdr_u64(ra_ms, (uint64_t)retry_after_s * 1000)};
 	}
 	hreq_error(r, status, code, message, h, n);
 }

@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "httpd.h"
 #include "log.h"
 #include "unit.h"
@@ -308,6 +309,60 @@ START_TEST(headers_readable_nul_terminated)
 }
 END_TEST
 
+START_TEST(error_after_start_cuts)
+{
+	mode = ANSWER_NONE;
+	send_str("GET /late HTTP/1.1\r\n\r\n");
+	hreq_start(last, 200, NULL, NULL, 0);
+	hreq_write(last, "abc", 3);
+	hreq_error(last, 502, "upstream_unreachable", "too late", NULL, 0);
+	const char *out = recv_all(NULL);
+	ck_assert_ptr_null(strstr(out, "upstream_unreachable")); /* no second head */
+	ck_assert_ptr_null(strstr(out, "0\r\n\r\n"));          /* not a complete message */
+	ck_assert(client_sees_eof());
+}
+END_TEST
+
+START_TEST(head_answer_has_no_body)
+{
+	mode = ANSWER_NONE;
+	send_str("HEAD /h HTTP/1.1\r\n\r\n");
+	hreq_respond(last, 200, NULL, 0, "hidden", 6);
+	ck_assert_str_eq(recv_all(NULL), "HTTP/1.1 200 OK\r\ncontent-length: 6\r\n\r\n");
+	send_str("GET /next HTTP/1.1\r\n\r\n"); /* the connection stays usable */
+	ck_assert_int_eq(n_requests, 2);
+}
+END_TEST
+
+/* A client that stops reading an answer for client_timeout_s is gone; one
+ * that reads slowly is not (covered by backpressure_and_drained). */
+START_TEST(stuck_write_times_out)
+{
+	struct httpd_conf hc = {.max_header_bytes = 1024,
+	                        .max_body_bytes = 100,
+	                        .max_connections = 16,
+	                        .client_timeout_s = 1};
+	httpd_set_conf(h, &hc);
+	mode = ANSWER_NONE;
+	send_str("GET /stuck HTTP/1.1\r\n\r\n");
+	hreq_start(last, 200, NULL, NULL, 0);
+	static char chunk[65536];
+	memset(chunk, 'y', sizeof(chunk));
+	while (hreq_write(last, chunk, sizeof(chunk)))
+		spin();
+	spin();
+	ck_assert_int_eq(n_gone, 0);
+	clock_turn_end();
+	long long t0 = clock_now_ms();
+	while (n_gone == 0 && clock_now_ms() - t0 < 5000) {
+		event_base_loop(base, EVLOOP_ONCE);
+		clock_turn_end();
+	}
+	ck_assert_int_eq(n_gone, 1);
+	ck_assert_int_ge(clock_now_ms() - t0, 500); /* not before the timeout, give or take */
+}
+END_TEST
+
 static Suite *httpd_suite(void)
 {
 	Suite *s = suite_create("httpd");
@@ -325,6 +380,9 @@ static Suite *httpd_suite(void)
 	tcase_add_test(t, continue_then_body);
 	tcase_add_test(t, split_everywhere_parses_the_same);
 	tcase_add_test(t, headers_readable_nul_terminated);
+	tcase_add_test(t, error_after_start_cuts);
+	tcase_add_test(t, head_answer_has_no_body);
+	tcase_add_test(t, stuck_write_times_out);
 	suite_add_tcase(s, t);
 	return s;
 }
