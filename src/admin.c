@@ -99,6 +99,9 @@ static void lane_status(struct sched_lane *lane, void *arg)
 	              "rejected_agent_busy", (json_int_t)st->rejected_agent_busy, "queue_timeouts",
 	              (json_int_t)st->queue_timeouts, "cancelled", (json_int_t)st->cancelled,
 	              "queue_wait_max_ms", (json_int_t)st->queue_wait_max_ms);
+	json_object_set_new(counters, "probes", json_integer((json_int_t)st->probes));
+	json_object_set_new(counters, "quota_refused", json_integer((json_int_t)st->quota_refused));
+	json_object_set_new(counters, "drained", json_integer((json_int_t)st->drained));
 	const struct plan_conf *p = lane->plan;
 	json_t *gates = json_pack(
 	    "{s:f,s:f,s:f,s:f,s:i,s:f,s:i}", "max_requests_per_second", p->max_requests_per_second,
@@ -116,8 +119,10 @@ static void lane_status(struct sched_lane *lane, void *arg)
 	    (json_int_t)hold, "queue_eta_ms", (json_int_t)sched_queue_eta_ms(lane, now), "idle_ms",
 	    (json_int_t)(now - lane->last_active_ms), "gates", gates, "learned", learned,
 	    "counters", counters);
-	if (j != NULL)
+	if (j != NULL) {
+		json_object_set_new(j, "state", json_string(sched_lane_state(lane, now)));
 		json_array_append_new(lanes, j);
+	}
 }
 
 static void handle_status(struct admin *adm, struct hreq *req)

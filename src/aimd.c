@@ -18,12 +18,13 @@ static void set_bounds(struct aimd *a, unsigned min, unsigned max, double decrea
 	        : 0.5;
 }
 
-void aimd_init(struct aimd *a, bool adaptive, unsigned initial, unsigned min, unsigned max,
+void aimd_init(struct aimd *a, bool adaptive, unsigned min, unsigned max,
                double decrease_factor)
 {
 	set_bounds(a, min, max, decrease_factor);
 	a->adaptive = adaptive;
-	a->limit = adaptive ? clampd(initial, a->min, a->max) : a->max;
+	a->open = adaptive;
+	a->limit = a->max;
 	a->rtt_ms = AIMD_RTT_INITIAL_MS;
 	a->last_decrease_ms = 0;
 	a->decreased = false;
@@ -31,8 +32,8 @@ void aimd_init(struct aimd *a, bool adaptive, unsigned initial, unsigned min, un
 
 void aimd_init_plan(struct aimd *a, const struct plan_conf *plan)
 {
-	aimd_init(a, plan->concurrency.adaptive, plan->concurrency.initial, plan->concurrency.min,
-	          plan->max_concurrent, plan->concurrency.decrease_factor);
+	aimd_init(a, plan->concurrency.adaptive, plan->concurrency.min, plan->max_concurrent,
+	          plan->concurrency.decrease_factor);
 }
 
 void aimd_observe_rtt(struct aimd *a, double latency_ms)
@@ -49,27 +50,44 @@ void aimd_on_success(struct aimd *a, int64_t now_ms, double latency_ms, bool sat
 {
 	(void)now_ms; /* growth is per success, never per time: see aimd.h */
 	aimd_observe_rtt(a, latency_ms);
-	if (!a->adaptive || !saturated)
+	if (!a->adaptive || a->open || !saturated)
 		return;
 	/* 1 / (the integer limit in force), so that a round of exactly that many
 	 * successes adds exactly 1, as DESIGN §3 states. */
 	a->limit = fmin(a->limit + 1.0 / aimd_limit(a), (double)a->max);
 }
 
-bool aimd_on_capacity_signal(struct aimd *a, int64_t now_ms)
+bool aimd_on_capacity_signal(struct aimd *a, int64_t now_ms, size_t in_flight)
 {
 	if (!a->adaptive)
 		return false;
-	if (a->decreased && (double)(now_ms - a->last_decrease_ms) < a->rtt_ms)
+	if (a->open) {
+		/* What was in flight is what the upstream refused to carry: the
+		 * first cut starts from there, not from the ceiling nobody used. */
+		a->open = false;
+		a->limit = fmin((double)in_flight, (double)a->max);
+	} else if (a->decreased && (double)(now_ms - a->last_decrease_ms) < a->rtt_ms) {
 		return false;
+	}
 	a->limit = fmax(a->limit * a->decrease_factor, (double)a->min);
 	a->last_decrease_ms = now_ms;
 	a->decreased = true;
 	return true;
 }
 
+void aimd_reopen(struct aimd *a)
+{
+	if (!a->adaptive)
+		return;
+	a->open = true;
+	a->limit = a->max;
+	a->decreased = false;
+}
+
 unsigned aimd_limit(const struct aimd *a)
 {
+	if (a->open)
+		return a->max;
 	/* The small epsilon keeps 4.9999999 (sums of 1/limit) from reading as 4. */
 	double l = clampd(floor(a->limit + 1e-9), a->min, a->max);
 	return (unsigned)l;
@@ -81,12 +99,14 @@ void aimd_reconfigure(struct aimd *a, const struct plan_conf *plan)
 	set_bounds(a, plan->concurrency.min, plan->max_concurrent,
 	           plan->concurrency.decrease_factor);
 	a->adaptive = plan->concurrency.adaptive;
-	if (!a->adaptive)
+	if (!a->adaptive) {
+		a->open = false;
 		a->limit = a->max;
-	else if (!was_adaptive)
-		a->limit = clampd(plan->concurrency.initial, a->min, a->max);
-	else
+	} else if (!was_adaptive || a->open) {
+		aimd_reopen(a);
+	} else {
 		a->limit = clampd(a->limit, a->min, a->max);
+	}
 }
 
 /* --- dispatch delay ----------------------------------------------------- */

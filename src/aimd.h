@@ -10,12 +10,18 @@
  * burst are one signal. The RTT is an EWMA of the latencies the caller reports,
  * clamped to [AIMD_RTT_MIN_MS, AIMD_RTT_MAX_MS].
  *
+ * Open until the first capacity signal: a lane that has seen none lets
+ * everything through up to max (a proxy that promises zero configuration must
+ * never be slower than no proxy: 20 streams through a fresh lane do not wait
+ * behind a starting limit of 4). The first signal sets the limit from what was
+ * in flight when it came, × decrease_factor, and AIMD runs from there; a lane
+ * idle long enough (aimd_reopen, the caller's decision) is open again.
+ *
  * Two traps avoided by construction: nothing here depends on a retry-after, so a
  * long server hint (a daily cap, an hour's retry-after) cannot freeze the limit:
  * increases are never suspended, and the decrease lockout lasts one (clamped) RTT
  * after the signal, whatever the hint said. Growth needs no time to pass either:
- * when the lane comes back after the hold, successes raise the limit at once. And
- * the limit starts at the plan's `initial` (4 by default), not at 1.
+ * when the lane comes back after the hold, successes raise the limit at once.
  *
  * Dispatch delay (struct aimd_delay): a pause between the lane's dispatches,
  * multiplied by backoff_multiplier on each capacity error (from 0 it starts at
@@ -25,6 +31,7 @@
 #define PACERD_AIMD_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "config.h"
@@ -37,6 +44,7 @@
 
 struct aimd {
 	bool adaptive;          /* false: the limit stays at max */
+	bool open;              /* no capacity signal yet (or idle since): the limit is max */
 	double limit;           /* fractional; aimd_limit() rounds down */
 	unsigned min, max;      /* 1 <= min <= max */
 	double decrease_factor; /* in (0, 1) */
@@ -45,13 +53,14 @@ struct aimd {
 	bool decreased; /* whether last_decrease_ms is meaningful */
 };
 
-/* Sets up a limit starting at `initial`, bounded by [min, max]. Out-of-range
- * arguments are corrected (min >= 1, max >= min, initial clamped, factor outside
- * (0, 1) taken as 0.5). When adaptive is false the limit is fixed at max. */
-void aimd_init(struct aimd *a, bool adaptive, unsigned initial, unsigned min, unsigned max,
+/* Sets up an open limit (max until the first capacity signal), bounded by
+ * [min, max]. Out-of-range arguments are corrected (min >= 1, max >= min,
+ * factor outside (0, 1) taken as 0.5). When adaptive is false the limit is
+ * fixed at max. */
+void aimd_init(struct aimd *a, bool adaptive, unsigned min, unsigned max,
                double decrease_factor);
 
-/* aimd_init from a plan: concurrency.{adaptive,initial,min,decrease_factor} and
+/* aimd_init from a plan: concurrency.{adaptive,min,decrease_factor} and
  * max_concurrent as the hard ceiling. */
 void aimd_init_plan(struct aimd *a, const struct plan_conf *plan);
 
@@ -64,10 +73,16 @@ void aimd_on_success(struct aimd *a, int64_t now_ms, double latency_ms, bool sat
 /* Reports a round-trip latency that is not a success (an error answer, say). */
 void aimd_observe_rtt(struct aimd *a, double latency_ms);
 
-/* A capacity signal at now_ms. Returns true when it decreased the limit, false
- * when it was absorbed because a decrease already happened less than one RTT
- * ago (or the limit is not adaptive). */
-bool aimd_on_capacity_signal(struct aimd *a, int64_t now_ms);
+/* A capacity signal at now_ms, with in_flight requests in flight when it came
+ * (the one that carried it included). An open limit closes at in_flight ×
+ * decrease_factor; a closed one is multiplied by decrease_factor. Returns true
+ * when it decreased the limit, false when it was absorbed because a decrease
+ * already happened less than one RTT ago (or the limit is not adaptive). */
+bool aimd_on_capacity_signal(struct aimd *a, int64_t now_ms, size_t in_flight);
+
+/* The lane was idle long enough for what the signals taught to be stale: open
+ * again (no effect when not adaptive). */
+void aimd_reopen(struct aimd *a);
 
 /* The current concurrency limit, an integer in [min, max]. */
 unsigned aimd_limit(const struct aimd *a);

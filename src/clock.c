@@ -39,6 +39,14 @@ long long clock_fresh_ms(void)
 	return clock_mono_cache;
 }
 
+long long clock_us_until(long long at_ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	long long us = at_ms * 1000 - ((long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000);
+	return us > 0 ? us : 0;
+}
+
 void clock_turn_end(void)
 {
 	clock_mono_valid = false;

@@ -27,6 +27,12 @@ long long clock_now_ms(void);
  * decisions that must not run early by however long the turn has lasted so
  * far (a paced lane's dispatch: a stale "now" would shorten its spacing). */
 long long clock_fresh_ms(void);
+/* Microseconds from now until the monotonic instant at_ms (0 when past), read
+ * now, not cached: a timer for a paced lane is set to the microsecond, so that
+ * it fires at its millisecond instead of up to one millisecond after it (the
+ * millisecond clock's truncation would otherwise be added to every wake-up). */
+long long clock_us_until(long long at_ms);
+
 /* CLOCK_REALTIME in milliseconds since the epoch: log timestamps and the
  * "now" that provider dates (HTTP-date, RFC 3339 resets) are measured from. */
 long long clock_wall_ms(void);

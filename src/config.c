@@ -9,7 +9,7 @@
  *
  * Every value the file or the environment sets is recorded as an "origin" (field
  * address -> YAML mark or variable name), so the checks that involve several fields
- * (initial <= max_concurrent, duplicate prefixes, plan references) can still point
+ * (min <= max_concurrent, duplicate prefixes, plan references) can still point
  * at the line the user wrote. */
 #include "config.h"
 
@@ -537,10 +537,10 @@ static int check_header(const char *in, char **out, char *msg, size_t len)
 
 static const struct opt concurrency_opts[] = {
     B("adaptive", struct plan_conf, concurrency.adaptive, 1),
-    U("initial", struct plan_conf, concurrency.initial, 1, NOMAX, 4),
     U("min", struct plan_conf, concurrency.min, 1, NOMAX, 1),
     N("decrease_factor", struct plan_conf, concurrency.decrease_factor, 0, 1,
       OPT_LO_OPEN | OPT_HI_OPEN, 0.5),
+    U("reopen_after_s", struct plan_conf, concurrency.reopen_after_s, 0, NOMAX, 0),
     END,
 };
 
@@ -581,6 +581,7 @@ static const struct opt plan_opts[] = {
     SEC("concurrency", concurrency_opts),
     SEC("dispatch_delay", dispatch_delay_opts),
     N("proactive_threshold", struct plan_conf, proactive_threshold, 0, 1, 0, 0.10),
+    U("quota_probe_s", struct plan_conf, quota_probe_s, 1, NOMAX, 10),
     SEC("queue", queue_opts),
     SEC("retry", retry_opts),
     END,
@@ -1199,6 +1200,26 @@ static int apply_opt(struct ctx *c, const struct opt *o, void *base, yaml_node_t
 	return add_origin(c, field_at(base, o->off), NULL, v->start_mark);
 }
 
+/* Keys an earlier version knew: the error says what replaced them. */
+static const struct {
+	const char *path, *key, *why;
+} removed_keys[] = {
+    {".concurrency", "initial",
+     "was removed: a lane is open up to max_concurrent until its first capacity signal"},
+};
+
+static const char *removed_why(const char *path, const char *key)
+{
+	size_t pl = strlen(path);
+	for (size_t i = 0; i < sizeof(removed_keys) / sizeof(removed_keys[0]); i++) {
+		size_t sl = strlen(removed_keys[i].path);
+		if (strcmp(key, removed_keys[i].key) == 0 && pl >= sl &&
+		    strcmp(path + pl - sl, removed_keys[i].path) == 0)
+			return removed_keys[i].why;
+	}
+	return NULL;
+}
+
 /* Applies table t to every pair of a mapping; an unknown key is an error. */
 static int walk_map(struct ctx *c, yaml_node_t *map, const struct opt *t, void *base,
                     const char *path)
@@ -1212,8 +1233,13 @@ static int walk_map(struct ctx *c, yaml_node_t *map, const struct opt *t, void *
 		if (check_pair_key(c, map, p, path) != 0)
 			return -1;
 		if (!(o = find_opt(t, scalar(k)))) {
-			snprintf(msg, sizeof(msg), "unknown key '%s' %s",
-			         shown(scalar(k), b, sizeof(b)), where(path, w, sizeof(w)));
+			const char *why = removed_why(path, scalar(k));
+			if (why != NULL)
+				snprintf(msg, sizeof(msg), "'%s' %s %s", shown(scalar(k), b, sizeof(b)),
+				         where(path, w, sizeof(w)), why);
+			else
+				snprintf(msg, sizeof(msg), "unknown key '%s' %s",
+				         shown(scalar(k), b, sizeof(b)), where(path, w, sizeof(w)));
 			return fail_mark(c, k->start_mark, "", msg);
 		}
 		join_path(sub, sizeof(sub), path, o->key);
@@ -1596,9 +1622,8 @@ static int check_providers(struct ctx *c)
 	return 0;
 }
 
-/* The relations between a plan's fields. An initial concurrency nobody set is a
- * starting point, not a promise: it is clamped into [min, max_concurrent] so that
- * `max_concurrent: 2` alone is valid. */
+/* The relations between a plan's fields, and the defaults that depend on
+ * other sections (reopen_after_s follows limits.idle_ttl_s). */
 static int check_plan(struct ctx *c, struct plan_conf *p)
 {
 	/* Every field blamed below was set by the file or a variable (the defaults are
@@ -1614,19 +1639,9 @@ static int check_plan(struct ctx *c, struct plan_conf *p)
 		                                                 : (void *)&p->max_concurrent,
 		                  fallback, path, msg);
 	}
-	if (!is_set(c, &p->concurrency.initial)) {
-		if (p->concurrency.initial > p->max_concurrent)
-			p->concurrency.initial = p->max_concurrent;
-		if (p->concurrency.initial < p->concurrency.min)
-			p->concurrency.initial = p->concurrency.min;
-	} else if (p->concurrency.initial < p->concurrency.min ||
-	           p->concurrency.initial > p->max_concurrent) {
-		snprintf(msg, sizeof(msg),
-		         "concurrency.initial (%u) must be between concurrency.min (%u) and "
-		         "max_concurrent (%u)",
-		         p->concurrency.initial, p->concurrency.min, p->max_concurrent);
-		return fail_field(c, &p->concurrency.initial, fallback, path, msg);
-	}
+	if (p->concurrency.reopen_after_s == 0)
+		p->concurrency.reopen_after_s =
+		    c->cfg->limits.idle_ttl_s > 1 ? c->cfg->limits.idle_ttl_s / 2 : 1;
 	if (p->dispatch_delay.max_ms < p->dispatch_delay.min_ms) {
 		snprintf(msg, sizeof(msg),
 		         "dispatch_delay.max_ms (%u) is below dispatch_delay.min_ms (%u)",

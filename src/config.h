@@ -36,9 +36,10 @@ struct plan_conf {
 	unsigned max_concurrent; /* >= 1, hard ceiling */
 	struct {
 		bool adaptive;
-		unsigned initial;       /* min <= initial <= max_concurrent */
 		unsigned min;           /* >= 1 */
 		double decrease_factor; /* in (0, 1) */
+		unsigned reopen_after_s; /* idle this long: open again; 0 in the file =
+		                          * limits.idle_ttl_s / 2 (resolved at load) */
 	} concurrency;
 	struct {
 		bool adaptive;
@@ -48,6 +49,7 @@ struct plan_conf {
 		unsigned recovery_step_ms;
 	} dispatch_delay;
 	double proactive_threshold; /* in [0, 1] */
+	unsigned quota_probe_s;     /* >= 1: one probe upstream this often while the quota is out */
 	struct {
 		unsigned max_depth; /* >= 1 */
 		unsigned max_wait_s;

@@ -51,6 +51,9 @@
 #define LANE_SWEEP_S 10
 #define AGENT_MAX 64
 #define RESP_HEADERS_MAX 260
+/* The longest a capacity answer's headers hold the lane while its body is
+ * still coming (an error body is small: it normally takes microseconds). */
+#define PENDING_HOLD_MAX_MS 1000
 /* Exchanges kept for reuse after a burst; the rest are freed. */
 #define POOL_MAX 4096
 
@@ -121,6 +124,13 @@ struct lane_shell {
 	struct event timer;
 	int64_t armed_ms; /* instant the timer is set for; SCHED_NEVER = not armed */
 	unsigned last_limit;
+	/* While the lane's quota is out: the upstream's refusal, replayed to
+	 * every request the lane refuses (a held answer's layout: head
+	 * name\0value\0 pairs, then the body). */
+	struct evbuffer *quota_answer;
+	size_t quota_n, quota_head_len;
+	int quota_status;
+	char quota_reason[64];
 };
 
 struct exchanges {
@@ -307,6 +317,7 @@ static struct exchange *exchange_get(struct exchanges *xs)
 }
 
 static void lane_kick(struct sched_lane *lane);
+static void quota_answer(struct exchange *x, const struct lane_shell *ls);
 
 /* Ends the exchange: the upstream side is stopped if it still runs, the lane
  * lets go of it, the access log line is written, and the client half is left
@@ -420,6 +431,8 @@ static void lane_evicted(struct sched_lane *lane, void *arg)
 		return;
 	evtimer_del(&ls->timer);
 	config_ref_put(ls->cref);
+	if (ls->quota_answer != NULL)
+		evbuffer_free(ls->quota_answer);
 	free(ls);
 	lane->shell = NULL;
 }
@@ -433,8 +446,10 @@ static void lane_arm(struct lane_shell *ls, int64_t wake, int64_t now)
 		evtimer_del(&ls->timer);
 		return;
 	}
-	int64_t d = wake > now ? wake - now : 0;
-	struct timeval tv = {(time_t)(d / 1000), (suseconds_t)((d % 1000) * 1000)};
+	/* To the microsecond: from the clock read now, not from `now`'s whole
+	 * millisecond, which would make every wake-up up to 1 ms late. */
+	int64_t us = wake > now ? (int64_t)clock_us_until(wake) : 0;
+	struct timeval tv = {(time_t)(us / 1000000), (suseconds_t)(us % 1000000)};
 	evtimer_add(&ls->timer, &tv);
 }
 
@@ -726,6 +741,9 @@ void exchange_start(struct exchanges *xs, struct hreq *client, const struct exch
 		answer(x, 409, "agent_busy",
 		       "this agent already has a request in flight (agents.mode: reject)", -1);
 		return;
+	case SCHED_QUOTA:
+		quota_answer(x, ls);
+		return;
 	}
 	if (lane->q_depth > 1 || lane->in_flight >= sched_concurrency_limit(lane))
 		log_lane_event(x, "queueing", LOG_DEBUG, "queue_depth", (long long)lane->q_depth);
@@ -856,6 +874,16 @@ static bool on_up_headers(void *ctx, int status, const char *reason, const struc
 	const char *ctype = find_up_header(h, n, "content-type");
 	x->sse = x->want_usage && ctype != NULL && strncasecmp(ctype, "text/event-stream", 17) == 0;
 
+	/* A capacity answer holds the lane from its headers on: what would
+	 * leave in between reaches a provider that has just refused. Until its
+	 * body is decided (PENDING_HOLD_MAX_MS at most), and for the header's
+	 * retry-after, which needs no body. */
+	if (status == 429 || status == 503 || status == 529) {
+		int64_t hint, fresh = clock_fresh_ms();
+		if (rlh_server_hint(&x->rlh, NULL, &hint) && hint > 0)
+			sched_hold(x->lane, fresh + hint);
+		sched_hold_pending(x->lane, &x->item, fresh + PENDING_HOLD_MAX_MS);
+	}
 	if (maybe_retryable(status)) {
 		copy_str(x->held_reason, sizeof(x->held_reason), reason);
 		x->buffering = true;
@@ -941,6 +969,100 @@ static void relay_held(struct exchange *x)
 	finish(x);
 }
 
+/* ---- quota ---- */
+
+/* Keeps x's held answer (a quota refusal) as the lane's answer to every
+ * request it refuses while the quota is out. The upstream's x-request-id is
+ * left out: it names the request that was refused, not the ones that get a
+ * copy (they get their own). */
+static void quota_keep(struct lane_shell *ls, const struct exchange *x)
+{
+	if (ls->quota_answer == NULL && (ls->quota_answer = evbuffer_new()) == NULL)
+		return;
+	evbuffer_drain(ls->quota_answer, evbuffer_get_length(ls->quota_answer));
+	size_t total = evbuffer_get_length(x->held);
+	const char *p = (const char *)evbuffer_pullup(x->held, -1);
+	const char *q = p;
+	size_t n = 0;
+	for (size_t i = 0; i < x->held_n; i++) {
+		size_t name_len = strlen(q);
+		const char *v = q + name_len + 1;
+		size_t value_len = strlen(v);
+		if (strcasecmp(q, "x-request-id") != 0) {
+			evbuffer_add(ls->quota_answer, q, name_len + 1 + value_len + 1);
+			n++;
+		}
+		q = v + value_len + 1;
+	}
+	ls->quota_n = n;
+	ls->quota_head_len = evbuffer_get_length(ls->quota_answer);
+	evbuffer_add(ls->quota_answer, p + x->held_head_len, total - x->held_head_len);
+	ls->quota_status = x->status;
+	copy_str(ls->quota_reason, sizeof(ls->quota_reason), x->held_reason);
+}
+
+/* Answers x with the lane's kept refusal and x-should-retry: false: the
+ * account cannot be served, and the SDK should not try again either. */
+static void quota_answer(struct exchange *x, const struct lane_shell *ls)
+{
+	if (ls->quota_answer == NULL || (x->held == NULL && (x->held = evbuffer_new()) == NULL)) {
+		answer(x, 429, "quota_exhausted", "the quota of this API key is exhausted", -1);
+		return;
+	}
+	evbuffer_drain(x->held, evbuffer_get_length(x->held));
+	size_t len = evbuffer_get_length(ls->quota_answer);
+	evbuffer_add(x->held, evbuffer_pullup(ls->quota_answer, -1), len);
+	x->held_n = ls->quota_n;
+	x->held_head_len = ls->quota_head_len;
+	x->status = ls->quota_status;
+	copy_str(x->held_reason, sizeof(x->held_reason), ls->quota_reason);
+	x->no_retry_hdr = true;
+	x->error_code = "quota_exhausted";
+	relay_held(x);
+}
+
+/* x's answer says the key's quota is out: every request waiting in the lane
+ * gets the same answer now, instead of being paced into certain refusals. */
+static void quota_begin(struct exchange *x, const char *why)
+{
+	struct sched_lane *lane = x->lane;
+	struct lane_shell *ls = lane->shell;
+	quota_keep(ls, x);
+	bool fresh = sched_quota_exhausted(lane, now_ms());
+	size_t drained = 0;
+	struct sched_item *it;
+	while ((it = sched_drain(lane)) != NULL) {
+		quota_answer(X_OF_ITEM(it), ls);
+		drained++;
+	}
+	if (!fresh && drained == 0)
+		return;
+	struct log_line l;
+	if (log_begin_x(&l, LOG_WARN, "quota_exhausted", x)) {
+		log_int(&l, "status_code", x->status);
+		log_str(&l, "reason", why);
+		log_int(&l, "drained", (long long)drained);
+		log_int(&l, "probe_s", lane->plan->quota_probe_s);
+		log_end(&l);
+	}
+}
+
+/* Ends x's attempt in its lane (sched_complete) and reports what that
+ * changed: the concurrency limit, a quota that a success restored. */
+static void complete_attempt(struct exchange *x, enum sched_outcome outcome, int64_t now)
+{
+	struct sched_lane *lane = x->lane;
+	bool quota_before = sched_quota_out(lane);
+	sched_complete(lane, &x->item, outcome, now);
+	note_limit_change(lane->shell, x);
+	if (quota_before && !sched_quota_out(lane)) {
+		struct lane_shell *ls = lane->shell;
+		if (ls->quota_answer != NULL)
+			evbuffer_drain(ls->quota_answer, evbuffer_get_length(ls->quota_answer));
+		log_lane_event(x, "quota_restored", LOG_INFO, NULL, 0);
+	}
+}
+
 static enum sched_outcome outcome_of(enum retry_class cls)
 {
 	switch (cls) {
@@ -1011,20 +1133,30 @@ static void decide(struct exchange *x, enum up_error err, const char *detail)
 
 	struct sched_lane *lane = x->lane;
 	struct lane_shell *ls = lane->shell;
-	sched_complete(lane, &x->item, outcome_of(cls), now);
-	note_limit_change(ls, x);
+	int64_t hint = -1;
+	bool has_hint = err == UP_OK && retry_server_hint(&x->rlh, &rb, &hint);
+	/* An answer for money, or a capacity hint no request could wait out (a
+	 * daily cap), says the key cannot be served: a quota. */
+	bool quota = err == UP_OK && x->held != NULL &&
+	             (retry_reason_is_quota(why) ||
+	              (cls == RETRY_CAPACITY && has_hint &&
+	               hint >= (int64_t)lane->plan->retry.deadline_s * 1000));
+	complete_attempt(x, quota ? SCHED_QUOTA_OUT : outcome_of(cls), now);
 
 	struct retry_decision d = {.retry = false, .no_retry_hdr = cls == RETRY_FINAL_NO_RETRY};
-	int64_t hint = -1;
 	if (cls == RETRY_CAPACITY || cls == RETRY_TRANSIENT) {
-		bool has_hint = err == UP_OK && retry_server_hint(&x->rlh, &rb, &hint);
 		d = retry_decide(cls, x->item.attempts, has_hint, hint, lane->plan,
 		                 x->retry_deadline - now, rand_unit(x->xs));
 		/* A capacity hint speaks for the whole key: nothing of this lane
-		 * goes before it ends (the provider would refuse it anyway). */
+		 * goes before it ends (the provider would refuse it anyway). From
+		 * a fresh clock: the turn's may predate the answer's arrival (a
+		 * libcurl timer can read a socket), and a hold that ends before
+		 * the provider's window does sends the next request into it. */
 		if (cls == RETRY_CAPACITY && has_hint && hint > 0)
-			sched_hold(lane, now + hint);
+			sched_hold(lane, clock_fresh_ms() + hint);
 	}
+	if (quota && !d.retry)
+		quota_begin(x, why);
 	if (d.retry) {
 		log_retry(x, err, cls, why, d.delay_ms);
 		reset_attempt(x);
@@ -1059,8 +1191,7 @@ static void on_up_done(void *ctx, enum up_error err, const char *detail)
 		outcome = SCHED_CAPACITY;
 	else if (err != UP_OK)
 		outcome = SCHED_TRANSIENT;
-	sched_complete(lane, &x->item, outcome, now);
-	note_limit_change(lane->shell, x);
+	complete_attempt(x, outcome, now);
 	if (err == UP_OK)
 		settle_tokens(x);
 	log_lane_event(x, "released", LOG_DEBUG, "active_slots", (long long)lane->in_flight);

@@ -64,20 +64,35 @@ int64_t gcra_ready_at(const struct gcra *g, int64_t now_ms, double cost)
 	return at > now_ms ? at : now_ms;
 }
 
-/* The instant a new charge starts from: the TAT while the gate is behind
- * schedule (or less than a millisecond past it, see gcra_charge), else now. */
-static double charge_base(const struct gcra *g, int64_t now_ms)
+/* How late after the TAT a unit may pass and still count as on schedule:
+ * timer wake-ups and the millisecond clock are late by a millisecond or two,
+ * and a gate that restarted from every late instant would add that to every
+ * interval (10 req/s became 9.7). Below half an interval, so that a unit
+ * counted on schedule can never let two pass within one interval of the
+ * schedule (any window W still admits at most burst + W / T); at least 1 ms,
+ * the clock's own step. */
+static double charge_slack(const struct gcra *g, double cost)
+{
+	return fmax(1.0, fmin(GCRA_SLACK_MS, cost * g->t_ms / 2));
+}
+
+/* The instant a charge of `cost` starts from: the TAT while the gate is
+ * behind schedule or late by less than the slack, else now (real idleness).
+ * The slack is measured in the interval this charge stands for (a token
+ * gate's unit is a token, its charge a request's worth of them). */
+static double charge_base(const struct gcra *g, int64_t now_ms, double cost)
 {
 	double now = (double)now_ms;
-	return now < g->tat + 1.0 ? g->tat : now;
+	return now < g->tat + charge_slack(g, cost) ? g->tat : now;
 }
 
 void gcra_charge(struct gcra *g, int64_t now_ms, double cost)
 {
 	if (!gcra_enabled(g))
 		return;
-	double base = charge_base(g, now_ms);
-	g->tat = fmin(base + sane_cost(cost) * g->t_ms, GCRA_FAR_MS);
+	double c = sane_cost(cost);
+	double base = charge_base(g, now_ms, c);
+	g->tat = fmin(base + c * g->t_ms, GCRA_FAR_MS);
 }
 
 void gcra_adjust(struct gcra *g, int64_t now_ms, double delta_units)

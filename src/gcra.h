@@ -22,6 +22,9 @@
 
 #include "config.h"
 
+/* Lateness of a unit still counted on schedule, at most (see gcra_charge). */
+#define GCRA_SLACK_MS 10.0
+
 struct gcra {
 	double t_ms;  /* emission interval per unit, ms; 0 = disabled (always open) */
 	double burst; /* tolerance in units (> 0): that many may pass at once */
@@ -46,8 +49,10 @@ int64_t gcra_ready_at(const struct gcra *g, int64_t now_ms, double cost);
 
 /* Records that `cost` units passed at now_ms. Charging before gcra_ready_at allows
  * it is permitted (the gate goes into debt and later units wait). A unit passing
- * less than 1 ms after the TAT is counted as on schedule, so that the caller's
- * millisecond clock does not make the spacing drift. */
+ * less than the slack after the TAT (GCRA_SLACK_MS, at most cost × T / 2, at least 1 ms)
+ * is counted as on schedule: the gate advances from its own schedule, not from
+ * the late instant its timer fired, so late wake-ups never make the rate drift;
+ * only real idleness restarts it from now. */
 void gcra_charge(struct gcra *g, int64_t now_ms, double cost);
 
 /* Corrects an earlier charge once the actual cost is known: delta_units > 0 is

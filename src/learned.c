@@ -288,6 +288,12 @@ int64_t learned_ready_at(const struct learned *l, int64_t now_ms, double cost)
 	return paced > at ? paced : at;
 }
 
+bool learned_held(const struct learned *l, int64_t now_ms, double cost)
+{
+	double c = (isfinite(cost) && cost > 1) ? cost : 1;
+	return l->n_obs > 0 && now_ms < l->reset_at_ms && remaining_estimate(l) < c;
+}
+
 double learned_charge(struct learned *l, int64_t now_ms, double cost)
 {
 	double c = (isfinite(cost) && cost > 0) ? cost : 0;

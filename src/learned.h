@@ -140,6 +140,11 @@ int learned_observe(struct learned *l, int64_t now_ms, const struct learned_obs 
  * estimate for a token budget) may pass. With no observation yet: now_ms. */
 int64_t learned_ready_at(const struct learned *l, int64_t now_ms, double cost);
 
+/* Whether the budget holds `cost` units at now_ms because the remaining
+ * estimate is below it until the reset (rule 1): the end of such a hold is
+ * where the caller sends one request first. */
+bool learned_held(const struct learned *l, int64_t now_ms, double cost);
+
 /* Records that `cost` units were dispatched at now_ms. Returns the mark to pass
  * back in the learned_obs of that request's answer (non-decreasing). */
 double learned_charge(struct learned *l, int64_t now_ms, double cost);

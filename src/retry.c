@@ -234,6 +234,14 @@ enum retry_class retry_classify(int status, enum retry_transport transport,
 	return retry_classify_body(status, transport, hdrs, &b, reason);
 }
 
+bool retry_reason_is_quota(const char *reason)
+{
+	if (reason == NULL)
+		return false;
+	return match(reason, money_codes, sizeof(money_codes) / sizeof(money_codes[0])) != NULL ||
+	       strcmp(reason, "payment_required") == 0 || strcmp(reason, "daily_quota") == 0;
+}
+
 const char *retry_class_name(enum retry_class c)
 {
 	switch (c) {

@@ -78,6 +78,11 @@ bool retry_server_hint(const struct rlh_result *hdrs, const struct retry_body *b
 
 const char *retry_class_name(enum retry_class c);
 
+/* Whether a reason retry_classify gave says the account cannot be served at
+ * all (money: insufficient quota, spend or credit limits, 402; a daily cap):
+ * every request of the key would get the same answer, not only this one. */
+bool retry_reason_is_quota(const char *reason);
+
 struct retry_decision {
 	bool retry;        /* false: give up and relay the last answer */
 	int64_t delay_ms;  /* when retry: wait this long (>= 0) before going back to the queue */

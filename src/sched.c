@@ -631,13 +631,29 @@ bool sched_lane_idle(const struct sched_lane *lane)
 
 /* ---- submit ---- */
 
+/* While the quota is out, one request goes upstream per quota_probe_s, and
+ * none before a hold the provider asked for ends (a daily cap's reset). */
+static int64_t quota_next_probe(const struct sched_lane *lane, int64_t now_ms)
+{
+	int64_t t = now_ms + (int64_t)lane->plan->quota_probe_s * 1000;
+	return t > lane->hold_until_ms ? t : lane->hold_until_ms;
+}
+
 enum sched_submit_result sched_submit(struct sched_lane *lane, struct sched_item *it,
                                       double cost_prompt, double cost_output, uint64_t agent,
                                       int64_t now_ms)
 {
+	/* What the signals taught goes stale with idleness: a lane idle for
+	 * reopen_after_s is open again, as a fresh one. */
+	if (sched_lane_idle(lane) && !lane->conc.open &&
+	    now_ms - lane->last_active_ms >= (int64_t)lane->plan->concurrency.reopen_after_s * 1000)
+		aimd_reopen(&lane->conc);
 	lane->last_active_ms = now_ms;
 	enum sched_submit_result refused = SCHED_OK;
-	if (lane->q_depth >= lane->plan->queue.max_depth) {
+	if (lane->quota && now_ms < lane->quota_probe_at_ms) {
+		lane->stats.quota_refused++;
+		refused = SCHED_QUOTA;
+	} else if (lane->q_depth >= lane->plan->queue.max_depth) {
 		lane->stats.rejected_queue_full++;
 		refused = SCHED_QUEUE_FULL;
 	} else if (lane->agents_mode == AGENTS_REJECT && agent_busy(lane, agent)) {
@@ -652,6 +668,10 @@ enum sched_submit_result sched_submit(struct sched_lane *lane, struct sched_item
 		}
 		return refused;
 	}
+	/* Accepted while the quota is out: this one goes upstream as the
+	 * probe, the next one an interval later. */
+	if (lane->quota)
+		lane->quota_probe_at_ms = quota_next_probe(lane, now_ms);
 	memset(it, 0, sizeof(*it));
 	it->lane = lane;
 	it->state = SCHED_QUEUED;
@@ -763,14 +783,50 @@ static void promote_due_retries(struct sched_lane *lane, int64_t now_ms)
 	}
 }
 
+/* Whether a capacity answer not decided yet holds the lane at now_ms. */
+static bool pending_hold(const struct sched_lane *lane, int64_t now_ms)
+{
+	return lane->holds_pending > 0 && now_ms < lane->pending_until_ms;
+}
+
+/* Whether a hold keeps everything back whatever the gates say: a capacity
+ * answer not decided yet, or the probe after a hold still out. */
+static bool held_back(const struct sched_lane *lane, int64_t now_ms)
+{
+	return pending_hold(lane, now_ms) || (lane->probe_needed && lane->probe_seq != 0);
+}
+
+/* A learned budget at 0 until its reset is a hold like a retry-after: its end
+ * is probed with one request. Not when the reset is nearer than a round trip:
+ * the probe would cost more time than the hold (a small bucket that refills
+ * every 20 ms reports 0 all the time). */
+static void note_learned_hold(struct sched_lane *lane, const struct sched_item *it,
+                              int64_t now_ms)
+{
+	for (int b = 0; lane_learns(lane) && b < RLH_N_BUDGETS; b++) {
+		double cost = budget_cost(it, b);
+		const struct learned *l = &lane->learned[b];
+		if ((b == RLH_REQUESTS || cost > 0) && learned_held(l, now_ms, cost) &&
+		    (double)(l->reset_at_ms - now_ms) >= lane->conc.rtt_ms) {
+			lane->probe_needed = true;
+			lane->hold_seq = lane->dispatch_seq;
+			return;
+		}
+	}
+}
+
 struct sched_item *sched_next(struct sched_lane *lane, int64_t now_ms)
 {
 	promote_due_retries(lane, now_ms);
-	if (lane->in_flight >= aimd_limit(&lane->conc))
+	if (lane->in_flight >= aimd_limit(&lane->conc) || held_back(lane, now_ms))
 		return NULL;
 	struct sched_item *it = first_eligible(lane);
-	if (it == NULL || lane_ready_at(lane, it, now_ms) > now_ms)
+	if (it == NULL)
 		return NULL;
+	if (lane_ready_at(lane, it, now_ms) > now_ms) {
+		note_learned_hold(lane, it, now_ms);
+		return NULL;
+	}
 
 	queue_remove(lane, it);
 	int64_t waited = now_ms - it->queued_ms;
@@ -781,6 +837,10 @@ struct sched_item *sched_next(struct sched_lane *lane, int64_t now_ms)
 	it->dispatched_ms = now_ms;
 	it->dispatch_seq = ++lane->dispatch_seq;
 	it->attempts++;
+	if (lane->probe_needed) {
+		lane->probe_seq = it->dispatch_seq;
+		lane->stats.probes++;
+	}
 	lane->in_flight++;
 	it->saturated = lane->in_flight >= aimd_limit(&lane->conc);
 	agent_count(lane, it);
@@ -811,7 +871,9 @@ int64_t sched_wake_at(struct sched_lane *lane, int64_t now_ms)
 		if (t < wake)
 			wake = t;
 	}
-	if (lane->in_flight < aimd_limit(&lane->conc)) {
+	if (pending_hold(lane, now_ms) && lane->pending_until_ms < wake)
+		wake = lane->pending_until_ms;
+	if (lane->in_flight < aimd_limit(&lane->conc) && !held_back(lane, now_ms)) {
 		const struct sched_item *it = first_eligible(lane);
 		if (it != NULL) {
 			int64_t t = lane_ready_at(lane, it, now_ms);
@@ -850,10 +912,22 @@ void sched_complete(struct sched_lane *lane, struct sched_item *it, enum sched_o
 	agent_uncount(lane, it);
 	lane->last_active_ms = now_ms;
 	int64_t rtt = now_ms - it->dispatched_ms;
+	if (it->holding) {
+		it->holding = false;
+		lane->holds_pending--;
+	}
+	if (it->dispatch_seq == lane->probe_seq)
+		lane->probe_seq = 0; /* decided: another may probe if need be */
 
 	switch (outcome) {
 	case SCHED_SUCCESS:
 		lane->stats.succeeded++;
+		/* Only a request sent after the hold or the quota answer can tell
+		 * that it is over. */
+		if (it->dispatch_seq > lane->hold_seq)
+			lane->probe_needed = false;
+		if (it->dispatch_seq > lane->quota_seq)
+			lane->quota = false;
 		aimd_on_success(&lane->conc, now_ms, (double)rtt, it->saturated);
 		aimd_delay_on_success(&lane->delay);
 		break;
@@ -868,7 +942,8 @@ void sched_complete(struct sched_lane *lane, struct sched_item *it, enum sched_o
 		lane->signal_seq = lane->dispatch_seq;
 		lane->stats.capacity_reactions++;
 		/* A capacity error also says the learned rate was too optimistic. */
-		if (aimd_on_capacity_signal(&lane->conc, now_ms) && lane_learns(lane))
+		if (aimd_on_capacity_signal(&lane->conc, now_ms, lane->in_flight + 1) &&
+		    lane_learns(lane))
 			for (int b = 0; b < RLH_N_BUDGETS; b++)
 				if (lane->learned[b].n_obs > 0)
 					learned_on_capacity_signal(&lane->learned[b], now_ms);
@@ -876,6 +951,9 @@ void sched_complete(struct sched_lane *lane, struct sched_item *it, enum sched_o
 		break;
 	case SCHED_TRANSIENT:
 		lane->stats.transient_errors++;
+		break;
+	case SCHED_QUOTA_OUT:
+		aimd_observe_rtt(&lane->conc, (double)rtt);
 		break;
 	case SCHED_ABORTED:
 		lane->stats.cancelled++;
@@ -920,6 +998,47 @@ void sched_hold(struct sched_lane *lane, int64_t until_ms)
 {
 	if (until_ms > lane->hold_until_ms)
 		lane->hold_until_ms = until_ms;
+	lane->probe_needed = true;
+	lane->hold_seq = lane->dispatch_seq;
+}
+
+void sched_hold_pending(struct sched_lane *lane, struct sched_item *it, int64_t until_ms)
+{
+	if (it->state != SCHED_IN_FLIGHT || it->holding)
+		return;
+	it->holding = true;
+	if (lane->holds_pending++ == 0 || until_ms > lane->pending_until_ms)
+		lane->pending_until_ms = until_ms;
+}
+
+bool sched_quota_exhausted(struct sched_lane *lane, int64_t now_ms)
+{
+	bool was = lane->quota;
+	lane->quota = true;
+	lane->quota_seq = lane->dispatch_seq;
+	if (!was)
+		lane->quota_probe_at_ms = quota_next_probe(lane, now_ms);
+	return !was;
+}
+
+bool sched_quota_out(const struct sched_lane *lane)
+{
+	return lane->quota;
+}
+
+struct sched_item *sched_drain(struct sched_lane *lane)
+{
+	struct sched_item *it = lane->r_head != NULL ? lane->r_head : lane->q_head;
+	if (it != NULL)
+		queue_remove(lane, it);
+	else if ((it = lane->w_root) != NULL)
+		wait_remove(lane, it);
+	else
+		return NULL;
+	it->state = SCHED_NONE;
+	lane->stats.drained++;
+	idle_update(lane);
+	return it;
 }
 
 void sched_tokens_used(struct sched_lane *lane, struct sched_item *it, double actual_tokens,
@@ -979,4 +1098,15 @@ int64_t sched_queue_eta_ms(const struct sched_lane *lane, int64_t now_ms)
 	struct sched_item probe = {.cost_tokens = 0};
 	int64_t gate = lane_ready_at(lane, &probe, now_ms) - now_ms;
 	return eta + (gate > 0 ? gate : 0);
+}
+
+const char *sched_lane_state(const struct sched_lane *lane, int64_t now_ms)
+{
+	if (lane->quota)
+		return "quota_exhausted";
+	if (lane->hold_until_ms > now_ms || pending_hold(lane, now_ms))
+		return "held";
+	if (lane->probe_needed)
+		return "probing";
+	return lane->conc.open ? "open" : "adaptive";
 }

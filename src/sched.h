@@ -55,12 +55,14 @@ struct sched_item {
 	bool retried;                /* came back from a retry: dispatched before the FIFO */
 	bool parked;                 /* passed over while its agent was busy (serialize) */
 	bool agent_counted;          /* counted among its agent's requests in flight */
+	bool holding;                /* its capacity answer holds the lane until decided */
 };
 
 enum sched_submit_result {
 	SCHED_OK,         /* queued: call sched_next */
 	SCHED_QUEUE_FULL, /* 503 queue_full */
 	SCHED_AGENT_BUSY, /* 409 agent_busy (agents.mode reject) */
+	SCHED_QUOTA,      /* the lane's quota is exhausted: answer with its refusal */
 };
 
 /* What an attempt's answer means for the lane. */
@@ -68,12 +70,14 @@ enum sched_outcome {
 	SCHED_SUCCESS,   /* a final answer from the upstream (2xx… or a final error) */
 	SCHED_CAPACITY,  /* 429 rate limit, 503, 529: capacity signal */
 	SCHED_TRANSIENT, /* 5xx, transport errors: no capacity signal */
+	SCHED_QUOTA_OUT, /* a final refusal for money or a daily cap (sched_quota_exhausted) */
 	SCHED_ABORTED,   /* the client left: release only */
 };
 
 struct sched_lane_stats {
 	uint64_t dispatched, succeeded, capacity_signals, capacity_reactions, transient_errors,
-	    retries, rejected_queue_full, rejected_agent_busy, queue_timeouts, cancelled;
+	    retries, rejected_queue_full, rejected_agent_busy, queue_timeouts, cancelled, probes,
+	    quota_refused, drained;
 	int64_t queue_wait_max_ms;
 };
 
@@ -128,6 +132,21 @@ struct sched_lane {
 	struct aimd_delay delay;       /* dispatch-delay AIMD */
 	int64_t last_dispatch_ms;
 	int64_t hold_until_ms; /* server said wait (retry-after on a capacity error) */
+	/* Holds. A capacity answer holds the lane from its headers until its
+	 * body is decided (holds_pending); a hold that ends (hold_until_ms, or a
+	 * learned budget at 0 until its reset) lets one request go first, the
+	 * probe, and the rest only once a request sent after the hold succeeded. */
+	unsigned holds_pending;
+	int64_t pending_until_ms; /* the longest a pending hold lasts */
+	bool probe_needed;
+	uint64_t probe_seq; /* dispatch number of the probe in flight; 0: none */
+	uint64_t hold_seq;  /* dispatch number when the lane was last held */
+	/* Quota: a final answer said the account cannot be served. New requests
+	 * are refused (SCHED_QUOTA) but one every plan->quota_probe_s, which goes
+	 * upstream; a success sent after quota_seq ends it. */
+	bool quota;
+	int64_t quota_probe_at_ms;
+	uint64_t quota_seq;
 	/* Dispatches are numbered; a capacity error counts only from a request
 	 * sent after the lane last reacted (its number above signal_seq). */
 	uint64_t dispatch_seq, signal_seq;
@@ -193,8 +212,28 @@ bool sched_observe(struct sched_lane *lane, const struct sched_item *it, const s
 bool sched_wants_tokens(const struct sched_lane *lane);
 
 /* The server asked to wait (retry-after on a capacity error): no request of
- * the lane leaves before now + hint. */
+ * the lane leaves before until_ms, and then one goes alone first (the probe). */
 void sched_hold(struct sched_lane *lane, int64_t until_ms);
+
+/* The headers of a capacity answer (429, 503, 529) to `it` arrived: nothing
+ * of the lane leaves until that answer is decided (sched_complete of `it`),
+ * or until_ms at the latest (a body that never comes must not stall the
+ * lane): requests sent in between would reach a provider that has just
+ * refused. */
+void sched_hold_pending(struct sched_lane *lane, struct sched_item *it, int64_t until_ms);
+
+/* A final answer said the account cannot be served (insufficient quota, a
+ * spend cap, a daily cap past the deadline). Returns true when the lane was
+ * not in that state already (worth a quota_exhausted log line). The caller
+ * then answers every request sched_drain gives it. */
+bool sched_quota_exhausted(struct sched_lane *lane, int64_t now_ms);
+
+/* Whether the lane's quota is exhausted. */
+bool sched_quota_out(const struct sched_lane *lane);
+
+/* Removes and returns one request waiting in the lane (queued or waiting for
+ * a retry), or NULL: call until NULL. */
+struct sched_item *sched_drain(struct sched_lane *lane);
 
 /* Corrects the token gate once the real usage is known. */
 void sched_tokens_used(struct sched_lane *lane, struct sched_item *it, double actual_tokens,
@@ -211,6 +250,12 @@ void sched_cancel(struct sched_lane *lane, struct sched_item *it);
 /* Estimated wait for a request entering the queue now, for retry-after on
  * queue_full and for /status. */
 int64_t sched_queue_eta_ms(const struct sched_lane *lane, int64_t now_ms);
+
+/* The lane's state in one word, for /status: "quota_exhausted", "held" (a
+ * retry-after, or a capacity answer being decided), "probing" (a hold ended,
+ * one request goes first), "open" (no capacity signal yet: up to
+ * max_concurrent) or "adaptive" (AIMD after a signal). */
+const char *sched_lane_state(const struct sched_lane *lane, int64_t now_ms);
 
 /* Current concurrency limit. */
 unsigned sched_concurrency_limit(const struct sched_lane *lane);

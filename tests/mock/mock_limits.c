@@ -25,7 +25,8 @@ struct mock_key {
 	uint64_t last_ms;
 	bool fresh; /* buckets not initialised since the last (re)config */
 	long in_flight;
-	uint64_t window_end_ms; /* end of the window the last 429 advertised */
+	uint64_t window_end_ms;  /* end of the window the last 429 advertised */
+	uint64_t window_open_ms; /* when the open window (extended or not) was first advertised */
 	uint64_t requests, rate_limited;
 };
 
@@ -37,6 +38,9 @@ struct phase {
 static struct cfg {
 	bool anthropic;
 	double rpm, tpm;
+	double burst; /* capacity of the request bucket; 0: rpm (a minute's worth) */
+	bool lockout; /* inside an advertised window every request is refused again */
+	long window_grace_ms;
 	long concurrency, latency_ms;
 	bool retry_after;
 	double retry_after_s;
@@ -141,6 +145,9 @@ int mock_limits_configure(const char *text, size_t len, char *err, size_t errlen
 	static const char *known[] = {"style",
 	                              "rpm",
 	                              "tpm",
+	                              "burst",
+	                              "lockout",
+	                              "window_grace_ms",
 	                              "concurrency",
 	                              "latency_ms",
 	                              "retry_after",
@@ -183,6 +190,8 @@ int mock_limits_configure(const char *text, size_t len, char *err, size_t errlen
 	}
 	if (get_num(o, "rpm", 0, 1e9, &c.rpm, err, errlen) ||
 	    get_num(o, "tpm", 0, 1e12, &c.tpm, err, errlen) ||
+	    get_num(o, "burst", 0, 1e9, &c.burst, err, errlen) ||
+	    get_bool(o, "lockout", &c.lockout, err, errlen) ||
 	    get_num(o, "retry_after_s", 0, 1e7, &c.retry_after_s, err, errlen) ||
 	    get_num(o, "error_rate", 0, 1, &c.error_rate, err, errlen) ||
 	    get_bool(o, "retry_after", &c.retry_after, err, errlen) ||
@@ -197,6 +206,10 @@ int mock_limits_configure(const char *text, size_t len, char *err, size_t errlen
 	if (get_num(o, "latency_ms", 0, 86400000, &d, err, errlen))
 		goto fail;
 	c.latency_ms = (long)d;
+	d = 0;
+	if (get_num(o, "window_grace_ms", 0, 86400000, &d, err, errlen))
+		goto fail;
+	c.window_grace_ms = (long)d;
 	d = 1;
 	if (get_num(o, "seed", 0, 9e15, &d, err, errlen))
 		goto fail;
@@ -292,11 +305,17 @@ static struct mock_key *key_get(const unsigned char *sha)
 	return k;
 }
 
-/* Continuous refill: capacity C = limit per minute, rate C / 60000 per ms. */
+/* The request bucket holds `burst` requests, a minute's worth by default. */
+static double rq_capacity(void)
+{
+	return cfg.burst > 0 ? cfg.burst : cfg.rpm;
+}
+
+/* Continuous refill: capacity C (rq_capacity, tpm), rate limit / 60000 per ms. */
 static void refill(struct mock_key *k, uint64_t now)
 {
 	if (k->fresh) {
-		k->rq_level = cfg.rpm;
+		k->rq_level = rq_capacity();
 		k->tk_level = cfg.tpm;
 		k->last_ms = now;
 		k->fresh = false;
@@ -304,7 +323,7 @@ static void refill(struct mock_key *k, uint64_t now)
 	}
 	double dt = (double)(now - k->last_ms);
 	k->last_ms = now;
-	k->rq_level = fmin(cfg.rpm, k->rq_level + dt * cfg.rpm / 60000.0);
+	k->rq_level = fmin(rq_capacity(), k->rq_level + dt * cfg.rpm / 60000.0);
 	k->tk_level = fmin(cfg.tpm, k->tk_level + dt * cfg.tpm / 60000.0);
 }
 
@@ -426,7 +445,7 @@ static void ratelimit_headers(struct evkeyvalq *h, const struct mock_key *k)
 		         cfg.anthropic ? "%srequests-remaining" : "%sremaining-requests", p);
 		add_num(h, n, rem < 0 ? 0 : rem);
 		snprintf(n, sizeof(n), cfg.anthropic ? "%srequests-reset" : "%sreset-requests", p);
-		add_reset(h, n, (uint64_t)ceil((cfg.rpm - k->rq_level) * 60000.0 / cfg.rpm));
+		add_reset(h, n, (uint64_t)ceil((rq_capacity() - k->rq_level) * 60000.0 / cfg.rpm));
 	}
 	if (cfg.tpm > 0) {
 		double rem = floor(k->tk_level);
@@ -564,7 +583,10 @@ void mock_limits_check(const struct mock_limit_in *in, struct evkeyvalq *h, cons
 	out->status = 0;
 	out->body = NULL;
 	k->requests++;
-	if (k->window_end_ms != 0 && now < k->window_end_ms)
+	bool in_window = k->window_end_ms != 0 && now < k->window_end_ms;
+	/* A request already on its way when the 429 left can not be recalled:
+	 * window_grace_ms after a window opened, arrivals are not counted. */
+	if (in_window && now >= k->window_open_ms + (uint64_t)cfg.window_grace_ms)
 		mock_stats.window_violations++;
 	refill(k, now);
 
@@ -583,6 +605,18 @@ void mock_limits_check(const struct mock_limit_in *in, struct evkeyvalq *h, cons
 		                                  "https://platform.openai.com/docs/guides/"
 		                                  "error-codes/api-errors.",
 		                                  NULL, rid);
+	} else if (cfg.lockout && in_window) {
+		/* A provider that punishes: refused again, and the window starts over. */
+		wait = cfg.retry_after_s > 0 ? (uint64_t)(cfg.retry_after_s * 1000.0)
+		                             : k->window_end_ms - now;
+		out->status = 429;
+		out->body = mock_error_body(cfg.anthropic,
+		                            cfg.anthropic ? "rate_limit_error" : "requests",
+		                            "rate_limit_exceeded",
+		                            "Rate limit reached: requests inside the retry-after "
+		                            "window are refused.",
+		                            NULL, rid);
+		windowed = true;
 	} else if (cfg.concurrency > 0 && k->in_flight >= cfg.concurrency) {
 		out->status = 429;
 		snprintf(msg, sizeof(msg),
@@ -660,6 +694,8 @@ void mock_limits_check(const struct mock_limit_in *in, struct evkeyvalq *h, cons
 			uint64_t adv = cfg.retry_after && cfg.retry_after_s > 0
 			                   ? (uint64_t)(cfg.retry_after_s * 1000.0)
 			                   : wait;
+			if (now >= k->window_end_ms)
+				k->window_open_ms = now;
 			if (now + adv > k->window_end_ms)
 				k->window_end_ms = now + adv;
 		}

@@ -10,7 +10,6 @@ static struct plan_conf plan(void)
 	memset(&p, 0, sizeof(p));
 	p.max_concurrent = 64;
 	p.concurrency.adaptive = true;
-	p.concurrency.initial = 4;
 	p.concurrency.min = 1;
 	p.concurrency.decrease_factor = 0.5;
 	p.dispatch_delay.adaptive = true;
@@ -21,6 +20,16 @@ static struct plan_conf plan(void)
 	return p;
 }
 
+/* A limit closed at `limit` by a first capacity signal long ago (2 × limit in
+ * flight, × 0.5), so that the lockout of later signals is over. */
+static void closed_at(struct aimd *a, unsigned limit, unsigned min, unsigned max)
+{
+	aimd_init(a, true, min, max, 0.5);
+	ck_assert(aimd_on_capacity_signal(a, -1000000, 2 * (size_t)limit));
+	ck_assert(!a->open);
+	ck_assert_uint_eq(aimd_limit(a), limit);
+}
+
 /* One round: as many saturated successes as the limit. */
 static void round_of_successes(struct aimd *a, int64_t now_ms)
 {
@@ -29,19 +38,63 @@ static void round_of_successes(struct aimd *a, int64_t now_ms)
 		aimd_on_success(a, now_ms, 0, true);
 }
 
-START_TEST(starts_at_initial)
+START_TEST(starts_open_at_max)
 {
 	struct plan_conf p = plan();
 	struct aimd a;
 	aimd_init_plan(&a, &p);
+	ck_assert(a.open);
+	ck_assert_uint_eq(aimd_limit(&a), 64);
+	/* successes say nothing while open: it stays at max */
+	for (int i = 0; i < 100; i++)
+		aimd_on_success(&a, i, 100, true);
+	ck_assert_uint_eq(aimd_limit(&a), 64);
+}
+END_TEST
+
+START_TEST(first_signal_closes_at_in_flight_times_factor)
+{
+	struct aimd a;
+	aimd_init(&a, true, 1, 64, 0.5);
+	ck_assert(aimd_on_capacity_signal(&a, 0, 20));
+	ck_assert(!a.open);
+	ck_assert_uint_eq(aimd_limit(&a), 10);
+	/* the burst's other signals within one RTT are the same signal */
+	ck_assert(!aimd_on_capacity_signal(&a, 10, 19));
+	ck_assert_uint_eq(aimd_limit(&a), 10);
+	/* more in flight than the ceiling: from the ceiling */
+	aimd_init(&a, true, 1, 8, 0.5);
+	ck_assert(aimd_on_capacity_signal(&a, 0, 100));
 	ck_assert_uint_eq(aimd_limit(&a), 4);
+	/* one in flight: the floor */
+	aimd_init(&a, true, 2, 8, 0.5);
+	ck_assert(aimd_on_capacity_signal(&a, 0, 1));
+	ck_assert_uint_eq(aimd_limit(&a), 2);
+}
+END_TEST
+
+START_TEST(reopen_after_idleness)
+{
+	struct aimd a;
+	closed_at(&a, 4, 1, 64);
+	aimd_reopen(&a);
+	ck_assert(a.open);
+	ck_assert_uint_eq(aimd_limit(&a), 64);
+	/* and closes again from what is in flight then, with no lockout left */
+	ck_assert(aimd_on_capacity_signal(&a, 0, 30));
+	ck_assert_uint_eq(aimd_limit(&a), 15);
+	/* a fixed limit never opens */
+	aimd_init(&a, false, 1, 10, 0.5);
+	aimd_reopen(&a);
+	ck_assert(!a.open);
+	ck_assert_uint_eq(aimd_limit(&a), 10);
 }
 END_TEST
 
 START_TEST(plus_one_per_saturated_round)
 {
 	struct aimd a;
-	aimd_init(&a, true, 4, 1, 64, 0.5);
+	closed_at(&a, 4, 1, 64);
 	round_of_successes(&a, 0);
 	ck_assert_uint_eq(aimd_limit(&a), 5);
 	round_of_successes(&a, 0);
@@ -55,7 +108,7 @@ END_TEST
 START_TEST(partial_round_is_not_enough)
 {
 	struct aimd a;
-	aimd_init(&a, true, 4, 1, 64, 0.5);
+	closed_at(&a, 4, 1, 64);
 	for (int i = 0; i < 3; i++)
 		aimd_on_success(&a, 0, 0, true);
 	ck_assert_uint_eq(aimd_limit(&a), 4);
@@ -67,7 +120,7 @@ END_TEST
 START_TEST(no_growth_when_not_saturated)
 {
 	struct aimd a;
-	aimd_init(&a, true, 4, 1, 64, 0.5);
+	closed_at(&a, 4, 1, 64);
 	for (int i = 0; i < 1000; i++)
 		aimd_on_success(&a, i, 100, false);
 	ck_assert_uint_eq(aimd_limit(&a), 4);
@@ -77,7 +130,7 @@ END_TEST
 START_TEST(growth_stops_at_max)
 {
 	struct aimd a;
-	aimd_init(&a, true, 4, 1, 6, 0.5);
+	closed_at(&a, 3, 1, 6);
 	for (int i = 0; i < 100; i++)
 		round_of_successes(&a, 0);
 	ck_assert_uint_eq(aimd_limit(&a), 6);
@@ -87,8 +140,8 @@ END_TEST
 START_TEST(capacity_signal_halves)
 {
 	struct aimd a;
-	aimd_init(&a, true, 16, 1, 64, 0.5);
-	ck_assert(aimd_on_capacity_signal(&a, 0));
+	closed_at(&a, 16, 1, 64);
+	ck_assert(aimd_on_capacity_signal(&a, 0, 0));
 	ck_assert_uint_eq(aimd_limit(&a), 8);
 }
 END_TEST
@@ -96,12 +149,12 @@ END_TEST
 START_TEST(burst_of_signals_counts_once)
 {
 	struct aimd a;
-	aimd_init(&a, true, 32, 1, 64, 0.5);
+	closed_at(&a, 32, 1, 64);
 	aimd_on_success(&a, 0, 1000, false); /* RTT ~1 s */
-	ck_assert(aimd_on_capacity_signal(&a, 10000));
+	ck_assert(aimd_on_capacity_signal(&a, 10000, 0));
 	int decreased = 0;
 	for (int i = 1; i < 10; i++)
-		decreased += aimd_on_capacity_signal(&a, 10000 + i * 20);
+		decreased += aimd_on_capacity_signal(&a, 10000 + i * 20, 0);
 	ck_assert_int_eq(decreased, 0);
 	ck_assert_uint_eq(aimd_limit(&a), 16);
 }
@@ -110,10 +163,10 @@ END_TEST
 START_TEST(second_signal_after_rtt_counts)
 {
 	struct aimd a;
-	aimd_init(&a, true, 32, 1, 64, 0.5);
-	ck_assert(aimd_on_capacity_signal(&a, 0));
-	ck_assert(!aimd_on_capacity_signal(&a, 999)); /* initial RTT 1 s */
-	ck_assert(aimd_on_capacity_signal(&a, 1000));
+	closed_at(&a, 32, 1, 64);
+	ck_assert(aimd_on_capacity_signal(&a, 0, 0));
+	ck_assert(!aimd_on_capacity_signal(&a, 999, 0)); /* initial RTT 1 s */
+	ck_assert(aimd_on_capacity_signal(&a, 1000, 0));
 	ck_assert_uint_eq(aimd_limit(&a), 8);
 }
 END_TEST
@@ -121,22 +174,22 @@ END_TEST
 START_TEST(rtt_follows_latencies)
 {
 	struct aimd a;
-	aimd_init(&a, true, 32, 1, 64, 0.5);
+	closed_at(&a, 32, 1, 64);
 	for (int i = 0; i < 50; i++)
 		aimd_on_success(&a, 0, 5000, false);
 	ck_assert_double_eq_tol(a.rtt_ms, 5000, 1);
-	ck_assert(aimd_on_capacity_signal(&a, 100000));
-	ck_assert(!aimd_on_capacity_signal(&a, 104000));
-	ck_assert(aimd_on_capacity_signal(&a, 105001));
+	ck_assert(aimd_on_capacity_signal(&a, 100000, 0));
+	ck_assert(!aimd_on_capacity_signal(&a, 104000, 0));
+	ck_assert(aimd_on_capacity_signal(&a, 105001, 0));
 }
 END_TEST
 
 START_TEST(decrease_bounded_by_min)
 {
 	struct aimd a;
-	aimd_init(&a, true, 8, 2, 64, 0.5);
+	closed_at(&a, 8, 2, 64);
 	for (int i = 0; i < 10; i++)
-		aimd_on_capacity_signal(&a, (int64_t)i * 100000);
+		aimd_on_capacity_signal(&a, (int64_t)i * 100000, 0);
 	ck_assert_uint_eq(aimd_limit(&a), 2);
 }
 END_TEST
@@ -145,8 +198,8 @@ START_TEST(long_retry_after_does_not_freeze)
 {
 	/* a 429 with an hour's retry-after, the lane holds, then comes back */
 	struct aimd a;
-	aimd_init(&a, true, 16, 1, 64, 0.5);
-	ck_assert(aimd_on_capacity_signal(&a, 0));
+	closed_at(&a, 16, 1, 64);
+	ck_assert(aimd_on_capacity_signal(&a, 0, 0));
 	/* the requests that waited the hour report their latency: clamped */
 	for (int i = 0; i < 10; i++)
 		aimd_on_success(&a, 3600000, 3600000, false);
@@ -157,15 +210,15 @@ START_TEST(long_retry_after_does_not_freeze)
 	ck_assert_uint_eq(aimd_limit(&a), before + 1);
 	/* a new overload is heard, and the one after it too: the lockout is one
 	 * clamped RTT, never the length of a retry-after */
-	ck_assert(aimd_on_capacity_signal(&a, 3700000));
-	ck_assert(aimd_on_capacity_signal(&a, 3700000 + (int64_t)AIMD_RTT_MAX_MS));
+	ck_assert(aimd_on_capacity_signal(&a, 3700000, 0));
+	ck_assert(aimd_on_capacity_signal(&a, 3700000 + (int64_t)AIMD_RTT_MAX_MS, 0));
 }
 END_TEST
 
 START_TEST(latency_samples_clamped)
 {
 	struct aimd a;
-	aimd_init(&a, true, 4, 1, 64, 0.5);
+	closed_at(&a, 4, 1, 64);
 	for (int i = 0; i < 100; i++)
 		aimd_observe_rtt(&a, 1e9);
 	ck_assert(a.rtt_ms <= AIMD_RTT_MAX_MS);
@@ -182,8 +235,8 @@ END_TEST
 START_TEST(recovers_after_decrease)
 {
 	struct aimd a;
-	aimd_init(&a, true, 8, 1, 64, 0.5);
-	aimd_on_capacity_signal(&a, 0);
+	closed_at(&a, 8, 1, 64);
+	aimd_on_capacity_signal(&a, 0, 0);
 	ck_assert_uint_eq(aimd_limit(&a), 4);
 	for (int i = 0; i < 4; i++)
 		round_of_successes(&a, 1000);
@@ -199,7 +252,7 @@ START_TEST(not_adaptive_stays_at_max)
 	struct aimd a;
 	aimd_init_plan(&a, &p);
 	ck_assert_uint_eq(aimd_limit(&a), 10);
-	ck_assert(!aimd_on_capacity_signal(&a, 0));
+	ck_assert(!aimd_on_capacity_signal(&a, 0, 0));
 	round_of_successes(&a, 0);
 	ck_assert_uint_eq(aimd_limit(&a), 10);
 }
@@ -208,11 +261,11 @@ END_TEST
 START_TEST(init_corrects_arguments)
 {
 	struct aimd a;
-	aimd_init(&a, true, 100, 0, 8, 1.5);
-	ck_assert_uint_eq(aimd_limit(&a), 8); /* initial clamped to max */
+	aimd_init(&a, true, 0, 8, 1.5);
+	ck_assert_uint_eq(aimd_limit(&a), 8); /* open: at max */
 	ck_assert_uint_eq(a.min, 1);
 	ck_assert(a.decrease_factor == 0.5);
-	aimd_init(&a, true, 0, 3, 2, 0.5); /* max < min */
+	aimd_init(&a, true, 3, 2, 0.5); /* max < min */
 	ck_assert_uint_eq(a.max, 3);
 	ck_assert_uint_eq(aimd_limit(&a), 3);
 }
@@ -223,6 +276,7 @@ START_TEST(reconfigure_clamps)
 	struct plan_conf p = plan();
 	struct aimd a;
 	aimd_init_plan(&a, &p);
+	ck_assert(aimd_on_capacity_signal(&a, -1000000, 8));
 	for (int i = 0; i < 20; i++)
 		round_of_successes(&a, 0);
 	ck_assert_uint_eq(aimd_limit(&a), 24);
@@ -234,7 +288,8 @@ START_TEST(reconfigure_clamps)
 	ck_assert_uint_eq(aimd_limit(&a), 10);
 	p.concurrency.adaptive = true;
 	aimd_reconfigure(&a, &p);
-	ck_assert_uint_eq(aimd_limit(&a), 4); /* back to initial */
+	ck_assert(a.open); /* adaptive afresh: open */
+	ck_assert_uint_eq(aimd_limit(&a), 10);
 }
 END_TEST
 
@@ -352,7 +407,9 @@ static Suite *aimd_suite(void)
 {
 	Suite *s = suite_create("aimd");
 	TCase *c = tcase_create("concurrency");
-	tcase_add_test(c, starts_at_initial);
+	tcase_add_test(c, starts_open_at_max);
+	tcase_add_test(c, first_signal_closes_at_in_flight_times_factor);
+	tcase_add_test(c, reopen_after_idleness);
 	tcase_add_test(c, plus_one_per_saturated_round);
 	tcase_add_test(c, partial_round_is_not_enough);
 	tcase_add_test(c, no_growth_when_not_saturated);

@@ -84,9 +84,10 @@ static void check_default_plan(const struct plan_conf *p)
 	ck_assert_uint_eq(p->default_output_tokens, 1024);
 	ck_assert_uint_eq(p->max_concurrent, 64);
 	ck_assert(p->concurrency.adaptive);
-	ck_assert_uint_eq(p->concurrency.initial, 4);
 	ck_assert_uint_eq(p->concurrency.min, 1);
 	ck_assert_double_eq(p->concurrency.decrease_factor, 0.5);
+	ck_assert_uint_eq(p->concurrency.reopen_after_s, 450); /* idle_ttl_s / 2 */
+	ck_assert_uint_eq(p->quota_probe_s, 10);
 	ck_assert(p->dispatch_delay.adaptive);
 	ck_assert_uint_eq(p->dispatch_delay.min_ms, 0);
 	ck_assert_uint_eq(p->dispatch_delay.max_ms, 5000);
@@ -283,7 +284,8 @@ static const char full_yaml[] =
     "    token_burst: 500\n"
     "    default_output_tokens: 0\n"
     "    max_concurrent: 10\n"
-    "    concurrency: {adaptive: false, initial: 2, min: 2, decrease_factor: 0.75}\n"
+    "    concurrency: {adaptive: false, min: 2, decrease_factor: 0.75, reopen_after_s: 30}\n"
+    "    quota_probe_s: 3\n"
     "    dispatch_delay:\n"
     "      adaptive: false\n"
     "      min_ms: 10\n"
@@ -360,7 +362,8 @@ START_TEST(full_file_every_key)
 	ck_assert_uint_eq(g->default_output_tokens, 0);
 	ck_assert_uint_eq(g->max_concurrent, 10);
 	ck_assert(!g->concurrency.adaptive);
-	ck_assert_uint_eq(g->concurrency.initial, 2);
+	ck_assert_uint_eq(g->concurrency.reopen_after_s, 30);
+	ck_assert_uint_eq(g->quota_probe_s, 3);
 	ck_assert_uint_eq(g->concurrency.min, 2);
 	ck_assert_double_eq(g->concurrency.decrease_factor, 0.75);
 	ck_assert(!g->dispatch_delay.adaptive);
@@ -416,14 +419,15 @@ START_TEST(admin_beyond_loopback_with_token_or_disabled)
 }
 END_TEST
 
-START_TEST(initial_concurrency_clamped_when_unset)
+START_TEST(reopen_follows_idle_ttl_when_unset)
 {
-	struct config *c = load_ok("plans:\n"
+	struct config *c = load_ok("limits: {idle_ttl_s: 60}\n"
+	                           "plans:\n"
 	                           "  default: {max_concurrent: 2}\n"
-	                           "  wide: {concurrency: {min: 8}}\n",
+	                           "  set: {concurrency: {reopen_after_s: 5}}\n",
 	                           NULL);
-	ck_assert_uint_eq(config_plan(c, "default")->concurrency.initial, 2);
-	ck_assert_uint_eq(config_plan(c, "wide")->concurrency.initial, 8);
+	ck_assert_uint_eq(config_plan(c, "default")->concurrency.reopen_after_s, 30);
+	ck_assert_uint_eq(config_plan(c, "set")->concurrency.reopen_after_s, 5);
 	config_free(c);
 }
 END_TEST
@@ -608,12 +612,11 @@ static const struct bad {
      "gemini, openrouter, groq, mistral, together)"},
     /* plan references and relations */
     {"providers:\n  openai: {plan: gold}\n", "2:18: providers.openai: unknown plan 'gold'"},
-    {"plans:\n  default:\n    concurrency: {initial: 2, min: 3}\n",
-     "3:28: plans.default: concurrency.initial (2) must be between concurrency.min (3) and "
-     "max_concurrent (64)"},
-    {"plans:\n  p:\n    max_concurrent: 8\n    concurrency: {initial: 9}\n",
-     "4:28: plans.p: concurrency.initial (9) must be between concurrency.min (1) and "
-     "max_concurrent (8)"},
+    {"plans:\n  default:\n    concurrency: {initial: 2}\n",
+     "3:19: 'initial' in 'plans.default.concurrency' was removed: a lane is open up to "
+     "max_concurrent until its first capacity signal"},
+    {"plans:\n  default:\n    quota_probe_s: 0\n",
+     "3:20: plans.default.quota_probe_s: expected an integer >= 1, got '0'"},
     {"plans:\n  default:\n    max_concurrent: 2\n    concurrency: {min: 3}\n",
      "4:24: plans.default: concurrency.min (3) is above max_concurrent (2)"},
     {"plans:\n  default:\n    dispatch_delay: {min_ms: 100, max_ms: 10}\n",
@@ -737,7 +740,6 @@ START_TEST(env_without_file)
 	struct config *c = load_ok(NULL, env);
 	ck_assert_double_eq(c->plans[0].max_requests_per_minute, 60);
 	ck_assert_uint_eq(c->plans[0].max_concurrent, 2);
-	ck_assert_uint_eq(c->plans[0].concurrency.initial, 2); /* clamped, was not set */
 	config_free(c);
 }
 END_TEST
@@ -801,9 +803,8 @@ END_TEST
 START_TEST(env_conflicting_with_file_blames_the_file_value)
 {
 	char *env[] = {"PACERD_MAX_CONCURRENT=2", NULL};
-	expect_file_error("plans:\n  default:\n    concurrency: {initial: 4}\n", env,
-	                  "3:28: plans.default: concurrency.initial (4) must be between "
-	                  "concurrency.min (1) and max_concurrent (2)");
+	expect_file_error("plans:\n  default:\n    concurrency: {min: 4}\n", env,
+	                  "3:24: plans.default: concurrency.min (4) is above max_concurrent (2)");
 }
 END_TEST
 
@@ -991,7 +992,7 @@ static Suite *config_suite(void)
 	tcase_add_test(t, full_file_every_key);
 	tcase_add_test(t, agents_mode_off_and_reject);
 	tcase_add_test(t, admin_beyond_loopback_with_token_or_disabled);
-	tcase_add_test(t, initial_concurrency_clamped_when_unset);
+	tcase_add_test(t, reopen_follows_idle_ttl_when_unset);
 	tcase_add_test(t, aliases_and_null_values);
 	tcase_add_test(t, many_keys);
 	tcase_add_loop_test(t, rejected_file, 0, COUNT(bad_files));

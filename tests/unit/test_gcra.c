@@ -190,6 +190,82 @@ START_TEST(simulation_with_late_timer)
 }
 END_TEST
 
+/* Dispatches n units, each `late(i)` ms after the gate allows it, into t[]. */
+static void run_late(struct gcra *g, int n, int64_t *t, int (*late)(int))
+{
+	int64_t now = 0;
+	for (int i = 0; i < n; i++) {
+		now = gcra_ready_at(g, now, 1) + late(i);
+		gcra_charge(g, now, 1);
+		t[i] = now;
+	}
+}
+
+static int late_jitter(int i)
+{
+	return (i * 7) % 5; /* 0..4 ms, as timer wake-ups are */
+}
+
+START_TEST(late_wakeups_do_not_drift)
+{
+	/* 10 req/s, every dispatch 0-4 ms late: the schedule holds, so 300
+	 * requests span 299 intervals plus at most one lateness (not 299 of
+	 * them: 9.7 req/s), and no 1-s window holds more than burst + 10. */
+	struct gcra g;
+	gcra_init(&g, 100, 1);
+	int64_t t[300];
+	run_late(&g, 300, t, late_jitter);
+	ck_assert_int_ge(t[299] - t[0], 29900 - 4);
+	ck_assert_int_le(t[299] - t[0], 29900 + 4);
+	for (int i = 0, j = 0; i < 300; i++) {
+		while (t[i] - t[j] >= 1000)
+			j++;
+		ck_assert_int_le(i - j + 1, 11);
+	}
+	/* and never two within half an interval of each other */
+	for (int i = 1; i < 300; i++)
+		ck_assert_int_ge(t[i] - t[i - 1], 100 - 4);
+}
+END_TEST
+
+static int late_idle(int i)
+{
+	return i == 5 ? 500 : 0;
+}
+
+START_TEST(real_idleness_restarts_the_schedule)
+{
+	/* lateness beyond the slack is idleness: no catching up afterwards */
+	struct gcra g;
+	gcra_init(&g, 100, 1);
+	int64_t t[10];
+	run_late(&g, 10, t, late_idle);
+	ck_assert_int_eq(t[5], 1000);
+	for (int i = 6; i < 10; i++)
+		ck_assert_int_eq(t[i] - t[i - 1], 100);
+}
+END_TEST
+
+START_TEST(slack_is_below_half_an_interval)
+{
+	/* T = 4 ms: a unit 3 ms late is past the slack (2 ms): the next waits a
+	 * whole interval from it, never 1 ms */
+	struct gcra g;
+	gcra_init(&g, 4, 1);
+	gcra_charge(&g, 0, 1);
+	gcra_charge(&g, 7, 1); /* TAT was 4: 3 ms late */
+	ck_assert_int_eq(gcra_ready_at(&g, 7, 1), 11);
+	/* 2 ms late at T = 100 ms is on schedule */
+	gcra_init(&g, 100, 1);
+	gcra_charge(&g, 0, 1);
+	gcra_charge(&g, 102, 1);
+	ck_assert_int_eq(gcra_ready_at(&g, 102, 1), 200);
+	/* 10 ms is the most: 11 ms late restarts */
+	gcra_charge(&g, 211, 1);
+	ck_assert_int_eq(gcra_ready_at(&g, 211, 1), 311);
+}
+END_TEST
+
 START_TEST(token_weighting)
 {
 	/* 60000 tpm: 1 ms per token, tolerance 1000 tokens (one second) */
@@ -533,6 +609,9 @@ static Suite *gcra_suite(void)
 	tcase_add_test(g, disabled_gate_always_open);
 	tcase_add_test(g, fractional_interval_rounds_up);
 	tcase_add_test(g, no_drift_with_fractional_interval);
+	tcase_add_test(g, late_wakeups_do_not_drift);
+	tcase_add_test(g, real_idleness_restarts_the_schedule);
+	tcase_add_test(g, slack_is_below_half_an_interval);
 	tcase_add_test(g, simulation_1000_requests_600rpm);
 	tcase_add_test(g, simulation_with_late_timer);
 	tcase_add_test(g, token_weighting);

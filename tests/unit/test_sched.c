@@ -34,7 +34,6 @@ static void fixed_concurrency(unsigned n)
 {
 	plan.concurrency.adaptive = false;
 	plan.max_concurrent = n;
-	plan.concurrency.initial = n;
 	plan.concurrency.min = 1;
 }
 
@@ -234,6 +233,205 @@ START_TEST(hold_blocks_the_lane)
 	ck_assert_int_eq(sched_wake_at(&lane, 1000), 4000);
 	ck_assert_ptr_null(sched_next(&lane, 3999));
 	ck_assert_int_eq(idx(sched_next(&lane, 4000)), 0);
+}
+END_TEST
+
+START_TEST(fresh_lane_is_open_up_to_max_concurrent)
+{
+	/* No capacity signal yet: 20 requests all leave at once, not 4. */
+	init_lane(AGENTS_OFF);
+	for (int i = 0; i < 16; i++)
+		sched_submit(&lane, &items[i], 0, 0, 0, 1000);
+	for (int i = 0; i < 16; i++)
+		ck_assert_int_eq(idx(sched_next(&lane, 1000)), i);
+	ck_assert_int_eq(sched_concurrency_limit(&lane), 64);
+	/* The first signal closes it at what was in flight x 0.5. */
+	sched_complete(&lane, &items[0], SCHED_CAPACITY, 1100);
+	ck_assert_int_eq(sched_concurrency_limit(&lane), 8);
+	for (int i = 1; i < 16; i++)
+		sched_complete(&lane, &items[i], SCHED_SUCCESS, 1100);
+}
+END_TEST
+
+START_TEST(idle_lane_opens_again)
+{
+	plan.concurrency.reopen_after_s = 30;
+	init_lane(AGENTS_OFF);
+	for (int i = 0; i < 4; i++) {
+		sched_submit(&lane, &items[i], 0, 0, 0, 1000);
+		sched_next(&lane, 1000);
+	}
+	for (int i = 0; i < 4; i++)
+		sched_complete(&lane, &items[i], SCHED_CAPACITY, 1100);
+	ck_assert_int_eq(sched_concurrency_limit(&lane), 2);
+	/* idle for less than reopen_after_s: still closed */
+	sched_submit(&lane, &items[4], 0, 0, 0, 20000);
+	ck_assert_int_eq(sched_concurrency_limit(&lane), 2);
+	ck_assert_int_eq(idx(sched_next(&lane, 20000)), 4);
+	sched_complete(&lane, &items[4], SCHED_SUCCESS, 20100);
+	/* idle for 30 s: open */
+	sched_submit(&lane, &items[5], 0, 0, 0, 50100);
+	ck_assert_int_eq(sched_concurrency_limit(&lane), 64);
+	ck_assert_int_eq(idx(sched_next(&lane, 50100)), 5);
+	sched_complete(&lane, &items[5], SCHED_SUCCESS, 50200);
+}
+END_TEST
+
+START_TEST(capacity_headers_hold_until_decided)
+{
+	init_lane(AGENTS_OFF);
+	for (int i = 0; i < 3; i++)
+		sched_submit(&lane, &items[i], 0, 0, 0, 1000);
+	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 0);
+	/* a 429's headers arrive: nothing leaves until its body is decided */
+	sched_hold_pending(&lane, &items[0], 2001);
+	ck_assert_ptr_null(sched_next(&lane, 1001));
+	ck_assert_str_eq(sched_lane_state(&lane, 1001), "held");
+	/* the only instant to wake for: the pending hold's cap */
+	ck_assert_int_eq(sched_wake_at(&lane, 1001), 2001);
+	/* decided: a capacity error with retry-after 2 s */
+	sched_complete(&lane, &items[0], SCHED_CAPACITY, 1002);
+	sched_hold(&lane, 3002);
+	ck_assert_ptr_null(sched_next(&lane, 1002));
+	ck_assert_int_eq(sched_wake_at(&lane, 1002), 3002);
+	/* the hold ends: one goes alone (the probe) */
+	ck_assert_int_eq(idx(sched_next(&lane, 3002)), 1);
+	ck_assert_ptr_null(sched_next(&lane, 3002));
+	ck_assert_int_eq(lane.stats.probes, 1);
+	/* the probe succeeds: the rest follow */
+	sched_complete(&lane, &items[1], SCHED_SUCCESS, 3100);
+	ck_assert_int_eq(idx(sched_next(&lane, 3100)), 2);
+	sched_complete(&lane, &items[2], SCHED_SUCCESS, 3200);
+}
+END_TEST
+
+START_TEST(a_pending_hold_is_capped)
+{
+	/* a 429 whose body never comes holds the lane until its cap only */
+	init_lane(AGENTS_OFF);
+	for (int i = 0; i < 2; i++)
+		sched_submit(&lane, &items[i], 0, 0, 0, 1000);
+	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 0);
+	sched_hold_pending(&lane, &items[0], 2000);
+	ck_assert_ptr_null(sched_next(&lane, 1999));
+	ck_assert_int_eq(idx(sched_next(&lane, 2000)), 1);
+	sched_complete(&lane, &items[0], SCHED_ABORTED, 2100);
+	sched_complete(&lane, &items[1], SCHED_SUCCESS, 2100);
+	ck_assert_int_eq(lane.holds_pending, 0);
+}
+END_TEST
+
+START_TEST(a_refused_probe_holds_again)
+{
+	init_lane(AGENTS_OFF);
+	for (int i = 0; i < 3; i++)
+		sched_submit(&lane, &items[i], 0, 0, 0, 1000);
+	sched_hold(&lane, 2000);
+	ck_assert_int_eq(idx(sched_next(&lane, 2000)), 0);
+	ck_assert_ptr_null(sched_next(&lane, 2000));
+	sched_complete(&lane, &items[0], SCHED_CAPACITY, 2010);
+	sched_hold(&lane, 5010);
+	ck_assert_ptr_null(sched_next(&lane, 5009));
+	/* one probe again, not the whole lane */
+	ck_assert_int_eq(idx(sched_next(&lane, 5010)), 1);
+	ck_assert_ptr_null(sched_next(&lane, 5010));
+	/* a probe that dies (client gone) lets another probe go */
+	sched_complete(&lane, &items[1], SCHED_ABORTED, 5020);
+	int64_t t = sched_wake_at(&lane, 5020); /* the dispatch delay after two refusals */
+	ck_assert_int_le(t, 5010 + 200);
+	ck_assert_int_eq(idx(sched_next(&lane, t)), 2);
+	ck_assert_int_eq(lane.stats.probes, 3);
+	sched_complete(&lane, &items[2], SCHED_SUCCESS, 5100);
+	ck_assert(!lane.probe_needed);
+}
+END_TEST
+
+START_TEST(a_success_sent_before_the_hold_does_not_end_it)
+{
+	init_lane(AGENTS_OFF);
+	for (int i = 0; i < 4; i++)
+		sched_submit(&lane, &items[i], 0, 0, 0, 1000);
+	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 0);
+	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 1);
+	sched_complete(&lane, &items[0], SCHED_CAPACITY, 1010);
+	sched_hold(&lane, 2000);
+	/* item 1 left before the refusal: its success says nothing of after */
+	sched_complete(&lane, &items[1], SCHED_SUCCESS, 2500);
+	ck_assert_int_eq(idx(sched_next(&lane, 2500)), 2);
+	ck_assert_ptr_null(sched_next(&lane, 2500));
+	sched_complete(&lane, &items[2], SCHED_SUCCESS, 2600);
+	ck_assert_int_eq(idx(sched_next(&lane, 2600)), 3);
+	sched_complete(&lane, &items[3], SCHED_SUCCESS, 2700);
+}
+END_TEST
+
+START_TEST(a_learned_budget_at_zero_ends_with_a_probe)
+{
+	init_lane(AGENTS_OFF);
+	for (int i = 0; i < 4; i++)
+		sched_submit(&lane, &items[i], 0, 0, 0, 1000);
+	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 0);
+	struct rlh_result h;
+	memset(&h, 0, sizeof(h));
+	h.budget[RLH_REQUESTS] = (struct rlh_budget){.has_remaining = true,
+	                                             .has_reset = true,
+	                                             .remaining = 0,
+	                                             .reset_ms = 2000};
+	sched_observe(&lane, &items[0], &h, 1100);
+	sched_complete(&lane, &items[0], SCHED_SUCCESS, 1100);
+	ck_assert_ptr_null(sched_next(&lane, 1100));
+	ck_assert_int_eq(sched_wake_at(&lane, 1100), 3100);
+	ck_assert_int_eq(idx(sched_next(&lane, 3100)), 1);
+	ck_assert_ptr_null(sched_next(&lane, 3100)); /* alone */
+	sched_complete(&lane, &items[1], SCHED_SUCCESS, 3200);
+	ck_assert_int_eq(idx(sched_next(&lane, 3200)), 2);
+	ck_assert_int_eq(idx(sched_next(&lane, 3200)), 3);
+	sched_complete(&lane, &items[2], SCHED_SUCCESS, 3300);
+	sched_complete(&lane, &items[3], SCHED_SUCCESS, 3300);
+}
+END_TEST
+
+START_TEST(quota_drains_refuses_and_probes)
+{
+	plan.quota_probe_s = 10;
+	init_lane(AGENTS_OFF);
+	for (int i = 0; i < 5; i++)
+		sched_submit(&lane, &items[i], 0, 0, 0, 1000);
+	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 0);
+	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 1);
+	sched_complete(&lane, &items[0], SCHED_QUOTA_OUT, 1100); /* a final 429 */
+	sched_complete(&lane, &items[1], SCHED_TRANSIENT, 1100);
+	sched_retry(&lane, &items[1], 5000); /* a retry waiting */
+	ck_assert(sched_quota_exhausted(&lane, 1100));
+	ck_assert(!sched_quota_exhausted(&lane, 1100)); /* once */
+	ck_assert(sched_quota_out(&lane));
+	/* every request waiting comes out, queued and retrying alike */
+	int n = 0;
+	struct sched_item *it;
+	while ((it = sched_drain(&lane)) != NULL) {
+		ck_assert_int_eq(it->state, SCHED_NONE);
+		n++;
+	}
+	ck_assert_int_eq(n, 4);
+	ck_assert(sched_lane_idle(&lane));
+	/* new requests are refused until the probe interval */
+	ck_assert_int_eq(sched_submit(&lane, &items[5], 0, 0, 0, 2000), SCHED_QUOTA);
+	ck_assert_int_eq(sched_submit(&lane, &items[5], 0, 0, 0, 11099), SCHED_QUOTA);
+	ck_assert_int_eq(sched_submit(&lane, &items[5], 0, 0, 0, 11100), SCHED_OK);
+	ck_assert_int_eq(sched_submit(&lane, &items[6], 0, 0, 0, 11101), SCHED_QUOTA);
+	ck_assert_int_eq(lane.stats.quota_refused, 3);
+	/* the probe is refused again: still out, next probe an interval later */
+	ck_assert_int_eq(idx(sched_next(&lane, 11100)), 5);
+	sched_complete(&lane, &items[5], SCHED_QUOTA_OUT, 11200);
+	ck_assert(sched_quota_out(&lane));
+	ck_assert(!sched_quota_exhausted(&lane, 11200));
+	ck_assert_int_eq(sched_submit(&lane, &items[6], 0, 0, 0, 15000), SCHED_QUOTA);
+	ck_assert_int_eq(sched_submit(&lane, &items[6], 0, 0, 0, 21100), SCHED_OK);
+	ck_assert_int_eq(idx(sched_next(&lane, 21100)), 6);
+	sched_complete(&lane, &items[6], SCHED_SUCCESS, 21200);
+	ck_assert(!sched_quota_out(&lane)); /* a success sent after it ends it */
+	ck_assert_int_eq(sched_submit(&lane, &items[7], 0, 0, 0, 21300), SCHED_OK);
+	sched_cancel(&lane, &items[7]);
 }
 END_TEST
 
@@ -753,6 +951,14 @@ static Suite *sched_suite(void)
 	tcase_add_test(tc, retries_are_paced_like_new_requests);
 	tcase_add_test(tc, cancel_anywhere);
 	tcase_add_test(tc, hold_blocks_the_lane);
+	tcase_add_test(tc, fresh_lane_is_open_up_to_max_concurrent);
+	tcase_add_test(tc, idle_lane_opens_again);
+	tcase_add_test(tc, capacity_headers_hold_until_decided);
+	tcase_add_test(tc, a_pending_hold_is_capped);
+	tcase_add_test(tc, a_refused_probe_holds_again);
+	tcase_add_test(tc, a_success_sent_before_the_hold_does_not_end_it);
+	tcase_add_test(tc, a_learned_budget_at_zero_ends_with_a_probe);
+	tcase_add_test(tc, quota_drains_refuses_and_probes);
 	tcase_add_test(tc, empty_lane_never_wakes);
 	tcase_add_test(tc, saturation_is_recorded);
 	tcase_add_test(tc, a_burst_of_capacity_errors_is_one_signal);

@@ -532,7 +532,7 @@ export const tests = [
         config: {
           limits: { max_connections: 1000 },
           // The upstream side must not be the bottleneck: a fixed concurrency of 1000.
-          plans: { default: { max_concurrent: 1000, concurrency: { adaptive: false, initial: 1000 }, retry: { max_attempts: 1 } } },
+          plans: { default: { max_concurrent: 1000, concurrency: { adaptive: false }, retry: { max_attempts: 1 } } },
         },
       });
       const N = 5000;

@@ -21,7 +21,7 @@ export const tests = [
     timeout_ms: 15000,
     fn: async (t) => {
       const mock = await t.startMock();
-      const p = await startPacerdFor(t, mock, { plans: { default: { max_concurrent: 1, concurrency: { initial: 1 }, queue: { max_depth: 2 } } } });
+      const p = await startPacerdFor(t, mock, { plans: { default: { max_concurrent: 1, queue: { max_depth: 2 } } } });
       const key = 'sk-scen-i-full';
       const r1 = chatTo(p, key, { 'x-mock-delay-ms': '1500' });
       await waitFor(async () => (await mock.stats()).in_flight === 1, { timeout_ms: 2000 * SLOW, what: 'the first request in flight at the mock' });
@@ -54,7 +54,7 @@ export const tests = [
     timeout_ms: 15000,
     fn: async (t) => {
       const mock = await t.startMock();
-      const p = await startPacerdFor(t, mock, { plans: { default: { max_concurrent: 1, concurrency: { initial: 1 }, queue: { max_wait_s: 1 } } } });
+      const p = await startPacerdFor(t, mock, { plans: { default: { max_concurrent: 1, queue: { max_wait_s: 1 } } } });
       const key = 'sk-scen-i-wait';
       const r1 = chatTo(p, key, { 'x-mock-delay-ms': '3000' });
       await waitFor(async () => (await mock.stats()).in_flight === 1, { timeout_ms: 2000 * SLOW, what: 'the first request in flight at the mock' });

@@ -23,7 +23,7 @@ export const tests = [
     timeout_ms: 40000,
     fn: async (t) => {
       const mock = await t.startMock({ config: { style: 'openai', rpm: 60, retry_after_s: 3, headers: false } });
-      const p = await startPacerdFor(t, mock, { plans: { default: { max_concurrent: 1, concurrency: { initial: 1 } } } });
+      const p = await startPacerdFor(t, mock, { plans: { default: { max_concurrent: 1 } } });
       const key = 'sk-scen-d-0001';
       const N = 72;
       const run = await runLoad({
@@ -48,8 +48,10 @@ export const tests = [
   {
     // f. A 429 for money (OpenAI insufficient_quota; Anthropic enforced_spend_limit_reached)
     // can never pass: it is relayed at once with x-should-retry: false, after exactly one
-    // upstream call, and it is no capacity signal (the next request is not delayed either).
-    name: 'f. quota exhausted: the 429 comes back in < 100 ms with x-should-retry: false, one upstream call each',
+    // upstream call; the lane then knows the key's quota is out, and the next requests get
+    // the same answer from pacerd at once (x-pacer-attempts 0), without an upstream call,
+    // until the probe interval (quota_probe_s, 10 s) has passed.
+    name: 'f. quota exhausted: the 429 comes back in < 100 ms with x-should-retry: false; later requests get it without an upstream call',
     timeout_ms: 15000,
     fn: async (t) => {
       const mock = await t.startMock({ config: { style: 'openai', quota_exhausted: true } });
@@ -66,7 +68,8 @@ export const tests = [
         assert.equal(JSON.parse(r.body).error?.code, 'insufficient_quota', r.body);
         assert.equal(r.headers['x-should-retry'], 'false', `openai #${i}: x-should-retry ${r.headers['x-should-retry']}`);
         assert.ok(ms < 100 * SLOW, `openai #${i}: the quota 429 took ${ms} ms\n${logDigest(p)}`);
-        assert.equal((await mock.stats()).requests, i, `openai #${i}: upstream calls`);
+        assert.equal(r.headers['x-pacer-attempts'], i === 1 ? '1' : '0', `openai #${i}: x-pacer-attempts`);
+        assert.equal((await mock.stats()).requests, 1, `openai #${i}: upstream calls`);
       }
       for (let i = 1; i <= 2; i++) {
         const r = await send(`${p.url}/anthropic/v1/messages`, {
@@ -79,8 +82,11 @@ export const tests = [
         assert.match(r.body, /enforced_spend_limit_reached/);
         assert.equal(r.headers['x-should-retry'], 'false', `anthropic #${i}: x-should-retry ${r.headers['x-should-retry']}`);
         assert.ok(ms < 100 * SLOW, `anthropic #${i}: the spend-limit 429 took ${ms} ms`);
-        assert.equal((await amock.stats()).requests, i, `anthropic #${i}: upstream calls`);
+        assert.equal((await amock.stats()).requests, 1, `anthropic #${i}: upstream calls`);
       }
+      const ex = events(p, 'quota_exhausted');
+      assert.equal(ex.length, 2, `one quota_exhausted line per lane: ${JSON.stringify(ex)}`);
+      assert.deepEqual(ex.map((e) => e.reason).sort(), ['enforced_spend_limit_reached', 'insufficient_quota']);
       console.log(`# scenario f: ${lines.join('; ')}`);
       const rec = (await mock.requests())[0];
       assert.equal(keyHash(recHeader(rec, 'authorization').replace(/^Bearer /, '')), keyHash('sk-scen-f-0001'));
