@@ -40,7 +40,8 @@ export const tests = [
       assert.equal(lane.counters.succeeded, 3);
       assert.equal(lane.in_flight, 0);
       assert.equal(lane.queue_depth, 0);
-      assert.equal(lane.concurrency_limit, 4);
+      assert.equal(lane.concurrency_limit, 64); // open: no capacity signal yet
+      assert.equal(lane.state, 'open');
       assert.equal(st.draining, false);
       assert.ok(st.responses['2xx'] >= 3);
 
