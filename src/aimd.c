@@ -112,40 +112,67 @@ void aimd_reconfigure(struct aimd *a, const struct plan_conf *plan)
 /* --- dispatch delay ----------------------------------------------------- */
 
 void aimd_delay_init(struct aimd_delay *d, bool adaptive, unsigned min_ms, unsigned max_ms,
-                     double backoff_multiplier, unsigned recovery_step_ms)
+                     double backoff_multiplier, double recovery_rps)
 {
 	d->adaptive = adaptive;
 	d->min_ms = min_ms;
 	d->max_ms = max_ms >= min_ms ? max_ms : min_ms;
 	d->backoff_multiplier =
-	    (isfinite(backoff_multiplier) && backoff_multiplier >= 1) ? backoff_multiplier : 2.0;
-	d->recovery_step_ms = recovery_step_ms;
+	    (isfinite(backoff_multiplier) && backoff_multiplier >= 1) ? backoff_multiplier : 1.5;
+	d->recovery_rps = (isfinite(recovery_rps) && recovery_rps >= 0) ? recovery_rps : 3;
 	d->delay_ms = d->min_ms;
 	d->last_dispatch_ms = 0;
 	d->dispatched = false;
+	d->win_start_ms = 0;
+	d->win_n = d->prev_n = 0;
 }
 
 void aimd_delay_init_plan(struct aimd_delay *d, const struct plan_conf *plan)
 {
 	aimd_delay_init(d, plan->dispatch_delay.adaptive, plan->dispatch_delay.min_ms,
 	                plan->dispatch_delay.max_ms, plan->dispatch_delay.backoff_multiplier,
-	                plan->dispatch_delay.recovery_step_ms);
+	                plan->dispatch_delay.recovery_rps);
 }
 
-void aimd_delay_on_capacity(struct aimd_delay *d)
+/* Moves the one-second success window to now_ms. */
+static void delay_window(struct aimd_delay *d, int64_t now_ms)
+{
+	if (now_ms - d->win_start_ms < 1000)
+		return;
+	d->prev_n = now_ms - d->win_start_ms < 2000 ? d->win_n : 0;
+	d->win_n = 0;
+	d->win_start_ms = now_ms;
+}
+
+void aimd_delay_on_capacity(struct aimd_delay *d, int64_t now_ms)
 {
 	if (!d->adaptive)
 		return;
-	/* A multiplier cannot grow 0; the first step is a fixed start value. */
-	double next = d->delay_ms > 0 ? d->delay_ms * d->backoff_multiplier : AIMD_DELAY_START_MS;
+	double next;
+	if (d->delay_ms > 0) {
+		next = d->delay_ms * d->backoff_multiplier;
+	} else {
+		/* The first cut: from the rate the upstream carried in the
+		 * last second, not from a constant that fits no provider. */
+		delay_window(d, now_ms);
+		unsigned n = d->prev_n > d->win_n ? d->prev_n : d->win_n;
+		next = n > 0 ? 1000.0 / n * d->backoff_multiplier : AIMD_DELAY_START_MS;
+	}
 	d->delay_ms = clampd(next, d->min_ms, d->max_ms);
 }
 
-void aimd_delay_on_success(struct aimd_delay *d)
+void aimd_delay_on_success(struct aimd_delay *d, int64_t now_ms)
 {
-	if (!d->adaptive)
+	delay_window(d, now_ms);
+	d->win_n++;
+	if (!d->adaptive || d->delay_ms <= d->min_ms || d->delay_ms <= 0)
 		return;
-	d->delay_ms = clampd(d->delay_ms - d->recovery_step_ms, d->min_ms, d->max_ms);
+	double rate = 1000.0 / d->delay_ms;
+	rate += d->recovery_rps / rate;
+	double next = 1000.0 / rate;
+	if (next < 1.0)
+		next = 0; /* under a millisecond: open again */
+	d->delay_ms = clampd(next, d->min_ms, d->max_ms);
 }
 
 int64_t aimd_delay_ms(const struct aimd_delay *d)

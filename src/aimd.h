@@ -23,10 +23,18 @@
  * after the signal, whatever the hint said. Growth needs no time to pass either:
  * when the lane comes back after the hold, successes raise the limit at once.
  *
- * Dispatch delay (struct aimd_delay): a pause between the lane's dispatches,
- * multiplied by backoff_multiplier on each capacity error (from 0 it starts at
- * AIMD_DELAY_START_MS), reduced by recovery_step_ms on each success, clamped to
- * [min_ms, max_ms]. */
+ * Dispatch delay (struct aimd_delay): the spacing between a lane's dispatches,
+ * the rate control of a lane without configured or learned limits (concurrency
+ * cannot slow a lane below one request per round trip). Rate AIMD, as TCP's
+ * congestion avoidance in requests per second: none until the first capacity
+ * error, which sets the spacing from the successes of the last second (so the
+ * first cut starts from what the upstream was carrying, × 1 / multiplier);
+ * each later capacity error multiplies the spacing by backoff_multiplier (1.5,
+ * the rate × 0.67); each success adds recovery_rps / rate to the rate, so a
+ * second of successes adds recovery_rps (3) requests per second, whatever the
+ * rate. Clamped to [min_ms, max_ms]; a spacing under 1 ms opens it again.
+ * (Constant steps in milliseconds were wrong at both ends: −50 ms per success
+ * took 5 req/s to 20 req/s in two successes, and 20 req/s to 200 in one.) */
 #ifndef PACERD_AIMD_H
 #define PACERD_AIMD_H
 
@@ -95,25 +103,30 @@ struct aimd_delay {
 	double delay_ms;
 	double min_ms, max_ms;     /* 0 <= min_ms <= max_ms */
 	double backoff_multiplier; /* >= 1 */
-	double recovery_step_ms;
+	double recovery_rps;       /* rate gained per second of successes */
 	int64_t last_dispatch_ms;
 	bool dispatched; /* whether last_dispatch_ms is meaningful */
+	/* successes per second: this second's count and the last one's */
+	int64_t win_start_ms;
+	unsigned win_n, prev_n;
 };
 
 /* Sets up a dispatch delay at min_ms; arguments are corrected as in aimd_init
- * (max_ms >= min_ms, multiplier >= 1). */
+ * (max_ms >= min_ms, multiplier >= 1, recovery_rps >= 0). */
 void aimd_delay_init(struct aimd_delay *d, bool adaptive, unsigned min_ms, unsigned max_ms,
-                     double backoff_multiplier, unsigned recovery_step_ms);
+                     double backoff_multiplier, double recovery_rps);
 
 /* aimd_delay_init from the plan's dispatch_delay block. */
 void aimd_delay_init_plan(struct aimd_delay *d, const struct plan_conf *plan);
 
-/* A capacity error: delay ×backoff_multiplier (from 0: AIMD_DELAY_START_MS),
- * clamped to [min_ms, max_ms]. */
-void aimd_delay_on_capacity(struct aimd_delay *d);
+/* A capacity error at now_ms that counts (one per signal, as for
+ * concurrency): from no delay, the spacing of the last second's successes ×
+ * backoff_multiplier (AIMD_DELAY_START_MS when there were none); else the
+ * delay × backoff_multiplier; clamped to [min_ms, max_ms]. */
+void aimd_delay_on_capacity(struct aimd_delay *d, int64_t now_ms);
 
-/* A success: delay −recovery_step_ms, never below min_ms. */
-void aimd_delay_on_success(struct aimd_delay *d);
+/* A success at now_ms: the rate (1000 / delay) gains recovery_rps / rate. */
+void aimd_delay_on_success(struct aimd_delay *d, int64_t now_ms);
 
 /* The current delay between dispatches, in whole ms (rounded up). */
 int64_t aimd_delay_ms(const struct aimd_delay *d);

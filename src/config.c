@@ -548,8 +548,8 @@ static const struct opt dispatch_delay_opts[] = {
     B("adaptive", struct plan_conf, dispatch_delay.adaptive, 1),
     U("min_ms", struct plan_conf, dispatch_delay.min_ms, 0, NOMAX, 0),
     U("max_ms", struct plan_conf, dispatch_delay.max_ms, 0, NOMAX, 5000),
-    N("backoff_multiplier", struct plan_conf, dispatch_delay.backoff_multiplier, 1, INF, 0, 2.0),
-    U("recovery_step_ms", struct plan_conf, dispatch_delay.recovery_step_ms, 0, NOMAX, 50),
+    N("backoff_multiplier", struct plan_conf, dispatch_delay.backoff_multiplier, 1, INF, 0, 1.5),
+    N("recovery_rps", struct plan_conf, dispatch_delay.recovery_rps, 0, INF, 0, 3),
     END,
 };
 
@@ -1206,6 +1206,8 @@ static const struct {
 } removed_keys[] = {
     {".concurrency", "initial",
      "was removed: a lane is open up to max_concurrent until its first capacity signal"},
+    {".dispatch_delay", "recovery_step_ms",
+     "was replaced by recovery_rps: the rate gained per second of successes"},
 };
 
 static const char *removed_why(const char *path, const char *key)

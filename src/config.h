@@ -46,7 +46,7 @@ struct plan_conf {
 		unsigned min_ms;
 		unsigned max_ms;           /* >= min_ms */
 		double backoff_multiplier; /* >= 1 */
-		unsigned recovery_step_ms;
+		double recovery_rps;       /* >= 0: rate gained per second of successes */
 	} dispatch_delay;
 	double proactive_threshold; /* in [0, 1] */
 	unsigned quota_probe_s;     /* >= 1: one probe upstream this often while the quota is out */

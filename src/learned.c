@@ -85,7 +85,7 @@ static double spent_since_obs(const struct learned *l)
  * inferred C, else at least the largest remaining ever reported. */
 static double threshold_capacity(const struct learned *l)
 {
-	if (l->limit > 0)
+	if (l->limit > 0 && !l->short_window)
 		return l->limit;
 	return fmax(l->capacity, l->max_remaining);
 }
@@ -124,22 +124,49 @@ static void fit_anchored(struct learned *l)
 	l->rho = l->s_r2 > 0 ? l->s_dr / l->s_r2 : 0;
 }
 
-/* Free least squares of R = C − ρ·r. When the resets in memory no longer differ
- * by more than their noise (a steady state: every answer alike), the sums say
- * nothing new and the previous estimate stands. */
-static void fit_free(struct learned *l)
+/* Free least squares of R = C − ρ·r into *rho, *cap. False when the resets in
+ * memory no longer differ by more than their noise (a steady state: every
+ * answer alike): the sums say nothing new. */
+static bool free_fit(const struct learned *l, double *rho, double *cap)
 {
 	double mr = l->s_r / l->s_w, mR = l->s_R / l->s_w;
 	double var = l->s_rr / l->s_w - mr * mr;
 	double cov = l->s_rR / l->s_w - mr * mR;
 	double spread = l->p.time_noise_ms / 2;
 	if (var <= spread * spread || var <= 0)
-		return;
-	double rho = -cov / var, cap = mR + rho * mr;
-	if (isfinite(rho) && rho > 0 && isfinite(cap) && cap > 0) {
+		return false;
+	*rho = -cov / var;
+	*cap = mR + *rho * mr;
+	return isfinite(*rho) && *rho > 0 && isfinite(*cap) && *cap > 0;
+}
+
+/* Without L: the free fit, or the previous estimate when it says nothing. */
+static void fit_free(struct learned *l)
+{
+	double rho, cap;
+	if (free_fit(l, &rho, &cap)) {
 		l->rho = rho;
 		l->capacity = cap;
 	}
+}
+
+/* With L: anchored, unless the budget never came near L and the free fit
+ * says it holds far less (a per-minute limit enforced as a small bucket:
+ * "300 RPM" that refills 5 per second and holds 5). Then L is only the
+ * per-window figure, and anchoring to it would infer a refill 60 times too
+ * fast from every short reset. */
+static void fit_with_limit(struct learned *l)
+{
+	double rho, cap;
+	l->short_window = l->n_obs >= LEARNED_SHORT_MIN_OBS &&
+	                  l->max_remaining < LEARNED_SHORT_SHARE * l->limit &&
+	                  free_fit(l, &rho, &cap) && cap < LEARNED_SHORT_SHARE * l->limit;
+	if (l->short_window) {
+		l->rho = rho;
+		l->capacity = cap;
+		return;
+	}
+	fit_anchored(l);
 }
 
 /* Adds one observation. In the anchored fit a reset under twice its noise is
@@ -162,7 +189,7 @@ static void fit_add(struct learned *l, double r, double rem)
 		l->s_r2 = fe * l->s_r2 + w * r * r;
 	}
 	if (l->limit > 0)
-		fit_anchored(l);
+		fit_with_limit(l);
 	else
 		fit_free(l);
 	if (!(isfinite(l->rho) && l->rho > 0)) {
@@ -240,6 +267,28 @@ static double remaining_estimate(const struct learned *l)
 	return l->obs_remaining - spent_since_obs(l);
 }
 
+/* Until when rule 1 holds `cost` units at now_ms; now_ms when it does not. A
+ * reset is the instant the budget is *full* again: a budget known to refill
+ * continuously at ρ has the units for one request much sooner, when the
+ * refill since the observation covers what is missing. */
+static int64_t hold_until(const struct learned *l, int64_t now_ms, double cost)
+{
+	if (now_ms >= l->reset_at_ms)
+		return now_ms;
+	double rem = remaining_estimate(l);
+	if (rem >= cost)
+		return now_ms;
+	if (l->shape == LEARNED_CONTINUOUS && l->rho > 0) {
+		/* At the paced rate, not ρ itself: an estimate a few % high
+		 * must not send the request before its unit is there. */
+		double rate = l->p.margin * l->correction * l->rho;
+		int64_t t = ceil_ms((double)l->obs_at_ms + (cost - rem) / rate);
+		if (t < l->reset_at_ms)
+			return t > now_ms ? t : now_ms;
+	}
+	return l->reset_at_ms;
+}
+
 /* Holding at 0 and spreading below the threshold (rules 1 and 2 of learned.h). */
 static int64_t budget_ready_at(const struct learned *l, int64_t now_ms, double cost)
 {
@@ -247,7 +296,7 @@ static int64_t budget_ready_at(const struct learned *l, int64_t now_ms, double c
 		return now_ms;
 	double rem = remaining_estimate(l);
 	if (rem < cost)
-		return l->reset_at_ms;
+		return hold_until(l, now_ms, cost);
 	double cap = threshold_capacity(l);
 	if (cap <= 0 || rem >= l->p.proactive_threshold * cap)
 		return now_ms;
@@ -288,10 +337,12 @@ int64_t learned_ready_at(const struct learned *l, int64_t now_ms, double cost)
 	return paced > at ? paced : at;
 }
 
-bool learned_held(const struct learned *l, int64_t now_ms, double cost)
+int64_t learned_held_until(const struct learned *l, int64_t now_ms, double cost)
 {
 	double c = (isfinite(cost) && cost > 1) ? cost : 1;
-	return l->n_obs > 0 && now_ms < l->reset_at_ms && remaining_estimate(l) < c;
+	if (l->n_obs == 0)
+		return now_ms;
+	return hold_until(l, now_ms, c);
 }
 
 double learned_charge(struct learned *l, int64_t now_ms, double cost)

@@ -30,7 +30,10 @@
  *
  * Pacing, the most restrictive of:
  *  1. hold: the remaining estimate (R minus what this lane dispatched since the
- *     observed request was sent) is below the cost: nothing passes until reset;
+ *     observed request was sent) is below the cost: nothing passes until reset
+ *     (for a continuous budget with ρ known: until the refill since the
+ *     observation covers the cost; a reset says when the budget is full, not
+ *     when the next unit is there);
  *  2. spread: the remaining estimate is below proactive_threshold × capacity
  *     (L, else the inferred C, else the largest R seen): the remaining units are
  *     spread evenly until reset;
@@ -68,6 +71,8 @@
 #define LEARNED_PENALTY 0.8        /* paced rate multiplier per capacity signal */
 #define LEARNED_PENALTY_FLOOR 0.25 /* the correction never goes below this */
 #define LEARNED_RECOVERY 0.05      /* share of the gap to 1 recovered per healthy answer */
+#define LEARNED_SHORT_MIN_OBS 2    /* observations before a limit may be found too large */
+#define LEARNED_SHORT_SHARE 0.5    /* ... when remaining and the free fit stay below this × L */
 
 enum learned_shape { LEARNED_UNKNOWN, LEARNED_CONTINUOUS, LEARNED_WINDOW };
 
@@ -114,6 +119,7 @@ struct learned {
 	double s_w, s_r, s_R, s_rr, s_rR; /* free fit sums over (r, R) */
 	double s_dr, s_r2;                /* anchored fit: Σ (L − R)·r, Σ r² */
 	double rho;                       /* units per ms, 0: unknown */
+	bool short_window; /* L is a per-window figure over a smaller bucket (learned.c) */
 	double capacity;                  /* inferred C, 0: unknown */
 	double correction;                /* from 429s, in [LEARNED_PENALTY_FLOOR, 1] */
 	/* dispatches, for the in-flight correction and the spreading */
@@ -140,10 +146,11 @@ int learned_observe(struct learned *l, int64_t now_ms, const struct learned_obs 
  * estimate for a token budget) may pass. With no observation yet: now_ms. */
 int64_t learned_ready_at(const struct learned *l, int64_t now_ms, double cost);
 
-/* Whether the budget holds `cost` units at now_ms because the remaining
- * estimate is below it until the reset (rule 1): the end of such a hold is
- * where the caller sends one request first. */
-bool learned_held(const struct learned *l, int64_t now_ms, double cost);
+/* Until when the budget holds `cost` units because the remaining estimate is
+ * below it (rule 1): the reset, or for a budget known to refill continuously
+ * the instant the refill covers the cost; now_ms when it does not hold. The end
+ * of a long hold is where the caller sends one request first. */
+int64_t learned_held_until(const struct learned *l, int64_t now_ms, double cost);
 
 /* Records that `cost` units were dispatched at now_ms. Returns the mark to pass
  * back in the learned_obs of that request's answer (non-decreasing). */

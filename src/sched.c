@@ -805,9 +805,10 @@ static void note_learned_hold(struct sched_lane *lane, const struct sched_item *
 {
 	for (int b = 0; lane_learns(lane) && b < RLH_N_BUDGETS; b++) {
 		double cost = budget_cost(it, b);
-		const struct learned *l = &lane->learned[b];
-		if ((b == RLH_REQUESTS || cost > 0) && learned_held(l, now_ms, cost) &&
-		    (double)(l->reset_at_ms - now_ms) >= lane->conc.rtt_ms) {
+		if (b != RLH_REQUESTS && cost <= 0)
+			continue;
+		int64_t until = learned_held_until(&lane->learned[b], now_ms, cost);
+		if (until > now_ms && (double)(until - now_ms) >= lane->conc.rtt_ms) {
 			lane->probe_needed = true;
 			lane->hold_seq = lane->dispatch_seq;
 			return;
@@ -929,7 +930,7 @@ void sched_complete(struct sched_lane *lane, struct sched_item *it, enum sched_o
 		if (it->dispatch_seq > lane->quota_seq)
 			lane->quota = false;
 		aimd_on_success(&lane->conc, now_ms, (double)rtt, it->saturated);
-		aimd_delay_on_success(&lane->delay);
+		aimd_delay_on_success(&lane->delay, now_ms);
 		break;
 	case SCHED_CAPACITY:
 		lane->stats.capacity_signals++;
@@ -947,7 +948,7 @@ void sched_complete(struct sched_lane *lane, struct sched_item *it, enum sched_o
 			for (int b = 0; b < RLH_N_BUDGETS; b++)
 				if (lane->learned[b].n_obs > 0)
 					learned_on_capacity_signal(&lane->learned[b], now_ms);
-		aimd_delay_on_capacity(&lane->delay);
+		aimd_delay_on_capacity(&lane->delay, now_ms);
 		break;
 	case SCHED_TRANSIENT:
 		lane->stats.transient_errors++;

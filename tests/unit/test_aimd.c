@@ -15,8 +15,8 @@ static struct plan_conf plan(void)
 	p.dispatch_delay.adaptive = true;
 	p.dispatch_delay.min_ms = 0;
 	p.dispatch_delay.max_ms = 5000;
-	p.dispatch_delay.backoff_multiplier = 2.0;
-	p.dispatch_delay.recovery_step_ms = 50;
+	p.dispatch_delay.backoff_multiplier = 1.5;
+	p.dispatch_delay.recovery_rps = 3;
 	return p;
 }
 
@@ -307,34 +307,61 @@ END_TEST
 
 START_TEST(delay_backoff_sequence)
 {
+	/* no success seen: the start value, then x1.5, clamped at max */
 	struct plan_conf p = plan();
 	struct aimd_delay d;
 	aimd_delay_init_plan(&d, &p);
-	const int64_t want[] = {100, 200, 400, 800, 1600, 3200, 5000, 5000};
+	const int64_t want[] = {100, 150, 225, 338, 507, 760, 1140, 1709, 2563, 3845, 5000, 5000};
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
-		aimd_delay_on_capacity(&d);
+		aimd_delay_on_capacity(&d, 1000);
 		ck_assert_int_eq(aimd_delay_ms(&d), want[i]);
 	}
 }
 END_TEST
 
-START_TEST(delay_recovery)
+START_TEST(delay_first_cut_from_the_last_second)
 {
+	/* 20 successes in the second before the first refusal: 20 req/s was
+	 * too much; the spacing starts at 50 ms x 1.5 (13.3 req/s) */
 	struct plan_conf p = plan();
 	struct aimd_delay d;
 	aimd_delay_init_plan(&d, &p);
-	aimd_delay_on_capacity(&d);
-	aimd_delay_on_capacity(&d); /* 200 */
-	aimd_delay_on_success(&d);
-	ck_assert_int_eq(aimd_delay_ms(&d), 150);
-	aimd_delay_on_success(&d);
-	aimd_delay_on_success(&d);
-	ck_assert_int_eq(aimd_delay_ms(&d), 50);
-	aimd_delay_on_success(&d);
-	aimd_delay_on_success(&d);
-	ck_assert_int_eq(aimd_delay_ms(&d), 0);
-	aimd_delay_on_capacity(&d); /* from 0 again: the start value */
+	for (int i = 0; i < 20; i++)
+		aimd_delay_on_success(&d, 1000 + i * 50);
+	aimd_delay_on_capacity(&d, 2010);
+	ck_assert_int_eq(aimd_delay_ms(&d), 75);
+	/* a window with nothing for over two seconds forgets the rate */
+	aimd_delay_init_plan(&d, &p);
+	for (int i = 0; i < 20; i++)
+		aimd_delay_on_success(&d, 1000 + i * 50);
+	aimd_delay_on_capacity(&d, 5000);
 	ck_assert_int_eq(aimd_delay_ms(&d), 100);
+}
+END_TEST
+
+START_TEST(delay_recovery_adds_a_rate_per_second)
+{
+	/* at 5 req/s (200 ms), 3 req/s are gained per second of successes,
+	 * whatever the rate: 5 successes take it to ~8 req/s, not to 0 ms */
+	struct plan_conf p = plan();
+	struct aimd_delay d;
+	aimd_delay_init(&d, true, 0, 5000, 1.5, 3);
+	d.delay_ms = 200;
+	for (int i = 0; i < 5; i++)
+		aimd_delay_on_success(&d, 1000 + i * 200);
+	double rate = 1000.0 / d.delay_ms;
+	ck_assert(rate > 7.5 && rate < 8.2);
+	/* at 20 req/s a second of successes (20) adds 3 too */
+	d.delay_ms = 50;
+	for (int i = 0; i < 20; i++)
+		aimd_delay_on_success(&d, 3000 + i * 50);
+	rate = 1000.0 / d.delay_ms;
+	ck_assert(rate > 22.8 && rate < 23.2);
+	/* far above any rate a spacing means: open again */
+	d.delay_ms = 1.0;
+	aimd_delay_on_success(&d, 5000);
+	ck_assert_int_eq(aimd_delay_ms(&d), 0);
+	(void)p;
 }
 END_TEST
 
@@ -345,10 +372,10 @@ START_TEST(delay_min_floor)
 	struct aimd_delay d;
 	aimd_delay_init_plan(&d, &p);
 	ck_assert_int_eq(aimd_delay_ms(&d), 300);
-	aimd_delay_on_capacity(&d);
-	ck_assert_int_eq(aimd_delay_ms(&d), 600);
-	for (int i = 0; i < 100; i++)
-		aimd_delay_on_success(&d);
+	aimd_delay_on_capacity(&d, 1000);
+	ck_assert_int_eq(aimd_delay_ms(&d), 450);
+	for (int i = 0; i < 1000; i++)
+		aimd_delay_on_success(&d, 1000 + i);
 	ck_assert_int_eq(aimd_delay_ms(&d), 300);
 }
 END_TEST
@@ -356,8 +383,8 @@ END_TEST
 START_TEST(delay_start_above_max_clamped)
 {
 	struct aimd_delay d;
-	aimd_delay_init(&d, true, 0, 50, 2.0, 10);
-	aimd_delay_on_capacity(&d); /* 100 clamped to max 50 */
+	aimd_delay_init(&d, true, 0, 50, 2.0, 3);
+	aimd_delay_on_capacity(&d, 1000); /* 100 clamped to max 50 */
 	ck_assert_int_eq(aimd_delay_ms(&d), 50);
 }
 END_TEST
@@ -369,7 +396,7 @@ START_TEST(delay_disabled)
 	struct aimd_delay d;
 	aimd_delay_init_plan(&d, &p);
 	for (int i = 0; i < 5; i++)
-		aimd_delay_on_capacity(&d);
+		aimd_delay_on_capacity(&d, 1000);
 	ck_assert_int_eq(aimd_delay_ms(&d), 0);
 	aimd_delay_charge(&d, 1000);
 	ck_assert_int_eq(aimd_delay_ready_at(&d, 1000), 1000);
@@ -381,10 +408,10 @@ START_TEST(delay_ready_at_spacing)
 	struct plan_conf p = plan();
 	struct aimd_delay d;
 	aimd_delay_init_plan(&d, &p);
-	aimd_delay_on_capacity(&d);
-	aimd_delay_on_capacity(&d); /* 200 */
+	aimd_delay_on_capacity(&d, 1000);
+	aimd_delay_on_capacity(&d, 1000); /* 150 */
 	aimd_delay_charge(&d, 1000);
-	ck_assert_int_eq(aimd_delay_ready_at(&d, 1000), 1200);
+	ck_assert_int_eq(aimd_delay_ready_at(&d, 1000), 1150);
 	ck_assert_int_eq(aimd_delay_ready_at(&d, 1500), 1500);
 }
 END_TEST
@@ -392,14 +419,15 @@ END_TEST
 START_TEST(delay_other_multiplier)
 {
 	struct aimd_delay d;
-	aimd_delay_init(&d, true, 0, 10000, 1.5, 50);
-	aimd_delay_on_capacity(&d);
-	aimd_delay_on_capacity(&d);
-	ck_assert_int_eq(aimd_delay_ms(&d), 150);
-	aimd_delay_init(&d, true, 0, 10000, 0.5, 50); /* < 1 corrected to 2 */
-	aimd_delay_on_capacity(&d);
-	aimd_delay_on_capacity(&d);
+	aimd_delay_init(&d, true, 0, 10000, 2.0, 3);
+	aimd_delay_on_capacity(&d, 1000);
+	aimd_delay_on_capacity(&d, 1000);
 	ck_assert_int_eq(aimd_delay_ms(&d), 200);
+	aimd_delay_init(&d, true, 0, 10000, 0.5, -1); /* corrected to 1.5 and 3 */
+	aimd_delay_on_capacity(&d, 1000);
+	aimd_delay_on_capacity(&d, 1000);
+	ck_assert_int_eq(aimd_delay_ms(&d), 150);
+	ck_assert(d.recovery_rps == 3);
 }
 END_TEST
 
@@ -429,7 +457,8 @@ static Suite *aimd_suite(void)
 	TCase *d = tcase_create("dispatch_delay");
 	tcase_add_test(d, delay_starts_at_zero);
 	tcase_add_test(d, delay_backoff_sequence);
-	tcase_add_test(d, delay_recovery);
+	tcase_add_test(d, delay_first_cut_from_the_last_second);
+	tcase_add_test(d, delay_recovery_adds_a_rate_per_second);
 	tcase_add_test(d, delay_min_floor);
 	tcase_add_test(d, delay_start_above_max_clamped);
 	tcase_add_test(d, delay_disabled);

@@ -91,8 +91,8 @@ static void check_default_plan(const struct plan_conf *p)
 	ck_assert(p->dispatch_delay.adaptive);
 	ck_assert_uint_eq(p->dispatch_delay.min_ms, 0);
 	ck_assert_uint_eq(p->dispatch_delay.max_ms, 5000);
-	ck_assert_double_eq(p->dispatch_delay.backoff_multiplier, 2.0);
-	ck_assert_uint_eq(p->dispatch_delay.recovery_step_ms, 50);
+	ck_assert_double_eq(p->dispatch_delay.backoff_multiplier, 1.5);
+	ck_assert_double_eq(p->dispatch_delay.recovery_rps, 3);
 	ck_assert_double_eq(p->proactive_threshold, 0.10);
 	ck_assert_uint_eq(p->queue.max_depth, 10000);
 	ck_assert_uint_eq(p->queue.max_wait_s, 600);
@@ -291,7 +291,7 @@ static const char full_yaml[] =
     "      min_ms: 10\n"
     "      max_ms: 10\n"
     "      backoff_multiplier: 1\n"
-    "      recovery_step_ms: 5\n"
+    "      recovery_rps: 0.5\n"
     "    proactive_threshold: 1\n"
     "    queue: {max_depth: 1, max_wait_s: 7}\n"
     "    retry: {max_attempts: 9, initial_delay_ms: 0, max_delay_ms: 100, jitter: full, "
@@ -370,7 +370,7 @@ START_TEST(full_file_every_key)
 	ck_assert_uint_eq(g->dispatch_delay.min_ms, 10);
 	ck_assert_uint_eq(g->dispatch_delay.max_ms, 10);
 	ck_assert_double_eq(g->dispatch_delay.backoff_multiplier, 1);
-	ck_assert_uint_eq(g->dispatch_delay.recovery_step_ms, 5);
+	ck_assert_double_eq(g->dispatch_delay.recovery_rps, 0.5);
 	ck_assert_double_eq(g->proactive_threshold, 1);
 	ck_assert_uint_eq(g->queue.max_depth, 1);
 	ck_assert_uint_eq(g->queue.max_wait_s, 7);
@@ -536,6 +536,9 @@ static const struct bad {
      "1:44: plans.p.concurrency.decrease_factor: expected a number in (0, 1), got '1'"},
     {"plans: {p: {concurrency: {decrease_factor: 0}}}\n",
      "1:44: plans.p.concurrency.decrease_factor: expected a number in (0, 1), got '0'"},
+    {"plans: {p: {dispatch_delay: {recovery_step_ms: 50}}}\n",
+     "1:30: 'recovery_step_ms' in 'plans.p.dispatch_delay' was replaced by recovery_rps: the "
+     "rate gained per second of successes"},
     {"plans: {p: {dispatch_delay: {backoff_multiplier: 0.5}}}\n",
      "1:50: plans.p.dispatch_delay.backoff_multiplier: expected a number >= 1, got '0.5'"},
     {"plans: {p: {proactive_threshold: 1.5}}\n",

@@ -50,6 +50,74 @@ START_TEST(nothing_known_nothing_held)
 }
 END_TEST
 
+/* "300 RPM" enforced as a bucket of 5 refilling 5 per second: the headers say
+ * limit 300, but remaining never passes 4 and resets are under a second. */
+static void learn_short_window(struct learned *l)
+{
+	struct learned_params p;
+	learned_params_default(&p);
+	p.time_noise_ms = 50; /* OpenAI's millisecond resets */
+	learned_init(l, &p);
+	see(l, 0, 4, 200, 300);
+	learned_charge(l, 0, 1);
+	see(l, 10, 3, 390, 300);
+	learned_charge(l, 10, 1);
+	see(l, 20, 2, 580, 300);
+	learned_charge(l, 20, 1);
+	see(l, 30, 1, 770, 300);
+}
+
+START_TEST(a_limit_far_above_the_bucket_is_not_its_capacity)
+{
+	struct learned l;
+	learn_short_window(&l);
+	struct learned_view v;
+	learned_view(&l, 30, &v);
+	/* anchored to L = 300 the refill would be (300 - 1) / 0.77 s: ~23 000/min */
+	ck_assert(l.short_window);
+	ck_assert_double_eq_tol(v.capacity, 5, 0.5);
+	ck_assert_double_eq_tol(v.rate_per_min, 300, 30);
+}
+END_TEST
+
+START_TEST(a_drained_bucket_with_a_known_rate_waits_for_one_unit_not_the_reset)
+{
+	/* remaining 0 with reset 1 s on a bucket refilling 5/s: the next unit is
+	 * there in 1 / (0.95 x 5/s) = 211 ms, not when the bucket is full again */
+	struct learned l;
+	learn_short_window(&l);
+	learned_charge(&l, 30, 1);
+	learned_charge(&l, 30, 1);
+	see(&l, 40, 0, 960, 300);
+	ck_assert_int_eq(l.shape, LEARNED_CONTINUOUS);
+	int64_t at = learned_held_until(&l, 40, 1);
+	ck_assert_int_gt(at, 40 + 150);
+	ck_assert_int_lt(at, 40 + 300);
+	ck_assert_int_ge(learned_ready_at(&l, 40, 1), at); /* (the pace gate may ask more) */
+	ck_assert_int_eq(learned_held_until(&l, at, 1), at); /* over: not held */
+}
+END_TEST
+
+START_TEST(a_full_sized_bucket_keeps_its_limit)
+{
+	/* a real 300 bucket seen drained (remaining low, resets of a minute):
+	 * the free fit agrees with L, which stays the capacity */
+	struct learned l;
+	learned_init(&l, NULL);
+	see(&l, 0, 10, 58000, 300);
+	learned_charge(&l, 0, 1);
+	see(&l, 1000, 14, 57200, 300);
+	learned_charge(&l, 1000, 1);
+	see(&l, 2000, 18, 56400, 300);
+	learned_charge(&l, 2000, 1);
+	see(&l, 3000, 22, 55600, 300);
+	ck_assert(!l.short_window);
+	struct learned_view v;
+	learned_view(&l, 3000, &v);
+	ck_assert_double_eq(v.capacity, 300);
+}
+END_TEST
+
 START_TEST(two_observations_give_capacity_and_rate)
 {
 	struct learned l;
@@ -635,6 +703,9 @@ static Suite *learned_suite(void)
 	TCase *inf = tcase_create("inference");
 	tcase_add_test(inf, nothing_known_nothing_held);
 	tcase_add_test(inf, two_observations_give_capacity_and_rate);
+	tcase_add_test(inf, a_limit_far_above_the_bucket_is_not_its_capacity);
+	tcase_add_test(inf, a_drained_bucket_with_a_known_rate_waits_for_one_unit_not_the_reset);
+	tcase_add_test(inf, a_full_sized_bucket_keeps_its_limit);
 	tcase_add_test(inf, one_observation_with_limit_gives_rate);
 	tcase_add_test(inf, limit_change_relearns);
 	tcase_add_test(inf, observe_reports_change_once);

@@ -476,7 +476,7 @@ START_TEST(a_burst_of_capacity_errors_is_one_signal)
 	ck_assert_int_eq(idx(sched_next(&lane, t)), 4);
 	sched_complete(&lane, &items[4], SCHED_CAPACITY, t + 2000);
 	ck_assert_int_eq(lane.stats.capacity_reactions, 2);
-	ck_assert_int_eq(aimd_delay_ms(&lane.delay), 200);
+	ck_assert_int_eq(aimd_delay_ms(&lane.delay), 150); /* x1.5 */
 }
 END_TEST
 

@@ -1,6 +1,8 @@
 // Scheduler scenarios with no plan in pacerd (zero configuration: learning from the
 // rate-limit headers, AIMD, retries): b. a 300 RPM upstream, c. a TPM upstream,
-// g. an upstream whose capacity flaps between 20 and 5 rps.
+// g. an upstream whose capacity flaps between 20 and 5 rps; 5. learning that wastes
+// neither the budget nor the first seconds (a 300 RPM limit enforced as a bucket of 5,
+// capacity flapping 20/5 rps every 10 s).
 // Each test has a mock of its own and a pacerd of its own; figures are the mock's counts.
 import assert from 'node:assert/strict';
 import { SLOW, keyHash } from '../lib.mjs';
@@ -117,6 +119,70 @@ export const tests = [
       assert.equal(sum.client_errors, 0, `client-visible errors: ${JSON.stringify(sum.statuses)}${why}`);
       assert.equal(r['200'], N, `upstream 200s: ${JSON.stringify(r)}`);
       assert.ok(run.wall_ms <= 20000 * SLOW, `wall ${(run.wall_ms / 1000).toFixed(2)} s for ${N} requests at 12.5 rps on average (ideal ≈ 9.6 s, bound 20 s)${why}`);
+    },
+  },
+  {
+    // 5. An OpenAI-style 300 RPM limit enforced over a short window: the bucket holds 5
+    // and refills 5/s, while the headers say limit 300 (remaining 0-4, reset <= 1 s). No
+    // plan, 10 clients, 100 ms latency. The first burst of 10 meets 5 refusals (nothing is
+    // known yet, and a fresh lane is open); after that, learning must neither refuse nor
+    // idle: it finds the bucket's real size from the (remaining, reset) pairs (not the
+    // 300 the headers name), and a budget at 0 waits for its next unit (1 / rate), not
+    // for the bucket to be full again (the reset). Used: successes / (5 + 5/s × the span
+    // of the arrivals) >= 95 %, refusals <= 5.
+    name: '5. no plan, 300 RPM enforced as a bucket of 5: >= 95 % of what the provider could accept, <= 5 refusals',
+    timeout_ms: 60000,
+    fn: async (t) => {
+      const mock = await t.startMock({ config: { style: 'openai', rpm: 300, burst: 5, latency_ms: 100 } });
+      const p = await startPacerdFor(t, mock);
+      const key = 'sk-learn-short-0001';
+      const N = 120;
+      const run = await runLoad({ base: p.url, n: N, concurrency: 10, makeRequest: chat(key), deadline_ms: 40000 });
+      const sum = summarize(run);
+      const st = await mock.stats();
+      const at = (await mock.requests()).map((r) => r.t_mono_us / 1000).sort((a, b) => a - b);
+      const span = (at[at.length - 1] - at[0]) / 1000;
+      const ok = st.responses['200'] ?? 0;
+      const refused = st.responses['429'] ?? 0;
+      const used = ok / (5 + 5 * span) * 100;
+      console.log(`#   5: ${ok} accepted, ${refused} refused, arrivals over ${span.toFixed(2)} s: used ${used.toFixed(1)} % of what the bucket could accept (5 + 5/s); ` +
+        `client statuses ${JSON.stringify(sum.statuses)}\n#     ${learnedLines(p)}`);
+      const why = `\n${sum.firstErrors.join('\n')}\n${logDigest(p)}`;
+      assert.equal(sum.ok, N, `client statuses ${JSON.stringify(sum.statuses)}${why}`);
+      assert.ok(refused <= 5, `${refused} refusals (> 5)${why}`);
+      assert.ok(used >= 95 / SLOW, `used ${used.toFixed(1)} % of what the provider could accept (< 95 %)${why}`);
+    },
+  },
+  {
+    // 5. Capacity flapping 20 <-> 5 req/s every 10 s (a global bucket holding one second's
+    // worth), 429 (retry-after: 1) / 503 / 529 in turn over it, no rate-limit headers, 100 ms
+    // latency; no plan, 20 clients, 30 s. The lane's only guide is refusals: the rate AIMD
+    // (first cut from the last second's successes, × 0.67 per signal, + 3 req/s per second
+    // of successes) must keep refusals <= 10 % of the upstream requests while the goodput
+    // stays >= 85 % of the capacity over the run.
+    name: '5. no plan, capacity flapping 20/5 req/s every 10 s, no headers: refusals <= 10 %, goodput >= 85 % of capacity',
+    timeout_ms: 60000,
+    fn: async (t) => {
+      const mock = await t.startMock();
+      const p = await startPacerdFor(t, mock);
+      const key = 'sk-learn-flap-0001';
+      await mock.configure({ style: 'openai', headers: false, latency_ms: 100, capacity: [{ rps: 20, ms: 10000 }, { rps: 5, ms: 10000 }], overload_status: [429, 503, 529] });
+      const t0 = process.hrtime.bigint();
+      const run = await runLoad({ base: p.url, n: 1000, concurrency: 20, makeRequest: chat(key), deadline_ms: 30000, timeout_ms: 30000 });
+      const st = await mock.stats();
+      const recs = await mock.requests();
+      const last = Math.max(...recs.map((r) => r.t_mono_us / 1000)) - Number(t0 / 1000000n);
+      let capacity = 0; // ∫ rps dt from the configuration (≈ t0) to the last arrival
+      for (let ms = 0; ms < last; ms += 100) capacity += (Math.floor(ms / 10000) % 2 === 0 ? 20 : 5) * 0.1;
+      const r = st.responses;
+      const ok = r['200'] ?? 0;
+      const refused = (r['429'] ?? 0) + (r['503'] ?? 0) + (r['529'] ?? 0);
+      const refusedPct = refused / st.requests * 100, goodput = ok / capacity * 100;
+      console.log(`#   5: flapping: ${ok} accepted of a capacity of ${capacity.toFixed(0)} over ${(last / 1000).toFixed(1)} s (goodput ${goodput.toFixed(1)} %), ` +
+        `refused ${refused} of ${st.requests} upstream requests (${refusedPct.toFixed(1)} %: 429=${r['429'] ?? 0} 503=${r['503'] ?? 0} 529=${r['529'] ?? 0}); client statuses ${JSON.stringify(summarize(run).statuses)}`);
+      const why = `\n${logDigest(p)}`;
+      assert.ok(refusedPct <= 10, `refusals ${refusedPct.toFixed(1)} % of upstream requests (> 10 %)${why}`);
+      assert.ok(goodput >= 85 / SLOW, `goodput ${goodput.toFixed(1)} % of the capacity (< 85 %)${why}`);
     },
   },
 ];
