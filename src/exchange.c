@@ -1141,6 +1141,7 @@ static void decide(struct exchange *x, enum up_error err, const char *detail)
 	             (retry_reason_is_quota(why) ||
 	              (cls == RETRY_CAPACITY && has_hint &&
 	               hint >= (int64_t)lane->plan->retry.deadline_s * 1000));
+	x->item.hinted = has_hint && hint > 0;
 	complete_attempt(x, quota ? SCHED_QUOTA_OUT : outcome_of(cls), now);
 
 	struct retry_decision d = {.retry = false, .no_retry_hdr = cls == RETRY_FINAL_NO_RETRY};

@@ -838,6 +838,7 @@ struct sched_item *sched_next(struct sched_lane *lane, int64_t now_ms)
 	it->dispatched_ms = now_ms;
 	it->dispatch_seq = ++lane->dispatch_seq;
 	it->attempts++;
+	it->hinted = false;
 	if (lane->probe_needed) {
 		lane->probe_seq = it->dispatch_seq;
 		lane->stats.probes++;
@@ -942,9 +943,11 @@ void sched_complete(struct sched_lane *lane, struct sched_item *it, enum sched_o
 			break;
 		lane->signal_seq = lane->dispatch_seq;
 		lane->stats.capacity_reactions++;
-		/* A capacity error also says the learned rate was too optimistic. */
+		/* A capacity error also says the learned rate was too optimistic,
+		 * unless it said when to come back: then it is information about
+		 * when (the hold), and cutting the rate too would count it twice. */
 		if (aimd_on_capacity_signal(&lane->conc, now_ms, lane->in_flight + 1) &&
-		    lane_learns(lane))
+		    lane_learns(lane) && !it->hinted)
 			for (int b = 0; b < RLH_N_BUDGETS; b++)
 				if (lane->learned[b].n_obs > 0)
 					learned_on_capacity_signal(&lane->learned[b], now_ms);

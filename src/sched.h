@@ -56,6 +56,7 @@ struct sched_item {
 	bool parked;                 /* passed over while its agent was busy (serialize) */
 	bool agent_counted;          /* counted among its agent's requests in flight */
 	bool holding;                /* its capacity answer holds the lane until decided */
+	bool hinted;                 /* its capacity answer said when (retry-after, a reset) */
 };
 
 enum sched_submit_result {

@@ -391,6 +391,32 @@ START_TEST(a_learned_budget_at_zero_ends_with_a_probe)
 }
 END_TEST
 
+START_TEST(a_refusal_that_says_when_does_not_cut_the_learned_rate)
+{
+	/* a 429 with retry-after is about when (the lane holds), not how much:
+	 * the learned rate keeps its correction; one without a hint cuts it */
+	init_lane(AGENTS_OFF);
+	struct rlh_result h;
+	memset(&h, 0, sizeof(h));
+	h.budget[RLH_REQUESTS] = (struct rlh_budget){.has_remaining = true,
+	                                             .has_reset = true,
+	                                             .remaining = 50,
+	                                             .reset_ms = 30000};
+	for (int i = 0; i < 3; i++)
+		sched_submit(&lane, &items[i], 0, 0, 0, 1000);
+	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 0);
+	sched_observe(&lane, &items[0], &h, 1100);
+	sched_complete(&lane, &items[0], SCHED_SUCCESS, 1100);
+	ck_assert_int_eq(idx(sched_next(&lane, 1100)), 1);
+	items[1].hinted = true;
+	sched_complete(&lane, &items[1], SCHED_CAPACITY, 1200);
+	ck_assert(lane.learned[RLH_REQUESTS].correction == 1);
+	ck_assert_int_eq(idx(sched_next(&lane, sched_wake_at(&lane, 1200))), 2);
+	sched_complete(&lane, &items[2], SCHED_CAPACITY, 5000);
+	ck_assert(lane.learned[RLH_REQUESTS].correction < 1);
+}
+END_TEST
+
 START_TEST(quota_drains_refuses_and_probes)
 {
 	plan.quota_probe_s = 10;
@@ -959,6 +985,7 @@ static Suite *sched_suite(void)
 	tcase_add_test(tc, a_success_sent_before_the_hold_does_not_end_it);
 	tcase_add_test(tc, a_learned_budget_at_zero_ends_with_a_probe);
 	tcase_add_test(tc, quota_drains_refuses_and_probes);
+	tcase_add_test(tc, a_refusal_that_says_when_does_not_cut_the_learned_rate);
 	tcase_add_test(tc, empty_lane_never_wakes);
 	tcase_add_test(tc, saturation_is_recorded);
 	tcase_add_test(tc, a_burst_of_capacity_errors_is_one_signal);
