@@ -711,7 +711,27 @@ void exchange_start(struct exchanges *xs, struct hreq *client, const struct exch
 	}
 	x->lane = lane;
 	const struct plan_conf *plan = lane->plan;
+	/* The request's deadline: the earlier of the plan's retry.deadline_s
+	 * and the client's own timeout, which the official SDKs send. */
 	x->retry_deadline = now + (int64_t)plan->retry.deadline_s * 1000;
+	long long client_ms = hdr_client_timeout_ms(hreq_header(client, "x-pacer-timeout-ms"),
+	                                            hreq_header(client, "x-stainless-timeout"));
+	if (client_ms > 0 && now + client_ms < x->retry_deadline)
+		x->retry_deadline = now + client_ms;
+	/* A wait longer than the client will wait is a wait for nothing: say
+	 * so now, with when there will be room, so that the SDK's own retry
+	 * lands then. */
+	int64_t wait_ms = client_ms > 0 ? sched_queue_eta_ms(lane, now) : 0;
+	if (client_ms > 0 && now + wait_ms >= x->retry_deadline) {
+		log_lane_event(x, "rejected", LOG_INFO, "eta_ms", (long long)wait_ms);
+		char msg[160];
+		snprintf(msg, sizeof(msg),
+		         "the queue of this API key needs about %lld ms, more than the %lld ms this "
+		         "request allows",
+		         (long long)wait_ms, client_ms);
+		answer(x, 503, "deadline_unreachable", msg, wait_ms <= 60000 ? wait_ms : -1);
+		return;
+	}
 
 	/* The token estimate reads the body: only when a token budget paces
 	 * this lane. */

@@ -34,12 +34,56 @@ bool hdr_in_connection(const char *connection, const char *name)
 	return false;
 }
 
+static bool is_ows(char c)
+{
+	return c == ' ' || c == '\t';
+}
+
 bool hdr_forward_request(const char *name, const char *connection)
 {
 	if (hdr_is_hop_by_hop(name) || hdr_in_connection(connection, name))
 		return false;
 	return strcasecmp(name, "host") != 0 && strcasecmp(name, "content-length") != 0 &&
-	       strcasecmp(name, "expect") != 0;
+	       strcasecmp(name, "expect") != 0 && strncasecmp(name, "x-pacer-", 8) != 0;
+}
+
+/* A positive decimal number of at most 12 integer digits and 6 decimals,
+ * times `scale`; -1 for anything else. strtod would take "inf", hex, "1e9". */
+static long long parse_time(const char *s, long long scale)
+{
+	if (s == NULL)
+		return -1;
+	while (is_ows(*s))
+		s++;
+	long long whole = 0, frac = 0, frac_scale = 1;
+	int digits = 0;
+	for (; *s >= '0' && *s <= '9'; s++) {
+		if (++digits > 12)
+			return -1;
+		whole = whole * 10 + (*s - '0');
+	}
+	if (*s == '.') {
+		s++;
+		for (int n = 0; *s >= '0' && *s <= '9'; s++, n++) {
+			if (n >= 6)
+				continue; /* finer than a microsecond: ignored */
+			frac = frac * 10 + (*s - '0');
+			frac_scale *= 10;
+			digits++;
+		}
+	}
+	while (is_ows(*s))
+		s++;
+	if (*s != '\0' || digits == 0)
+		return -1;
+	long long v = whole * scale + frac * scale / frac_scale;
+	return v > 0 && v <= 366LL * 86400 * 1000 ? v : -1;
+}
+
+long long hdr_client_timeout_ms(const char *pacer_timeout_ms, const char *stainless_timeout)
+{
+	long long ms = parse_time(pacer_timeout_ms, 1);
+	return ms > 0 ? ms : parse_time(stainless_timeout, 1000);
 }
 
 bool hdr_forward_response(const char *name, const char *connection)
@@ -47,10 +91,6 @@ bool hdr_forward_response(const char *name, const char *connection)
 	return !hdr_is_hop_by_hop(name) && !hdr_in_connection(connection, name);
 }
 
-static bool is_ows(char c)
-{
-	return c == ' ' || c == '\t';
-}
 
 bool hdr_split_line(const char *line, size_t len, const char **name, size_t *name_len,
                     const char **value, size_t *value_len)

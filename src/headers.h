@@ -16,14 +16,20 @@ bool hdr_is_hop_by_hop(const char *name);
  * ("close, X-Foo"); connection may be NULL. Case-insensitive. */
 bool hdr_in_connection(const char *connection, const char *name);
 
-/* Request fields sent upstream: not hop-by-hop, not listed in Connection, and
- * not the ones libcurl writes itself for the upstream connection (Host,
- * Content-Length, Expect). */
+/* Request fields sent upstream: not hop-by-hop, not listed in Connection, not
+ * the ones libcurl writes itself for the upstream connection (Host,
+ * Content-Length, Expect), and not pacerd's own (x-pacer-*: priority, timeout). */
 bool hdr_forward_request(const char *name, const char *connection);
 
 /* Response fields relayed to the client: not hop-by-hop, not listed in
  * Connection. Content-Length is kept (the body is relayed byte for byte). */
 bool hdr_forward_response(const char *name, const char *connection);
+
+/* The client's own time limit, in ms, from x-pacer-timeout-ms (whole ms) or
+ * else X-Stainless-Timeout (seconds, a decimal number: the official OpenAI and
+ * Anthropic SDKs send their timeout on every request); either may be NULL.
+ * -1 when neither is there or parses as a positive number (up to a year). */
+long long hdr_client_timeout_ms(const char *pacer_timeout_ms, const char *stainless_timeout);
 
 /* Splits one header line as libcurl delivers it ("Name: value\r\n") into name
  * and value, trimming optional white space. False for a line that is not a

@@ -49,6 +49,37 @@ START_TEST(curl_owned_request_fields)
 }
 END_TEST
 
+START_TEST(client_timeouts)
+{
+	/* X-Stainless-Timeout: seconds, as the official SDKs send them */
+	ck_assert_int_eq(hdr_client_timeout_ms(NULL, "600"), 600000);
+	ck_assert_int_eq(hdr_client_timeout_ms(NULL, "2"), 2000);
+	ck_assert_int_eq(hdr_client_timeout_ms(NULL, " 1.5 "), 1500);
+	ck_assert_int_eq(hdr_client_timeout_ms(NULL, "0.0005"), -1); /* under 1 ms */
+	/* x-pacer-timeout-ms wins, in ms */
+	ck_assert_int_eq(hdr_client_timeout_ms("250", "600"), 250);
+	ck_assert_int_eq(hdr_client_timeout_ms("bad", "3"), 3000);
+	/* nothing else is a time */
+	const char *bad[] = {"", "0", "-1", "1e3", "inf", "nan", "0x10", "1.2.3", "10s", "1234567890123"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ck_assert_int_eq(hdr_client_timeout_ms(bad[i], NULL), -1);
+		ck_assert_int_eq(hdr_client_timeout_ms(NULL, bad[i]), -1);
+	}
+	ck_assert_int_eq(hdr_client_timeout_ms(NULL, NULL), -1);
+	ck_assert_int_eq(hdr_client_timeout_ms(NULL, "31622400"), 31622400000LL); /* a year */
+	ck_assert_int_eq(hdr_client_timeout_ms(NULL, "31622401"), -1);
+}
+END_TEST
+
+START_TEST(pacer_fields_stay_here)
+{
+	ck_assert(!hdr_forward_request("x-pacer-timeout-ms", NULL));
+	ck_assert(!hdr_forward_request("X-Pacer-Priority", NULL));
+	ck_assert(hdr_forward_request("x-stainless-timeout", NULL));
+	ck_assert(hdr_forward_request("x-pacers", NULL));
+}
+END_TEST
+
 START_TEST(split_lines)
 {
 	const char *n, *v;
@@ -79,6 +110,8 @@ static Suite *headers_suite(void)
 	tcase_add_test(tc, connection_listed_fields_are_dropped);
 	tcase_add_test(tc, curl_owned_request_fields);
 	tcase_add_test(tc, split_lines);
+	tcase_add_test(tc, client_timeouts);
+	tcase_add_test(tc, pacer_fields_stay_here);
 	suite_add_tcase(s, tc);
 	return s;
 }
