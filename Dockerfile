@@ -11,7 +11,7 @@
 FROM debian:12-slim AS build
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
-      gcc make pkg-config libc6-dev libevent-dev libcurl4-openssl-dev \
+      gcc make pkg-config libc6-dev libevent-dev libhttp-parser-dev libcurl4-openssl-dev \
       libjansson-dev libyaml-dev libssl-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
@@ -22,7 +22,8 @@ RUN make all
 FROM debian:12-slim
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
-      libevent-2.1-7 libcurl4 libjansson4 libyaml-0-2 libssl3 ca-certificates \
+      libevent-2.1-7 libhttp-parser2.9 libcurl4 libjansson4 libyaml-0-2 libssl3 \
+      ca-certificates tzdata \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /src/build/pacerd /usr/local/bin/pacerd
 COPY conf/pacerd.yaml /etc/pacerd/pacerd.yaml

@@ -102,6 +102,7 @@ static void lane_status(struct sched_lane *lane, void *arg)
 	json_object_set_new(counters, "probes", json_integer((json_int_t)st->probes));
 	json_object_set_new(counters, "quota_refused", json_integer((json_int_t)st->quota_refused));
 	json_object_set_new(counters, "drained", json_integer((json_int_t)st->drained));
+	json_object_set_new(counters, "day_refused", json_integer((json_int_t)st->day_refused));
 	const struct plan_conf *p = lane->plan;
 	json_t *gates = json_pack(
 	    "{s:f,s:f,s:f,s:f,s:i,s:f,s:i}", "max_requests_per_second", p->max_requests_per_second,
@@ -119,6 +120,14 @@ static void lane_status(struct sched_lane *lane, void *arg)
 	    (json_int_t)hold, "queue_eta_ms", (json_int_t)sched_queue_eta_ms(lane, now), "idle_ms",
 	    (json_int_t)(now - lane->last_active_ms), "gates", gates, "learned", learned,
 	    "counters", counters);
+	if (j != NULL && sched_day_limited(lane))
+		json_object_set_new(
+		    j, "day",
+		    json_pack("{s:f,s:f,s:f,s:f,s:I}", "requests", lane->day.requests,
+		              "max_requests", p->max_requests_per_day, "tokens", lane->day.tokens,
+		              "max_tokens", p->max_tokens_per_day, "resets_in_ms",
+		              (json_int_t)(lane->day.resets_at_ms > now ? lane->day.resets_at_ms - now
+		                                                        : 0)));
 	if (j != NULL) {
 		json_object_set_new(j, "state", json_string(sched_lane_state(lane, now)));
 		json_array_append_new(lanes, j);

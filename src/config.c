@@ -12,6 +12,7 @@
  * (min <= max_concurrent, duplicate prefixes, plan references) can still point
  * at the line the user wrote. */
 #include "config.h"
+#include "daily.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -340,6 +341,28 @@ static int check_nonempty(const char *in, char **out, char *msg, size_t len)
 	return 0;
 }
 
+static int check_hhmm(const char *in, char **out, char *msg, size_t len)
+{
+	if (daily_parse_hhmm(in) < 0) {
+		snprintf(msg, len, "expected a time of day as HH:MM (00:00 to 23:59), got '%.40s'", in);
+		return -1;
+	}
+	*out = strdup(in);
+	return 0;
+}
+
+static int check_zone(const char *in, char **out, char *msg, size_t len)
+{
+	if (!daily_zone_known(in)) {
+		snprintf(msg, len,
+		         "unknown time zone '%.60s' (an IANA name such as America/Los_Angeles, or UTC)",
+		         in);
+		return -1;
+	}
+	*out = strdup(in);
+	return 0;
+}
+
 static int check_listen(const char *in, char **out, char *msg, size_t len)
 {
 	char b[80];
@@ -576,6 +599,10 @@ static const struct opt plan_opts[] = {
     U("burst", struct plan_conf, burst, 1, NOMAX, 1),
     N("max_tokens_per_minute", struct plan_conf, max_tokens_per_minute, 0, INF, 0, 0),
     N("token_burst", struct plan_conf, token_burst, 0, INF, 0, 0),
+    N("max_requests_per_day", struct plan_conf, max_requests_per_day, 0, INF, 0, 0),
+    N("max_tokens_per_day", struct plan_conf, max_tokens_per_day, 0, INF, 0, 0),
+    S("day_resets_at", struct plan_conf, day_resets_at, check_hhmm, "00:00"),
+    S("day_time_zone", struct plan_conf, day_time_zone, check_zone, "UTC"),
     U("default_output_tokens", struct plan_conf, default_output_tokens, 0, NOMAX, 1024),
     U("max_concurrent", struct plan_conf, max_concurrent, 1, NOMAX, 64),
     SEC("concurrency", concurrency_opts),
@@ -1641,6 +1668,7 @@ static int check_plan(struct ctx *c, struct plan_conf *p)
 		                                                 : (void *)&p->max_concurrent,
 		                  fallback, path, msg);
 	}
+	p->day_reset_minute = daily_parse_hhmm(p->day_resets_at);
 	if (p->concurrency.reopen_after_s == 0)
 		p->concurrency.reopen_after_s =
 		    c->cfg->limits.idle_ttl_s > 1 ? c->cfg->limits.idle_ttl_s / 2 : 1;

@@ -32,6 +32,11 @@ struct plan_conf {
 	unsigned burst; /* >= 1 */
 	double max_tokens_per_minute;
 	double token_burst; /* 0 = tpm / 60 */
+	double max_requests_per_day; /* 0 = none: a budget, spent as fast as the gates allow */
+	double max_tokens_per_day;
+	char *day_resets_at;  /* "HH:MM" local time of day_time_zone */
+	char *day_time_zone;  /* IANA name, "UTC" by default */
+	int day_reset_minute; /* day_resets_at in minutes after midnight (resolved at load) */
 	unsigned default_output_tokens;
 	unsigned max_concurrent; /* >= 1, hard ceiling */
 	struct {

@@ -41,6 +41,7 @@
 
 #include "headers.h"
 #include "clock.h"
+#include "daily.h"
 #include "log.h"
 #include "retry.h"
 #include "sched.h"
@@ -377,9 +378,11 @@ static void answer(struct exchange *x, int status, const char *code, const char 
 	if (x->client != NULL && x->started) {
 		hreq_end(x->client, false); /* too late for an answer of our own */
 	} else if (x->client != NULL) {
-		struct hhdr h[5];
+		struct hhdr h[6];
 		char nums[2][24], ra[24], ra_ms[24];
 		size_t n = pacer_headers(x, h, false, nums);
+		if (x->no_retry_hdr)
+			h[n++] = (struct hhdr){"x-should-retry", 14, "false", 5};
 		if (retry_after_ms >= 0) {
 			h[n++] = (struct hhdr){"retry-after", 11, ra,
 			                       hhdr_u64(ra, (uint64_t)(retry_after_ms + 999) / 1000)};
@@ -557,16 +560,57 @@ static int64_t pump_now(const struct sched_lane *lane)
 	return now_ms();
 }
 
+/* The plan's daily budget is spent: 429, with retry-after when the reset is
+ * within 60 s (every SDK honours that), else x-should-retry: false (waiting
+ * hours is not what an SDK's retry is for). */
+static void day_answer(struct exchange *x)
+{
+	int64_t left = x->lane->day.resets_at_ms - now_ms();
+	if (left < 0)
+		left = 0;
+	x->no_retry_hdr = left > 60000;
+	char msg[192];
+	snprintf(msg, sizeof(msg),
+	         "the daily budget of this API key is spent (max_requests_per_day, "
+	         "max_tokens_per_day); it starts over in %llds",
+	         (long long)(left + 999) / 1000);
+	answer(x, 429, "daily_budget_exhausted", msg, left <= 60000 ? left : -1);
+}
+
+/* Keeps the daily budget's day: when the lane has none yet, or its reset has
+ * come, asks daily.c for the next reset in the plan's zone (on the wall clock,
+ * then carried over to the monotonic one). */
+static void day_tick(struct sched_lane *lane, int64_t now)
+{
+	if (!sched_day_limited(lane))
+		return;
+	bool new_day = lane->day.resets_at_ms != 0 && now >= lane->day.resets_at_ms;
+	if (lane->day.resets_at_ms != 0 && !new_day)
+		return;
+	int64_t wall = clock_wall_ms();
+	int64_t next = daily_next_reset_ms(wall, lane->plan->day_reset_minute,
+	                                   lane->plan->day_time_zone);
+	sched_day_reset(lane, now + (next - wall), new_day);
+}
+
 static void lane_pump(struct lane_shell *ls)
 {
 	struct sched_lane *lane = ls->lane;
 	int64_t now = pump_now(lane);
 	struct sched_item *it;
+	day_tick(lane, now);
 	while ((it = sched_expired(lane, now)) != NULL)
 		queue_timeout(X_OF_ITEM(it));
 	while ((it = sched_next(lane, now)) != NULL)
 		dispatch(X_OF_ITEM(it));
-	lane_arm(ls, sched_wake_at(lane, now), now);
+	/* A day's budget spent: what waits could only wait for tomorrow. */
+	if (sched_day_out(lane))
+		while ((it = sched_drain(lane)) != NULL)
+			day_answer(X_OF_ITEM(it));
+	int64_t wake = sched_wake_at(lane, now);
+	if (sched_day_limited(lane) && lane->day.resets_at_ms < wake)
+		wake = lane->day.resets_at_ms;
+	lane_arm(ls, wake, now);
 }
 
 /* ---- entry ---- */
@@ -741,6 +785,7 @@ void exchange_start(struct exchanges *xs, struct hreq *client, const struct exch
 		x->want_usage = true;
 	}
 	uint64_t agent = x->agent[0] ? agent_hash(x->agent) : 0;
+	day_tick(lane, now);
 
 	switch (sched_submit(lane, &x->item, (double)cost.prompt, (double)cost.output, agent, now)) {
 	case SCHED_OK:
@@ -763,6 +808,9 @@ void exchange_start(struct exchanges *xs, struct hreq *client, const struct exch
 		return;
 	case SCHED_QUOTA:
 		quota_answer(x, ls);
+		return;
+	case SCHED_DAY_OUT:
+		day_answer(x);
 		return;
 	}
 	if (lane->q_depth > 1 || lane->in_flight >= sched_concurrency_limit(lane))

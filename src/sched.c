@@ -607,6 +607,10 @@ size_t sched_lane_heap_bytes(const struct sched_lane *lane)
 void sched_lane_set_plan(struct sched_lane *lane, const struct plan_conf *plan, int64_t now_ms)
 {
 	lane->plan = plan;
+	/* What the day spent stands; when it starts over is asked again (the
+	 * reset time or zone may have changed), and a larger budget may fit. */
+	lane->day.resets_at_ms = 0;
+	lane->day_out = false;
 	gates_reconfigure(&lane->gates, plan, now_ms);
 	if (lane_learns(lane))
 		for (int i = 0; i < RLH_N_BUDGETS; i++)
@@ -653,6 +657,9 @@ enum sched_submit_result sched_submit(struct sched_lane *lane, struct sched_item
 	if (lane->quota && now_ms < lane->quota_probe_at_ms) {
 		lane->stats.quota_refused++;
 		refused = SCHED_QUOTA;
+	} else if (lane->day_out) {
+		lane->stats.day_refused++;
+		refused = SCHED_DAY_OUT;
 	} else if (lane->q_depth >= lane->plan->queue.max_depth) {
 		lane->stats.rejected_queue_full++;
 		refused = SCHED_QUEUE_FULL;
@@ -816,6 +823,34 @@ static void note_learned_hold(struct sched_lane *lane, const struct sched_item *
 	}
 }
 
+bool sched_day_limited(const struct sched_lane *lane)
+{
+	return lane->plan->max_requests_per_day > 0 || lane->plan->max_tokens_per_day > 0;
+}
+
+/* Whether `it` fits in what is left of the day's budget. */
+static bool day_fits(const struct sched_lane *lane, const struct sched_item *it)
+{
+	const struct plan_conf *p = lane->plan;
+	if (p->max_requests_per_day > 0 && lane->day.requests + 1 > p->max_requests_per_day)
+		return false;
+	return !(p->max_tokens_per_day > 0 && lane->day.tokens + it->cost_tokens > p->max_tokens_per_day);
+}
+
+void sched_day_reset(struct sched_lane *lane, int64_t resets_at_ms, bool new_day)
+{
+	if (new_day) {
+		lane->day.requests = lane->day.tokens = 0;
+		lane->day_out = false;
+	}
+	lane->day.resets_at_ms = resets_at_ms;
+}
+
+bool sched_day_out(const struct sched_lane *lane)
+{
+	return lane->day_out;
+}
+
 struct sched_item *sched_next(struct sched_lane *lane, int64_t now_ms)
 {
 	promote_due_retries(lane, now_ms);
@@ -826,6 +861,10 @@ struct sched_item *sched_next(struct sched_lane *lane, int64_t now_ms)
 		return NULL;
 	if (lane_ready_at(lane, it, now_ms) > now_ms) {
 		note_learned_hold(lane, it, now_ms);
+		return NULL;
+	}
+	if (!day_fits(lane, it)) {
+		lane->day_out = true; /* FIFO: nothing behind it goes either */
 		return NULL;
 	}
 
@@ -855,6 +894,8 @@ struct sched_item *sched_next(struct sched_lane *lane, int64_t now_ms)
 		                                 : lane->charged[b];
 	}
 	aimd_delay_charge(&lane->delay, now_ms);
+	lane->day.requests += 1;
+	lane->day.tokens += it->cost_tokens;
 	lane->last_dispatch_ms = now_ms;
 	lane->last_active_ms = now_ms;
 	lane->stats.dispatched++;
@@ -875,7 +916,8 @@ int64_t sched_wake_at(struct sched_lane *lane, int64_t now_ms)
 	}
 	if (pending_hold(lane, now_ms) && lane->pending_until_ms < wake)
 		wake = lane->pending_until_ms;
-	if (lane->in_flight < aimd_limit(&lane->conc) && !held_back(lane, now_ms)) {
+	if (lane->in_flight < aimd_limit(&lane->conc) && !held_back(lane, now_ms) &&
+	    !lane->day_out) {
 		const struct sched_item *it = first_eligible(lane);
 		if (it != NULL) {
 			int64_t t = lane_ready_at(lane, it, now_ms);
@@ -995,7 +1037,7 @@ bool sched_wants_tokens(const struct sched_lane *lane)
 	for (int b = RLH_TOKENS; lane_learns(lane) && b < RLH_N_BUDGETS; b++)
 		if (lane->learned[b].n_obs > 0)
 			return true;
-	return lane->plan->max_tokens_per_minute > 0;
+	return lane->plan->max_tokens_per_minute > 0 || lane->plan->max_tokens_per_day > 0;
 }
 
 void sched_hold(struct sched_lane *lane, int64_t until_ms)
@@ -1049,6 +1091,7 @@ void sched_tokens_used(struct sched_lane *lane, struct sched_item *it, double ac
                        int64_t now_ms)
 {
 	gates_adjust_tokens(&lane->gates, now_ms, actual_tokens - it->cost_tokens);
+	lane->day.tokens += actual_tokens - it->cost_tokens;
 	it->cost_tokens = actual_tokens;
 }
 
@@ -1108,6 +1151,8 @@ const char *sched_lane_state(const struct sched_lane *lane, int64_t now_ms)
 {
 	if (lane->quota)
 		return "quota_exhausted";
+	if (lane->day_out)
+		return "daily_budget_exhausted";
 	if (lane->hold_until_ms > now_ms || pending_hold(lane, now_ms))
 		return "held";
 	if (lane->probe_needed)

@@ -64,6 +64,7 @@ enum sched_submit_result {
 	SCHED_QUEUE_FULL, /* 503 queue_full */
 	SCHED_AGENT_BUSY, /* 409 agent_busy (agents.mode reject) */
 	SCHED_QUOTA,      /* the lane's quota is exhausted: answer with its refusal */
+	SCHED_DAY_OUT,    /* the plan's daily budget is spent: 429 daily_budget_exhausted */
 };
 
 /* What an attempt's answer means for the lane. */
@@ -78,7 +79,7 @@ enum sched_outcome {
 struct sched_lane_stats {
 	uint64_t dispatched, succeeded, capacity_signals, capacity_reactions, transient_errors,
 	    retries, rejected_queue_full, rejected_agent_busy, queue_timeouts, cancelled, probes,
-	    quota_refused, drained;
+	    quota_refused, drained, day_refused;
 	int64_t queue_wait_max_ms;
 };
 
@@ -105,7 +106,11 @@ struct sched_lane {
 	char key_hash[65];
 	bool fine_resets; /* the dialect reports resets to the ms (OpenAI) */
 	bool idle_linked; /* on idle_list */
+	bool probe_needed; /* a hold ended: the next dispatch is the probe (below) */
+	bool quota;        /* the quota is out (below) */
+	bool day_out;      /* the daily budget is spent (below) */
 	enum agents_mode agents_mode;
+	unsigned holds_pending; /* capacity answers whose headers hold the lane */
 
 	/* Queue: FIFO of SCHED_QUEUED items; retries that are due go first. */
 	struct sched_item *q_head, *q_tail;
@@ -137,17 +142,22 @@ struct sched_lane {
 	 * body is decided (holds_pending); a hold that ends (hold_until_ms, or a
 	 * learned budget at 0 until its reset) lets one request go first, the
 	 * probe, and the rest only once a request sent after the hold succeeded. */
-	unsigned holds_pending;
 	int64_t pending_until_ms; /* the longest a pending hold lasts */
-	bool probe_needed;
 	uint64_t probe_seq; /* dispatch number of the probe in flight; 0: none */
 	uint64_t hold_seq;  /* dispatch number when the lane was last held */
 	/* Quota: a final answer said the account cannot be served. New requests
 	 * are refused (SCHED_QUOTA) but one every plan->quota_probe_s, which goes
 	 * upstream; a success sent after quota_seq ends it. */
-	bool quota;
 	int64_t quota_probe_at_ms;
 	uint64_t quota_seq;
+	/* The plan's daily budget (max_requests_per_day, max_tokens_per_day):
+	 * what this day spent, and when it starts over (set by the caller,
+	 * sched_day_reset; 0: not yet). day_out once the next request does
+	 * not fit: until the reset, the lane refuses and drains. */
+	struct {
+		double requests, tokens;
+		int64_t resets_at_ms;
+	} day;
 	/* Dispatches are numbered; a capacity error counts only from a request
 	 * sent after the lane last reacted (its number above signal_seq). */
 	uint64_t dispatch_seq, signal_seq;
@@ -228,6 +238,17 @@ void sched_hold_pending(struct sched_lane *lane, struct sched_item *it, int64_t 
  * not in that state already (worth a quota_exhausted log line). The caller
  * then answers every request sched_drain gives it. */
 bool sched_quota_exhausted(struct sched_lane *lane, int64_t now_ms);
+
+/* Whether the plan has a daily budget. */
+bool sched_day_limited(const struct sched_lane *lane);
+
+/* When the lane's daily budget starts over next (monotonic ms); with new_day,
+ * a new day begins now: nothing spent. */
+void sched_day_reset(struct sched_lane *lane, int64_t resets_at_ms, bool new_day);
+
+/* Whether the daily budget is spent (until its reset): the caller answers what
+ * sched_drain gives it, and sched_submit refuses (SCHED_DAY_OUT). */
+bool sched_day_out(const struct sched_lane *lane);
 
 /* Whether the lane's quota is exhausted. */
 bool sched_quota_out(const struct sched_lane *lane);

@@ -461,6 +461,56 @@ START_TEST(quota_drains_refuses_and_probes)
 }
 END_TEST
 
+START_TEST(a_daily_budget_is_spent_then_refused_until_the_reset)
+{
+	plan.max_requests_per_day = 3;
+	init_lane(AGENTS_OFF);
+	ck_assert(sched_day_limited(&lane));
+	sched_day_reset(&lane, 50000, false);
+	for (int i = 0; i < 5; i++)
+		sched_submit(&lane, &items[i], 0, 0, 0, 1000);
+	/* spent as fast as the other gates allow: three at once */
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(idx(sched_next(&lane, 1000)), i);
+	ck_assert_ptr_null(sched_next(&lane, 1000));
+	ck_assert(sched_day_out(&lane));
+	ck_assert_str_eq(sched_lane_state(&lane, 1000), "daily_budget_exhausted");
+	ck_assert_int_eq(sched_wake_at(&lane, 1000), 1000 + (int64_t)plan.queue.max_wait_s * 1000);
+	/* what waits is drained; new requests are refused */
+	ck_assert_int_eq(idx(sched_drain(&lane)), 3);
+	ck_assert_int_eq(idx(sched_drain(&lane)), 4);
+	ck_assert_ptr_null(sched_drain(&lane));
+	ck_assert_int_eq(sched_submit(&lane, &items[5], 0, 0, 0, 2000), SCHED_DAY_OUT);
+	for (int i = 0; i < 3; i++)
+		sched_complete(&lane, &items[i], SCHED_SUCCESS, 2000);
+	/* a new day */
+	sched_day_reset(&lane, 50000 + 86400000, true);
+	ck_assert(!sched_day_out(&lane));
+	ck_assert_int_eq(sched_submit(&lane, &items[5], 0, 0, 0, 50000), SCHED_OK);
+	ck_assert_int_eq(idx(sched_next(&lane, 50000)), 5);
+	sched_complete(&lane, &items[5], SCHED_SUCCESS, 50100);
+}
+END_TEST
+
+START_TEST(a_daily_token_budget_counts_the_estimate_then_the_usage)
+{
+	plan.max_tokens_per_day = 1000;
+	init_lane(AGENTS_OFF);
+	sched_day_reset(&lane, 50000, false);
+	sched_submit(&lane, &items[0], 100, 500, 0, 1000);
+	sched_submit(&lane, &items[1], 100, 500, 0, 1000);
+	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 0);
+	ck_assert_ptr_null(sched_next(&lane, 1000)); /* 600 + 600 > 1000 */
+	ck_assert(sched_day_out(&lane));
+	sched_drain(&lane);
+	/* the real usage was 150: the rest of the day is there again on reload
+	 * (a reload asks again whether the next request fits) */
+	sched_tokens_used(&lane, &items[0], 150, 1100);
+	ck_assert(lane.day.tokens == 150);
+	sched_complete(&lane, &items[0], SCHED_SUCCESS, 1100);
+}
+END_TEST
+
 START_TEST(empty_lane_never_wakes)
 {
 	init_lane(AGENTS_OFF);
@@ -985,6 +1035,8 @@ static Suite *sched_suite(void)
 	tcase_add_test(tc, a_success_sent_before_the_hold_does_not_end_it);
 	tcase_add_test(tc, a_learned_budget_at_zero_ends_with_a_probe);
 	tcase_add_test(tc, quota_drains_refuses_and_probes);
+	tcase_add_test(tc, a_daily_budget_is_spent_then_refused_until_the_reset);
+	tcase_add_test(tc, a_daily_token_budget_counts_the_estimate_then_the_usage);
 	tcase_add_test(tc, a_refusal_that_says_when_does_not_cut_the_learned_rate);
 	tcase_add_test(tc, empty_lane_never_wakes);
 	tcase_add_test(tc, saturation_is_recorded);
