@@ -32,6 +32,8 @@ struct plan_conf {
 	unsigned burst; /* >= 1 */
 	double max_tokens_per_minute;
 	double token_burst; /* 0 = tpm / 60 */
+	double max_input_tokens_per_minute;  /* 0 = none; the prompt's part of the estimate */
+	double max_output_tokens_per_minute; /* 0 = none; the requested output's part */
 	double max_requests_per_day; /* 0 = none: a budget, spent as fast as the gates allow */
 	double max_tokens_per_day;
 	char *day_resets_at;  /* "HH:MM" local time of day_time_zone */

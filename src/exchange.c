@@ -1021,7 +1021,9 @@ static void settle_tokens(struct exchange *x)
 		tokens_usage_json((const char *)evbuffer_pullup(x->json, -1), n, &u);
 	}
 	if (u.present)
-		sched_tokens_used(x->lane, &x->item, (double)u.total, now_ms());
+		sched_tokens_used(x->lane, &x->item, (double)u.total,
+		                  u.has_input ? (double)u.input : -1,
+		                  u.has_output ? (double)u.output : -1, now_ms());
 }
 
 static void relay_held(struct exchange *x)

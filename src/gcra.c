@@ -167,6 +167,10 @@ void gates_init(struct gates *s, const struct plan_conf *plan)
 		          plan_burst(plan, (enum gates_window)w));
 	gcra_init(&s->tokens, per_window(60000.0, plan->max_tokens_per_minute),
 	          plan_token_burst(plan));
+	gcra_init(&s->input, per_window(60000.0, plan->max_input_tokens_per_minute),
+	          plan->max_input_tokens_per_minute / 60.0);
+	gcra_init(&s->output, per_window(60000.0, plan->max_output_tokens_per_minute),
+	          plan->max_output_tokens_per_minute / 60.0);
 }
 
 void gates_reconfigure(struct gates *s, const struct plan_conf *plan, int64_t now_ms)
@@ -176,6 +180,10 @@ void gates_reconfigure(struct gates *s, const struct plan_conf *plan, int64_t no
 		              plan_burst(plan, (enum gates_window)w));
 	gcra_set_rate(&s->tokens, now_ms, per_window(60000.0, plan->max_tokens_per_minute),
 	              plan_token_burst(plan));
+	gcra_set_rate(&s->input, now_ms, per_window(60000.0, plan->max_input_tokens_per_minute),
+	              plan->max_input_tokens_per_minute / 60.0);
+	gcra_set_rate(&s->output, now_ms, per_window(60000.0, plan->max_output_tokens_per_minute),
+	              plan->max_output_tokens_per_minute / 60.0);
 }
 
 bool gates_enabled(const struct gates *s)
@@ -183,12 +191,19 @@ bool gates_enabled(const struct gates *s)
 	for (int w = 0; w < GATES_N_WINDOWS; w++)
 		if (gcra_enabled(&s->req[w]))
 			return true;
-	return gcra_enabled(&s->tokens);
+	return gcra_enabled(&s->tokens) || gcra_enabled(&s->input) || gcra_enabled(&s->output);
 }
 
-int64_t gates_ready_at(const struct gates *s, int64_t now_ms, double tokens)
+int64_t gates_ready_at(const struct gates *s, int64_t now_ms, double tokens, double input,
+                       double output)
 {
 	int64_t at = gcra_ready_at(&s->tokens, now_ms, tokens);
+	int64_t in = gcra_ready_at(&s->input, now_ms, input);
+	int64_t out = gcra_ready_at(&s->output, now_ms, output);
+	if (in > at)
+		at = in;
+	if (out > at)
+		at = out;
 	for (int w = 0; w < GATES_N_WINDOWS; w++) {
 		int64_t r = gcra_ready_at(&s->req[w], now_ms, 1);
 		if (r > at)
@@ -197,16 +212,21 @@ int64_t gates_ready_at(const struct gates *s, int64_t now_ms, double tokens)
 	return at;
 }
 
-void gates_charge(struct gates *s, int64_t now_ms, double tokens)
+void gates_charge(struct gates *s, int64_t now_ms, double tokens, double input, double output)
 {
 	for (int w = 0; w < GATES_N_WINDOWS; w++)
 		gcra_charge(&s->req[w], now_ms, 1);
 	gcra_charge(&s->tokens, now_ms, tokens);
+	gcra_charge(&s->input, now_ms, input);
+	gcra_charge(&s->output, now_ms, output);
 }
 
-void gates_adjust_tokens(struct gates *s, int64_t now_ms, double delta_tokens)
+void gates_adjust_tokens(struct gates *s, int64_t now_ms, double delta_tokens,
+                         double delta_input, double delta_output)
 {
 	gcra_adjust(&s->tokens, now_ms, delta_tokens);
+	gcra_adjust(&s->input, now_ms, delta_input);
+	gcra_adjust(&s->output, now_ms, delta_output);
 }
 
 double gates_min_interval_ms(const struct gates *s)

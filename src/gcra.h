@@ -81,12 +81,15 @@ enum gates_window {
 struct gates {
 	struct gcra req[GATES_N_WINDOWS]; /* cost 1 per request */
 	struct gcra tokens;               /* cost = tokens; T = 60000 / tpm */
+	struct gcra input, output;        /* cost = the prompt's / the output's part */
 };
 
 /* Builds the gates from a plan: T = 1000 / rps, 60000 / rpm, 3600000 / rph,
  * min_ms_per_request, each with the plan's burst (min_ms excepted: a minimum
  * gap between requests admits no burst); the token gate has T = 60000 / tpm and a
- * tolerance of token_burst tokens (0: tpm / 60, one second's worth). */
+ * tolerance of token_burst tokens (0: tpm / 60, one second's worth); the input
+ * and output token gates (max_input_tokens_per_minute, max_output_tokens_per_minute:
+ * Anthropic limits them apart) have one second's worth each. */
 void gates_init(struct gates *s, const struct plan_conf *plan);
 
 /* Applies a changed plan (reload) at now_ms, keeping each gate's debt
@@ -95,16 +98,20 @@ void gates_reconfigure(struct gates *s, const struct plan_conf *plan, int64_t no
 
 /* Whether any gate of the set limits anything. */
 bool gates_enabled(const struct gates *s);
-/* Earliest instant >= now_ms at which a request estimated at `tokens` tokens may
- * pass every gate: the maximum over the gates (most restrictive wins). */
-int64_t gates_ready_at(const struct gates *s, int64_t now_ms, double tokens);
+/* Earliest instant >= now_ms at which a request estimated at `tokens` tokens
+ * (`input` of them the prompt's, `output` the requested output's) may pass every
+ * gate: the maximum over the gates (most restrictive wins). */
+int64_t gates_ready_at(const struct gates *s, int64_t now_ms, double tokens, double input,
+                       double output);
 
-/* Records that a request of `tokens` estimated tokens passed at now_ms. */
-void gates_charge(struct gates *s, int64_t now_ms, double tokens);
+/* Records that such a request passed at now_ms. */
+void gates_charge(struct gates *s, int64_t now_ms, double tokens, double input, double output);
 
-/* Charges (delta > 0) or refunds (delta < 0) the token gate the difference between
- * the actual usage and the estimate charged at dispatch. */
-void gates_adjust_tokens(struct gates *s, int64_t now_ms, double delta_tokens);
+/* Charges (delta > 0) or refunds (delta < 0) the token gates the difference
+ * between the actual usage and the estimate charged at dispatch, in all and
+ * per part (0 where the usage did not say). */
+void gates_adjust_tokens(struct gates *s, int64_t now_ms, double delta_tokens,
+                         double delta_input, double delta_output);
 
 /* The effective minimum delay between requests, in ms, as in
  * max(min_ms, 1000/rps, 60000/rpm, 3600000/rph); 0 when no request gate is set. */

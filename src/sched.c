@@ -718,7 +718,8 @@ static double budget_cost(const struct sched_item *it, int budget)
 static int64_t lane_ready_at(const struct sched_lane *lane, const struct sched_item *it,
                              int64_t now_ms)
 {
-	int64_t t = gates_ready_at(&lane->gates, now_ms, it->cost_tokens);
+	int64_t t = gates_ready_at(&lane->gates, now_ms, it->cost_tokens, it->cost_prompt,
+	                           it->cost_output);
 	/* A budget no response reported lets everything pass. */
 	for (int b = 0; lane_learns(lane) && b < RLH_N_BUDGETS; b++) {
 		/* A token budget without a token estimate cannot be paced. */
@@ -885,7 +886,7 @@ struct sched_item *sched_next(struct sched_lane *lane, int64_t now_ms)
 	lane->in_flight++;
 	it->saturated = lane->in_flight >= aimd_limit(&lane->conc);
 	agent_count(lane, it);
-	gates_charge(&lane->gates, now_ms, it->cost_tokens);
+	gates_charge(&lane->gates, now_ms, it->cost_tokens, it->cost_prompt, it->cost_output);
 	for (int b = 0; b < RLH_N_BUDGETS; b++) {
 		/* The same sum learned_charge keeps, for budgets learned later. */
 		double cost = budget_cost(it, b);
@@ -1037,7 +1038,9 @@ bool sched_wants_tokens(const struct sched_lane *lane)
 	for (int b = RLH_TOKENS; lane_learns(lane) && b < RLH_N_BUDGETS; b++)
 		if (lane->learned[b].n_obs > 0)
 			return true;
-	return lane->plan->max_tokens_per_minute > 0 || lane->plan->max_tokens_per_day > 0;
+	const struct plan_conf *p = lane->plan;
+	return p->max_tokens_per_minute > 0 || p->max_input_tokens_per_minute > 0 ||
+	       p->max_output_tokens_per_minute > 0 || p->max_tokens_per_day > 0;
 }
 
 void sched_hold(struct sched_lane *lane, int64_t until_ms)
@@ -1088,11 +1091,15 @@ struct sched_item *sched_drain(struct sched_lane *lane)
 }
 
 void sched_tokens_used(struct sched_lane *lane, struct sched_item *it, double actual_tokens,
-                       int64_t now_ms)
+                       double actual_input, double actual_output, int64_t now_ms)
 {
-	gates_adjust_tokens(&lane->gates, now_ms, actual_tokens - it->cost_tokens);
+	double d_in = actual_input >= 0 ? actual_input - it->cost_prompt : 0;
+	double d_out = actual_output >= 0 ? actual_output - it->cost_output : 0;
+	gates_adjust_tokens(&lane->gates, now_ms, actual_tokens - it->cost_tokens, d_in, d_out);
 	lane->day.tokens += actual_tokens - it->cost_tokens;
 	it->cost_tokens = actual_tokens;
+	it->cost_prompt += d_in;
+	it->cost_output += d_out;
 }
 
 void sched_retry(struct sched_lane *lane, struct sched_item *it, int64_t ready_ms)

@@ -257,9 +257,10 @@ bool sched_quota_out(const struct sched_lane *lane);
  * a retry), or NULL: call until NULL. */
 struct sched_item *sched_drain(struct sched_lane *lane);
 
-/* Corrects the token gate once the real usage is known. */
+/* Corrects the token gates once the real usage is known: in all, and the
+ * input and output parts (< 0: not reported, that gate keeps the estimate). */
 void sched_tokens_used(struct sched_lane *lane, struct sched_item *it, double actual_tokens,
-                       int64_t now_ms);
+                       double actual_input, double actual_output, int64_t now_ms);
 
 /* A completed attempt will be retried after delay_ms: the item waits without
  * a slot, then goes back ahead of the FIFO. */

@@ -88,6 +88,7 @@ void mock_sha256_hex(const void *data, size_t len, char out[65]);
 struct mock_limit_in {
 	const unsigned char *key_sha; /* 32 bytes, or NULL for requests without a key */
 	long cost_tokens;             /* prompt estimate + max_tokens (or 16) */
+	long input_tokens, output_tokens; /* its parts */
 };
 struct mock_limit_out {
 	struct mock_key *key; /* holds a concurrency slot when status == 0 */

@@ -22,6 +22,7 @@ struct mock_key {
 	unsigned char sha[32];
 	char hex[13];
 	double rq_level, tk_level; /* bucket contents */
+	double in_level, out_level; /* input and output token buckets (itpm, otpm) */
 	uint64_t last_ms;
 	bool fresh; /* buckets not initialised since the last (re)config */
 	long in_flight;
@@ -38,6 +39,7 @@ struct phase {
 static struct cfg {
 	bool anthropic;
 	double rpm, tpm;
+	double itpm, otpm; /* input / output tokens per minute, buckets of one second's worth */
 	double burst; /* capacity of the request bucket; 0: rpm (a minute's worth) */
 	bool lockout; /* inside an advertised window every request is refused again */
 	long window_grace_ms;
@@ -146,6 +148,8 @@ int mock_limits_configure(const char *text, size_t len, char *err, size_t errlen
 	                              "rpm",
 	                              "tpm",
 	                              "burst",
+	                              "itpm",
+	                              "otpm",
 	                              "lockout",
 	                              "window_grace_ms",
 	                              "concurrency",
@@ -191,6 +195,8 @@ int mock_limits_configure(const char *text, size_t len, char *err, size_t errlen
 	if (get_num(o, "rpm", 0, 1e9, &c.rpm, err, errlen) ||
 	    get_num(o, "tpm", 0, 1e12, &c.tpm, err, errlen) ||
 	    get_num(o, "burst", 0, 1e9, &c.burst, err, errlen) ||
+	    get_num(o, "itpm", 0, 1e12, &c.itpm, err, errlen) ||
+	    get_num(o, "otpm", 0, 1e12, &c.otpm, err, errlen) ||
 	    get_bool(o, "lockout", &c.lockout, err, errlen) ||
 	    get_num(o, "retry_after_s", 0, 1e7, &c.retry_after_s, err, errlen) ||
 	    get_num(o, "error_rate", 0, 1, &c.error_rate, err, errlen) ||
@@ -317,6 +323,8 @@ static void refill(struct mock_key *k, uint64_t now)
 	if (k->fresh) {
 		k->rq_level = rq_capacity();
 		k->tk_level = cfg.tpm;
+		k->in_level = cfg.itpm / 60;
+		k->out_level = cfg.otpm / 60;
 		k->last_ms = now;
 		k->fresh = false;
 		return;
@@ -325,6 +333,8 @@ static void refill(struct mock_key *k, uint64_t now)
 	k->last_ms = now;
 	k->rq_level = fmin(rq_capacity(), k->rq_level + dt * cfg.rpm / 60000.0);
 	k->tk_level = fmin(cfg.tpm, k->tk_level + dt * cfg.tpm / 60000.0);
+	k->in_level = fmin(cfg.itpm / 60, k->in_level + dt * cfg.itpm / 60000.0);
+	k->out_level = fmin(cfg.otpm / 60, k->out_level + dt * cfg.otpm / 60000.0);
 }
 
 void mock_limits_release(struct mock_key *key)
@@ -679,11 +689,30 @@ void mock_limits_check(const struct mock_limit_in *in, struct evkeyvalq *h, cons
 		    mock_error_body(cfg.anthropic, cfg.anthropic ? "rate_limit_error" : "tokens",
 		                    "rate_limit_exceeded", msg, NULL, rid);
 		windowed = true;
+	} else if ((cfg.itpm > 0 && k->in_level < (double)in->input_tokens) ||
+	           (cfg.otpm > 0 && k->out_level < (double)in->output_tokens)) {
+		bool input = cfg.itpm > 0 && k->in_level < (double)in->input_tokens;
+		double per_min = input ? cfg.itpm : cfg.otpm;
+		double lack = input ? (double)in->input_tokens - k->in_level
+		                    : (double)in->output_tokens - k->out_level;
+		wait = (uint64_t)ceil(lack * 60000.0 / per_min);
+		snprintf(msg, sizeof(msg),
+		         "This request would exceed the rate limit for your organization (mock) of "
+		         "%.0f %s tokens per minute. Please try again later.",
+		         per_min, input ? "input" : "output");
+		out->status = 429;
+		out->body = mock_error_body(cfg.anthropic, cfg.anthropic ? "rate_limit_error" : "tokens",
+		                            "rate_limit_exceeded", msg, NULL, rid);
+		windowed = true;
 	} else {
 		if (cfg.rpm > 0)
 			k->rq_level -= 1;
 		if (cfg.tpm > 0)
 			k->tk_level -= (double)in->cost_tokens;
+		if (cfg.itpm > 0)
+			k->in_level -= (double)in->input_tokens;
+		if (cfg.otpm > 0)
+			k->out_level -= (double)in->output_tokens;
 	}
 
 	if (out->status != 0) {

@@ -655,8 +655,9 @@ void mock_routes_handle(struct evhttp_request *req, void *arg)
 		if (truncated)
 			compl = li.max_tokens;
 		unsigned char sha[32];
-		struct mock_limit_in lin = {key_sha(req, sha) ? sha : NULL,
-		                            prompt + (li.max_tokens > 0 ? li.max_tokens : 16)};
+		long out_tokens = li.max_tokens > 0 ? li.max_tokens : 16;
+		struct mock_limit_in lin = {key_sha(req, sha) ? sha : NULL, prompt + out_tokens, prompt,
+		                            out_tokens};
 		mock_limits_check(&lin, oh, rid, &lo);
 		if (lo.status != 0) {
 			status = lo.status;

@@ -420,8 +420,8 @@ START_TEST(gates_empty_plan_open)
 	struct plan_conf p = plan();
 	struct gates s;
 	gates_init(&s, &p);
-	gates_charge(&s, 0, 5000);
-	ck_assert_int_eq(gates_ready_at(&s, 0, 5000), 0);
+	gates_charge(&s, 0, 5000, 0, 0);
+	ck_assert_int_eq(gates_ready_at(&s, 0, 5000, 0, 0), 0);
 	ck_assert(gates_min_interval_ms(&s) == 0);
 	ck_assert(!gates_enabled(&s));
 	p.max_tokens_per_minute = 1000;
@@ -443,8 +443,8 @@ START_TEST(gates_most_restrictive_wins)
 	struct gates s;
 	gates_init(&s, &p);
 	ck_assert_double_eq_tol(gates_min_interval_ms(&s), 200, 1e-9);
-	gates_charge(&s, 0, 0);
-	ck_assert_int_eq(gates_ready_at(&s, 0, 0), 200);
+	gates_charge(&s, 0, 0, 0, 0);
+	ck_assert_int_eq(gates_ready_at(&s, 0, 0, 0, 0), 200);
 }
 END_TEST
 
@@ -455,8 +455,8 @@ START_TEST(gates_hour_window_wins)
 	p.max_requests_per_hour = 3600; /* 1000 ms */
 	struct gates s;
 	gates_init(&s, &p);
-	gates_charge(&s, 0, 0);
-	ck_assert_int_eq(gates_ready_at(&s, 0, 0), 1000);
+	gates_charge(&s, 0, 0, 0, 0);
+	ck_assert_int_eq(gates_ready_at(&s, 0, 0, 0, 0), 1000);
 	ck_assert_double_eq_tol(gates_min_interval_ms(&s), 1000, 1e-9);
 }
 END_TEST
@@ -469,8 +469,8 @@ START_TEST(gates_min_ms_spacing)
 	struct gates s;
 	gates_init(&s, &p);
 	ck_assert_double_eq_tol(gates_min_interval_ms(&s), 250, 1e-9);
-	gates_charge(&s, 0, 0);
-	ck_assert_int_eq(gates_ready_at(&s, 0, 0), 250);
+	gates_charge(&s, 0, 0, 0, 0);
+	ck_assert_int_eq(gates_ready_at(&s, 0, 0, 0, 0), 250);
 }
 END_TEST
 
@@ -482,8 +482,8 @@ START_TEST(gates_min_ms_admits_no_burst)
 	p.burst = 5;
 	struct gates s;
 	gates_init(&s, &p);
-	gates_charge(&s, 0, 0);
-	ck_assert_int_eq(gates_ready_at(&s, 0, 0), 100);
+	gates_charge(&s, 0, 0, 0, 0);
+	ck_assert_int_eq(gates_ready_at(&s, 0, 0, 0, 0), 100);
 }
 END_TEST
 
@@ -495,10 +495,10 @@ START_TEST(gates_burst_applies_to_windows)
 	struct gates s;
 	gates_init(&s, &p);
 	for (int i = 0; i < 3; i++) {
-		ck_assert_int_eq(gates_ready_at(&s, 0, 0), 0);
-		gates_charge(&s, 0, 0);
+		ck_assert_int_eq(gates_ready_at(&s, 0, 0, 0, 0), 0);
+		gates_charge(&s, 0, 0, 0, 0);
 	}
-	ck_assert_int_eq(gates_ready_at(&s, 0, 0), 1000);
+	ck_assert_int_eq(gates_ready_at(&s, 0, 0, 0, 0), 1000);
 }
 END_TEST
 
@@ -509,9 +509,9 @@ START_TEST(gates_token_gate_default_burst)
 	struct gates s;
 	gates_init(&s, &p);
 	ck_assert_double_eq_tol(s.tokens.burst, 1000, 1e-9);
-	gates_charge(&s, 0, 1000);
-	ck_assert_int_eq(gates_ready_at(&s, 0, 1), 1);
-	ck_assert_int_eq(gates_ready_at(&s, 0, 300), 300);
+	gates_charge(&s, 0, 1000, 0, 0);
+	ck_assert_int_eq(gates_ready_at(&s, 0, 1, 0, 0), 1);
+	ck_assert_int_eq(gates_ready_at(&s, 0, 300, 0, 0), 300);
 }
 END_TEST
 
@@ -522,10 +522,10 @@ START_TEST(gates_token_burst_configured)
 	p.token_burst = 100;
 	struct gates s;
 	gates_init(&s, &p);
-	gates_charge(&s, 0, 100);
-	ck_assert_int_eq(gates_ready_at(&s, 0, 100), 100);
+	gates_charge(&s, 0, 100, 0, 0);
+	ck_assert_int_eq(gates_ready_at(&s, 0, 100, 0, 0), 100);
 	/* over the tolerance: waits until idle, then passes */
-	ck_assert_int_eq(gates_ready_at(&s, 0, 5000), 100);
+	ck_assert_int_eq(gates_ready_at(&s, 0, 5000, 0, 0), 100);
 }
 END_TEST
 
@@ -536,11 +536,32 @@ START_TEST(gates_tokens_and_requests_combined)
 	p.max_tokens_per_minute = 600000; /* 0.1 ms per token, burst 10000 */
 	struct gates s;
 	gates_init(&s, &p);
-	gates_charge(&s, 0, 12000); /* TAT tokens 1200 */
+	gates_charge(&s, 0, 12000, 0, 0); /* TAT tokens 1200 */
 	/* tokens owe 200 ms beyond the tolerance of a 10000-token request */
-	ck_assert_int_eq(gates_ready_at(&s, 0, 10000), 1200);
-	ck_assert_int_eq(gates_ready_at(&s, 0, 10), 201);
-	ck_assert_int_eq(gates_ready_at(&s, 0, 0), 200);
+	ck_assert_int_eq(gates_ready_at(&s, 0, 10000, 0, 0), 1200);
+	ck_assert_int_eq(gates_ready_at(&s, 0, 10, 0, 0), 201);
+	ck_assert_int_eq(gates_ready_at(&s, 0, 0, 0, 0), 200);
+}
+END_TEST
+
+START_TEST(gates_input_and_output_apart)
+{
+	/* 60000 input tokens per minute (1 ms per token, 1000 at once) and 6000
+	 * output tokens per minute (10 ms per token, 100 at once) */
+	struct plan_conf p = plan();
+	p.max_input_tokens_per_minute = 60000;
+	p.max_output_tokens_per_minute = 6000;
+	struct gates s;
+	gates_init(&s, &p);
+	ck_assert(gates_enabled(&s));
+	/* a long prompt, a short answer: the input gate paces */
+	gates_charge(&s, 0, 1010, 1000, 10);
+	ck_assert_int_eq(gates_ready_at(&s, 0, 1010, 1000, 10), 1000);
+	/* a short prompt, a long answer: the output gate paces */
+	ck_assert_int_eq(gates_ready_at(&s, 0, 110, 10, 100), 100);
+	/* the usage corrects each part: 500 of the 1000 prompt tokens were cache reads */
+	gates_adjust_tokens(&s, 0, -500, -500, 0);
+	ck_assert_int_eq(gates_ready_at(&s, 0, 1010, 1000, 10), 500);
 }
 END_TEST
 
@@ -551,11 +572,11 @@ START_TEST(gates_adjust_tokens_refund)
 	p.token_burst = 100;
 	struct gates s;
 	gates_init(&s, &p);
-	gates_charge(&s, 0, 2000);
-	gates_adjust_tokens(&s, 10, -1900);
-	ck_assert_int_eq(gates_ready_at(&s, 10, 100), 100);
-	gates_adjust_tokens(&s, 10, 1000);
-	ck_assert_int_eq(gates_ready_at(&s, 10, 100), 1100);
+	gates_charge(&s, 0, 2000, 0, 0);
+	gates_adjust_tokens(&s, 10, -1900, 0, 0);
+	ck_assert_int_eq(gates_ready_at(&s, 10, 100, 0, 0), 100);
+	gates_adjust_tokens(&s, 10, 1000, 0, 0);
+	ck_assert_int_eq(gates_ready_at(&s, 10, 100, 0, 0), 1100);
 }
 END_TEST
 
@@ -565,16 +586,16 @@ START_TEST(gates_reconfigure_keeps_state)
 	p.max_requests_per_minute = 600; /* 100 ms */
 	struct gates s;
 	gates_init(&s, &p);
-	gates_charge(&s, 0, 0);
+	gates_charge(&s, 0, 0, 0, 0);
 	p.max_requests_per_minute = 300; /* 200 ms */
 	p.max_requests_per_second = 1;   /* new window: starts idle */
 	gates_reconfigure(&s, &p, 50);
 	/* 0.5 unit owed at 200 ms per unit, and the new per-second gate is open */
-	ck_assert_int_eq(gates_ready_at(&s, 50, 0), 150);
+	ck_assert_int_eq(gates_ready_at(&s, 50, 0, 0, 0), 150);
 	p.max_requests_per_minute = 0;
 	p.max_requests_per_second = 0;
 	gates_reconfigure(&s, &p, 50);
-	ck_assert_int_eq(gates_ready_at(&s, 50, 0), 50);
+	ck_assert_int_eq(gates_ready_at(&s, 50, 0, 0, 0), 50);
 }
 END_TEST
 
@@ -589,8 +610,8 @@ START_TEST(gates_simulated_rpm_and_tpm)
 	gates_init(&s, &p);
 	int64_t t = 0;
 	for (int i = 0; i < 61; i++) {
-		t = gates_ready_at(&s, t, 1000);
-		gates_charge(&s, t, 1000);
+		t = gates_ready_at(&s, t, 1000, 0, 0);
+		gates_charge(&s, t, 1000, 0, 0);
 	}
 	ck_assert_int_ge(t, 59000);
 	ck_assert_int_le(t, 61000);
@@ -638,6 +659,7 @@ static Suite *gcra_suite(void)
 	tcase_add_test(set, gates_token_burst_configured);
 	tcase_add_test(set, gates_tokens_and_requests_combined);
 	tcase_add_test(set, gates_adjust_tokens_refund);
+	tcase_add_test(set, gates_input_and_output_apart);
 	tcase_add_test(set, gates_reconfigure_keeps_state);
 	tcase_add_test(set, gates_simulated_rpm_and_tpm);
 	suite_add_tcase(s, set);

@@ -292,7 +292,10 @@ START_TEST(a_lane_takes_at_most_1_kib)
 	ck_assert_uint_le(counted / n, 1024);
 	size_t grown = (m1.uordblks + m1.hblkhd) - (m0.uordblks + m0.hblkhd);
 	ck_assert_uint_le(grown / n, 1024);
-	ck_assert_uint_le(sizeof(struct sched_lane), 768);
+	/* The struct itself, with room left for the registry's entry and the
+	 * allocator's header within the 1 KiB (it is 816 B with the input and
+	 * output token gates, the holds, the quota and the daily budget). */
+	ck_assert_uint_le(sizeof(struct sched_lane), 896);
 
 	/* What a lane allocates later is counted, and freed with it. */
 	key(0, k);

@@ -505,7 +505,7 @@ START_TEST(a_daily_token_budget_counts_the_estimate_then_the_usage)
 	sched_drain(&lane);
 	/* the real usage was 150: the rest of the day is there again on reload
 	 * (a reload asks again whether the next request fits) */
-	sched_tokens_used(&lane, &items[0], 150, 1100);
+	sched_tokens_used(&lane, &items[0], 150, -1, -1, 1100);
 	ck_assert(lane.day.tokens == 150);
 	sched_complete(&lane, &items[0], SCHED_SUCCESS, 1100);
 }

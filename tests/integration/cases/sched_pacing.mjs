@@ -3,7 +3,7 @@
 // Each test has a mock of its own (its /_mock/config must not leak into other files)
 // and a pacerd of its own; figures are taken from the mock's own counts.
 import assert from 'node:assert/strict';
-import { SLOW, keyHash, streamRequest } from '../lib.mjs';
+import { SLOW, keyHash, recHeader, streamRequest } from '../lib.mjs';
 import {
   chatBody, keyEntry, logDigest, median, percentile, runLoad, scenarioLine, sleep, startPacerdFor, summarize,
 } from '../load.mjs';
@@ -154,6 +154,58 @@ export const tests = [
         `median TTFB through open gates ${median(paced)} ms vs ${median(free)} ms unpaced\n${logDigest(p)}`);
       assert.ok(percentile(paced, 90) - percentile(free, 90) <= 20 * SLOW,
         `p90 TTFB through open gates ${percentile(paced, 90)} ms vs ${percentile(free, 90)} ms unpaced`);
+    },
+  },
+  {
+    // Input and output token limits apart (issue 8.5; Anthropic limits them apart). The mock
+    // enforces 600 000 input and 600 000 output tokens per minute per key, each a bucket of
+    // one second's worth (10 000), without rate-limit headers; pacerd's plan is 95 % of
+    // that (570 000 each, as one configures a limit with a margin). Requests with a
+    // 1000-token prompt and 10 tokens out are paced by pacerd's input gate, requests with
+    // an 8-token prompt and 1000 out by its output gate: 9.5 req/s each, 0 upstream 429s.
+    // The control: one total gate of 1 140 000 tokens/min lets almost twice as many long
+    // prompts through per second, and the mock refuses them.
+    name: 'input and output token gates: long prompts paced by the input gate, long answers by the output gate, no 429',
+    timeout_ms: 40000,
+    fn: async (t) => {
+      const mock = await t.startMock({ config: { style: 'openai', itpm: 600000, otpm: 600000, headers: false } });
+      const inKey = 'sk-io-input-0001', outKey = 'sk-io-output-0001', totalKey = 'sk-io-total-0001';
+      const p = await startPacerdFor(t, mock, {
+        plans: {
+          io: { max_input_tokens_per_minute: 570000, max_output_tokens_per_minute: 570000 },
+          total: { max_tokens_per_minute: 1140000, retry: { max_attempts: 1, deadline_s: 1 } },
+        },
+        keys: [keyEntry(inKey, 'io'), keyEntry(outKey, 'io'), keyEntry(totalKey, 'total')],
+      });
+      const longPrompt = 'abcd'.repeat(1000); // 4000 characters: 1000 tokens
+      const req = (key, content, max_tokens) => () => ({
+        path: '/v1/chat/completions',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'x-mock-chunks': String(max_tokens) },
+        body: chatBody({ max_tokens, content }),
+      });
+      const rate = async (key) => {
+        const recs = (await mock.requests()).filter((r) => recHeader(r, 'authorization') === `Bearer ${key}`);
+        const at = recs.map((r) => r.t_mono_us / 1000).sort((a, b) => a - b);
+        // after the first second's worth (9 at once), one every 105 ms
+        return (at.length - 9) / ((at[at.length - 1] - at[8]) / 1000);
+      };
+      const before = async () => (await mock.stats()).responses['429'] ?? 0;
+      const runIn = await runLoad({ base: p.url, n: 40, concurrency: 10, makeRequest: req(inKey, longPrompt, 10), deadline_ms: 15000 });
+      const in429 = await before();
+      const runOut = await runLoad({ base: p.url, n: 40, concurrency: 10, makeRequest: req(outKey, 'Say hello to the scheduler test.', 1000), deadline_ms: 15000 });
+      const out429 = (await before()) - in429;
+      const rIn = await rate(inKey), rOut = await rate(outKey);
+      const control = await runLoad({ base: p.url, n: 40, concurrency: 10, makeRequest: req(totalKey, longPrompt, 10), deadline_ms: 15000 });
+      const ctl429 = (await before()) - in429 - out429;
+      console.log(`#   io: long prompts ${rIn.toFixed(2)} req/s after the first second, 429s ${in429}; long answers ${rOut.toFixed(2)} req/s, 429s ${out429}; ` +
+        `control (one total gate): ${ctl429} upstream 429s, client statuses ${JSON.stringify(summarize(control).statuses)}`);
+      assert.equal(summarize(runIn).ok, 40, JSON.stringify(summarize(runIn).statuses));
+      assert.equal(summarize(runOut).ok, 40, JSON.stringify(summarize(runOut).statuses));
+      assert.equal(in429, 0, 'upstream 429s for long prompts');
+      assert.equal(out429, 0, 'upstream 429s for long answers');
+      assert.ok(rIn >= 9 / SLOW && rIn <= 10, `long prompts at ${rIn.toFixed(2)} req/s (input gate: 9.5)`);
+      assert.ok(rOut >= 9 / SLOW && rOut <= 10, `long answers at ${rOut.toFixed(2)} req/s (output gate: 9.5)`);
+      assert.ok(ctl429 > 0, 'the control met no 429: the mock does not enforce input tokens apart');
     },
   },
 ];
