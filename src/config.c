@@ -195,6 +195,7 @@ static const char *const key_source_names[] = {"authorization",  "x-api-key", "a
                                                "x-goog-api-key", "query:key", NULL};
 static const char *const dialect_names[] = {"openai", "anthropic", "azure", "ietf", "none", NULL};
 static const char *const jitter_names[] = {"additive", "full", NULL};
+static const char *const stream_usage_names[] = {"inject", "off", NULL};
 static const char *const agents_mode_names[] = {"off", "serialize", "reject", NULL};
 
 const char *config_key_source_name(enum key_source k)
@@ -612,6 +613,7 @@ static const struct opt plan_opts[] = {
     SEC("dispatch_delay", dispatch_delay_opts),
     N("proactive_threshold", struct plan_conf, proactive_threshold, 0, 1, 0, 0.10),
     U("quota_probe_s", struct plan_conf, quota_probe_s, 1, NOMAX, 10),
+    E("stream_usage", struct plan_conf, stream_usage, stream_usage_names, STREAM_USAGE_INJECT),
     SEC("queue", queue_opts),
     SEC("retry", retry_opts),
     END,

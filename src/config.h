@@ -21,6 +21,7 @@ enum key_source {
 enum dialect { DIALECT_OPENAI, DIALECT_ANTHROPIC, DIALECT_AZURE, DIALECT_IETF, DIALECT_NONE };
 enum jitter_mode { JITTER_ADDITIVE, JITTER_FULL };
 enum agents_mode { AGENTS_OFF, AGENTS_SERIALIZE, AGENTS_REJECT };
+enum stream_usage { STREAM_USAGE_INJECT, STREAM_USAGE_OFF };
 enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR };
 
 struct plan_conf {
@@ -57,6 +58,7 @@ struct plan_conf {
 	} dispatch_delay;
 	double proactive_threshold; /* in [0, 1] */
 	unsigned quota_probe_s;     /* >= 1: one probe upstream this often while the quota is out */
+	enum stream_usage stream_usage; /* meter OpenAI streams on token-paced lanes (issue 8.3) */
 	struct {
 		unsigned max_depth; /* >= 1 */
 		unsigned max_wait_s;

@@ -46,6 +46,7 @@
 #include "retry.h"
 #include "sched.h"
 #include "tokens.h"
+#include "usage_strip.h"
 
 /* A JSON answer larger than this is relayed without reading its usage. */
 #define USAGE_JSON_CAP (256 * 1024)
@@ -68,8 +69,11 @@ struct exchange {
 	struct route route;
 	const char *url;                /* in arena */
 	struct curl_slist *up_headers; /* nodes in hdr_nodes, lines in arena */
-	const char *body; /* the client's, valid while client != NULL */
+	const char *body; /* the client's, valid while client != NULL, or body_own */
 	size_t body_len;
+	char *body_own;   /* the body pacerd rewrote (include_usage added), or NULL */
+	bool strip_usage; /* and so gives the client the stream without what it added */
+	struct usage_strip strip;
 	const char *method;
 	char key_hash[ROUTE_KEY_HEX + 1];
 	char key_id[ROUTE_KEY_ID_SIZE];
@@ -95,6 +99,7 @@ struct exchange {
 	struct tokens_sse sse_scan;
 	struct evbuffer *json; /* a JSON response, kept for its usage (capped) */
 	bool no_retry_hdr;     /* relay with x-should-retry: false */
+	long long tokens_used; /* the usage the answer reported, -1: none */
 
 	/* Relaying. */
 	bool started;     /* the client's response has begun: the answer is final */
@@ -237,6 +242,8 @@ static void log_request(struct exchange *x)
 	log_int(&l, "upstream_ms", x->t_dispatch ? now - x->t_dispatch : 0);
 	log_int(&l, "duration_ms", now - x->t_start);
 	log_int(&l, "bytes", (long long)x->bytes_out);
+	if (x->tokens_used >= 0)
+		log_int(&l, "tokens", x->tokens_used);
 	if (x->error_code != NULL)
 		log_str(&l, "error", x->error_code);
 	if (x->client_closed)
@@ -257,6 +264,8 @@ static void exchange_destroy(struct exchange *x)
 	if (x->json != NULL)
 		evbuffer_free(x->json);
 	tokens_sse_free(&x->sse_scan);
+	usage_strip_free(&x->strip);
+	free(x->body_own);
 	free(x->arena);
 	free(x->hdr_nodes);
 	free(x);
@@ -272,6 +281,8 @@ static void exchange_recycle(struct exchange *x)
 	struct curl_slist *nodes = x->hdr_nodes;
 	size_t nodes_cap = x->hdr_nodes_cap;
 	tokens_sse_free(&x->sse_scan);
+	usage_strip_free(&x->strip);
+	free(x->body_own);
 	config_ref_put(x->cref);
 	if (held != NULL)
 		evbuffer_drain(held, evbuffer_get_length(held));
@@ -499,6 +510,8 @@ static void reset_attempt(struct exchange *x)
 		evbuffer_drain(x->json, evbuffer_get_length(x->json));
 	tokens_sse_free(&x->sse_scan);
 	tokens_sse_init(&x->sse_scan);
+	usage_strip_free(&x->strip);
+	usage_strip_init(&x->strip);
 	memset(&x->rlh, 0, sizeof(x->rlh));
 }
 
@@ -615,6 +628,26 @@ static void lane_pump(struct lane_shell *ls)
 
 /* ---- entry ---- */
 
+/* An OpenAI chat completion streamed without include_usage on a token-paced
+ * lane never says what it cost: ask for the usage (the body pacerd sends
+ * upstream gets stream_options.include_usage), and give the client the
+ * stream it asked for (usage_strip). A body that is not JSON goes as it is. */
+static void meter_stream(struct exchange *x, const struct plan_conf *plan)
+{
+	if (plan->stream_usage != STREAM_USAGE_INJECT ||
+	    x->route.provider->dialect != DIALECT_OPENAI || x->route.path == NULL ||
+	    strstr(x->route.path, "/chat/completions") == NULL)
+		return;
+	char *body;
+	size_t len;
+	if (usage_inject_request(x->body, x->body_len, &body, &len) != 1)
+		return;
+	x->body_own = body;
+	x->body = body;
+	x->body_len = len;
+	x->strip_usage = true;
+}
+
 static uint64_t agent_hash(const char *s)
 {
 	uint64_t h = 14695981039346656037ULL;
@@ -720,6 +753,7 @@ void exchange_start(struct exchanges *xs, struct hreq *client, const struct exch
 	x->xs = xs;
 	x->state = XS_QUEUED;
 	x->client = client;
+	x->tokens_used = -1;
 	x->cref = config_ref_get(in->cref);
 	x->route = in->route;
 	x->method = hreq_method(client);
@@ -783,6 +817,7 @@ void exchange_start(struct exchanges *xs, struct hreq *client, const struct exch
 	if (sched_wants_tokens(lane)) {
 		tokens_estimate(x->body, x->body_len, plan->default_output_tokens, &cost);
 		x->want_usage = true;
+		meter_stream(x, plan);
 	}
 	uint64_t agent = x->agent[0] ? agent_hash(x->agent) : 0;
 	day_tick(lane, now);
@@ -982,6 +1017,11 @@ static void relay(struct exchange *x, const char *data, size_t len)
 		x->client_full = true;
 }
 
+static void relay_cb(void *ctx, const char *data, size_t len)
+{
+	relay(ctx, data, len);
+}
+
 static bool on_up_body(void *ctx, const char *data, size_t len)
 {
 	struct exchange *x = ctx;
@@ -1003,7 +1043,10 @@ static bool on_up_body(void *ctx, const char *data, size_t len)
 	if (x->client_full)
 		return false; /* slow reader: hold the upstream until it drains */
 	note_usage_bytes(x, data, len);
-	relay(x, data, len);
+	if (x->strip_usage && x->sse)
+		usage_strip_feed(&x->strip, data, len, relay_cb, x);
+	else
+		relay(x, data, len);
 	return true;
 }
 
@@ -1020,10 +1063,11 @@ static void settle_tokens(struct exchange *x)
 		size_t n = evbuffer_get_length(x->json);
 		tokens_usage_json((const char *)evbuffer_pullup(x->json, -1), n, &u);
 	}
-	if (u.present)
-		sched_tokens_used(x->lane, &x->item, (double)u.total,
-		                  u.has_input ? (double)u.input : -1,
-		                  u.has_output ? (double)u.output : -1, now_ms());
+	if (!u.present)
+		return;
+	x->tokens_used = u.total;
+	sched_tokens_used(x->lane, &x->item, (double)u.total, u.has_input ? (double)u.input : -1,
+	                  u.has_output ? (double)u.output : -1, now_ms());
 }
 
 static void relay_held(struct exchange *x)
@@ -1272,6 +1316,8 @@ static void on_up_done(void *ctx, enum up_error err, const char *detail)
 		log_msg(LOG_WARN, "upstream_aborted", detail);
 		copy_str(x->up_detail, sizeof(x->up_detail), detail ? detail : "");
 	}
+	if (x->client != NULL && x->strip_usage && x->sse && err == UP_OK)
+		usage_strip_finish(&x->strip, relay_cb, x);
 	if (x->client != NULL)
 		hreq_end(x->client, err == UP_OK);
 	finish(x);

@@ -1,0 +1,50 @@
+/* usage_strip — gives the client back exactly the OpenAI stream it asked for
+ * when pacerd added stream_options.include_usage to meter it (issue 8.3).
+ *
+ * With include_usage, OpenAI-style providers end the stream with one extra
+ * chunk whose "choices" is empty and which carries "usage", and add
+ * "usage":null to every other chunk. This filter, fed the event stream as it
+ * arrives, drops that last chunk and removes the trailing ,"usage":null of
+ * the others, and passes every other byte through untouched. It works on
+ * whole events (up to a blank line), so it holds at most one partial event
+ * (USAGE_STRIP_EVENT_MAX; beyond that it gives up and passes the rest through
+ * as it is). Pure: no I/O; what the client gets goes to the emit callback. */
+#ifndef PACERD_USAGE_STRIP_H
+#define PACERD_USAGE_STRIP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define USAGE_STRIP_EVENT_MAX (1024 * 1024)
+
+/* The request side: a chat completion body that asks for a stream without
+ * stream_options.include_usage true, with it added. Returns 1 and a malloc'd
+ * body in *out (*out_len bytes): `,"stream_options":{"include_usage":true}`
+ * inserted before the final brace (every other byte as the client sent it),
+ * or, when stream_options is there without it, the body re-written by
+ * jansson with include_usage set. Returns 0 when nothing is to be done (not a
+ * JSON object, no "stream": true, include_usage already true), -1 when out
+ * of memory. */
+int usage_inject_request(const char *body, size_t len, char **out, size_t *out_len);
+
+typedef void (*usage_strip_emit)(void *ctx, const char *data, size_t len);
+
+struct usage_strip {
+	char *buf; /* the current partial event */
+	size_t len, cap;
+	bool passthrough; /* an event over the cap, or out of memory: filter no more */
+	bool dropped;     /* the usage chunk was dropped (for tests and logs) */
+};
+
+void usage_strip_init(struct usage_strip *s);
+
+/* Feeds n bytes of the event stream; emits what the client gets. */
+void usage_strip_feed(struct usage_strip *s, const char *data, size_t n, usage_strip_emit emit,
+                      void *ctx);
+
+/* The stream ended: emits what is held (an event without its blank line). */
+void usage_strip_finish(struct usage_strip *s, usage_strip_emit emit, void *ctx);
+
+void usage_strip_free(struct usage_strip *s);
+
+#endif
