@@ -12,7 +12,11 @@ static const char include_usage[] = ",\"stream_options\":{\"include_usage\":true
 
 int usage_inject_request(const char *body, size_t len, char **out, size_t *out_len)
 {
-	json_t *root = body != NULL ? json_loadb(body, len, 0, NULL) : NULL;
+	/* Most bodies do not stream: they are not parsed at all (a 1 KiB parse
+	 * per request cost a paced lane a third of its throughput). */
+	if (body == NULL || memmem(body, len, "\"stream\"", 8) == NULL)
+		return 0;
+	json_t *root = json_loadb(body, len, 0, NULL);
 	int rc = 0;
 	if (root == NULL || !json_is_object(root) || !json_is_true(json_object_get(root, "stream")))
 		goto done;
