@@ -593,7 +593,7 @@ void mock_limits_check(const struct mock_limit_in *in, struct evkeyvalq *h, cons
 	out->status = 0;
 	out->body = NULL;
 	k->requests++;
-	bool in_window = k->window_end_ms != 0 && now < k->window_end_ms;
+	bool in_window = k->window_end_ms != 0 && now >= k->window_open_ms && now < k->window_end_ms;
 	/* A request already on its way when the 429 left can not be recalled:
 	 * window_grace_ms after a window opened, arrivals are not counted. */
 	if (in_window && now >= k->window_open_ms + (uint64_t)cfg.window_grace_ms)
@@ -723,10 +723,13 @@ void mock_limits_check(const struct mock_limit_in *in, struct evkeyvalq *h, cons
 			uint64_t adv = cfg.retry_after && cfg.retry_after_s > 0
 			                   ? (uint64_t)(cfg.retry_after_s * 1000.0)
 			                   : wait;
+			/* The window opens when the 429 leaves (after latency_ms): a
+			 * client can not know of it before. */
+			uint64_t sent = now + (uint64_t)cfg.latency_ms;
 			if (now >= k->window_end_ms)
-				k->window_open_ms = now;
-			if (now + adv > k->window_end_ms)
-				k->window_end_ms = now + adv;
+				k->window_open_ms = sent;
+			if (sent + adv > k->window_end_ms)
+				k->window_end_ms = sent + adv;
 		}
 	} else if (capacity_exceeded(now)) {
 		out->status = cfg.overload[overload_turn++ % (unsigned)cfg.noverload];

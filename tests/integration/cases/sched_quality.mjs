@@ -157,6 +157,38 @@ export const tests = [
     },
   },
   {
+    // 3. A hold ends with one probe. The provider (10 req/s, a bucket of 1, 300 ms latency)
+    // refuses for 1 s after each 429 (retry-after: 1; every request inside that window is
+    // refused again and starts it over; the window opens when the 429 leaves), and another
+    // client of the same key (outside pacerd) hits it just before pacerd's hold ends: the
+    // window is still closed when the retry-after has elapsed. pacerd then sends one
+    // request (refused, held again) and waits for its answer, instead of letting requests
+    // follow it into the window while that answer is on its way. Counted by the mock:
+    // window violations are the outside client's own and pacerd's one probe, no more
+    // (the build before this issue: 3 in three runs out of three).
+    name: '3. a hold ends with one probe: a window still closed at its end costs one refused request, not the lane',
+    timeout_ms: 40000,
+    fn: async (t) => {
+      const mock = await t.startMock({ config: { style: 'openai', rpm: 600, burst: 1, headers: false, retry_after_s: 1, lockout: true, window_grace_ms: 20, latency_ms: 300 } });
+      const p = await startPacerdFor(t, mock);
+      const key = 'sk-probe-0001';
+      const hdrs = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
+      const first = await send(`${p.url}/v1/chat/completions`, { headers: hdrs, body: chatBody(), timeout_ms: 5000 });
+      assert.equal(first.status, 200); // the bucket is empty now
+      const t0 = Date.now();
+      const six = Array.from({ length: 6 }, () => send(`${p.url}/v1/chat/completions`, { headers: hdrs, body: chatBody(), timeout_ms: 30000 }));
+      await sleep(800 - (Date.now() - t0));
+      const outside = await send(`${mock.url}/v1/chat/completions`, { headers: hdrs, body: chatBody(), timeout_ms: 5000 });
+      const done = await Promise.all(six);
+      const st = await mock.stats();
+      console.log(`#   3: outside client at +800 ms: ${outside.status}; pacerd's six: ${JSON.stringify(done.map((r) => r.status))} ` +
+        `after ${Date.now() - t0} ms; mock responses ${JSON.stringify(st.responses)} window_violations=${st.window_violations}; probes ${events(p, 'retry').length} retry lines`);
+      assert.equal(outside.status, 429, 'the outside request did not meet the window: the scenario did not happen');
+      assert.deepEqual(done.map((r) => r.status), [200, 200, 200, 200, 200, 200]);
+      assert.ok(st.window_violations <= 2, `${st.window_violations} requests inside a window (the outside one and one probe at most)\n${logDigest(p)}`);
+    },
+  },
+  {
     // 3. The hold starts at the headers: a 429 whose headers say retry-after: 2 and whose
     // body never comes (x-mock-hang: body) holds the lane for the 2 s at once; a 503
     // without a hint and without a body holds it until the body is decided, 1 s at most
