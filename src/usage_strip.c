@@ -27,7 +27,7 @@ int usage_inject_request(const char *body, size_t len, char **out, size_t *out_l
 		while (end > 0 && body[end - 1] != '}')
 			end--;
 		size_t add = sizeof(include_usage) - 1;
-		char *b = end > 0 ? malloc(len + add) : NULL;
+		char *b = end > 0 ? malloc(len + add + 1) : NULL;
 		if (b == NULL) {
 			rc = end > 0 ? -1 : 0;
 			goto done;
@@ -35,6 +35,7 @@ int usage_inject_request(const char *body, size_t len, char **out, size_t *out_l
 		memcpy(b, body, end - 1);
 		memcpy(b + end - 1, include_usage, add);
 		memcpy(b + end - 1 + add, body + end - 1, len - (end - 1));
+		b[len + add] = '\0';
 		*out = b;
 		*out_len = len + add;
 		rc = 1;
