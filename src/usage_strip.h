@@ -19,7 +19,7 @@
 
 /* The request side: a chat completion body that asks for a stream without
  * stream_options.include_usage true, with it added. Returns 1 and a malloc'd
- * body in *out (*out_len bytes): `,"stream_options":{"include_usage":true}`
+ * body in *out (*out_len bytes, then a NUL): `,"stream_options":{"include_usage":true}`
  * inserted before the final brace (every other byte as the client sent it),
  * or, when stream_options is there without it, the body re-written by
  * jansson with include_usage set. Returns 0 when nothing is to be done (not a
