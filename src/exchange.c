@@ -42,6 +42,7 @@
 #include "headers.h"
 #include "clock.h"
 #include "daily.h"
+#include "grow.h"
 #include "log.h"
 #include "retry.h"
 #include "sched.h"
@@ -676,16 +677,8 @@ static bool build_upstream_request(struct exchange *x, struct hreq *client)
 		hreq_header_at(client, i, &h);
 		need += h.name_len + h.value_len + 3;
 	}
-	if (need > x->arena_cap) {
-		size_t cap = x->arena_cap ? x->arena_cap : 1024;
-		while (cap < need)
-			cap *= 2;
-		char *a = realloc(x->arena, cap);
-		if (a == NULL)
-			return false;
-		x->arena = a;
-		x->arena_cap = cap;
-	}
+	if (!grow_bytes(&x->arena, &x->arena_cap, need, 1024))
+		return false;
 	if (n + 3 > x->hdr_nodes_cap) {
 		size_t cap = n + 3 > 32 ? n + 3 : 32;
 		struct curl_slist *nodes = realloc(x->hdr_nodes, cap * sizeof(*nodes));

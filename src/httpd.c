@@ -45,6 +45,7 @@
 
 #include "config.h"
 #include "clock.h"
+#include "grow.h"
 #include "log.h"
 
 #define LISTEN_BACKLOG 4096
@@ -333,16 +334,8 @@ static void make_id(struct httpd *h, char *out)
 
 static bool head_append(struct hreq *r, const char *at, size_t len)
 {
-	if (r->head_len + len + 1 > r->head_cap) {
-		size_t cap = r->head_cap ? r->head_cap : 1024;
-		while (cap < r->head_len + len + 1)
-			cap *= 2;
-		char *nb = realloc(r->head, cap);
-		if (nb == NULL)
-			return false;
-		r->head = nb;
-		r->head_cap = cap;
-	}
+	if (!grow_bytes(&r->head, &r->head_cap, r->head_len + len + 1, 1024))
+		return false;
 	memcpy(r->head + r->head_len, at, len);
 	r->head_len += len;
 	return true;
@@ -582,16 +575,8 @@ static int on_body(http_parser *p, const char *at, size_t len)
 	struct hreq *r = &c->req;
 	if (r->body_len + len > c->h->conf.max_body_bytes)
 		return reject(c, 413, "body_too_large", "the request body exceeds limits.max_body_bytes");
-	if (r->body_len + len > r->body_cap) {
-		size_t cap = r->body_cap ? r->body_cap : 4096;
-		while (cap < r->body_len + len)
-			cap *= 2;
-		char *nb = realloc(r->body, cap);
-		if (nb == NULL)
-			return reject(c, 503, "out_of_memory", "pacerd is out of memory");
-		r->body = nb;
-		r->body_cap = cap;
-	}
+	if (!grow_bytes(&r->body, &r->body_cap, r->body_len + len, 4096))
+		return reject(c, 503, "out_of_memory", "pacerd is out of memory");
 	memcpy(r->body + r->body_len, at, len);
 	r->body_len += len;
 	return 0;
@@ -803,16 +788,8 @@ static bool pend_save(struct hconn *c, const char *data, size_t len)
 	if (c->pend_off > 0 && c->pend_len > 0)
 		memmove(c->pend, c->pend + c->pend_off, c->pend_len);
 	c->pend_off = 0;
-	if (c->pend_len + len > c->pend_cap) {
-		size_t cap = c->pend_cap ? c->pend_cap : 4096;
-		while (cap < c->pend_len + len)
-			cap *= 2;
-		char *nb = realloc(c->pend, cap);
-		if (nb == NULL)
-			return false;
-		c->pend = nb;
-		c->pend_cap = cap;
-	}
+	if (!grow_bytes(&c->pend, &c->pend_cap, c->pend_len + len, 4096))
+		return false;
 	memcpy(c->pend + c->pend_len, data, len);
 	c->pend_len += len;
 	return true;

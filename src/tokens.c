@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
+
 #define MAX_N 128
 /* A requested maximum above this is a typo or an attack, not a plan. */
 #define MAX_OUTPUT INT64_C(100000000)
@@ -1052,20 +1054,11 @@ static void sse_keep(struct tokens_sse *s, const char *p, size_t n)
 		s->len = 0;
 		return;
 	}
-	if (s->len + n > s->cap) {
-		size_t cap = s->cap ? s->cap : 256;
-		while (cap < s->len + n)
-			cap *= 2;
-		if (cap > TOKENS_SSE_LINE_MAX)
-			cap = TOKENS_SSE_LINE_MAX;
-		char *nb = realloc(s->buf, cap);
-		if (nb == NULL) {
-			s->skipping = true;
-			s->len = 0;
-			return;
-		}
-		s->buf = nb;
-		s->cap = cap;
+	/* 256 doubled never passes TOKENS_SSE_LINE_MAX (64 KiB) for len + n within it. */
+	if (!grow_bytes(&s->buf, &s->cap, s->len + n, 256)) {
+		s->skipping = true;
+		s->len = 0;
+		return;
 	}
 	memcpy(s->buf + s->len, p, n);
 	s->len += n;

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "grow.h"
 #include "headers.h"
 #include "log.h"
 
@@ -443,16 +444,8 @@ static bool store_header(struct up_xfer *x, const char *line, size_t len)
 	size_t need = x->hlen + nlen + vlen + 2; /* both NUL-terminated */
 	if (x->nh == UP_HEADERS_MAX || need > UP_HEADER_BYTES_MAX)
 		return false;
-	if (need > x->hcap) {
-		size_t cap = x->hcap ? x->hcap * 2 : 1024;
-		while (cap < need)
-			cap *= 2;
-		char *nb = realloc(x->hbuf, cap);
-		if (nb == NULL)
-			return false;
-		x->hbuf = nb;
-		x->hcap = cap;
-	}
+	if (!grow_bytes(&x->hbuf, &x->hcap, need, 1024))
+		return false;
 	if (x->nh == x->hoff_cap) {
 		size_t cap = x->hoff_cap ? x->hoff_cap * 2 : 32;
 		struct hdr_off *no = realloc(x->hoff, cap * sizeof(*no));

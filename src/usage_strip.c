@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
+
 static const char usage_null[] = ",\"usage\":null";
 
 static const char include_usage[] = ",\"stream_options\":{\"include_usage\":true}";
@@ -70,14 +72,10 @@ void usage_strip_free(struct usage_strip *s)
 	s->len = s->cap = 0;
 }
 
-/* Whether data [p, end) contains the literal lit. */
+/* Whether [p, end) contains the literal lit. */
 static bool contains(const char *p, const char *end, const char *lit)
 {
-	size_t n = strlen(lit);
-	for (; p + n <= end; p++)
-		if (memcmp(p, lit, n) == 0)
-			return true;
-	return false;
+	return memmem(p, (size_t)(end - p), lit, strlen(lit)) != NULL;
 }
 
 /* The data: payload of a line (without "data:" and one optional space), or
@@ -174,22 +172,6 @@ static const char *run(struct usage_strip *s, const char *p, const char *end, us
 	return p;
 }
 
-/* Room for `need` bytes in the buffer. */
-static bool reserve(struct usage_strip *s, size_t need)
-{
-	if (need <= s->cap)
-		return true;
-	size_t cap = s->cap ? s->cap : 4096;
-	while (cap < need)
-		cap *= 2;
-	char *b = realloc(s->buf, cap);
-	if (b == NULL)
-		return false;
-	s->buf = b;
-	s->cap = cap;
-	return true;
-}
-
 void usage_strip_feed(struct usage_strip *s, const char *data, size_t n, usage_strip_emit emit,
                       void *ctx)
 {
@@ -206,7 +188,7 @@ void usage_strip_feed(struct usage_strip *s, const char *data, size_t n, usage_s
 		if (n == 0)
 			return;
 	}
-	if (s->len + n > USAGE_STRIP_EVENT_MAX || !reserve(s, s->len + n)) {
+	if (s->len + n > USAGE_STRIP_EVENT_MAX || !grow_bytes(&s->buf, &s->cap, s->len + n, 4096)) {
 		/* An event this large is no chunk of a chat stream: stop
 		 * filtering rather than hold it. */
 		s->passthrough = true;

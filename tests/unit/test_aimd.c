@@ -343,7 +343,6 @@ START_TEST(delay_recovery_adds_a_rate_per_second)
 {
 	/* at 5 req/s (200 ms), 3 req/s are gained per second of successes,
 	 * whatever the rate: 5 successes take it to ~8 req/s, not to 0 ms */
-	struct plan_conf p = plan();
 	struct aimd_delay d;
 	aimd_delay_init(&d, true, 0, 5000, 1.5, 3);
 	d.delay_ms = 200;
@@ -361,7 +360,6 @@ START_TEST(delay_recovery_adds_a_rate_per_second)
 	d.delay_ms = 1.0;
 	aimd_delay_on_success(&d, 5000);
 	ck_assert_int_eq(aimd_delay_ms(&d), 0);
-	(void)p;
 }
 END_TEST
 

@@ -112,6 +112,15 @@ export const tests = [
       assert.equal(r.headers['x-pacer-attempts'], '1');
       assert.ok(ms < 500 * SLOW, `relayed after ${ms} ms: pacerd waited for a window past the deadline`);
       assert.equal((await mock.stats()).requests, 2, 'one upstream call for the second request');
+      // A cap no request could wait out is the key's quota: the next request gets the same
+      // answer from pacerd at once, without an upstream call (issue 7.4).
+      const third = await send(`${p.url}/v1/chat/completions`, { headers: hdrs, body: chatBody(), timeout_ms: 5000 });
+      assert.equal(third.status, 429, `${third.status} ${third.body}`);
+      assert.equal(third.headers['x-pacer-attempts'], '0');
+      assert.equal(third.headers['x-should-retry'], 'false');
+      assert.equal(third.headers['retry-after'], '7200', 'the upstream\'s own answer, replayed');
+      assert.equal((await mock.stats()).requests, 2, 'the third request reached the mock');
+      assert.equal(events(p, 'quota_exhausted').length, 1);
     },
   },
   {
