@@ -362,9 +362,9 @@ double learned_charge(struct learned *l, int64_t now_ms, double cost)
 	return l->cum_cost;
 }
 
-void learned_on_capacity_signal(struct learned *l, int64_t now_ms)
+void learned_on_capacity_signal(struct learned *l, int64_t now_ms, double penalty)
 {
-	l->correction = fmax(l->correction * LEARNED_PENALTY, LEARNED_PENALTY_FLOOR);
+	l->correction = fmax(l->correction * penalty, LEARNED_PENALTY_FLOOR);
 	update_pace(l, now_ms);
 }
 

@@ -69,6 +69,7 @@
 #include "gcra.h"
 
 #define LEARNED_PENALTY 0.8        /* paced rate multiplier per capacity signal */
+#define LEARNED_PENALTY_HINTED 0.95 /* ... for one that said when (retry-after, a reset) */
 #define LEARNED_PENALTY_FLOOR 0.25 /* the correction never goes below this */
 #define LEARNED_RECOVERY 0.05      /* share of the gap to 1 recovered per healthy answer */
 #define LEARNED_SHORT_MIN_OBS 2    /* observations before a limit may be found too large */
@@ -157,9 +158,12 @@ int64_t learned_held_until(const struct learned *l, int64_t now_ms, double cost)
 double learned_charge(struct learned *l, int64_t now_ms, double cost);
 
 /* A capacity signal (429, 503, 529) reached this lane at now_ms: the paced rate
- * is lowered by LEARNED_PENALTY. Call it once per signal that counts (e.g. when
- * aimd_on_capacity_signal returned true), not once per 429 of a burst. */
-void learned_on_capacity_signal(struct learned *l, int64_t now_ms);
+ * is multiplied by `penalty` (LEARNED_PENALTY; LEARNED_PENALTY_HINTED for a
+ * refusal that said when to come back: mostly information about when, but still
+ * proof that the pace was a little too fast). Call it once per signal that
+ * counts (e.g. when aimd_on_capacity_signal returned true), not once per 429 of
+ * a burst. */
+void learned_on_capacity_signal(struct learned *l, int64_t now_ms, double penalty);
 
 /* What is learned, as seen at now_ms. */
 void learned_view(const struct learned *l, int64_t now_ms, struct learned_view *v);

@@ -986,14 +986,18 @@ void sched_complete(struct sched_lane *lane, struct sched_item *it, enum sched_o
 			break;
 		lane->signal_seq = lane->dispatch_seq;
 		lane->stats.capacity_reactions++;
-		/* A capacity error also says the learned rate was too optimistic,
-		 * unless it said when to come back: then it is information about
-		 * when (the hold), and cutting the rate too would count it twice. */
+		/* A capacity error also says the learned rate was too optimistic.
+		 * One that said when to come back is mostly about when (the lane
+		 * holds for it), so it cuts the rate by a margin's worth, not by a
+		 * fifth: not more than the evidence says, yet enough that a pace a
+		 * few % above the provider's rate does not meet refusals forever. */
 		if (aimd_on_capacity_signal(&lane->conc, now_ms, lane->in_flight + 1) &&
-		    lane_learns(lane) && !it->hinted)
+		    lane_learns(lane))
 			for (int b = 0; b < RLH_N_BUDGETS; b++)
 				if (lane->learned[b].n_obs > 0)
-					learned_on_capacity_signal(&lane->learned[b], now_ms);
+					learned_on_capacity_signal(&lane->learned[b], now_ms,
+					                           it->hinted ? LEARNED_PENALTY_HINTED
+					                                      : LEARNED_PENALTY);
 		aimd_delay_on_capacity(&lane->delay, now_ms);
 		break;
 	case SCHED_TRANSIENT:

@@ -659,7 +659,7 @@ START_TEST(capacity_signal_lowers_pace)
 {
 	struct learned l;
 	learn_1000_per_min(&l);
-	learned_on_capacity_signal(&l, 1000);
+	learned_on_capacity_signal(&l, 1000, LEARNED_PENALTY);
 	struct learned_view v;
 	learned_view(&l, 1000, &v);
 	ck_assert_double_eq_tol(v.pace_per_min, 950 * LEARNED_PENALTY, 1e-6);
@@ -675,7 +675,7 @@ START_TEST(capacity_signal_floor_and_recovery)
 	struct learned l;
 	learn_1000_per_min(&l);
 	for (int i = 0; i < 50; i++)
-		learned_on_capacity_signal(&l, 1000);
+		learned_on_capacity_signal(&l, 1000, LEARNED_PENALTY);
 	struct learned_view v;
 	learned_view(&l, 1000, &v);
 	ck_assert_double_eq_tol(v.pace_per_min, 950 * LEARNED_PENALTY_FLOOR, 1e-6);
@@ -692,7 +692,7 @@ START_TEST(capacity_signal_without_rate_is_harmless)
 {
 	struct learned l;
 	learned_init(&l, NULL);
-	learned_on_capacity_signal(&l, 0);
+	learned_on_capacity_signal(&l, 0, LEARNED_PENALTY);
 	ck_assert_int_eq(learned_ready_at(&l, 0, 1), 0);
 }
 END_TEST
