@@ -12,8 +12,8 @@
 #include <string.h>
 
 #include "clock.h"
-#include "log.h"
 #include "httpd.h"
+#include "log.h"
 #include "registry.h"
 #include "server.h"
 
@@ -79,6 +79,23 @@ static json_t *learned_json(const struct learned *l, int64_t now)
 	                 (json_int_t)v.reset_in_ms, "observations", (int)v.observations);
 }
 
+/* What waits per priority, highest first, with the wait a request of a new
+ * agent would see there (fair share lets it in after one turn of each agent
+ * waiting at its priority, after everything of the higher ones). */
+static json_t *priorities_json(const struct sched_lane *lane, int64_t now)
+{
+	json_t *a = json_array();
+	for (size_t i = 0; i < lane->fq.n_levels; i++) {
+		struct fairq_level_view v;
+		fairq_level_at(&lane->fq, i, &v);
+		json_array_append_new(
+		    a, json_pack("{s:i,s:I,s:I,s:I}", "priority", v.priority, "queued",
+		                 (json_int_t)v.waiting, "agents", (json_int_t)v.flows, "eta_ms",
+		                 (json_int_t)sched_priority_eta_ms(lane, v.priority, now)));
+	}
+	return a;
+}
+
 static void lane_status(struct sched_lane *lane, void *arg)
 {
 	json_t *lanes = arg;
@@ -111,24 +128,27 @@ static void lane_status(struct sched_lane *lane, void *arg)
 	    (int)p->burst, "max_tokens_per_minute", p->max_tokens_per_minute, "max_concurrent",
 	    (int)p->max_concurrent);
 	int64_t hold = lane->hold_until_ms > now ? lane->hold_until_ms - now : 0;
-	json_t *j = json_pack(
-	    "{s:s,s:s,s:s,s:I,s:I,s:I,s:i,s:I,s:I,s:I,s:I,s:o,s:o,s:o}", "provider",
-	    lane->provider->name, "key", lane->key_id, "plan", p->name, "queue_depth",
-	    (json_int_t)lane->q_depth, "retry_waiting", (json_int_t)lane->n_waiting, "in_flight",
-	    (json_int_t)lane->in_flight, "concurrency_limit", (int)sched_concurrency_limit(lane),
-	    "dispatch_delay_ms", (json_int_t)aimd_delay_ms(&lane->delay), "hold_ms",
-	    (json_int_t)hold, "queue_eta_ms", (json_int_t)sched_queue_eta_ms(lane, now), "idle_ms",
-	    (json_int_t)(now - lane->last_active_ms), "gates", gates, "learned", learned,
-	    "counters", counters);
+	json_t *j =
+	    json_pack("{s:s,s:s,s:s,s:I,s:I,s:I,s:i,s:I,s:I,s:I,s:I,s:o,s:o,s:o}", "provider",
+	              lane->provider->name, "key", lane->key_id, "plan", p->name, "queue_depth",
+	              (json_int_t)sched_queue_depth(lane), "retry_waiting",
+	              (json_int_t)lane->waiting.n, "in_flight", (json_int_t)lane->in_flight,
+	              "concurrency_limit", (int)sched_concurrency_limit(lane), "dispatch_delay_ms",
+	              (json_int_t)aimd_delay_ms(&lane->delay), "hold_ms", (json_int_t)hold,
+	              "queue_eta_ms", (json_int_t)sched_queue_eta_ms(lane, NULL, now), "idle_ms",
+	              (json_int_t)(now - lane->last_active_ms), "gates", gates, "learned", learned,
+	              "counters", counters);
 	if (j != NULL && sched_day_limited(lane))
-		json_object_set_new(
-		    j, "day",
-		    json_pack("{s:f,s:f,s:f,s:f,s:I}", "requests", lane->day.requests,
-		              "max_requests", p->max_requests_per_day, "tokens", lane->day.tokens,
-		              "max_tokens", p->max_tokens_per_day, "resets_in_ms",
-		              (json_int_t)(lane->day.resets_at_ms > now ? lane->day.resets_at_ms - now
-		                                                        : 0)));
+		json_object_set_new(j, "day",
+		                    json_pack("{s:f,s:f,s:f,s:f,s:I}", "requests",
+		                              lane->day.requests, "max_requests",
+		                              p->max_requests_per_day, "tokens", lane->day.tokens,
+		                              "max_tokens", p->max_tokens_per_day, "resets_in_ms",
+		                              (json_int_t)(lane->day.resets_at_ms > now
+		                                               ? lane->day.resets_at_ms - now
+		                                               : 0)));
 	if (j != NULL) {
+		json_object_set_new(j, "priorities", priorities_json(lane, now));
 		json_object_set_new(j, "state", json_string(sched_lane_state(lane, now)));
 		json_array_append_new(lanes, j);
 	}
@@ -173,7 +193,7 @@ static void lane_metric(struct sched_lane *lane, void *arg)
 	const char *n = m->metric;
 	double v = 0;
 	if (strcmp(n, "pacerd_lane_queue_depth") == 0)
-		v = (double)lane->q_depth;
+		v = (double)sched_queue_depth(lane);
 	else if (strcmp(n, "pacerd_lane_in_flight") == 0)
 		v = (double)lane->in_flight;
 	else if (strcmp(n, "pacerd_lane_concurrency_limit") == 0)

@@ -13,6 +13,7 @@
  * at the line the user wrote. */
 #include "config.h"
 #include "daily.h"
+#include "headers.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -38,6 +39,7 @@ _Static_assert(sizeof(enum key_source) == sizeof(int), "enum size");
 _Static_assert(sizeof(enum dialect) == sizeof(int), "enum size");
 _Static_assert(sizeof(enum jitter_mode) == sizeof(int), "enum size");
 _Static_assert(sizeof(enum agents_mode) == sizeof(int), "enum size");
+_Static_assert(sizeof(enum fair_share) == sizeof(int), "enum size");
 
 struct ctx;
 
@@ -197,6 +199,7 @@ static const char *const dialect_names[] = {"openai", "anthropic", "azure", "iet
 static const char *const jitter_names[] = {"additive", "full", NULL};
 static const char *const stream_usage_names[] = {"inject", "off", NULL};
 static const char *const agents_mode_names[] = {"off", "serialize", "reject", NULL};
+static const char *const fair_share_names[] = {"agent_or_address", "agent", "address", "off", NULL};
 
 const char *config_key_source_name(enum key_source k)
 {
@@ -345,7 +348,8 @@ static int check_nonempty(const char *in, char **out, char *msg, size_t len)
 static int check_hhmm(const char *in, char **out, char *msg, size_t len)
 {
 	if (daily_parse_hhmm(in) < 0) {
-		snprintf(msg, len, "expected a time of day as HH:MM (00:00 to 23:59), got '%.40s'", in);
+		snprintf(msg, len, "expected a time of day as HH:MM (00:00 to 23:59), got '%.40s'",
+		         in);
 		return -1;
 	}
 	*out = strdup(in);
@@ -355,9 +359,10 @@ static int check_hhmm(const char *in, char **out, char *msg, size_t len)
 static int check_zone(const char *in, char **out, char *msg, size_t len)
 {
 	if (!daily_zone_known(in)) {
-		snprintf(msg, len,
-		         "unknown time zone '%.60s' (an IANA name such as America/Los_Angeles, or UTC)",
-		         in);
+		snprintf(
+		    msg, len,
+		    "unknown time zone '%.60s' (an IANA name such as America/Los_Angeles, or UTC)",
+		    in);
 		return -1;
 	}
 	*out = strdup(in);
@@ -601,8 +606,7 @@ static const struct opt plan_opts[] = {
     N("max_tokens_per_minute", struct plan_conf, max_tokens_per_minute, 0, INF, 0, 0),
     N("token_burst", struct plan_conf, token_burst, 0, INF, 0, 0),
     N("max_input_tokens_per_minute", struct plan_conf, max_input_tokens_per_minute, 0, INF, 0, 0),
-    N("max_output_tokens_per_minute", struct plan_conf, max_output_tokens_per_minute, 0, INF, 0,
-      0),
+    N("max_output_tokens_per_minute", struct plan_conf, max_output_tokens_per_minute, 0, INF, 0, 0),
     N("max_requests_per_day", struct plan_conf, max_requests_per_day, 0, INF, 0, 0),
     N("max_tokens_per_day", struct plan_conf, max_tokens_per_day, 0, INF, 0, 0),
     S("day_resets_at", struct plan_conf, day_resets_at, check_hhmm, "00:00"),
@@ -686,9 +690,13 @@ static const struct opt limits_opts[] = {
     END,
 };
 
+static int parse_agent_priorities(struct ctx *c, yaml_node_t *key, yaml_node_t *value);
+
 static const struct opt agents_opts[] = {
     S("header", struct config, agents.header, check_header, "x-agent-id"),
     E("mode", struct config, agents.mode, agents_mode_names, AGENTS_OFF),
+    E("fair_share", struct config, agents.fair_share, fair_share_names, FAIR_AGENT_OR_ADDRESS),
+    {.key = "priorities", .type = OPT_CUSTOM, .parse = parse_agent_priorities},
     END,
 };
 
@@ -866,6 +874,9 @@ void config_free(struct config *cfg)
 	for (size_t i = 0; i < cfg->n_keys; i++)
 		opts_free(key_opts, &cfg->keys[i]);
 	free(cfg->keys);
+	for (size_t i = 0; i < cfg->agents.n_priorities; i++)
+		free(cfg->agents.priorities[i].id);
+	free(cfg->agents.priorities);
 	free(cfg);
 }
 
@@ -1269,8 +1280,9 @@ static int walk_map(struct ctx *c, yaml_node_t *map, const struct opt *t, void *
 		if (!(o = find_opt(t, scalar(k)))) {
 			const char *why = removed_why(path, scalar(k));
 			if (why != NULL)
-				snprintf(msg, sizeof(msg), "'%s' %s %s", shown(scalar(k), b, sizeof(b)),
-				         where(path, w, sizeof(w)), why);
+				snprintf(msg, sizeof(msg), "'%s' %s %s",
+				         shown(scalar(k), b, sizeof(b)), where(path, w, sizeof(w)),
+				         why);
 			else
 				snprintf(msg, sizeof(msg), "unknown key '%s' %s",
 				         shown(scalar(k), b, sizeof(b)), where(path, w, sizeof(w)));
@@ -1415,6 +1427,63 @@ static int parse_keys(struct ctx *c, yaml_node_t *key, yaml_node_t *value)
 			                              : "'provider' is required");
 	}
 	return 0;
+}
+
+static int cmp_agent_priority(const void *a, const void *b)
+{
+	return strcmp(((const struct agent_priority *)a)->id,
+	              ((const struct agent_priority *)b)->id);
+}
+
+/* agents.priorities: {AGENT_ID: N}, N from -100 to 100. */
+static int parse_agent_priorities(struct ctx *c, yaml_node_t *key, yaml_node_t *value)
+{
+	const char *path = "agents.priorities";
+	struct config *cfg = c->cfg;
+	char msg[MSG_LEN], b[80];
+	if (check_mapping_node(c, value, path) != 0)
+		return -1;
+	size_t n = map_size(value);
+	if (n == 0)
+		return 0;
+	if (!(cfg->agents.priorities = calloc(n, sizeof(*cfg->agents.priorities))))
+		return fail_mark(c, key->start_mark, "", "out of memory");
+	for (yaml_node_pair_t *p = value->data.mapping.pairs.start;
+	     p < value->data.mapping.pairs.top; p++) {
+		yaml_node_t *k = yaml_document_get_node(c->doc, p->key);
+		yaml_node_t *v = yaml_document_get_node(c->doc, p->value);
+		if (check_pair_key(c, value, p, path) != 0)
+			return -1;
+		char vpath[PATH_LEN];
+		join_path(vpath, sizeof(vpath), path, scalar(k));
+		if (check_scalar_node(c, v, vpath) != 0)
+			return -1;
+		struct agent_priority *ap = &cfg->agents.priorities[cfg->agents.n_priorities];
+		if (!hdr_priority(scalar(v), &ap->priority)) {
+			snprintf(msg, sizeof(msg), "expected an integer from -100 to 100, got '%s'",
+			         shown(scalar(v), b, sizeof(b)));
+			return fail_mark(c, v->start_mark, vpath, msg);
+		}
+		if (!(ap->id = strdup(scalar(k))))
+			return fail_mark(c, k->start_mark, "", "out of memory");
+		cfg->agents.n_priorities++;
+	}
+	qsort(cfg->agents.priorities, cfg->agents.n_priorities, sizeof(*cfg->agents.priorities),
+	      cmp_agent_priority);
+	return 0;
+}
+
+bool config_agent_priority(const struct config *cfg, const char *id, int *priority)
+{
+	if (cfg->agents.n_priorities == 0)
+		return false;
+	struct agent_priority k = {.id = (char *)id};
+	const struct agent_priority *f = bsearch(
+	    &k, cfg->agents.priorities, cfg->agents.n_priorities, sizeof(k), cmp_agent_priority);
+	if (f == NULL)
+		return false;
+	*priority = f->priority;
+	return true;
 }
 
 /* --------------------------------------------------------- file loading */

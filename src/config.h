@@ -21,6 +21,17 @@ enum key_source {
 enum dialect { DIALECT_OPENAI, DIALECT_ANTHROPIC, DIALECT_AZURE, DIALECT_IETF, DIALECT_NONE };
 enum jitter_mode { JITTER_ADDITIVE, JITTER_FULL };
 enum agents_mode { AGENTS_OFF, AGENTS_SERIALIZE, AGENTS_REJECT };
+/* Whom a lane shares fairly between, inside one priority: the agent id (the
+ * agents.header), else the client's address; or only one of them (requests
+ * without it share one turn); or nobody (FIFO). */
+enum fair_share { FAIR_AGENT_OR_ADDRESS, FAIR_AGENT, FAIR_ADDRESS, FAIR_OFF };
+
+/* agents.priorities: the priority of an agent's requests that do not say
+ * (x-pacer-priority wins). */
+struct agent_priority {
+	char *id;
+	int priority;
+};
 enum stream_usage { STREAM_USAGE_INJECT, STREAM_USAGE_OFF };
 enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR };
 
@@ -32,7 +43,7 @@ struct plan_conf {
 	double min_ms_per_request;
 	unsigned burst; /* >= 1 */
 	double max_tokens_per_minute;
-	double token_burst; /* 0 = tpm / 60 */
+	double token_burst;                  /* 0 = tpm / 60 */
 	double max_input_tokens_per_minute;  /* 0 = none; the prompt's part of the estimate */
 	double max_output_tokens_per_minute; /* 0 = none; the requested output's part */
 	double max_requests_per_day; /* 0 = none: a budget, spent as fast as the gates allow */
@@ -44,8 +55,8 @@ struct plan_conf {
 	unsigned max_concurrent; /* >= 1, hard ceiling */
 	struct {
 		bool adaptive;
-		unsigned min;           /* >= 1 */
-		double decrease_factor; /* in (0, 1) */
+		unsigned min;            /* >= 1 */
+		double decrease_factor;  /* in (0, 1) */
 		unsigned reopen_after_s; /* idle this long: open again; 0 in the file =
 		                          * limits.idle_ttl_s / 2 (resolved at load) */
 	} concurrency;
@@ -129,6 +140,9 @@ struct config {
 	struct {
 		char *header; /* lower-case */
 		enum agents_mode mode;
+		enum fair_share fair_share;
+		struct agent_priority *priorities; /* sorted by id */
+		size_t n_priorities;
 	} agents;
 };
 
@@ -156,6 +170,8 @@ void config_ref_put(struct config_ref *r);
 
 const struct provider_conf *config_provider(const struct config *cfg, const char *name);
 const struct plan_conf *config_plan(const struct config *cfg, const char *name);
+/* The agents.priorities entry of agent `id`; false when it has none. */
+bool config_agent_priority(const struct config *cfg, const char *id, int *priority);
 
 /* Splits "host:port", "[v6]:port" or ":port" (host "" = any). 0 on success, -1 on error. */
 int config_split_hostport(const char *s, char *host, size_t hostlen, unsigned *port);

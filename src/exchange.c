@@ -39,10 +39,10 @@
 #include <string.h>
 #include <strings.h>
 
-#include "headers.h"
 #include "clock.h"
 #include "daily.h"
 #include "grow.h"
+#include "headers.h"
 #include "log.h"
 #include "retry.h"
 #include "sched.h"
@@ -65,12 +65,12 @@ enum xstate { XS_QUEUED, XS_UPSTREAM, XS_RETRY_WAIT, XS_DONE };
 struct exchange {
 	struct exchanges *xs;
 	enum xstate state;
-	struct hreq *client;      /* NULL once the response ended or the client left */
-	struct config_ref *cref;  /* the configuration it was accepted under */
+	struct hreq *client;     /* NULL once the response ended or the client left */
+	struct config_ref *cref; /* the configuration it was accepted under */
 	struct route route;
-	const char *url;                /* in arena */
+	const char *url;               /* in arena */
 	struct curl_slist *up_headers; /* nodes in hdr_nodes, lines in arena */
-	const char *body; /* the client's, valid while client != NULL, or body_own */
+	const char *body;              /* the client's, valid while client != NULL, or body_own */
 	size_t body_len;
 	char *body_own;   /* the body pacerd rewrote (include_usage added), or NULL */
 	bool strip_usage; /* and so gives the client the stream without what it added */
@@ -376,7 +376,8 @@ static size_t pacer_headers(struct exchange *x, struct hhdr *h, bool with_id, ch
 	if (with_id)
 		h[n++] = (struct hhdr){"x-request-id", 12, x->request_id, strlen(x->request_id)};
 	int64_t queue_ms = (x->t_dispatch ? x->t_dispatch : now_ms()) - x->t_start;
-	h[n++] = (struct hhdr){"x-pacer-attempts", 16, nums[0], hhdr_u64(nums[0], x->item.attempts)};
+	h[n++] =
+	    (struct hhdr){"x-pacer-attempts", 16, nums[0], hhdr_u64(nums[0], x->item.attempts)};
 	h[n++] = (struct hhdr){"x-pacer-queue-ms", 16, nums[1],
 	                       hhdr_u64(nums[1], queue_ms < 0 ? 0 : (uint64_t)queue_ms)};
 	return n;
@@ -396,8 +397,9 @@ static void answer(struct exchange *x, int status, const char *code, const char 
 		if (x->no_retry_hdr)
 			h[n++] = (struct hhdr){"x-should-retry", 14, "false", 5};
 		if (retry_after_ms >= 0) {
-			h[n++] = (struct hhdr){"retry-after", 11, ra,
-			                       hhdr_u64(ra, (uint64_t)(retry_after_ms + 999) / 1000)};
+			h[n++] =
+			    (struct hhdr){"retry-after", 11, ra,
+			                  hhdr_u64(ra, (uint64_t)(retry_after_ms + 999) / 1000)};
 			h[n++] = (struct hhdr){"retry-after-ms", 14, ra_ms,
 			                       hhdr_u64(ra_ms, (uint64_t)retry_after_ms)};
 		}
@@ -561,6 +563,25 @@ static void queue_timeout(struct exchange *x)
 	answer(x, 504, "queue_timeout", msg, -1);
 }
 
+/* 503 queue_full, with when a request like it would find room (rq; NULL for
+ * one evicted from the queue: when the queue would be sent). */
+static void queue_full(struct exchange *x, const struct sched_request *rq, int64_t now)
+{
+	int64_t eta = sched_queue_eta_ms(x->lane, rq, now);
+	/* Every SDK honours a hint up to 60 s (PROVIDERS.md §8). */
+	if (eta < 1000)
+		eta = 1000;
+	if (eta > 60000)
+		eta = 60000;
+	log_lane_event(x, rq != NULL ? "rejected" : "evicted", LOG_INFO, "queue_depth",
+	               (long long)sched_queue_depth(x->lane));
+	answer(x, 503, "queue_full",
+	       rq != NULL ? "the queue of this API key is full"
+	                  : "the queue of this API key is full, and requests of a higher priority "
+	                    "took this one's place",
+	       eta);
+}
+
 /* A paced lane decides on a fresh clock: the turn's cached one may be late
  * by however long the turn has run, and every dispatch charged that early
  * would shorten the spacing. An unpaced lane takes the turn's time. */
@@ -602,8 +623,8 @@ static void day_tick(struct sched_lane *lane, int64_t now)
 	if (lane->day.resets_at_ms != 0 && !new_day)
 		return;
 	int64_t wall = clock_wall_ms();
-	int64_t next = daily_next_reset_ms(wall, lane->plan->day_reset_minute,
-	                                   lane->plan->day_time_zone);
+	int64_t next =
+	    daily_next_reset_ms(wall, lane->plan->day_reset_minute, lane->plan->day_time_zone);
 	sched_day_reset(lane, now + (next - wall), new_day);
 }
 
@@ -647,16 +668,6 @@ static void meter_stream(struct exchange *x, const struct plan_conf *plan)
 	x->body = body;
 	x->body_len = len;
 	x->strip_usage = true;
-}
-
-static uint64_t agent_hash(const char *s)
-{
-	uint64_t h = 14695981039346656037ULL;
-	for (; *s; s++) {
-		h ^= (unsigned char)*s;
-		h *= 1099511628211ULL;
-	}
-	return h ? h : 1;
 }
 
 /* The URL and the header list sent upstream, built in the exchange's arena
@@ -772,8 +783,8 @@ void exchange_start(struct exchanges *xs, struct hreq *client, const struct exch
 	}
 
 	const struct config *cfg = xs->cref->cfg;
-	struct sched_lane *lane = registry_lane(xs->reg, cfg, x->route.provider, x->key_hash, now,
-	                                        lane_evicted, xs);
+	struct sched_lane *lane =
+	    registry_lane(xs->reg, cfg, x->route.provider, x->key_hash, now, lane_evicted, xs);
 	struct lane_shell *ls = lane ? lane_shell_of(xs, lane) : NULL;
 	if (ls == NULL) {
 		answer(x, 503, "too_many_keys",
@@ -789,17 +800,20 @@ void exchange_start(struct exchanges *xs, struct hreq *client, const struct exch
 	                                            hreq_header(client, "x-stainless-timeout"));
 	if (client_ms > 0 && now + client_ms < x->retry_deadline)
 		x->retry_deadline = now + client_ms;
+	struct sched_request rq = {
+	    .agent = in->agent_id, .flow = in->flow, .priority = in->priority};
 	/* A wait longer than the client will wait is a wait for nothing: say
 	 * so now, with when there will be room, so that the SDK's own retry
 	 * lands then. */
-	int64_t wait_ms = client_ms > 0 ? sched_queue_eta_ms(lane, now) : 0;
+	int64_t wait_ms = client_ms > 0 ? sched_queue_eta_ms(lane, &rq, now) : 0;
 	if (client_ms > 0 && now + wait_ms >= x->retry_deadline) {
 		log_lane_event(x, "rejected", LOG_INFO, "eta_ms", (long long)wait_ms);
 		char msg[160];
-		snprintf(msg, sizeof(msg),
-		         "the queue of this API key needs about %lld ms, more than the %lld ms this "
-		         "request allows",
-		         (long long)wait_ms, client_ms);
+		snprintf(
+		    msg, sizeof(msg),
+		    "the queue of this API key needs about %lld ms, more than the %lld ms this "
+		    "request allows",
+		    (long long)wait_ms, client_ms);
 		answer(x, 503, "deadline_unreachable", msg, wait_ms <= 60000 ? wait_ms : -1);
 		return;
 	}
@@ -812,23 +826,20 @@ void exchange_start(struct exchanges *xs, struct hreq *client, const struct exch
 		x->want_usage = true;
 		meter_stream(x, plan);
 	}
-	uint64_t agent = x->agent[0] ? agent_hash(x->agent) : 0;
+	rq.cost_prompt = (double)cost.prompt;
+	rq.cost_output = (double)cost.output;
 	day_tick(lane, now);
 
-	switch (sched_submit(lane, &x->item, (double)cost.prompt, (double)cost.output, agent, now)) {
+	struct sched_item *evicted;
+	switch (sched_submit(lane, &x->item, &rq, now, &evicted)) {
 	case SCHED_OK:
+		/* It took the place of the newest request of a lower priority. */
+		if (evicted != NULL)
+			queue_full(X_OF_ITEM(evicted), NULL, now);
 		break;
-	case SCHED_QUEUE_FULL: {
-		int64_t eta = sched_queue_eta_ms(lane, now);
-		/* Every SDK honours a hint up to 60 s (PROVIDERS.md §8). */
-		if (eta < 1000)
-			eta = 1000;
-		if (eta > 60000)
-			eta = 60000;
-		log_lane_event(x, "rejected", LOG_INFO, "queue_depth", (long long)lane->q_depth);
-		answer(x, 503, "queue_full", "the queue of this API key is full", eta);
+	case SCHED_QUEUE_FULL:
+		queue_full(x, &rq, now);
 		return;
-	}
 	case SCHED_AGENT_BUSY:
 		log_lane_event(x, "rejected", LOG_INFO, NULL, 0);
 		answer(x, 409, "agent_busy",
@@ -841,8 +852,9 @@ void exchange_start(struct exchanges *xs, struct hreq *client, const struct exch
 		day_answer(x);
 		return;
 	}
-	if (lane->q_depth > 1 || lane->in_flight >= sched_concurrency_limit(lane))
-		log_lane_event(x, "queueing", LOG_DEBUG, "queue_depth", (long long)lane->q_depth);
+	if (sched_queue_depth(lane) > 1 || lane->in_flight >= sched_concurrency_limit(lane))
+		log_lane_event(x, "queueing", LOG_DEBUG, "queue_depth",
+		               (long long)sched_queue_depth(lane));
 	lane_pump(ls);
 }
 
@@ -1197,8 +1209,8 @@ static enum retry_transport transport_of(enum up_error err)
 	}
 }
 
-static void log_retry(struct exchange *x, enum up_error err, enum retry_class cls,
-                      const char *why, int64_t delay_ms)
+static void log_retry(struct exchange *x, enum up_error err, enum retry_class cls, const char *why,
+                      int64_t delay_ms)
 {
 	struct log_line l;
 	if (!log_begin_x(&l, LOG_INFO, "retry", x))
@@ -1234,9 +1246,8 @@ static void decide(struct exchange *x, enum up_error err, const char *detail)
 	retry_body_parse(body, body_len, &rb);
 	const char *why = NULL;
 	enum retry_class cls =
-	    err == UP_OK
-	        ? retry_classify_body(x->status, RETRY_TRANSPORT_NONE, &x->rlh, &rb, &why)
-	        : retry_classify_body(0, transport_of(err), NULL, NULL, &why);
+	    err == UP_OK ? retry_classify_body(x->status, RETRY_TRANSPORT_NONE, &x->rlh, &rb, &why)
+	                 : retry_classify_body(0, transport_of(err), NULL, NULL, &why);
 
 	struct sched_lane *lane = x->lane;
 	struct lane_shell *ls = lane->shell;
@@ -1244,10 +1255,10 @@ static void decide(struct exchange *x, enum up_error err, const char *detail)
 	bool has_hint = err == UP_OK && retry_server_hint(&x->rlh, &rb, &hint);
 	/* An answer for money, or a capacity hint no request could wait out (a
 	 * daily cap), says the key cannot be served: a quota. */
-	bool quota = err == UP_OK && x->held != NULL &&
-	             (retry_reason_is_quota(why) ||
-	              (cls == RETRY_CAPACITY && has_hint &&
-	               hint >= (int64_t)lane->plan->retry.deadline_s * 1000));
+	bool quota =
+	    err == UP_OK && x->held != NULL &&
+	    (retry_reason_is_quota(why) || (cls == RETRY_CAPACITY && has_hint &&
+	                                    hint >= (int64_t)lane->plan->retry.deadline_s * 1000));
 	x->item.hinted = has_hint && hint > 0;
 	complete_attempt(x, quota ? SCHED_QUOTA_OUT : outcome_of(cls), now);
 
@@ -1386,7 +1397,8 @@ void exchanges_abort_all(struct exchanges *xs)
 	while (xs->live != NULL) {
 		struct exchange *x = xs->live;
 		/* answer() cuts a response that has begun. */
-		answer(x, 503, "shutting_down", "pacerd stopped before the upstream answered", 1000);
+		answer(x, 503, "shutting_down", "pacerd stopped before the upstream answered",
+		       1000);
 	}
 }
 

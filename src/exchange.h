@@ -26,6 +26,9 @@ struct exchange_intake {
 	struct route route;
 	const char *key_hash; /* 64 hex digits, or NULL: no key */
 	const char *agent;    /* the agents.header value, or NULL */
+	uint64_t agent_id;    /* a hash of agent; 0: none */
+	uint64_t flow;        /* its fair-share turn: the agent, the address (agents.fair_share) */
+	int priority;         /* x-pacer-priority, else agents.priorities, else 0 */
 };
 
 struct exchanges *exchanges_new(struct event_base *base, struct upstream *up,

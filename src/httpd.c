@@ -29,11 +29,11 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <limits.h>
 #include <event2/buffer.h>
 #include <event2/event_struct.h>
 #include <event2/listener.h>
 #include <http_parser.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
@@ -43,8 +43,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "config.h"
 #include "clock.h"
+#include "config.h"
 #include "grow.h"
 #include "log.h"
 
@@ -109,6 +109,7 @@ struct hconn {
 	int reject; /* an answer a parser callback decided on (status) */
 	const char *reject_code, *reject_msg;
 	int64_t head_start_ms, last_read_ms, last_write_ms, linger_start_ms;
+	char peer[INET6_ADDRSTRLEN]; /* the client's address; "" when not known */
 	bool close_after;
 	bool flush_queued, reap_queued;
 	struct hconn *next_flush, *next_reap;
@@ -491,8 +492,10 @@ static int on_header_value(http_parser *p, const char *at, size_t len)
 		struct hoff *o = &r->hdrs[r->n_hdrs - 1];
 		const char *name = r->head + o->name;
 		/* No white space between a field name and its colon (RFC 9112 §5.1). */
-		if (o->name_len == 0 || name[o->name_len - 1] == ' ' || name[o->name_len - 1] == '\t')
-			return reject(c, 400, "bad_request", "white space before a header field's colon");
+		if (o->name_len == 0 || name[o->name_len - 1] == ' ' ||
+		    name[o->name_len - 1] == '\t')
+			return reject(c, 400, "bad_request",
+			              "white space before a header field's colon");
 		if (!head_terminate(r))
 			return reject(c, 503, "out_of_memory", "pacerd is out of memory");
 		o->value = (uint32_t)r->head_len;
@@ -547,12 +550,14 @@ static int on_headers_complete(http_parser *p)
 	bool chunked = (p->flags & F_CHUNKED) != 0;
 	bool has_length = !chunked && p->content_length != ULLONG_MAX;
 	if (has_length && p->content_length > h->conf.max_body_bytes)
-		return reject(c, 413, "body_too_large", "the request body exceeds limits.max_body_bytes");
+		return reject(c, 413, "body_too_large",
+		              "the request body exceeds limits.max_body_bytes");
 
 	const char *expect = find_header(r, "expect", 6);
 	if (expect != NULL) {
 		if (strcasecmp(expect, "100-continue") != 0)
-			return reject(c, 417, "expectation_failed", "only 100-continue is understood");
+			return reject(c, 417, "expectation_failed",
+			              "only 100-continue is understood");
 		if (p->http_minor >= 1 && (chunked || (has_length && p->content_length > 0))) {
 			/* The body is welcome: say so now, the client waits for it. */
 			evbuffer_add(c->out, "HTTP/1.1 100 Continue\r\n\r\n", 25);
@@ -574,7 +579,8 @@ static int on_body(http_parser *p, const char *at, size_t len)
 	struct hconn *c = conn_of(p);
 	struct hreq *r = &c->req;
 	if (r->body_len + len > c->h->conf.max_body_bytes)
-		return reject(c, 413, "body_too_large", "the request body exceeds limits.max_body_bytes");
+		return reject(c, 413, "body_too_large",
+		              "the request body exceeds limits.max_body_bytes");
 	if (!grow_bytes(&r->body, &r->body_cap, r->body_len + len, 4096))
 		return reject(c, 503, "out_of_memory", "pacerd is out of memory");
 	memcpy(r->body + r->body_len, at, len);
@@ -743,8 +749,8 @@ static size_t feed(struct hconn *c, const char *data, size_t len)
 		size_t lf = c->in_head ? bare_lf_at(c, data + done, n) : n;
 		size_t part = lf < n ? lf : n;
 		c->exec_end = data + done + part;
-		size_t took = part ? http_parser_execute(&c->parser, &parser_settings, data + done, part)
-		                   : 0;
+		size_t took =
+		    part ? http_parser_execute(&c->parser, &parser_settings, data + done, part) : 0;
 		if (took > 0)
 			c->last_byte = data[done + took - 1];
 		done += took;
@@ -828,7 +834,8 @@ static void conn_parse(struct hconn *c, const char *data, size_t len, bool from_
 		if (e != HPE_OK) {
 			if (e == HPE_HEADER_OVERFLOW)
 				conn_reject(c, 431, "headers_too_large",
-				            "the request line and header fields exceed limits.max_header_bytes");
+				            "the request line and header fields exceed "
+				            "limits.max_header_bytes");
 			else
 				conn_reject(c, 400, "bad_request", parser_error_message(e));
 			break;
@@ -1203,13 +1210,29 @@ static void conn_destroy(struct hconn *c)
 	free(c);
 }
 
-int httpd_adopt(struct httpd *h, evutil_socket_t fd)
+/* The address without the port: one machine (or container) is one client,
+ * whatever connections its pool opens. */
+static void format_peer(const struct sockaddr *sa, char *out, size_t len)
+{
+	out[0] = '\0';
+	if (sa == NULL)
+		return;
+	if (sa->sa_family == AF_INET)
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, out,
+		          (socklen_t)len);
+	else if (sa->sa_family == AF_INET6)
+		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr,
+		          out, (socklen_t)len);
+}
+
+static int adopt(struct httpd *h, evutil_socket_t fd, const struct sockaddr *peer)
 {
 	struct hconn *c = conn_get(h);
 	if (c == NULL) {
 		close(fd);
 		return -1;
 	}
+	format_peer(peer, c->peer, sizeof(c->peer));
 	c->fd = fd;
 	c->state = HC_IDLE;
 	c->rd_closed_only = false;
@@ -1242,18 +1265,22 @@ int httpd_adopt(struct httpd *h, evutil_socket_t fd)
 	return 0;
 }
 
+int httpd_adopt(struct httpd *h, evutil_socket_t fd)
+{
+	return adopt(h, fd, NULL);
+}
+
 static void on_accept(struct evconnlistener *lev, evutil_socket_t fd, struct sockaddr *sa, int len,
                       void *arg)
 {
 	struct httpd *h = arg;
 	(void)lev;
-	(void)sa;
 	(void)len;
 	if (h->closing) {
 		close(fd);
 		return;
 	}
-	httpd_adopt(h, fd);
+	adopt(h, fd, sa);
 }
 
 static void on_accept_retry(evutil_socket_t fd, short what, void *arg)
@@ -1314,10 +1341,10 @@ static int bind_listener(struct httpd *h, const char *listen, char *err, size_t 
 		snprintf(err, errlen, "listen: '%s' is not an IP address", a);
 		return -1;
 	}
-	h->listener = evconnlistener_new_bind(
-	    h->base, on_accept, h,
-	    LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC | LEV_OPT_DISABLED,
-	    LISTEN_BACKLOG, (struct sockaddr *)&ss, (int)sslen);
+	h->listener = evconnlistener_new_bind(h->base, on_accept, h,
+	                                      LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_FREE |
+	                                          LEV_OPT_CLOSE_ON_EXEC | LEV_OPT_DISABLED,
+	                                      LISTEN_BACKLOG, (struct sockaddr *)&ss, (int)sslen);
 	if (h->listener == NULL) {
 		snprintf(err, errlen, "listen %s: %s", listen,
 		         evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
@@ -1337,17 +1364,16 @@ static int bind_listener(struct httpd *h, const char *listen, char *err, size_t 
 static void raise_parser_limit(size_t max_header_bytes)
 {
 	static uint32_t global;
-	uint32_t want = max_header_bytes > UINT32_MAX - 1024 ? UINT32_MAX
-	                                                     : (uint32_t)max_header_bytes + 1024;
+	uint32_t want =
+	    max_header_bytes > UINT32_MAX - 1024 ? UINT32_MAX : (uint32_t)max_header_bytes + 1024;
 	if (want > global) {
 		global = want;
 		http_parser_set_max_header_size(want);
 	}
 }
 
-struct httpd *httpd_new(struct event_base *base, const char *listen,
-                        const struct httpd_conf *conf, httpd_request_fn on_request, void *arg,
-                        char *err, size_t errlen)
+struct httpd *httpd_new(struct event_base *base, const char *listen, const struct httpd_conf *conf,
+                        httpd_request_fn on_request, void *arg, char *err, size_t errlen)
 {
 	struct httpd *h = calloc(1, sizeof(*h));
 	if (h == NULL) {
@@ -1480,6 +1506,11 @@ const char *hreq_id(const struct hreq *r)
 	return r->id;
 }
 
+const char *hreq_peer(const struct hreq *r)
+{
+	return r->conn->peer;
+}
+
 /* ---- the response ---- */
 
 static bool writable(const struct hreq *r)
@@ -1506,8 +1537,8 @@ void hreq_start(struct hreq *r, int status, const char *reason, const struct hhd
 	r->started = true;
 	if (c->h->closing)
 		r->keep_alive = false;
-	r->no_body = r->head_method || (status >= 100 && status < 200) || status == 204 ||
-	             status == 304;
+	r->no_body =
+	    r->head_method || (status >= 100 && status < 200) || status == 204 || status == 304;
 	bool has_length = false;
 	struct headbuf hb = {.len = 0, .out = c->out};
 	hb_status(&hb, status, reason);
@@ -1602,7 +1633,9 @@ void hreq_error(struct hreq *r, int status, const char *code, const char *messag
 	if (c->h->closing)
 		r->keep_alive = false;
 	put_error(c, status, code, message, r->id, extra, n,
-	          !r->keep_alive ? "close" : r->minor == 0 ? "keep-alive" : NULL);
+	          !r->keep_alive  ? "close"
+	          : r->minor == 0 ? "keep-alive"
+	                          : NULL);
 	conn_queue_flush(c);
 	hreq_end(r, true);
 }

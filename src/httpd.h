@@ -37,9 +37,9 @@ struct httpd;
 struct hreq;
 
 struct httpd_conf {
-	size_t max_header_bytes;  /* request line and header fields (431 above) */
-	uint64_t max_body_bytes;  /* request body (413 above) */
-	size_t max_connections;   /* accepting pauses at this many open connections */
+	size_t max_header_bytes;   /* request line and header fields (431 above) */
+	uint64_t max_body_bytes;   /* request body (413 above) */
+	size_t max_connections;    /* accepting pauses at this many open connections */
 	unsigned client_timeout_s; /* idle keep-alive, slow request, stuck write */
 };
 
@@ -76,9 +76,8 @@ typedef void (*httpd_request_fn)(struct hreq *r, void *arg);
 /* Listens on `listen` (an IP literal and port; "localhost" = 127.0.0.1);
  * listen NULL: no listener (connections come through httpd_adopt). NULL with
  * err set on failure. */
-struct httpd *httpd_new(struct event_base *base, const char *listen,
-                        const struct httpd_conf *conf, httpd_request_fn on_request, void *arg,
-                        char *err, size_t errlen);
+struct httpd *httpd_new(struct event_base *base, const char *listen, const struct httpd_conf *conf,
+                        httpd_request_fn on_request, void *arg, char *err, size_t errlen);
 /* New limits, from the next request on. */
 void httpd_set_conf(struct httpd *h, const struct httpd_conf *conf);
 /* Serves an already connected, non-blocking socket (tests, the fuzzer). */
@@ -106,6 +105,9 @@ void hreq_header_at(const struct hreq *r, size_t i, struct hhdr *out);
 const char *hreq_body(const struct hreq *r, size_t *len);
 /* The client's x-request-id when acceptable, else one made here. */
 const char *hreq_id(const struct hreq *r);
+/* The client's IP address as text (no port); "" when not known (a connection
+ * given to httpd_adopt). */
+const char *hreq_peer(const struct hreq *r);
 
 /* ---- the response (the seam) ---- */
 void hreq_set_events(struct hreq *r, const struct hreq_events *ev, void *ctx);

@@ -1,23 +1,26 @@
 /* sched — lanes, queue, gates, dispatch order. See sched.h.
  *
- * Dispatch order: due retries first (they already waited their turn once),
- * then the FIFO. With agents.mode serialize, a request whose agent already has
- * one in flight is passed over and the next eligible one goes instead, so one
- * busy agent never blocks the others. Gates are lane-wide: when the first
- * eligible request cannot pass them, nothing behind it passes either (FIFO,
- * and a large request is never starved by small ones).
+ * Dispatch order: a higher priority first; inside a priority, due retries
+ * first (they already waited their turn once), then new requests in the fair
+ * share order fairq gives them (round robin between flows, FIFO inside one).
+ * With agents.mode serialize, a request whose agent already has one in flight
+ * is passed over and the next one goes instead, so one busy agent never
+ * blocks the others. Gates are lane-wide: when the first request in that
+ * order cannot pass them, nothing behind it passes either (a large request is
+ * never starved by small ones).
  *
  * Cost: no operation looks at every request of a queue or every lane.
- *  - Retries waiting for their time form a pairing heap ordered by (ready_ms,
- *    seq), built from the items' own links: O(1) insert, O(log n) amortized
- *    removal, no allocation (a sorted list cost O(n) per retry).
+ *  - The requests ready to go (new ones and due retries) are a pairing heap
+ *    in dispatch order, the retries waiting for their time another by
+ *    (ready_ms, seq): O(1) insert, O(log n) amortized removal, no allocation.
  *  - Agents with requests in flight are a hash table: one probe per question.
- *  - With serialize, a request passed over because its agent is busy is parked
- *    on its agent's list, and the scan of the queue resumes after it next time
- *    (r_scan, q_scan): no request is passed over twice. Parked requests are
- *    older than every request not parked, so when their agent frees they go
- *    first; among such agents a heap keyed by their oldest parked request
- *    gives the next one.
+ *  - With serialize, a request passed over because its agent is busy leaves
+ *    the ready heap for its agent's own heap (parked): no request is passed
+ *    over twice. When the agent frees, its best parked request competes again;
+ *    among such agents a heap keyed by their best parked request gives it.
+ *  - Each priority's arrival order (fairq) gives the oldest request (for
+ *    queue.max_wait_s) and the newest of the lowest priority (evicted when
+ *    the queue is full) at once.
  *  - The lane is on its registry's idle list exactly while it is idle, so the
  *    registry evicts without scanning its table. */
 #include "sched.h"
@@ -26,113 +29,40 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- lists ---- */
+#define ITEM_OF(n) ((struct sched_item *)(void *)((char *)(n)-offsetof(struct sched_item, hn)))
+#define ITEM_OF_FQ(n) ((struct sched_item *)(void *)((char *)(n)-offsetof(struct sched_item, fq)))
 
-static void list_remove(struct sched_item **head, struct sched_item **tail, struct sched_item *it)
+/* ---- orders ---- */
+
+/* Retries waiting: by ready_ms, ties in the order they were scheduled. */
+static bool wait_before(const struct pheap_node *na, const struct pheap_node *nb)
 {
-	if (it->prev)
-		it->prev->next = it->next;
-	else
-		*head = it->next;
-	if (it->next)
-		it->next->prev = it->prev;
-	else if (tail != NULL)
-		*tail = it->prev;
-	it->prev = it->next = NULL;
-}
-
-static void list_append(struct sched_item **head, struct sched_item **tail, struct sched_item *it)
-{
-	it->next = NULL;
-	it->prev = *tail;
-	if (*tail)
-		(*tail)->next = it;
-	else
-		*head = it;
-	*tail = it;
-}
-
-/* ---- retries waiting: a pairing heap ----
- *
- * A node's prev is its parent when it is the first child, else its left
- * sibling; next is its right sibling; the root has neither. Ties in ready_ms
- * go in the order the retries were scheduled (seq), as the sorted list did. */
-
-static bool wait_before(const struct sched_item *a, const struct sched_item *b)
-{
+	const struct sched_item *a = ITEM_OF(na), *b = ITEM_OF(nb);
 	return a->ready_ms < b->ready_ms || (a->ready_ms == b->ready_ms && a->seq < b->seq);
 }
 
-/* Two heaps (roots without siblings) into one; returns its root. */
-static struct sched_item *wait_meld(struct sched_item *a, struct sched_item *b)
+/* Dispatch order (ready heap, parked heaps): priority, then due retries in the
+ * order they came due, then new requests by fair-share tag and arrival. */
+static bool dispatch_before(const struct pheap_node *na, const struct pheap_node *nb)
 {
-	if (a == NULL)
-		return b;
-	if (b == NULL)
-		return a;
-	if (wait_before(b, a)) {
-		struct sched_item *t = a;
-		a = b;
-		b = t;
-	}
-	b->prev = a;
-	b->next = a->child;
-	if (a->child != NULL)
-		a->child->prev = b;
-	a->child = b;
-	a->prev = a->next = NULL;
-	return a;
+	const struct sched_item *a = ITEM_OF(na), *b = ITEM_OF(nb);
+	if (a->fq.priority != b->fq.priority)
+		return a->fq.priority > b->fq.priority;
+	if (a->retried != b->retried)
+		return a->retried;
+	if (!a->retried && a->fq.tag != b->fq.tag)
+		return a->fq.tag < b->fq.tag;
+	return a->seq < b->seq;
 }
 
-/* The siblings from `first` on into one heap: meld them in pairs left to
- * right, then the pairs right to left (the two passes that make a pairing
- * heap's removals O(log n) amortized). Iterative: no recursion on long lists. */
-static struct sched_item *wait_merge_siblings(struct sched_item *first)
+static int64_t fq_arrived(const struct fairq_node *n)
 {
-	struct sched_item *pairs = NULL; /* a stack through next */
-	while (first != NULL) {
-		struct sched_item *a = first, *b = a->next;
-		first = b != NULL ? b->next : NULL;
-		a->prev = a->next = NULL;
-		if (b != NULL)
-			b->prev = b->next = NULL;
-		struct sched_item *m = wait_meld(a, b);
-		m->next = pairs;
-		pairs = m;
-	}
-	struct sched_item *root = NULL;
-	while (pairs != NULL) {
-		struct sched_item *p = pairs;
-		pairs = p->next;
-		p->next = NULL;
-		root = wait_meld(root, p);
-	}
-	return root;
+	return ITEM_OF_FQ(n)->arrived_ms;
 }
 
-static void wait_insert(struct sched_lane *lane, struct sched_item *it)
+static struct sched_item *heap_first(const struct pheap *h)
 {
-	it->prev = it->next = it->child = NULL;
-	lane->w_root = wait_meld(lane->w_root, it);
-	lane->n_waiting++;
-}
-
-static void wait_remove(struct sched_lane *lane, struct sched_item *it)
-{
-	if (it == lane->w_root) {
-		lane->w_root = wait_merge_siblings(it->child);
-	} else {
-		if (it->prev->child == it)
-			it->prev->child = it->next;
-		else
-			it->prev->next = it->next;
-		if (it->next != NULL)
-			it->next->prev = it->prev;
-		it->prev = it->next = NULL;
-		lane->w_root = wait_meld(lane->w_root, wait_merge_siblings(it->child));
-	}
-	it->child = NULL;
-	lane->n_waiting--;
+	return h->root != NULL ? ITEM_OF(h->root) : NULL;
 }
 
 /* ---- agents ----
@@ -148,8 +78,7 @@ struct sched_agent {
 	uint64_t id;   /* 0: free slot */
 	uint32_t busy; /* requests in flight counted for it */
 	uint32_t ready;
-	struct sched_item *park_head, *park_tail;
-	struct sched_item *park_r_last; /* last parked due retry: they come first */
+	struct pheap park; /* its requests passed over while it was busy (serialize) */
 };
 
 struct sched_agents {
@@ -206,17 +135,9 @@ static bool agent_busy(const struct sched_lane *lane, uint64_t id)
 
 /* --- the ready heap, by each agent's first parked request --- */
 
-/* Due retries before the FIFO, then each list's own order. */
-static bool item_before(const struct sched_item *a, const struct sched_item *b)
-{
-	if (a->retried != b->retried)
-		return a->retried;
-	return a->seq < b->seq;
-}
-
 static bool ready_before(const struct sched_agent *a, const struct sched_agent *b)
 {
-	return item_before(a->park_head, b->park_head);
+	return dispatch_before(a->park.root, b->park.root);
 }
 
 static void ready_set(struct sched_agents *a, size_t i, struct sched_agent *ag)
@@ -292,7 +213,7 @@ static void agent_delete(struct sched_agents *a, struct sched_agent *ag)
 /* A record goes once nothing is in flight for it and nothing parked. */
 static void agent_maybe_delete(struct sched_lane *lane, struct sched_agent *ag)
 {
-	if (ag->busy == 0 && ag->park_head == NULL)
+	if (ag->busy == 0 && ag->park.n == 0)
 		agent_delete(lane->agents, ag);
 }
 
@@ -330,6 +251,7 @@ static struct sched_agent *agent_get(struct sched_lane *lane, uint64_t id)
 	}
 	ag = agent_slot_for(a, id);
 	ag->id = id;
+	pheap_init(&ag->park, dispatch_before);
 	a->n++;
 	return ag;
 }
@@ -358,7 +280,7 @@ static void agent_uncount(struct sched_lane *lane, struct sched_item *it)
 	struct sched_agent *ag = agent_find(lane, it->agent);
 	if (ag == NULL || --ag->busy > 0)
 		return;
-	if (ag->park_head != NULL)
+	if (ag->park.n > 0)
 		ready_push(lane->agents, ag);
 	else
 		agent_delete(lane->agents, ag);
@@ -366,98 +288,74 @@ static void agent_uncount(struct sched_lane *lane, struct sched_item *it)
 
 /* --- parking (serialize) --- */
 
-/* `it`, passed over because its agent is busy, waits on its agent's list:
- * due retries first, each part in its list's order. */
+/* `it`, passed over because its agent is busy, leaves the ready heap for its
+ * agent's own, in the same order. */
 static void park(struct sched_lane *lane, struct sched_item *it)
 {
 	struct sched_agent *ag = agent_find(lane, it->agent);
-	struct sched_item *after = it->retried ? ag->park_r_last : ag->park_tail;
-	it->aprev = after;
-	it->anext = after != NULL ? after->anext : ag->park_head;
-	if (it->anext != NULL)
-		it->anext->aprev = it;
-	else
-		ag->park_tail = it;
-	if (after != NULL)
-		after->anext = it;
-	else
-		ag->park_head = it;
-	if (it->retried)
-		ag->park_r_last = it;
-	it->parked = true;
+	pheap_remove(&lane->ready, &it->hn);
+	pheap_insert(&ag->park, &it->hn);
+	it->park_epoch = lane->park_epoch;
 	lane->n_parked++;
+}
+
+/* Parked: on its agent's heap since the lane last let every parked request
+ * go (unpark_all moves to a new epoch instead of visiting each one). */
+static bool is_parked(const struct sched_lane *lane, const struct sched_item *it)
+{
+	return it->park_epoch == lane->park_epoch;
 }
 
 static void unpark(struct sched_lane *lane, struct sched_item *it)
 {
 	struct sched_agent *ag = agent_find(lane, it->agent);
-	bool was_first = ag->park_head == it;
-	if (ag->park_r_last == it)
-		ag->park_r_last = it->aprev;
-	if (it->aprev != NULL)
-		it->aprev->anext = it->anext;
-	else
-		ag->park_head = it->anext;
-	if (it->anext != NULL)
-		it->anext->aprev = it->aprev;
-	else
-		ag->park_tail = it->aprev;
-	it->aprev = it->anext = NULL;
-	it->parked = false;
+	bool was_first = ag->park.root == &it->hn;
+	pheap_remove(&ag->park, &it->hn);
+	it->park_epoch = 0;
 	lane->n_parked--;
-	if (ag->ready && ag->park_head == NULL)
+	if (ag->ready && ag->park.n == 0)
 		ready_remove(lane->agents, ag);
 	else if (ag->ready && was_first)
 		ready_sift(lane->agents, ag->ready - 1);
 	agent_maybe_delete(lane, ag);
 }
 
-/* agents.mode is no longer serialize (a reload): every parked request is
- * eligible again, in its place in its list. */
+/* Every parked request back into the ready heap: agents.mode is no longer
+ * serialize (a reload), or the lane drains. */
 static void unpark_all(struct sched_lane *lane)
 {
-	struct sched_item *heads[2] = {lane->r_head, lane->q_head};
-	struct sched_item *scans[2] = {lane->r_scan, lane->q_scan};
-	for (int l = 0; l < 2; l++)
-		for (struct sched_item *it = heads[l]; it != scans[l]; it = it->next) {
-			it->parked = false;
-			it->aprev = it->anext = NULL;
-		}
-	lane->r_scan = lane->r_head;
-	lane->q_scan = lane->q_head;
-	lane->n_parked = 0;
 	struct sched_agents *a = lane->agents;
-	if (a == NULL)
+	if (a == NULL || lane->n_parked == 0)
 		return;
 	a->n_ready = 0;
 	for (size_t i = 0; i < a->cap;) {
 		struct sched_agent *ag = &a->slot[i];
-		ag->park_head = ag->park_tail = ag->park_r_last = NULL;
+		pheap_meld(&lane->ready, &ag->park);
 		ag->ready = 0;
 		if (ag->id != 0 && ag->busy == 0)
 			agent_delete(a, ag); /* may move another record into i */
 		else
 			i++;
 	}
+	lane->n_parked = 0;
+	if (++lane->park_epoch == 0)
+		lane->park_epoch = 1; /* 0 marks an item never parked */
 }
 
 /* ---- the lane's lists ---- */
 
-/* Takes a SCHED_QUEUED item out of the due retries or the FIFO. */
-static void queue_remove(struct sched_lane *lane, struct sched_item *it)
+/* Takes a SCHED_QUEUED item out of the ready heap (or its agent's), and a new
+ * request out of fairq (dispatched: it went upstream). */
+static void queue_remove(struct sched_lane *lane, struct sched_item *it, bool dispatched)
 {
-	if (it->parked)
+	if (is_parked(lane, it))
 		unpark(lane, it);
-	if (it->retried) {
-		if (lane->r_scan == it)
-			lane->r_scan = it->next;
-		list_remove(&lane->r_head, &lane->r_tail, it);
-	} else {
-		if (lane->q_scan == it)
-			lane->q_scan = it->next;
-		list_remove(&lane->q_head, &lane->q_tail, it);
-		lane->q_depth--;
-	}
+	else
+		pheap_remove(&lane->ready, &it->hn);
+	if (it->retried)
+		lane->n_due--;
+	else
+		fairq_leave(&lane->fq, &it->fq, dispatched);
 }
 
 /* ---- the idle list ---- */
@@ -572,6 +470,9 @@ void sched_lane_init(struct sched_lane *lane, const struct provider_conf *prov,
 	aimd_delay_init_plan(&lane->delay, plan);
 	lane->last_dispatch_ms = INT64_MIN / 2;
 	lane->last_active_ms = now_ms;
+	pheap_init(&lane->ready, dispatch_before);
+	pheap_init(&lane->waiting, wait_before);
+	lane->park_epoch = 1;
 }
 
 void sched_lane_release(struct sched_lane *lane)
@@ -584,6 +485,7 @@ void sched_lane_release(struct sched_lane *lane)
 	lane->learned = (struct learned *)sched_no_learned;
 	free(lane->agents);
 	lane->agents = NULL;
+	fairq_release(&lane->fq);
 }
 
 void sched_lane_track_idle(struct sched_lane *lane, struct sched_idle_list *list)
@@ -601,7 +503,7 @@ size_t sched_lane_heap_bytes(const struct sched_lane *lane)
 		n += RLH_N_BUDGETS * sizeof(struct learned);
 	if (lane->agents != NULL)
 		n += agents_bytes(lane->agents->cap);
-	return n;
+	return n + fairq_heap_bytes(&lane->fq);
 }
 
 void sched_lane_set_plan(struct sched_lane *lane, const struct plan_conf *plan, int64_t now_ms)
@@ -629,8 +531,8 @@ unsigned sched_concurrency_limit(const struct sched_lane *lane)
 
 bool sched_lane_idle(const struct sched_lane *lane)
 {
-	return lane->q_depth == 0 && lane->in_flight == 0 && lane->n_waiting == 0 &&
-	       lane->r_head == NULL;
+	return lane->ready.n == 0 && lane->n_parked == 0 && lane->in_flight == 0 &&
+	       lane->waiting.n == 0;
 }
 
 /* ---- submit ---- */
@@ -643,10 +545,28 @@ static int64_t quota_next_probe(const struct sched_lane *lane, int64_t now_ms)
 	return t > lane->hold_until_ms ? t : lane->hold_until_ms;
 }
 
-enum sched_submit_result sched_submit(struct sched_lane *lane, struct sched_item *it,
-                                      double cost_prompt, double cost_output, uint64_t agent,
-                                      int64_t now_ms)
+/* The queue is full: the newest request of the lowest priority makes room for
+ * one of a higher priority, else the newcomer is the one refused. */
+static bool queue_has_room(struct sched_lane *lane, int priority, struct sched_item **evicted)
 {
+	if (lane->fq.n < lane->plan->queue.max_depth)
+		return true;
+	struct fairq_node *low = fairq_newest_lowest(&lane->fq);
+	if (low == NULL || low->priority >= priority)
+		return false;
+	struct sched_item *it = ITEM_OF_FQ(low);
+	queue_remove(lane, it, false);
+	it->state = SCHED_NONE;
+	lane->stats.rejected_queue_full++;
+	*evicted = it;
+	return true;
+}
+
+enum sched_submit_result sched_submit(struct sched_lane *lane, struct sched_item *it,
+                                      const struct sched_request *rq, int64_t now_ms,
+                                      struct sched_item **evicted)
+{
+	*evicted = NULL;
 	/* What the signals taught goes stale with idleness: a lane idle for
 	 * reopen_after_s is open again, as a fresh one. */
 	if (sched_lane_idle(lane) && !lane->conc.open &&
@@ -660,12 +580,18 @@ enum sched_submit_result sched_submit(struct sched_lane *lane, struct sched_item
 	} else if (lane->day_out) {
 		lane->stats.day_refused++;
 		refused = SCHED_DAY_OUT;
-	} else if (lane->q_depth >= lane->plan->queue.max_depth) {
-		lane->stats.rejected_queue_full++;
-		refused = SCHED_QUEUE_FULL;
-	} else if (lane->agents_mode == AGENTS_REJECT && agent_busy(lane, agent)) {
+	} else if (lane->agents_mode == AGENTS_REJECT && agent_busy(lane, rq->agent)) {
 		lane->stats.rejected_agent_busy++;
 		refused = SCHED_AGENT_BUSY;
+	} else if (!queue_has_room(lane, rq->priority, evicted)) {
+		lane->stats.rejected_queue_full++;
+		refused = SCHED_QUEUE_FULL;
+	}
+	if (refused == SCHED_OK) {
+		memset(it, 0, sizeof(*it));
+		double cost = rq->cost_prompt + rq->cost_output;
+		if (!fairq_push(&lane->fq, &it->fq, rq->priority, rq->flow, cost))
+			refused = SCHED_QUEUE_FULL; /* out of memory */
 	}
 	if (refused != SCHED_OK) {
 		/* Still a use: an idle lane moves to the hot end. */
@@ -679,19 +605,15 @@ enum sched_submit_result sched_submit(struct sched_lane *lane, struct sched_item
 	 * probe, the next one an interval later. */
 	if (lane->quota)
 		lane->quota_probe_at_ms = quota_next_probe(lane, now_ms);
-	memset(it, 0, sizeof(*it));
 	it->lane = lane;
 	it->state = SCHED_QUEUED;
 	it->arrived_ms = it->queued_ms = now_ms;
-	it->cost_prompt = cost_prompt;
-	it->cost_output = cost_output;
-	it->cost_tokens = cost_prompt + cost_output;
-	it->agent = lane->agents_mode == AGENTS_OFF ? 0 : agent;
+	it->cost_prompt = rq->cost_prompt;
+	it->cost_output = rq->cost_output;
+	it->cost_tokens = rq->cost_prompt + rq->cost_output;
+	it->agent = lane->agents_mode == AGENTS_OFF ? 0 : rq->agent;
 	it->seq = ++lane->seq;
-	list_append(&lane->q_head, &lane->q_tail, it);
-	if (lane->q_scan == NULL)
-		lane->q_scan = it;
-	lane->q_depth++;
+	pheap_insert(&lane->ready, &it->hn);
 	idle_update(lane);
 	return SCHED_OK;
 }
@@ -718,8 +640,8 @@ static double budget_cost(const struct sched_item *it, int budget)
 static int64_t lane_ready_at(const struct sched_lane *lane, const struct sched_item *it,
                              int64_t now_ms)
 {
-	int64_t t = gates_ready_at(&lane->gates, now_ms, it->cost_tokens, it->cost_prompt,
-	                           it->cost_output);
+	int64_t t =
+	    gates_ready_at(&lane->gates, now_ms, it->cost_tokens, it->cost_prompt, it->cost_output);
 	/* A budget no response reported lets everything pass. */
 	for (int b = 0; lane_learns(lane) && b < RLH_N_BUDGETS; b++) {
 		/* A token budget without a token estimate cannot be paced. */
@@ -738,56 +660,39 @@ static int64_t lane_ready_at(const struct sched_lane *lane, const struct sched_i
 	return t;
 }
 
-/* serialize: the first request from *cursor on whose agent is free; the ones
- * passed over are parked and the cursor moves past them for good. */
-static struct sched_item *scan_eligible(struct sched_lane *lane, struct sched_item **cursor)
-{
-	while (*cursor != NULL) {
-		struct sched_item *it = *cursor;
-		if (!agent_busy(lane, it->agent))
-			return it;
-		*cursor = it->next;
-		park(lane, it);
-	}
-	return NULL;
-}
-
-/* The first request allowed to go next, ignoring time: due retries first,
- * then the FIFO; with serialize, the first whose agent is free. Not const:
- * with serialize it parks what it passes over. */
+/* The first request allowed to go next, ignoring time: the ready heap's
+ * first; with serialize, the first whose agent is free (a free agent's best
+ * parked request competes with it). Not const: with serialize it parks what
+ * it passes over. */
 static struct sched_item *first_eligible(struct sched_lane *lane)
 {
 	if (lane->agents_mode != AGENTS_SERIALIZE) {
-		if (lane->n_parked > 0)
-			unpark_all(lane);
-		return lane->r_head != NULL ? lane->r_head : lane->q_head;
+		unpark_all(lane);
+		return heap_first(&lane->ready);
 	}
-	/* Parked requests are older than the rest of their list: the oldest of
-	 * a free agent goes before any not parked of the same list. */
 	const struct sched_agents *a = lane->agents;
-	struct sched_item *parked = a != NULL && a->n_ready > 0 ? a->heap[0]->park_head : NULL;
-	if (parked != NULL && parked->retried)
-		return parked;
-	struct sched_item *it = scan_eligible(lane, &lane->r_scan);
-	if (it != NULL)
-		return it;
-	if (parked != NULL)
-		return parked;
-	return scan_eligible(lane, &lane->q_scan);
+	struct pheap_node *parked = a != NULL && a->n_ready > 0 ? a->heap[0]->park.root : NULL;
+	for (;;) {
+		struct sched_item *it = heap_first(&lane->ready);
+		if (parked != NULL && (it == NULL || dispatch_before(parked, &it->hn)))
+			return ITEM_OF(parked);
+		if (it == NULL || !agent_busy(lane, it->agent))
+			return it;
+		park(lane, it);
+	}
 }
 
 static void promote_due_retries(struct sched_lane *lane, int64_t now_ms)
 {
-	while (lane->w_root != NULL && lane->w_root->ready_ms <= now_ms) {
-		struct sched_item *it = lane->w_root;
-		wait_remove(lane, it);
+	while (lane->waiting.root != NULL && ITEM_OF(lane->waiting.root)->ready_ms <= now_ms) {
+		struct sched_item *it = ITEM_OF(lane->waiting.root);
+		pheap_remove(&lane->waiting, &it->hn);
 		it->state = SCHED_QUEUED;
 		it->retried = true;
 		it->queued_ms = now_ms;
 		it->seq = ++lane->seq;
-		list_append(&lane->r_head, &lane->r_tail, it);
-		if (lane->r_scan == NULL)
-			lane->r_scan = it;
+		pheap_insert(&lane->ready, &it->hn);
+		lane->n_due++;
 	}
 }
 
@@ -808,8 +713,7 @@ static bool held_back(const struct sched_lane *lane, int64_t now_ms)
  * is probed with one request. Not when the reset is nearer than a round trip:
  * the probe would cost more time than the hold (a small bucket that refills
  * every 20 ms reports 0 all the time). */
-static void note_learned_hold(struct sched_lane *lane, const struct sched_item *it,
-                              int64_t now_ms)
+static void note_learned_hold(struct sched_lane *lane, const struct sched_item *it, int64_t now_ms)
 {
 	for (int b = 0; lane_learns(lane) && b < RLH_N_BUDGETS; b++) {
 		double cost = budget_cost(it, b);
@@ -835,7 +739,8 @@ static bool day_fits(const struct sched_lane *lane, const struct sched_item *it)
 	const struct plan_conf *p = lane->plan;
 	if (p->max_requests_per_day > 0 && lane->day.requests + 1 > p->max_requests_per_day)
 		return false;
-	return !(p->max_tokens_per_day > 0 && lane->day.tokens + it->cost_tokens > p->max_tokens_per_day);
+	return !(p->max_tokens_per_day > 0 &&
+	         lane->day.tokens + it->cost_tokens > p->max_tokens_per_day);
 }
 
 void sched_day_reset(struct sched_lane *lane, int64_t resets_at_ms, bool new_day)
@@ -869,7 +774,7 @@ struct sched_item *sched_next(struct sched_lane *lane, int64_t now_ms)
 		return NULL;
 	}
 
-	queue_remove(lane, it);
+	queue_remove(lane, it, true);
 	int64_t waited = now_ms - it->queued_ms;
 	if (waited > lane->stats.queue_wait_max_ms)
 		lane->stats.queue_wait_max_ms = waited;
@@ -906,12 +811,13 @@ struct sched_item *sched_next(struct sched_lane *lane, int64_t now_ms)
 int64_t sched_wake_at(struct sched_lane *lane, int64_t now_ms)
 {
 	int64_t wake = SCHED_NEVER;
-	if (lane->w_root != NULL)
-		wake = lane->w_root->ready_ms;
-	/* Queued requests time out after queue.max_wait_s; the FIFO head is the
-	 * oldest. Retries are bounded by their own deadline, decided elsewhere. */
-	if (lane->q_head != NULL && lane->plan->queue.max_wait_s > 0) {
-		int64_t t = lane->q_head->arrived_ms + (int64_t)lane->plan->queue.max_wait_s * 1000;
+	if (lane->waiting.root != NULL)
+		wake = ITEM_OF(lane->waiting.root)->ready_ms;
+	/* Queued requests time out after queue.max_wait_s. Retries are bounded
+	 * by their own deadline, decided elsewhere. */
+	const struct fairq_node *oldest = fairq_oldest(&lane->fq, fq_arrived);
+	if (oldest != NULL && lane->plan->queue.max_wait_s > 0) {
+		int64_t t = fq_arrived(oldest) + (int64_t)lane->plan->queue.max_wait_s * 1000;
 		if (t < wake)
 			wake = t;
 	}
@@ -929,16 +835,17 @@ int64_t sched_wake_at(struct sched_lane *lane, int64_t now_ms)
 	return wake;
 }
 
-/* Every queued request has the same max wait, so the FIFO head, the oldest,
- * is the only one to look at. */
+/* Every queued request has the same max wait, so the oldest is the only one
+ * to look at. */
 struct sched_item *sched_expired(struct sched_lane *lane, int64_t now_ms)
 {
-	struct sched_item *it = lane->q_head;
-	if (it == NULL || lane->plan->queue.max_wait_s == 0)
+	struct fairq_node *oldest = fairq_oldest(&lane->fq, fq_arrived);
+	if (oldest == NULL || lane->plan->queue.max_wait_s == 0)
 		return NULL;
+	struct sched_item *it = ITEM_OF_FQ(oldest);
 	if (it->arrived_ms + (int64_t)lane->plan->queue.max_wait_s * 1000 > now_ms)
 		return NULL;
-	queue_remove(lane, it);
+	queue_remove(lane, it, false);
 	it->state = SCHED_NONE;
 	lane->stats.queue_timeouts++;
 	idle_update(lane);
@@ -995,9 +902,9 @@ void sched_complete(struct sched_lane *lane, struct sched_item *it, enum sched_o
 		    lane_learns(lane))
 			for (int b = 0; b < RLH_N_BUDGETS; b++)
 				if (lane->learned[b].n_obs > 0)
-					learned_on_capacity_signal(&lane->learned[b], now_ms,
-					                           it->hinted ? LEARNED_PENALTY_HINTED
-					                                      : LEARNED_PENALTY);
+					learned_on_capacity_signal(
+					    &lane->learned[b], now_ms,
+					    it->hinted ? LEARNED_PENALTY_HINTED : LEARNED_PENALTY);
 		aimd_delay_on_capacity(&lane->delay, now_ms);
 		break;
 	case SCHED_TRANSIENT:
@@ -1081,11 +988,12 @@ bool sched_quota_out(const struct sched_lane *lane)
 
 struct sched_item *sched_drain(struct sched_lane *lane)
 {
-	struct sched_item *it = lane->r_head != NULL ? lane->r_head : lane->q_head;
+	unpark_all(lane);
+	struct sched_item *it = heap_first(&lane->ready);
 	if (it != NULL)
-		queue_remove(lane, it);
-	else if ((it = lane->w_root) != NULL)
-		wait_remove(lane, it);
+		queue_remove(lane, it, false);
+	else if ((it = heap_first(&lane->waiting)) != NULL)
+		pheap_remove(&lane->waiting, &it->hn);
 	else
 		return NULL;
 	it->state = SCHED_NONE;
@@ -1112,7 +1020,7 @@ void sched_retry(struct sched_lane *lane, struct sched_item *it, int64_t ready_m
 	it->ready_ms = ready_ms;
 	it->seq = ++lane->seq;
 	lane->stats.retries++;
-	wait_insert(lane, it);
+	pheap_insert(&lane->waiting, &it->hn);
 	idle_update(lane);
 }
 
@@ -1120,10 +1028,10 @@ void sched_cancel(struct sched_lane *lane, struct sched_item *it)
 {
 	switch (it->state) {
 	case SCHED_QUEUED:
-		queue_remove(lane, it);
+		queue_remove(lane, it, false);
 		break;
 	case SCHED_RETRY_WAIT:
-		wait_remove(lane, it);
+		pheap_remove(&lane->waiting, &it->hn);
 		break;
 	case SCHED_IN_FLIGHT:
 	case SCHED_NONE:
@@ -1134,10 +1042,10 @@ void sched_cancel(struct sched_lane *lane, struct sched_item *it)
 	idle_update(lane);
 }
 
-int64_t sched_queue_eta_ms(const struct sched_lane *lane, int64_t now_ms)
+/* Requests ahead of a newcomer leave at the lane's effective pace: the
+ * slowest of the rate gates and of concurrency over the typical latency. */
+static int64_t eta_for(const struct sched_lane *lane, size_t ahead, int64_t now_ms)
 {
-	/* Requests ahead of a newcomer leave at the lane's effective pace: the
-	 * slowest of the rate gates and of concurrency over the typical latency. */
 	double per_request_ms = gates_min_interval_ms(&lane->gates);
 	if (lane_learns(lane)) {
 		struct learned_view v;
@@ -1151,11 +1059,24 @@ int64_t sched_queue_eta_ms(const struct sched_lane *lane, int64_t now_ms)
 	double by_conc = lane->conc.rtt_ms / (double)aimd_limit(&lane->conc);
 	if (by_conc > per_request_ms)
 		per_request_ms = by_conc;
-	size_t ahead = lane->q_depth + (size_t)(lane->r_head != NULL) + lane->n_waiting;
+	/* Retries go first; they are few, counted whatever their priority. */
+	ahead += lane->n_due + lane->waiting.n;
 	int64_t eta = (int64_t)(per_request_ms * (double)ahead);
 	struct sched_item probe = {.cost_tokens = 0};
 	int64_t gate = lane_ready_at(lane, &probe, now_ms) - now_ms;
 	return eta + (gate > 0 ? gate : 0);
+}
+
+int64_t sched_queue_eta_ms(const struct sched_lane *lane, const struct sched_request *rq,
+                           int64_t now_ms)
+{
+	size_t ahead = rq != NULL ? fairq_ahead(&lane->fq, rq->priority, &rq->flow) : lane->fq.n;
+	return eta_for(lane, ahead, now_ms);
+}
+
+int64_t sched_priority_eta_ms(const struct sched_lane *lane, int priority, int64_t now_ms)
+{
+	return eta_for(lane, fairq_ahead(&lane->fq, priority, NULL), now_ms);
 }
 
 const char *sched_lane_state(const struct sched_lane *lane, int64_t now_ms)

@@ -1,4 +1,5 @@
-/* sched — one lane per (provider, API key): its FIFO queue, its gates, its
+/* sched — one lane per (provider, API key): its queue (priorities, fair
+ * share between agents: fairq), its gates, its
  * adaptive limits, and the dispatch decision (DESIGN §3). Pure: time is an
  * argument, nothing here does I/O or owns a timer. The event-loop shell
  * (server.c) asks sched_next() for the next request to send and arms one timer
@@ -18,15 +19,17 @@
 
 #include "aimd.h"
 #include "config.h"
+#include "fairq.h"
 #include "gcra.h"
 #include "learned.h"
+#include "pheap.h"
 #include "ratelimit_headers.h"
 
 #define SCHED_NEVER INT64_MAX
 
 enum sched_state {
 	SCHED_NONE,       /* not in a lane */
-	SCHED_QUEUED,     /* waiting in the FIFO */
+	SCHED_QUEUED,     /* waiting to go (new, or a due retry) */
 	SCHED_RETRY_WAIT, /* waiting for its retry time; holds no slot */
 	SCHED_IN_FLIGHT,  /* dispatched, holds a concurrency slot */
 };
@@ -35,16 +38,15 @@ struct sched_lane;
 
 struct sched_item {
 	struct sched_lane *lane;
-	struct sched_item *prev, *next;   /* in the lane's queue or retry list; heap siblings */
-	struct sched_item *child;         /* SCHED_RETRY_WAIT: first child in the retry heap */
-	struct sched_item *aprev, *anext; /* parked: in its agent's list (serialize) */
+	struct pheap_node hn; /* in the ready heap, its agent's (parked) or the retries' */
+	struct fairq_node fq; /* priority and fair-share place; a new request is in fairq */
 	enum sched_state state;
 	int64_t arrived_ms; /* first entry into the lane */
 	int64_t queued_ms;  /* entry into the current wait */
 	int64_t ready_ms;   /* SCHED_RETRY_WAIT: not before this */
 	int64_t dispatched_ms;
 	uint64_t dispatch_seq; /* the lane's dispatch number of its last attempt */
-	uint64_t seq;          /* place in its list (queue, due retries) or in the retry heap */
+	uint64_t seq;          /* arrival, due or retry-scheduled order: ties in the heaps */
 	double cost_tokens;    /* estimate charged to the token gate: prompt + output */
 	double cost_prompt;    /* its parts, for learned input/output token budgets */
 	double cost_output;
@@ -52,11 +54,19 @@ struct sched_item {
 	uint64_t agent;              /* hash of the agent id; 0 = none */
 	unsigned attempts;           /* dispatches so far */
 	bool saturated;              /* the lane was at its concurrency limit when dispatched */
-	bool retried;                /* came back from a retry: dispatched before the FIFO */
-	bool parked;                 /* passed over while its agent was busy (serialize) */
+	bool retried;                /* came back from a retry: before new ones of its priority */
+	uint32_t park_epoch;         /* parked while equal to its lane's (serialize) */
 	bool agent_counted;          /* counted among its agent's requests in flight */
 	bool holding;                /* its capacity answer holds the lane until decided */
 	bool hinted;                 /* its capacity answer said when (retry-after, a reset) */
+};
+
+/* A new request, as sched_submit takes it. */
+struct sched_request {
+	double cost_prompt, cost_output; /* token estimate (0 when no token budget paces) */
+	uint64_t agent;                  /* agents.mode: hash of the agent id; 0 = none */
+	uint64_t flow;                   /* fair share: hash of the agent id or client address */
+	int priority;                    /* FAIRQ_PRIORITY_MIN..MAX; higher goes first */
 };
 
 enum sched_submit_result {
@@ -104,25 +114,24 @@ struct sched_lane {
 	const struct plan_conf *plan;
 	char key_id[16];
 	char key_hash[65];
-	bool fine_resets; /* the dialect reports resets to the ms (OpenAI) */
-	bool idle_linked; /* on idle_list */
+	bool fine_resets;  /* the dialect reports resets to the ms (OpenAI) */
+	bool idle_linked;  /* on idle_list */
 	bool probe_needed; /* a hold ended: the next dispatch is the probe (below) */
 	bool quota;        /* the quota is out (below) */
 	bool day_out;      /* the daily budget is spent (below) */
 	enum agents_mode agents_mode;
 	unsigned holds_pending; /* capacity answers whose headers hold the lane */
 
-	/* Queue: FIFO of SCHED_QUEUED items; retries that are due go first. */
-	struct sched_item *q_head, *q_tail;
-	size_t q_depth;
-	struct sched_item *r_head, *r_tail; /* due retries, FIFO */
-	struct sched_item *w_root;          /* retries waiting: a heap by (ready_ms, seq) */
-	size_t n_waiting;
-	/* serialize: the first item of each list not passed over yet (every one
-	 * before it is parked with its busy agent); NULL when there is none */
-	struct sched_item *q_scan, *r_scan;
+	/* Queue. SCHED_QUEUED items are in the ready heap in dispatch order,
+	 * or parked on their busy agent's heap (serialize); new ones are also
+	 * in fairq, which orders and counts them (fq.n: the queue's depth). */
+	struct pheap ready;
+	struct fairq fq;
+	size_t n_due;         /* due retries queued (ready or parked) */
+	struct pheap waiting; /* retries waiting for their time, by (ready_ms, seq) */
 	size_t n_parked;
-	uint64_t seq; /* numbers items as they enter a list or the retry heap */
+	uint32_t park_epoch; /* items parked in an older epoch are not (unpark_all) */
+	uint64_t seq;        /* numbers items as they enter a heap */
 
 	size_t in_flight;
 	struct sched_agents *agents; /* NULL until agents.mode needs it */
@@ -143,8 +152,8 @@ struct sched_lane {
 	 * learned budget at 0 until its reset) lets one request go first, the
 	 * probe, and the rest only once a request sent after the hold succeeded. */
 	int64_t pending_until_ms; /* the longest a pending hold lasts */
-	uint64_t probe_seq; /* dispatch number of the probe in flight; 0: none */
-	uint64_t hold_seq;  /* dispatch number when the lane was last held */
+	uint64_t probe_seq;       /* dispatch number of the probe in flight; 0: none */
+	uint64_t hold_seq;        /* dispatch number when the lane was last held */
 	/* Quota: a final answer said the account cannot be served. New requests
 	 * are refused (SCHED_QUOTA) but one every plan->quota_probe_s, which goes
 	 * upstream; a success sent after quota_seq ends it. */
@@ -184,12 +193,19 @@ size_t sched_lane_heap_bytes(const struct sched_lane *lane);
 /* A new plan (reload): gates keep what they know where they can. */
 void sched_lane_set_plan(struct sched_lane *lane, const struct plan_conf *plan, int64_t now_ms);
 
-/* Puts a new request at the tail of the queue, or refuses it. Token costs are
- * the estimate of the prompt and of the requested output (0 when no token
- * budget paces the lane); agent is a hash of the agent id, 0 for none. */
+/* Queues a new request, or refuses it. When the queue is full, a request of a
+ * higher priority than the lowest waiting takes the place of the newest of
+ * those: *evicted (else NULL) is then out of the lane, to be answered 503
+ * queue_full by the caller. */
 enum sched_submit_result sched_submit(struct sched_lane *lane, struct sched_item *it,
-                                      double cost_prompt, double cost_output, uint64_t agent,
-                                      int64_t now_ms);
+                                      const struct sched_request *rq, int64_t now_ms,
+                                      struct sched_item **evicted);
+
+/* Requests waiting to go (not retries): the queue's depth. */
+static inline size_t sched_queue_depth(const struct sched_lane *lane)
+{
+	return lane->fq.n;
+}
 
 /* The next request to send now, or NULL. The caller must then dispatch it (the
  * item is already counted in flight and the gates are charged). */
@@ -203,8 +219,8 @@ struct sched_item *sched_next(struct sched_lane *lane, int64_t now_ms);
 int64_t sched_wake_at(struct sched_lane *lane, int64_t now_ms);
 
 /* Removes and returns one queued request whose max wait has passed (504
- * queue_timeout), or NULL. Call until NULL. O(1): only the FIFO head can be
- * due first. */
+ * queue_timeout), or NULL. Call until NULL. O(priorities waiting): only the
+ * oldest of a priority can be due first. */
 struct sched_item *sched_expired(struct sched_lane *lane, int64_t now_ms);
 
 /* The attempt of an in-flight item ended. Releases its slot and feeds the
@@ -262,17 +278,22 @@ struct sched_item *sched_drain(struct sched_lane *lane);
 void sched_tokens_used(struct sched_lane *lane, struct sched_item *it, double actual_tokens,
                        double actual_input, double actual_output, int64_t now_ms);
 
-/* A completed attempt will be retried after delay_ms: the item waits without
- * a slot, then goes back ahead of the FIFO. */
+/* A completed attempt will be retried at ready_ms: the item waits without a
+ * slot, then goes back ahead of the new requests of its priority. */
 void sched_retry(struct sched_lane *lane, struct sched_item *it, int64_t ready_ms);
 
 /* The client left: drop the item wherever it waits (not for SCHED_IN_FLIGHT,
  * which ends with sched_complete(SCHED_ABORTED)). */
 void sched_cancel(struct sched_lane *lane, struct sched_item *it);
 
-/* Estimated wait for a request entering the queue now, for retry-after on
- * queue_full and for /status. */
-int64_t sched_queue_eta_ms(const struct sched_lane *lane, int64_t now_ms);
+/* Estimated wait for `rq` entering the queue now (its priority and fair
+ * share), for deadline_unreachable and retry-after on queue_full; NULL: the
+ * time to send everything waiting. */
+int64_t sched_queue_eta_ms(const struct sched_lane *lane, const struct sched_request *rq,
+                           int64_t now_ms);
+
+/* Estimated wait for a request of a new agent at `priority` (/status). */
+int64_t sched_priority_eta_ms(const struct sched_lane *lane, int priority, int64_t now_ms);
 
 /* The lane's state in one word, for /status: "quota_exhausted", "held" (a
  * retry-after, or a capacity answer being decided), "probing" (a hold ended,

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "exchange.h"
+#include "headers.h"
 #include "httpd.h"
 #include "log.h"
 #include "route.h"
@@ -50,7 +51,8 @@ static void reply_early(struct hreq *r, int status, const char *code, const char
 	h[n++] = (struct hhdr){"x-pacer-queue-ms", 16, "0", 1};
 	char ra[24], ra_ms[24];
 	if (retry_after_s >= 0) {
-		h[n++] = (struct hhdr){"retry-after", 11, ra, hhdr_u64(ra, (uint64_t)retry_after_s)};
+		h[n++] =
+		    (struct hhdr){"retry-after", 11, ra, hhdr_u64(ra, (uint64_t)retry_after_s)};
 		h[n++] = (struct hhdr){"retry-after-ms", 14, ra_ms,
 		                       hhdr_u64(ra_ms, (uint64_t)retry_after_s * 1000)};
 	}
@@ -70,8 +72,7 @@ static bool key_from(const struct route *route, struct hreq *r, enum key_source 
 		       route_key_from_query(q + 1, route->path_len - (size_t)(q + 1 - route->path),
 		                            key, key_len);
 	}
-	return route_key_from_header(src, hreq_header(r, route_key_header_name(src)), key,
-	                             key_len);
+	return route_key_from_header(src, hreq_header(r, route_key_header_name(src)), key, key_len);
 }
 
 static bool find_key(const struct route *route, struct hreq *r, char hash[ROUTE_KEY_HEX + 1])
@@ -86,6 +87,51 @@ static bool find_key(const struct route *route, struct hreq *r, char hash[ROUTE_
 	if (found)
 		route_key_hash(key, key_len, hash);
 	return found;
+}
+
+/* FNV-1a of "kind:s": an agent named like an address is another flow. Never
+ * 0 (0 means none). */
+static uint64_t id_hash(const char *kind, const char *s)
+{
+	uint64_t h = 14695981039346656037ULL;
+	for (const char *p = kind; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+	h = (h ^ ':') * 1099511628211ULL;
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+	return h ? h : 1;
+}
+
+/* The request's own x-pacer-priority, else its agent's configured one, else
+ * 0. False when the header is there but not a priority. */
+static bool request_priority(const struct config *cfg, struct hreq *r, const char *agent,
+                             int *priority)
+{
+	const char *h = hreq_header(r, "x-pacer-priority");
+	*priority = 0;
+	if (h != NULL)
+		return hdr_priority(h, priority);
+	if (agent != NULL)
+		config_agent_priority(cfg, agent, priority);
+	return true;
+}
+
+/* Whose turn a request waits for inside its priority (agents.fair_share). A
+ * connection without a known address (never from the listener) shares 0. */
+static uint64_t fair_share_flow(enum fair_share by, uint64_t agent_id, const char *peer)
+{
+	uint64_t address = peer[0] != '\0' ? id_hash("address", peer) : 0;
+	switch (by) {
+	case FAIR_AGENT_OR_ADDRESS:
+		return agent_id != 0 ? agent_id : address;
+	case FAIR_AGENT:
+		return agent_id;
+	case FAIR_ADDRESS:
+		return address;
+	case FAIR_OFF:
+		break;
+	}
+	return 0;
 }
 
 static void on_request(struct hreq *r, void *arg)
@@ -114,16 +160,18 @@ static void on_request(struct hreq *r, void *arg)
 		return;
 	}
 
-	struct exchange_intake in = {.cref = srv->cref, .key_hash = NULL, .agent = NULL};
+	struct exchange_intake in = {.cref = srv->cref};
 	switch (route_resolve(cfg, hreq_target(r), &in.route)) {
 	case ROUTE_OK:
 		break;
 	case ROUTE_NO_PROVIDER:
-		reply_early(r, 404, "unknown_provider", "no provider is configured for this path", -1);
+		reply_early(r, 404, "unknown_provider", "no provider is configured for this path",
+		            -1);
 		return;
 	case ROUTE_HOST_NOT_ALLOWED:
 		reply_early(r, 403, "host_not_allowed",
-		            "this host is not a configured provider; pacerd is not an open proxy", -1);
+		            "this host is not a configured provider; pacerd is not an open proxy",
+		            -1);
 		return;
 	case ROUTE_BAD_TARGET:
 		reply_early(r, 400, "bad_request", "malformed request target", -1);
@@ -132,8 +180,16 @@ static void on_request(struct hreq *r, void *arg)
 	char hash[ROUTE_KEY_HEX + 1];
 	if (find_key(&in.route, r, hash))
 		in.key_hash = hash;
-	if (cfg->agents.mode != AGENTS_OFF)
-		in.agent = hreq_header(r, cfg->agents.header);
+	in.agent = hreq_header(r, cfg->agents.header);
+	if (in.agent != NULL && in.agent[0] == '\0')
+		in.agent = NULL;
+	if (!request_priority(cfg, r, in.agent, &in.priority)) {
+		reply_early(r, 400, "invalid_priority",
+		            "x-pacer-priority must be an integer from -100 to 100", -1);
+		return;
+	}
+	in.agent_id = in.agent != NULL ? id_hash("agent", in.agent) : 0;
+	in.flow = fair_share_flow(cfg->agents.fair_share, in.agent_id, hreq_peer(r));
 	exchange_start(srv->xs, r, &in);
 }
 

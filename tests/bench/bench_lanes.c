@@ -39,6 +39,8 @@
 #include "registry.h"
 #include "sched.h"
 
+static struct sched_item *evicted; /* what sched_submit evicted: never, here */
+
 #define BENCH_MIN_NS 150000000LL /* measure each case for at least this long */
 #define BENCH_MIN_CYCLES 1024    /* one batch, however slow */
 
@@ -108,7 +110,8 @@ static struct bench_lanes_result bench_lanes(struct config *cfg, unsigned n)
 		for (int k = 0; k < 1024; k++, cycles++, now++) {
 			struct sched_lane *lane =
 			    registry_lane(reg, cfg, prov, probe, now, NULL, NULL);
-			if (lane == NULL || sched_submit(lane, &it, 0, 0, 0, now) != SCHED_OK)
+			if (lane == NULL || sched_submit(lane, &it, &(struct sched_request){0}, now,
+			                                 &evicted) != SCHED_OK)
 				bench_fail("submit refused");
 			struct sched_item *d = sched_next(lane, now);
 			if (d != &it)
@@ -139,7 +142,8 @@ static double bench_queue(struct config *cfg, unsigned depth)
 	if (lane == NULL)
 		bench_fail("registry_lane failed");
 	for (unsigned i = 0; i < depth; i++)
-		if (sched_submit(lane, &items[i], 0, 0, 0, now) != SCHED_OK)
+		if (sched_submit(lane, &items[i], &(struct sched_request){0}, now, &evicted) !=
+		    SCHED_OK)
 			bench_fail("submit refused while filling the queue");
 
 	long cycles = 0;
@@ -153,7 +157,8 @@ static double bench_queue(struct config *cfg, unsigned depth)
 				bench_fail("sched_next did not dispatch");
 			(void)sched_wake_at(lane, now);
 			sched_complete(lane, d, SCHED_SUCCESS, now);
-			if (sched_submit(lane, d, 0, 0, 0, now) != SCHED_OK)
+			if (sched_submit(lane, d, &(struct sched_request){0}, now, &evicted) !=
+			    SCHED_OK)
 				bench_fail("submit refused");
 		}
 		t1 = bench_ns();
@@ -201,7 +206,8 @@ static double bench_retries(struct config *cfg, unsigned waiting)
 	uint64_t seed = 88172645463325252ULL;
 	const int64_t far = 1000000000000LL;
 	for (unsigned i = 0; i < waiting; i++) {
-		if (sched_submit(lane, &items[i], 0, 0, 0, now) != SCHED_OK)
+		if (sched_submit(lane, &items[i], &(struct sched_request){0}, now, &evicted) !=
+		    SCHED_OK)
 			bench_fail("submit refused");
 		struct sched_item *d = sched_next(lane, now);
 		sched_complete(lane, d, SCHED_TRANSIENT, now);
@@ -212,7 +218,8 @@ static double bench_retries(struct config *cfg, unsigned waiting)
 	int64_t t0 = bench_ns(), t1;
 	do {
 		for (int k = 0; k < 1024; k++, cycles++, now++) {
-			if (sched_submit(lane, spare, 0, 0, 0, now) != SCHED_OK)
+			if (sched_submit(lane, spare, &(struct sched_request){0}, now, &evicted) !=
+			    SCHED_OK)
 				bench_fail("submit refused");
 			struct sched_item *d = sched_next(lane, now);
 			if (d != spare)
@@ -246,7 +253,8 @@ static double bench_agents(struct config *cfg, unsigned depth)
 		bench_fail("out of memory");
 	/* Agent 1: one in flight, `depth` waiting behind it. */
 	for (unsigned i = 0; i <= depth; i++)
-		if (sched_submit(lane, &items[i], 0, 0, 1, now) != SCHED_OK)
+		if (sched_submit(lane, &items[i], &(struct sched_request){.agent = 1, .flow = 1},
+		                 now, &evicted) != SCHED_OK)
 			bench_fail("submit refused");
 	if (sched_next(lane, now) != &items[0])
 		bench_fail("sched_next did not dispatch");
@@ -255,7 +263,9 @@ static double bench_agents(struct config *cfg, unsigned depth)
 	int64_t t0 = bench_ns(), t1;
 	do {
 		for (int k = 0; k < 1024; k++, cycles++, now++) {
-			if (sched_submit(lane, other, 0, 0, 2, now) != SCHED_OK)
+			if (sched_submit(lane, other,
+			                 &(struct sched_request){.agent = 2, .flow = 2}, now,
+			                 &evicted) != SCHED_OK)
 				bench_fail("submit refused");
 			struct sched_item *d = sched_next(lane, now);
 			if (d != other)

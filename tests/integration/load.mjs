@@ -51,7 +51,7 @@ export function chatBody({ max_tokens, stream = false, content = 'Say hello to t
  * network errors and timeouts come back as {status: 0, error}.
  * Times are ms since `t0` (the run's start).
  */
-export function send(url, { method = 'POST', headers = {}, body, agent = false, timeout_ms = 30000, t0 = Date.now(), signal, timeoutError } = {}) {
+export function send(url, { method = 'POST', headers = {}, body, agent = false, timeout_ms = 30000, t0 = Date.now(), signal, timeoutError, localAddress } = {}) {
   return new Promise((resolve) => {
     const start = Date.now() - t0;
     let done = false;
@@ -63,7 +63,7 @@ export function send(url, { method = 'POST', headers = {}, body, agent = false, 
     };
     const hdrs = { ...headers };
     if (body !== undefined) hdrs['content-length'] = Buffer.byteLength(body);
-    const req = http.request(url, { method, headers: hdrs, agent, signal }, (res) => {
+    const req = http.request(url, { method, headers: hdrs, agent, signal, localAddress }, (res) => {
       const chunks = [];
       res.on('data', (c) => chunks.push(c));
       res.on('end', () => finish({ status: res.statusCode, headers: res.headers, body: Buffer.concat(chunks).toString('utf8') }));

@@ -404,6 +404,31 @@ START_TEST(agents_mode_off_and_reject)
 }
 END_TEST
 
+START_TEST(agents_priorities_and_fair_share)
+{
+	struct config *c = load_ok("agents:\n"
+	                           "  fair_share: agent\n"
+	                           "  priorities: {chatbot: 50, nightly-batch: -20, 'a b': +3}\n",
+	                           NULL);
+	ck_assert_int_eq(c->agents.fair_share, FAIR_AGENT);
+	ck_assert_uint_eq(c->agents.n_priorities, 3);
+	int p = 0;
+	ck_assert(config_agent_priority(c, "chatbot", &p) && p == 50);
+	ck_assert(config_agent_priority(c, "nightly-batch", &p) && p == -20);
+	ck_assert(config_agent_priority(c, "a b", &p) && p == 3);
+	ck_assert(!config_agent_priority(c, "other", &p));
+	config_free(c);
+	c = load_ok("agents: {priorities: ~, fair_share: 'off'}\n", NULL);
+	ck_assert_uint_eq(c->agents.n_priorities, 0);
+	ck_assert_int_eq(c->agents.fair_share, FAIR_OFF);
+	ck_assert(!config_agent_priority(c, "chatbot", &p));
+	config_free(c);
+	c = load_ok(NULL, NULL);
+	ck_assert_int_eq(c->agents.fair_share, FAIR_AGENT_OR_ADDRESS);
+	config_free(c);
+}
+END_TEST
+
 START_TEST(admin_beyond_loopback_with_token_or_disabled)
 {
 	struct config *c = load_ok("admin: {listen: ':9090', token: t}\n", NULL);
@@ -557,6 +582,16 @@ static const struct bad {
      "1:31: providers.openai.dialect: expected one of openai, anthropic, azure, ietf, none, "
      "got 'groq'"},
     {"agents: {mode: on}\n", "1:16: agents.mode: expected one of off, serialize, reject, got 'on'"},
+    {"agents: {fair_share: ip}\n",
+     "1:22: agents.fair_share: expected one of agent_or_address, agent, address, off, got 'ip'"},
+    {"agents:\n  priorities:\n    batch: 101\n",
+     "3:12: agents.priorities.batch: expected an integer from -100 to 100, got '101'"},
+    {"agents:\n  priorities: {a: 1, b: high}\n",
+     "2:25: agents.priorities.b: expected an integer from -100 to 100, got 'high'"},
+    {"agents:\n  priorities: {a: 1, a: 2}\n", "2:22: duplicate key 'a' in 'agents.priorities'"},
+    {"agents:\n  priorities: [a, b]\n", "2:15: agents.priorities: expected a mapping, got a list"},
+    {"agents:\n  priorities: {a: [1]}\n",
+     "2:19: agents.priorities.a: expected a scalar, got a list"},
     {"plans: {p: {retry: {jitter: none}}}\n",
      "1:29: plans.p.retry.jitter: expected one of additive, full, got 'none'"},
     /* strings */
@@ -994,6 +1029,7 @@ static Suite *config_suite(void)
 	t = tcase_create("file");
 	tcase_add_test(t, full_file_every_key);
 	tcase_add_test(t, agents_mode_off_and_reject);
+	tcase_add_test(t, agents_priorities_and_fair_share);
 	tcase_add_test(t, admin_beyond_loopback_with_token_or_disabled);
 	tcase_add_test(t, reopen_follows_idle_ttl_when_unset);
 	tcase_add_test(t, aliases_and_null_values);

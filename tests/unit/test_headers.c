@@ -49,6 +49,34 @@ START_TEST(curl_owned_request_fields)
 }
 END_TEST
 
+START_TEST(priorities)
+{
+	int p = 99;
+	ck_assert(hdr_priority("0", &p) && p == 0);
+	ck_assert(hdr_priority("10", &p) && p == 10);
+	ck_assert(hdr_priority(" -100 ", &p) && p == -100);
+	ck_assert(hdr_priority("+100", &p) && p == 100);
+	ck_assert(hdr_priority("007", &p) && p == 7);
+	const char *bad[] = {"",
+	                     " ",
+	                     "-",
+	                     "101",
+	                     "-101",
+	                     "1.5",
+	                     "1e2",
+	                     "high",
+	                     "5 5",
+	                     "0x10",
+	                     "99999999999999999999",
+	                     "--1"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		p = 42;
+		ck_assert_msg(!hdr_priority(bad[i], &p), "'%s' parsed", bad[i]);
+		ck_assert_int_eq(p, 42);
+	}
+}
+END_TEST
+
 START_TEST(client_timeouts)
 {
 	/* X-Stainless-Timeout: seconds, as the official SDKs send them */
@@ -60,7 +88,8 @@ START_TEST(client_timeouts)
 	ck_assert_int_eq(hdr_client_timeout_ms("250", "600"), 250);
 	ck_assert_int_eq(hdr_client_timeout_ms("bad", "3"), 3000);
 	/* nothing else is a time */
-	const char *bad[] = {"", "0", "-1", "1e3", "inf", "nan", "0x10", "1.2.3", "10s", "1234567890123"};
+	const char *bad[] = {"",    "0",    "-1",    "1e3", "inf",
+	                     "nan", "0x10", "1.2.3", "10s", "1234567890123"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		ck_assert_int_eq(hdr_client_timeout_ms(bad[i], NULL), -1);
 		ck_assert_int_eq(hdr_client_timeout_ms(NULL, bad[i]), -1);
@@ -111,6 +140,7 @@ static Suite *headers_suite(void)
 	tcase_add_test(tc, curl_owned_request_fields);
 	tcase_add_test(tc, split_lines);
 	tcase_add_test(tc, client_timeouts);
+	tcase_add_test(tc, priorities);
 	tcase_add_test(tc, pacer_fields_stay_here);
 	suite_add_tcase(s, tc);
 	return s;

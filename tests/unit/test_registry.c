@@ -14,6 +14,7 @@ static struct config *cfg;
 static struct registry *reg;
 static int evicted;
 static char evicted_keys[8][16]; /* key_id of the first evicted lanes, in order */
+static struct sched_item *ev;    /* what sched_submit evicted: never, here */
 
 static void count_evicted(struct sched_lane *lane, void *arg)
 {
@@ -119,7 +120,7 @@ END_TEST
 static void use(struct sched_lane *l, int64_t now)
 {
 	struct sched_item it;
-	ck_assert_int_eq(sched_submit(l, &it, 0, 0, 0, now), SCHED_OK);
+	ck_assert_int_eq(sched_submit(l, &it, &(struct sched_request){0}, now, &ev), SCHED_OK);
 	ck_assert_ptr_eq(sched_next(l, now), &it);
 	sched_complete(l, &it, SCHED_SUCCESS, now);
 	ck_assert(sched_lane_idle(l));
@@ -191,10 +192,10 @@ START_TEST(a_busy_lane_is_never_evicted)
 		l[i] = registry_lane(reg, cfg, openai, k, 1000 + i, count_evicted, NULL);
 	}
 	/* The three oldest busy three ways: queued, in flight, retry waiting. */
-	sched_submit(l[0], &q, 0, 0, 0, 1000);
-	sched_submit(l[1], &f, 0, 0, 0, 1001);
+	sched_submit(l[0], &q, &(struct sched_request){0}, 1000, &ev);
+	sched_submit(l[1], &f, &(struct sched_request){0}, 1001, &ev);
 	ck_assert_ptr_eq(sched_next(l[1], 1001), &f);
-	sched_submit(l[2], &w, 0, 0, 0, 1002);
+	sched_submit(l[2], &w, &(struct sched_request){0}, 1002, &ev);
 	ck_assert_ptr_eq(sched_next(l[2], 1002), &w);
 	sched_complete(l[2], &w, SCHED_TRANSIENT, 1003);
 	sched_retry(l[2], &w, 500000);
@@ -211,8 +212,8 @@ START_TEST(a_busy_lane_is_never_evicted)
 	ck_assert_str_eq(evicted_keys[1], "00000000000a");
 	/* ...and once it is busy too, a new key is refused. */
 	struct sched_item x;
-	sched_submit(registry_lane(reg, cfg, openai, k, 5002, count_evicted, NULL), &x, 0, 0, 0,
-	             5002);
+	sched_submit(registry_lane(reg, cfg, openai, k, 5002, count_evicted, NULL), &x,
+	             &(struct sched_request){0}, 5002, &ev);
 	key(12, k);
 	ck_assert_ptr_null(registry_lane(reg, cfg, openai, k, 5003, count_evicted, NULL));
 	ck_assert_int_eq(evicted, 2);
@@ -241,7 +242,7 @@ START_TEST(idle_sweep_evicts_exactly_the_expired)
 	/* Lane 0 busy since 500; lanes 1..5 last used at 1000, 2000, ... 5000. */
 	key(0, k);
 	struct sched_lane *busy = registry_lane(reg, cfg, openai, k, 500, count_evicted, NULL);
-	sched_submit(busy, &busy_item, 0, 0, 0, 500);
+	sched_submit(busy, &busy_item, &(struct sched_request){0}, 500, &ev);
 	for (int i = 5; i >= 1; i--) { /* created in reverse: the list follows use */
 		key(i, k);
 		registry_lane(reg, cfg, openai, k, 600, count_evicted, NULL);
@@ -306,7 +307,8 @@ START_TEST(a_lane_takes_at_most_1_kib)
 	memset(&h, 0, sizeof(h));
 	h.budget[RLH_TOKENS] = (struct rlh_budget){
 	    .has_remaining = true, .has_reset = true, .remaining = 5000, .reset_ms = 1000};
-	sched_submit(l, &it, 10, 10, 0, 1001);
+	sched_submit(l, &it, &(struct sched_request){.cost_prompt = 10, .cost_output = 10}, 1001,
+	             &ev);
 	ck_assert_ptr_eq(sched_next(l, 1001), &it);
 	sched_observe(l, &it, &h, 1002);
 	sched_complete(l, &it, SCHED_SUCCESS, 1002);
@@ -322,8 +324,8 @@ START_TEST(cap_refuses_when_nothing_is_idle)
 	struct sched_item a, b;
 	struct sched_lane *la = registry_lane(reg, cfg, openai, ABC, 1000, count_evicted, NULL);
 	struct sched_lane *lb = registry_lane(reg, cfg, openai, OTHER, 1000, count_evicted, NULL);
-	sched_submit(la, &a, 0, 0, 0, 1000);
-	sched_submit(lb, &b, 0, 0, 0, 1000);
+	sched_submit(la, &a, &(struct sched_request){0}, 1000, &ev);
+	sched_submit(lb, &b, &(struct sched_request){0}, 1000, &ev);
 	ck_assert_ptr_null(registry_lane(reg, cfg, openai, NULL, 1000, count_evicted, NULL));
 	ck_assert_int_eq(evicted, 0);
 	sched_cancel(la, &a);
@@ -337,7 +339,7 @@ START_TEST(idle_ttl)
 	struct sched_item it;
 	struct sched_lane *busy = registry_lane(reg, cfg, openai, ABC, 1000, NULL, NULL);
 	registry_lane(reg, cfg, openai, OTHER, 1000, NULL, NULL);
-	sched_submit(busy, &it, 0, 0, 0, 1000);
+	sched_submit(busy, &it, &(struct sched_request){0}, 1000, &ev);
 	ck_assert_int_eq(registry_evict_idle(reg, 5000, 10000, count_evicted, NULL), 0);
 	ck_assert_int_eq(registry_evict_idle(reg, 11000, 10000, count_evicted, NULL), 1);
 	ck_assert_int_eq(registry_count(reg), 1);

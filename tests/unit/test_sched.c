@@ -43,6 +43,18 @@ static void init_lane(enum agents_mode mode)
 	sched_lane_init(&lane, prov, &plan, mode, 1000);
 }
 
+/* A new request of one flow (0) at priority 0: FIFO, as before priorities;
+ * nothing is ever evicted here. */
+static enum sched_submit_result submit(struct sched_lane *l, struct sched_item *it, double prompt,
+                                       double output, uint64_t agent, int64_t now)
+{
+	struct sched_request rq = {.cost_prompt = prompt, .cost_output = output, .agent = agent};
+	struct sched_item *evicted;
+	enum sched_submit_result r = sched_submit(l, it, &rq, now, &evicted);
+	ck_assert_ptr_null(evicted);
+	return r;
+}
+
 static int idx(struct sched_item *it)
 {
 	return it == NULL ? -1 : (int)(it - items);
@@ -52,8 +64,8 @@ START_TEST(fifo_order)
 {
 	init_lane(AGENTS_OFF);
 	for (int i = 0; i < 3; i++)
-		ck_assert_int_eq(sched_submit(&lane, &items[i], 0, 0, 0, 1000), SCHED_OK);
-	ck_assert_int_eq(lane.q_depth, 3);
+		ck_assert_int_eq(submit(&lane, &items[i], 0, 0, 0, 1000), SCHED_OK);
+	ck_assert_int_eq(sched_queue_depth(&lane), 3);
 	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 0);
 	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 1);
 	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 2);
@@ -68,7 +80,7 @@ START_TEST(concurrency_gate)
 	fixed_concurrency(2);
 	init_lane(AGENTS_OFF);
 	for (int i = 0; i < 3; i++)
-		sched_submit(&lane, &items[i], 0, 0, 0, 1000);
+		submit(&lane, &items[i], 0, 0, 0, 1000);
 	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 0);
 	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 1);
 	ck_assert_ptr_null(sched_next(&lane, 1000));
@@ -84,7 +96,7 @@ START_TEST(rate_gate_spaces_requests)
 	plan.max_requests_per_second = 10; /* one per 100 ms */
 	init_lane(AGENTS_OFF);
 	for (int i = 0; i < 3; i++)
-		sched_submit(&lane, &items[i], 0, 0, 0, 1000);
+		submit(&lane, &items[i], 0, 0, 0, 1000);
 	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 0);
 	ck_assert_ptr_null(sched_next(&lane, 1000));
 	int64_t wake = sched_wake_at(&lane, 1000);
@@ -101,13 +113,13 @@ START_TEST(queue_full)
 	plan.queue.max_depth = 2;
 	fixed_concurrency(1);
 	init_lane(AGENTS_OFF);
-	ck_assert_int_eq(sched_submit(&lane, &items[0], 0, 0, 0, 1000), SCHED_OK);
-	ck_assert_int_eq(sched_submit(&lane, &items[1], 0, 0, 0, 1000), SCHED_OK);
-	ck_assert_int_eq(sched_submit(&lane, &items[2], 0, 0, 0, 1000), SCHED_QUEUE_FULL);
+	ck_assert_int_eq(submit(&lane, &items[0], 0, 0, 0, 1000), SCHED_OK);
+	ck_assert_int_eq(submit(&lane, &items[1], 0, 0, 0, 1000), SCHED_OK);
+	ck_assert_int_eq(submit(&lane, &items[2], 0, 0, 0, 1000), SCHED_QUEUE_FULL);
 	ck_assert_int_eq(lane.stats.rejected_queue_full, 1);
 	/* Dispatching frees a place. */
 	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 0);
-	ck_assert_int_eq(sched_submit(&lane, &items[2], 0, 0, 0, 1000), SCHED_OK);
+	ck_assert_int_eq(submit(&lane, &items[2], 0, 0, 0, 1000), SCHED_OK);
 }
 END_TEST
 
@@ -116,14 +128,14 @@ START_TEST(queue_timeout)
 	plan.queue.max_wait_s = 2;
 	fixed_concurrency(1);
 	init_lane(AGENTS_OFF);
-	sched_submit(&lane, &items[0], 0, 0, 0, 1000);
-	sched_submit(&lane, &items[1], 0, 0, 0, 1500);
+	submit(&lane, &items[0], 0, 0, 0, 1000);
+	submit(&lane, &items[1], 0, 0, 0, 1500);
 	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 0);
 	ck_assert_int_eq(sched_wake_at(&lane, 1000), 3500);
 	ck_assert_ptr_null(sched_expired(&lane, 3499));
 	ck_assert_int_eq(idx(sched_expired(&lane, 3500)), 1);
 	ck_assert_ptr_null(sched_expired(&lane, 3500));
-	ck_assert_int_eq(lane.q_depth, 0);
+	ck_assert_int_eq(sched_queue_depth(&lane), 0);
 	ck_assert_int_eq(lane.stats.queue_timeouts, 1);
 }
 END_TEST
@@ -131,9 +143,9 @@ END_TEST
 START_TEST(agents_serialize)
 {
 	init_lane(AGENTS_SERIALIZE);
-	sched_submit(&lane, &items[0], 0, 0, 7, 1000); /* agent 7 */
-	sched_submit(&lane, &items[1], 0, 0, 7, 1000); /* agent 7 again */
-	sched_submit(&lane, &items[2], 0, 0, 9, 1000); /* agent 9 */
+	submit(&lane, &items[0], 0, 0, 7, 1000); /* agent 7 */
+	submit(&lane, &items[1], 0, 0, 7, 1000); /* agent 7 again */
+	submit(&lane, &items[2], 0, 0, 9, 1000); /* agent 9 */
 	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 0);
 	/* Agent 7 is busy: the next eligible request goes instead. */
 	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 2);
@@ -146,20 +158,20 @@ END_TEST
 START_TEST(agents_reject)
 {
 	init_lane(AGENTS_REJECT);
-	ck_assert_int_eq(sched_submit(&lane, &items[0], 0, 0, 7, 1000), SCHED_OK);
+	ck_assert_int_eq(submit(&lane, &items[0], 0, 0, 7, 1000), SCHED_OK);
 	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 0);
-	ck_assert_int_eq(sched_submit(&lane, &items[1], 0, 0, 7, 1000), SCHED_AGENT_BUSY);
-	ck_assert_int_eq(sched_submit(&lane, &items[2], 0, 0, 8, 1000), SCHED_OK);
+	ck_assert_int_eq(submit(&lane, &items[1], 0, 0, 7, 1000), SCHED_AGENT_BUSY);
+	ck_assert_int_eq(submit(&lane, &items[2], 0, 0, 8, 1000), SCHED_OK);
 	sched_complete(&lane, &items[0], SCHED_SUCCESS, 1100);
-	ck_assert_int_eq(sched_submit(&lane, &items[1], 0, 0, 7, 1100), SCHED_OK);
+	ck_assert_int_eq(submit(&lane, &items[1], 0, 0, 7, 1100), SCHED_OK);
 }
 END_TEST
 
 START_TEST(agents_off_ignores_agent)
 {
 	init_lane(AGENTS_OFF);
-	sched_submit(&lane, &items[0], 0, 0, 7, 1000);
-	sched_submit(&lane, &items[1], 0, 0, 7, 1000);
+	submit(&lane, &items[0], 0, 0, 7, 1000);
+	submit(&lane, &items[1], 0, 0, 7, 1000);
 	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 0);
 	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 1);
 }
@@ -170,7 +182,7 @@ START_TEST(retry_goes_back_to_the_head)
 	fixed_concurrency(1);
 	init_lane(AGENTS_OFF);
 	for (int i = 0; i < 3; i++)
-		sched_submit(&lane, &items[i], 0, 0, 0, 1000);
+		submit(&lane, &items[i], 0, 0, 0, 1000);
 	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 0);
 	sched_complete(&lane, &items[0], SCHED_TRANSIENT, 1100);
 	sched_retry(&lane, &items[0], 1600);
@@ -195,7 +207,7 @@ START_TEST(retries_are_paced_like_new_requests)
 {
 	plan.max_requests_per_second = 10;
 	init_lane(AGENTS_OFF);
-	sched_submit(&lane, &items[0], 0, 0, 0, 1000);
+	submit(&lane, &items[0], 0, 0, 0, 1000);
 	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 0);
 	sched_complete(&lane, &items[0], SCHED_TRANSIENT, 1010);
 	sched_retry(&lane, &items[0], 1020);
@@ -209,14 +221,14 @@ START_TEST(cancel_anywhere)
 	fixed_concurrency(1);
 	init_lane(AGENTS_OFF);
 	for (int i = 0; i < 3; i++)
-		sched_submit(&lane, &items[i], 0, 0, 0, 1000);
+		submit(&lane, &items[i], 0, 0, 0, 1000);
 	sched_cancel(&lane, &items[1]);
-	ck_assert_int_eq(lane.q_depth, 2);
+	ck_assert_int_eq(sched_queue_depth(&lane), 2);
 	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 0);
 	sched_complete(&lane, &items[0], SCHED_CAPACITY, 1100);
 	sched_retry(&lane, &items[0], 5000);
 	sched_cancel(&lane, &items[0]);
-	ck_assert_int_eq(lane.n_waiting, 0);
+	ck_assert_int_eq(lane.waiting.n, 0);
 	ck_assert_int_eq(idx(sched_next(&lane, 1100)), 2);
 	ck_assert_ptr_null(sched_next(&lane, 6000));
 	sched_complete(&lane, &items[2], SCHED_ABORTED, 6000);
@@ -228,7 +240,7 @@ START_TEST(hold_blocks_the_lane)
 {
 	init_lane(AGENTS_OFF);
 	sched_hold(&lane, 4000);
-	sched_submit(&lane, &items[0], 0, 0, 0, 1000);
+	submit(&lane, &items[0], 0, 0, 0, 1000);
 	ck_assert_ptr_null(sched_next(&lane, 1000));
 	ck_assert_int_eq(sched_wake_at(&lane, 1000), 4000);
 	ck_assert_ptr_null(sched_next(&lane, 3999));
@@ -241,7 +253,7 @@ START_TEST(fresh_lane_is_open_up_to_max_concurrent)
 	/* No capacity signal yet: 20 requests all leave at once, not 4. */
 	init_lane(AGENTS_OFF);
 	for (int i = 0; i < 16; i++)
-		sched_submit(&lane, &items[i], 0, 0, 0, 1000);
+		submit(&lane, &items[i], 0, 0, 0, 1000);
 	for (int i = 0; i < 16; i++)
 		ck_assert_int_eq(idx(sched_next(&lane, 1000)), i);
 	ck_assert_int_eq(sched_concurrency_limit(&lane), 64);
@@ -258,19 +270,19 @@ START_TEST(idle_lane_opens_again)
 	plan.concurrency.reopen_after_s = 30;
 	init_lane(AGENTS_OFF);
 	for (int i = 0; i < 4; i++) {
-		sched_submit(&lane, &items[i], 0, 0, 0, 1000);
+		submit(&lane, &items[i], 0, 0, 0, 1000);
 		sched_next(&lane, 1000);
 	}
 	for (int i = 0; i < 4; i++)
 		sched_complete(&lane, &items[i], SCHED_CAPACITY, 1100);
 	ck_assert_int_eq(sched_concurrency_limit(&lane), 2);
 	/* idle for less than reopen_after_s: still closed */
-	sched_submit(&lane, &items[4], 0, 0, 0, 20000);
+	submit(&lane, &items[4], 0, 0, 0, 20000);
 	ck_assert_int_eq(sched_concurrency_limit(&lane), 2);
 	ck_assert_int_eq(idx(sched_next(&lane, 20000)), 4);
 	sched_complete(&lane, &items[4], SCHED_SUCCESS, 20100);
 	/* idle for 30 s: open */
-	sched_submit(&lane, &items[5], 0, 0, 0, 50100);
+	submit(&lane, &items[5], 0, 0, 0, 50100);
 	ck_assert_int_eq(sched_concurrency_limit(&lane), 64);
 	ck_assert_int_eq(idx(sched_next(&lane, 50100)), 5);
 	sched_complete(&lane, &items[5], SCHED_SUCCESS, 50200);
@@ -281,7 +293,7 @@ START_TEST(capacity_headers_hold_until_decided)
 {
 	init_lane(AGENTS_OFF);
 	for (int i = 0; i < 3; i++)
-		sched_submit(&lane, &items[i], 0, 0, 0, 1000);
+		submit(&lane, &items[i], 0, 0, 0, 1000);
 	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 0);
 	/* a 429's headers arrive: nothing leaves until its body is decided */
 	sched_hold_pending(&lane, &items[0], 2001);
@@ -310,7 +322,7 @@ START_TEST(a_pending_hold_is_capped)
 	/* a 429 whose body never comes holds the lane until its cap only */
 	init_lane(AGENTS_OFF);
 	for (int i = 0; i < 2; i++)
-		sched_submit(&lane, &items[i], 0, 0, 0, 1000);
+		submit(&lane, &items[i], 0, 0, 0, 1000);
 	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 0);
 	sched_hold_pending(&lane, &items[0], 2000);
 	ck_assert_ptr_null(sched_next(&lane, 1999));
@@ -325,7 +337,7 @@ START_TEST(a_refused_probe_holds_again)
 {
 	init_lane(AGENTS_OFF);
 	for (int i = 0; i < 3; i++)
-		sched_submit(&lane, &items[i], 0, 0, 0, 1000);
+		submit(&lane, &items[i], 0, 0, 0, 1000);
 	sched_hold(&lane, 2000);
 	ck_assert_int_eq(idx(sched_next(&lane, 2000)), 0);
 	ck_assert_ptr_null(sched_next(&lane, 2000));
@@ -350,7 +362,7 @@ START_TEST(a_success_sent_before_the_hold_does_not_end_it)
 {
 	init_lane(AGENTS_OFF);
 	for (int i = 0; i < 4; i++)
-		sched_submit(&lane, &items[i], 0, 0, 0, 1000);
+		submit(&lane, &items[i], 0, 0, 0, 1000);
 	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 0);
 	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 1);
 	sched_complete(&lane, &items[0], SCHED_CAPACITY, 1010);
@@ -369,14 +381,12 @@ START_TEST(a_learned_budget_at_zero_ends_with_a_probe)
 {
 	init_lane(AGENTS_OFF);
 	for (int i = 0; i < 4; i++)
-		sched_submit(&lane, &items[i], 0, 0, 0, 1000);
+		submit(&lane, &items[i], 0, 0, 0, 1000);
 	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 0);
 	struct rlh_result h;
 	memset(&h, 0, sizeof(h));
-	h.budget[RLH_REQUESTS] = (struct rlh_budget){.has_remaining = true,
-	                                             .has_reset = true,
-	                                             .remaining = 0,
-	                                             .reset_ms = 2000};
+	h.budget[RLH_REQUESTS] = (struct rlh_budget){
+	    .has_remaining = true, .has_reset = true, .remaining = 0, .reset_ms = 2000};
 	sched_observe(&lane, &items[0], &h, 1100);
 	sched_complete(&lane, &items[0], SCHED_SUCCESS, 1100);
 	ck_assert_ptr_null(sched_next(&lane, 1100));
@@ -398,12 +408,10 @@ START_TEST(a_refusal_that_says_when_cuts_the_learned_rate_by_a_margin_only)
 	init_lane(AGENTS_OFF);
 	struct rlh_result h;
 	memset(&h, 0, sizeof(h));
-	h.budget[RLH_REQUESTS] = (struct rlh_budget){.has_remaining = true,
-	                                             .has_reset = true,
-	                                             .remaining = 50,
-	                                             .reset_ms = 30000};
+	h.budget[RLH_REQUESTS] = (struct rlh_budget){
+	    .has_remaining = true, .has_reset = true, .remaining = 50, .reset_ms = 30000};
 	for (int i = 0; i < 3; i++)
-		sched_submit(&lane, &items[i], 0, 0, 0, 1000);
+		submit(&lane, &items[i], 0, 0, 0, 1000);
 	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 0);
 	sched_observe(&lane, &items[0], &h, 1100);
 	sched_complete(&lane, &items[0], SCHED_SUCCESS, 1100);
@@ -423,7 +431,7 @@ START_TEST(quota_drains_refuses_and_probes)
 	plan.quota_probe_s = 10;
 	init_lane(AGENTS_OFF);
 	for (int i = 0; i < 5; i++)
-		sched_submit(&lane, &items[i], 0, 0, 0, 1000);
+		submit(&lane, &items[i], 0, 0, 0, 1000);
 	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 0);
 	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 1);
 	sched_complete(&lane, &items[0], SCHED_QUOTA_OUT, 1100); /* a final 429 */
@@ -442,22 +450,22 @@ START_TEST(quota_drains_refuses_and_probes)
 	ck_assert_int_eq(n, 4);
 	ck_assert(sched_lane_idle(&lane));
 	/* new requests are refused until the probe interval */
-	ck_assert_int_eq(sched_submit(&lane, &items[5], 0, 0, 0, 2000), SCHED_QUOTA);
-	ck_assert_int_eq(sched_submit(&lane, &items[5], 0, 0, 0, 11099), SCHED_QUOTA);
-	ck_assert_int_eq(sched_submit(&lane, &items[5], 0, 0, 0, 11100), SCHED_OK);
-	ck_assert_int_eq(sched_submit(&lane, &items[6], 0, 0, 0, 11101), SCHED_QUOTA);
+	ck_assert_int_eq(submit(&lane, &items[5], 0, 0, 0, 2000), SCHED_QUOTA);
+	ck_assert_int_eq(submit(&lane, &items[5], 0, 0, 0, 11099), SCHED_QUOTA);
+	ck_assert_int_eq(submit(&lane, &items[5], 0, 0, 0, 11100), SCHED_OK);
+	ck_assert_int_eq(submit(&lane, &items[6], 0, 0, 0, 11101), SCHED_QUOTA);
 	ck_assert_int_eq(lane.stats.quota_refused, 3);
 	/* the probe is refused again: still out, next probe an interval later */
 	ck_assert_int_eq(idx(sched_next(&lane, 11100)), 5);
 	sched_complete(&lane, &items[5], SCHED_QUOTA_OUT, 11200);
 	ck_assert(sched_quota_out(&lane));
 	ck_assert(!sched_quota_exhausted(&lane, 11200));
-	ck_assert_int_eq(sched_submit(&lane, &items[6], 0, 0, 0, 15000), SCHED_QUOTA);
-	ck_assert_int_eq(sched_submit(&lane, &items[6], 0, 0, 0, 21100), SCHED_OK);
+	ck_assert_int_eq(submit(&lane, &items[6], 0, 0, 0, 15000), SCHED_QUOTA);
+	ck_assert_int_eq(submit(&lane, &items[6], 0, 0, 0, 21100), SCHED_OK);
 	ck_assert_int_eq(idx(sched_next(&lane, 21100)), 6);
 	sched_complete(&lane, &items[6], SCHED_SUCCESS, 21200);
 	ck_assert(!sched_quota_out(&lane)); /* a success sent after it ends it */
-	ck_assert_int_eq(sched_submit(&lane, &items[7], 0, 0, 0, 21300), SCHED_OK);
+	ck_assert_int_eq(submit(&lane, &items[7], 0, 0, 0, 21300), SCHED_OK);
 	sched_cancel(&lane, &items[7]);
 }
 END_TEST
@@ -469,7 +477,7 @@ START_TEST(a_daily_budget_is_spent_then_refused_until_the_reset)
 	ck_assert(sched_day_limited(&lane));
 	sched_day_reset(&lane, 50000, false);
 	for (int i = 0; i < 5; i++)
-		sched_submit(&lane, &items[i], 0, 0, 0, 1000);
+		submit(&lane, &items[i], 0, 0, 0, 1000);
 	/* spent as fast as the other gates allow: three at once */
 	for (int i = 0; i < 3; i++)
 		ck_assert_int_eq(idx(sched_next(&lane, 1000)), i);
@@ -481,13 +489,13 @@ START_TEST(a_daily_budget_is_spent_then_refused_until_the_reset)
 	ck_assert_int_eq(idx(sched_drain(&lane)), 3);
 	ck_assert_int_eq(idx(sched_drain(&lane)), 4);
 	ck_assert_ptr_null(sched_drain(&lane));
-	ck_assert_int_eq(sched_submit(&lane, &items[5], 0, 0, 0, 2000), SCHED_DAY_OUT);
+	ck_assert_int_eq(submit(&lane, &items[5], 0, 0, 0, 2000), SCHED_DAY_OUT);
 	for (int i = 0; i < 3; i++)
 		sched_complete(&lane, &items[i], SCHED_SUCCESS, 2000);
 	/* a new day */
 	sched_day_reset(&lane, 50000 + 86400000, true);
 	ck_assert(!sched_day_out(&lane));
-	ck_assert_int_eq(sched_submit(&lane, &items[5], 0, 0, 0, 50000), SCHED_OK);
+	ck_assert_int_eq(submit(&lane, &items[5], 0, 0, 0, 50000), SCHED_OK);
 	ck_assert_int_eq(idx(sched_next(&lane, 50000)), 5);
 	sched_complete(&lane, &items[5], SCHED_SUCCESS, 50100);
 }
@@ -498,8 +506,8 @@ START_TEST(a_daily_token_budget_counts_the_estimate_then_the_usage)
 	plan.max_tokens_per_day = 1000;
 	init_lane(AGENTS_OFF);
 	sched_day_reset(&lane, 50000, false);
-	sched_submit(&lane, &items[0], 100, 500, 0, 1000);
-	sched_submit(&lane, &items[1], 100, 500, 0, 1000);
+	submit(&lane, &items[0], 100, 500, 0, 1000);
+	submit(&lane, &items[1], 100, 500, 0, 1000);
 	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 0);
 	ck_assert_ptr_null(sched_next(&lane, 1000)); /* 600 + 600 > 1000 */
 	ck_assert(sched_day_out(&lane));
@@ -525,8 +533,8 @@ START_TEST(saturation_is_recorded)
 {
 	fixed_concurrency(2);
 	init_lane(AGENTS_OFF);
-	sched_submit(&lane, &items[0], 0, 0, 0, 1000);
-	sched_submit(&lane, &items[1], 0, 0, 0, 1000);
+	submit(&lane, &items[0], 0, 0, 0, 1000);
+	submit(&lane, &items[1], 0, 0, 0, 1000);
 	sched_next(&lane, 1000);
 	sched_next(&lane, 1000);
 	ck_assert(!items[0].saturated);
@@ -538,7 +546,7 @@ START_TEST(a_burst_of_capacity_errors_is_one_signal)
 {
 	init_lane(AGENTS_OFF);
 	for (int i = 0; i < 6; i++)
-		sched_submit(&lane, &items[i], 0, 0, 0, 1000);
+		submit(&lane, &items[i], 0, 0, 0, 1000);
 	for (int i = 0; i < 4; i++)
 		ck_assert_int_eq(idx(sched_next(&lane, 1000 + i)), i);
 	/* All four were sent before the first error came back: one reaction. */
@@ -568,25 +576,25 @@ START_TEST(retries_leave_in_ready_order)
 	fixed_concurrency(12);
 	init_lane(AGENTS_OFF);
 	for (int i = 0; i < 12; i++)
-		sched_submit(&lane, &items[i], 0, 0, 0, 1000);
+		submit(&lane, &items[i], 0, 0, 0, 1000);
 	for (int i = 0; i < 12; i++)
 		ck_assert_int_eq(idx(sched_next(&lane, 1000)), i);
 	for (int i = 0; i < 12; i++) {
 		sched_complete(&lane, &items[i], SCHED_TRANSIENT, 1100);
 		sched_retry(&lane, &items[i], ready[i]);
 	}
-	ck_assert_int_eq(lane.n_waiting, 12);
+	ck_assert_int_eq(lane.waiting.n, 12);
 	ck_assert_int_eq(sched_wake_at(&lane, 1100), 1500);
 	sched_cancel(&lane, &items[5]);
 	sched_cancel(&lane, &items[4]);
-	ck_assert_int_eq(lane.n_waiting, 10);
+	ck_assert_int_eq(lane.waiting.n, 10);
 	ck_assert_int_eq(sched_wake_at(&lane, 1100), 1500); /* item 7 */
 	static const int expect[10] = {7, 8, 10, 1, 2, 11, 0, 6, 3, 9};
 	ck_assert_ptr_null(sched_next(&lane, 1499));
 	for (int k = 0; k < 10; k++)
 		ck_assert_int_eq(idx(sched_next(&lane, 10000)), expect[k]);
 	ck_assert_ptr_null(sched_next(&lane, 10000));
-	ck_assert_int_eq(lane.n_waiting, 0);
+	ck_assert_int_eq(lane.waiting.n, 0);
 }
 END_TEST
 
@@ -594,12 +602,12 @@ START_TEST(serialize_parked_requests_keep_their_place)
 {
 	fixed_concurrency(8);
 	init_lane(AGENTS_SERIALIZE);
-	sched_submit(&lane, &items[0], 0, 0, 7, 1000);
-	sched_submit(&lane, &items[1], 0, 0, 7, 1000);
-	sched_submit(&lane, &items[2], 0, 0, 7, 1000);
-	sched_submit(&lane, &items[3], 0, 0, 9, 1000);
-	sched_submit(&lane, &items[4], 0, 0, 7, 1000);
-	sched_submit(&lane, &items[5], 0, 0, 0, 1000); /* no agent: never held */
+	submit(&lane, &items[0], 0, 0, 7, 1000);
+	submit(&lane, &items[1], 0, 0, 7, 1000);
+	submit(&lane, &items[2], 0, 0, 7, 1000);
+	submit(&lane, &items[3], 0, 0, 9, 1000);
+	submit(&lane, &items[4], 0, 0, 7, 1000);
+	submit(&lane, &items[5], 0, 0, 0, 1000); /* no agent: never held */
 	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 0);
 	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 3); /* passes over 1 and 2 */
 	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 5); /* and 4 */
@@ -607,7 +615,7 @@ START_TEST(serialize_parked_requests_keep_their_place)
 	ck_assert_int_eq(lane.n_parked, 3);
 	/* A newer request of a free agent does not overtake agent 7's older ones
 	 * once 7 is free. */
-	sched_submit(&lane, &items[6], 0, 0, 9, 1000);
+	submit(&lane, &items[6], 0, 0, 9, 1000);
 	sched_complete(&lane, &items[3], SCHED_SUCCESS, 1100);
 	sched_complete(&lane, &items[0], SCHED_SUCCESS, 1100);
 	ck_assert_int_eq(idx(sched_next(&lane, 1100)), 1);
@@ -630,8 +638,8 @@ START_TEST(serialize_off_after_reload_frees_parked_requests)
 	fixed_concurrency(8);
 	init_lane(AGENTS_SERIALIZE);
 	for (int i = 0; i < 4; i++)
-		sched_submit(&lane, &items[i], 0, 0, 7, 1000);
-	sched_submit(&lane, &items[4], 0, 0, 8, 1000);
+		submit(&lane, &items[i], 0, 0, 7, 1000);
+	submit(&lane, &items[4], 0, 0, 8, 1000);
 	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 0);
 	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 4);
 	ck_assert_int_eq(lane.n_parked, 3);
@@ -650,10 +658,10 @@ START_TEST(parked_requests_expire_from_the_head)
 	plan.queue.max_wait_s = 2;
 	fixed_concurrency(8);
 	init_lane(AGENTS_SERIALIZE);
-	sched_submit(&lane, &items[0], 0, 0, 7, 1000);
-	sched_submit(&lane, &items[1], 0, 0, 7, 1100);
-	sched_submit(&lane, &items[2], 0, 0, 8, 1200);
-	sched_submit(&lane, &items[3], 0, 0, 7, 1300);
+	submit(&lane, &items[0], 0, 0, 7, 1000);
+	submit(&lane, &items[1], 0, 0, 7, 1100);
+	submit(&lane, &items[2], 0, 0, 8, 1200);
+	submit(&lane, &items[3], 0, 0, 7, 1300);
 	ck_assert_int_eq(idx(sched_next(&lane, 1300)), 0);
 	ck_assert_int_eq(idx(sched_next(&lane, 1300)), 2);
 	ck_assert_int_eq(lane.n_parked, 1); /* 1; the scan stopped at 2 */
@@ -663,7 +671,7 @@ START_TEST(parked_requests_expire_from_the_head)
 	ck_assert_int_eq(idx(sched_expired(&lane, 3300)), 1);
 	ck_assert_int_eq(idx(sched_expired(&lane, 3300)), 3);
 	ck_assert_ptr_null(sched_expired(&lane, 3300));
-	ck_assert_int_eq(lane.q_depth, 0);
+	ck_assert_int_eq(sched_queue_depth(&lane), 0);
 	ck_assert_int_eq(lane.n_parked, 0);
 	ck_assert_int_eq(lane.stats.queue_timeouts, 2);
 	sched_complete(&lane, &items[0], SCHED_SUCCESS, 3400);
@@ -678,17 +686,17 @@ START_TEST(expiry_takes_the_fifo_in_order)
 	plan.queue.max_depth = 3;
 	fixed_concurrency(1);
 	init_lane(AGENTS_OFF);
-	sched_submit(&lane, &items[0], 0, 0, 0, 1000);
+	submit(&lane, &items[0], 0, 0, 0, 1000);
 	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 0);
 	for (int i = 1; i <= 3; i++)
-		ck_assert_int_eq(sched_submit(&lane, &items[i], 0, 0, 0, 1000 + i * 100), SCHED_OK);
-	ck_assert_int_eq(sched_submit(&lane, &items[4], 0, 0, 0, 1400), SCHED_QUEUE_FULL);
+		ck_assert_int_eq(submit(&lane, &items[i], 0, 0, 0, 1000 + i * 100), SCHED_OK);
+	ck_assert_int_eq(submit(&lane, &items[4], 0, 0, 0, 1400), SCHED_QUEUE_FULL);
 	ck_assert_int_eq(idx(sched_expired(&lane, 2250)), 1);
 	ck_assert_int_eq(idx(sched_expired(&lane, 2250)), 2);
 	ck_assert_ptr_null(sched_expired(&lane, 2250));
 	ck_assert_int_eq(sched_wake_at(&lane, 2250), 2300);
-	ck_assert_int_eq(sched_submit(&lane, &items[4], 0, 0, 0, 2250), SCHED_OK);
-	ck_assert_int_eq(lane.q_depth, 2);
+	ck_assert_int_eq(submit(&lane, &items[4], 0, 0, 0, 2250), SCHED_OK);
+	ck_assert_int_eq(sched_queue_depth(&lane), 2);
 	ck_assert_int_eq(lane.stats.rejected_queue_full, 1);
 	ck_assert_int_eq(lane.stats.queue_timeouts, 2);
 }
@@ -697,15 +705,15 @@ END_TEST
 START_TEST(reject_counts_every_request_of_an_agent)
 {
 	init_lane(AGENTS_REJECT);
-	sched_submit(&lane, &items[0], 0, 0, 7, 1000);
-	sched_submit(&lane, &items[1], 0, 0, 7, 1000); /* accepted: 7 not in flight yet */
+	submit(&lane, &items[0], 0, 0, 7, 1000);
+	submit(&lane, &items[1], 0, 0, 7, 1000); /* accepted: 7 not in flight yet */
 	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 0);
 	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 1);
 	sched_complete(&lane, &items[0], SCHED_SUCCESS, 1100);
 	/* One of agent 7's requests is still in flight. */
-	ck_assert_int_eq(sched_submit(&lane, &items[2], 0, 0, 7, 1100), SCHED_AGENT_BUSY);
+	ck_assert_int_eq(submit(&lane, &items[2], 0, 0, 7, 1100), SCHED_AGENT_BUSY);
 	sched_complete(&lane, &items[1], SCHED_SUCCESS, 1200);
-	ck_assert_int_eq(sched_submit(&lane, &items[2], 0, 0, 7, 1200), SCHED_OK);
+	ck_assert_int_eq(submit(&lane, &items[2], 0, 0, 7, 1200), SCHED_OK);
 }
 END_TEST
 
@@ -716,8 +724,8 @@ START_TEST(many_agents_are_all_serialized)
 	fixed_concurrency(1000);
 	init_lane(AGENTS_SERIALIZE);
 	for (int i = 0; i < 100; i++) {
-		sched_submit(&lane, &many[2 * i], 0, 0, (uint64_t)i + 1, 1000);
-		sched_submit(&lane, &many[2 * i + 1], 0, 0, (uint64_t)i + 1, 1000);
+		submit(&lane, &many[2 * i], 0, 0, (uint64_t)i + 1, 1000);
+		submit(&lane, &many[2 * i + 1], 0, 0, (uint64_t)i + 1, 1000);
 	}
 	for (int i = 0; i < 100; i++)
 		ck_assert_ptr_eq(sched_next(&lane, 1000), &many[2 * i]);
@@ -740,7 +748,7 @@ START_TEST(learned_budgets_allocated_on_first_report)
 	ck_assert_int_eq(sched_lane_heap_bytes(&lane), 0);
 	ck_assert_int_eq(lane.learned[RLH_REQUESTS].n_obs, 0); /* readable before */
 	for (int i = 0; i < 3; i++) {
-		sched_submit(&lane, &items[i], 0, 0, 0, 1000);
+		submit(&lane, &items[i], 0, 0, 0, 1000);
 		ck_assert_int_eq(idx(sched_next(&lane, 1000)), i);
 	}
 	/* The first answer reports 10 left: the two sent after it count. */
@@ -780,7 +788,7 @@ START_TEST(idle_list_follows_the_lane)
 	ck_assert_ptr_eq(list.cold, &other);
 	ck_assert_ptr_eq(list.hot, &lane);
 
-	sched_submit(&other, &items[0], 0, 0, 0, 2000); /* queued: busy */
+	submit(&other, &items[0], 0, 0, 0, 2000); /* queued: busy */
 	ck_assert_int_eq(list.n, 1);
 	ck_assert_ptr_eq(list.cold, &lane);
 	ck_assert_ptr_eq(sched_next(&other, 2000), &items[0]); /* in flight */
@@ -794,8 +802,8 @@ START_TEST(idle_list_follows_the_lane)
 	/* Cancelled without a clock: active no earlier than the hottest lane. */
 	ck_assert_int_ge(other.last_active_ms, lane.last_active_ms);
 
-	sched_submit(&lane, &items[1], 0, 0, 0, 3000);
-	sched_submit(&lane, &items[2], 0, 0, 0, 3000);
+	submit(&lane, &items[1], 0, 0, 0, 3000);
+	submit(&lane, &items[2], 0, 0, 0, 3000);
 	ck_assert_ptr_eq(sched_next(&lane, 3000), &items[1]);
 	ck_assert_ptr_null(sched_expired(&lane, 12000));
 	ck_assert_ptr_eq(sched_expired(&lane, 13000), &items[2]);
@@ -807,11 +815,11 @@ START_TEST(idle_list_follows_the_lane)
 
 	/* A refused request is a use too: the lane becomes the hottest. */
 	plan.queue.max_depth = 1;
-	sched_submit(&lane, &items[1], 0, 0, 0, 14000);
-	ck_assert_int_eq(sched_submit(&lane, &items[2], 0, 0, 0, 14000), SCHED_QUEUE_FULL);
+	submit(&lane, &items[1], 0, 0, 0, 14000);
+	ck_assert_int_eq(submit(&lane, &items[2], 0, 0, 0, 14000), SCHED_QUEUE_FULL);
 	sched_cancel(&lane, &items[1]);
-	ck_assert_int_eq(sched_submit(&other, &items[3], 0, 0, 0, 15000), SCHED_OK);
-	ck_assert_int_eq(sched_submit(&other, &items[4], 0, 0, 0, 15000), SCHED_QUEUE_FULL);
+	ck_assert_int_eq(submit(&other, &items[3], 0, 0, 0, 15000), SCHED_OK);
+	ck_assert_int_eq(submit(&other, &items[4], 0, 0, 0, 15000), SCHED_QUEUE_FULL);
 	ck_assert_int_eq(list.n, 1);
 	sched_cancel(&other, &items[3]);
 	ck_assert_ptr_eq(list.hot, &other);
@@ -825,17 +833,161 @@ START_TEST(idle_list_follows_the_lane)
 }
 END_TEST
 
-/* A reference for the dispatch order: the old algorithm, which scans every
- * list from its head on each call. Random operations on both must agree. */
+static enum sched_submit_result submit_rq(struct sched_item *it, int priority, uint64_t flow,
+                                          double tokens, int64_t now, struct sched_item **evicted)
+{
+	struct sched_request rq = {.cost_output = tokens, .flow = flow, .priority = priority};
+	return sched_submit(&lane, it, &rq, now, evicted);
+}
+
+START_TEST(priority_and_fair_share_order_the_queue)
+{
+	fixed_concurrency(1);
+	init_lane(AGENTS_OFF);
+	struct sched_item *ev;
+	for (int i = 0; i < 6; i++) /* flow 1: a backlog */
+		ck_assert_int_eq(submit_rq(&items[i], 0, 1, 0, 1000, &ev), SCHED_OK);
+	ck_assert_int_eq(submit_rq(&items[6], 0, 2, 0, 1000, &ev), SCHED_OK);  /* flow 2 */
+	ck_assert_int_eq(submit_rq(&items[7], 10, 1, 0, 1000, &ev), SCHED_OK); /* urgent */
+	ck_assert_int_eq(submit_rq(&items[8], -1, 3, 0, 1000, &ev), SCHED_OK); /* background */
+	int want[] = {7, 0, 6, 1, 2, 3, 4, 5, 8};
+	for (int k = 0; k < 9; k++) {
+		struct sched_item *it = sched_next(&lane, 1000 + k);
+		ck_assert_int_eq(idx(it), want[k]);
+		sched_complete(&lane, it, SCHED_SUCCESS, 1000 + k);
+	}
+	ck_assert(sched_lane_idle(&lane));
+	ck_assert_int_eq(sched_lane_heap_bytes(&lane), 0); /* the queue's tables are gone */
+}
+END_TEST
+
+START_TEST(a_due_retry_goes_first_in_its_own_priority)
+{
+	fixed_concurrency(1);
+	init_lane(AGENTS_OFF);
+	struct sched_item *ev;
+	submit_rq(&items[0], -5, 1, 0, 1000, &ev);
+	struct sched_item *it = sched_next(&lane, 1000);
+	sched_complete(&lane, it, SCHED_TRANSIENT, 1010);
+	sched_retry(&lane, it, 1100);
+	submit_rq(&items[1], 0, 1, 0, 1020, &ev);
+	submit_rq(&items[2], -5, 2, 0, 1020, &ev);
+	ck_assert_int_eq(idx(sched_next(&lane, 1200)), 1); /* priority 0 before the retry */
+	sched_complete(&lane, &items[1], SCHED_SUCCESS, 1210);
+	ck_assert_int_eq(idx(sched_next(&lane, 1220)), 0); /* the retry before its peers */
+}
+END_TEST
+
+START_TEST(a_full_queue_evicts_the_newest_of_the_lowest_priority)
+{
+	fixed_concurrency(1);
+	plan.queue.max_depth = 3;
+	init_lane(AGENTS_OFF);
+	struct sched_item *ev;
+	ck_assert_int_eq(submit_rq(&items[0], 0, 1, 0, 1000, &ev), SCHED_OK);
+	ck_assert_int_eq(submit_rq(&items[1], -2, 1, 0, 1001, &ev), SCHED_OK);
+	ck_assert_int_eq(submit_rq(&items[2], -2, 2, 0, 1002, &ev), SCHED_OK);
+	/* Not above the lowest waiting: the newcomer is the one refused. */
+	ck_assert_int_eq(submit_rq(&items[3], -2, 3, 0, 1003, &ev), SCHED_QUEUE_FULL);
+	ck_assert_ptr_null(ev);
+	ck_assert_int_eq(submit_rq(&items[3], -50, 3, 0, 1003, &ev), SCHED_QUEUE_FULL);
+	/* Above it: the newest of priority -2 makes room. */
+	ck_assert_int_eq(submit_rq(&items[3], 0, 3, 0, 1004, &ev), SCHED_OK);
+	ck_assert_ptr_eq(ev, &items[2]);
+	ck_assert_int_eq(items[2].state, SCHED_NONE);
+	ck_assert_int_eq(submit_rq(&items[4], 7, 3, 0, 1005, &ev), SCHED_OK);
+	ck_assert_ptr_eq(ev, &items[1]);
+	ck_assert_int_eq(submit_rq(&items[5], 1, 3, 0, 1006, &ev), SCHED_OK);
+	ck_assert_ptr_eq(ev, &items[3]); /* priority 0: the newest of them */
+	ck_assert_int_eq(sched_queue_depth(&lane), 3);
+	ck_assert_int_eq(lane.stats.rejected_queue_full, 5);
+	int want[] = {4, 5, 0};
+	for (int k = 0; k < 3; k++) {
+		struct sched_item *it = sched_next(&lane, 2000 + k);
+		ck_assert_int_eq(idx(it), want[k]);
+		sched_complete(&lane, it, SCHED_SUCCESS, 2000 + k);
+	}
+}
+END_TEST
+
+START_TEST(the_oldest_expires_first_whatever_its_priority)
+{
+	fixed_concurrency(1);
+	plan.queue.max_wait_s = 1;
+	init_lane(AGENTS_OFF);
+	struct sched_item *ev;
+	submit_rq(&items[0], 0, 1, 0, 1000, &ev);
+	ck_assert_ptr_eq(sched_next(&lane, 1000), &items[0]); /* keeps the slot */
+	submit_rq(&items[1], -3, 1, 0, 1100, &ev);
+	submit_rq(&items[2], 9, 1, 0, 1200, &ev);
+	submit_rq(&items[3], -3, 2, 0, 1300, &ev);
+	ck_assert_int_eq(sched_wake_at(&lane, 1500), 2100);
+	ck_assert_ptr_null(sched_expired(&lane, 2099));
+	ck_assert_ptr_eq(sched_expired(&lane, 2250), &items[1]);
+	ck_assert_ptr_eq(sched_expired(&lane, 2250), &items[2]);
+	ck_assert_ptr_null(sched_expired(&lane, 2250));
+	ck_assert_int_eq(sched_wake_at(&lane, 2250), 2300);
+}
+END_TEST
+
+START_TEST(the_eta_is_per_priority_and_fair_share)
+{
+	plan.max_requests_per_second = 10; /* 100 ms a request */
+	fixed_concurrency(100);
+	init_lane(AGENTS_OFF);
+	struct sched_item *ev;
+	for (int i = 0; i < 10; i++)
+		submit_rq(&items[i], 0, 1, 0, 1000, &ev);
+	submit_rq(&items[10], 5, 2, 0, 1000, &ev);
+	struct sched_request batch = {.flow = 1}, chat = {.flow = 3},
+	                     urgent = {.flow = 3, .priority = 6};
+	ck_assert_int_eq(sched_queue_eta_ms(&lane, &batch, 1000), 1100); /* 11 ahead */
+	ck_assert_int_eq(sched_queue_eta_ms(&lane, &chat, 1000), 200);   /* 1 + one turn */
+	ck_assert_int_eq(sched_queue_eta_ms(&lane, &urgent, 1000), 0);
+	ck_assert_int_eq(sched_queue_eta_ms(&lane, NULL, 1000), 1100);
+	ck_assert_int_eq(sched_priority_eta_ms(&lane, 0, 1000), 200);
+	ck_assert_int_eq(sched_priority_eta_ms(&lane, 5, 1000), 100); /* one turn of flow 2 */
+}
+END_TEST
+
+START_TEST(tokens_weigh_the_share_on_a_token_lane)
+{
+	fixed_concurrency(1);
+	init_lane(AGENTS_OFF);
+	struct sched_item *ev;
+	for (int i = 0; i < 4; i++)
+		submit_rq(&items[i], 0, 1, 4000, 1000, &ev); /* large */
+	for (int i = 4; i < 16; i++)
+		submit_rq(&items[i], 0, 2, 1000, 1000, &ev); /* small */
+	int large = 0;
+	for (int k = 0; k < 10; k++) {
+		struct sched_item *it = sched_next(&lane, 1000 + k);
+		large += idx(it) < 4;
+		sched_complete(&lane, it, SCHED_SUCCESS, 1000 + k);
+	}
+	ck_assert_int_eq(large, 2); /* 2 × 4000 tokens against 8 × 1000 */
+}
+END_TEST
+
+/* A reference for the dispatch order: every request scanned on each call,
+ * with its own bookkeeping of the fair-share tags (start-time fair queuing,
+ * cost 1). Random operations on both must agree. */
 #define REF_N 40
+#define REF_FLOWS 4
+#define REF_DEPTH 14
+static const int ref_prios[3] = {-1, 0, 2};
 struct ref_item {
 	int state; /* an enum sched_state */
 	bool retried, counted;
 	uint64_t order, agent;
+	int flow, prio; /* prio: an index into ref_prios */
+	double tag;
 	int64_t ready_ms, arrived_ms;
 };
 static struct ref_item ref[REF_N];
 static uint64_t ref_seq;
+static double ref_vtime[3], ref_finish[REF_FLOWS][3];
+static int ref_level_n[3], ref_flow_n[REF_FLOWS][3];
 
 static bool ref_busy(uint64_t agent)
 {
@@ -845,22 +997,96 @@ static bool ref_busy(uint64_t agent)
 	return false;
 }
 
-static int ref_first(bool retried, bool skip_busy)
+static bool ref_before(const struct ref_item *a, const struct ref_item *b)
 {
-	int best = -1;
-	for (int i = 0; i < REF_N; i++)
-		if (ref[i].state == SCHED_QUEUED && ref[i].retried == retried &&
-		    !(skip_busy && ref_busy(ref[i].agent)) &&
-		    (best < 0 || ref[i].order < ref[best].order))
-			best = i;
-	return best;
+	if (a->prio != b->prio)
+		return a->prio > b->prio;
+	if (a->retried != b->retried)
+		return a->retried;
+	if (!a->retried && a->tag != b->tag)
+		return a->tag < b->tag;
+	return a->order < b->order;
 }
 
 static int ref_eligible(void)
 {
 	bool skip = lane.agents_mode == AGENTS_SERIALIZE;
-	int i = ref_first(true, skip);
-	return i >= 0 ? i : ref_first(false, skip);
+	int best = -1;
+	for (int i = 0; i < REF_N; i++)
+		if (ref[i].state == SCHED_QUEUED && !(skip && ref_busy(ref[i].agent)) &&
+		    (best < 0 || ref_before(&ref[i], &ref[best])))
+			best = i;
+	return best;
+}
+
+/* The new request waiting longest; ties: the higher priority, then arrival. */
+static int ref_oldest(void)
+{
+	int best = -1;
+	for (int i = 0; i < REF_N; i++) {
+		const struct ref_item *r = &ref[i];
+		if (r->state != SCHED_QUEUED || r->retried)
+			continue;
+		if (best < 0 || r->arrived_ms < ref[best].arrived_ms ||
+		    (r->arrived_ms == ref[best].arrived_ms &&
+		     (r->prio > ref[best].prio ||
+		      (r->prio == ref[best].prio && r->order < ref[best].order))))
+			best = i;
+	}
+	return best;
+}
+
+static int ref_fresh_count(void)
+{
+	int n = 0;
+	for (int i = 0; i < REF_N; i++)
+		n += ref[i].state == SCHED_QUEUED && !ref[i].retried;
+	return n;
+}
+
+/* The newest new request of the lowest priority waiting. */
+static int ref_newest_lowest(void)
+{
+	int best = -1;
+	for (int i = 0; i < REF_N; i++) {
+		const struct ref_item *r = &ref[i];
+		if (r->state != SCHED_QUEUED || r->retried)
+			continue;
+		if (best < 0 || r->prio < ref[best].prio ||
+		    (r->prio == ref[best].prio && r->order > ref[best].order))
+			best = i;
+	}
+	return best;
+}
+
+static void ref_enter(int i, int flow, int prio, uint64_t agent, int64_t now)
+{
+	if (ref_level_n[prio]++ == 0)
+		ref_vtime[prio] = 0;
+	if (ref_flow_n[flow][prio]++ == 0)
+		ref_finish[flow][prio] = ref_vtime[prio];
+	double tag =
+	    ref_finish[flow][prio] > ref_vtime[prio] ? ref_finish[flow][prio] : ref_vtime[prio];
+	ref_finish[flow][prio] = tag + 1;
+	ref[i] = (struct ref_item){.state = SCHED_QUEUED,
+	                           .order = ++ref_seq,
+	                           .agent = lane.agents_mode == AGENTS_OFF ? 0 : agent,
+	                           .flow = flow,
+	                           .prio = prio,
+	                           .tag = tag,
+	                           .arrived_ms = now};
+}
+
+/* A queued request leaves its state (dispatched: its tag is the new V). */
+static void ref_leave(int i, bool dispatched)
+{
+	struct ref_item *r = &ref[i];
+	if (r->state == SCHED_QUEUED && !r->retried) {
+		if (dispatched && r->tag > ref_vtime[r->prio])
+			ref_vtime[r->prio] = r->tag;
+		ref_level_n[r->prio]--;
+		ref_flow_n[r->flow][r->prio]--;
+	}
 }
 
 static int ref_count(int state)
@@ -890,6 +1116,7 @@ static int ref_next(int64_t now, unsigned limit)
 		return -1;
 	int e = ref_eligible();
 	if (e >= 0) {
+		ref_leave(e, true);
 		ref[e].state = SCHED_IN_FLIGHT;
 		ref[e].counted = ref[e].agent != 0 && lane.agents_mode != AGENTS_OFF;
 	}
@@ -916,6 +1143,35 @@ static int pick(uint64_t *s, int state)
 	return -1;
 }
 
+/* One new request, on both sides: the answer, and what it evicted. */
+static void ref_submit(struct sched_item *its, int i, uint64_t *s, int64_t now)
+{
+	uint64_t agent = rnd(s) % 4;
+	int flow = (int)(rnd(s) % REF_FLOWS), prio = (int)(rnd(s) % 3);
+	enum sched_submit_result want = SCHED_OK;
+	int want_evicted = -1;
+	if (lane.agents_mode == AGENTS_REJECT && ref_busy(agent)) {
+		want = SCHED_AGENT_BUSY;
+	} else if (ref_fresh_count() >= REF_DEPTH) {
+		int low = ref_newest_lowest();
+		if (ref[low].prio < prio)
+			want_evicted = low;
+		else
+			want = SCHED_QUEUE_FULL;
+	}
+	struct sched_request rq = {
+	    .agent = agent, .flow = (uint64_t)flow, .priority = ref_prios[prio]};
+	struct sched_item *ev;
+	ck_assert_int_eq(sched_submit(&lane, &its[i], &rq, now, &ev), want);
+	ck_assert_int_eq(ev == NULL ? -1 : (int)(ev - its), want_evicted);
+	if (want_evicted >= 0) {
+		ref_leave(want_evicted, false);
+		ref[want_evicted].state = SCHED_NONE;
+	}
+	if (want == SCHED_OK)
+		ref_enter(i, flow, prio, agent, now);
+}
+
 START_TEST(dispatch_order_matches_a_full_scan)
 {
 	static struct sched_item its[REF_N];
@@ -923,30 +1179,21 @@ START_TEST(dispatch_order_matches_a_full_scan)
 	const unsigned limit = 4;
 	const int64_t max_wait = 3000;
 	plan.queue.max_wait_s = 3;
-	plan.queue.max_depth = REF_N;
+	plan.queue.max_depth = REF_DEPTH;
 	fixed_concurrency(limit);
 	uint64_t s = 0x2545f4914f6cdd1dULL + (uint64_t)_i;
 	init_lane(AGENTS_SERIALIZE);
 	memset(ref, 0, sizeof(ref));
+	memset(ref_level_n, 0, sizeof(ref_level_n));
+	memset(ref_flow_n, 0, sizeof(ref_flow_n));
 	ref_seq = 0;
 	int64_t now = 1000;
 	for (int step = 0; step < 20000; step++) {
 		int r = (int)(rnd(&s) % 100);
 		if (r < 30) {
 			int i = pick(&s, SCHED_NONE);
-			if (i < 0)
-				continue;
-			uint64_t agent = rnd(&s) % 4;
-			enum sched_submit_result want = SCHED_OK;
-			if (lane.agents_mode == AGENTS_REJECT && ref_busy(agent))
-				want = SCHED_AGENT_BUSY;
-			ck_assert_int_eq(sched_submit(&lane, &its[i], 0, 0, agent, now), want);
-			if (want == SCHED_OK)
-				ref[i] = (struct ref_item){
-				    .state = SCHED_QUEUED,
-				    .order = ++ref_seq,
-				    .agent = lane.agents_mode == AGENTS_OFF ? 0 : agent,
-				    .arrived_ms = now};
+			if (i >= 0)
+				ref_submit(its, i, &s, now);
 		} else if (r < 55) {
 			struct sched_item *got = sched_next(&lane, now);
 			int want = ref_next(now, limit);
@@ -971,17 +1218,19 @@ START_TEST(dispatch_order_matches_a_full_scan)
 			if (i < 0)
 				continue;
 			sched_cancel(&lane, &its[i]);
+			ref_leave(i, false);
 			ref[i].state = SCHED_NONE;
 		} else if (r < 88) {
 			now += (int64_t)(rnd(&s) % 700);
 		} else if (r < 93) {
 			for (;;) {
-				int h = ref_first(false, false);
+				int h = ref_oldest();
 				int want = h >= 0 && ref[h].arrived_ms + max_wait <= now ? h : -1;
 				struct sched_item *got = sched_expired(&lane, now);
 				ck_assert_int_eq(got == NULL ? -1 : (int)(got - its), want);
 				if (want < 0)
 					break;
+				ref_leave(want, false);
 				ref[want].state = SCHED_NONE;
 			}
 		} else if (r < 95) {
@@ -991,7 +1240,7 @@ START_TEST(dispatch_order_matches_a_full_scan)
 			for (int i = 0; i < REF_N; i++)
 				if (ref[i].state == SCHED_RETRY_WAIT && ref[i].ready_ms < want)
 					want = ref[i].ready_ms;
-			int h = ref_first(false, false);
+			int h = ref_oldest();
 			if (h >= 0 && ref[h].arrived_ms + max_wait < want)
 				want = ref[h].arrived_ms + max_wait;
 			if ((unsigned)ref_count(SCHED_IN_FLIGHT) < limit && ref_eligible() >= 0 &&
@@ -1000,7 +1249,8 @@ START_TEST(dispatch_order_matches_a_full_scan)
 			ck_assert_int_eq(sched_wake_at(&lane, now), want);
 		}
 		ck_assert_int_eq(lane.in_flight, ref_count(SCHED_IN_FLIGHT));
-		ck_assert_int_eq(lane.n_waiting, ref_count(SCHED_RETRY_WAIT));
+		ck_assert_int_eq(lane.waiting.n, ref_count(SCHED_RETRY_WAIT));
+		ck_assert_int_eq(sched_queue_depth(&lane), ref_fresh_count());
 		ck_assert(sched_lane_idle(&lane) == (ref_count(SCHED_NONE) == REF_N));
 	}
 	for (int i = 0; i < REF_N; i++) {
@@ -1008,6 +1258,7 @@ START_TEST(dispatch_order_matches_a_full_scan)
 		sched_complete(&lane, &its[i], SCHED_ABORTED, now);
 	}
 	ck_assert(sched_lane_idle(&lane));
+	ck_assert_int_eq(sched_lane_heap_bytes(&lane) > 0, lane.agents != NULL);
 }
 END_TEST
 
@@ -1051,6 +1302,12 @@ static Suite *sched_suite(void)
 	tcase_add_test(tc, many_agents_are_all_serialized);
 	tcase_add_test(tc, learned_budgets_allocated_on_first_report);
 	tcase_add_test(tc, idle_list_follows_the_lane);
+	tcase_add_test(tc, priority_and_fair_share_order_the_queue);
+	tcase_add_test(tc, a_due_retry_goes_first_in_its_own_priority);
+	tcase_add_test(tc, a_full_queue_evicts_the_newest_of_the_lowest_priority);
+	tcase_add_test(tc, the_oldest_expires_first_whatever_its_priority);
+	tcase_add_test(tc, the_eta_is_per_priority_and_fair_share);
+	tcase_add_test(tc, tokens_weigh_the_share_on_a_token_lane);
 	tcase_add_loop_test(tc, dispatch_order_matches_a_full_scan, 0, 8);
 	suite_add_tcase(s, tc);
 	return s;
