@@ -564,7 +564,9 @@ static int put_pace(json_t *o, const struct plan_result *r)
 	             r->unbounded ? json_null() : json_string(plan_limit_name(r->binding)));
 	rc |= put(o, "unbounded", json_boolean(r->unbounded));
 	rc |= put(o, "throughput_rps", json_num(r->throughput_rps));
-	rc |= put(o, "throughput_rpm", json_num(r->throughput_rps * 60));
+	/* From the interval, not the rate: 60000 / 60 is 1000, 16.67 x 60 is not. */
+	rc |=
+	    put(o, "throughput_rpm", json_num(r->unbounded ? INFINITY : 60000.0 / r->interval_ms));
 	rc |= put(o, "interval_ms", json_num(r->interval_ms));
 	rc |= put(o, "effective_concurrency", json_integer((json_int_t)r->effective_concurrency));
 	rc |= put(o, "workers", json_integer((json_int_t)r->workers));
