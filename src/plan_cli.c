@@ -20,7 +20,7 @@
 extern char **environ;
 
 #define EXIT_FITS 0
-#define EXIT_FAILURE_IO 1
+#define EXIT_ERROR 1
 #define EXIT_USAGE 2
 #define EXIT_DOES_NOT_FIT 3
 
@@ -341,7 +341,7 @@ static struct config *plan_from_config(const struct cli *cli, const char *key,
 {
 	struct config *cfg = config_load(cli->config_path, environ, err, errlen);
 	if (cfg == NULL) {
-		*status = EXIT_FAILURE_IO;
+		*status = EXIT_ERROR;
 		return NULL;
 	}
 	const char *name = cli->provider ? cli->provider : cfg->default_provider;
@@ -382,15 +382,18 @@ static int report(const struct cli *cli, const struct plan_input *in, const stru
 		fprintf(stderr, "pacerd plan: %s\n", err);
 		return EXIT_USAGE;
 	}
+	int rc = 0;
 	if (cli->json) {
-		if (plan_report_json(stdout, in, &r, src) != 0) {
-			fprintf(stderr, "pacerd plan: cannot write the report\n");
-			return EXIT_FAILURE_IO;
-		}
+		rc = plan_report_json(stdout, in, &r, src);
 	} else {
 		bool utf8 =
 		    plan_report_utf8_locale(getenv("LC_ALL"), getenv("LC_CTYPE"), getenv("LANG"));
 		plan_report_text(stdout, in, &r, src, cli->ascii || !utf8);
+	}
+	/* A report cut short (a full disk, a closed pipe) must not pass for one. */
+	if (rc != 0 || fflush(stdout) != 0 || ferror(stdout)) {
+		fprintf(stderr, "pacerd plan: cannot write the report\n");
+		return EXIT_ERROR;
 	}
 	return r.fits ? EXIT_FITS : EXIT_DOES_NOT_FIT;
 }
