@@ -1,6 +1,7 @@
 /* main — command line, daemon lifecycle and signals.
  *
  *   pacerd [-c FILE] [--listen ADDR] [--check-config] [--version] [--help]
+ *   pacerd plan --requests N [...]   the pre-flight report (plan_cli.h)
  *
  * Precedence of settings: command line > PACERD_* environment > file > built-in
  * defaults. SIGTERM/SIGINT drain (stop accepting, let requests in flight finish
@@ -20,6 +21,7 @@
 #include "config.h"
 #include "log.h"
 #include "notify.h"
+#include "plan_cli.h"
 #include "server.h"
 #include "upstream.h"
 
@@ -46,12 +48,15 @@ static void usage(FILE *out)
 {
 	fprintf(out,
 	        "usage: pacerd [-c FILE] [--listen ADDR] [--check-config] [--version] [--help]\n"
+	        "       pacerd plan --requests N [LIMITS] [--time-budget DURATION] [--json]\n"
 	        "\n"
 	        "  -c, --config FILE   configuration file (default: conf/pacerd.yaml beside the\n"
 	        "                      build tree, else /etc/pacerd/pacerd.yaml, else built-in)\n"
 	        "  --listen ADDR       listen address, overrides the file and PACERD_LISTEN\n"
 	        "  --check-config      validate the configuration and exit (0 = valid)\n"
-	        "  --version           print the version and exit\n");
+	        "  --version           print the version and exit\n"
+	        "  plan ...            the pre-flight report of a run: duration, throughput,\n"
+	        "                      the binding limit (pacerd plan --help)\n");
 }
 
 /* conf/pacerd.yaml beside the build tree the binary runs from (build/pacerd ->
@@ -326,6 +331,8 @@ int main(int argc, char **argv)
 	bool check_only = false;
 	char pathbuf[PATH_MAX + 32];
 
+	if (argc > 1 && strcmp(argv[1], "plan") == 0)
+		return plan_main(argc - 1, argv + 1);
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		if ((strcmp(a, "-c") == 0 || strcmp(a, "--config") == 0) && i + 1 < argc) {
