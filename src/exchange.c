@@ -80,6 +80,7 @@ struct exchange {
 	char key_id[ROUTE_KEY_ID_SIZE];
 	char request_id[HREQ_ID_MAX + 1];
 	char agent[AGENT_MAX];
+	int priority; /* x-pacer-priority or the agent's; logged when not 0 */
 
 	/* Scheduling. */
 	struct sched_lane *lane;
@@ -194,6 +195,8 @@ static bool log_begin_x(struct log_line *l, enum log_level level, const char *ev
 	log_str(l, "key", x->key_id);
 	if (x->agent[0])
 		log_str(l, "agent", x->agent);
+	if (x->priority != 0)
+		log_int(l, "priority", x->priority);
 	return true;
 }
 
@@ -769,6 +772,7 @@ void exchange_start(struct exchanges *xs, struct hreq *client, const struct exch
 	route_key_id(in->key_hash, x->key_id);
 	if (in->agent != NULL)
 		copy_str(x->agent, sizeof(x->agent), in->agent);
+	x->priority = in->priority;
 	tokens_sse_init(&x->sse_scan);
 	x->next = xs->live;
 	if (xs->live)

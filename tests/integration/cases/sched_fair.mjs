@@ -187,6 +187,9 @@ export const tests = [
       assert.ok(st.priorities[0].eta_ms < st.priorities[1].eta_ms, 'the ETA is per priority');
       const v = await vip;
       assert.equal(v.status, 200);
+      await waitFor(async () => p.logs().some((l) => l.event === 'request' && l.agent === 'vip'), { timeout_ms: 2000 * SLOW, what: 'the vip request line' });
+      assert.equal(p.logs().find((l) => l.event === 'request' && l.agent === 'vip').priority, 5, 'the request line carries the priority');
+      assert.equal(p.logs().filter((l) => l.event === 'evicted').length, 1, 'one evicted line');
       const order = (await mock.requests()).map((r) => recHeader(r, 'x-scen'));
       assert.deepEqual(order.slice(0, 2), ['q0', 'vip'], 'the vip request goes next');
       ac.abort();
