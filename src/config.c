@@ -667,6 +667,7 @@ static const struct opt key_opts[] = {
 static const struct opt admin_opts[] = {
     S("listen", struct config, admin.listen, check_listen_or_empty, "127.0.0.1:9090"),
     S("token", struct config, admin.token, check_any, ""),
+    U("top_lanes", struct config, admin.top_lanes, 0, 100000, 100),
     END,
 };
 
