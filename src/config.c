@@ -959,8 +959,8 @@ static void describe_number(const struct opt *o, bool integer, char *out, size_t
 	bool has_hi = integer ? (o->type == OPT_UINT && o->hi < NOMAX) : isfinite(o->hi);
 	if (has_hi)
 		snprintf(out, len, "%s %s in %c%g, %g%c", integer ? "an" : "a", what,
-		         (o->flags & OPT_LO_OPEN) ? '(' : '[',
-		         o->lo, o->hi, (o->flags & OPT_HI_OPEN) ? ')' : ']');
+		         (o->flags & OPT_LO_OPEN) ? '(' : '[', o->lo, o->hi,
+		         (o->flags & OPT_HI_OPEN) ? ')' : ']');
 	else if (o->lo == 0 && !(o->flags & OPT_LO_OPEN))
 		snprintf(out, len, "a non-negative %s", what);
 	else

@@ -86,7 +86,7 @@ struct exchange {
 	struct sched_lane *lane;
 	struct sched_item item;
 	int64_t t_start, t_dispatch, t_headers; /* monotonic ms */
-	int64_t t_first_dispatch; /* 0: never dispatched */
+	int64_t t_first_dispatch;               /* 0: never dispatched */
 	int64_t retry_deadline;
 
 	/* The current attempt. */
@@ -100,9 +100,9 @@ struct exchange {
 	bool want_usage;
 	bool sse; /* the response is an event stream: scan it */
 	struct tokens_sse sse_scan;
-	struct evbuffer *json; /* a JSON response, kept for its usage (capped) */
-	bool no_retry_hdr;     /* relay with x-should-retry: false */
-	long long tokens_used; /* the usage the answer reported, -1: none */
+	struct evbuffer *json;   /* a JSON response, kept for its usage (capped) */
+	bool no_retry_hdr;       /* relay with x-should-retry: false */
+	long long tokens_used;   /* the usage the answer reported, -1: none */
 	double tokens_estimated; /* the estimate charged before dispatch (0: none made) */
 
 	/* Relaying. */
@@ -149,7 +149,7 @@ struct exchanges {
 	struct config_ref *cref; /* the current configuration */
 	struct registry *reg;
 	struct metrics *metrics; /* per provider: what /metrics reports */
-	struct event *sweep; /* idle lane eviction */
+	struct event *sweep;     /* idle lane eviction */
 	struct event *reap;
 	struct exchange *live;
 	struct exchange *reap_list;

@@ -83,7 +83,7 @@ static const double attempts_bounds[] = {1, 2, 3, 5, 10};
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
 
 struct metrics_row {
-	char *name; /* the provider's; NULL: unused */
+	char *name;                       /* the provider's; NULL: unused */
 	const struct provider_conf *prov; /* of the configuration last bound, or NULL */
 	struct metrics_hist queue_wait, first_byte, duration, attempts;
 	double tokens_estimated;
@@ -136,7 +136,8 @@ void metrics_bind(struct metrics *m, const struct config *cfg)
 			r = &m->rows[m->n_rows++];
 			r->name = name;
 			metrics_hist_init(&r->queue_wait, queue_bounds, N_OF(queue_bounds));
-			metrics_hist_init(&r->first_byte, first_byte_bounds, N_OF(first_byte_bounds));
+			metrics_hist_init(&r->first_byte, first_byte_bounds,
+			                  N_OF(first_byte_bounds));
 			metrics_hist_init(&r->duration, duration_bounds, N_OF(duration_bounds));
 			metrics_hist_init(&r->attempts, attempts_bounds, N_OF(attempts_bounds));
 		}
@@ -359,8 +360,9 @@ static void provider_hists(struct evbuffer *out, const struct metrics *m, const 
 		const struct metrics_row *r = &m->rows[i];
 		char labels[256];
 		provider_label(labels, sizeof(labels), r->name);
-		metrics_hist_write(out, name, labels,
-		                   (const struct metrics_hist *)(const void *)((const char *)r + off));
+		metrics_hist_write(
+		    out, name, labels,
+		    (const struct metrics_hist *)(const void *)((const char *)r + off));
 	}
 }
 
@@ -409,7 +411,8 @@ int metrics_write(struct evbuffer *out, const struct metrics *m, const struct me
 	for (size_t i = 0; i < m->n_rows; i++) {
 		evbuffer_add_printf(out, "pacerd_tokens_reported_total{provider=");
 		metrics_label_value(out, m->rows[i].name);
-		evbuffer_add_printf(out, "} %llu\n", (unsigned long long)m->rows[i].tokens_reported);
+		evbuffer_add_printf(out, "} %llu\n",
+		                    (unsigned long long)m->rows[i].tokens_reported);
 	}
 
 	size_t n_lanes = registry_count(reg);

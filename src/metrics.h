@@ -58,7 +58,7 @@ struct metrics_request {
 	int64_t first_byte_ms; /* last dispatch to its answer's head */
 	int64_t duration_ms;   /* arrival to the end */
 	unsigned attempts;
-	double tokens_estimated; /* the estimate charged to the token gates (0: none) */
+	double tokens_estimated;   /* the estimate charged to the token gates (0: none) */
 	long long tokens_reported; /* the upstream's usage, -1: none */
 };
 

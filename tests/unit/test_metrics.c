@@ -172,11 +172,11 @@ START_TEST(series_survive_reload_by_name)
 	snprintf(line, sizeof(line), "pacerd_queue_wait_seconds_count{provider=\"%s\"} 2\n",
 	         pa->name);
 	ck_assert_msg(strstr(s, line) != NULL, "%s", s);
-	snprintf(line, sizeof(line),
-	         "pacerd_request_attempts_bucket{provider=\"%s\",le=\"1\"} 0\n", pa->name);
+	snprintf(line, sizeof(line), "pacerd_request_attempts_bucket{provider=\"%s\",le=\"1\"} 0\n",
+	         pa->name);
 	ck_assert_msg(strstr(s, line) != NULL, "%s", s);
-	snprintf(line, sizeof(line),
-	         "pacerd_request_attempts_bucket{provider=\"%s\",le=\"2\"} 3\n", pa->name);
+	snprintf(line, sizeof(line), "pacerd_request_attempts_bucket{provider=\"%s\",le=\"2\"} 3\n",
+	         pa->name);
 	ck_assert_msg(strstr(s, line) != NULL, "%s", s);
 	snprintf(line, sizeof(line), "pacerd_tokens_estimated_total{provider=\"%s\"} 120\n",
 	         pa->name);
