@@ -14,6 +14,7 @@
 #include "clock.h"
 #include "httpd.h"
 #include "log.h"
+#include "metrics.h"
 #include "registry.h"
 #include "server.h"
 
@@ -175,117 +176,27 @@ static void handle_status(struct admin *adm, struct hreq *req)
 
 /* ---- /metrics ---- */
 
-struct metrics_out {
-	struct evbuffer *buf;
-	const char *metric; /* the family being written */
-	int64_t now;
-};
-
-static void family(struct evbuffer *b, const char *name, const char *type, const char *help)
-{
-	evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
-
-static void lane_metric(struct sched_lane *lane, void *arg)
-{
-	struct metrics_out *m = arg;
-	const struct sched_lane_stats *st = &lane->stats;
-	const char *n = m->metric;
-	double v = 0;
-	if (strcmp(n, "pacerd_lane_queue_depth") == 0)
-		v = (double)sched_queue_depth(lane);
-	else if (strcmp(n, "pacerd_lane_in_flight") == 0)
-		v = (double)lane->in_flight;
-	else if (strcmp(n, "pacerd_lane_concurrency_limit") == 0)
-		v = sched_concurrency_limit(lane);
-	else if (strcmp(n, "pacerd_lane_dispatch_delay_ms") == 0)
-		v = (double)aimd_delay_ms(&lane->delay);
-	else if (strcmp(n, "pacerd_lane_dispatched_total") == 0)
-		v = (double)st->dispatched;
-	else if (strcmp(n, "pacerd_lane_retries_total") == 0)
-		v = (double)st->retries;
-	else if (strcmp(n, "pacerd_lane_capacity_signals_total") == 0)
-		v = (double)st->capacity_signals;
-	else if (strcmp(n, "pacerd_lane_queue_timeouts_total") == 0)
-		v = (double)st->queue_timeouts;
-	else if (strcmp(n, "pacerd_lane_rejected_total") == 0) {
-		evbuffer_add_printf(m->buf,
-		                    "%s{provider=\"%s\",key=\"%s\",reason=\"queue_full\"} %llu\n",
-		                    n, lane->provider->name, lane->key_id,
-		                    (unsigned long long)st->rejected_queue_full);
-		evbuffer_add_printf(m->buf,
-		                    "%s{provider=\"%s\",key=\"%s\",reason=\"agent_busy\"} %llu\n",
-		                    n, lane->provider->name, lane->key_id,
-		                    (unsigned long long)st->rejected_agent_busy);
-		return;
-	} else if (strcmp(n, "pacerd_lane_learned_rate_per_minute") == 0) {
-		for (int b = 0; b < RLH_N_BUDGETS; b++) {
-			const struct learned *lb = sched_learned(lane, b);
-			if (lb == NULL)
-				continue;
-			struct learned_view lv;
-			learned_view(lb, m->now, &lv);
-			evbuffer_add_printf(
-			    m->buf, "%s{provider=\"%s\",key=\"%s\",budget=\"%s\"} %.3f\n", n,
-			    lane->provider->name, lane->key_id, budget_names[b], lv.rate_per_min);
-		}
-		return;
-	}
-	evbuffer_add_printf(m->buf, "%s{provider=\"%s\",key=\"%s\"} %.17g\n", n,
-	                    lane->provider->name, lane->key_id, v);
-}
-
 static void handle_metrics(struct admin *adm, struct hreq *req)
 {
-	static const struct {
-		const char *name, *type, *help;
-	} lane_families[] = {
-	    {"pacerd_lane_queue_depth", "gauge", "Requests waiting in the lane's queue."},
-	    {"pacerd_lane_in_flight", "gauge", "Requests of the lane sent upstream, not finished."},
-	    {"pacerd_lane_concurrency_limit", "gauge", "The lane's adaptive concurrency limit."},
-	    {"pacerd_lane_dispatch_delay_ms", "gauge",
-	     "The lane's adaptive delay between dispatches."},
-	    {"pacerd_lane_dispatched_total", "counter", "Upstream attempts sent by the lane."},
-	    {"pacerd_lane_retries_total", "counter", "Attempts the lane scheduled again."},
-	    {"pacerd_lane_capacity_signals_total", "counter", "429/503/529 answers to the lane."},
-	    {"pacerd_lane_queue_timeouts_total", "counter", "Requests answered 504 queue_timeout."},
-	    {"pacerd_lane_rejected_total", "counter", "Requests refused by the lane, by reason."},
-	    {"pacerd_lane_learned_rate_per_minute", "gauge",
-	     "Refill rate inferred from rate-limit headers, per budget."},
-	};
 	struct server *srv = adm->srv;
 	struct server_stats st;
 	server_get_stats(srv, &st);
+	struct metrics_process p = {.draining = st.draining,
+	                            .in_flight = st.in_flight,
+	                            .connections = st.connections,
+	                            .accepted = st.accepted};
+	memcpy(p.responses, st.responses, sizeof(p.responses));
 	struct evbuffer *b = evbuffer_new();
-	if (b == NULL) {
+	if (b == NULL || metrics_write(b, server_metrics(srv), &p, server_lanes(srv),
+	                               server_config(srv)->admin.top_lanes, clock_now_ms()) != 0) {
+		if (b != NULL)
+			evbuffer_free(b);
 		reply(req, 500, "text/plain", "out of memory\n", 14);
 		return;
 	}
-	family(b, "pacerd_up", "gauge", "1 while pacerd runs.");
-	evbuffer_add_printf(b, "pacerd_up 1\n");
-	family(b, "pacerd_draining", "gauge", "1 while pacerd drains before exiting.");
-	evbuffer_add_printf(b, "pacerd_draining %d\n", st.draining ? 1 : 0);
-	family(b, "pacerd_in_flight_requests", "gauge", "Accepted requests not answered yet.");
-	evbuffer_add_printf(b, "pacerd_in_flight_requests %zu\n", st.in_flight);
-	family(b, "pacerd_connections", "gauge", "Open client connections.");
-	evbuffer_add_printf(b, "pacerd_connections %zu\n", st.connections);
-	family(b, "pacerd_connections_accepted_total", "counter", "Client connections accepted.");
-	evbuffer_add_printf(b, "pacerd_connections_accepted_total %llu\n",
-	                    (unsigned long long)st.accepted);
-	family(b, "pacerd_lanes", "gauge", "Lanes (provider, API key) known.");
-	evbuffer_add_printf(b, "pacerd_lanes %zu\n", registry_count(server_lanes(srv)));
-	family(b, "pacerd_responses_total", "counter", "Responses to clients, by status class.");
-	for (int c = 1; c <= 5; c++)
-		evbuffer_add_printf(b, "pacerd_responses_total{class=\"%dxx\"} %llu\n", c,
-		                    (unsigned long long)st.responses[c]);
-	struct metrics_out m = {.buf = b, .now = clock_now_ms()};
-	for (size_t i = 0; i < sizeof(lane_families) / sizeof(lane_families[0]); i++) {
-		family(b, lane_families[i].name, lane_families[i].type, lane_families[i].help);
-		m.metric = lane_families[i].name;
-		registry_foreach(server_lanes(srv), lane_metric, &m);
-	}
 	size_t len = evbuffer_get_length(b);
-	reply(req, 200, "text/plain; version=0.0.4", (const char *)evbuffer_pullup(b, -1), len);
+	reply(req, 200, "text/plain; version=0.0.4; charset=utf-8",
+	      (const char *)evbuffer_pullup(b, -1), len);
 	evbuffer_free(b);
 }
 

@@ -667,6 +667,7 @@ static const struct opt key_opts[] = {
 static const struct opt admin_opts[] = {
     S("listen", struct config, admin.listen, check_listen_or_empty, "127.0.0.1:9090"),
     S("token", struct config, admin.token, check_any, ""),
+    U("top_lanes", struct config, admin.top_lanes, 0, 100000, 100),
     END,
 };
 
@@ -957,8 +958,9 @@ static void describe_number(const struct opt *o, bool integer, char *out, size_t
 	const char *what = integer ? "integer" : "number";
 	bool has_hi = integer ? (o->type == OPT_UINT && o->hi < NOMAX) : isfinite(o->hi);
 	if (has_hi)
-		snprintf(out, len, "a %s in %c%g, %g%c", what, (o->flags & OPT_LO_OPEN) ? '(' : '[',
-		         o->lo, o->hi, (o->flags & OPT_HI_OPEN) ? ')' : ']');
+		snprintf(out, len, "%s %s in %c%g, %g%c", integer ? "an" : "a", what,
+		         (o->flags & OPT_LO_OPEN) ? '(' : '[', o->lo, o->hi,
+		         (o->flags & OPT_HI_OPEN) ? ')' : ']');
 	else if (o->lo == 0 && !(o->flags & OPT_LO_OPEN))
 		snprintf(out, len, "a non-negative %s", what);
 	else

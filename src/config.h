@@ -116,6 +116,7 @@ struct config {
 	struct {
 		char *listen; /* "" = disabled */
 		char *token;
+		unsigned top_lanes; /* /metrics: pacerd_lane_* series for this many lanes at most */
 	} admin;
 	struct {
 		enum log_level level;

@@ -44,6 +44,7 @@
 #include "grow.h"
 #include "headers.h"
 #include "log.h"
+#include "metrics.h"
 #include "retry.h"
 #include "sched.h"
 #include "tokens.h"
@@ -86,6 +87,7 @@ struct exchange {
 	struct sched_lane *lane;
 	struct sched_item item;
 	int64_t t_start, t_dispatch, t_headers; /* monotonic ms */
+	int64_t t_first_dispatch;               /* 0: never dispatched */
 	int64_t retry_deadline;
 
 	/* The current attempt. */
@@ -99,9 +101,10 @@ struct exchange {
 	bool want_usage;
 	bool sse; /* the response is an event stream: scan it */
 	struct tokens_sse sse_scan;
-	struct evbuffer *json; /* a JSON response, kept for its usage (capped) */
-	bool no_retry_hdr;     /* relay with x-should-retry: false */
-	long long tokens_used; /* the usage the answer reported, -1: none */
+	struct evbuffer *json;   /* a JSON response, kept for its usage (capped) */
+	bool no_retry_hdr;       /* relay with x-should-retry: false */
+	long long tokens_used;   /* the usage the answer reported, -1: none */
+	double tokens_estimated; /* the estimate charged before dispatch (0: none made) */
 
 	/* Relaying. */
 	bool started;     /* the client's response has begun: the answer is final */
@@ -146,7 +149,8 @@ struct exchanges {
 	struct upstream *up;
 	struct config_ref *cref; /* the current configuration */
 	struct registry *reg;
-	struct event *sweep; /* idle lane eviction */
+	struct metrics *metrics; /* per provider: what /metrics reports */
+	struct event *sweep;     /* idle lane eviction */
 	struct event *reap;
 	struct exchange *live;
 	struct exchange *reap_list;
@@ -259,6 +263,23 @@ static void log_request(struct exchange *x)
 	log_end(&l);
 }
 
+/* The request's part of /metrics, counted where its access log line is
+ * written: once per request. */
+static void observe(const struct exchange *x)
+{
+	int64_t now = now_ms();
+	struct metrics_request r = {
+	    .queue_ms = x->t_first_dispatch ? x->t_first_dispatch - x->t_start : -1,
+	    .first_byte_ms =
+	        x->t_dispatch && x->t_headers >= x->t_dispatch ? x->t_headers - x->t_dispatch : -1,
+	    .duration_ms = now - x->t_start,
+	    .attempts = x->item.attempts,
+	    .tokens_estimated = x->tokens_estimated,
+	    .tokens_reported = x->tokens_used,
+	};
+	metrics_observe(x->xs->metrics, x->route.provider, &r);
+}
+
 /* ---- the one teardown ---- */
 
 static void exchange_destroy(struct exchange *x)
@@ -355,6 +376,7 @@ static void finish(struct exchange *x)
 	}
 	x->state = XS_DONE;
 	log_request(x);
+	observe(x);
 	x->client = NULL;
 	x->body = NULL;
 	if (x->prev)
@@ -547,6 +569,8 @@ static void dispatch(struct exchange *x)
 	reset_attempt(x);
 	x->state = XS_UPSTREAM;
 	x->t_dispatch = now_ms();
+	if (x->t_first_dispatch == 0)
+		x->t_first_dispatch = x->t_dispatch;
 	log_lane_event(x, "acquired", LOG_DEBUG, "active_slots", (long long)x->lane->in_flight);
 	x->xfer = upstream_start(x->xs->up, &ur, &relay_handler, x);
 	if (x->xfer == NULL) {
@@ -832,6 +856,7 @@ void exchange_start(struct exchanges *xs, struct hreq *client, const struct exch
 	}
 	rq.cost_prompt = (double)cost.prompt;
 	rq.cost_output = (double)cost.output;
+	x->tokens_estimated = rq.cost_prompt + rq.cost_output;
 	day_tick(lane, now);
 
 	struct sched_item *evicted;
@@ -1360,6 +1385,7 @@ void exchanges_reconfigure(struct exchanges *xs, struct config_ref *cref)
 {
 	struct config_ref *old = xs->cref;
 	xs->cref = config_ref_get(cref);
+	metrics_bind(xs->metrics, cref->cfg);
 	registry_foreach(xs->reg, reconfigure_lane, xs);
 	config_ref_put(old);
 }
@@ -1384,10 +1410,13 @@ struct exchanges *exchanges_new(struct event_base *base, struct upstream *up,
 	xs->up = up;
 	xs->cref = config_ref_get(cref);
 	xs->reg = registry_new();
+	xs->metrics = metrics_new();
+	if (xs->metrics != NULL)
+		metrics_bind(xs->metrics, cref->cfg);
 	xs->reap = event_new(base, -1, 0, on_reap, xs);
 	xs->sweep = event_new(base, -1, EV_PERSIST, on_sweep, xs);
 	xs->rng = ((uint64_t)arc4random() << 32) | arc4random() | 1;
-	if (xs->reg == NULL || xs->reap == NULL || xs->sweep == NULL) {
+	if (xs->reg == NULL || xs->metrics == NULL || xs->reap == NULL || xs->sweep == NULL) {
 		exchanges_free(xs);
 		return NULL;
 	}
@@ -1421,6 +1450,11 @@ struct registry *exchanges_lanes(const struct exchanges *xs)
 	return xs->reg;
 }
 
+const struct metrics *exchanges_metrics(const struct exchanges *xs)
+{
+	return xs->metrics;
+}
+
 void exchanges_free(struct exchanges *xs)
 {
 	if (xs == NULL)
@@ -1439,6 +1473,7 @@ void exchanges_free(struct exchanges *xs)
 		event_free(xs->reap);
 	if (xs->sweep != NULL)
 		event_free(xs->sweep);
+	metrics_free(xs->metrics);
 	config_ref_put(xs->cref);
 	free(xs);
 }

@@ -19,6 +19,7 @@
 #include "upstream.h"
 
 struct exchanges;
+struct metrics;
 
 /* What intake found out about a request. */
 struct exchange_intake {
@@ -50,5 +51,7 @@ size_t exchanges_live(const struct exchanges *xs);
 size_t exchanges_lane_count(const struct exchanges *xs);
 /* The lanes, read-only, for /status and /metrics. */
 struct registry *exchanges_lanes(const struct exchanges *xs);
+/* Per-provider histograms and counters, read-only, for /metrics. */
+const struct metrics *exchanges_metrics(const struct exchanges *xs);
 
 #endif

@@ -333,6 +333,11 @@ struct registry *server_lanes(const struct server *srv)
 	return exchanges_lanes(srv->xs);
 }
 
+const struct metrics *server_metrics(const struct server *srv)
+{
+	return exchanges_metrics(srv->xs);
+}
+
 void server_free(struct server *srv)
 {
 	if (srv == NULL)

@@ -14,6 +14,7 @@
 #include "upstream.h"
 
 struct server;
+struct metrics;
 
 /* Binds cfg->listen and starts accepting. The server takes the configuration
  * over (it frees it, also on failure). NULL with err set on failure. */
@@ -48,5 +49,7 @@ struct server_stats {
 void server_get_stats(const struct server *srv, struct server_stats *st);
 /* The lane table, for /status and /metrics. */
 struct registry *server_lanes(const struct server *srv);
+/* Per-provider histograms and counters, for /metrics. */
+const struct metrics *server_metrics(const struct server *srv);
 
 #endif

@@ -135,6 +135,7 @@ static void check_defaults(const struct config *c)
 	ck_assert_str_eq(c->listen, "127.0.0.1:8080");
 	ck_assert_str_eq(c->admin.listen, "127.0.0.1:9090");
 	ck_assert_str_eq(c->admin.token, "");
+	ck_assert_uint_eq(c->admin.top_lanes, 100);
 	ck_assert_int_eq(c->log.level, LOG_INFO);
 	ck_assert_str_eq(c->log.file, "-");
 	ck_assert_uint_eq(c->limits.max_body_bytes, 33554432);
@@ -248,6 +249,7 @@ static const char full_yaml[] =
     "admin:\n"
     "  listen: 0.0.0.0:9091\n"
     "  token: s3cret\n"
+    "  top_lanes: 7\n"
     "log: {level: debug, file: /var/log/pacerd.log}\n"
     "limits:\n"
     "  max_body_bytes: 1048576\n"
@@ -314,6 +316,7 @@ START_TEST(full_file_every_key)
 	ck_assert_str_eq(c->listen, "[::1]:8081");
 	ck_assert_str_eq(c->admin.listen, "0.0.0.0:9091");
 	ck_assert_str_eq(c->admin.token, "s3cret");
+	ck_assert_uint_eq(c->admin.top_lanes, 7);
 	ck_assert_int_eq(c->log.level, LOG_DEBUG);
 	ck_assert_str_eq(c->log.file, "/var/log/pacerd.log");
 	ck_assert_uint_eq(c->limits.max_body_bytes, 1048576);
@@ -538,6 +541,10 @@ static const struct bad {
      "2:19: limits.max_body_bytes: expected an integer >= 1, got '99999999999999999999'"},
     {"limits: {max_connections: 0}\n",
      "1:27: limits.max_connections: expected an integer >= 1, got '0'"},
+    {"admin:\n  top_lanes: 100001\n",
+     "2:14: admin.top_lanes: expected an integer in [0, 100000], got '100001'"},
+    {"admin:\n  top_lanes: -1\n",
+     "2:14: admin.top_lanes: expected an integer in [0, 100000], got '-1'"},
     {"plans:\n  default:\n    burst: 0\n",
      "3:12: plans.default.burst: expected an integer >= 1, got '0'"},
     {"plans: {p: {max_concurrent: 0}}\n",
