@@ -31,7 +31,7 @@ struct top_model {
 	struct top_row *rows;
 	size_t n_rows;
 	enum top_sort sort;
-	char error[256];
+	char error[768];
 };
 
 struct top_model *top_model_new(void)
