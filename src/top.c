@@ -212,7 +212,7 @@ static enum poll_result poll_status(struct poller *p, json_t **out, char *err, s
 		         "%s: %ld: the admin listener refused the token (%s); set "
 		         "PACERD_ADMIN_TOKEN to its admin.token",
 		         p->url, status,
-		         getenv("PACERD_ADMIN_TOKEN") ? "PACERD_ADMIN_TOKEN" : "none was sent");
+		         p->headers != NULL ? "PACERD_ADMIN_TOKEN" : "none was sent");
 		return POLL_REFUSED;
 	}
 	if (status != 200) {
