@@ -4,6 +4,7 @@
 // second, `s` cycles the sort and `q` quits with the terminal restored.
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
 import { PACERD_BIN, SLOW, freePort, keyHash, sleep, tryConnect, waitFor } from '../lib.mjs';
 import { chatBody, keyEntry, runLoad, startPacerdFor, summarize } from '../load.mjs';
 
@@ -141,6 +142,33 @@ export const tests = [
 
       const sums = (await Promise.all(runs)).map(summarize);
       assert.ok(sums[0].ok > 0 && sums[1].ok > 0, JSON.stringify(sums.map((s) => s.statuses)));
+    },
+  },
+  {
+    name: 'under tmux: SIGTERM (and SIGINT) leave the screen and restore the terminal, exit 0',
+    timeout_ms: 30000,
+    fn: async (t) => {
+      const v = spawnSync('tmux', ['-V'], { encoding: 'utf8' });
+      assert.ok(!v.error && v.status === 0, `tmux is required for this test (scripts/install-deps.sh installs it): ${v.error?.message ?? v.stderr}`);
+      const { admin } = await pacerdWithAdmin(t, []);
+      const sock = `pacerd-test-${process.pid}-sig`;
+      t.defer(() => { try { tmux(sock, 'kill-server'); } catch { /* already gone */ } });
+      const modes = 'stty -a | tr " ;" "\\n\\n" | grep -E "^-?(icanon|echo|isig)$" | tr "\\n" " "';
+      for (const [i, sig] of ['SIGTERM', 'SIGINT'].entries()) {
+        const pidFile = `${t.dir}/top-${i}.pid`;
+        tmux(sock, '-f', '/dev/null', 'new-session', '-d', '-s', `sig${i}`, '-x', '120', '-y', '30',
+          `echo "before: $(${modes})"; sh -c 'echo $$ > ${pidFile}; PACERD_ADMIN_TOKEN=${TOKEN} exec ${PACERD_BIN} top --admin ${admin}'; echo "top-exit=$? after: $(${modes})"; sleep 30`);
+        const capture = () => tmux(sock, 'capture-pane', '-p', '-t', `sig${i}`);
+        await waitFor(() => capture().includes('PROVIDER'), { timeout_ms: 5000 * SLOW, what: 'the screen' });
+        const pid = Number(fs.readFileSync(pidFile, 'utf8'));
+        process.kill(pid, sig);
+        let after = '';
+        await waitFor(() => /top-exit=/.test(after = capture()), { timeout_ms: 3000 * SLOW, what: `top to exit on ${sig}; last:\n${after}` });
+        assert.match(after, /top-exit=0 /, after);
+        assert.equal(after.match(/after: (.*)/)[1].trim(), after.match(/before: (.*)/)[1].trim(), `${sig}: the terminal modes restored`);
+        assert.doesNotMatch(after, /PROVIDER/, `${sig}: the alternate screen was left`);
+      }
+      tmux(sock, 'kill-server');
     },
   },
 ];
