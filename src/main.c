@@ -2,6 +2,7 @@
  *
  *   pacerd [-c FILE] [--listen ADDR] [--check-config] [--version] [--help]
  *   pacerd plan --requests N [...]   the pre-flight report (plan_cli.h)
+ *   pacerd top [--admin ADDR] [...]  a live view of a running pacerd (top.h)
  *
  * Precedence of settings: command line > PACERD_* environment > file > built-in
  * defaults. SIGTERM/SIGINT drain (stop accepting, let requests in flight finish
@@ -23,6 +24,7 @@
 #include "notify.h"
 #include "plan_cli.h"
 #include "server.h"
+#include "top.h"
 #include "upstream.h"
 
 #include "version.h"
@@ -49,6 +51,7 @@ static void usage(FILE *out)
 	fprintf(out,
 	        "usage: pacerd [-c FILE] [--listen ADDR] [--check-config] [--version] [--help]\n"
 	        "       pacerd plan --requests N [LIMITS] [--time-budget DURATION] [--json]\n"
+	        "       pacerd top [--admin ADDR] [--interval SECONDS] [--count N]\n"
 	        "\n"
 	        "  -c, --config FILE   configuration file (default: conf/pacerd.yaml beside the\n"
 	        "                      build tree, else /etc/pacerd/pacerd.yaml, else built-in)\n"
@@ -56,7 +59,9 @@ static void usage(FILE *out)
 	        "  --check-config      validate the configuration and exit (0 = valid)\n"
 	        "  --version           print the version and exit\n"
 	        "  plan ...            the pre-flight report of a run: duration, throughput,\n"
-	        "                      the binding limit (pacerd plan --help)\n");
+	        "                      the binding limit (pacerd plan --help)\n"
+	        "  top ...             a live view of a running pacerd's admin /status: lanes,\n"
+	        "                      queues, rates, 429s (pacerd top --help)\n");
 }
 
 /* conf/pacerd.yaml beside the build tree the binary runs from (build/pacerd ->
@@ -333,6 +338,8 @@ int main(int argc, char **argv)
 
 	if (argc > 1 && strcmp(argv[1], "plan") == 0)
 		return plan_main(argc - 1, argv + 1);
+	if (argc > 1 && strcmp(argv[1], "top") == 0)
+		return top_main(argc - 1, argv + 1);
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		if ((strcmp(a, "-c") == 0 || strcmp(a, "--config") == 0) && i + 1 < argc) {
