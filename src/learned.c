@@ -111,7 +111,7 @@ static void classify(struct learned *l, int64_t now_ms, double r_now, int64_t a_
 
 static void reset_fit(struct learned *l)
 {
-	l->s_w = l->s_r = l->s_R = l->s_rr = l->s_rR = 0;
+	l->s_w = l->s_r = l->s_R = l->s_RR = l->s_rR = 0;
 	l->s_dr = l->s_r2 = 0;
 	l->rho = 0;
 	l->capacity = 0;
@@ -124,19 +124,26 @@ static void fit_anchored(struct learned *l)
 	l->rho = l->s_r2 > 0 ? l->s_dr / l->s_r2 : 0;
 }
 
-/* Free least squares of R = C − ρ·r into *rho, *cap. False when the resets in
- * memory no longer differ by more than their noise (a steady state: every
- * answer alike): the sums say nothing new. */
+/* Free least squares into *rho, *cap: the reset regressed on the remaining,
+ * r = (C − R) / ρ, not the other way round. A reported remaining is the
+ * budget rounded down to its quantum q (a bucket at 0.9 says 0), so the
+ * budget's level, and with it the reset, varies within a quantum at one R:
+ * that scatter is in r, and regressing R on r would read it as a flatter line
+ * (a burst of answers at R = 0 with resets from 905 to 1000 ms made ρ 600
+ * times too small). False when the remainings in memory no longer differ by
+ * more than their rounding (a steady state: every answer alike): the sums say
+ * nothing new. C comes out up to a quantum low for a rounded-down remaining:
+ * the safe side. */
 static bool free_fit(const struct learned *l, double *rho, double *cap)
 {
+	double q = remaining_quantum(l);
 	double mr = l->s_r / l->s_w, mR = l->s_R / l->s_w;
-	double var = l->s_rr / l->s_w - mr * mr;
+	double var = l->s_RR / l->s_w - mR * mR;
 	double cov = l->s_rR / l->s_w - mr * mR;
-	double spread = l->p.time_noise_ms / 2;
-	if (var <= spread * spread || var <= 0)
+	if (var <= q * q || var <= 0)
 		return false;
-	*rho = -cov / var;
-	*cap = mR + *rho * mr;
+	*rho = -var / cov; /* 1 / the ms a unit takes to come back */
+	*cap = mR + *rho * mr; /* the line passes through the means */
 	return isfinite(*rho) && *rho > 0 && isfinite(*cap) && *cap > 0;
 }
 
@@ -158,12 +165,19 @@ static void fit_free(struct learned *l)
 static void fit_with_limit(struct learned *l)
 {
 	double rho, cap;
-	l->short_window = l->n_obs >= LEARNED_SHORT_MIN_OBS &&
-	                  l->max_remaining < LEARNED_SHORT_SHARE * l->limit &&
-	                  free_fit(l, &rho, &cap) && cap < LEARNED_SHORT_SHARE * l->limit;
+	bool fit = free_fit(l, &rho, &cap);
+	/* Evidence decides; a steady state (no free fit) keeps the last
+	 * decision and estimate: answers that all say "0 left" once the pace
+	 * matches the bucket tell nothing about its size. */
+	if (l->max_remaining >= LEARNED_SHORT_SHARE * l->limit)
+		l->short_window = false;
+	else if (fit && l->n_obs >= LEARNED_SHORT_MIN_OBS)
+		l->short_window = cap < LEARNED_SHORT_SHARE * l->limit;
 	if (l->short_window) {
-		l->rho = rho;
-		l->capacity = cap;
+		if (fit) {
+			l->rho = rho;
+			l->capacity = cap;
+		}
 		return;
 	}
 	fit_anchored(l);
@@ -180,7 +194,7 @@ static void fit_add(struct learned *l, double r, double rem)
 	l->s_w = f * l->s_w + 1;
 	l->s_r = f * l->s_r + r;
 	l->s_R = f * l->s_R + rem;
-	l->s_rr = f * l->s_rr + r * r;
+	l->s_RR = f * l->s_RR + rem * rem;
 	l->s_rR = f * l->s_rR + r * rem;
 	if (l->limit > 0 && r > 0 && r >= 2 * l->p.time_noise_ms) {
 		double w = r / (r + l->p.time_noise_ms);

@@ -117,7 +117,7 @@ struct learned {
 	double limit, max_remaining;
 	bool thousands; /* every remaining seen so far is a multiple of 1000 */
 	/* forgetting least squares: through (0, L) when L is known, free otherwise */
-	double s_w, s_r, s_R, s_rr, s_rR; /* free fit sums over (r, R) */
+	double s_w, s_r, s_R, s_RR, s_rR; /* free fit sums over (r, R) */
 	double s_dr, s_r2;                /* anchored fit: Σ (L − R)·r, Σ r² */
 	double rho;                       /* units per ms, 0: unknown */
 	bool short_window; /* L is a per-window figure over a smaller bucket (learned.c) */

@@ -67,6 +67,46 @@ static void learn_short_window(struct learned *l)
 	see(l, 30, 1, 770, 300);
 }
 
+/* A burst into "600 RPM" enforced as a bucket of 10 refilling 10 per second,
+ * as a fresh lane sends it (64 at once, nothing known yet): 10 answers count
+ * down R = 9..0 with resets 100..1000 ms, 54 refusals say R = 0, reset ~1 s;
+ * then a stream of answers at R = 0 whose resets scatter over 905..1000 ms
+ * (the bucket's level anywhere in [0, 1)). The bucket stays 10 at 600/min: a
+ * fit of R on r read that scatter as a flat line, ρ 600 times too small, and
+ * held the lane for minutes; forgetting the burst must not bring back the 600
+ * the headers name as the capacity either. */
+START_TEST(a_burst_at_zero_keeps_the_small_bucket_and_its_rate)
+{
+	struct learned_params p;
+	learned_params_default(&p);
+	p.time_noise_ms = 50;
+	struct learned l;
+	learned_init(&l, &p);
+	double marks[64];
+	for (int i = 0; i < 64; i++)
+		marks[i] = learned_charge(&l, 0, 1);
+	for (int i = 0; i < 64; i++) {
+		double rem = i < 10 ? 9 - i : 0;
+		struct learned_obs o = obs(marks[i], rem, i < 10 ? (10 - rem) * 100 : 1000, 600);
+		learned_observe(&l, 3, &o);
+	}
+	learned_on_capacity_signal(&l, 3, LEARNED_PENALTY_HINTED);
+	for (int k = 0; k < 40; k++) {
+		int64_t t = 120 + 120 * k; /* a little slower than the pace (0.95 × 0.95 × 600/min) */
+		double m = learned_charge(&l, t, 1);
+		struct learned_obs o = obs(m, 0, 905 + (k * 37) % 95, 600);
+		learned_observe(&l, t + 3, &o);
+		struct learned_view v;
+		learned_view(&l, t + 3, &v);
+		ck_assert_msg(v.capacity > 8 && v.capacity < 12, "capacity %.2f after %d", v.capacity, k);
+		ck_assert_msg(v.rate_per_min > 540 && v.rate_per_min < 660, "rate %.1f/min after %d",
+		              v.rate_per_min, k);
+		/* never held past the bucket's next unit or two (the old fit: minutes) */
+		ck_assert_int_le(learned_ready_at(&l, t + 3, 1), t + 3 + 200);
+	}
+}
+END_TEST
+
 START_TEST(a_limit_far_above_the_bucket_is_not_its_capacity)
 {
 	struct learned l;
@@ -168,7 +208,11 @@ START_TEST(headroom_goes_at_once_then_paced)
 {
 	struct learned l;
 	learn_1000_per_min(&l); /* remaining 700 of 1000 (one unit since), threshold 10 % */
-	ck_assert_int_eq(spend_headroom(&l, 2000), 599); /* 699 left after the probe */
+	/* 699 left after the probe; the threshold, 10 % of 1000, falls exactly
+	 * on a unit, so the fit's last bit of rounding decides between 599 and 600 */
+	int spent = spend_headroom(&l, 2000);
+	ck_assert_int_ge(spent, 599);
+	ck_assert_int_le(spent, 600);
 	/* at the threshold: the pace gate starts idle, then 0.95 ρ */
 	ck_assert_int_eq(learned_ready_at(&l, 2000, 1), 2000);
 	learned_charge(&l, 2000, 1);
@@ -704,6 +748,7 @@ static Suite *learned_suite(void)
 	tcase_add_test(inf, nothing_known_nothing_held);
 	tcase_add_test(inf, two_observations_give_capacity_and_rate);
 	tcase_add_test(inf, a_limit_far_above_the_bucket_is_not_its_capacity);
+	tcase_add_test(inf, a_burst_at_zero_keeps_the_small_bucket_and_its_rate);
 	tcase_add_test(inf, a_drained_bucket_with_a_known_rate_waits_for_one_unit_not_the_reset);
 	tcase_add_test(inf, a_full_sized_bucket_keeps_its_limit);
 	tcase_add_test(inf, one_observation_with_limit_gives_rate);
