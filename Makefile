@@ -59,7 +59,7 @@ FUZZ_SAN      := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omi
 FUZZ_CFLAGS   := -std=c11 -D_GNU_SOURCE -g -O1 $(WARN) $(FUZZ_SAN)
 FUZZ_SECONDS  ?= 60
 
-.PHONY: all run test unit integration valgrind bench bench-lanes microbench deps node-deps clean format lint fuzz fuzz-run install
+.PHONY: all run demo test unit integration valgrind bench bench-lanes microbench deps node-deps clean format lint fuzz fuzz-run install
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/pacerd
@@ -124,6 +124,12 @@ integration: $(BUILD)/pacerd $(BUILD)/pacerd-mock
 test: node-deps
 	$(MAKE) all $(UNIT_BINS) $(BUILD)/pacerd-mock fuzz
 	BUILD=$(BUILD) FUZZ_BINS="$(FUZZ_BINS)" ./tests/run-all.sh $(UNIT_BINS)
+
+# make demo: the mock upstream at 60 RPM per key, pacerd in front with no plan,
+# pacerd top, 100 concurrent requests; ends by itself with a summary.
+demo: deps
+	$(MAKE) all $(BUILD)/pacerd-mock
+	BUILD=$(BUILD) ./scripts/demo.sh
 
 valgrind: node-deps
 	$(MAKE) all $(BUILD)/pacerd-mock
