@@ -108,7 +108,7 @@ mock() { curl -sS --max-time 5 "http://127.0.0.1:$mport/_mock/$1"; }
 mock_stat() { mock stats | grep -o "\"$1\":[0-9]*" | head -1 | cut -d: -f2; }
 
 # ---- pacerd in the container
-port=$(free_port) && aport=$(free_port) || die "no free port found"
+{ port=$(free_port) && aport=$(free_port); } || die "no free port found"
 [[ $port != "$aport" ]] || die "picked the same port twice"
 # Mounted as /etc/pacerd/pacerd.yaml, as a ConfigMap would be; the addresses come
 # from PACERD_* variables, which override the file.

@@ -15,7 +15,7 @@ fi
 PACERD_BIN=$BUILD/pacerd MOCK_BIN=$BUILD/pacerd-mock node tests/integration/run.mjs | tee "$int_out"; int_rc=$?
 ctr_rc=0
 if command -v podman >/dev/null 2>&1; then
-	BUILD=$BUILD MOCK_BIN=$BUILD/pacerd-mock ./scripts/container-test.sh | tee "$ctr_out"; ctr_rc=$?
+	MOCK_BIN=$BUILD/pacerd-mock ./scripts/container-test.sh | tee "$ctr_out"; ctr_rc=$?
 else
 	echo "container: not run (podman is missing)"
 fi
