@@ -5,6 +5,8 @@
 #   make test       install missing dependencies, build, run every unit and integration test
 #   make test SAN=1 the same under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make valgrind   integration suite with pacerd under valgrind (leaks are errors)
+#   make container-test  build the image with podman and test it against the mock
+#                   (make test runs it too when podman is installed)
 #   make bench      scripts/bench.sh: pacerd against nginx (throughput, CPU, latency,
 #                   system calls, SSE, idle streams, lanes); table + $(BUILD)/bench.json
 #   make bench-lanes  build build/bench-lanes (bytes per lane, dispatch time vs. lanes and depth)
@@ -59,7 +61,7 @@ FUZZ_SAN      := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omi
 FUZZ_CFLAGS   := -std=c11 -D_GNU_SOURCE -g -O1 $(WARN) $(FUZZ_SAN)
 FUZZ_SECONDS  ?= 60
 
-.PHONY: all run demo test unit integration valgrind bench bench-lanes microbench deps node-deps clean format lint fuzz fuzz-run install
+.PHONY: all run demo test unit integration container-test valgrind bench bench-lanes microbench deps node-deps clean format lint fuzz fuzz-run install
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/pacerd
@@ -120,7 +122,13 @@ unit: $(UNIT_BINS)
 integration: $(BUILD)/pacerd $(BUILD)/pacerd-mock
 	PACERD_BIN=$(BUILD)/pacerd MOCK_BIN=$(BUILD)/pacerd-mock node tests/integration/run.mjs
 
-# make test: set-up, then unit and integration tests; the last line is the total.
+# make container-test: scripts/container-test.sh (podman; the first run makes the
+# debian:12-slim base image with debootstrap, about 30 s, and builds the image).
+container-test: $(BUILD)/pacerd-mock
+	BUILD=$(BUILD) ./scripts/container-test.sh
+
+# make test: set-up, then unit, integration and (with podman) container tests;
+# the last line is the total.
 test: node-deps
 	$(MAKE) all $(UNIT_BINS) $(BUILD)/pacerd-mock fuzz
 	BUILD=$(BUILD) FUZZ_BINS="$(FUZZ_BINS)" ./tests/run-all.sh $(UNIT_BINS)
