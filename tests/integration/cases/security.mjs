@@ -1,0 +1,163 @@
+// Security (issue 10): API keys never leave pacerd except toward their upstream; the
+// admin token guards every admin path; pacerd is never an open proxy. Each test has a
+// mock and a pacerd of its own.
+import assert from 'node:assert/strict';
+import crypto from 'node:crypto';
+import http from 'node:http';
+import { SLOW, freePort, keyHash, rawHttp, request, runPacerd, sleep, streamRequest, tryConnect, waitFor } from '../lib.mjs';
+import { chatBody, keyEntry, send, startPacerdFor } from '../load.mjs';
+
+/** A pacerd whose openai and anthropic providers point at `mock`, with an admin port. */
+async function pacerdWithAdmin(t, mock, over = {}) {
+  const aport = await freePort();
+  const p = await startPacerdFor(t, mock, {
+    providers: { anthropic: { upstream: mock.url } },
+    ...over,
+    admin: { listen: `127.0.0.1:${aport}`, ...(over.admin ?? {}) },
+  });
+  await waitFor(async () => (await tryConnect(aport)) === 'open', { timeout_ms: 10000 * SLOW, what: 'the admin port' });
+  p.admin = `http://127.0.0.1:${aport}`;
+  return p;
+}
+
+/** The forms of a key that must never be written: itself, its base64 (both alphabets), its first 20 characters. */
+function needles(key) {
+  return [key, Buffer.from(key).toString('base64'), Buffer.from(key).toString('base64url'), key.slice(0, 20)];
+}
+
+function assertNoKey(where, text, keys) {
+  for (const k of keys)
+    for (const n of needles(k))
+      assert.ok(!text.includes(n), `${where} contains '${n}' (a form of an API key): …${text.slice(Math.max(0, text.indexOf(n) - 200), text.indexOf(n) + 100)}…`);
+}
+
+/** Everything of a response as text: status line, every header, the body. */
+const wire = (r) => `${r.status} ${JSON.stringify(r.headers ?? {})} ${r.rawHeaders ? JSON.stringify(r.rawHeaders) : ''} ${r.raw ? r.raw.toString('latin1') : ''} ${r.body ?? ''} ${r.error ?? ''}`;
+
+const ADMIN_TOKEN = 'adm-Tok3n-4b1e-92f0-security';
+
+export const tests = [
+  {
+    name: 'an API key (bearer and x-api-key) appears in no log line, no answer of pacerd, no /status, no /metrics, over every path',
+    timeout_ms: 40000,
+    fn: async (t) => {
+      const rnd = crypto.randomBytes(16).toString('hex');
+      const K1 = `sk-SECRET-canary-${rnd}-openai`; // Authorization: Bearer
+      const K2 = `sk-ant-SECRET-canary-${rnd}-anthropic`; // x-api-key
+      const keys = [K1, K2];
+      const mock = await t.startMock();
+      const retry = { max_attempts: 2, initial_delay_ms: 50, max_delay_ms: 200, deadline_s: 2 };
+      const p = await pacerdWithAdmin(t, mock, {
+        log: { level: 'debug' },
+        admin: { token: ADMIN_TOKEN },
+        plans: {
+          default: { retry, quota_probe_s: 1 },
+          // K2's lane: one at a time, 1 req/s, a queue of 2 (queue_full, deadline_unreachable).
+          tight: { retry, max_requests_per_second: 1, max_concurrent: 1, queue: { max_depth: 2 } },
+        },
+        keys: [{ ...keyEntry(K2, 'tight'), provider: 'anthropic' }],
+      });
+      const answers = []; // every answer the client saw: [label, wire text]
+      const seen = (label, r) => { answers.push([label, wire(r), r.status]); return r; };
+      const oai = (extra = {}, body = chatBody({ max_tokens: 4 }), path = '/v1/chat/completions') =>
+        send(`${p.url}${path}`, { headers: { authorization: `Bearer ${K1}`, 'content-type': 'application/json', ...extra }, body, timeout_ms: 15000 });
+      const antBody = (stream = false) => JSON.stringify({ model: 'claude-mock', max_tokens: 4, stream, messages: [{ role: 'user', content: 'hi' }] });
+      const ant = (extra = {}, body = antBody()) =>
+        send(`${p.url}/anthropic/v1/messages`, { headers: { 'x-api-key': K2, 'anthropic-version': '2023-06-01', 'content-type': 'application/json', ...extra }, body, timeout_ms: 15000 });
+
+      // Success, both keys; a key in the query string as well.
+      assert.equal(seen('ok openai', await oai()).status, 200);
+      assert.equal(seen('ok anthropic', await ant()).status, 200);
+      assert.equal(seen('query key', await send(`${p.url}/v1/models?key=${K1}`, { method: 'GET', headers: { authorization: `Bearer ${K1}` } })).status, 200);
+      // A 4xx from the upstream; a body the upstream rejects that carries the key itself
+      // (not JSON: pacerd's token estimate must not quote it).
+      assert.equal(seen('upstream 400', await oai({ 'x-mock-status': '400' })).status, 400);
+      assert.equal(seen('rejected body', await oai({ 'x-mock-status': '422' }, `{"model":"gpt-mock","messages":[{"role":"user","content":"${K1}"}`)).status, 422);
+      assert.equal(seen('upstream 401', await ant({ 'x-mock-status': '401', 'x-mock-error-type': 'authentication_error' })).status, 401);
+      // 5xx and 429, retried once then relayed; a reset before the headers: 502.
+      assert.equal(seen('upstream 500', await oai({ 'x-mock-status': '500' })).status, 500);
+      { const r = seen('upstream 429', await oai({ 'x-mock-status': '429', 'x-mock-header': 'retry-after: 1' })); assert.equal(r.status, 429, `${r.error} ${r.end - r.start} ms`); }
+      assert.equal(seen('upstream reset', await oai({ 'x-mock-reset': 'headers' })).status, 502);
+      // Streams, both dialects.
+      const s1 = await oai({}, chatBody({ stream: true }));
+      assert.equal(seen('stream openai', s1).status, 200);
+      assert.match(s1.body, /\[DONE\]/);
+      assert.equal(seen('stream anthropic', await ant({}, antBody(true))).status, 200);
+      // Intake's own refusals with a key on the request.
+      assert.equal(seen('priority', await oai({ 'x-pacer-priority': 'high' })).status, 400);
+      seen('foreign host', await rawHttp(p.port, `POST http://evil.example/v1/chat/completions HTTP/1.1\r\nHost: evil.example\r\nAuthorization: Bearer ${K1}\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}`));
+      seen('connect', await rawHttp(p.port, `CONNECT api.openai.com:443 HTTP/1.1\r\nHost: api.openai.com:443\r\nProxy-Authorization: Basic ${Buffer.from(`u:${K1}`).toString('base64')}\r\n\r\n`));
+      seen('smuggling', await rawHttp(p.port, `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${K1}\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}`));
+      // A reload (SIGHUP) while a request is in flight, and one through POST /reload.
+      const during = oai({ 'x-mock-delay-ms': '600' });
+      await waitFor(async () => (await mock.stats()).in_flight === 1, { timeout_ms: 3000 * SLOW, what: 'a request in flight' });
+      p.signal('SIGHUP');
+      assert.equal(seen('during reload', await during).status, 200);
+      assert.equal((await request(`${p.admin}/reload`, { method: 'POST', body: '', headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).status, 200);
+      await waitFor(() => p.logs().filter((l) => l.event === 'config_reloaded').length >= 2, { timeout_ms: 3000 * SLOW, what: 'two config_reloaded' });
+      // queue_full and deadline_unreachable on K2's tight lane: one in flight (held 1.5 s), one queued,
+      // one whose deadline is before its turn, one more queued, one refused.
+      const a1 = ant({ 'x-mock-delay-ms': '1500' });
+      await waitFor(async () => (await mock.stats()).in_flight === 1, { timeout_ms: 3000 * SLOW, what: 'K2 in flight' });
+      const a2 = ant();
+      await sleep(100);
+      const late = seen('deadline', await ant({ 'x-pacer-timeout-ms': '100' }));
+      assert.equal(late.status, 503, late.body);
+      assert.equal(JSON.parse(late.body).error.code, 'deadline_unreachable');
+      const a3 = ant();
+      await sleep(100);
+      const full = seen('queue_full', await ant());
+      assert.equal(full.status, 503, full.body);
+      assert.equal(JSON.parse(full.body).error.code, 'queue_full');
+      // A client that leaves while queued.
+      const gone = new AbortController();
+      const a4 = send(`${p.url}/anthropic/v1/messages`, { headers: { 'x-api-key': K2, 'content-type': 'application/json' }, body: antBody(), signal: gone.signal });
+      await sleep(50);
+      gone.abort();
+      for (const [i, r] of (await Promise.all([a1, a2, a3])).entries()) seen(`queued ${i}`, r);
+      await a4;
+      // A client that leaves in the middle of a stream.
+      const st = await streamRequest(`${p.url}/v1/chat/completions`, {
+        headers: { authorization: `Bearer ${K1}`, 'content-type': 'application/json', 'x-mock-chunks': '20', 'x-mock-chunk-ms': '100' },
+        body: chatBody({ stream: true }),
+      });
+      seen('left stream', { status: st.status, headers: st.headers });
+      await sleep(150);
+      st.req.destroy();
+      await waitFor(async () => (await mock.stats()).streams_aborted >= 1, { timeout_ms: 3000 * SLOW, what: 'the stream aborted upstream' });
+      // The quota runs out: the upstream's 429 insufficient_quota, then pacerd's own refusal.
+      await mock.configure({ quota_exhausted: true });
+      seen('quota upstream', await oai());
+      seen('quota pacerd', await oai());
+      await mock.configure({});
+      // The key offered as the admin token.
+      const wrongAdmin = seen('admin with the key', await request(`${p.admin}/status`, { headers: { authorization: `Bearer ${K1}` } }));
+      assert.equal(wrongAdmin.status, 401);
+
+      // /status and /metrics: the hash prefix, never the key.
+      const auth = { authorization: `Bearer ${ADMIN_TOKEN}` };
+      const status = await request(`${p.admin}/status`, { headers: auth });
+      const metrics = await request(`${p.admin}/metrics`, { headers: auth });
+      assert.equal(status.status, 200);
+      assert.equal(metrics.status, 200);
+      assert.ok(status.text().includes(`"key":"${keyHash(K1)}"`), `no lane ${keyHash(K1)} in /status: the test looks in the wrong place`);
+      assert.ok(status.text().includes(`"key":"${keyHash(K2)}"`), `no lane ${keyHash(K2)} in /status`);
+      assert.ok(metrics.text().includes(`key="${keyHash(K1)}"`), `no series for ${keyHash(K1)} in /metrics`);
+      assertNoKey('/status', wire(status), keys);
+      assertNoKey('/metrics', wire(metrics), keys);
+      for (const [label, text] of answers) assertNoKey(`the answer '${label}'`, text, keys);
+
+      await p.stop();
+      const log = p.stderr();
+      const lines = p.logs();
+      assert.ok(lines.some((l) => l.event === 'request' && l.key === keyHash(K1)), 'no request line names K1 by its hash prefix');
+      assert.ok(lines.some((l) => l.event === 'queueing'), 'debug lines were written (log.level: debug)');
+      for (const ev of ['retry', 'config_reloaded', 'rejected', 'quota_exhausted'])
+        assert.ok(lines.some((l) => l.event === ev), `no '${ev}' line: a path was not taken`);
+      assertNoKey('the log', log, keys);
+      assert.ok(!log.includes('canary'), 'the log contains the canary');
+      t.note(answers.map(([l, , s]) => `${l} ${s}`).join(', '));
+      t.note(`${answers.length} answers, ${lines.length} log lines, /status ${status.body.length} B, /metrics ${metrics.body.length} B: no form of either key`);
+    },
+  },
+];
