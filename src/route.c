@@ -18,12 +18,59 @@ static bool prefix_matches(const char *prefix, const char *path, size_t path_len
 	return path_len == n || path[n] == '/' || path[n] == '?';
 }
 
+/* A path pacerd forwards has no dot segment ("." or "..", plain or with its
+ * dots percent-encoded), no percent-encoded slash or backslash, no backslash, and does not
+ * begin with "//". An upstream, or anything between pacerd and it, that
+ * resolves or decodes them would serve a path other than the one routed: out
+ * of the provider's prefix ("/anthropic/../v1/…" on the root provider) or out
+ * of its upstream's base path ("https://openrouter.ai/api" + "/../…"); and a
+ * "//host/…" that something resolves as a reference names an authority. No
+ * LLM API uses any of them, so they are refused rather than normalized. Only
+ * the path is looked at, up to '?' or '#': a query may hold anything. */
+static bool path_is_safe(const char *path, size_t len)
+{
+	size_t end = 0;
+	while (end < len && path[end] != '?' && path[end] != '#')
+		end++;
+	if (end >= 2 && path[0] == '/' && path[1] == '/')
+		return false;
+	size_t dots = 0;    /* dots in the current segment */
+	bool other = false; /* the current segment has something else */
+	for (size_t i = 0; i <= end; i++) {
+		if (i == end || path[i] == '/') {
+			if (!other && (dots == 1 || dots == 2))
+				return false;
+			dots = 0;
+			other = false;
+		} else if (path[i] == '\\') {
+			return false;
+		} else if (path[i] == '%' && i + 2 < end) {
+			char a = path[i + 1], b = (char)(path[i + 2] | 0x20); /* hex case */
+			if ((a == '2' && b == 'f') || (a == '5' && b == 'c'))
+				return false;
+			if (a == '2' && b == 'e')
+				dots++;
+			else
+				other = true;
+			i += 2;
+		} else if (path[i] == '.') {
+			dots++;
+		} else {
+			other = true;
+		}
+	}
+	return true;
+}
+
 static enum route_status resolve_origin_form(const struct config *cfg, const char *target,
                                              struct route *out)
 {
 	size_t tlen = strlen(target);
 	const struct provider_conf *best = NULL;
 	size_t best_len = 0;
+
+	if (!path_is_safe(target, tlen))
+		return ROUTE_UNSAFE_PATH;
 
 	for (size_t i = 0; i < cfg->n_providers; i++) {
 		const struct provider_conf *p = &cfg->providers[i];
@@ -44,6 +91,9 @@ static enum route_status resolve_origin_form(const struct config *cfg, const cha
 	} else {
 		out->path = target + best_len;
 		out->path_len = tlen - best_len;
+		/* "/anthropic//host/…": what is forwarded begins with "//". */
+		if (!path_is_safe(out->path, out->path_len))
+			return ROUTE_UNSAFE_PATH;
 	}
 	return ROUTE_OK;
 }
@@ -82,6 +132,8 @@ static enum route_status resolve_absolute_form(const struct config *cfg, const c
 	for (size_t i = 0; i < cfg->n_providers; i++) {
 		const struct provider_conf *p = &cfg->providers[i];
 		if (host_listed(p, auth, host_len)) {
+			if (!path_is_safe(rest, strlen(rest)))
+				return ROUTE_UNSAFE_PATH;
 			out->provider = p;
 			out->forward_proxy = true;
 			out->path = rest;

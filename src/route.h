@@ -13,6 +13,8 @@ enum route_status {
 	ROUTE_NO_PROVIDER,      /* 404 unknown_provider: no prefix matches the path */
 	ROUTE_HOST_NOT_ALLOWED, /* 403 host_not_allowed: absolute URI for a host not configured */
 	ROUTE_BAD_TARGET,       /* 400 bad_request: not origin-form nor http(s) absolute-form */
+	ROUTE_UNSAFE_PATH,      /* 400 bad_request: a dot segment, an encoded '/' or '\',
+	                         * or a path that begins with "//" (see route.c) */
 };
 
 struct route {

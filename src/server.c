@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "exchange.h"
 #include "headers.h"
@@ -134,6 +135,17 @@ static uint64_t fair_share_flow(enum fair_share by, uint64_t agent_id, const cha
 	return 0;
 }
 
+static size_t host_fields(const struct hreq *r)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < hreq_n_headers(r); i++) {
+		struct hhdr h;
+		hreq_header_at(r, i, &h);
+		n += h.name_len == 4 && strncasecmp(h.name, "host", 4) == 0;
+	}
+	return n;
+}
+
 static void on_request(struct hreq *r, void *arg)
 {
 	struct server *srv = arg;
@@ -159,6 +171,12 @@ static void on_request(struct hreq *r, void *arg)
 		reply_early(r, 405, "method_not_allowed", "TRACE is not forwarded", -1);
 		return;
 	}
+	if (host_fields(r) > 1) {
+		/* RFC 9112 §3.2: a server must answer 400 to more than one Host
+		 * field; an intermediary could route by either. */
+		reply_early(r, 400, "bad_request", "more than one Host header field", -1);
+		return;
+	}
 
 	struct exchange_intake in = {.cref = srv->cref};
 	switch (route_resolve(cfg, hreq_target(r), &in.route)) {
@@ -175,6 +193,12 @@ static void on_request(struct hreq *r, void *arg)
 		return;
 	case ROUTE_BAD_TARGET:
 		reply_early(r, 400, "bad_request", "malformed request target", -1);
+		return;
+	case ROUTE_UNSAFE_PATH:
+		reply_early(r, 400, "bad_request",
+		            "the path has a dot segment, an encoded slash or backslash, or begins "
+		            "with //; pacerd does not forward it",
+		            -1);
 		return;
 	}
 	char hash[ROUTE_KEY_HEX + 1];

@@ -85,6 +85,54 @@ START_TEST(other_targets_are_bad)
 }
 END_TEST
 
+START_TEST(unsafe_paths_are_refused)
+{
+	static const char *const bad[] = {"/%2e%2e/v1/models",
+	                                  "/%2E%2E/v1/models",
+	                                  "/.%2e/v1",
+	                                  "/%2e./v1",
+	                                  "/./v1/models",
+	                                  "/anthropic/%2e%2e/v1/chat/completions",
+	                                  "/anthropic/../v1/chat/completions",
+	                                  "/v1/../anthropic/v1/messages",
+	                                  "/anthropic/..",
+	                                  "/anthropic/.",
+	                                  "/..",
+	                                  "/v1/..?x=1",
+	                                  "/v1/..#f",
+	                                  "/anthropic%2f..%2fv1",
+	                                  "/v1%2Fmodels",
+	                                  "/anthropic/..%5cv1",
+	                                  "/anthropic/..\\v1",
+	                                  "//evil.example/v1/models",
+	                                  "//",
+	                                  "/anthropic//evil.example/v1",
+	                                  "/groq/../../v1",
+	                                  "http://api.anthropic.com/../v1/models",
+	                                  "http://api.openai.com//evil.example/",
+	                                  "https://api.openai.com/%2e%2e/x"};
+	struct route r;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		enum route_status st = route_resolve(&cfg, bad[i], &r);
+		ck_assert_msg(st == ROUTE_UNSAFE_PATH, "%s: %d", bad[i], (int)st);
+	}
+	/* Dots inside a segment, an empty segment further on, anything in the query,
+	 * and other escapes are ordinary. */
+	ck_assert_str_eq(url_for("/v1/models/gpt-4.1..x"),
+	                 "https://api.openai.com/v1/models/gpt-4.1..x");
+	ck_assert_str_eq(url_for("/v1/.well"), "https://api.openai.com/v1/.well");
+	ck_assert_str_eq(url_for("/v1/..."), "https://api.openai.com/v1/...");
+	ck_assert_str_eq(url_for("/v1//models"), "https://api.openai.com/v1//models");
+	ck_assert_str_eq(url_for("/v1/models?x=../..%2f&y=//z"),
+	                 "https://api.openai.com/v1/models?x=../..%2f&y=//z");
+	ck_assert_str_eq(url_for("/v1/a%20b%2"), "https://api.openai.com/v1/a%20b%2");
+	ck_assert_str_eq(url_for("/anthropic?x=/.."), "https://api.anthropic.com/?x=/..");
+	/* A foreign host is refused as foreign, whatever its path. */
+	ck_assert_int_eq(route_resolve(&cfg, "http://evil.example/../x", &r),
+	                 ROUTE_HOST_NOT_ALLOWED);
+}
+END_TEST
+
 START_TEST(url_buffer_too_small)
 {
 	struct route r;
@@ -161,6 +209,7 @@ static Suite *route_suite(void)
 	tcase_add_test(tc, no_root_provider_is_404);
 	tcase_add_test(tc, absolute_form_only_for_listed_hosts);
 	tcase_add_test(tc, other_targets_are_bad);
+	tcase_add_test(tc, unsafe_paths_are_refused);
 	tcase_add_test(tc, url_buffer_too_small);
 	tcase_add_test(tc, bearer_key);
 	tcase_add_test(tc, query_key);
