@@ -7,9 +7,11 @@
 #include <event2/buffer.h>
 #include <jansson.h>
 #include <openssl/crypto.h>
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "clock.h"
 #include "httpd.h"
@@ -202,17 +204,26 @@ static void handle_metrics(struct admin *adm, struct hreq *req)
 
 /* ---- routing ---- */
 
+/* The token is compared as SHA-256 digests, with CRYPTO_memcmp over their
+ * fixed 32 bytes: neither the time of a wrong guess nor an early length check
+ * tells how much of it, or how long it, is right. The scheme name is
+ * case-insensitive (RFC 9110 §11.1). */
 static bool authorized(struct admin *adm, struct hreq *req)
 {
 	const char *token = server_config(adm->srv)->admin.token;
 	if (token == NULL || token[0] == '\0')
 		return true;
 	const char *auth = hreq_header(req, "authorization");
-	if (auth == NULL || strncmp(auth, "Bearer ", 7) != 0)
+	if (auth == NULL || strncasecmp(auth, "Bearer ", 7) != 0)
 		return false;
 	const char *given = auth + 7;
-	size_t n = strlen(token);
-	return strlen(given) == n && CRYPTO_memcmp(given, token, n) == 0;
+	unsigned char want[EVP_MAX_MD_SIZE], got[EVP_MAX_MD_SIZE];
+	unsigned int want_len = 0, got_len = 0;
+	if (EVP_Digest(token, strlen(token), want, &want_len, EVP_sha256(), NULL) != 1 ||
+	    EVP_Digest(given, strlen(given), got, &got_len, EVP_sha256(), NULL) != 1 ||
+	    want_len != 32 || got_len != 32)
+		return false;
+	return CRYPTO_memcmp(want, got, 32) == 0;
 }
 
 static void on_admin_request(struct hreq *req, void *arg)
