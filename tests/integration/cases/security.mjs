@@ -3,8 +3,8 @@
 // mock and a pacerd of its own.
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
-import http from 'node:http';
-import { SLOW, freePort, keyHash, rawHttp, request, runPacerd, sleep, streamRequest, tryConnect, waitFor } from '../lib.mjs';
+import fs from 'node:fs';
+import { SLOW, freePort, keyHash, rawHttp, request, runPacerd, sleep, streamRequest, toYaml, tryConnect, waitFor } from '../lib.mjs';
 import { chatBody, keyEntry, send, startPacerdFor } from '../load.mjs';
 
 /** A pacerd whose openai and anthropic providers point at `mock`, with an admin port. */
@@ -158,6 +158,147 @@ export const tests = [
       assert.ok(!log.includes('canary'), 'the log contains the canary');
       t.note(answers.map(([l, , s]) => `${l} ${s}`).join(', '));
       t.note(`${answers.length} answers, ${lines.length} log lines, /status ${status.body.length} B, /metrics ${metrics.body.length} B: no form of either key`);
+    },
+  },
+  {
+    name: 'admin.token guards every admin path: 401 without it, wrong, a prefix, plus a character, another scheme; 200 with it',
+    fn: async (t) => {
+      const mock = await t.startMock();
+      const p = await pacerdWithAdmin(t, mock, { admin: { token: ADMIN_TOKEN } });
+      const bad = [
+        undefined, 'Bearer', 'Bearer ', 'Bearer wrong', `Bearer ${ADMIN_TOKEN.slice(0, -1)}`, `Bearer ${ADMIN_TOKEN.slice(0, 4)}`,
+        `Bearer ${ADMIN_TOKEN}x`, `Bearer ${ADMIN_TOKEN} x`, `Bearer x${ADMIN_TOKEN}`, ADMIN_TOKEN, `Basic ${Buffer.from(`u:${ADMIN_TOKEN}`).toString('base64')}`,
+        `Bearer ${ADMIN_TOKEN.toUpperCase()}`,
+      ];
+      const paths = [['GET', '/healthz'], ['GET', '/readyz'], ['GET', '/status'], ['GET', '/metrics'], ['POST', '/reload'], ['GET', '/nope'], ['GET', '/']];
+      let n = 0;
+      for (const [method, path] of paths) {
+        for (const a of bad) {
+          const r = await request(`${p.admin}${path}`, { method, body: method === 'POST' ? '' : undefined, headers: a === undefined ? {} : { authorization: a } });
+          assert.equal(r.status, 401, `${method} ${path} with ${JSON.stringify(a)}: ${r.status} ${r.text()}`);
+          assert.equal(r.json().error.code, 'unauthorized');
+          assert.equal(r.headers['www-authenticate'], 'Bearer');
+          assert.ok(!r.text().includes(ADMIN_TOKEN.slice(0, 8)), 'the 401 quotes the token');
+          n++;
+        }
+        const ok = await request(`${p.admin}${path}`, { method, body: method === 'POST' ? '' : undefined, headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+        const want = path.startsWith('/nope') || path === '/' ? 404 : 200;
+        assert.equal(ok.status, want, `${method} ${path} with the token: ${ok.status} ${ok.text()}`);
+      }
+      // The scheme is case-insensitive (RFC 9110 §11.1); the token is not.
+      assert.equal((await request(`${p.admin}/healthz`, { headers: { authorization: `bearer ${ADMIN_TOKEN}` } })).status, 200);
+      assert.deepEqual((await mock.stats()).requests, 0, 'an admin request reached the upstream');
+      const log = p.stderr();
+      assert.ok(!log.includes(ADMIN_TOKEN.slice(0, 8)), 'the log contains the admin token');
+      t.note(`${n} refused requests over ${paths.length} paths`);
+    },
+  },
+  {
+    name: 'the admin listener beyond loopback without admin.token: pacerd refuses to start (exit non-zero, names admin.token); with a token it starts',
+    fn: async (t) => {
+      const port = await freePort();
+      const file = `${t.dir}/sec-admin-${port}.yaml`;
+      const aport = await freePort();
+      for (const listen of [`0.0.0.0:${aport}`, `[::]:${aport}`, `:${aport}`, '192.0.2.1:9090']) {
+        fs.writeFileSync(file, toYaml(t.baseConfig(port, { admin: { listen } })));
+        for (const args of [['-c', file], ['--check-config', '-c', file]]) {
+          const r = await runPacerd(args);
+          assert.notEqual(r.code, 0, `${listen} ${args[0]}: exit 0\n${r.stderr}`);
+          assert.match(r.stderr, /admin\.token/, `${listen}: ${r.stderr}`);
+          assert.equal(await tryConnect(port), 'refused', `${listen}: something listens on ${port}`);
+          assert.equal(await tryConnect(aport), 'refused', `${listen}: something listens on ${aport}`);
+        }
+      }
+      // The same through PACERD_ADMIN_LISTEN over a file that keeps loopback.
+      fs.writeFileSync(file, toYaml(t.baseConfig(port, { admin: { listen: `127.0.0.1:${aport}` } })));
+      assert.equal((await runPacerd(['--check-config', '-c', file])).code, 0, 'the loopback file itself is valid');
+      const r = await runPacerd(['-c', file], { env: { PACERD_ADMIN_LISTEN: `0.0.0.0:${aport}` } });
+      assert.notEqual(r.code, 0, r.stderr);
+      assert.match(r.stderr, /admin\.token/);
+      // With a token it starts (127.0.0.2 is loopback too; 0.0.0.0 with a token).
+      const mock = await t.startMock();
+      const p = await startPacerdFor(t, mock, { admin: { listen: `0.0.0.0:${aport}`, token: ADMIN_TOKEN } });
+      await waitFor(async () => (await tryConnect(aport)) === 'open', { timeout_ms: 10000 * SLOW, what: 'the admin port' });
+      assert.equal((await request(`http://127.0.0.1:${aport}/healthz`)).status, 401);
+      assert.equal((await request(`http://127.0.0.1:${aport}/healthz`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).status, 200);
+      assert.ok(p.alive);
+    },
+  },
+  {
+    name: 'never an open proxy: foreign hosts, Host games, userinfo, IPv6 literals, dot segments and encoded slashes, CONNECT: refused, nothing reaches the upstream',
+    fn: async (t) => {
+      const mock = await t.startMock();
+      const p = await pacerdWithAdmin(t, mock);
+      const M = `127.0.0.1:${mock.http}`;
+      const H = (host) => (host === null ? '' : `Host: ${host}\r\n`);
+      const req = (line, host = 'localhost', extra = '') => `${line} HTTP/1.1\r\n${H(host)}Authorization: Bearer sk-open-proxy-probe\r\n${extra}Content-Length: 0\r\nConnection: close\r\n\r\n`;
+      const refused = [
+        // [what, raw request, statuses allowed]
+        ['absolute-form, foreign host', req('POST http://evil.example/v1/chat/completions', 'evil.example'), [403]],
+        ['absolute-form https, foreign host', req('GET https://evil.example/v1/models', 'evil.example'), [403]],
+        ['absolute-form, the mock itself', req(`GET http://${M}/v1/models`, M), [403]],
+        ['absolute-form, foreign authority, Host of a provider', req('GET http://evil.example/v1/models', 'api.openai.com'), [403]],
+        ['absolute-form, provider host as a suffix', req('GET http://api.openai.com.evil.example/v1/models', 'api.openai.com.evil.example'), [403]],
+        ['absolute-form, provider host with a trailing dot', req('GET http://api.openai.com./v1/models', 'api.openai.com.'), [403]],
+        ['userinfo naming a provider, host foreign', req('GET http://api.openai.com@evil.example/v1/models', 'evil.example'), [400, 403]],
+        ['userinfo foreign, host a provider', req('GET http://evil.example@api.openai.com/v1/models', 'api.openai.com'), [400, 403]],
+        ['userinfo with a password', req('GET http://user:pass@api.openai.com/v1/models', 'api.openai.com'), [400, 403]],
+        ['encoded @ in the authority', req('GET http://api.openai.com%40evil.example/v1/models', 'evil.example'), [400, 403]],
+        ['IPv6 loopback literal', req(`GET http://[::1]:${mock.http}/v1/models`, `[::1]:${mock.http}`), [400, 403]],
+        ['IPv6 literal, unclosed', req('GET http://[::1/v1/models', '[::1]'), [400, 403]],
+        ['IPv4-mapped IPv6 literal', req(`GET http://[::ffff:127.0.0.1]:${mock.http}/v1/models`, 'x'), [400, 403]],
+        ['absolute-form, no host', req('GET http:///v1/models', 'api.openai.com'), [400]],
+        ['another scheme', req('GET ftp://api.openai.com/v1/models', 'api.openai.com'), [400]],
+        ['two Host fields', req('GET /v1/models', 'localhost', 'Host: evil.example\r\n'), [400]],
+        ['two Host fields, absolute-form', req('GET http://api.openai.com/v1/models', 'api.openai.com', 'Host: evil.example\r\n'), [400]],
+        ['dot-dot, encoded', req('GET /%2e%2e/v1/models'), [400]],
+        ['dot-dot, encoded upper case', req('GET /%2E%2E/v1/models'), [400]],
+        ['dot-dot, half encoded', req('GET /.%2e/v1/models'), [400]],
+        ['dot-dot after a prefix, encoded', req('POST /anthropic/%2e%2e/v1/chat/completions'), [400]],
+        ['dot-dot after a prefix', req('POST /anthropic/../v1/chat/completions'), [400]],
+        ['dot-dot into a prefix', req('POST /v1/../anthropic/v1/messages'), [400]],
+        ['dot-dot at the end', req('GET /anthropic/..'), [400]],
+        ['dot segment', req('GET /./v1/models'), [400]],
+        ['encoded slash', req('GET /anthropic%2f..%2fv1/models'), [400]],
+        ['encoded slash, lower case', req('GET /v1%2fmodels'), [400]],
+        ['encoded backslash', req('GET /anthropic/..%5cv1/models'), [400]],
+        ['network-path reference', req('GET //evil.example/v1/models'), [400]],
+        ['network-path after a prefix', req('GET /anthropic//evil.example/v1/models'), [400]],
+        ['dot-dot in absolute-form', req('GET http://api.anthropic.com/../v1/models', 'api.anthropic.com'), [400]],
+        ['asterisk-form', req('OPTIONS *'), [400, 405]],
+        ['CONNECT to a foreign host', req('CONNECT evil.example:443', 'evil.example:443'), [405]],
+        ['CONNECT to a provider', req('CONNECT api.openai.com:443', 'api.openai.com:443'), [405]],
+        ['CONNECT to the mock', req(`CONNECT ${M}`, M), [405]],
+      ];
+      const before = (await mock.stats()).requests;
+      const failures = [];
+      for (const [what, raw, want] of refused) {
+        const r = await rawHttp(p.port, raw);
+        if (!want.includes(r.status)) failures.push(`${what}: ${r.status} (want ${want.join('/')}) ${r.raw.toString('latin1').split('\r\n')[0]} ${r.body?.toString().slice(0, 120)}`);
+      }
+      const after = await mock.stats();
+      const recs = await mock.requests();
+      assert.deepEqual(failures, [], `answered wrongly:\n${failures.join('\n')}\nthe mock saw: ${recs.map((x) => `${x.method} ${x.uri}`).join(', ')}`);
+      assert.equal(after.requests, before, `the mock got ${after.requests - before} of them: ${recs.map((x) => `${x.method} ${x.uri}`).join(', ')}`);
+      // What is forwarded, and where: only ever to the configured upstream, with its own Host.
+      const forwarded = [
+        ['origin-form, Host foreign', req('GET /v1/models', 'evil.example'), '/v1/models'],
+        ['origin-form, Host with a port', req('GET /v1/models', 'api.openai.com:8443'), '/v1/models'],
+        ['absolute-form of a provider, Host foreign', req('GET http://api.openai.com/v1/models', 'evil.example'), '/v1/models'],
+        ['absolute-form of a provider with a port', req('GET http://api.openai.com:8443/v1/models', 'api.openai.com:8443'), '/v1/models'],
+        ['dots inside a segment', req('GET /v1/models/gpt-4.1..x'), '/v1/models/gpt-4.1..x'],
+        ['dots in the query', req('GET /v1/models?x=../..%2f'), '/v1/models?x=../..%2f'],
+      ];
+      for (const [what, raw, uri] of forwarded) {
+        await mock.reset();
+        const r = await rawHttp(p.port, raw);
+        assert.ok(!r.body?.toString().includes('pacer_error'), `${what}: ${r.status} ${r.body?.toString().slice(0, 200)}`);
+        const rec = await mock.onlyRequest();
+        assert.equal(rec.uri, uri, what);
+        const hosts = rec.headers.filter(([k]) => k.toLowerCase() === 'host').map(([, v]) => v);
+        assert.deepEqual(hosts, [M], `${what}: the upstream saw Host ${hosts}`);
+      }
+      t.note(`${refused.length} refused with nothing upstream; ${forwarded.length} forwarded to the configured upstream only`);
     },
   },
 ];
