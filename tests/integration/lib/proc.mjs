@@ -81,8 +81,8 @@ function readFirstLine(proc, timeout_ms) {
 // ---------------------------------------------------------------- the mock upstream
 
 export class Mock {
-  static async start({ certs = null, config = null } = {}) {
-    const args = ['--port', '0'];
+  static async start({ certs = null, config = null, args: extra = [] } = {}) {
+    const args = ['--port', '0', ...extra];
     if (certs) args.push('--tls-port', '0', '--cert', certs.cert, '--key', certs.key);
     if (config) args.push('--config', JSON.stringify(config));
     const m = new Mock();
