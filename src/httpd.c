@@ -109,6 +109,7 @@ struct hconn {
 	int reject; /* an answer a parser callback decided on (status) */
 	const char *reject_code, *reject_msg;
 	int64_t head_start_ms, last_read_ms, last_write_ms, linger_start_ms;
+	int64_t body_start_ms; /* the head ended: the body's allowance counts from here */
 	char peer[INET6_ADDRSTRLEN]; /* the client's address; "" when not known */
 	bool close_after;
 	bool flush_queued, reap_queued;
@@ -533,6 +534,7 @@ static int on_headers_complete(http_parser *p)
 		r->target_len = (uint32_t)(r->head_len - 1);
 	c->in_head = false;
 	c->headers_done = true;
+	c->body_start_ms = now_ms();
 	r->major = p->http_major;
 	r->minor = p->http_minor;
 	r->method = http_method_str((enum http_method)p->method);
@@ -1031,6 +1033,20 @@ static void conn_queue_flush(struct hconn *c)
 
 /* ---- timeouts ---- */
 
+/* A body trickled in to hold a connection (slow-body slowloris) keeps moving,
+ * so a deadline per read never fires. It must also arrive at BODY_MIN_RATE
+ * on average after a grace of client_timeout_s: a 10 MiB upload may take 160 s
+ * more, one byte a second is cut at the timeout (Apache's mod_reqtimeout
+ * MinRate; nginx has only the per-read timeout). */
+#define BODY_MIN_RATE (64 * 1024) /* bytes per second */
+
+static int64_t body_deadline(const struct hconn *c, int64_t t)
+{
+	int64_t by_read = c->last_read_ms + t;
+	int64_t by_rate = c->body_start_ms + t + (int64_t)(c->req.body_len * 1000 / BODY_MIN_RATE);
+	return by_read < by_rate ? by_read : by_rate;
+}
+
 static int64_t conn_deadline(const struct hconn *c)
 {
 	int64_t t = (int64_t)c->h->conf.client_timeout_s * 1000;
@@ -1039,8 +1055,9 @@ static int64_t conn_deadline(const struct hconn *c)
 		return c->last_write_ms + t;
 	case HC_READING:
 		/* The head must be complete within the timeout of its first
-		 * byte (slowloris); a body only has to keep moving. */
-		return c->in_head ? c->head_start_ms + t : c->last_read_ms + t;
+		 * byte (slowloris); a body must keep moving, and come at a
+		 * minimum rate (body_deadline). */
+		return c->in_head ? c->head_start_ms + t : body_deadline(c, t);
 	case HC_ACTIVE:
 	case HC_CLOSING:
 		/* Only a write that makes no progress counts; an answer that
