@@ -113,6 +113,13 @@ struct exchange {
 	const char *error_code; /* pacerd's own answer, for the access log */
 	enum up_error up_error;
 	char up_detail[128]; /* libcurl's message for a failed attempt, for the log */
+	/* The response began but the upstream broke off (reset, idle timeout):
+	 * the client got a cut message, and the request line says so. */
+	bool truncated;
+	/* Why retrying stopped (retry_decide's why: "max_attempts",
+	 * "deadline", …) when an answer that could be retried was given up
+	 * on; NULL otherwise. Static. */
+	const char *retry_stop;
 	bool client_closed;
 	struct exchange *prev, *next; /* xs->live */
 	struct exchange *next_reap;   /* xs->reap_list, then xs->pool */
@@ -256,6 +263,10 @@ static void log_request(struct exchange *x)
 		log_str(&l, "error", x->error_code);
 	if (x->client_closed)
 		log_bool(&l, "client_closed", true);
+	if (x->truncated)
+		log_bool(&l, "truncated", true);
+	if (x->retry_stop != NULL)
+		log_str(&l, "retry_stop", x->retry_stop);
 	if (x->up_error != UP_OK)
 		log_str(&l, "upstream_error", upstream_error_name(x->up_error));
 	if (x->up_detail[0])
@@ -546,11 +557,14 @@ static void reset_attempt(struct exchange *x)
 static void give_up_transport(struct exchange *x, enum up_error err, const char *detail)
 {
 	copy_str(x->up_detail, sizeof(x->up_detail), detail ? detail : "");
+	char msg[256];
 	if (err == UP_TIMEOUT) {
-		answer(x, 504, "upstream_timeout", "the upstream did not answer in time", -1);
+		/* detail names the timeout that fired (connect_s, first_byte_s) */
+		snprintf(msg, sizeof(msg), "the upstream did not answer in time (%s)",
+		         detail ? detail : "");
+		answer(x, 504, "upstream_timeout", msg, -1);
 		return;
 	}
-	char msg[256];
 	snprintf(msg, sizeof(msg), "the upstream could not be reached: %s (%s)",
 	         upstream_error_name(err), detail ? detail : "");
 	answer(x, 502, "upstream_unreachable", msg, -1);
@@ -1229,6 +1243,7 @@ static enum retry_transport transport_of(enum up_error err)
 {
 	switch (err) {
 	case UP_CONNECT:
+	case UP_RESOLVE:
 	case UP_TLS:
 		return RETRY_TRANSPORT_CONNECT;
 	case UP_TIMEOUT:
@@ -1305,6 +1320,8 @@ static void decide(struct exchange *x, enum up_error err, const char *detail)
 	}
 	if (quota && !d.retry)
 		quota_begin(x, why);
+	if ((cls == RETRY_CAPACITY || cls == RETRY_TRANSIENT) && !d.retry)
+		x->retry_stop = d.why;
 	if (d.retry) {
 		log_retry(x, err, cls, why, d.delay_ms);
 		reset_attempt(x);
@@ -1346,8 +1363,15 @@ static void on_up_done(void *ctx, enum up_error err, const char *detail)
 	if (err != UP_OK) {
 		/* Cut mid-body: the client must see an incomplete message, not a
 		 * clean end; what arrived is delivered, then the connection closes. */
-		log_msg(LOG_WARN, "upstream_aborted", detail);
+		struct log_line l;
+		if (log_begin_x(&l, LOG_WARN, "upstream_aborted", x)) {
+			log_str(&l, "upstream_error", upstream_error_name(err));
+			log_str(&l, "detail", detail ? detail : "");
+			log_int(&l, "bytes", (long long)x->bytes_out);
+			log_end(&l);
+		}
 		copy_str(x->up_detail, sizeof(x->up_detail), detail ? detail : "");
+		x->truncated = true;
 	}
 	if (x->client != NULL && x->strip_usage && x->sse && err == UP_OK)
 		usage_strip_finish(&x->strip, relay_cb, x);

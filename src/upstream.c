@@ -106,6 +106,8 @@ const char *upstream_error_name(enum up_error e)
 		return "ok";
 	case UP_CONNECT:
 		return "connect";
+	case UP_RESOLVE:
+		return "resolve";
 	case UP_TLS:
 		return "tls";
 	case UP_RESET:
@@ -305,8 +307,9 @@ static enum up_error map_curl_error(CURLcode rc)
 	case CURLE_OK:
 		return UP_OK;
 	case CURLE_COULDNT_RESOLVE_HOST:
-	case CURLE_COULDNT_CONNECT:
 	case CURLE_COULDNT_RESOLVE_PROXY:
+		return UP_RESOLVE; /* apart from connect: a log and a 502 that say DNS */
+	case CURLE_COULDNT_CONNECT:
 		return UP_CONNECT;
 	case CURLE_OPERATION_TIMEDOUT:
 		return UP_TIMEOUT;
@@ -401,8 +404,10 @@ static void on_xfer_timer(evutil_socket_t fd, short what, void *arg)
 			return;
 		}
 	}
+	/* The detail names the setting that fired (logged as upstream_detail). */
 	finish(x, UP_TIMEOUT,
-	       x->headers_done ? "upstream idle timeout" : "upstream first-byte timeout");
+	       x->headers_done ? "no upstream bytes within timeouts.idle_s"
+	                       : "no response headers within timeouts.first_byte_s");
 }
 
 /* ---- libcurl callbacks ---- */

@@ -32,7 +32,8 @@ struct up_header {
 
 enum up_error {
 	UP_OK,
-	UP_CONNECT,   /* could not connect or resolve: nothing was sent */
+	UP_CONNECT,   /* could not connect: nothing was sent */
+	UP_RESOLVE,   /* the upstream's host name did not resolve: nothing was sent */
 	UP_TLS,       /* TLS handshake or certificate verification failed */
 	UP_RESET,     /* connection reset or closed early (before or during the body) */
 	UP_TIMEOUT,   /* connect, first-byte or idle timeout */
