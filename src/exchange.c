@@ -89,6 +89,11 @@ struct exchange {
 	int64_t t_start, t_dispatch, t_headers; /* monotonic ms */
 	int64_t t_first_dispatch;               /* 0: never dispatched */
 	int64_t retry_deadline;
+	/* Armed while a retry waits (XS_RETRY_WAIT): at retry_deadline the
+	 * last answer is given, however busy the lane still is. Assigned each
+	 * time it is armed (the struct is recycled with memset). */
+	struct event retry_timer;
+	bool retry_timer_armed;
 
 	/* The current attempt. */
 	struct up_xfer *xfer;
@@ -367,6 +372,14 @@ static struct exchange *exchange_get(struct exchanges *xs)
 static void lane_kick(struct sched_lane *lane);
 static void quota_answer(struct exchange *x, const struct lane_shell *ls);
 
+static void retry_timer_disarm(struct exchange *x)
+{
+	if (x->retry_timer_armed) {
+		evtimer_del(&x->retry_timer);
+		x->retry_timer_armed = false;
+	}
+}
+
 /* Ends the exchange: the upstream side is stopped if it still runs, the lane
  * lets go of it, the access log line is written, and the client half is left
  * (its response must have ended already, or the client is gone). */
@@ -375,6 +388,7 @@ static void finish(struct exchange *x)
 	struct exchanges *xs = x->xs;
 	if (x->state == XS_DONE)
 		return;
+	retry_timer_disarm(x);
 	if (x->xfer != NULL) {
 		upstream_abort(x->xfer);
 		x->xfer = NULL;
@@ -580,7 +594,9 @@ static void dispatch(struct exchange *x)
 	    .body_len = x->body_len,
 	    .provider = x->route.provider,
 	};
+	retry_timer_disarm(x);
 	reset_attempt(x);
+	x->up_detail[0] = '\0'; /* a failed attempt's words are not this one's */
 	x->state = XS_UPSTREAM;
 	x->t_dispatch = now_ms();
 	if (x->t_first_dispatch == 0)
@@ -1271,6 +1287,29 @@ static void log_retry(struct exchange *x, enum up_error err, enum retry_class cl
 	log_end(&l);
 }
 
+/* A retry still waiting in its lane when the request's deadline came: the
+ * last answer now (the held upstream answer, or pacerd's own 502 / 504 for a
+ * transport failure), as when a retry's delay does not fit the deadline. */
+static void on_retry_deadline(evutil_socket_t fd, short what, void *arg)
+{
+	struct exchange *x = arg;
+	(void)fd;
+	(void)what;
+	x->retry_timer_armed = false;
+	if (x->state != XS_RETRY_WAIT)
+		return;
+	struct lane_shell *ls = x->lane->shell;
+	x->retry_stop = "deadline";
+	if (x->up_error == UP_OK && x->held != NULL) {
+		relay_held(x); /* finish() takes it out of the lane */
+	} else {
+		char detail[sizeof(x->up_detail)];
+		copy_str(detail, sizeof(detail), x->up_detail);
+		give_up_transport(x, x->up_error != UP_OK ? x->up_error : UP_INTERNAL, detail);
+	}
+	lane_pump(ls);
+}
+
 /* The answer was an error that may be retried (held back), or no answer at
  * all: retry after the delay, or relay / answer it now. */
 static void decide(struct exchange *x, enum up_error err, const char *detail)
@@ -1324,9 +1363,20 @@ static void decide(struct exchange *x, enum up_error err, const char *detail)
 		x->retry_stop = d.why;
 	if (d.retry) {
 		log_retry(x, err, cls, why, d.delay_ms);
-		reset_attempt(x);
+		/* The held answer stays until the next dispatch (which resets
+		 * the attempt): it is what the client gets if the deadline comes
+		 * first. A retry that is due still queues behind the lane's gates
+		 * (a lane slowed by a storm of 503s spaces its dispatches by
+		 * seconds); without this timer it would wait up to
+		 * queue.max_wait_s past its deadline, then be sent anyway. */
+		if (err != UP_OK) /* kept for the deadline's answer */
+			copy_str(x->up_detail, sizeof(x->up_detail), detail ? detail : "");
 		x->state = XS_RETRY_WAIT;
 		sched_retry(lane, &x->item, now + d.delay_ms);
+		evtimer_assign(&x->retry_timer, x->xs->base, on_retry_deadline, x);
+		int64_t left = x->retry_deadline - now;
+		struct timeval tv = {(time_t)(left / 1000), (suseconds_t)(left % 1000) * 1000};
+		x->retry_timer_armed = evtimer_add(&x->retry_timer, &tv) == 0;
 		lane_pump(ls);
 		return;
 	}

@@ -100,6 +100,186 @@ export const tests = [
         'request {truncated: true, upstream_error: reset}');
     },
   },
+
+  {
+    name: 'hang before the headers: timeouts.first_byte_s 1 fires after ~1 s: 504 upstream_timeout naming it; request line upstream_error timeout; the upstream request is closed',
+    fn: async (t) => {
+      const p = await t.startPacerd({ config: { plans: { default: fast({ max_attempts: 1 }) }, providers: { openai: { timeouts: { first_byte_s: 1 } } } } });
+      const inFlight0 = (await t.mock.stats()).in_flight;
+      const t0 = Date.now();
+      const r = await request(`${p.url}/v1/models`, { headers: { 'x-mock-hang': 'headers' }, timeout_ms: 8000 });
+      const ms = Date.now() - t0;
+      const e = assertPacerError(r, 504, 'upstream_timeout');
+      assert.match(e.message, /timeouts\.first_byte_s/);
+      assert.ok(ms >= 800 && ms < 3000 * SLOW, `answered after ${ms} ms, expected ~1000`);
+      const line = await requestLine(p, r.headers['x-request-id']);
+      assert.equal(line.status, 504);
+      assert.equal(line.error, 'upstream_timeout');
+      assert.equal(line.upstream_error, 'timeout');
+      assert.match(line.upstream_detail, /timeouts\.first_byte_s/);
+      assert.equal(line.retry_stop, 'max_attempts');
+      await waitFor(async () => (await t.mock.stats()).in_flight === inFlight0, { timeout_ms: 2000 * SLOW, what: 'the hung upstream request to be closed by pacerd' });
+      assert.equal((await request(`${p.url}/v1/models`, { timeout_ms: 3000 })).status, 200, 'pacerd serves the next request');
+      record(t, 'hang before headers', `504 upstream_timeout after timeouts.first_byte_s (${ms} ms for 1 s)`,
+        'request {upstream_error: timeout, upstream_detail: "… timeouts.first_byte_s"}');
+    },
+  },
+  {
+    name: 'hang mid-stream: timeouts.idle_s 1 cuts the stream after ~1 s: no 0-chunk, connection closed; request line truncated, upstream_error timeout naming idle_s',
+    fn: async (t) => {
+      const p = await t.startPacerd({ config: { plans: { default: fast() }, providers: { openai: { timeouts: { idle_s: 1 } } } } });
+      const t0 = Date.now();
+      const r = await rawChat(p, { 'x-mock-hang': 'body', 'x-request-id': 'fault-hang-body' }, chat({ stream: true }));
+      const ms = Date.now() - t0;
+      assert.equal(r.why, 'closed', `the connection was not closed (${r.why})`);
+      assert.equal(r.status, 200);
+      assert.equal(r.complete, false, 'a stalled stream must not look complete');
+      assert.match(r.body.toString(), /^data: /, 'the chunk sent before the stall was relayed');
+      assert.ok(ms >= 800 && ms < 3000 * SLOW, `cut after ${ms} ms, expected ~1000 (idle_s: 1)`);
+      assert.equal((await t.mock.requests()).length, 1);
+      const line = await requestLine(p, 'fault-hang-body');
+      assert.equal(line.status, 200);
+      assert.equal(line.truncated, true, JSON.stringify(line));
+      assert.equal(line.upstream_error, 'timeout');
+      assert.match(line.upstream_detail, /timeouts\.idle_s/);
+      const ab = events(p, 'upstream_aborted').find((l) => l.request_id === 'fault-hang-body');
+      assert.ok(ab && ab.upstream_error === 'timeout', 'an upstream_aborted line with the request id');
+      record(t, 'hang mid-stream', `200, stream cut after timeouts.idle_s (${ms} ms for 1 s), no 0-chunk, closed`,
+        'upstream_aborted + request {truncated: true, upstream_error: timeout, upstream_detail: "… timeouts.idle_s"}');
+    },
+  },
+  {
+    name: 'a host name that does not resolve: 502 upstream_unreachable naming the resolve failure; request line upstream_error resolve; another provider keeps flowing meanwhile',
+    fn: async (t) => {
+      const p = await t.startPacerd({
+        config: {
+          plans: { default: fast({ max_attempts: 2 }) },
+          providers: { nodns: { upstream: 'http://pacerd-test.invalid:80', prefix: '/nodns' } },
+        },
+      });
+      const bad = request(`${p.url}/nodns/v1/models`, { headers: { 'x-request-id': 'fault-dns' }, timeout_ms: 10000 });
+      const lat = [];
+      for (let i = 0; i < 10; i++) {
+        const r = await request(`${p.url}/v1/models`, { timeout_ms: 3000 });
+        assert.equal(r.status, 200);
+        lat.push(r.ms);
+      }
+      const r = await bad;
+      const e = assertPacerError(r, 502, 'upstream_unreachable');
+      assert.match(e.message, /resolve/i);
+      assert.match(e.message, /pacerd-test\.invalid/);
+      assert.equal(r.headers['x-pacer-attempts'], '2', 'a failed lookup is retried like a refused connect');
+      const line = await requestLine(p, 'fault-dns');
+      assert.equal(line.upstream_error, 'resolve');
+      assert.match(line.upstream_detail, /resolve host/i);
+      const retries = events(p, 'retry').filter((l) => l.request_id === 'fault-dns');
+      assert.deepEqual(retries.map((l) => [l.upstream_error, l.reason]), [['resolve', 'connect_error']]);
+      const worst = Math.max(...lat);
+      assert.ok(worst < 500 * SLOW, `the other provider's latencies during the lookups: ${lat.join(', ')} ms`);
+      record(t, 'DNS name does not resolve', '502 upstream_unreachable "resolve (Could not resolve host: …)"',
+        'retry {upstream_error: resolve}; request {upstream_error: resolve}');
+    },
+  },
+  {
+    name: 'https upstream whose certificate is not trusted (no tls.ca_file): 502 upstream_unreachable naming the verification failure; request line upstream_error tls',
+    fn: async (t) => {
+      const p = await t.startPacerd({ config: { plans: { default: fast() }, providers: { securemock: { tls: null } } } });
+      const r = await request(`${p.url}/secure/v1/models`, { headers: { 'x-request-id': 'fault-tls' } });
+      const e = assertPacerError(r, 502, 'upstream_unreachable');
+      assert.match(e.message, /tls/);
+      assert.match(e.message, /certificate/i);
+      assert.deepEqual(await t.mock.requests(), [], 'the mock answered a request over an untrusted connection');
+      const line = await requestLine(p, 'fault-tls');
+      assert.equal(line.upstream_error, 'tls');
+      assert.match(line.upstream_detail, /certificate/i);
+      t.note(`attempts ${r.headers['x-pacer-attempts']}`);
+      record(t, 'TLS verification failure', '502 upstream_unreachable "tls (SSL certificate problem: …)"',
+        'request {upstream_error: tls, upstream_detail: "SSL certificate problem: …"}');
+    },
+  },
+  {
+    name: 'a storm of 500 and 502: every request makes exactly retry.max_attempts upstream calls, no more; the client gets the last answer',
+    timeout_ms: 20000,
+    fn: async (t) => {
+      const p = await t.startPacerd({ config: { plans: { default: fast({ max_attempts: 3 }) } } });
+      const n = 20;
+      const rs = await Promise.all(Array.from({ length: n }, (_, i) => request(`${p.url}/v1/chat/completions`, {
+        method: 'POST', body: chat(), timeout_ms: 10000,
+        headers: { 'x-mock-status': i % 2 ? '502' : '500', 'x-request-id': `fault-storm5xx-${i}` },
+      })));
+      for (const [i, r] of rs.entries()) {
+        assert.equal(r.status, i % 2 ? 502 : 500);
+        assert.equal(r.headers['x-pacer-attempts'], '3');
+        assert.notEqual(r.json().error?.type, 'pacer_error', 'the upstream answer is relayed');
+      }
+      const calls = (await t.mock.requests()).length;
+      assert.equal(calls, 3 * n, `${calls} upstream calls for ${n} requests with max_attempts 3`);
+      for (let i = 0; i < n; i++) {
+        const line = await requestLine(p, `fault-storm5xx-${i}`);
+        assert.equal(line.attempts, 3);
+        assert.equal(line.retry_stop, 'max_attempts');
+      }
+      const retries = events(p, 'retry');
+      assert.equal(retries.length, 2 * n, 'two retry lines per request');
+      assert.ok(retries.every((l) => l.class === 'transient' && [500, 502].includes(l.status_code)), JSON.stringify(retries[0]));
+      record(t, 'storm of 500/502', `the last 500/502 relayed; ${calls} upstream calls for ${n} requests (= max_attempts each)`,
+        'retry {class: transient, reason: status_50x}; request {attempts: 3, retry_stop: max_attempts}');
+    },
+  },
+  {
+    // DESIGN §3: capacity answers are retried until the request's deadline, and a retry
+    // waits without a slot, then passes the lane's gates like any request. A lane under a
+    // storm of 503s halves its concurrency and spaces its dispatches ×1.5 per refusal, so
+    // the storm does not multiply: far fewer upstream calls than requests × attempts.
+    name: 'a storm of 503 (capacity) on 20 concurrent requests: retried until retry.deadline_s and answered by then; the lane holds: fewer upstream calls than requests',
+    timeout_ms: 30000,
+    fn: async (t) => {
+      const deadline_s = 3;
+      const max_wait_s = 5;
+      const p = await t.startPacerd({
+        config: { plans: { default: { retry: { deadline_s, initial_delay_ms: 200, max_delay_ms: 400 }, queue: { max_wait_s } } } },
+      });
+      const n = 20;
+      const t0 = Date.now();
+      const rs = await Promise.all(Array.from({ length: n }, (_, i) => request(`${p.url}/v1/chat/completions`, {
+        method: 'POST', body: chat(), timeout_ms: 15000,
+        headers: { 'x-mock-status': '503', 'x-request-id': `fault-storm503-${i}` },
+      }).then((r) => ({ r, ms: Date.now() - t0 }))));
+      const calls = (await t.mock.requests()).length;
+      const attempts = rs.map(({ r }) => Number(r.headers['x-pacer-attempts']));
+      assert.equal(calls, attempts.reduce((a, b) => a + b, 0), 'every upstream call is one of the attempts the clients were told of');
+      // Without the lane's hold each request would retry every 0.2-0.9 s until its deadline:
+      // 4-15 attempts each. With it the whole storm costs at most ~1.5 calls per request.
+      assert.ok(calls <= 1.5 * n, `${calls} upstream calls for ${n} requests`);
+      let relayed = 0;
+      let retried = 0;
+      for (const [i, { r, ms }] of rs.entries()) {
+        const line = await requestLine(p, `fault-storm503-${i}`);
+        if (attempts[i] === 0) {
+          // Never sent: the lane held it past queue.max_wait_s (the ETA was fine on arrival).
+          assertPacerError(r, 504, 'queue_timeout');
+          assert.ok(ms >= max_wait_s * 1000 - 200 && ms < (max_wait_s + 2) * 1000 * SLOW, `queue_timeout after ${ms} ms`);
+          continue;
+        }
+        relayed++;
+        assert.equal(r.status, 503, 'the upstream 503 is relayed');
+        assert.notEqual(r.json().error?.type, 'pacer_error');
+        assert.equal(line.retry_stop, 'deadline', JSON.stringify(line));
+        if (attempts[i] >= 2) {
+          retried++;
+          // A retry waiting in the held lane is answered at its deadline, not queue.max_wait_s later.
+          assert.ok(ms < (deadline_s + 1) * 1000 * SLOW, `request ${i} (${attempts[i]} attempts) answered after ${ms} ms, deadline ${deadline_s} s`);
+        }
+      }
+      assert.ok(relayed >= 1 && retried >= 1, `relayed ${relayed}, retried ${retried}`);
+      const retries = events(p, 'retry');
+      assert.ok(retries.every((l) => l.class === 'capacity' && l.reason === 'status_503'), JSON.stringify(retries[0]));
+      assert.ok(events(p, 'concurrency_changed').length >= 1, 'the lane lowered its concurrency');
+      t.note(`${calls} upstream calls for ${n} requests; attempts ${attempts.join(',')}`);
+      record(t, 'storm of 503 (capacity)', `the last 503 relayed at retry.deadline_s (never-sent ones: 504 queue_timeout); ${calls} upstream calls for ${n} requests`,
+        'retry {class: capacity, reason: status_503}; concurrency_changed; request {retry_stop: deadline}');
+    },
+  },
 ];
 
 export const catalogueTest = {
