@@ -1264,6 +1264,8 @@ static enum retry_transport transport_of(enum up_error err)
 		return RETRY_TRANSPORT_CONNECT;
 	case UP_TIMEOUT:
 		return RETRY_TRANSPORT_TIMEOUT;
+	case UP_TLS_VERIFY:
+		return RETRY_TRANSPORT_CERT;
 	default:
 		return RETRY_TRANSPORT_RESET;
 	}
@@ -1343,7 +1345,12 @@ static void decide(struct exchange *x, enum up_error err, const char *detail)
 	    (retry_reason_is_quota(why) || (cls == RETRY_CAPACITY && has_hint &&
 	                                    hint >= (int64_t)lane->plan->retry.deadline_s * 1000));
 	x->item.hinted = has_hint && hint > 0;
-	complete_attempt(x, quota ? SCHED_QUOTA_OUT : outcome_of(cls), now);
+	/* A transport failure is never a success for the lane, final or not. */
+	complete_attempt(x,
+	                 quota          ? SCHED_QUOTA_OUT
+	                 : err != UP_OK ? SCHED_TRANSIENT
+	                                : outcome_of(cls),
+	                 now);
 
 	struct retry_decision d = {.retry = false, .no_retry_hdr = cls == RETRY_FINAL_NO_RETRY};
 	if (cls == RETRY_CAPACITY || cls == RETRY_TRANSIENT) {

@@ -62,7 +62,7 @@ struct up_xfer {
 	int status;
 	char reason[64];
 	char errbuf[CURL_ERROR_SIZE]; /* libcurl's own words on a failure */
-	char *hbuf; /* header bytes of the current response */
+	char *hbuf;                   /* header bytes of the current response */
 	size_t hlen, hcap;
 	struct hdr_off *hoff; /* grown as needed, up to UP_HEADERS_MAX */
 	size_t hoff_cap;
@@ -110,6 +110,8 @@ const char *upstream_error_name(enum up_error e)
 		return "resolve";
 	case UP_TLS:
 		return "tls";
+	case UP_TLS_VERIFY:
+		return "tls_verify";
 	case UP_RESET:
 		return "reset";
 	case UP_TIMEOUT:
@@ -313,14 +315,15 @@ static enum up_error map_curl_error(CURLcode rc)
 		return UP_CONNECT;
 	case CURLE_OPERATION_TIMEDOUT:
 		return UP_TIMEOUT;
-	case CURLE_SSL_CONNECT_ERROR:
-	case CURLE_PEER_FAILED_VERIFICATION:
+	case CURLE_PEER_FAILED_VERIFICATION: /* untrusted chain, wrong name */
 	case CURLE_SSL_CACERT_BADFILE:
-	case CURLE_SSL_CERTPROBLEM:
-	case CURLE_SSL_CIPHER:
 	case CURLE_SSL_ISSUER_ERROR:
 	case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
 	case CURLE_SSL_INVALIDCERTSTATUS:
+		return UP_TLS_VERIFY; /* the same on every attempt: not retried */
+	case CURLE_SSL_CONNECT_ERROR:
+	case CURLE_SSL_CERTPROBLEM:
+	case CURLE_SSL_CIPHER:
 		return UP_TLS;
 	case CURLE_GOT_NOTHING:
 	case CURLE_RECV_ERROR:
