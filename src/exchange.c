@@ -89,6 +89,11 @@ struct exchange {
 	int64_t t_start, t_dispatch, t_headers; /* monotonic ms */
 	int64_t t_first_dispatch;               /* 0: never dispatched */
 	int64_t retry_deadline;
+	/* Armed while a retry waits (XS_RETRY_WAIT): at retry_deadline the
+	 * last answer is given, however busy the lane still is. Assigned each
+	 * time it is armed (the struct is recycled with memset). */
+	struct event retry_timer;
+	bool retry_timer_armed;
 
 	/* The current attempt. */
 	struct up_xfer *xfer;
@@ -113,6 +118,13 @@ struct exchange {
 	const char *error_code; /* pacerd's own answer, for the access log */
 	enum up_error up_error;
 	char up_detail[128]; /* libcurl's message for a failed attempt, for the log */
+	/* The response began but the upstream broke off (reset, idle timeout):
+	 * the client got a cut message, and the request line says so. */
+	bool truncated;
+	/* Why retrying stopped (retry_decide's why: "max_attempts",
+	 * "deadline", …) when an answer that could be retried was given up
+	 * on; NULL otherwise. Static. */
+	const char *retry_stop;
 	bool client_closed;
 	struct exchange *prev, *next; /* xs->live */
 	struct exchange *next_reap;   /* xs->reap_list, then xs->pool */
@@ -256,6 +268,10 @@ static void log_request(struct exchange *x)
 		log_str(&l, "error", x->error_code);
 	if (x->client_closed)
 		log_bool(&l, "client_closed", true);
+	if (x->truncated)
+		log_bool(&l, "truncated", true);
+	if (x->retry_stop != NULL)
+		log_str(&l, "retry_stop", x->retry_stop);
 	if (x->up_error != UP_OK)
 		log_str(&l, "upstream_error", upstream_error_name(x->up_error));
 	if (x->up_detail[0])
@@ -356,6 +372,14 @@ static struct exchange *exchange_get(struct exchanges *xs)
 static void lane_kick(struct sched_lane *lane);
 static void quota_answer(struct exchange *x, const struct lane_shell *ls);
 
+static void retry_timer_disarm(struct exchange *x)
+{
+	if (x->retry_timer_armed) {
+		evtimer_del(&x->retry_timer);
+		x->retry_timer_armed = false;
+	}
+}
+
 /* Ends the exchange: the upstream side is stopped if it still runs, the lane
  * lets go of it, the access log line is written, and the client half is left
  * (its response must have ended already, or the client is gone). */
@@ -364,6 +388,7 @@ static void finish(struct exchange *x)
 	struct exchanges *xs = x->xs;
 	if (x->state == XS_DONE)
 		return;
+	retry_timer_disarm(x);
 	if (x->xfer != NULL) {
 		upstream_abort(x->xfer);
 		x->xfer = NULL;
@@ -546,11 +571,14 @@ static void reset_attempt(struct exchange *x)
 static void give_up_transport(struct exchange *x, enum up_error err, const char *detail)
 {
 	copy_str(x->up_detail, sizeof(x->up_detail), detail ? detail : "");
+	char msg[256];
 	if (err == UP_TIMEOUT) {
-		answer(x, 504, "upstream_timeout", "the upstream did not answer in time", -1);
+		/* detail names the timeout that fired (connect_s, first_byte_s) */
+		snprintf(msg, sizeof(msg), "the upstream did not answer in time (%s)",
+		         detail ? detail : "");
+		answer(x, 504, "upstream_timeout", msg, -1);
 		return;
 	}
-	char msg[256];
 	snprintf(msg, sizeof(msg), "the upstream could not be reached: %s (%s)",
 	         upstream_error_name(err), detail ? detail : "");
 	answer(x, 502, "upstream_unreachable", msg, -1);
@@ -566,7 +594,9 @@ static void dispatch(struct exchange *x)
 	    .body_len = x->body_len,
 	    .provider = x->route.provider,
 	};
+	retry_timer_disarm(x);
 	reset_attempt(x);
+	x->up_detail[0] = '\0'; /* a failed attempt's words are not this one's */
 	x->state = XS_UPSTREAM;
 	x->t_dispatch = now_ms();
 	if (x->t_first_dispatch == 0)
@@ -1229,10 +1259,13 @@ static enum retry_transport transport_of(enum up_error err)
 {
 	switch (err) {
 	case UP_CONNECT:
+	case UP_RESOLVE:
 	case UP_TLS:
 		return RETRY_TRANSPORT_CONNECT;
 	case UP_TIMEOUT:
 		return RETRY_TRANSPORT_TIMEOUT;
+	case UP_TLS_VERIFY:
+		return RETRY_TRANSPORT_CERT;
 	default:
 		return RETRY_TRANSPORT_RESET;
 	}
@@ -1254,6 +1287,29 @@ static void log_retry(struct exchange *x, enum up_error err, enum retry_class cl
 	log_int(&l, "concurrency", sched_concurrency_limit(x->lane));
 	log_int(&l, "dispatch_delay_ms", aimd_delay_ms(&x->lane->delay));
 	log_end(&l);
+}
+
+/* A retry still waiting in its lane when the request's deadline came: the
+ * last answer now (the held upstream answer, or pacerd's own 502 / 504 for a
+ * transport failure), as when a retry's delay does not fit the deadline. */
+static void on_retry_deadline(evutil_socket_t fd, short what, void *arg)
+{
+	struct exchange *x = arg;
+	(void)fd;
+	(void)what;
+	x->retry_timer_armed = false;
+	if (x->state != XS_RETRY_WAIT)
+		return;
+	struct lane_shell *ls = x->lane->shell;
+	x->retry_stop = "deadline";
+	if (x->up_error == UP_OK && x->held != NULL) {
+		relay_held(x); /* finish() takes it out of the lane */
+	} else {
+		char detail[sizeof(x->up_detail)];
+		copy_str(detail, sizeof(detail), x->up_detail);
+		give_up_transport(x, x->up_error != UP_OK ? x->up_error : UP_INTERNAL, detail);
+	}
+	lane_pump(ls);
 }
 
 /* The answer was an error that may be retried (held back), or no answer at
@@ -1289,7 +1345,12 @@ static void decide(struct exchange *x, enum up_error err, const char *detail)
 	    (retry_reason_is_quota(why) || (cls == RETRY_CAPACITY && has_hint &&
 	                                    hint >= (int64_t)lane->plan->retry.deadline_s * 1000));
 	x->item.hinted = has_hint && hint > 0;
-	complete_attempt(x, quota ? SCHED_QUOTA_OUT : outcome_of(cls), now);
+	/* A transport failure is never a success for the lane, final or not. */
+	complete_attempt(x,
+	                 quota          ? SCHED_QUOTA_OUT
+	                 : err != UP_OK ? SCHED_TRANSIENT
+	                                : outcome_of(cls),
+	                 now);
 
 	struct retry_decision d = {.retry = false, .no_retry_hdr = cls == RETRY_FINAL_NO_RETRY};
 	if (cls == RETRY_CAPACITY || cls == RETRY_TRANSIENT) {
@@ -1305,11 +1366,24 @@ static void decide(struct exchange *x, enum up_error err, const char *detail)
 	}
 	if (quota && !d.retry)
 		quota_begin(x, why);
+	if ((cls == RETRY_CAPACITY || cls == RETRY_TRANSIENT) && !d.retry)
+		x->retry_stop = d.why;
 	if (d.retry) {
 		log_retry(x, err, cls, why, d.delay_ms);
-		reset_attempt(x);
+		/* The held answer stays until the next dispatch (which resets
+		 * the attempt): it is what the client gets if the deadline comes
+		 * first. A retry that is due still queues behind the lane's gates
+		 * (a lane slowed by a storm of 503s spaces its dispatches by
+		 * seconds); without this timer it would wait up to
+		 * queue.max_wait_s past its deadline, then be sent anyway. */
+		if (err != UP_OK) /* kept for the deadline's answer */
+			copy_str(x->up_detail, sizeof(x->up_detail), detail ? detail : "");
 		x->state = XS_RETRY_WAIT;
 		sched_retry(lane, &x->item, now + d.delay_ms);
+		evtimer_assign(&x->retry_timer, x->xs->base, on_retry_deadline, x);
+		int64_t left = x->retry_deadline - now;
+		struct timeval tv = {(time_t)(left / 1000), (suseconds_t)(left % 1000) * 1000};
+		x->retry_timer_armed = evtimer_add(&x->retry_timer, &tv) == 0;
 		lane_pump(ls);
 		return;
 	}
@@ -1346,8 +1420,15 @@ static void on_up_done(void *ctx, enum up_error err, const char *detail)
 	if (err != UP_OK) {
 		/* Cut mid-body: the client must see an incomplete message, not a
 		 * clean end; what arrived is delivered, then the connection closes. */
-		log_msg(LOG_WARN, "upstream_aborted", detail);
+		struct log_line l;
+		if (log_begin_x(&l, LOG_WARN, "upstream_aborted", x)) {
+			log_str(&l, "upstream_error", upstream_error_name(err));
+			log_str(&l, "detail", detail ? detail : "");
+			log_int(&l, "bytes", (long long)x->bytes_out);
+			log_end(&l);
+		}
 		copy_str(x->up_detail, sizeof(x->up_detail), detail ? detail : "");
+		x->truncated = true;
 	}
 	if (x->client != NULL && x->strip_usage && x->sse && err == UP_OK)
 		usage_strip_finish(&x->strip, relay_cb, x);

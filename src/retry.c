@@ -160,6 +160,8 @@ static const char *transport_reason(enum retry_transport t)
 		return "reset_before_headers";
 	case RETRY_TRANSPORT_TIMEOUT:
 		return "timeout";
+	case RETRY_TRANSPORT_CERT:
+		return "tls_verify";
 	case RETRY_TRANSPORT_NONE:
 		break;
 	}
@@ -211,7 +213,8 @@ enum retry_class retry_classify_body(int status, enum retry_transport transport,
 
 	if (transport != RETRY_TRANSPORT_NONE) {
 		why = transport_reason(transport);
-		c = RETRY_TRANSIENT;
+		/* An untrusted certificate stays untrusted: no retry, no SDK retry. */
+		c = transport == RETRY_TRANSPORT_CERT ? RETRY_FINAL_NO_RETRY : RETRY_TRANSIENT;
 	} else if (status < 400) {
 		why = "final";
 		c = RETRY_FINAL;

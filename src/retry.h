@@ -27,6 +27,7 @@ enum retry_transport {
 	RETRY_TRANSPORT_CONNECT, /* could not connect (DNS, refused, TLS handshake) */
 	RETRY_TRANSPORT_RESET,   /* connection lost before the response headers */
 	RETRY_TRANSPORT_TIMEOUT, /* connect, first-byte or idle timeout */
+	RETRY_TRANSPORT_CERT,    /* the upstream's certificate failed verification */
 };
 
 /* Largest error body looked at (DESIGN §3: read whole, cap 64 KiB). */
@@ -39,7 +40,10 @@ enum retry_transport {
  * NULL it receives a static string naming the rule that decided, for logs
  * ("insufficient_quota", "rate_limited", "status_503", ...).
  *
- * Rules, first match wins: a transport error is transient; 1xx/2xx/3xx are
+ * Rules, first match wins: a certificate that fails verification is
+ * final_no_retry (every attempt, pacerd's or the SDK's, would fail the same
+ * way: it is a configuration matter, not a passing fault); any other
+ * transport error is transient; 1xx/2xx/3xx are
  * final (a 200 is never an overload signal, whatever its body); then for
  * errors: x-should-retry: false → final_no_retry; money or size in the body
  * (insufficient_quota in code or type, credit_balance_exhausted,

@@ -62,7 +62,7 @@ struct up_xfer {
 	int status;
 	char reason[64];
 	char errbuf[CURL_ERROR_SIZE]; /* libcurl's own words on a failure */
-	char *hbuf; /* header bytes of the current response */
+	char *hbuf;                   /* header bytes of the current response */
 	size_t hlen, hcap;
 	struct hdr_off *hoff; /* grown as needed, up to UP_HEADERS_MAX */
 	size_t hoff_cap;
@@ -106,8 +106,12 @@ const char *upstream_error_name(enum up_error e)
 		return "ok";
 	case UP_CONNECT:
 		return "connect";
+	case UP_RESOLVE:
+		return "resolve";
 	case UP_TLS:
 		return "tls";
+	case UP_TLS_VERIFY:
+		return "tls_verify";
 	case UP_RESET:
 		return "reset";
 	case UP_TIMEOUT:
@@ -305,19 +309,21 @@ static enum up_error map_curl_error(CURLcode rc)
 	case CURLE_OK:
 		return UP_OK;
 	case CURLE_COULDNT_RESOLVE_HOST:
-	case CURLE_COULDNT_CONNECT:
 	case CURLE_COULDNT_RESOLVE_PROXY:
+		return UP_RESOLVE; /* apart from connect: a log and a 502 that say DNS */
+	case CURLE_COULDNT_CONNECT:
 		return UP_CONNECT;
 	case CURLE_OPERATION_TIMEDOUT:
 		return UP_TIMEOUT;
-	case CURLE_SSL_CONNECT_ERROR:
-	case CURLE_PEER_FAILED_VERIFICATION:
+	case CURLE_PEER_FAILED_VERIFICATION: /* untrusted chain, wrong name */
 	case CURLE_SSL_CACERT_BADFILE:
-	case CURLE_SSL_CERTPROBLEM:
-	case CURLE_SSL_CIPHER:
 	case CURLE_SSL_ISSUER_ERROR:
 	case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
 	case CURLE_SSL_INVALIDCERTSTATUS:
+		return UP_TLS_VERIFY; /* the same on every attempt: not retried */
+	case CURLE_SSL_CONNECT_ERROR:
+	case CURLE_SSL_CERTPROBLEM:
+	case CURLE_SSL_CIPHER:
 		return UP_TLS;
 	case CURLE_GOT_NOTHING:
 	case CURLE_RECV_ERROR:
@@ -401,8 +407,10 @@ static void on_xfer_timer(evutil_socket_t fd, short what, void *arg)
 			return;
 		}
 	}
+	/* The detail names the setting that fired (logged as upstream_detail). */
 	finish(x, UP_TIMEOUT,
-	       x->headers_done ? "upstream idle timeout" : "upstream first-byte timeout");
+	       x->headers_done ? "no upstream bytes within timeouts.idle_s"
+	                       : "no response headers within timeouts.first_byte_s");
 }
 
 /* ---- libcurl callbacks ---- */

@@ -32,12 +32,14 @@ struct up_header {
 
 enum up_error {
 	UP_OK,
-	UP_CONNECT,   /* could not connect or resolve: nothing was sent */
-	UP_TLS,       /* TLS handshake or certificate verification failed */
-	UP_RESET,     /* connection reset or closed early (before or during the body) */
-	UP_TIMEOUT,   /* connect, first-byte or idle timeout */
-	UP_TOO_LARGE, /* response headers over the cap */
-	UP_INTERNAL,  /* anything else libcurl reports */
+	UP_CONNECT,    /* could not connect: nothing was sent */
+	UP_RESOLVE,    /* the upstream's host name did not resolve: nothing was sent */
+	UP_TLS,        /* TLS handshake failed */
+	UP_TLS_VERIFY, /* the upstream's certificate failed verification (untrusted, wrong name) */
+	UP_RESET,      /* connection reset or closed early (before or during the body) */
+	UP_TIMEOUT,    /* connect, first-byte or idle timeout */
+	UP_TOO_LARGE,  /* response headers over the cap */
+	UP_INTERNAL,   /* anything else libcurl reports */
 };
 
 struct up_request {

@@ -92,6 +92,14 @@ START_TEST(transient_statuses_and_transport)
 	ck_assert_int_eq(retry_classify(200, RETRY_TRANSPORT_TIMEOUT, NULL, NULL, 0, &why),
 	                 RETRY_TRANSIENT);
 	ck_assert_str_eq(why, "timeout");
+	/* An untrusted certificate: final, and the SDK is told not to retry either. */
+	ck_assert_int_eq(retry_classify(0, RETRY_TRANSPORT_CERT, NULL, NULL, 0, &why),
+	                 RETRY_FINAL_NO_RETRY);
+	ck_assert_str_eq(why, "tls_verify");
+	const struct plan_conf *pc =
+	    &(struct plan_conf){.retry = {.max_attempts = 3, .deadline_s = 300}};
+	struct retry_decision d = retry_decide(RETRY_FINAL_NO_RETRY, 1, false, -1, pc, 300000, 0.5);
+	ck_assert(!d.retry && d.no_retry_hdr);
 }
 END_TEST
 
