@@ -17,6 +17,7 @@ const SECONDS = Number(process.env.SOAK_SECONDS ?? 600);
 const RPS = Number(process.env.SOAK_RPS ?? 300);
 const WARMUP_S = Math.min(30, SECONDS / 5);
 const KEYS = 50;
+const RELOAD_S = Number(process.env.SOAK_RELOAD_S ?? 30); /* 0: no reloads */
 const MAX_IN_FLIGHT = 2000;
 
 /** The fault a request asks the mock for, by chance; and whether it streams. */
@@ -86,6 +87,8 @@ async function main() {
   let end = t0 + SECONDS * 1000;
   let fd0 = 0, rss0 = 0;
   let nextReload = t0 + 30000, reloads = 0;
+  const samples = []; /* RSS under load every 30 s after the warm-up: a leak climbs, a heap settles */
+  let nextSample = t0 + (WARMUP_S + 30) * 1000;
   const running = new Set();
   while (Date.now() < end) {
     const due = Math.floor(((Date.now() - t0) / 1000) * RPS);
@@ -110,7 +113,15 @@ async function main() {
       end += Date.now() - paused;
       nextReload += Date.now() - paused;
     }
-    if (Date.now() >= nextReload) { p.proc.signal('SIGHUP'); reloads++; nextReload += 30000; }
+    if (RELOAD_S > 0 && Date.now() >= nextReload) {
+      p.proc.signal('SIGHUP');
+      reloads++;
+      nextReload += RELOAD_S * 1000;
+    }
+    if (fd0 && Date.now() >= nextSample) {
+      samples.push(`${Math.round((Date.now() - t0) / 1000)}s ${(rssKiB(p.pid) / 1024).toFixed(1)}`);
+      nextSample += 30000;
+    }
     await sleep(10);
   }
   await Promise.all([...running]);
@@ -124,6 +135,7 @@ async function main() {
   console.log(`soak: sent ${issued} (${(issued / SECONDS).toFixed(0)} req/s; ${skipped} not sent: ${MAX_IN_FLIGHT} in flight), answered ${answered}, lost ${lost} ${JSON.stringify(lostWhy)}, streams cut (truncated) ${truncated}, reloads ${reloads}`);
   console.log(`soak: pacerd counted ${pacerdAnswered} answers ${JSON.stringify(st.responses)}; the mock saw ${mockSt.requests} upstream requests ${JSON.stringify(mockSt.responses)}`);
   console.log(`soak: answers by status ${JSON.stringify(statuses)}`);
+  console.log(`soak: RSS under load (MiB): ${samples.join(', ')}`);
   const fdGrowth = fd0 ? (fd1 - fd0) / fd0 : 0, rssGrowth = rss0 ? (rss1 - rss0) / rss0 : 0;
   console.log(`soak: fds ${fd0} after warm-up -> ${fd1} at the end (${(fdGrowth * 100).toFixed(1)} %); RSS ${(rss0 / 1024).toFixed(1)} -> ${(rss1 / 1024).toFixed(1)} MiB (${(rssGrowth * 100).toFixed(1)} %)`);
   await p.stop();
