@@ -259,6 +259,23 @@ static int run(struct daemon *d)
 		fprintf(stderr, "pacerd: %s\n", err);
 		return 1;
 	}
+	/* The signals are libevent's before the listeners open: a SIGHUP sent as
+	 * soon as the port answers (a supervisor's reload) must reach on_sighup,
+	 * not the default action, which ends the process. The handlers run from
+	 * the loop, once everything below is set up. */
+	d->sigterm = evsignal_new(d->base, SIGTERM, on_stop_signal, d);
+	d->sigint = evsignal_new(d->base, SIGINT, on_stop_signal, d);
+	d->sighup = evsignal_new(d->base, SIGHUP, on_sighup, d);
+	d->drain_timer = evtimer_new(d->base, on_drain_timeout, d);
+	d->exit_timer = evtimer_new(d->base, exit_now, d);
+	if (!d->sigterm || !d->sigint || !d->sighup || !d->drain_timer || !d->exit_timer) {
+		log_flush();
+		fprintf(stderr, "pacerd: out of memory\n");
+		return 1;
+	}
+	event_add(d->sigterm, NULL);
+	event_add(d->sigint, NULL);
+	event_add(d->sighup, NULL);
 	struct config *cfg = d->cfg;
 	d->cfg = NULL; /* the server owns it now, also when it fails */
 	d->srv = server_new(d->base, cfg, d->up, err, sizeof(err));
@@ -273,19 +290,6 @@ static int run(struct daemon *d)
 		fprintf(stderr, "pacerd: %s\n", err);
 		return 1;
 	}
-	d->sigterm = evsignal_new(d->base, SIGTERM, on_stop_signal, d);
-	d->sigint = evsignal_new(d->base, SIGINT, on_stop_signal, d);
-	d->sighup = evsignal_new(d->base, SIGHUP, on_sighup, d);
-	d->drain_timer = evtimer_new(d->base, on_drain_timeout, d);
-	d->exit_timer = evtimer_new(d->base, exit_now, d);
-	if (!d->sigterm || !d->sigint || !d->sighup || !d->drain_timer || !d->exit_timer) {
-		log_flush();
-		fprintf(stderr, "pacerd: out of memory\n");
-		return 1;
-	}
-	event_add(d->sigterm, NULL);
-	event_add(d->sigint, NULL);
-	event_add(d->sighup, NULL);
 	/* systemd's watchdog: a ping at half the interval, from the loop itself,
 	 * so that a stuck loop is what stops the pings. */
 	uint64_t wd = notify_watchdog_usec();

@@ -79,8 +79,10 @@ export const tests = [
       assert.deepEqual(statuses, { 200: N }, 'every flood request answered 200');
       assert.equal(bad, 0, 'the known key was refused during the flood');
       assert.equal(lanes, N, 'lanes: 100,000 flood keys plus the known one, capped at max_lanes');
-      // A lane is ~0.9 KB (make bench-lanes); with the registry's table and allocator slack, 3 KB is the bound.
-      assert.ok(perLane < 3072, `${perLane.toFixed(0)} bytes per lane`);
+      // A lane is ~0.9 KB (make bench-lanes), 1.6 KB once it learned; with the registry's table
+      // and allocator slack, 3 KB is the bound (twice that under ASan: redzones, quarantine).
+      const bound = process.env.ASAN_OPTIONS ? 6144 : 3072;
+      assert.ok(perLane < bound, `${perLane.toFixed(0)} bytes per lane (bound ${bound})`);
       assert.ok(learnedAfter > 0 && Math.abs(learnedAfter - learnedBefore) / learnedBefore < 0.5,
         `the known key's learned rate ${learnedBefore} -> ${learnedAfter}: it kept its lane`);
       // The 100,001st key: the coldest idle lane makes room.
