@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "probe.h"
+
 struct fairq_level {
 	int priority;
 	size_t n, n_flows;
@@ -116,10 +118,7 @@ static void flow_delete(struct fairq *q, struct fairq_flow *f)
 {
 	size_t mask = q->flows_cap - 1, i = (size_t)(f - q->flows);
 	for (size_t j = (i + 1) & mask; q->flows[j].n != 0; j = (j + 1) & mask) {
-		/* The record at j may move into the hole at i unless its home
-		 * lies cyclically in (i, j]. */
-		size_t h = flow_home(q, q->flows[j].flow, q->flows[j].priority);
-		if (i <= j ? (i < h && h <= j) : (i < h || h <= j))
+		if (!probe_may_fill(i, j, flow_home(q, q->flows[j].flow, q->flows[j].priority)))
 			continue;
 		q->flows[i] = q->flows[j];
 		i = j;

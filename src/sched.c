@@ -29,6 +29,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "probe.h"
+
 #define ITEM_OF(n) ((struct sched_item *)(void *)((char *)(n)-offsetof(struct sched_item, hn)))
 #define ITEM_OF_FQ(n) ((struct sched_item *)(void *)((char *)(n)-offsetof(struct sched_item, fq)))
 
@@ -198,10 +200,7 @@ static void agent_delete(struct sched_agents *a, struct sched_agent *ag)
 	if (ag->ready)
 		ready_remove(a, ag);
 	for (size_t j = (i + 1) & mask; a->slot[j].id != 0; j = (j + 1) & mask) {
-		/* The record at j may move into the hole at i unless its home
-		 * lies cyclically in (i, j]. */
-		size_t h = agent_home(a, a->slot[j].id);
-		if (i <= j ? (i < h && h <= j) : (i < h || h <= j))
+		if (!probe_may_fill(i, j, agent_home(a, a->slot[j].id)))
 			continue;
 		agent_place(a, i, &a->slot[j]);
 		i = j;
