@@ -200,6 +200,8 @@ static const char *const jitter_names[] = {"additive", "full", NULL};
 static const char *const stream_usage_names[] = {"inject", "off", NULL};
 static const char *const agents_mode_names[] = {"off", "serialize", "reject", NULL};
 static const char *const fair_share_names[] = {"agent_or_address", "agent", "address", "off", NULL};
+static const char *const store_kind_names[] = {"local", "redis", NULL};
+static const char *const store_on_error_names[] = {"local", "fail", NULL};
 
 const char *config_key_source_name(enum key_source k)
 {
@@ -375,6 +377,48 @@ static int check_listen(const char *in, char **out, char *msg, size_t len)
 	if (config_split_hostport(in, NULL, 0, NULL) != 0) {
 		snprintf(msg, len,
 		         "expected host:port, [v6]:port or :port (port 1-65535), got '%s'",
+		         shown(in, b, sizeof(b)));
+		return -1;
+	}
+	*out = strdup(in);
+	return 0;
+}
+
+/* store.redis.address: an IP literal with its port, or unix:/absolute/path.
+ * No names: hiredis 0.14 resolves them with a blocking call (DESIGN §9). */
+static int check_store_address(const char *in, char **out, char *msg, size_t len)
+{
+	char b[80], host[64];
+	unsigned port;
+	unsigned char addr[16];
+	if (strncmp(in, "unix:", 5) == 0) {
+		if (in[5] != '/' || strlen(in + 5) >= 100) {
+			snprintf(msg, len, "expected unix:/absolute/path (under 100 bytes), got '%s'",
+			         shown(in, b, sizeof(b)));
+			return -1;
+		}
+	} else if (config_split_hostport(in, host, sizeof(host), &port) != 0 || port == 0 ||
+	           (inet_pton(AF_INET, host, addr) != 1 && inet_pton(AF_INET6, host, addr) != 1)) {
+		snprintf(msg, len,
+		         "expected an IP address and port (127.0.0.1:6379, [::1]:6379) or "
+		         "unix:/path, got '%s' (names are not resolved)",
+		         shown(in, b, sizeof(b)));
+		return -1;
+	}
+	*out = strdup(in);
+	return 0;
+}
+
+/* store.redis.key_prefix: printable, no space (it starts every key pacerd writes). */
+static int check_key_prefix(const char *in, char **out, char *msg, size_t len)
+{
+	char b[80];
+	size_t n = strlen(in);
+	bool ok = n <= 64;
+	for (size_t i = 0; ok && i < n; i++)
+		ok = in[i] > 0x20 && in[i] < 0x7f;
+	if (!ok) {
+		snprintf(msg, len, "expected up to 64 printable characters without spaces, got '%s'",
 		         shown(in, b, sizeof(b)));
 		return -1;
 	}
@@ -613,6 +657,7 @@ static const struct opt plan_opts[] = {
     S("day_time_zone", struct plan_conf, day_time_zone, check_zone, "UTC"),
     U("default_output_tokens", struct plan_conf, default_output_tokens, 0, NOMAX, 1024),
     U("max_concurrent", struct plan_conf, max_concurrent, 1, NOMAX, 64),
+    U("max_concurrent_global", struct plan_conf, max_concurrent_global, 0, NOMAX, 0),
     SEC("concurrency", concurrency_opts),
     SEC("dispatch_delay", dispatch_delay_opts),
     N("proactive_threshold", struct plan_conf, proactive_threshold, 0, 1, 0, 0.10),
@@ -701,6 +746,22 @@ static const struct opt agents_opts[] = {
     END,
 };
 
+static const struct opt store_redis_opts[] = {
+    S("address", struct config, store.redis.address, check_store_address, "127.0.0.1:6379"),
+    S("key_prefix", struct config, store.redis.key_prefix, check_key_prefix, "pacerd:"),
+    U("timeout_ms", struct config, store.redis.timeout_ms, 1, 60000, 50),
+    E("on_error", struct config, store.redis.on_error, store_on_error_names, STORE_ON_ERROR_LOCAL),
+    U("replicas", struct config, store.redis.replicas, 1, 10000, 1),
+    U("lease_ms", struct config, store.redis.lease_ms, 100, 3600000, 10000),
+    END,
+};
+
+static const struct opt store_opts[] = {
+    E("kind", struct config, store.kind, store_kind_names, STORE_LOCAL),
+    SEC("redis", store_redis_opts),
+    END,
+};
+
 static int parse_providers(struct ctx *c, yaml_node_t *key, yaml_node_t *value);
 static int parse_plans(struct ctx *c, yaml_node_t *key, yaml_node_t *value);
 static int parse_keys(struct ctx *c, yaml_node_t *key, yaml_node_t *value);
@@ -716,6 +777,7 @@ static const struct opt root_opts[] = {
     {.key = "plans", .type = OPT_CUSTOM, .parse = parse_plans},
     {.key = "keys", .type = OPT_CUSTOM, .parse = parse_keys},
     SEC("agents", agents_opts),
+    SEC("store", store_opts),
     END,
 };
 
@@ -1852,9 +1914,36 @@ static const char *env_get(char *const *env, const char *name)
 	return NULL;
 }
 
+/* PACERD_STORE: redis://IP:PORT, unix:/path or local (containers: one variable
+ * turns the shared store on without a file of its own). */
+static int apply_env_store(struct ctx *c, const char *val)
+{
+	struct config *cfg = c->cfg;
+	char msg[MSG_LEN], *addr = NULL;
+	if (strcmp(val, "local") == 0) {
+		cfg->store.kind = STORE_LOCAL;
+		return 0;
+	}
+	const char *a = strncmp(val, "redis://", 8) == 0 ? val + 8 : val;
+	if ((a == val && strncmp(val, "unix:", 5) != 0) ||
+	    check_store_address(a, &addr, msg, sizeof(msg)) != 0) {
+		set_err(c, "PACERD_STORE: expected redis://IP:PORT, unix:/path or local, got '%s'", val);
+		return -1;
+	}
+	if (!addr)
+		return -1;
+	free(cfg->store.redis.address);
+	cfg->store.redis.address = addr;
+	cfg->store.kind = STORE_REDIS;
+	return 0;
+}
+
 static int apply_env(struct ctx *c, char *const *env)
 {
 	struct config *cfg = c->cfg;
+	const char *store = env_get(env, "PACERD_STORE");
+	if (store && apply_env_store(c, store) != 0)
+		return -1;
 	struct provider_conf *prov = find_provider(cfg, cfg->default_provider);
 	struct plan_conf *plan = find_plan(cfg, prov->plan);
 	for (size_t i = 0; i < sizeof(env_opts) / sizeof(env_opts[0]); i++) {

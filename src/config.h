@@ -34,6 +34,9 @@ struct agent_priority {
 };
 enum stream_usage { STREAM_USAGE_INJECT, STREAM_USAGE_OFF };
 enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR };
+enum store_kind { STORE_LOCAL, STORE_REDIS };
+/* What a lane does while the shared store cannot answer. */
+enum store_on_error { STORE_ON_ERROR_LOCAL, STORE_ON_ERROR_FAIL };
 
 struct plan_conf {
 	char *name;
@@ -53,6 +56,7 @@ struct plan_conf {
 	int day_reset_minute; /* day_resets_at in minutes after midnight (resolved at load) */
 	unsigned default_output_tokens;
 	unsigned max_concurrent; /* >= 1, hard ceiling */
+	unsigned max_concurrent_global; /* 0 = none; across replicas (store.kind: redis) */
 	struct {
 		bool adaptive;
 		unsigned min;            /* >= 1 */
@@ -145,6 +149,17 @@ struct config {
 		struct agent_priority *priorities; /* sorted by id */
 		size_t n_priorities;
 	} agents;
+	struct {
+		enum store_kind kind;
+		struct {
+			char *address; /* IP:port, [v6]:port or unix:/path */
+			char *key_prefix;
+			unsigned timeout_ms;  /* per command */
+			enum store_on_error on_error;
+			unsigned replicas;    /* >= 1: local fallback gates at limit / replicas */
+			unsigned lease_ms;    /* max_concurrent_global leases live this long unrenewed */
+		} redis;
+	} store;
 };
 
 /* Loads `path` (NULL: built-in defaults only), then applies the PACERD_* variables

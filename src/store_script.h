@@ -1,0 +1,109 @@
+/* store_script — the Lua scripts that decide a lane's gates in Redis, and the
+ * arguments and replies they take (pure: builds argument vectors, parses
+ * replies; store.c sends them, test_store_script runs them on a real Redis).
+ *
+ * Every decision runs on the server's clock (redis.call('TIME')), so replicas
+ * whose clocks differ agree on one schedule. A gate is GCRA in the same form as
+ * gcra.c (virtual scheduling: a theoretical arrival time, TAT, per gate; the
+ * same tolerance, the same slack for late wake-ups), kept as one field of the
+ * lane's hash, as a decimal string of milliseconds on the server's clock:
+ *
+ *   KEY  <prefix><provider>:<key hash prefix>         a hash, one per lane
+ *        r0 r1 r2 r3   request gates (min_ms, per second, per minute, per hour)
+ *        t ti to       token gates (all, input, output)
+ *        l0 l1 l2 l3   learned budgets (requests, tokens, input, output tokens):
+ *                      the provider's bucket, refilled at the learned pace;
+ *                      lN:T and lN:B its interval and capacity, as the last
+ *                      replica that learned them wrote them
+ *        hold          no request before this instant (a retry-after)
+ *        quota         present while the account's quota is out
+ *   KEY  <same>:leases  a sorted set: max_concurrent_global leases, scored by expiry
+ *
+ * Keys expire once their state is back to idle, plus the idle time the
+ * caller passes: a gate whose TAT has passed means the same as no gate. */
+#ifndef PACERD_STORE_SCRIPT_H
+#define PACERD_STORE_SCRIPT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+enum store_script_id {
+	SCRIPT_DECIDE,  /* may a request go now? charges every gate when it may */
+	SCRIPT_ADJUST,  /* corrects charges: actual tokens, unused decisions */
+	SCRIPT_OBSERVE, /* a replica's observation of a learned budget */
+	SCRIPT_HOLD,    /* a retry-after: hold every replica */
+	SCRIPT_QUOTA,   /* the quota is out / back */
+	SCRIPT_RENEW,   /* renews leases still in flight */
+	SCRIPT_N
+};
+
+/* The script's source, and its SHA-1 as hex (computed once, for EVALSHA). */
+const char *store_script_source(enum store_script_id id);
+const char *store_script_sha(enum store_script_id id);
+const char *store_script_name(enum store_script_id id);
+
+/* Most gates a decision carries: 4 request windows, 3 token gates, 4 learned. */
+#define STORE_MAX_GATES 11
+/* Arguments of the longest command: EVALSHA sha numkeys key key + 5 + 4 per gate. */
+#define STORE_MAX_ARGS (5 + 5 + 4 * STORE_MAX_GATES)
+#define STORE_ARG_LEN 64
+
+/* One gate of a decision or an adjustment. field: "r0".."r3", "t", "ti",
+ * "to", "l0".."l3". t_ms <= 0 on a learned gate: use what another replica
+ * stored (skipped when none did). */
+struct store_gate {
+	const char *field;
+	double t_ms, burst, cost;
+};
+
+/* An argument vector the caller sends as is (redisAsyncCommandArgv). */
+struct store_cmd {
+	int argc;
+	const char *argv[STORE_MAX_ARGS];
+	size_t argvlen[STORE_MAX_ARGS];
+	char buf[STORE_MAX_ARGS][STORE_ARG_LEN]; /* numbers formatted here */
+};
+
+/* The key names of a lane: prefix + provider + ':' + key id ("-" for the
+ * anonymous lane), and the same + ":leases". Returns false when they do not fit. */
+bool store_lane_keys(const char *prefix, const char *provider, const char *key_id, char *key,
+                     size_t keylen, char *leases, size_t leaseslen);
+
+/* EVALSHA decide: the gates (n <= STORE_MAX_GATES), a lease when lease_cap > 0
+ * (member names it: replica id and dispatch number). Strings must outlive cmd. */
+void store_cmd_decide(struct store_cmd *cmd, const char *key, const char *leases,
+                      double idle_ms, unsigned lease_cap, const char *member, double lease_ms,
+                      const struct store_gate *gates, size_t n);
+/* EVALSHA adjust: gate.cost is the correction (> 0 charged, < 0 refunded). */
+void store_cmd_adjust(struct store_cmd *cmd, const char *key, double idle_ms,
+                      const struct store_gate *gates, size_t n);
+/* EVALSHA observe: learned budget `field` has capacity `burst`, interval t_ms
+ * per unit, and about `remaining` units left now. */
+void store_cmd_observe(struct store_cmd *cmd, const char *key, double idle_ms, const char *field,
+                       double t_ms, double burst, double remaining);
+/* EVALSHA hold: no request of the lane before hold_ms from the server's now. */
+void store_cmd_hold(struct store_cmd *cmd, const char *key, double idle_ms, double hold_ms);
+/* EVALSHA quota: out (true) or back (false). */
+void store_cmd_quota(struct store_cmd *cmd, const char *key, double idle_ms, bool out);
+/* EVALSHA renew: the lease `member` lives lease_ms more (one per command). */
+void store_cmd_renew(struct store_cmd *cmd, const char *leases, double lease_ms,
+                     const char *member);
+/* ZREM: the lease is given back. */
+void store_cmd_release(struct store_cmd *cmd, const char *leases, const char *member);
+/* Replaces EVALSHA by EVAL with the script's source (after NOSCRIPT). */
+void store_cmd_as_eval(struct store_cmd *cmd, enum store_script_id id);
+
+/* A decision's answer: go, or not before wait_ms from now; quota: the shared
+ * quota is out. */
+struct store_verdict {
+	bool go;
+	double wait_ms;
+	bool quota;
+};
+
+/* Parses decide's reply, given as its three elements (integer, string,
+ * integer). Returns false for a reply of another shape. */
+bool store_parse_verdict(long long go, const char *wait, size_t wait_len, long long quota,
+                         struct store_verdict *v);
+
+#endif
