@@ -47,6 +47,7 @@
 #include "metrics.h"
 #include "retry.h"
 #include "sched.h"
+#include "shared.h"
 #include "tokens.h"
 #include "usage_strip.h"
 
@@ -86,6 +87,7 @@ struct exchange {
 	/* Scheduling. */
 	struct sched_lane *lane;
 	struct sched_item item;
+	struct shared_lease *lease; /* max_concurrent_global: held while in flight */
 	int64_t t_start, t_dispatch, t_headers; /* monotonic ms */
 	int64_t t_first_dispatch;               /* 0: never dispatched */
 	int64_t retry_deadline;
@@ -154,6 +156,7 @@ struct lane_shell {
 	size_t quota_n, quota_head_len;
 	int quota_status;
 	char quota_reason[64];
+	struct shared_lane *shared; /* the shared store's decisions and leases */
 };
 
 struct exchanges {
@@ -169,6 +172,7 @@ struct exchanges {
 	struct exchange *pool; /* finished exchanges kept for reuse */
 	size_t n_live, n_pool;
 	uint64_t rng;
+	struct shared *shared; /* store.kind: redis; NULL: local */
 };
 
 static const struct up_handler relay_handler;
@@ -380,6 +384,15 @@ static void retry_timer_disarm(struct exchange *x)
 	}
 }
 
+/* The attempt's max_concurrent_global lease goes back to the store. */
+static void lane_release(struct exchange *x)
+{
+	if (x->lease != NULL) {
+		shared_release(x->xs->shared, x->lease);
+		x->lease = NULL;
+	}
+}
+
 /* Ends the exchange: the upstream side is stopped if it still runs, the lane
  * lets go of it, the access log line is written, and the client half is left
  * (its response must have ended already, or the client is gone). */
@@ -392,6 +405,7 @@ static void finish(struct exchange *x)
 	if (x->xfer != NULL) {
 		upstream_abort(x->xfer);
 		x->xfer = NULL;
+		lane_release(x);
 		sched_complete(x->lane, &x->item, SCHED_ABORTED, now_ms());
 		lane_kick(x->lane);
 	} else if (x->lane != NULL &&
@@ -493,9 +507,10 @@ static struct lane_shell *lane_shell_of(struct exchanges *xs, struct sched_lane 
 static void lane_evicted(struct sched_lane *lane, void *arg)
 {
 	struct lane_shell *ls = lane->shell;
-	(void)arg;
+	struct exchanges *xs = arg;
 	if (ls == NULL)
 		return;
+	shared_lane_free(xs != NULL ? xs->shared : NULL, ls->shared);
 	evtimer_del(&ls->timer);
 	config_ref_put(ls->cref);
 	if (ls->quota_answer != NULL)
@@ -604,6 +619,7 @@ static void dispatch(struct exchange *x)
 	log_lane_event(x, "acquired", LOG_DEBUG, "active_slots", (long long)x->lane->in_flight);
 	x->xfer = upstream_start(x->xs->up, &ur, &relay_handler, x);
 	if (x->xfer == NULL) {
+		lane_release(x);
 		sched_complete(x->lane, &x->item, SCHED_TRANSIENT, now_ms());
 		give_up_transport(x, UP_INTERNAL, "cannot start the upstream transfer");
 	}
@@ -644,12 +660,24 @@ static void queue_full(struct exchange *x, const struct sched_request *rq, int64
  * would shorten the spacing. An unpaced lane takes the turn's time. */
 static int64_t pump_now(const struct sched_lane *lane)
 {
-	if (gates_enabled(&lane->gates))
+	if (gates_enabled(&lane->gates) || lane->gates_mode == SCHED_GATES_SHARED)
 		return clock_fresh_ms();
 	for (int b = 0; b < RLH_N_BUDGETS; b++)
 		if (sched_learned(lane, b) != NULL)
 			return clock_fresh_ms();
 	return now_ms();
+}
+
+/* store.redis.on_error: fail, with the store down: 503 until it is back. */
+static void store_unavailable(struct exchange *x)
+{
+	struct store_stats *st = shared_stats(x->xs->shared);
+	if (st != NULL)
+		st->refused++;
+	int64_t retry = shared_retry_in_ms(x->xs->shared);
+	answer(x, 503, "store_unavailable",
+	       "the shared store (store.redis) does not answer, and store.redis.on_error is fail",
+	       retry < 1000 ? 1000 : retry);
 }
 
 /* The plan's daily budget is spent: 429, with retry-after when the reset is
@@ -693,8 +721,16 @@ static void lane_pump(struct lane_shell *ls)
 	day_tick(lane, now);
 	while ((it = sched_expired(lane, now)) != NULL)
 		queue_timeout(X_OF_ITEM(it));
-	while ((it = sched_next(lane, now)) != NULL)
-		dispatch(X_OF_ITEM(it));
+	if (!shared_pump(ls->xs->shared, lane, &ls->shared, now)) {
+		/* on_error: fail, and the store is down: what waits is answered. */
+		while ((it = sched_drain(lane)) != NULL)
+			store_unavailable(X_OF_ITEM(it));
+	}
+	while ((it = sched_next(lane, now)) != NULL) {
+		struct exchange *x = X_OF_ITEM(it);
+		x->lease = shared_dispatched(ls->xs->shared, ls->shared);
+		dispatch(x);
+	}
 	/* A day's budget spent: what waits could only wait for tomorrow. */
 	if (sched_day_out(lane))
 		while ((it = sched_drain(lane)) != NULL)
@@ -840,6 +876,10 @@ void exchange_start(struct exchanges *xs, struct hreq *client, const struct exch
 		return;
 	}
 
+	if (shared_refusing(xs->shared)) {
+		store_unavailable(x);
+		return;
+	}
 	const struct config *cfg = xs->cref->cfg;
 	struct sched_lane *lane =
 	    registry_lane(xs->reg, cfg, x->route.provider, x->key_hash, now, lane_evicted, xs);
@@ -1036,6 +1076,7 @@ static bool on_up_headers(void *ctx, int status, const char *reason, const struc
 	rlh_parse(x->route.provider->dialect, rh, nr, clock_wall_ms(), &x->rlh);
 	if (sched_observe(x->lane, &x->item, &x->rlh, x->t_headers))
 		log_limit_learned(x);
+	shared_observed(x->xs->shared, x->lane);
 	lane_kick(x->lane); /* what was learned may move the lane's next instant */
 
 	const char *ctype = find_up_header(h, n, "content-type");
@@ -1047,8 +1088,10 @@ static bool on_up_headers(void *ctx, int status, const char *reason, const struc
 	 * retry-after, which needs no body. */
 	if (status == 429 || status == 503 || status == 529) {
 		int64_t hint, fresh = clock_fresh_ms();
-		if (rlh_server_hint(&x->rlh, NULL, &hint) && hint > 0)
+		if (rlh_server_hint(&x->rlh, NULL, &hint) && hint > 0) {
 			sched_hold(x->lane, fresh + hint);
+			shared_hold(x->xs->shared, x->lane, hint);
+		}
 		sched_hold_pending(x->lane, &x->item, fresh + PENDING_HOLD_MAX_MS);
 	}
 	if (maybe_retryable(status)) {
@@ -1130,6 +1173,11 @@ static void settle_tokens(struct exchange *x)
 	if (!u.present)
 		return;
 	x->tokens_used = u.total;
+	const struct sched_item *it = &x->item;
+	double d_tokens = (double)u.total - it->cost_tokens;
+	double d_in = u.has_input ? (double)u.input - it->cost_prompt : 0;
+	double d_out = u.has_output ? (double)u.output - it->cost_output : 0;
+	shared_tokens_used(x->xs->shared, x->lane, d_tokens, d_in, d_out);
 	sched_tokens_used(x->lane, &x->item, (double)u.total, u.has_input ? (double)u.input : -1,
 	                  u.has_output ? (double)u.output : -1, now_ms());
 }
@@ -1207,6 +1255,8 @@ static void quota_begin(struct exchange *x, const char *why)
 	struct lane_shell *ls = lane->shell;
 	quota_keep(ls, x);
 	bool fresh = sched_quota_exhausted(lane, now_ms());
+	if (fresh)
+		shared_quota(x->xs->shared, lane, true);
 	size_t drained = 0;
 	struct sched_item *it;
 	while ((it = sched_drain(lane)) != NULL) {
@@ -1231,6 +1281,7 @@ static void complete_attempt(struct exchange *x, enum sched_outcome outcome, int
 {
 	struct sched_lane *lane = x->lane;
 	bool quota_before = sched_quota_out(lane);
+	lane_release(x);
 	sched_complete(lane, &x->item, outcome, now);
 	note_limit_change(lane->shell, x);
 	if (quota_before && !sched_quota_out(lane)) {
@@ -1238,6 +1289,7 @@ static void complete_attempt(struct exchange *x, enum sched_outcome outcome, int
 		if (ls->quota_answer != NULL)
 			evbuffer_drain(ls->quota_answer, evbuffer_get_length(ls->quota_answer));
 		log_lane_event(x, "quota_restored", LOG_INFO, NULL, 0);
+		shared_quota(x->xs->shared, lane, false);
 	}
 }
 
@@ -1361,8 +1413,10 @@ static void decide(struct exchange *x, enum up_error err, const char *detail)
 		 * a fresh clock: the turn's may predate the answer's arrival (a
 		 * libcurl timer can read a socket), and a hold that ends before
 		 * the provider's window does sends the next request into it. */
-		if (cls == RETRY_CAPACITY && has_hint && hint > 0)
+		if (cls == RETRY_CAPACITY && has_hint && hint > 0) {
 			sched_hold(lane, clock_fresh_ms() + hint);
+			shared_hold(x->xs->shared, lane, hint);
+		}
 	}
 	if (quota && !d.retry)
 		quota_begin(x, why);
@@ -1481,12 +1535,69 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg)
 	                    lane_evicted, xs);
 }
 
+/* ---- the shared store's hooks ---- */
+
+/* Another replica found the quota out: this lane stops as if it had. */
+static void on_shared_quota_out(struct sched_lane *lane)
+{
+	struct lane_shell *ls = lane->shell;
+	sched_quota_exhausted(lane, now_ms());
+	size_t drained = 0;
+	struct sched_item *it;
+	while ((it = sched_drain(lane)) != NULL) {
+		quota_answer(X_OF_ITEM(it), ls);
+		drained++;
+	}
+	struct log_line l;
+	if (log_begin(&l, LOG_WARN, "quota_exhausted")) {
+		log_str(&l, "provider", lane->provider->name);
+		log_str(&l, "key", lane->key_id);
+		log_str(&l, "reason", "another replica's answer (shared store)");
+		log_int(&l, "drained", (long long)drained);
+		log_end(&l);
+	}
+}
+
+/* ... and back: a probe of another replica succeeded. */
+static void on_shared_quota_back(struct sched_lane *lane)
+{
+	struct lane_shell *ls = lane->shell;
+	sched_quota_restored(lane);
+	if (ls != NULL && ls->quota_answer != NULL)
+		evbuffer_drain(ls->quota_answer, evbuffer_get_length(ls->quota_answer));
+	struct log_line l;
+	if (log_begin(&l, LOG_INFO, "quota_restored")) {
+		log_str(&l, "provider", lane->provider->name);
+		log_str(&l, "key", lane->key_id);
+		log_str(&l, "reason", "another replica's answer (shared store)");
+		log_end(&l);
+	}
+}
+
+static void kick_busy_lane(struct sched_lane *lane, void *arg)
+{
+	(void)arg;
+	if (!sched_lane_idle(lane))
+		lane_kick(lane);
+}
+
+/* The store went up or down: every lane with something waiting looks again
+ * (to fall back, to refuse, or to be shared again) now, not at its timer. */
+static void on_store_changed(void *arg, bool up)
+{
+	struct exchanges *xs = arg;
+	(void)up;
+	registry_foreach(xs->reg, kick_busy_lane, NULL);
+}
+
 struct exchanges *exchanges_new(struct event_base *base, struct upstream *up,
-                                struct config_ref *cref)
+                                struct config_ref *cref, char *err, size_t errlen)
 {
 	struct exchanges *xs = calloc(1, sizeof(*xs));
-	if (xs == NULL)
+	if (xs == NULL) {
+		snprintf(err, errlen, "out of memory");
 		return NULL;
+	}
 	xs->base = base;
 	xs->up = up;
 	xs->cref = config_ref_get(cref);
@@ -1498,6 +1609,19 @@ struct exchanges *exchanges_new(struct event_base *base, struct upstream *up,
 	xs->sweep = event_new(base, -1, EV_PERSIST, on_sweep, xs);
 	xs->rng = ((uint64_t)arc4random() << 32) | arc4random() | 1;
 	if (xs->reg == NULL || xs->metrics == NULL || xs->reap == NULL || xs->sweep == NULL) {
+		snprintf(err, errlen, "out of memory");
+		exchanges_free(xs);
+		return NULL;
+	}
+	const struct shared_hooks hooks = {
+	    .kick = lane_kick,
+	    .quota_out = on_shared_quota_out,
+	    .quota_back = on_shared_quota_back,
+	    .store_changed = on_store_changed,
+	    .arg = xs,
+	};
+	xs->shared = shared_new(base, cref->cfg, &hooks, err, errlen);
+	if (xs->shared == NULL && err[0] != '\0') {
 		exchanges_free(xs);
 		return NULL;
 	}
@@ -1531,6 +1655,11 @@ struct registry *exchanges_lanes(const struct exchanges *xs)
 	return xs->reg;
 }
 
+struct shared *exchanges_shared(const struct exchanges *xs)
+{
+	return xs->shared;
+}
+
 const struct metrics *exchanges_metrics(const struct exchanges *xs)
 {
 	return xs->metrics;
@@ -1550,6 +1679,7 @@ void exchanges_free(struct exchanges *xs)
 	}
 	if (xs->reg != NULL)
 		registry_free(xs->reg, lane_evicted, xs);
+	shared_free(xs->shared);
 	if (xs->reap != NULL)
 		event_free(xs->reap);
 	if (xs->sweep != NULL)

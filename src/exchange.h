@@ -32,8 +32,10 @@ struct exchange_intake {
 	int priority;         /* x-pacer-priority, else agents.priorities, else 0 */
 };
 
+/* With store.kind: redis, connects the shared store first; NULL with err
+ * set when it cannot be used (a Redis that refuses scripts). */
 struct exchanges *exchanges_new(struct event_base *base, struct upstream *up,
-                                struct config_ref *cref);
+                                struct config_ref *cref, char *err, size_t errlen);
 /* Aborts what is left (the clients are gone by then) and frees the lanes. */
 void exchanges_free(struct exchanges *xs);
 
@@ -51,6 +53,8 @@ size_t exchanges_live(const struct exchanges *xs);
 size_t exchanges_lane_count(const struct exchanges *xs);
 /* The lanes, read-only, for /status and /metrics. */
 struct registry *exchanges_lanes(const struct exchanges *xs);
+/* The shared store (NULL: store.kind local), for /status and /metrics. */
+struct shared *exchanges_shared(const struct exchanges *xs);
 /* Per-provider histograms and counters, read-only, for /metrics. */
 const struct metrics *exchanges_metrics(const struct exchanges *xs);
 

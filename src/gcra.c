@@ -175,15 +175,43 @@ void gates_init(struct gates *s, const struct plan_conf *plan)
 
 void gates_reconfigure(struct gates *s, const struct plan_conf *plan, int64_t now_ms)
 {
+	gates_reconfigure_scaled(s, plan, 1.0, now_ms);
+}
+
+void gates_reconfigure_scaled(struct gates *s, const struct plan_conf *plan, double scale,
+                              int64_t now_ms)
+{
+	if (!(scale > 0 && scale <= 1))
+		scale = 1;
 	for (int w = 0; w < GATES_N_WINDOWS; w++)
-		gcra_set_rate(&s->req[w], now_ms, plan_interval(plan, (enum gates_window)w),
-		              plan_burst(plan, (enum gates_window)w));
-	gcra_set_rate(&s->tokens, now_ms, per_window(60000.0, plan->max_tokens_per_minute),
-	              plan_token_burst(plan));
-	gcra_set_rate(&s->input, now_ms, per_window(60000.0, plan->max_input_tokens_per_minute),
-	              plan->max_input_tokens_per_minute / 60.0);
-	gcra_set_rate(&s->output, now_ms, per_window(60000.0, plan->max_output_tokens_per_minute),
-	              plan->max_output_tokens_per_minute / 60.0);
+		gcra_set_rate(&s->req[w], now_ms, plan_interval(plan, (enum gates_window)w) / scale,
+		              fmax(1, floor(plan_burst(plan, (enum gates_window)w) * scale)));
+	gcra_set_rate(&s->tokens, now_ms,
+	              per_window(60000.0, plan->max_tokens_per_minute * scale),
+	              plan_token_burst(plan) * scale);
+	gcra_set_rate(&s->input, now_ms,
+	              per_window(60000.0, plan->max_input_tokens_per_minute * scale),
+	              plan->max_input_tokens_per_minute * scale / 60.0);
+	gcra_set_rate(&s->output, now_ms,
+	              per_window(60000.0, plan->max_output_tokens_per_minute * scale),
+	              plan->max_output_tokens_per_minute * scale / 60.0);
+}
+
+unsigned gates_requests_available(const struct gates *s, int64_t now_ms, unsigned cap)
+{
+	unsigned n = cap;
+	for (int w = 0; w < GATES_N_WINDOWS; w++) {
+		const struct gcra *g = &s->req[w];
+		if (!gcra_enabled(g))
+			continue;
+		/* units that fit in the tolerance left: (now + burst T - TAT) / T,
+		 * TAT no earlier than now (an idle gate holds its whole burst) */
+		double left = g->burst - (fmax(g->tat, (double)now_ms) - (double)now_ms) / g->t_ms;
+		unsigned k = left <= 0 ? 0 : left >= cap ? cap : (unsigned)floor(left + 1e-9);
+		if (k < n)
+			n = k;
+	}
+	return n;
 }
 
 bool gates_enabled(const struct gates *s)

@@ -95,6 +95,13 @@ void gates_init(struct gates *s, const struct plan_conf *plan);
 /* Applies a changed plan (reload) at now_ms, keeping each gate's debt
  * (gcra_set_rate). */
 void gates_reconfigure(struct gates *s, const struct plan_conf *plan, int64_t now_ms);
+/* The same with every rate and burst multiplied by scale in (0, 1] (bursts
+ * at least 1): one replica's share of a limit while the shared store is down. */
+void gates_reconfigure_scaled(struct gates *s, const struct plan_conf *plan, double scale,
+                              int64_t now_ms);
+/* How many requests (cost 1; tokens not counted) the request gates would
+ * let through at now_ms, one after the other, at most `cap`. */
+unsigned gates_requests_available(const struct gates *s, int64_t now_ms, unsigned cap);
 
 /* Whether any gate of the set limits anything. */
 bool gates_enabled(const struct gates *s);

@@ -531,7 +531,7 @@ unsigned sched_concurrency_limit(const struct sched_lane *lane)
 bool sched_lane_idle(const struct sched_lane *lane)
 {
 	return lane->ready.n == 0 && lane->n_parked == 0 && lane->in_flight == 0 &&
-	       lane->waiting.n == 0;
+	       lane->waiting.n == 0 && lane->asking == 0;
 }
 
 /* ---- submit ---- */
@@ -653,6 +653,8 @@ static int64_t lane_ready_at(const struct sched_lane *lane, const struct sched_i
 	}
 	if (lane->hold_until_ms > t)
 		t = lane->hold_until_ms;
+	if (lane->gates_mode == SCHED_GATES_SHARED && lane->shared_until_ms > t)
+		t = lane->shared_until_ms;
 	int64_t d = aimd_delay_ready_at(&lane->delay, now_ms);
 	if (d > t)
 		t = d;
@@ -772,6 +774,11 @@ struct sched_item *sched_next(struct sched_lane *lane, int64_t now_ms)
 		lane->day_out = true; /* FIFO: nothing behind it goes either */
 		return NULL;
 	}
+	if (lane->gates_mode == SCHED_GATES_SHARED) {
+		if (lane->permits == 0)
+			return NULL; /* the shell asks the store (sched_permits_wanted) */
+		lane->permits--;
+	}
 
 	queue_remove(lane, it, true);
 	int64_t waited = now_ms - it->queued_ms;
@@ -827,7 +834,10 @@ int64_t sched_wake_at(struct sched_lane *lane, int64_t now_ms)
 		const struct sched_item *it = first_eligible(lane);
 		if (it != NULL) {
 			int64_t t = lane_ready_at(lane, it, now_ms);
-			if (t < wake)
+			/* Ready but for the store's answer: its reply wakes the lane. */
+			bool deciding = lane->gates_mode == SCHED_GATES_SHARED && t <= now_ms &&
+			                lane->permits == 0 && lane->asking > 0;
+			if (t < wake && !deciding)
 				wake = t;
 		}
 	}
@@ -980,6 +990,11 @@ bool sched_quota_exhausted(struct sched_lane *lane, int64_t now_ms)
 	return !was;
 }
 
+void sched_quota_restored(struct sched_lane *lane)
+{
+	lane->quota = false;
+}
+
 bool sched_quota_out(const struct sched_lane *lane)
 {
 	return lane->quota;
@@ -1039,6 +1054,86 @@ void sched_cancel(struct sched_lane *lane, struct sched_item *it)
 	it->state = SCHED_NONE;
 	lane->stats.cancelled++;
 	idle_update(lane);
+}
+
+/* ---- the shared store ---- */
+
+void sched_set_gates_mode(struct sched_lane *lane, enum sched_gates_mode mode, double scale,
+                          int64_t now_ms)
+{
+	if (mode != SCHED_GATES_FALLBACK)
+		scale = 1;
+	bool rescale = (lane->gates_mode == SCHED_GATES_FALLBACK) != (mode == SCHED_GATES_FALLBACK);
+	lane->gates_mode = mode;
+	if (rescale)
+		gates_reconfigure_scaled(&lane->gates, lane->plan, scale, now_ms);
+	if (mode != SCHED_GATES_SHARED)
+		lane->shared_until_ms = 0;
+}
+
+unsigned sched_permits_wanted(struct sched_lane *lane, int64_t now_ms, struct sched_costs *head)
+{
+	if (lane->gates_mode != SCHED_GATES_SHARED)
+		return 0;
+	promote_due_retries(lane, now_ms);
+	unsigned limit = aimd_limit(&lane->conc);
+	if (lane->in_flight >= limit || held_back(lane, now_ms) || lane->day_out)
+		return 0;
+	struct sched_item *it = first_eligible(lane);
+	if (it == NULL || lane_ready_at(lane, it, now_ms) > now_ms)
+		return 0;
+	/* As many as could leave now: free slots, requests waiting, what the
+	 * local gates (this replica's own dispatches) would let through; one at
+	 * a time while a learned pace or a dispatch delay spaces them here. */
+	size_t queued = lane->fq.n + lane->n_due;
+	size_t n = limit - lane->in_flight;
+	if (queued < n)
+		n = queued;
+	if (n > SCHED_PERMITS_MAX)
+		n = SCHED_PERMITS_MAX;
+	n = gates_requests_available(&lane->gates, now_ms, (unsigned)n);
+	bool spaced = lane->delay.delay_ms > 0 || gcra_enabled(&lane->gates.tokens) ||
+	              gcra_enabled(&lane->gates.input) || gcra_enabled(&lane->gates.output);
+	for (int b = 0; !spaced && lane_learns(lane) && b < RLH_N_BUDGETS; b++)
+		spaced = lane->learned[b].n_obs > 0;
+	if (spaced && n > 1)
+		n = 1;
+	size_t have = (size_t)lane->asking + lane->permits;
+	if (n <= have)
+		return 0;
+	head->tokens = it->cost_tokens;
+	head->prompt = it->cost_prompt;
+	head->output = it->cost_output;
+	return (unsigned)(n - have);
+}
+
+void sched_permits_asked(struct sched_lane *lane, unsigned n)
+{
+	lane->asking += n;
+	idle_update(lane);
+}
+
+void sched_permit_answer(struct sched_lane *lane, enum sched_permit_answer a, int64_t until_ms)
+{
+	if (lane->asking > 0)
+		lane->asking--;
+	if (a == SCHED_PERMIT_GO)
+		lane->permits++; /* outside SHARED: given back by sched_permits_unused */
+	else if (a == SCHED_PERMIT_WAIT && until_ms > lane->shared_until_ms)
+		lane->shared_until_ms = until_ms;
+	idle_update(lane);
+}
+
+unsigned sched_permits_unused(struct sched_lane *lane)
+{
+	if (lane->permits == 0)
+		return 0;
+	if (lane->gates_mode == SCHED_GATES_SHARED && lane->fq.n + lane->n_due > 0 &&
+	    lane->in_flight < aimd_limit(&lane->conc))
+		return 0;
+	unsigned n = lane->permits;
+	lane->permits = 0;
+	return n;
 }
 
 /* Requests ahead of a newcomer leave at the lane's effective pace: the

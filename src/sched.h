@@ -104,6 +104,16 @@ struct sched_idle_list {
 
 struct sched_agents; /* agents with requests in flight or passed over (sched.c) */
 
+/* Where a lane's rate gates are decided (store.kind: redis; shared.c). */
+enum sched_gates_mode {
+	SCHED_GATES_LOCAL,    /* here, at the plan's limits (store.kind: local) */
+	SCHED_GATES_SHARED,   /* in the shared store: one "go" (a permit) per dispatch */
+	SCHED_GATES_FALLBACK, /* here, at the plan's limits × 1 / replicas (store down) */
+};
+
+/* Decisions asked of the store at once per lane, at most. */
+#define SCHED_PERMITS_MAX 16
+
 /* A lane. It takes a few hundred bytes; what only some lanes need is
  * allocated when first needed: the learned budgets when a response first
  * reports one, the agent table when agents.mode first serializes or rejects
@@ -167,6 +177,15 @@ struct sched_lane {
 		double requests, tokens;
 		int64_t resets_at_ms;
 	} day;
+	/* The shared store. While SHARED, a request leaves only with a permit
+	 * (a "go" the store gave): the shell asks for as many as could leave
+	 * now (sched_permits_wanted), several in flight at once; a "not before"
+	 * holds the lane until shared_until_ms. The local gates stay charged by
+	 * this replica's own dispatches: at the full limit they never hold back
+	 * what the shared gates allow, and they say how many to ask for. */
+	enum sched_gates_mode gates_mode;
+	unsigned permits, asking;
+	int64_t shared_until_ms;
 	/* Dispatches are numbered; a capacity error counts only from a request
 	 * sent after the lane last reacted (its number above signal_seq). */
 	uint64_t dispatch_seq, signal_seq;
@@ -266,6 +285,9 @@ void sched_day_reset(struct sched_lane *lane, int64_t resets_at_ms, bool new_day
  * sched_drain gives it, and sched_submit refuses (SCHED_DAY_OUT). */
 bool sched_day_out(const struct sched_lane *lane);
 
+/* Another replica's probe found the quota back (the shared store). */
+void sched_quota_restored(struct sched_lane *lane);
+
 /* Whether the lane's quota is exhausted. */
 bool sched_quota_out(const struct sched_lane *lane);
 
@@ -286,6 +308,31 @@ void sched_retry(struct sched_lane *lane, struct sched_item *it, int64_t ready_m
  * which ends with sched_complete(SCHED_ABORTED)). */
 void sched_cancel(struct sched_lane *lane, struct sched_item *it);
 
+/* Where the lane's gates are decided from now on; scale: the share of the
+ * plan's limits the local gates apply (FALLBACK: 1 / replicas, else 1). */
+void sched_set_gates_mode(struct sched_lane *lane, enum sched_gates_mode mode, double scale,
+                          int64_t now_ms);
+
+/* What one decision asked of the store is for: the head of the queue. */
+struct sched_costs {
+	double tokens, prompt, output;
+};
+
+/* SHARED: how many decisions to ask the store for now (0 to
+ * SCHED_PERMITS_MAX, counting those asked and not answered), with the costs of
+ * the request that would go first. 0 when nothing could leave now. */
+unsigned sched_permits_wanted(struct sched_lane *lane, int64_t now_ms, struct sched_costs *head);
+/* n decisions were sent to the store. */
+void sched_permits_asked(struct sched_lane *lane, unsigned n);
+/* One decision came back: go (a permit), else not before until_ms (the
+ * store said wait), or failed (until_ms ignored; the caller decides what a
+ * store that fails means). */
+enum sched_permit_answer { SCHED_PERMIT_GO, SCHED_PERMIT_WAIT, SCHED_PERMIT_FAILED };
+void sched_permit_answer(struct sched_lane *lane, enum sched_permit_answer a, int64_t until_ms);
+/* Permits no request waits for any more (the queue emptied, the lane left
+ * SHARED): they are taken back and counted, for the store to refund. */
+unsigned sched_permits_unused(struct sched_lane *lane);
+
 /* Estimated wait for `rq` entering the queue now (its priority and fair
  * share), for deadline_unreachable and retry-after on queue_full; NULL: the
  * time to send everything waiting. */
@@ -304,7 +351,8 @@ const char *sched_lane_state(const struct sched_lane *lane, int64_t now_ms);
 /* Current concurrency limit. */
 unsigned sched_concurrency_limit(const struct sched_lane *lane);
 
-/* True when the lane holds nothing: no queue, no flight, no retry waiting. */
+/* True when the lane holds nothing: no queue, no flight, no retry waiting,
+ * no decision asked of the store. */
 bool sched_lane_idle(const struct sched_lane *lane);
 
 /* What the lane learned of budget b (enum rlh_budget) from rate-limit

@@ -250,9 +250,13 @@ struct server *server_new(struct event_base *base, struct config *cfg, struct up
 	}
 	srv->base = base;
 	srv->cref = cref;
-	srv->xs = exchanges_new(base, up, cref);
+	srv->xs = exchanges_new(base, up, cref, err, errlen);
+	if (srv->xs == NULL) {
+		server_free(srv);
+		return NULL;
+	}
 	srv->drain_check = event_new(base, -1, EV_PERSIST, on_drain_check, srv);
-	if (srv->xs == NULL || srv->drain_check == NULL) {
+	if (srv->drain_check == NULL) {
 		snprintf(err, errlen, "out of memory");
 		server_free(srv);
 		return NULL;
