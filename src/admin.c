@@ -19,6 +19,7 @@
 #include "metrics.h"
 #include "registry.h"
 #include "server.h"
+#include "shared.h"
 
 #include "version.h"
 
@@ -153,8 +154,29 @@ static void lane_status(struct sched_lane *lane, void *arg)
 	if (j != NULL) {
 		json_object_set_new(j, "priorities", priorities_json(lane, now));
 		json_object_set_new(j, "state", json_string(sched_lane_state(lane, now)));
+		static const char *const modes[] = {"local", "shared", "fallback"};
+		json_object_set_new(j, "gates_decided", json_string(modes[lane->gates_mode]));
 		json_array_append_new(lanes, j);
 	}
+}
+
+/* /status "store": where lanes' gates are decided. */
+static json_t *store_json(struct shared *sh)
+{
+	struct store_stats *s = shared_stats(sh);
+	if (s == NULL)
+		return json_pack("{s:s}", "kind", "local");
+	const struct metrics_hist *h = &s->latency;
+	return json_pack("{s:s,s:s,s:b,s:b,s:s,s:i,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:f}", "kind",
+	                 "redis", "address", s->address, "connected", s->connected, "fallback",
+	                 !s->connected && !shared_refusing(sh), "on_error", shared_on_error(sh),
+	                 "replicas", (int)shared_replicas(sh), "decisions",
+	                 (json_int_t)(s->decisions_go + s->decisions_wait), "decisions_go",
+	                 (json_int_t)s->decisions_go, "decisions_wait",
+	                 (json_int_t)s->decisions_wait, "commands", (json_int_t)s->commands,
+	                 "errors", (json_int_t)s->errors, "timeouts", (json_int_t)s->timeouts,
+	                 "fallbacks", (json_int_t)s->fallbacks, "refused", (json_int_t)s->refused,
+	                 "command_ms_avg", h->count > 0 ? h->sum / (double)h->count * 1000 : 0.0);
 }
 
 static void handle_status(struct admin *adm, struct hreq *req)
@@ -173,6 +195,8 @@ static void handle_status(struct admin *adm, struct hreq *req)
 	    "responses", "1xx", (json_int_t)st.responses[1], "2xx", (json_int_t)st.responses[2],
 	    "3xx", (json_int_t)st.responses[3], "4xx", (json_int_t)st.responses[4], "5xx",
 	    (json_int_t)st.responses[5], "lanes", lanes);
+	if (j != NULL)
+		json_object_set_new(j, "store", store_json(server_shared(srv)));
 	reply_json(req, 200, j);
 }
 
@@ -183,7 +207,8 @@ static void handle_metrics(struct admin *adm, struct hreq *req)
 	struct server *srv = adm->srv;
 	struct server_stats st;
 	server_get_stats(srv, &st);
-	struct metrics_process p = {.draining = st.draining,
+	struct metrics_process p = {.store = shared_stats(server_shared(srv)),
+	                            .draining = st.draining,
 	                            .in_flight = st.in_flight,
 	                            .connections = st.connections,
 	                            .accepted = st.accepted};

@@ -1,6 +1,7 @@
 /* metrics — histograms, the per-provider table and the text exposition. See
  * metrics.h. */
 #include "metrics.h"
+#include "store.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -366,6 +367,40 @@ static void provider_hists(struct evbuffer *out, const struct metrics *m, const 
 	}
 }
 
+/* The shared store (store.kind: redis). */
+static void store_families(struct evbuffer *out, const struct store_stats *s)
+{
+	metrics_family(out, "pacerd_store_connected", "gauge",
+	               "1 while the shared store (Redis) answers, 0 while lanes fall back.");
+	evbuffer_add_printf(out, "pacerd_store_connected %d\n", s->connected ? 1 : 0);
+	metrics_family(out, "pacerd_store_commands_total", "counter", "Commands sent to the store.");
+	evbuffer_add_printf(out, "pacerd_store_commands_total %llu\n",
+	                    (unsigned long long)s->commands);
+	metrics_family(out, "pacerd_store_errors_total", "counter",
+	               "Store commands that failed: an error, a timeout, a lost connection.");
+	evbuffer_add_printf(out, "pacerd_store_errors_total %llu\n", (unsigned long long)s->errors);
+	metrics_family(out, "pacerd_store_timeouts_total", "counter",
+	               "Store commands not answered within store.redis.timeout_ms.");
+	evbuffer_add_printf(out, "pacerd_store_timeouts_total %llu\n",
+	                    (unsigned long long)s->timeouts);
+	metrics_family(out, "pacerd_store_decisions_total", "counter",
+	               "Dispatch decisions the store made, by verdict.");
+	evbuffer_add_printf(out, "pacerd_store_decisions_total{verdict=\"go\"} %llu\n",
+	                    (unsigned long long)s->decisions_go);
+	evbuffer_add_printf(out, "pacerd_store_decisions_total{verdict=\"wait\"} %llu\n",
+	                    (unsigned long long)s->decisions_wait);
+	metrics_family(out, "pacerd_store_fallbacks_total", "counter",
+	               "Lanes that fell back to local gates at limit / replicas (store down).");
+	evbuffer_add_printf(out, "pacerd_store_fallbacks_total %llu\n",
+	                    (unsigned long long)s->fallbacks);
+	metrics_family(out, "pacerd_store_refused_total", "counter",
+	               "Requests answered 503 store_unavailable (store.redis.on_error: fail).");
+	evbuffer_add_printf(out, "pacerd_store_refused_total %llu\n", (unsigned long long)s->refused);
+	metrics_family(out, "pacerd_store_command_seconds", "histogram",
+	               "Round trip of one store command.");
+	metrics_hist_write(out, "pacerd_store_command_seconds", "", &s->latency);
+}
+
 int metrics_write(struct evbuffer *out, const struct metrics *m, const struct metrics_process *p,
                   struct registry *reg, unsigned top_lanes, int64_t now_ms)
 {
@@ -414,6 +449,9 @@ int metrics_write(struct evbuffer *out, const struct metrics *m, const struct me
 		evbuffer_add_printf(out, "} %llu\n",
 		                    (unsigned long long)m->rows[i].tokens_reported);
 	}
+
+	if (p->store != NULL)
+		store_families(out, p->store);
 
 	size_t n_lanes = registry_count(reg);
 	metrics_family(out, "pacerd_lanes", "gauge", "Lanes (provider, API key) known.");

@@ -76,8 +76,11 @@ void metrics_bind(struct metrics *m, const struct config *cfg);
 void metrics_observe(struct metrics *m, const struct provider_conf *prov,
                      const struct metrics_request *r);
 
+struct store_stats; /* store.h */
+
 /* The process, as the server reports it. */
 struct metrics_process {
+	const struct store_stats *store; /* store.kind: redis; NULL: local */
 	bool draining;
 	size_t in_flight, connections;
 	uint64_t accepted;

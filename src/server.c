@@ -361,6 +361,11 @@ struct registry *server_lanes(const struct server *srv)
 	return exchanges_lanes(srv->xs);
 }
 
+struct shared *server_shared(const struct server *srv)
+{
+	return exchanges_shared(srv->xs);
+}
+
 const struct metrics *server_metrics(const struct server *srv)
 {
 	return exchanges_metrics(srv->xs);

@@ -51,5 +51,7 @@ void server_get_stats(const struct server *srv, struct server_stats *st);
 struct registry *server_lanes(const struct server *srv);
 /* Per-provider histograms and counters, for /metrics. */
 const struct metrics *server_metrics(const struct server *srv);
+/* The shared store, NULL with store.kind: local. */
+struct shared *server_shared(const struct server *srv);
 
 #endif
