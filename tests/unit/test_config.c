@@ -407,6 +407,50 @@ START_TEST(agents_mode_off_and_reject)
 }
 END_TEST
 
+START_TEST(store_section_and_its_variable)
+{
+	struct config *c = load_ok(NULL, NULL);
+	ck_assert_int_eq(c->store.kind, STORE_LOCAL);
+	ck_assert_str_eq(c->store.redis.address, "127.0.0.1:6379");
+	ck_assert_str_eq(c->store.redis.key_prefix, "pacerd:");
+	ck_assert_uint_eq(c->store.redis.timeout_ms, 50);
+	ck_assert_int_eq(c->store.redis.on_error, STORE_ON_ERROR_LOCAL);
+	ck_assert_uint_eq(c->store.redis.replicas, 1);
+	ck_assert_uint_eq(c->store.redis.lease_ms, 10000);
+	ck_assert_uint_eq(config_plan(c, "default")->max_concurrent_global, 0);
+	config_free(c);
+	c = load_ok("store:\n  kind: redis\n  redis: {address: '[::1]:7000', on_error: fail, "
+	            "replicas: 3, key_prefix: 'team-a:', timeout_ms: 20}\n"
+	            "plans: {default: {max_concurrent_global: 4}}\n",
+	            NULL);
+	ck_assert_int_eq(c->store.kind, STORE_REDIS);
+	ck_assert_str_eq(c->store.redis.address, "[::1]:7000");
+	ck_assert_int_eq(c->store.redis.on_error, STORE_ON_ERROR_FAIL);
+	ck_assert_uint_eq(c->store.redis.replicas, 3);
+	ck_assert_str_eq(c->store.redis.key_prefix, "team-a:");
+	ck_assert_uint_eq(config_plan(c, "default")->max_concurrent_global, 4);
+	config_free(c);
+	char *env1[] = {"PACERD_STORE=redis://10.0.0.7:6380", NULL};
+	c = load_ok(NULL, env1);
+	ck_assert_int_eq(c->store.kind, STORE_REDIS);
+	ck_assert_str_eq(c->store.redis.address, "10.0.0.7:6380");
+	config_free(c);
+	char *env2[] = {"PACERD_STORE=unix:/run/redis/redis.sock", NULL};
+	c = load_ok("store: {kind: local}\n", env2);
+	ck_assert_int_eq(c->store.kind, STORE_REDIS);
+	ck_assert_str_eq(c->store.redis.address, "unix:/run/redis/redis.sock");
+	config_free(c);
+	char *env3[] = {"PACERD_STORE=local", NULL};
+	c = load_ok("store: {kind: redis}\n", env3);
+	ck_assert_int_eq(c->store.kind, STORE_LOCAL);
+	config_free(c);
+	char *env4[] = {"PACERD_STORE=redis://redis:6379", NULL};
+	expect_error(NULL, env4,
+	             "PACERD_STORE: expected redis://IP:PORT, unix:/path or local, got "
+	             "'redis://redis:6379'");
+}
+END_TEST
+
 START_TEST(agents_priorities_and_fair_share)
 {
 	struct config *c = load_ok("agents:\n"
@@ -599,6 +643,22 @@ static const struct bad {
     {"agents:\n  priorities: [a, b]\n", "2:15: agents.priorities: expected a mapping, got a list"},
     {"agents:\n  priorities: {a: [1]}\n",
      "2:19: agents.priorities.a: expected a scalar, got a list"},
+    {"store: {kind: etcd}\n", "1:15: store.kind: expected one of local, redis, got 'etcd'"},
+    {"store:\n  redis: {address: 'redis.example.com:6379'}\n",
+     "2:20: store.redis.address: expected an IP address and port (127.0.0.1:6379, [::1]:6379) "
+     "or unix:/path, got 'redis.example.com:6379' (names are not resolved)"},
+    {"store:\n  redis: {address: 'unix:redis.sock'}\n",
+     "2:20: store.redis.address: expected unix:/absolute/path (under 100 bytes), got "
+     "'unix:redis.sock'"},
+    {"store: {redis: {on_error: maybe}}\n",
+     "1:27: store.redis.on_error: expected one of local, fail, got 'maybe'"},
+    {"store: {redis: {replicas: 0}}\n",
+     "1:27: store.redis.replicas: expected an integer in [1, 10000], got '0'"},
+    {"store: {redis: {key_prefix: 'a b'}}\n",
+     "1:29: store.redis.key_prefix: expected up to 64 printable characters without spaces, got "
+     "'a b'"},
+    {"plans: {p: {max_concurrent_global: -1}}\n",
+     "1:36: plans.p.max_concurrent_global: expected a non-negative integer, got '-1'"},
     {"plans: {p: {retry: {jitter: none}}}\n",
      "1:29: plans.p.retry.jitter: expected one of additive, full, got 'none'"},
     /* strings */
@@ -1037,6 +1097,7 @@ static Suite *config_suite(void)
 	tcase_add_test(t, full_file_every_key);
 	tcase_add_test(t, agents_mode_off_and_reject);
 	tcase_add_test(t, agents_priorities_and_fair_share);
+	tcase_add_test(t, store_section_and_its_variable);
 	tcase_add_test(t, admin_beyond_loopback_with_token_or_disabled);
 	tcase_add_test(t, reopen_follows_idle_ttl_when_unset);
 	tcase_add_test(t, aliases_and_null_values);

@@ -1262,6 +1262,96 @@ START_TEST(dispatch_order_matches_a_full_scan)
 }
 END_TEST
 
+/* ---- the shared store (store.kind: redis): permits ---- */
+
+START_TEST(shared_lanes_dispatch_only_with_a_permit)
+{
+	fixed_concurrency(8);
+	init_lane(AGENTS_OFF);
+	sched_set_gates_mode(&lane, SCHED_GATES_SHARED, 1, 1000);
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(submit(&lane, &items[i], 0, 0, 0, 1000), SCHED_OK);
+	ck_assert_ptr_null(sched_next(&lane, 1000));
+	struct sched_costs head;
+	/* No rate gate here: one decision per request waiting, pipelined. */
+	ck_assert_uint_eq(sched_permits_wanted(&lane, 1000, &head), 3);
+	sched_permits_asked(&lane, 3);
+	ck_assert_uint_eq(sched_permits_wanted(&lane, 1000, &head), 0);
+	ck_assert(!sched_lane_idle(&lane));
+	/* Waiting for the answers: the lane's timer is not what wakes it
+	 * (only the queue's max wait is left). */
+	ck_assert_int_eq(sched_wake_at(&lane, 1000), 1000 + (int64_t)plan.queue.max_wait_s * 1000);
+	sched_permit_answer(&lane, SCHED_PERMIT_GO, 0);
+	ck_assert_int_eq(idx(sched_next(&lane, 1001)), 0);
+	ck_assert_ptr_null(sched_next(&lane, 1001));
+	/* "Not before 1100": nobody asks again before then. */
+	sched_permit_answer(&lane, SCHED_PERMIT_WAIT, 1100);
+	sched_permit_answer(&lane, SCHED_PERMIT_FAILED, 0);
+	ck_assert_uint_eq(lane.asking, 0);
+	ck_assert_uint_eq(sched_permits_wanted(&lane, 1050, &head), 0);
+	ck_assert_int_eq(sched_wake_at(&lane, 1050), 1100);
+	ck_assert_uint_eq(sched_permits_wanted(&lane, 1100, &head), 2);
+}
+END_TEST
+
+START_TEST(shared_lanes_ask_as_many_as_the_local_gates_allow)
+{
+	fixed_concurrency(8);
+	plan.max_requests_per_second = 10;
+	plan.burst = 3;
+	init_lane(AGENTS_OFF);
+	sched_set_gates_mode(&lane, SCHED_GATES_SHARED, 1, 1000);
+	for (int i = 0; i < 6; i++)
+		ck_assert_int_eq(submit(&lane, &items[i], 0, 0, 0, 1000), SCHED_OK);
+	struct sched_costs head;
+	/* The local gates count this replica's own dispatches at the full
+	 * limit: never stricter than the shared ones, so they bound the ask. */
+	ck_assert_uint_eq(sched_permits_wanted(&lane, 1000, &head), 3);
+	sched_permits_asked(&lane, 3);
+	for (int i = 0; i < 3; i++)
+		sched_permit_answer(&lane, SCHED_PERMIT_GO, 0);
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(idx(sched_next(&lane, 1000)), i);
+	ck_assert_uint_eq(sched_permits_wanted(&lane, 1000, &head), 0);
+	ck_assert_uint_eq(sched_permits_wanted(&lane, 1100, &head), 1);
+}
+END_TEST
+
+START_TEST(unused_permits_are_given_back)
+{
+	fixed_concurrency(8);
+	init_lane(AGENTS_OFF);
+	sched_set_gates_mode(&lane, SCHED_GATES_SHARED, 1, 1000);
+	ck_assert_int_eq(submit(&lane, &items[0], 0, 0, 0, 1000), SCHED_OK);
+	struct sched_costs head;
+	ck_assert_uint_eq(sched_permits_wanted(&lane, 1000, &head), 1);
+	sched_permits_asked(&lane, 1);
+	sched_cancel(&lane, &items[0]); /* the client left */
+	sched_permit_answer(&lane, SCHED_PERMIT_GO, 0);
+	ck_assert_uint_eq(sched_permits_unused(&lane), 1);
+	ck_assert_uint_eq(sched_permits_unused(&lane), 0);
+	ck_assert(sched_lane_idle(&lane));
+}
+END_TEST
+
+START_TEST(fallback_paces_at_the_replicas_share)
+{
+	fixed_concurrency(8);
+	plan.max_requests_per_second = 10;
+	init_lane(AGENTS_OFF);
+	sched_set_gates_mode(&lane, SCHED_GATES_FALLBACK, 1.0 / 4, 1000);
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(submit(&lane, &items[i], 0, 0, 0, 1000), SCHED_OK);
+	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 0);
+	ck_assert_ptr_null(sched_next(&lane, 1399));
+	ck_assert_int_eq(sched_wake_at(&lane, 1001), 1400); /* 10 / 4 per second */
+	ck_assert_int_eq(idx(sched_next(&lane, 1400)), 1);
+	/* Back to the full rate when the store returns (local gates, SHARED). */
+	sched_set_gates_mode(&lane, SCHED_GATES_LOCAL, 1, 1400);
+	ck_assert_int_eq(sched_wake_at(&lane, 1401), 1500);
+}
+END_TEST
+
 static Suite *sched_suite(void)
 {
 	Suite *s = suite_create("sched");
@@ -1308,6 +1398,10 @@ static Suite *sched_suite(void)
 	tcase_add_test(tc, the_oldest_expires_first_whatever_its_priority);
 	tcase_add_test(tc, the_eta_is_per_priority_and_fair_share);
 	tcase_add_test(tc, tokens_weigh_the_share_on_a_token_lane);
+	tcase_add_test(tc, shared_lanes_dispatch_only_with_a_permit);
+	tcase_add_test(tc, shared_lanes_ask_as_many_as_the_local_gates_allow);
+	tcase_add_test(tc, unused_permits_are_given_back);
+	tcase_add_test(tc, fallback_paces_at_the_replicas_share);
 	tcase_add_loop_test(tc, dispatch_order_matches_a_full_scan, 0, 8);
 	suite_add_tcase(s, tc);
 	return s;
