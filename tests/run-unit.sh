@@ -1,8 +1,9 @@
 #!/bin/bash
 # Runs each unit-test binary given as an argument; prints the sum as its last line.
+# UNIT_WRAPPER (e.g. "valgrind -q --error-exitcode=99"): a command each binary runs under.
 passed=0; failed=0; status=0
 for t in "$@"; do
-	out=$("$t" 2>&1); rc=$?
+	out=$($UNIT_WRAPPER "$t" 2>&1); rc=$?
 	printf '%s\n' "$out"
 	line=$(printf '%s\n' "$out" | grep -E '^unit [^ ]+: [0-9]+ passed, [0-9]+ failed$' | tail -1)
 	if [ -z "$line" ]; then

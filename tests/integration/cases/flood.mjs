@@ -6,7 +6,7 @@
 // for when no lane is idle (sched_queue tests that with a small max_lanes).
 import assert from 'node:assert/strict';
 import http from 'node:http';
-import { SLOW, freePort, keyHash, request, sleep, tryConnect, waitFor } from '../lib.mjs';
+import { SLOW, VALGRIND, freePort, keyHash, request, sleep, tryConnect, waitFor } from '../lib.mjs';
 import { chatBody, send, startPacerdFor } from '../load.mjs';
 
 const N = 100000;
@@ -80,8 +80,9 @@ export const tests = [
       assert.equal(bad, 0, 'the known key was refused during the flood');
       assert.equal(lanes, N, 'lanes: 100,000 flood keys plus the known one, capped at max_lanes');
       // A lane is ~0.9 KB (make bench-lanes), 1.6 KB once it learned; with the registry's table
-      // and allocator slack, 3 KB is the bound (twice that under ASan: redzones, quarantine).
-      const bound = process.env.ASAN_OPTIONS ? 6144 : 3072;
+      // and allocator slack, 3 KB is the bound (twice that under ASan: redzones, quarantine;
+      // and under valgrind, whose allocator adds its own headers: 3391 measured there).
+      const bound = process.env.ASAN_OPTIONS || VALGRIND ? 6144 : 3072;
       assert.ok(perLane < bound, `${perLane.toFixed(0)} bytes per lane (bound ${bound})`);
       assert.ok(learnedAfter > 0 && Math.abs(learnedAfter - learnedBefore) / learnedBefore < 0.5,
         `the known key's learned rate ${learnedBefore} -> ${learnedAfter}: it kept its lane`);

@@ -3,7 +3,7 @@
 // Each test has a mock of its own (its /_mock/config must not leak into other files)
 // and a pacerd of its own; figures are taken from the mock's own counts.
 import assert from 'node:assert/strict';
-import { SLOW, keyHash, recHeader, streamRequest } from '../lib.mjs';
+import { EXACT_BUCKET_429S, SLOW, keyHash, recHeader, streamRequest } from '../lib.mjs';
 import {
   chatBody, keyEntry, logDigest, median, percentile, runLoad, scenarioLine, sleep, startPacerdFor, summarize,
 } from '../load.mjs';
@@ -53,7 +53,7 @@ export const tests = [
       const why = `\n${sum.firstErrors.join('\n')}\n${logDigest(p)}`;
       assert.equal(sum.unfinished, 0, `only ${sum.completed} of 300 requests answered within the 40 s bound: ${JSON.stringify(sum.statuses)}${why}`);
       assert.equal(sum.client_errors, 0, `client-visible errors: ${JSON.stringify(sum.statuses)}${why}`);
-      assert.equal(up429, 0, `upstream 429s: ${up429}${why}`);
+      assert.ok(up429 <= EXACT_BUCKET_429S, `upstream 429s: ${up429}${why}`);
       assert.equal(st.requests, 300, 'upstream requests');
       assert.ok(rate >= 10 * 0.995 / SLOW, `rate over the run ${rate.toFixed(4)} req/s (< 99.5 % of 10)`);
       assert.ok(rate <= 10 * 1.005, `rate over the run ${rate.toFixed(4)} req/s: above the plan`);
@@ -201,8 +201,8 @@ export const tests = [
         `control (one total gate): ${ctl429} upstream 429s, client statuses ${JSON.stringify(summarize(control).statuses)}`);
       assert.equal(summarize(runIn).ok, 40, JSON.stringify(summarize(runIn).statuses));
       assert.equal(summarize(runOut).ok, 40, JSON.stringify(summarize(runOut).statuses));
-      assert.equal(in429, 0, 'upstream 429s for long prompts');
-      assert.equal(out429, 0, 'upstream 429s for long answers');
+      assert.ok(in429 <= EXACT_BUCKET_429S, `upstream 429s for long prompts: ${in429}`);
+      assert.ok(out429 <= EXACT_BUCKET_429S, `upstream 429s for long answers: ${out429}`);
       assert.ok(rIn >= 9 / SLOW && rIn <= 10, `long prompts at ${rIn.toFixed(2)} req/s (input gate: 9.5)`);
       assert.ok(rOut >= 9 / SLOW && rOut <= 10, `long answers at ${rOut.toFixed(2)} req/s (output gate: 9.5)`);
       assert.ok(ctl429 > 0, 'the control met no 429: the mock does not enforce input tokens apart');

@@ -3,7 +3,7 @@
 // quota answers that drain the queue. Each test has a mock of its own and a pacerd of
 // its own; every figure is the mock's own count or its arrival times (t_mono_us).
 import assert from 'node:assert/strict';
-import { SLOW, freePort, keyHash, request, sleep, streamRequest, tryConnect, waitFor } from '../lib.mjs';
+import { EXACT_BUCKET_429S, SLOW, freePort, keyHash, request, sleep, streamRequest, tryConnect, waitFor } from '../lib.mjs';
 import {
   chatBody, events, keyEntry, logDigest, median, percentile, runLoad, send, startPacerdFor, summarize,
 } from '../load.mjs';
@@ -82,7 +82,7 @@ export const tests = [
       for (let s = at[0]; s + 1000 <= at[at.length - 1]; s += 1000) perSecond.push(at.filter((x) => x >= s && x < s + 1000).length);
       console.log(`#   1: arrivals per second from the first: ${perSecond.join(', ')}; mock responses ${JSON.stringify(st.responses)} in_flight_max ${st.in_flight_max}; statuses ${JSON.stringify(sum.statuses)}`);
       assert.equal(sum.client_errors, 0, `client errors: ${JSON.stringify(sum.statuses)}`);
-      assert.equal(st.responses['429'] ?? 0, 0, `upstream 429s: ${JSON.stringify(st.responses)}`);
+      assert.ok((st.responses['429'] ?? 0) <= EXACT_BUCKET_429S, `upstream 429s: ${JSON.stringify(st.responses)}`);
       assert.ok(perSecond.length >= 7, `only ${perSecond.length} whole seconds of arrivals`);
       for (const [i, n] of perSecond.entries()) assert.ok(n >= 48 / SLOW, `second ${i + 1}: ${n} arrivals (< 48)\n${logDigest(p)}`);
     },
@@ -110,7 +110,7 @@ export const tests = [
       const dev = percentile(g.map((x) => Math.abs(x - 20)), 99);
       console.log(`#   2: 50 req/s: mean interval ${mean.toFixed(3)} ms, p99 |interval - 20| ${dev.toFixed(3)} ms, min ${Math.min(...g).toFixed(2)} max ${Math.max(...g).toFixed(2)}; mock ${JSON.stringify(st.responses)}`);
       assert.equal(sum.client_errors, 0, JSON.stringify(sum.statuses));
-      assert.equal(st.responses['429'] ?? 0, 0, `upstream 429s: ${JSON.stringify(st.responses)}`);
+      assert.ok((st.responses['429'] ?? 0) <= EXACT_BUCKET_429S, `upstream 429s: ${JSON.stringify(st.responses)}`);
       assert.ok(Math.abs(mean - 20) <= 0.2 * SLOW, `mean interval ${mean.toFixed(3)} ms (20 ms ± 1 %)`);
       assert.ok(dev <= 5 * SLOW, `p99 |interval - 20 ms| = ${dev.toFixed(3)} ms (> 5 ms)`);
     },

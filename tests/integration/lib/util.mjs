@@ -13,10 +13,19 @@ export const MOCK_BIN = path.resolve(ROOT, process.env.MOCK_BIN ?? 'build/pacerd
 export const VALGRIND = process.env.PACERD_WRAPPER === 'valgrind';
 /** Factor for every timing tolerance (valgrind makes pacerd 10-50x slower). */
 export const SLOW = VALGRIND ? 10 : 1;
+// -q: only errors on stderr, so that tests reading pacerd's own stderr see it unchanged.
 export const VALGRIND_ARGS = [
-  '--leak-check=full', '--show-leak-kinds=definite,indirect',
+  '-q', '--leak-check=full', '--show-leak-kinds=definite,indirect',
   '--errors-for-leak-kinds=definite,indirect', '--error-exitcode=99', '--track-fds=no',
 ];
+
+/**
+ * Upstream 429s an exact bucket may count that are not pacerd's gates' doing: under
+ * valgrind the time from a dispatch decision to its bytes on the wire varies by
+ * milliseconds, which a bucket with no tolerance sees as two requests too close.
+ * The gates are the same code; `make test` holds them to 0.
+ */
+export const EXACT_BUCKET_429S = VALGRIND ? 3 : 0;
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 export const sha256 = (buf) => crypto.createHash('sha256').update(buf).digest('hex');
