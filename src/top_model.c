@@ -212,6 +212,14 @@ static void header_from_status(struct top_header *h, const json_t *status, const
 	h->responses_2xx = int_at(resp, "2xx");
 	h->responses_4xx = int_at(resp, "4xx");
 	h->responses_5xx = int_at(resp, "5xx");
+	const json_t *store = json_object_get(status, "store");
+	const char *kind = json_string_value(json_object_get(store, "kind"));
+	if (kind != NULL && strcmp(kind, "redis") == 0) {
+		bool up = json_is_true(json_object_get(store, "connected"));
+		bool fallback = json_is_true(json_object_get(store, "fallback"));
+		snprintf(h->store, sizeof(h->store), "store redis %s",
+		         up ? "up" : fallback ? "DOWN (local gates)" : "DOWN (refusing)");
+	}
 	size_t i;
 	const json_t *lane;
 	json_array_foreach(lanes, i, lane)
@@ -421,8 +429,9 @@ void top_format_header(const struct top_model *m, int line, const char *admin, c
 	rate(rps, sizeof(rps), h);
 	if (line == 0)
 		snprintf(buf, TOP_LINE_MAX,
-		         "pacerd %s  up %s  in flight %lld  req/s %s  lanes %lld  sort: %s", admin,
-		         up, h->in_flight, rps, h->lanes, top_sort_name(m->sort));
+		         "pacerd %s  up %s  in flight %lld  req/s %s  lanes %lld  %s%ssort: %s", admin,
+		         up, h->in_flight, rps, h->lanes, h->store, h->store[0] ? "  " : "",
+		         top_sort_name(m->sort));
 	else
 		snprintf(buf, TOP_LINE_MAX,
 		         "responses 2xx %lld  4xx %lld  5xx %lld  429s absorbed %lld  "

@@ -64,6 +64,7 @@ struct top_header {
 	long long responses_2xx, responses_4xx, responses_5xx;
 	long long absorbed_429; /* sum of the lanes' capacity_signals */
 	bool have_rate;         /* two polls seen: req_per_s means something */
+	char store[48];         /* the shared store's state, "" with store.kind: local */
 };
 
 struct top_model;

@@ -81,6 +81,29 @@ START_TEST(rates_from_counter_differences)
 }
 END_TEST
 
+START_TEST(the_header_shows_the_shared_store)
+{
+	struct top_model *m = top_model_new();
+	char buf[TOP_LINE_MAX];
+	json_t *doc = status(1, json_array());
+	update(m, json_incref(doc), 0);
+	top_format_header(m, 0, "127.0.0.1:9090", buf, 200);
+	ck_assert_ptr_null(strstr(buf, "store"));
+	json_object_set_new(doc, "store", json_pack("{s:s,s:b,s:b}", "kind", "redis", "connected", 1,
+	                                            "fallback", 0));
+	update(m, json_incref(doc), 1000);
+	top_format_header(m, 0, "127.0.0.1:9090", buf, 200);
+	ck_assert_ptr_nonnull(strstr(buf, "lanes 0  store redis up  sort: "));
+	json_object_set_new(doc, "store", json_pack("{s:s,s:b,s:b}", "kind", "redis", "connected", 0,
+	                                            "fallback", 1));
+	update(m, json_incref(doc), 2000);
+	top_format_header(m, 0, "127.0.0.1:9090", buf, 200);
+	ck_assert_ptr_nonnull(strstr(buf, "store redis DOWN (local gates)"));
+	json_decref(doc);
+	top_model_free(m);
+}
+END_TEST
+
 START_TEST(first_poll_has_no_rate)
 {
 	struct top_model *m = top_model_new();
@@ -301,6 +324,7 @@ static Suite *top_suite(void)
 	TCase *tc = tcase_create("model");
 	tcase_add_test(tc, rates_from_counter_differences);
 	tcase_add_test(tc, first_poll_has_no_rate);
+	tcase_add_test(tc, the_header_shows_the_shared_store);
 	tcase_add_test(tc, signals_window_is_one_minute);
 	tcase_add_test(tc, sort_by_each_key);
 	tcase_add_test(tc, lane_appears_and_disappears);
