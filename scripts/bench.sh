@@ -12,8 +12,11 @@
 #   throughput   req/s and proxy CPU µs per request (utime+stime from /proc/PID/stat
 #                over the run / requests) at each of BENCH_CONNS connections, plain
 #                and HTTPS upstream: nginx, pacerd (no plan) and pacerd with a plan
-#                far above the load; interleaved, BENCH_REPS repetitions, medians
-#   latency      p50/p99 at 1 connection: direct, via pacerd, via nginx
+#                far above the load; with a plain upstream also that plan decided in
+#                a shared store (redis-server on the load core: one script per
+#                dispatch); interleaved, BENCH_REPS repetitions, medians
+#   latency      p50/p99 at 1 connection: direct, via pacerd (also with the plan in
+#                the shared store: what a Redis round trip adds per dispatch), via nginx
 #   syscalls     strace -c on the proxy while wrk runs BENCH_STRACE_S seconds
 #   SSE          50 events 20 ms apart must arrive as 50 separate reads
 #   idle         RSS per connection with BENCH_IDLE open, silent streams
@@ -47,6 +50,7 @@ fail() { echo "bench: $*" >&2; exit 1; }
 missing=()
 need() { command -v "$1" >/dev/null 2>&1 || missing+=("$1 (Debian package $2)"); }
 need wrk wrk
+need redis-server redis-server
 need nginx nginx-light
 need strace strace
 need openssl openssl
@@ -130,9 +134,10 @@ nginx_worker() {
 }
 
 read -r UP_STATUS UP_PLAIN UP_TLS NG_PLAIN NG_TLS NG_MOCK PC_PLAIN PC_PLAIN_PLAN PC_TLS PC_TLS_PLAN PC_MOCK PC_PLAIN_WIDE PC_TLS_WIDE \
+	PC_PLAIN_STORE REDIS \
 	< <("$PY" -c '
 import socket
-ss = [socket.socket() for _ in range(13)]
+ss = [socket.socket() for _ in range(15)]
 for s in ss: s.bind(("127.0.0.1", 0))
 print(*[s.getsockname()[1] for s in ss])')
 
@@ -268,6 +273,8 @@ pacerd_conf() {
 	case $3 in
 	far) plan="plans: { default: { max_requests_per_second: 1000000, max_requests_per_minute: 60000000, max_tokens_per_minute: 1000000000 } }" ;;
 	wide) plan="plans: { default: { max_concurrent: 100000 } }" ;;
+	store) plan="plans: { default: { max_requests_per_second: 1000000, max_requests_per_minute: 60000000, max_tokens_per_minute: 1000000000 } }
+store: { kind: redis, redis: { address: \"127.0.0.1:$REDIS\" } }" ;;
 	streams) plan="plans: { default: { max_concurrent: 100000, concurrency: { adaptive: false }, queue: { max_depth: 100000 } } }" ;;
 	esac
 	cat <<EOF
@@ -293,6 +300,11 @@ pacerd_start pacerd-plain-far "$PC_PLAIN_PLAN" "http://127.0.0.1:$UP_PLAIN" far
 pacerd_start pacerd-https "$PC_TLS" "https://127.0.0.1:$UP_TLS" ""
 pacerd_start pacerd-https-far "$PC_TLS_PLAN" "https://127.0.0.1:$UP_TLS" far
 pacerd_start pacerd-plain-wide "$PC_PLAIN_WIDE" "http://127.0.0.1:$UP_PLAIN" wide
+# The shared store: Debian's redis-server on the load core, no persistence.
+mkdir "$tmp/redis"
+start redis "$LOAD_CPU" redis-server --port "$REDIS" --bind 127.0.0.1 --save "" --appendonly no --dir "$tmp/redis"
+wait_port redis "$!" "$REDIS"
+pacerd_start pacerd-plain-store "$PC_PLAIN_STORE" "http://127.0.0.1:$UP_PLAIN" store
 pacerd_start pacerd-https-wide "$PC_TLS_WIDE" "https://127.0.0.1:$UP_TLS" wide
 pacerd_start pacerd-mock "$PC_MOCK" "http://127.0.0.1:$MOCK" streams
 
@@ -309,7 +321,7 @@ check() {
 check direct "$UP_PLAIN"
 check nginx "$NG_PLAIN"
 check "nginx (https upstream)" "$NG_TLS"
-for n in pacerd-plain pacerd-plain-far pacerd-plain-wide pacerd-https pacerd-https-far pacerd-https-wide; do
+for n in pacerd-plain pacerd-plain-far pacerd-plain-wide pacerd-plain-store pacerd-https pacerd-https-far pacerd-https-wide; do
 	check "$n" "${pc_port[$n]}"
 done
 
@@ -326,13 +338,15 @@ wrk_json() {
 rps_of() { "$PY" -c 'import json,sys; j=json.loads(sys.argv[1]); print(round(j["requests"]*1e6/j["duration_us"]))' "$1" 2>/dev/null || echo "?"; }
 
 echo "bench: ${DURATION}s runs (+${WARMUP}s warm-up), $REPS repetitions, proxy on CPU $PROXY_CPU, wrk and upstreams on CPU $LOAD_CPU" >&2
-runs=$((REPS * 2 * ${#CONNS[@]} * 4))
+runs=$((REPS * ${#CONNS[@]} * 9))
 k=0
 for ((rep = 1; rep <= REPS; rep++)); do
 	for upstream in plain https; do
 		for c in "${CONNS[@]}"; do
-			for proxy in pacerd nginx pacerd+plan pacerd+wide; do
+			for proxy in pacerd nginx pacerd+plan pacerd+wide pacerd+store; do
 				case $proxy/$upstream in
+				pacerd+store/https) continue ;;
+				pacerd+store/plain) name=pacerd-plain-store ;;
 				pacerd/*) name=pacerd-$upstream ;;
 				pacerd+plan/*) name=pacerd-$upstream-far ;;
 				pacerd+wide/*) name=pacerd-$upstream-wide ;;
@@ -355,9 +369,10 @@ done
 
 echo "bench: latency at 1 connection" >&2
 for ((rep = 1; rep <= REPS; rep++)); do
-	for path in direct pacerd nginx; do
+	for path in direct pacerd nginx pacerd+store; do
 		case $path in
 		direct) port=$UP_PLAIN ;; pacerd) port=$PC_PLAIN ;; nginx) port=$NG_PLAIN ;;
+		pacerd+store) port=$PC_PLAIN_STORE ;;
 		esac
 		wrk_json 1 "$WARMUP" "$port" >/dev/null
 		json=$(wrk_json 1 "$DURATION" "$port" --latency)

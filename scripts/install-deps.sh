@@ -19,7 +19,7 @@ libhiredis-dev redis-server"
 # verify checks that it exists; a minimal Debian has no procps).
 # make bench: Debian's nginx (nginx-light: in Debian 12 it installs nginx), strace,
 # taskset (util-linux), wrk, openssl, curl-config.
-BENCH_PKGS="nginx-light strace util-linux wrk openssl curl python3 libcurl4-openssl-dev"
+BENCH_PKGS="nginx-light strace util-linux wrk openssl curl python3 libcurl4-openssl-dev redis-server"
 GROUP=${1:-test}
 if [ "$GROUP" = bench ]; then PKGS=$BENCH_PKGS; fi
 

@@ -512,7 +512,8 @@ void sched_lane_set_plan(struct sched_lane *lane, const struct plan_conf *plan, 
 	 * reset time or zone may have changed), and a larger budget may fit. */
 	lane->day.resets_at_ms = 0;
 	lane->day_out = false;
-	gates_reconfigure(&lane->gates, plan, now_ms);
+	gates_reconfigure_scaled(&lane->gates, plan, lane->gates_scale > 0 ? lane->gates_scale : 1,
+	                         now_ms);
 	if (lane_learns(lane))
 		for (int i = 0; i < RLH_N_BUDGETS; i++)
 			lane->learned[i].p.proactive_threshold = plan->proactive_threshold;
@@ -1065,6 +1066,7 @@ void sched_set_gates_mode(struct sched_lane *lane, enum sched_gates_mode mode, d
 		scale = 1;
 	bool rescale = (lane->gates_mode == SCHED_GATES_FALLBACK) != (mode == SCHED_GATES_FALLBACK);
 	lane->gates_mode = mode;
+	lane->gates_scale = scale;
 	if (rescale)
 		gates_reconfigure_scaled(&lane->gates, lane->plan, scale, now_ms);
 	if (mode != SCHED_GATES_SHARED)

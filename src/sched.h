@@ -184,6 +184,7 @@ struct sched_lane {
 	 * this replica's own dispatches: at the full limit they never hold back
 	 * what the shared gates allow, and they say how many to ask for. */
 	enum sched_gates_mode gates_mode;
+	double gates_scale; /* the share of the plan the local gates apply (0: all) */
 	unsigned permits, asking;
 	int64_t shared_until_ms;
 	/* Dispatches are numbered; a capacity error counts only from a request

@@ -294,6 +294,16 @@ void server_reload(struct server *srv, struct config *cfg)
 			cfg->listen = keep;
 		}
 	}
+	const struct config *cs = cfg;
+	if (cs->store.kind != cur->store.kind ||
+	    strcmp(cs->store.redis.address, cur->store.redis.address) != 0 ||
+	    strcmp(cs->store.redis.key_prefix, cur->store.redis.key_prefix) != 0 ||
+	    cs->store.redis.timeout_ms != cur->store.redis.timeout_ms ||
+	    cs->store.redis.on_error != cur->store.redis.on_error ||
+	    cs->store.redis.replicas != cur->store.redis.replicas ||
+	    cs->store.redis.lease_ms != cur->store.redis.lease_ms)
+		log_msg(LOG_WARN, "config_reload",
+		        "a changed store section takes effect at restart; the running store stays");
 	struct config_ref *cref = config_ref_new(cfg);
 	if (cref == NULL) {
 		log_msg(LOG_ERROR, "config_reload_failed",

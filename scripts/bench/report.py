@@ -101,14 +101,15 @@ def main():
         n = by.get((r["upstream"], r["connections"], "nginx"))
         r["rps_vs_nginx"] = ratio(r["rps"], n and n["rps"])
         r["cpu_vs_nginx"] = ratio(r["cpu_us_per_req"], n and n["cpu_us_per_req"])
-    order = {"nginx": 0, "pacerd": 1, "pacerd+plan": 2, "pacerd+wide": 3}
+    order = {"nginx": 0, "pacerd": 1, "pacerd+plan": 2, "pacerd+wide": 3, "pacerd+store": 4}
     rows.sort(key=lambda r: (r["upstream"] != "plain", r["connections"], order.get(r["proxy"], 9)))
     out["throughput"] = rows
     p.append("")
     p.append("throughput: POST /v1/chat/completions, 1 KiB body, 613-byte answer")
     p.append("  pacerd = the default plan (at most 64 requests in flight upstream); pacerd+plan = rate and token")
     p.append("  limits far above the load (1e6/s, 6e7/min, 1e9 tokens/min), same concurrency; pacerd+wide =")
-    p.append("  max_concurrent 1e5: as many upstream connections as clients, as nginx")
+    p.append("  max_concurrent 1e5: as many upstream connections as clients, as nginx; pacerd+store = pacerd+plan")
+    p.append("  with its gates decided in Redis on loopback (store.kind: redis, one script per dispatch)")
     p.append(f"  {'upstream':8} {'conns':>5}  {'proxy':12} {'req/s':>9} {'(min-max)':>15} {'x nginx':>8}"
              f" {'CPU us/req':>10} {'x nginx':>8} {'core':>5} {'errors':>6}")
     for r in rows:
@@ -130,8 +131,8 @@ def main():
         d99 = med([w["p99_us"] for w in lat.get("direct", []) if w])
         p.append("")
         p.append("latency at 1 connection (plain upstream), microseconds")
-        p.append(f"  {'path':8} {'p50':>7} {'p99':>7} {'added p50':>10} {'added p99':>10} {'req/s':>8}")
-        for path in ("direct", "pacerd", "nginx"):
+        p.append(f"  {'path':12} {'p50':>7} {'p99':>7} {'added p50':>10} {'added p99':>10} {'req/s':>8}")
+        for path in ("direct", "pacerd", "nginx", "pacerd+store"):
             ws = [w for w in lat.get(path, []) if w]
             p50, p99 = med([w["p50_us"] for w in ws]), med([w["p99_us"] for w in ws])
             rps = med([round(w["requests"] * 1e6 / w["duration_us"], 1) for w in ws])
@@ -140,7 +141,7 @@ def main():
                  "added_p99_us": None if path == "direct" or p99 is None or d99 is None else p99 - d99,
                  "runs": lat.get(path, [])}
             out["latency"][path] = e
-            p.append(f"  {path:8} {fmt(p50):>7} {fmt(p99):>7} {fmt(e['added_p50_us']):>10}"
+            p.append(f"  {path:12} {fmt(p50):>7} {fmt(p99):>7} {fmt(e['added_p50_us']):>10}"
                      f" {fmt(e['added_p99_us']):>10} {fmt(rps):>8}")
 
     # --- system calls
