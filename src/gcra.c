@@ -204,9 +204,13 @@ unsigned gates_requests_available(const struct gates *s, int64_t now_ms, unsigne
 		const struct gcra *g = &s->req[w];
 		if (!gcra_enabled(g))
 			continue;
-		/* units that fit in the tolerance left: (now + burst T - TAT) / T,
-		 * TAT no earlier than now (an idle gate holds its whole burst) */
-		double left = g->burst - (fmax(g->tat, (double)now_ms) - (double)now_ms) / g->t_ms;
+		/* The tolerance gcra_ready_at allows (a millisecond's worth for a
+		 * gate faster than the clock), less what is owed: TAT no earlier
+		 * than now (an idle gate holds its whole burst). */
+		double tolerance = g->burst * g->t_ms;
+		if (g->t_ms < 1.0 && tolerance < 1.0)
+			tolerance = 1.0;
+		double left = (tolerance - (fmax(g->tat, (double)now_ms) - (double)now_ms)) / g->t_ms;
 		unsigned k = left <= 0 ? 0 : left >= cap ? cap : (unsigned)floor(left + 1e-9);
 		if (k < n)
 			n = k;

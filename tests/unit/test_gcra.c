@@ -434,6 +434,45 @@ START_TEST(gates_empty_plan_open)
 }
 END_TEST
 
+/* How many requests to ask a shared store for: what the local gates would
+ * let through one after the other, as gcra_ready_at says. */
+START_TEST(gates_requests_available_counts_what_would_pass)
+{
+	struct plan_conf p = plan();
+	struct gates s;
+	gates_init(&s, &p);
+	ck_assert_uint_eq(gates_requests_available(&s, 0, 16), 16); /* no gate */
+	p.max_requests_per_second = 10;                             /* 100 ms */
+	p.burst = 3;
+	gates_init(&s, &p);
+	ck_assert_uint_eq(gates_requests_available(&s, 0, 16), 3);
+	for (unsigned k = 3; k > 0; k--) {
+		ck_assert_uint_eq(gates_requests_available(&s, 0, 16), k);
+		ck_assert_int_eq(gates_ready_at(&s, 0, 0, 0, 0), 0);
+		gates_charge(&s, 0, 0, 0, 0);
+	}
+	ck_assert_uint_eq(gates_requests_available(&s, 0, 16), 0);
+	ck_assert_int_gt(gates_ready_at(&s, 0, 0, 0, 0), 0);
+	ck_assert_uint_eq(gates_requests_available(&s, 100, 16), 1);
+	ck_assert_uint_eq(gates_requests_available(&s, 100, 0), 0);
+	/* Faster than the clock: a millisecond's worth passes at once. */
+	p.max_requests_per_second = 1000000;
+	p.burst = 1;
+	gates_init(&s, &p);
+	gates_charge(&s, 0, 0, 0, 0);
+	ck_assert_uint_eq(gates_requests_available(&s, 0, 16), 16);
+	ck_assert_uint_eq(gates_requests_available(&s, 0, 5000), 999);
+	/* A replica's share while the store is down: 10 / 4 per second. */
+	p.max_requests_per_second = 10;
+	p.burst = 4;
+	gates_init(&s, &p);
+	gates_reconfigure_scaled(&s, &p, 0.25, 0);
+	ck_assert_uint_eq(gates_requests_available(&s, 0, 16), 1);
+	gates_charge(&s, 0, 0, 0, 0);
+	ck_assert_int_eq(gates_ready_at(&s, 0, 0, 0, 0), 400);
+}
+END_TEST
+
 START_TEST(gates_most_restrictive_wins)
 {
 	struct plan_conf p = plan();
@@ -662,6 +701,7 @@ static Suite *gcra_suite(void)
 	tcase_add_test(set, gates_input_and_output_apart);
 	tcase_add_test(set, gates_reconfigure_keeps_state);
 	tcase_add_test(set, gates_simulated_rpm_and_tpm);
+	tcase_add_test(set, gates_requests_available_counts_what_would_pass);
 	suite_add_tcase(s, set);
 	return s;
 }
