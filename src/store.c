@@ -25,22 +25,22 @@
 static const double latency_bounds[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025,
                                         0.005,  0.01,    0.025,  0.05,  0.1};
 
-/* One command in flight. Its argv is copied (flat) so that a NOSCRIPT can be
- * sent again as EVAL. Freed when hiredis is done with it (a reply, or NULL
- * when the connection goes); `fn` is called once, at the first of reply,
- * timeout or loss. */
+/* One command in flight, on the store's list in the order sent (the order
+ * Redis answers in). Its argv is copied, in the same allocation, so that a
+ * NOSCRIPT can be sent again as EVAL. Freed when hiredis is done with it (a
+ * reply, or NULL when the connection goes); `fn` is called once, at the
+ * first of reply, timeout or loss. */
 struct pending {
 	struct store *st;
 	struct pending *prev, *next;
-	struct event timer;
 	store_reply_fn fn;
 	void *arg;
 	bool answered;
 	enum store_script_id script; /* SCRIPT_N: not a script */
 	int64_t sent_us;
 	int argc;
+	const char **argv; /* into the allocation, or static (EVAL, a source) */
 	size_t *lens;
-	char **argv;
 };
 
 struct store {
@@ -57,7 +57,12 @@ struct store {
 	struct event reconnect;
 	store_state_fn on_state;
 	void *state_arg;
-	struct pending *inflight; /* every pending, for store_free */
+	/* Every pending, oldest first. One timer watches the oldest, not one
+	 * per command: arming and disarming a timer per command cost as much
+	 * as the command itself. */
+	struct pending *oldest, *newest;
+	struct event watchdog;
+	bool watchdog_armed;
 	struct store_stats stats;
 	char last_reason[160];
 };
@@ -110,20 +115,29 @@ static void pending_unlink(struct pending *p)
 	if (p->prev != NULL)
 		p->prev->next = p->next;
 	else
-		st->inflight = p->next;
+		st->oldest = p->next;
 	if (p->next != NULL)
 		p->next->prev = p->prev;
+	else
+		st->newest = p->prev;
 	p->prev = p->next = NULL;
+}
+
+static void pending_append(struct pending *p)
+{
+	struct store *st = p->st;
+	p->prev = st->newest;
+	p->next = NULL;
+	if (st->newest != NULL)
+		st->newest->next = p;
+	else
+		st->oldest = p;
+	st->newest = p;
 }
 
 static void pending_free(struct pending *p)
 {
-	evtimer_del(&p->timer);
 	pending_unlink(p);
-	for (int i = 0; i < p->argc; i++)
-		free(p->argv[i]);
-	free(p->argv);
-	free(p->lens);
 	free(p);
 }
 
@@ -133,7 +147,6 @@ static void pending_answer(struct pending *p, const redisReply *r)
 	if (p->answered)
 		return;
 	p->answered = true;
-	evtimer_del(&p->timer);
 	struct store *st = p->st;
 	metrics_hist_observe(&st->stats.latency, (double)(mono_us() - p->sent_us) / 1e6);
 	if (r == NULL)
@@ -156,16 +169,14 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata)
 		/* The script cache was flushed (a restarted Redis): EVAL caches it
 		 * again, so the next EVALSHA finds it. */
 		st->stats.noscript++;
-		free(p->argv[0]);
-		free(p->argv[1]);
-		p->argv[0] = strdup("EVAL");
-		p->argv[1] = strdup(store_script_source(p->script));
-		if (p->argv[0] != NULL && p->argv[1] != NULL) {
-			p->lens[0] = 4;
-			p->lens[1] = strlen(p->argv[1]);
-			if (submit(st, p))
-				return;
-		}
+		p->argv[0] = "EVAL";
+		p->lens[0] = 4;
+		p->argv[1] = store_script_source(p->script);
+		p->lens[1] = strlen(p->argv[1]);
+		pending_unlink(p);
+		pending_append(p);
+		if (submit(st, p))
+			return;
 	}
 	if (reply != NULL && reply->type == REDIS_REPLY_ERROR) {
 		struct log_line l;
@@ -181,12 +192,31 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata)
 	pending_free(p);
 }
 
-static void on_timeout(evutil_socket_t fd, short what, void *arg)
+static void arm_watchdog(struct store *st, int64_t in_us)
 {
-	struct pending *p = arg;
-	struct store *st = p->st;
+	struct timeval tv = {(time_t)(in_us / 1000000), (suseconds_t)(in_us % 1000000)};
+	evtimer_add(&st->watchdog, &tv);
+	st->watchdog_armed = true;
+}
+
+/* The oldest command not answered yet decides: past timeout_ms, the store
+ * counts as down; else the watchdog sleeps until that command's deadline. */
+static void on_watchdog(evutil_socket_t fd, short what, void *arg)
+{
+	struct store *st = arg;
 	(void)fd;
 	(void)what;
+	st->watchdog_armed = false;
+	struct pending *p = st->oldest;
+	while (p != NULL && p->answered)
+		p = p->next;
+	if (p == NULL)
+		return;
+	int64_t age = mono_us() - p->sent_us, limit = (int64_t)st->timeout_ms * 1000;
+	if (age < limit) {
+		arm_watchdog(st, limit - age);
+		return;
+	}
 	st->stats.timeouts++;
 	char reason[96];
 	snprintf(reason, sizeof(reason), "no answer within timeout_ms (%u)", st->timeout_ms);
@@ -194,19 +224,18 @@ static void on_timeout(evutil_socket_t fd, short what, void *arg)
 	 * response must not go onto the connection about to be closed. */
 	set_up(st, false, reason);
 	pending_answer(p, NULL);
-	drop_connection(st, reason); /* frees p through on_reply(NULL) */
+	drop_connection(st, reason); /* frees every pending through on_reply(NULL) */
 }
 
 static bool submit(struct store *st, struct pending *p)
 {
 	if (st->ac == NULL ||
-	    redisAsyncCommandArgv(st->ac, on_reply, p, p->argc, (const char **)p->argv, p->lens) !=
-	        REDIS_OK)
+	    redisAsyncCommandArgv(st->ac, on_reply, p, p->argc, p->argv, p->lens) != REDIS_OK)
 		return false;
 	st->stats.commands++;
-	struct timeval tv = {(time_t)(st->timeout_ms / 1000),
-	                     (suseconds_t)(st->timeout_ms % 1000) * 1000};
-	evtimer_add(&p->timer, &tv);
+	p->sent_us = mono_us();
+	if (!st->watchdog_armed)
+		arm_watchdog(st, (int64_t)st->timeout_ms * 1000);
 	return true;
 }
 
@@ -214,36 +243,29 @@ static struct pending *pending_new(struct store *st, int argc, const char *const
                                    const size_t *lens, enum store_script_id script,
                                    store_reply_fn fn, void *arg)
 {
-	struct pending *p = calloc(1, sizeof(*p));
+	size_t bytes = sizeof(struct pending) + (size_t)argc * (sizeof(char *) + sizeof(size_t));
+	for (int i = 0; i < argc; i++)
+		bytes += lens[i] + 1;
+	struct pending *p = malloc(bytes);
 	if (p == NULL)
 		return NULL;
+	memset(p, 0, sizeof(*p));
 	p->st = st;
 	p->fn = fn;
 	p->arg = arg;
 	p->script = script;
-	p->sent_us = mono_us();
-	evtimer_assign(&p->timer, st->base, on_timeout, p);
-	p->argv = calloc((size_t)argc, sizeof(*p->argv));
-	p->lens = calloc((size_t)argc, sizeof(*p->lens));
-	p->next = st->inflight;
-	if (st->inflight != NULL)
-		st->inflight->prev = p;
-	st->inflight = p;
-	if (p->argv == NULL || p->lens == NULL) {
-		pending_free(p);
-		return NULL;
-	}
-	for (int i = 0; i < argc; i++) {
-		if ((p->argv[i] = malloc(lens[i] + 1)) == NULL) {
-			p->argc = i;
-			pending_free(p);
-			return NULL;
-		}
-		memcpy(p->argv[i], argv[i], lens[i]);
-		p->argv[i][lens[i]] = '\0';
-		p->lens[i] = lens[i];
-	}
 	p->argc = argc;
+	p->argv = (const char **)(p + 1);
+	p->lens = (size_t *)(p->argv + argc);
+	char *text = (char *)(p->lens + argc);
+	for (int i = 0; i < argc; i++) {
+		memcpy(text, argv[i], lens[i]);
+		text[lens[i]] = '\0';
+		p->argv[i] = text;
+		p->lens[i] = lens[i];
+		text += lens[i] + 1;
+	}
+	pending_append(p);
 	return p;
 }
 
@@ -482,6 +504,7 @@ struct store *store_new(struct event_base *base, const struct config *cfg,
 	metrics_hist_init(&st->stats.latency, latency_bounds,
 	                  sizeof(latency_bounds) / sizeof(latency_bounds[0]));
 	evtimer_assign(&st->reconnect, base, on_reconnect, st);
+	evtimer_assign(&st->watchdog, base, on_watchdog, st);
 	int rc = check_scripts(st->address, st->timeout_ms, cfg->store.redis.key_prefix, err, errlen);
 	if (rc < 0) {
 		free(st);
@@ -503,14 +526,15 @@ void store_free(struct store *st)
 		return;
 	st->freeing = true;
 	evtimer_del(&st->reconnect);
+	evtimer_del(&st->watchdog);
 	if (st->ac != NULL) {
 		redisAsyncContext *ac = st->ac;
 		ac->data = NULL;
 		st->ac = NULL;
 		redisAsyncFree(ac); /* on_reply(NULL) frees each pending */
 	}
-	while (st->inflight != NULL)
-		pending_free(st->inflight); /* not sent (never happens) */
+	while (st->oldest != NULL)
+		pending_free(st->oldest); /* not sent (never happens) */
 	free(st);
 }
 
