@@ -4,7 +4,7 @@
 #   make run        install missing dependencies, build, start with conf/pacerd.yaml
 #   make test       install missing dependencies, build, run every unit and integration test
 #   make test SAN=1 the same under AddressSanitizer + UndefinedBehaviorSanitizer
-#   make valgrind   integration suite with pacerd under valgrind (leaks are errors)
+#   make valgrind   unit and integration tests under valgrind (errors and leaks fail it)
 #   make container-test  build the image with podman and test it against the mock
 #                   (make test runs it too when podman is installed)
 #   make bench      scripts/bench.sh: pacerd against nginx (throughput, CPU, latency,
@@ -139,8 +139,14 @@ demo: deps
 	$(MAKE) all $(BUILD)/pacerd-mock
 	BUILD=$(BUILD) ./scripts/demo.sh
 
+# make valgrind: every unit test (in one process: CK_FORK=no) and every integration
+# test (pacerd under valgrind; timing bounds × 10) with memcheck; an error or a
+# definite/indirect leak fails it. About 15 minutes.
+VALGRIND_UNIT := valgrind -q --leak-check=full --show-leak-kinds=definite,indirect \
+                 --errors-for-leak-kinds=definite,indirect --error-exitcode=99
 valgrind: node-deps
-	$(MAKE) all $(BUILD)/pacerd-mock
+	$(MAKE) all $(UNIT_BINS) $(BUILD)/pacerd-mock
+	CK_FORK=no UNIT_WRAPPER="$(VALGRIND_UNIT)" ./tests/run-unit.sh $(UNIT_BINS)
 	PACERD_BIN=$(BUILD)/pacerd MOCK_BIN=$(BUILD)/pacerd-mock PACERD_WRAPPER=valgrind node tests/integration/run.mjs
 
 # make bench: about 6 minutes; BENCH_DURATION (s per run, 5), BENCH_REPS (3),
