@@ -367,35 +367,37 @@ static void provider_hists(struct evbuffer *out, const struct metrics *m, const 
 	}
 }
 
-/* The shared store (store.kind: redis). */
+/* The shared store (store.kind: redis): its counters, one family each. */
 static void store_families(struct evbuffer *out, const struct store_stats *s)
 {
+	const struct {
+		const char *name, *help;
+		uint64_t value;
+	} counters[] = {
+	    {"pacerd_store_commands_total", "Commands sent to the store.", s->commands},
+	    {"pacerd_store_errors_total",
+	     "Store commands that failed: an error, a timeout, a lost connection.", s->errors},
+	    {"pacerd_store_timeouts_total",
+	     "Store commands not answered within store.redis.timeout_ms.", s->timeouts},
+	    {"pacerd_store_fallbacks_total",
+	     "Lanes that fell back to local gates at limit / replicas (store down).", s->fallbacks},
+	    {"pacerd_store_refused_total",
+	     "Requests answered 503 store_unavailable (store.redis.on_error: fail).", s->refused},
+	};
 	metrics_family(out, "pacerd_store_connected", "gauge",
 	               "1 while the shared store (Redis) answers, 0 while lanes fall back.");
 	evbuffer_add_printf(out, "pacerd_store_connected %d\n", s->connected ? 1 : 0);
-	metrics_family(out, "pacerd_store_commands_total", "counter", "Commands sent to the store.");
-	evbuffer_add_printf(out, "pacerd_store_commands_total %llu\n",
-	                    (unsigned long long)s->commands);
-	metrics_family(out, "pacerd_store_errors_total", "counter",
-	               "Store commands that failed: an error, a timeout, a lost connection.");
-	evbuffer_add_printf(out, "pacerd_store_errors_total %llu\n", (unsigned long long)s->errors);
-	metrics_family(out, "pacerd_store_timeouts_total", "counter",
-	               "Store commands not answered within store.redis.timeout_ms.");
-	evbuffer_add_printf(out, "pacerd_store_timeouts_total %llu\n",
-	                    (unsigned long long)s->timeouts);
+	for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++) {
+		metrics_family(out, counters[i].name, "counter", counters[i].help);
+		evbuffer_add_printf(out, "%s %llu\n", counters[i].name,
+		                    (unsigned long long)counters[i].value);
+	}
 	metrics_family(out, "pacerd_store_decisions_total", "counter",
 	               "Dispatch decisions the store made, by verdict.");
 	evbuffer_add_printf(out, "pacerd_store_decisions_total{verdict=\"go\"} %llu\n",
 	                    (unsigned long long)s->decisions_go);
 	evbuffer_add_printf(out, "pacerd_store_decisions_total{verdict=\"wait\"} %llu\n",
 	                    (unsigned long long)s->decisions_wait);
-	metrics_family(out, "pacerd_store_fallbacks_total", "counter",
-	               "Lanes that fell back to local gates at limit / replicas (store down).");
-	evbuffer_add_printf(out, "pacerd_store_fallbacks_total %llu\n",
-	                    (unsigned long long)s->fallbacks);
-	metrics_family(out, "pacerd_store_refused_total", "counter",
-	               "Requests answered 503 store_unavailable (store.redis.on_error: fail).");
-	evbuffer_add_printf(out, "pacerd_store_refused_total %llu\n", (unsigned long long)s->refused);
 	metrics_family(out, "pacerd_store_command_seconds", "histogram",
 	               "Round trip of one store command.");
 	metrics_hist_write(out, "pacerd_store_command_seconds", "", &s->latency);
