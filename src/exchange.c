@@ -1231,7 +1231,10 @@ static void quota_keep(struct lane_shell *ls, const struct exchange *x)
  * account cannot be served, and the SDK should not try again either. */
 static void quota_answer(struct exchange *x, const struct lane_shell *ls)
 {
-	if (ls->quota_answer == NULL || (x->held == NULL && (x->held = evbuffer_new()) == NULL)) {
+	if (ls->quota_answer == NULL || evbuffer_get_length(ls->quota_answer) == 0 ||
+	    (x->held == NULL && (x->held = evbuffer_new()) == NULL)) {
+		/* No refusal of our own to replay (another replica saw it). */
+		x->no_retry_hdr = true;
 		answer(x, 429, "quota_exhausted", "the quota of this API key is exhausted", -1);
 		return;
 	}

@@ -578,4 +578,49 @@ export const tests = [
       assert.ok(events(p2, 'store_connected').length >= 1, `no store_connected log line with PACERD_STORE\n${storeEvents(p2)}`);
     },
   },
+  {
+    // j. The quota state is shared. Every answer of the mock is 429 insufficient_quota.
+    // One request through replica 1 meets it: replica 1's lane is out of quota and says
+    // so in Redis. Then 3 requests through replica 2, which has never seen the refusal:
+    // its first decision reads the quota flag, and all three are answered 429 by pacerd
+    // (x-should-retry: false) without reaching the mock (1 upstream call in all). The
+    // account is topped up; after quota_probe_s (1 s) replica 1's probe succeeds and
+    // clears the flag; replica 2's next probe reads that and opens its lane (200, a
+    // quota_restored line naming the other replica).
+    name: 'j. one replica\'s insufficient_quota stops the others without an upstream call; its successful probe reopens them',
+    timeout_ms: 30000,
+    fn: async (t) => {
+      const mock = await t.startMock({ config: { style: 'openai', quota_exhausted: true, latency_ms: 20 } });
+      const redis = await startRedis(t);
+      const ps = await startReplicas(t, mock, redis, { n: 2, plan: { quota_probe_s: 1 } });
+      const key = 'sk-store-j-0001';
+      const one = async (i) => send(`${ps[i].url}/v1/chat/completions`, { headers: chat(key, i + 1)().headers, body: chatBody({ max_tokens: 16 }), timeout_ms: 5000 });
+      const r1 = await one(0);
+      assert.equal(r1.status, 429, `replica 1: ${r1.status} ${r1.body}`);
+      assert.equal(JSON.parse(r1.body).error?.code, 'insufficient_quota', r1.body);
+      const why = () => `\n${ps.map((p, i) => `replica ${i + 1}:\n${logDigest(p, ['quota_exhausted', 'quota_restored', 'store_error'], 4)}`).join('\n')}`;
+      for (let k = 0; k < 3; k++) {
+        const r = await one(1);
+        assert.equal(r.status, 429, `replica 2, request ${k + 1}: ${r.status} ${r.body}${why()}`);
+        assert.equal(r.headers['x-should-retry'], 'false', `replica 2, request ${k + 1}: x-should-retry ${r.headers['x-should-retry']}`);
+      }
+      assert.equal((await mock.stats()).requests, 1, `upstream calls: replica 2's requests reached the mock${why()}`);
+      const ex = events(ps[1], 'quota_exhausted');
+      assert.equal(ex.length, 1, `replica 2's quota_exhausted lines: ${JSON.stringify(ex)}`);
+      assert.match(ex[0].reason, /another replica/, JSON.stringify(ex[0]));
+      await mock.configure({ style: 'openai', latency_ms: 20 });
+      await sleep(1100);
+      const ok1 = await one(0);
+      assert.equal(ok1.status, 200, `replica 1's probe after the top-up: ${ok1.status} ${ok1.body}${why()}`);
+      let ok2 = null;
+      for (let k = 0; k < 30 && ok2 === null; k++) {
+        const r = await one(1);
+        if (r.status === 200) ok2 = k;
+        else await sleep(100);
+      }
+      assert.notEqual(ok2, null, `replica 2 never reopened${why()}`);
+      await waitFor(() => events(ps[1], 'quota_restored').length === 1, { timeout_ms: 2000 * SLOW, what: "replica 2's quota_restored line" });
+      t.note(`j: upstream calls ${(await mock.stats()).requests}; replica 2 reopened after ${ok2} refusals; ${JSON.stringify(events(ps[1], 'quota_restored')[0])}`);
+    },
+  },
 ];
