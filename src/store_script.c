@@ -219,7 +219,7 @@ static void arg_num(struct store_cmd *c, double v)
 	char *b = c->buf[c->argc];
 	if (!isfinite(v))
 		v = 0;
-	int n = snprintf(b, STORE_ARG_LEN, "%.6g", v);
+	int n = snprintf(b, STORE_ARG_LEN, "%.10g", v);
 	c->argv[c->argc] = b;
 	c->argvlen[c->argc] = (size_t)n;
 	c->argc++;
