@@ -171,6 +171,11 @@ struct exchanges {
 	struct exchange *reap_list;
 	struct exchange *pool; /* finished exchanges kept for reuse */
 	size_t n_live, n_pool;
+	size_t pool_low;    /* the fewest pooled since the last exchanges_trim */
+	struct event *idle; /* armed when the last exchange in flight ends */
+	unsigned idle_ms;
+	void (*idle_fn)(void *);
+	void *idle_arg;
 	uint64_t rng;
 	struct shared *shared; /* store.kind: redis; NULL: local */
 };
@@ -368,6 +373,8 @@ static struct exchange *exchange_get(struct exchanges *xs)
 		xs->pool = x->next_reap;
 		x->next_reap = NULL;
 		xs->n_pool--;
+		if (xs->n_pool < xs->pool_low)
+			xs->pool_low = xs->n_pool;
 		return x;
 	}
 	return calloc(1, sizeof(*x));
@@ -425,6 +432,11 @@ static void finish(struct exchange *x)
 	if (x->next)
 		x->next->prev = x->prev;
 	xs->n_live--;
+	if (xs->n_live == 0 && xs->idle_fn != NULL) {
+		struct timeval tv = {(time_t)(xs->idle_ms / 1000),
+		                     (suseconds_t)(xs->idle_ms % 1000 * 1000)};
+		evtimer_add(xs->idle, &tv);
+	}
 	x->next_reap = xs->reap_list;
 	xs->reap_list = x;
 	event_active(xs->reap, EV_TIMEOUT, 1);
@@ -868,7 +880,8 @@ void exchange_start(struct exchanges *xs, struct hreq *client, const struct exch
 	if (xs->live)
 		xs->live->prev = x;
 	xs->live = x;
-	xs->n_live++;
+	if (xs->n_live++ == 0)
+		evtimer_del(xs->idle);
 	hreq_set_events(client, &client_events, x);
 
 	if (!build_upstream_request(x, client)) {
@@ -1528,6 +1541,15 @@ void exchanges_reconfigure(struct exchanges *xs, struct config_ref *cref)
 	config_ref_put(old);
 }
 
+static void on_idle(evutil_socket_t fd, short what, void *arg)
+{
+	struct exchanges *xs = arg;
+	(void)fd;
+	(void)what;
+	if (xs->n_live == 0 && xs->idle_fn != NULL)
+		xs->idle_fn(xs->idle_arg);
+}
+
 /* Lanes idle for limits.idle_ttl_s are forgotten. */
 static void on_sweep(evutil_socket_t fd, short what, void *arg)
 {
@@ -1610,8 +1632,10 @@ struct exchanges *exchanges_new(struct event_base *base, struct upstream *up,
 		metrics_bind(xs->metrics, cref->cfg);
 	xs->reap = event_new(base, -1, 0, on_reap, xs);
 	xs->sweep = event_new(base, -1, EV_PERSIST, on_sweep, xs);
+	xs->idle = evtimer_new(base, on_idle, xs);
 	xs->rng = ((uint64_t)arc4random() << 32) | arc4random() | 1;
-	if (xs->reg == NULL || xs->metrics == NULL || xs->reap == NULL || xs->sweep == NULL) {
+	if (xs->reg == NULL || xs->metrics == NULL || xs->reap == NULL || xs->sweep == NULL ||
+	    xs->idle == NULL) {
 		snprintf(err, errlen, "out of memory");
 		exchanges_free(xs);
 		return NULL;
@@ -1668,6 +1692,26 @@ const struct metrics *exchanges_metrics(const struct exchanges *xs)
 	return xs->metrics;
 }
 
+void exchanges_on_idle(struct exchanges *xs, unsigned ms, void (*fn)(void *), void *arg)
+{
+	xs->idle_ms = ms;
+	xs->idle_fn = fn;
+	xs->idle_arg = arg;
+}
+
+size_t exchanges_trim(struct exchanges *xs, bool all)
+{
+	size_t n = all ? xs->n_pool : xs->pool_low;
+	for (size_t i = 0; i < n && xs->pool != NULL; i++) {
+		struct exchange *x = xs->pool;
+		xs->pool = x->next_reap;
+		xs->n_pool--;
+		exchange_destroy(x);
+	}
+	xs->pool_low = xs->n_pool;
+	return n;
+}
+
 void exchanges_free(struct exchanges *xs)
 {
 	if (xs == NULL)
@@ -1687,6 +1731,8 @@ void exchanges_free(struct exchanges *xs)
 		event_free(xs->reap);
 	if (xs->sweep != NULL)
 		event_free(xs->sweep);
+	if (xs->idle != NULL)
+		event_free(xs->idle);
 	metrics_free(xs->metrics);
 	config_ref_put(xs->cref);
 	free(xs);

@@ -49,6 +49,12 @@ void exchanges_reconfigure(struct exchanges *xs, struct config_ref *cref);
 /* Drain deadline passed: every exchange is stopped now; a client still
  * waiting for its answer gets 503 shutting_down, a stream is cut. */
 void exchanges_abort_all(struct exchanges *xs);
+/* Frees the pooled exchanges that no request needed since the last call (the
+ * pool's low-water mark); all: every pooled one. Returns how many. */
+size_t exchanges_trim(struct exchanges *xs, bool all);
+/* fn(arg) once nothing has been in flight for ms since the last request in
+ * flight finished (not again until a request has come and gone). */
+void exchanges_on_idle(struct exchanges *xs, unsigned ms, void (*fn)(void *), void *arg);
 size_t exchanges_live(const struct exchanges *xs);
 size_t exchanges_lane_count(const struct exchanges *xs);
 /* The lanes, read-only, for /status and /metrics. */

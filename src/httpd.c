@@ -135,6 +135,7 @@ struct httpd {
 	struct hconn *conns;
 	struct hconn *pool;
 	size_t n_conns, n_pool, n_active;
+	size_t pool_low; /* the fewest pooled since the last httpd_trim */
 	uint64_t accepted;
 	uint64_t responses[6];
 	unsigned id_prefix;
@@ -1201,6 +1202,8 @@ static struct hconn *conn_get(struct httpd *h)
 	if (c != NULL) {
 		h->pool = c->next_free;
 		h->n_pool--;
+		if (h->n_pool < h->pool_low)
+			h->pool_low = h->n_pool;
 		return c;
 	}
 	c = calloc(1, sizeof(*c));
@@ -1460,6 +1463,26 @@ void httpd_free(struct httpd *h)
 	if (h->accept_retry != NULL)
 		event_free(h->accept_retry);
 	free(h);
+}
+
+size_t httpd_trim(struct httpd *h, bool all)
+{
+	size_t n = 0, want = all ? h->n_pool : h->pool_low;
+	struct hconn **pp = &h->pool;
+	while (n < want && *pp != NULL) {
+		struct hconn *c = *pp;
+		if (c->flush_queued) {
+			/* Closed while queued for a flush: on_flush still reads it. */
+			pp = &c->next_free;
+			continue;
+		}
+		*pp = c->next_free;
+		h->n_pool--;
+		conn_destroy(c);
+		n++;
+	}
+	h->pool_low = h->n_pool;
+	return n;
 }
 
 void httpd_get_stats(const struct httpd *h, struct httpd_stats *st)

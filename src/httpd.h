@@ -88,6 +88,11 @@ int httpd_adopt(struct httpd *h, evutil_socket_t fd);
 void httpd_shutdown(struct httpd *h);
 /* Closes every connection at once; requests with the owner get events->gone. */
 void httpd_free(struct httpd *h);
+/* Frees the pooled connections that no request needed since the last call
+ * (the pool's low-water mark), so that the pool follows recent demand rather
+ * than the highest concurrency ever seen; all: every pooled one. Returns how
+ * many. */
+size_t httpd_trim(struct httpd *h, bool all);
 void httpd_get_stats(const struct httpd *h, struct httpd_stats *st);
 /* The standard reason phrase of a status ("" when unknown). */
 const char *httpd_reason(int status);

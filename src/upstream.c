@@ -82,6 +82,8 @@ struct upstream {
 	struct event *timer;
 	struct event *reap; /* removes transfers aborted inside libcurl callbacks */
 	struct up_xfer *free_list;
+	size_t n_free;
+	size_t free_low; /* the fewest on free_list since the last upstream_trim */
 	struct up_xfer *active;
 	struct up_xfer *doomed; /* aborted while libcurl was on the stack */
 	int in_curl; /* > 0 while a libcurl call that may run callbacks is on the stack */
@@ -556,6 +558,9 @@ static struct up_xfer *xfer_get(struct upstream *up)
 	struct up_xfer *x = up->free_list;
 	if (x != NULL) {
 		up->free_list = x->next_free;
+		up->n_free--;
+		if (up->n_free < up->free_low)
+			up->free_low = up->n_free;
 		curl_easy_reset(x->easy);
 		return x;
 	}
@@ -617,6 +622,7 @@ static void xfer_release(struct up_xfer *x)
 	x->ctx = NULL;
 	x->next_free = up->free_list;
 	up->free_list = x;
+	up->n_free++;
 }
 
 void upstream_abort(struct up_xfer *x)
@@ -721,6 +727,7 @@ struct up_xfer *upstream_start(struct upstream *up, const struct up_request *r,
 		x->h = NULL;
 		x->next_free = up->free_list;
 		up->free_list = x;
+		up->n_free++;
 		return NULL;
 	}
 	x->active = true;
@@ -730,6 +737,19 @@ struct up_xfer *upstream_start(struct upstream *up, const struct up_request *r,
 		up->active->prev_active = x;
 	up->active = x;
 	return x;
+}
+
+size_t upstream_trim(struct upstream *up, bool all)
+{
+	size_t n = all ? up->n_free : up->free_low;
+	for (size_t i = 0; i < n && up->free_list != NULL; i++) {
+		struct up_xfer *x = up->free_list;
+		up->free_list = x->next_free;
+		up->n_free--;
+		xfer_destroy(x);
+	}
+	up->free_low = up->n_free;
+	return n;
 }
 
 struct upstream *upstream_new(struct event_base *base, char *err, size_t errlen)

@@ -75,6 +75,11 @@ void upstream_abort(struct up_xfer *x);
 /* Continues a transfer paused by on_body returning false (next loop turn). */
 void upstream_resume(struct up_xfer *x);
 
+/* Frees the pooled transfers (easy handles and their buffers) that none
+ * needed since the last call (the pool's low-water mark); all: every pooled
+ * one. Returns how many. */
+size_t upstream_trim(struct upstream *up, bool all);
+
 const char *upstream_error_name(enum up_error e);
 
 #endif

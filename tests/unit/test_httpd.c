@@ -363,6 +363,51 @@ START_TEST(stuck_write_times_out)
 }
 END_TEST
 
+/* Opens a connection to h; returns the client's end. */
+static int adopt_one(void)
+{
+	int sv[2];
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+	ck_assert_int_eq(httpd_adopt(h, sv[0]), 0);
+	return sv[1];
+}
+
+START_TEST(pool_trim_frees_what_went_unused)
+{
+	int fds[3];
+	for (int i = 0; i < 3; i++)
+		fds[i] = adopt_one();
+	close(client);
+	client = -1;
+	for (int i = 0; i < 3; i++)
+		close(fds[i]);
+	spin();
+	/* Four connections closed, pooled. The pool was empty when they were
+	 * made: nothing went unused yet. */
+	ck_assert_uint_eq(httpd_trim(h, false), 0);
+	/* One comes back in use and closes again: three stayed in the pool the
+	 * whole interval, and go. */
+	int c = adopt_one();
+	close(c);
+	spin();
+	ck_assert_uint_eq(httpd_trim(h, false), 3);
+	/* The fourth was not needed since either. */
+	ck_assert_uint_eq(httpd_trim(h, false), 1);
+	ck_assert_uint_eq(httpd_trim(h, false), 0);
+	/* An empty pool: the next connection is a new one, and serves. */
+	client = adopt_one();
+	send_str("POST /after HTTP/1.1\r\nContent-Length: 2\r\n\r\nhi");
+	ck_assert_int_eq(n_requests, 1);
+	ck_assert_ptr_nonnull(strstr(recv_all(NULL), "HTTP/1.1 200"));
+	/* all: whatever is pooled goes at once. */
+	c = adopt_one();
+	close(c);
+	spin();
+	ck_assert_uint_eq(httpd_trim(h, true), 1);
+	ck_assert_uint_eq(httpd_trim(h, true), 0);
+}
+END_TEST
+
 static Suite *httpd_suite(void)
 {
 	Suite *s = suite_create("httpd");
@@ -383,6 +428,7 @@ static Suite *httpd_suite(void)
 	tcase_add_test(t, error_after_start_cuts);
 	tcase_add_test(t, head_answer_has_no_body);
 	tcase_add_test(t, stuck_write_times_out);
+	tcase_add_test(t, pool_trim_frees_what_went_unused);
 	suite_add_tcase(s, t);
 	return s;
 }
