@@ -3,7 +3,7 @@
 // quota answers that drain the queue. Each test has a mock of its own and a pacerd of
 // its own; every figure is the mock's own count or its arrival times (t_mono_us).
 import assert from 'node:assert/strict';
-import { EXACT_BUCKET_429S, SLOW, freePort, keyHash, request, sleep, streamRequest, tryConnect, waitFor } from '../lib.mjs';
+import { EXACT_BUCKET_429S, SLOW, VALGRIND, freePort, keyHash, request, sleep, streamRequest, tryConnect, waitFor } from '../lib.mjs';
 import {
   chatBody, events, keyEntry, logDigest, median, percentile, runLoad, send, startPacerdFor, summarize,
 } from '../load.mjs';
@@ -111,8 +111,12 @@ export const tests = [
       console.log(`#   2: 50 req/s: mean interval ${mean.toFixed(3)} ms, p99 |interval - 20| ${dev.toFixed(3)} ms, min ${Math.min(...g).toFixed(2)} max ${Math.max(...g).toFixed(2)}; mock ${JSON.stringify(st.responses)}`);
       assert.equal(sum.client_errors, 0, JSON.stringify(sum.statuses));
       assert.ok((st.responses['429'] ?? 0) <= EXACT_BUCKET_429S, `upstream 429s: ${JSON.stringify(st.responses)}`);
-      assert.ok(Math.abs(mean - 20) <= 0.2 * SLOW, `mean interval ${mean.toFixed(3)} ms (20 ms ± 1 %)`);
-      assert.ok(dev <= 5 * SLOW, `p99 |interval - 20 ms| = ${dev.toFixed(3)} ms (> 5 ms)`);
+      // Under valgrind pacerd cannot take 50 requests a second from 40 clients at all
+      // (44.8 ms measured): the spacing is valgrind's, not the gate's. make test holds it.
+      if (!VALGRIND) {
+        assert.ok(Math.abs(mean - 20) <= 0.2 * SLOW, `mean interval ${mean.toFixed(3)} ms (20 ms ± 1 %)`);
+        assert.ok(dev <= 5 * SLOW, `p99 |interval - 20 ms| = ${dev.toFixed(3)} ms (> 5 ms)`);
+      }
     },
   },
   {
@@ -132,8 +136,12 @@ export const tests = [
       const dev = percentile(g.map((x) => Math.abs(x - 20)), 99);
       console.log(`#   2: token gate: mean interval ${mean.toFixed(3)} ms, p99 |interval - 20| ${dev.toFixed(3)} ms, min ${Math.min(...g).toFixed(2)} max ${Math.max(...g).toFixed(2)}`);
       assert.equal(sum.client_errors, 0, JSON.stringify(sum.statuses));
-      assert.ok(Math.abs(mean - 20) <= 0.2 * SLOW, `mean interval ${mean.toFixed(3)} ms (20 ms ± 1 %)`);
-      assert.ok(dev <= 5 * SLOW, `p99 |interval - 20 ms| = ${dev.toFixed(3)} ms (> 5 ms)`);
+      // Under valgrind pacerd cannot take 50 requests a second from 40 clients at all
+      // (44.8 ms measured): the spacing is valgrind's, not the gate's. make test holds it.
+      if (!VALGRIND) {
+        assert.ok(Math.abs(mean - 20) <= 0.2 * SLOW, `mean interval ${mean.toFixed(3)} ms (20 ms ± 1 %)`);
+        assert.ok(dev <= 5 * SLOW, `p99 |interval - 20 ms| = ${dev.toFixed(3)} ms (> 5 ms)`);
+      }
     },
   },
   {
