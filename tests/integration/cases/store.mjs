@@ -623,4 +623,41 @@ export const tests = [
       t.note(`j: upstream calls ${(await mock.stats()).requests}; replica 2 reopened after ${ok2} refusals; ${JSON.stringify(events(ps[1], 'quota_restored')[0])}`);
     },
   },
+  {
+    // k. A Redis that stops answering (SIGSTOP: the connection stays open, nothing
+    // comes back) is a Redis that is down: a decision not answered within timeout_ms
+    // (50) takes the connection down, the lane falls back to its local gates, and
+    // nothing waits for Redis. 5 requests one after the other: all 200, the first
+    // after about the timeout, none stuck. SIGCONT: store_restored within 3 s.
+    name: 'k. a Redis that hangs: decisions time out after timeout_ms, requests are served by the fallback, and it is used again once it answers',
+    timeout_ms: 20000,
+    fn: async (t) => {
+      const mock = await t.startMock({ config: { headers: false } });
+      const redis = await startRedis(t);
+      const [p] = await startReplicas(t, mock, redis, { n: 1, plan: { max_requests_per_minute: 6000 }, store: { replicas: 1 } });
+      const key = 'sk-store-k-0001';
+      const one = () => send(`${p.url}/v1/chat/completions`, { headers: chat(key, 1)().headers, body: chatBody({ max_tokens: 16 }), timeout_ms: 5000 });
+      assert.equal((await one()).status, 200);
+      redis.proc.signal('SIGSTOP');
+      const lat = [];
+      try {
+        for (let i = 0; i < 5; i++) {
+          const t0 = Date.now();
+          const r = await one();
+          lat.push(Date.now() - t0);
+          assert.equal(r.status, 200, `request ${i + 1} while Redis hangs: ${r.status} ${r.body}\n${storeEvents(p)}`);
+        }
+      } finally {
+        redis.proc.signal('SIGCONT');
+      }
+      t.note(`k: latencies while Redis hung: ${lat.join(', ')} ms; ${JSON.stringify(events(p, 'store_unavailable')[0])}`);
+      assert.ok(lat[0] >= 45 && lat[0] <= 1000 * SLOW, `the first request waited ${lat[0]} ms (timeout_ms 50)`);
+      assert.ok(Math.max(...lat.slice(1)) <= 500 * SLOW, `later requests waited for Redis: ${lat.join(', ')} ms`);
+      const un = events(p, 'store_unavailable');
+      assert.ok(un.length >= 1 && /timeout_ms/.test(un[0].reason), `store_unavailable: ${JSON.stringify(un)}`);
+      assert.equal((await mock.stats()).requests, 6);
+      await waitFor(() => events(p, 'store_restored').length >= 1, { timeout_ms: 3000 * SLOW, what: 'store_restored after SIGCONT' });
+      assert.equal((await one()).status, 200);
+    },
+  },
 ];
