@@ -146,7 +146,7 @@ VALGRIND_UNIT := valgrind -q --leak-check=full --show-leak-kinds=definite,indire
                  --errors-for-leak-kinds=definite,indirect --error-exitcode=99
 valgrind: node-deps
 	$(MAKE) all $(UNIT_BINS) $(BUILD)/pacerd-mock
-	CK_FORK=no UNIT_WRAPPER="$(VALGRIND_UNIT)" ./tests/run-unit.sh $(UNIT_BINS)
+	CK_FORK=no PACERD_UNDER_VALGRIND=1 UNIT_WRAPPER="$(VALGRIND_UNIT)" ./tests/run-unit.sh $(UNIT_BINS)
 	PACERD_BIN=$(BUILD)/pacerd MOCK_BIN=$(BUILD)/pacerd-mock PACERD_WRAPPER=valgrind node tests/integration/run.mjs
 
 # make bench: about 6 minutes; BENCH_DURATION (s per run, 5), BENCH_REPS (3),
