@@ -153,8 +153,9 @@ export const tests = [
         assert.equal(s.client_errors, 0, `replica ${i + 1}: client-visible errors ${JSON.stringify(s.statuses)} ${s.firstErrors.join(' | ')}${why}`);
       }
       assert.ok(up429 <= EXACT_BUCKET_429S, `${up429} upstream 429s from the 600 RPM bucket: the replicas did not share the gate (${msg})${why}`);
-      assert.equal(st.requests, 300, `upstream requests: ${st.requests}`);
-      assert.deepEqual(per, [100, 100, 100], 'requests per replica at the mock');
+      // Each request once, and each 429 (EXACT_BUCKET_429S: none but under valgrind) once more.
+      assert.equal(st.requests, 300 + up429, `upstream requests: ${st.requests} (${up429} upstream 429s)`);
+      assert.ok(per.every((n) => n >= 100) && per.reduce((a, b) => a + b, 0) === 300 + up429, `requests per replica at the mock: ${per.join('/')}`);
       assert.ok(rate <= 10 * 1.02, `aggregate ${rate.toFixed(3)} req/s: above 10 req/s + 2 %`);
       assert.ok(rate >= 10 * 0.98 / SLOW, `aggregate ${rate.toFixed(3)} req/s: below 10 req/s − 2 %`);
     },
