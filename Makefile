@@ -141,7 +141,7 @@ demo: deps
 
 # make valgrind: every unit test (in one process: CK_FORK=no) and every integration
 # test (pacerd under valgrind; timing bounds × 10) with memcheck; an error or a
-# definite/indirect leak fails it. About 15 minutes.
+# definite/indirect leak fails it. About 17 minutes.
 VALGRIND_UNIT := valgrind -q --leak-check=full --show-leak-kinds=definite,indirect \
                  --errors-for-leak-kinds=definite,indirect --error-exitcode=99
 valgrind: node-deps
