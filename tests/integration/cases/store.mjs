@@ -284,7 +284,7 @@ export const tests = [
     // replicas 2 and 3 (16 clients still pushing) have 4 in flight again (computed from
     // the arrivals, each in flight 400 ms) within lease_ms + 1.5 s of the kill.
     name: 'd. max_concurrent_global: 4 over three replicas: mock in_flight_max = 4; a replica killed mid-request frees its leases within lease_ms',
-    timeout_ms: 40000,
+    timeout_ms: 60000,
     fn: async (t) => {
       const LAT = 400, LEASE = 2000;
       const mock = await t.startMock({ config: { latency_ms: LAT, headers: false } });
@@ -292,7 +292,11 @@ export const tests = [
       const ps = await startReplicas(t, mock, redis, { plan: { max_concurrent_global: 4 }, store: { lease_ms: LEASE } });
       const key = 'sk-store-d-0001';
       const t0 = Date.now();
-      const loads = ps.map((p, i) => runLoad({ base: p.url, n: 40, concurrency: 8, makeRequest: chat(key, i + 1), deadline_ms: 25000, timeout_ms: 25000, t0 }));
+      // 80 each: enough that replicas 2 and 3 still push after a late kill. Leases are not
+      // handed out in turn across replicas (README, Limits): a replica that finishes a
+      // request asks again at once, the others within 25 ms, so replica 1 may wait
+      // seconds for its first lease (9 s once on a fresh machine, where 40 each ran out).
+      const loads = ps.map((p, i) => runLoad({ base: p.url, n: 80, concurrency: 8, makeRequest: chat(key, i + 1), deadline_ms: 45000, timeout_ms: 45000, t0 }));
       // Kill replica 1 while it has a request in flight at the mock (arrived < LAT − 50 ms ago).
       let K = null, held = 0;
       await waitFor(async () => {
