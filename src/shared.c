@@ -186,11 +186,13 @@ static void on_decided(void *arg, const redisReply *r)
 	}
 	struct store_verdict v;
 	struct store_stats *st = store_stats(sh->store);
-	if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
-	    r->element[0]->type != REDIS_REPLY_INTEGER || r->element[1]->type != REDIS_REPLY_STRING ||
-	    r->element[2]->type != REDIS_REPLY_INTEGER ||
-	    !store_parse_verdict(r->element[0]->integer, r->element[1]->str, r->element[1]->len,
-	                         r->element[2]->integer, &v)) {
+	bool parsed = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
+	              r->element[0]->type == REDIS_REPLY_INTEGER &&
+	              r->element[1]->type == REDIS_REPLY_STRING &&
+	              r->element[2]->type == REDIS_REPLY_INTEGER &&
+	              store_parse_verdict(r->element[0]->integer, r->element[1]->str,
+	                                  r->element[1]->len, r->element[2]->integer, &v);
+	if (!parsed) {
 		sched_permit_answer(lane, SCHED_PERMIT_FAILED, 0);
 	} else if (v.go) {
 		st->decisions_go++;
@@ -205,14 +207,10 @@ static void on_decided(void *arg, const redisReply *r)
 		int64_t wait = (int64_t)v.wait_ms + 1;
 		sched_permit_answer(lane, SCHED_PERMIT_WAIT, clock_fresh_ms() + wait);
 	}
-	if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
-	    r->element[2]->type == REDIS_REPLY_INTEGER) {
-		bool out = r->element[2]->integer != 0;
-		if (out && !sched_quota_out(lane) && sh->hooks.quota_out != NULL)
-			sh->hooks.quota_out(lane);
-		else if (!out && sched_quota_out(lane) && sh->hooks.quota_back != NULL)
-			sh->hooks.quota_back(lane);
-	}
+	if (parsed && v.quota && !sched_quota_out(lane) && sh->hooks.quota_out != NULL)
+		sh->hooks.quota_out(lane);
+	else if (parsed && !v.quota && sched_quota_out(lane) && sh->hooks.quota_back != NULL)
+		sh->hooks.quota_back(lane);
 	sh->hooks.kick(lane);
 }
 

@@ -168,7 +168,6 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata)
 	    !p->answered && strncmp(reply->str, "NOSCRIPT", 8) == 0 && st->up) {
 		/* The script cache was flushed (a restarted Redis): EVAL caches it
 		 * again, so the next EVALSHA finds it. */
-		st->stats.noscript++;
 		p->argv[0] = "EVAL";
 		p->lens[0] = 4;
 		p->argv[1] = store_script_source(p->script);
@@ -327,7 +326,6 @@ static void drop_connection(struct store *st, const char *reason)
 	ac->data = NULL; /* on_disconnect: already handled */
 	redisAsyncFree(ac);
 	st->ac = NULL;
-	st->stats.disconnects++;
 	schedule_reconnect(st);
 }
 
@@ -352,7 +350,6 @@ static void on_disconnect(const redisAsyncContext *ac, int status)
 		return; /* dropped by us */
 	st->ac = NULL;
 	st->loading = 0;
-	st->stats.disconnects++;
 	char reason[160];
 	snprintf(reason, sizeof(reason), "connection lost (%s)",
 	         ac->errstr[0] != '\0' ? ac->errstr : "closed");
@@ -378,7 +375,6 @@ static void on_connect(const redisAsyncContext *ac, int status)
 		schedule_reconnect(st);
 		return;
 	}
-	st->stats.connects++;
 	/* Load every script before the store counts as up: a Redis restarted
 	 * since has forgotten them (EVALSHA would find none). Sent directly:
 	 * store_send refuses while the store is down. */

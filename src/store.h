@@ -32,11 +32,9 @@ struct store_stats {
 	uint64_t commands;  /* sent */
 	uint64_t errors;    /* failed: an error reply, a timeout, a lost connection */
 	uint64_t timeouts;
-	uint64_t noscript;  /* EVALSHA answered NOSCRIPT and went again as EVAL */
 	uint64_t decisions_go, decisions_wait;
 	uint64_t fallbacks; /* decisions made locally because the store was down */
 	uint64_t refused;   /* requests answered 503 store_unavailable (on_error: fail) */
-	uint64_t connects, disconnects;
 	struct metrics_hist latency; /* seconds per command, reply or failure */
 };
 
