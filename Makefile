@@ -43,11 +43,15 @@ export ASAN_OPTIONS ?= quarantine_size_mb=8:detect_leaks=1
 export UBSAN_OPTIONS ?= print_stacktrace=1
 endif
 
-SRCS      := $(sort $(wildcard src/*.c))
+# Sources by glob: src/main.c and one folder per layer (README: Development);
+# the unit tests mirror the folders.
+SRC_DIRS  := core http proxy sched provider store admin cli
+SRCS      := src/main.c $(sort $(foreach d,$(SRC_DIRS),$(wildcard src/$(d)/*.c)))
+HDRS      := $(sort $(wildcard src/*.h $(foreach d,$(SRC_DIRS),src/$(d)/*.h)))
 LIB_SRCS  := $(filter-out src/main.c,$(SRCS))
 OBJS      := $(SRCS:src/%.c=$(BUILD)/src/%.o)
 LIB_OBJS  := $(LIB_SRCS:src/%.c=$(BUILD)/src/%.o)
-UNIT_SRCS := $(sort $(wildcard tests/unit/test_*.c))
+UNIT_SRCS := $(sort $(wildcard tests/unit/*/test_*.c))
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 MOCK_SRCS := $(sort $(wildcard tests/mock/*.c))
 
@@ -69,13 +73,16 @@ all: $(BUILD)/pacerd
 $(BUILD)/pacerd: $(OBJS)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
 
-$(BUILD)/src/%.o: src/%.c | $(BUILD)/src
-	$(CC) $(CFLAGS) $(PKG_CFLAGS) -c -o $@ $<
+# Every include names its folder ("sched/gcra.h"), so -Isrc is the one path.
+$(BUILD)/src/%.o: src/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(PKG_CFLAGS) -Isrc -c -o $@ $<
 
-$(BUILD)/tests/%.o: tests/unit/%.c | $(BUILD)/tests
-	$(CC) $(CFLAGS) -Wno-missing-prototypes $(PKG_CFLAGS) $(CHECK_CFLAGS) -Isrc -c -o $@ $<
+$(BUILD)/tests/%.o: tests/unit/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Wno-missing-prototypes $(PKG_CFLAGS) $(CHECK_CFLAGS) -Isrc -Itests/unit -c -o $@ $<
 
-$(BUILD)/tests/test_%: $(BUILD)/tests/test_%.o $(LIB_OBJS)
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIB_OBJS)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(CHECK_LIBS) -lm
 
 # Microbenchmarks: linked with the library objects like the unit tests; not
@@ -89,15 +96,15 @@ $(BUILD)/bench-lanes: $(BUILD)/bench/bench_lanes.o $(LIB_OBJS)
 $(BUILD)/pacerd-mock: $(MOCK_SRCS) $(wildcard tests/mock/*.h) | $(BUILD)
 	$(CC) $(CFLAGS) $(MOCK_CFLAGS) -o $@ $(MOCK_SRCS) $(LDFLAGS) $(MOCK_LIBS) -lm
 
-$(BUILD) $(BUILD)/src $(BUILD)/tests $(BUILD)/bench:
+$(BUILD) $(BUILD)/bench:
 	mkdir -p $@
 
 $(FUZZ_BUILD)/src/%.o: src/%.c
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link $(PKG_CFLAGS) -c -o $@ $<
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link $(PKG_CFLAGS) -Isrc -c -o $@ $<
 
 $(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LIB_OBJS)
-	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer $(PKG_CFLAGS) -Isrc -o $@ $^ $(PKG_LIBS) -lm
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer $(PKG_CFLAGS) -Isrc -Itests/unit -o $@ $^ $(PKG_LIBS) -lm
 
 fuzz: $(FUZZ_BINS)
 
@@ -179,7 +186,7 @@ install: all
 		install -D -m 0644 conf/pacerd.yaml $(DESTDIR)/etc/pacerd/pacerd.yaml
 
 format:
-	clang-format -i src/*.c src/*.h tests/unit/*.c tests/mock/*.c tests/bench/*.c
+	clang-format -i $(SRCS) $(HDRS) $(UNIT_SRCS) tests/unit/*.h tests/mock/*.[ch] tests/bench/*.c tests/fuzz/*.c
 
 clean:
 	rm -rf build build-san $(FUZZ_BUILD)

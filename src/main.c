@@ -17,17 +17,17 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "admin.h"
-#include "clock.h"
-#include "config.h"
-#include "log.h"
-#include "notify.h"
-#include "plan_cli.h"
-#include "server.h"
-#include "top.h"
-#include "upstream.h"
+#include "admin/admin.h"
+#include "core/clock.h"
+#include "core/config.h"
+#include "core/log.h"
+#include "core/notify.h"
+#include "cli/plan_cli.h"
+#include "proxy/server.h"
+#include "cli/top.h"
+#include "proxy/upstream.h"
 
-#include "version.h"
+#include "core/version.h"
 
 extern char **environ;
 

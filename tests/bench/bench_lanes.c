@@ -35,9 +35,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "config.h"
-#include "registry.h"
-#include "sched.h"
+#include "core/config.h"
+#include "sched/registry.h"
+#include "sched/sched.h"
 
 static struct sched_item *evicted; /* what sched_submit evicted: never, here */
 

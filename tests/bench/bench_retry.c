@@ -5,7 +5,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "retry.h"
+#include "sched/retry.h"
 
 static const char openai_429[] =
     "{\"error\":{\"message\":\"Rate limit reached for gpt-4o in organization org-x on tokens "

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "tokens.h"
+#include "provider/tokens.h"
 
 static const char answer[] =
     "{\"id\":\"chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT\",\"object\":\"chat.completion\","

@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ratelimit_headers.h"
-#include "retry.h"
+#include "provider/ratelimit_headers.h"
+#include "sched/retry.h"
 
 #define MAX_HEADERS 64
 

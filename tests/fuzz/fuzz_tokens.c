@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../unit/tokens_ref.h"
-#include "tokens.h"
+#include "tokens_ref.h"
+#include "provider/tokens.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -4,7 +4,7 @@
 #ifndef PACERD_ROUTE_FIXTURE_H
 #define PACERD_ROUTE_FIXTURE_H
 
-#include "config.h"
+#include "core/config.h"
 
 static char *openai_hosts[] = {"api.openai.com"};
 static char *anthropic_hosts[] = {"api.anthropic.com"};

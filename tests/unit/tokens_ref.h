@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "tokens.h"
+#include "provider/tokens.h"
 
 #define REF_MAX_N 128
 #define REF_MAX_OUTPUT INT64_C(100000000)

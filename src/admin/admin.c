@@ -1,0 +1,336 @@
+/* admin — /healthz, /readyz, /status, /metrics, /reload. See admin.h.
+ *
+ * Read-only views of the lanes, built on request: the admin port is for
+ * operators and scrapers, so clarity beats speed here (jansson for JSON). */
+#include "admin/admin.h"
+
+#include <event2/buffer.h>
+#include <jansson.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core/clock.h"
+#include "http/httpd.h"
+#include "core/log.h"
+#include "admin/metrics.h"
+#include "sched/registry.h"
+#include "proxy/server.h"
+#include "store/shared.h"
+
+#include "core/version.h"
+
+struct admin {
+	struct server *srv;
+	struct httpd *http;
+	admin_reload_fn reload;
+	void *reload_arg;
+	long long started_ms;
+};
+
+static const char *const budget_names[RLH_N_BUDGETS] = {"requests", "tokens", "input_tokens",
+                                                        "output_tokens"};
+
+static void reply(struct hreq *req, int code, const char *ctype, const char *body, size_t len)
+{
+	struct hhdr h[3] = {
+	    {"content-type", 12, ctype, strlen(ctype)},
+	    {"cache-control", 13, "no-store", 8},
+	};
+	size_t n = 2;
+	if (code == 401)
+		h[n++] = (struct hhdr){"www-authenticate", 16, "Bearer", 6};
+	hreq_respond(req, code, h, n, body, len);
+}
+
+static void reply_json(struct hreq *req, int code, json_t *j)
+{
+	char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+	if (text == NULL) {
+		reply(req, 500, "application/json", "{\"error\":\"out of memory\"}\n", 25);
+	} else {
+		size_t n = strlen(text);
+		char *withnl = realloc(text, n + 2);
+		if (withnl != NULL) {
+			text = withnl;
+			text[n++] = '\n';
+			text[n] = '\0';
+		}
+		reply(req, code, "application/json", text, n);
+	}
+	free(text);
+	json_decref(j);
+}
+
+static json_t *error_json(const char *code, const char *message)
+{
+	return json_pack("{s:{s:s,s:s,s:s}}", "error", "message", message, "type", "pacer_error",
+	                 "code", code);
+}
+
+/* ---- /status ---- */
+
+static json_t *learned_json(const struct learned *l, int64_t now)
+{
+	struct learned_view v;
+	learned_view(l, now, &v);
+	return json_pack("{s:s,s:f,s:f,s:f,s:f,s:f,s:I,s:i}", "shape", learned_shape_name(v.shape),
+	                 "limit", v.limit, "capacity", v.capacity, "rate_per_min", v.rate_per_min,
+	                 "pace_per_min", v.pace_per_min, "remaining", v.remaining, "reset_in_ms",
+	                 (json_int_t)v.reset_in_ms, "observations", (int)v.observations);
+}
+
+/* What waits per priority, highest first, with the wait a request of a new
+ * agent would see there (fair share lets it in after one turn of each agent
+ * waiting at its priority, after everything of the higher ones). */
+static json_t *priorities_json(const struct sched_lane *lane, int64_t now)
+{
+	json_t *a = json_array();
+	for (size_t i = 0; i < lane->fq.n_levels; i++) {
+		struct fairq_level_view v;
+		fairq_level_at(&lane->fq, i, &v);
+		json_array_append_new(
+		    a, json_pack("{s:i,s:I,s:I,s:I}", "priority", v.priority, "queued",
+		                 (json_int_t)v.waiting, "agents", (json_int_t)v.flows, "eta_ms",
+		                 (json_int_t)sched_priority_eta_ms(lane, v.priority, now)));
+	}
+	return a;
+}
+
+static void lane_status(struct sched_lane *lane, void *arg)
+{
+	json_t *lanes = arg;
+	int64_t now = clock_now_ms();
+	const struct sched_lane_stats *st = &lane->stats;
+	json_t *learned = json_object();
+	for (int b = 0; b < RLH_N_BUDGETS; b++)
+		if (sched_learned(lane, b) != NULL)
+			json_object_set_new(learned, budget_names[b],
+			                    learned_json(sched_learned(lane, b), now));
+	json_t *counters =
+	    json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "dispatched",
+	              (json_int_t)st->dispatched, "succeeded", (json_int_t)st->succeeded,
+	              "capacity_signals", (json_int_t)st->capacity_signals, "capacity_reactions",
+	              (json_int_t)st->capacity_reactions, "transient_errors",
+	              (json_int_t)st->transient_errors, "retries", (json_int_t)st->retries,
+	              "rejected_queue_full", (json_int_t)st->rejected_queue_full,
+	              "rejected_agent_busy", (json_int_t)st->rejected_agent_busy, "queue_timeouts",
+	              (json_int_t)st->queue_timeouts, "cancelled", (json_int_t)st->cancelled,
+	              "queue_wait_max_ms", (json_int_t)st->queue_wait_max_ms);
+	json_object_set_new(counters, "probes", json_integer((json_int_t)st->probes));
+	json_object_set_new(counters, "quota_refused", json_integer((json_int_t)st->quota_refused));
+	json_object_set_new(counters, "drained", json_integer((json_int_t)st->drained));
+	json_object_set_new(counters, "day_refused", json_integer((json_int_t)st->day_refused));
+	const struct plan_conf *p = lane->plan;
+	json_t *gates = json_pack(
+	    "{s:f,s:f,s:f,s:f,s:i,s:f,s:i}", "max_requests_per_second", p->max_requests_per_second,
+	    "max_requests_per_minute", p->max_requests_per_minute, "max_requests_per_hour",
+	    p->max_requests_per_hour, "min_ms_per_request", p->min_ms_per_request, "burst",
+	    (int)p->burst, "max_tokens_per_minute", p->max_tokens_per_minute, "max_concurrent",
+	    (int)p->max_concurrent);
+	int64_t hold = lane->hold_until_ms > now ? lane->hold_until_ms - now : 0;
+	json_t *j =
+	    json_pack("{s:s,s:s,s:s,s:I,s:I,s:I,s:i,s:I,s:I,s:I,s:I,s:o,s:o,s:o}", "provider",
+	              lane->provider->name, "key", lane->key_id, "plan", p->name, "queue_depth",
+	              (json_int_t)sched_queue_depth(lane), "retry_waiting",
+	              (json_int_t)lane->waiting.n, "in_flight", (json_int_t)lane->in_flight,
+	              "concurrency_limit", (int)sched_concurrency_limit(lane), "dispatch_delay_ms",
+	              (json_int_t)aimd_delay_ms(&lane->delay), "hold_ms", (json_int_t)hold,
+	              "queue_eta_ms", (json_int_t)sched_queue_eta_ms(lane, NULL, now), "idle_ms",
+	              (json_int_t)(now - lane->last_active_ms), "gates", gates, "learned", learned,
+	              "counters", counters);
+	if (j != NULL && sched_day_limited(lane))
+		json_object_set_new(j, "day",
+		                    json_pack("{s:f,s:f,s:f,s:f,s:I}", "requests",
+		                              lane->day.requests, "max_requests",
+		                              p->max_requests_per_day, "tokens", lane->day.tokens,
+		                              "max_tokens", p->max_tokens_per_day, "resets_in_ms",
+		                              (json_int_t)(lane->day.resets_at_ms > now
+		                                               ? lane->day.resets_at_ms - now
+		                                               : 0)));
+	if (j != NULL) {
+		json_object_set_new(j, "priorities", priorities_json(lane, now));
+		json_object_set_new(j, "state", json_string(sched_lane_state(lane, now)));
+		static const char *const modes[] = {"local", "shared", "fallback"};
+		json_object_set_new(j, "gates_decided", json_string(modes[lane->gates_mode]));
+		json_array_append_new(lanes, j);
+	}
+}
+
+/* /status "store": where lanes' gates are decided. */
+static json_t *store_json(struct shared *sh)
+{
+	struct store_stats *s = shared_stats(sh);
+	if (s == NULL)
+		return json_pack("{s:s}", "kind", "local");
+	const struct metrics_hist *h = &s->latency;
+	return json_pack("{s:s,s:s,s:b,s:b,s:s,s:i,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:f}", "kind",
+	                 "redis", "address", s->address, "connected", s->connected, "fallback",
+	                 !s->connected && !shared_refusing(sh), "on_error", shared_on_error(sh),
+	                 "replicas", (int)shared_replicas(sh), "decisions",
+	                 (json_int_t)(s->decisions_go + s->decisions_wait), "decisions_go",
+	                 (json_int_t)s->decisions_go, "decisions_wait",
+	                 (json_int_t)s->decisions_wait, "commands", (json_int_t)s->commands,
+	                 "errors", (json_int_t)s->errors, "timeouts", (json_int_t)s->timeouts,
+	                 "fallbacks", (json_int_t)s->fallbacks, "refused", (json_int_t)s->refused,
+	                 "command_ms_avg", h->count > 0 ? h->sum / (double)h->count * 1000 : 0.0);
+}
+
+static void handle_status(struct admin *adm, struct hreq *req)
+{
+	struct server *srv = adm->srv;
+	const struct config *cfg = server_config(srv);
+	struct server_stats st;
+	server_get_stats(srv, &st);
+	json_t *lanes = json_array();
+	registry_foreach(server_lanes(srv), lane_status, lanes);
+	json_t *j = json_pack(
+	    "{s:s,s:I,s:s,s:s,s:b,s:I,s:I,s:{s:I,s:I,s:I,s:I,s:I},s:o}", "version", PACERD_VERSION,
+	    "uptime_s", (json_int_t)((clock_now_ms() - adm->started_ms) / 1000), "listen",
+	    cfg->listen, "config", cfg->source, "draining", st.draining, "in_flight",
+	    (json_int_t)st.in_flight, "lanes_count", (json_int_t)registry_count(server_lanes(srv)),
+	    "responses", "1xx", (json_int_t)st.responses[1], "2xx", (json_int_t)st.responses[2],
+	    "3xx", (json_int_t)st.responses[3], "4xx", (json_int_t)st.responses[4], "5xx",
+	    (json_int_t)st.responses[5], "lanes", lanes);
+	if (j != NULL)
+		json_object_set_new(j, "store", store_json(server_shared(srv)));
+	reply_json(req, 200, j);
+}
+
+/* ---- /metrics ---- */
+
+static void handle_metrics(struct admin *adm, struct hreq *req)
+{
+	struct server *srv = adm->srv;
+	struct server_stats st;
+	server_get_stats(srv, &st);
+	struct metrics_process p = {.store = shared_stats(server_shared(srv)),
+	                            .draining = st.draining,
+	                            .in_flight = st.in_flight,
+	                            .connections = st.connections,
+	                            .accepted = st.accepted};
+	memcpy(p.responses, st.responses, sizeof(p.responses));
+	struct evbuffer *b = evbuffer_new();
+	if (b == NULL || metrics_write(b, server_metrics(srv), &p, server_lanes(srv),
+	                               server_config(srv)->admin.top_lanes, clock_now_ms()) != 0) {
+		if (b != NULL)
+			evbuffer_free(b);
+		reply(req, 500, "text/plain", "out of memory\n", 14);
+		return;
+	}
+	size_t len = evbuffer_get_length(b);
+	reply(req, 200, "text/plain; version=0.0.4; charset=utf-8",
+	      (const char *)evbuffer_pullup(b, -1), len);
+	evbuffer_free(b);
+}
+
+/* ---- routing ---- */
+
+/* The token is compared as SHA-256 digests, with CRYPTO_memcmp over their
+ * fixed 32 bytes: neither the time of a wrong guess nor an early length check
+ * tells how much of it, or how long it, is right. The scheme name is
+ * case-insensitive (RFC 9110 §11.1). */
+static bool authorized(struct admin *adm, struct hreq *req)
+{
+	const char *token = server_config(adm->srv)->admin.token;
+	if (token == NULL || token[0] == '\0')
+		return true;
+	const char *auth = hreq_header(req, "authorization");
+	if (auth == NULL || strncasecmp(auth, "Bearer ", 7) != 0)
+		return false;
+	const char *given = auth + 7;
+	unsigned char want[EVP_MAX_MD_SIZE], got[EVP_MAX_MD_SIZE];
+	unsigned int want_len = 0, got_len = 0;
+	if (EVP_Digest(token, strlen(token), want, &want_len, EVP_sha256(), NULL) != 1 ||
+	    EVP_Digest(given, strlen(given), got, &got_len, EVP_sha256(), NULL) != 1 ||
+	    want_len != 32 || got_len != 32)
+		return false;
+	return CRYPTO_memcmp(want, got, 32) == 0;
+}
+
+static void on_admin_request(struct hreq *req, void *arg)
+{
+	struct admin *adm = arg;
+	const char *uri = hreq_target(req);
+	size_t path_len = strcspn(uri, "?");
+	const char *method = hreq_method(req);
+	bool get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+	bool post = strcmp(method, "POST") == 0;
+#define PATH_IS(p) (path_len == strlen(p) && strncmp(uri, p, path_len) == 0)
+
+	if (!authorized(adm, req)) {
+		reply_json(req, 401,
+		           error_json("unauthorized",
+		                      "admin.token is required: Authorization: Bearer TOKEN"));
+		return;
+	}
+	if (PATH_IS("/healthz") && get) {
+		reply(req, 200, "application/json", "{\"status\":\"ok\"}\n", 16);
+	} else if (PATH_IS("/readyz") && get) {
+		if (server_draining(adm->srv))
+			reply(req, 503, "application/json", "{\"status\":\"draining\"}\n", 22);
+		else
+			reply(req, 200, "application/json", "{\"status\":\"ready\"}\n", 19);
+	} else if (PATH_IS("/status") && get) {
+		handle_status(adm, req);
+	} else if (PATH_IS("/metrics") && get) {
+		handle_metrics(adm, req);
+	} else if (PATH_IS("/reload") && post) {
+		char err[1024];
+		if (adm->reload(adm->reload_arg, err, sizeof(err)) == 0)
+			reply(req, 200, "application/json", "{\"ok\":true}\n", 12);
+		else
+			reply_json(req, 400, error_json("invalid_config", err));
+	} else if (PATH_IS("/healthz") || PATH_IS("/readyz") || PATH_IS("/status") ||
+	           PATH_IS("/metrics") || PATH_IS("/reload")) {
+		reply_json(req, 405,
+		           error_json("method_not_allowed", "wrong method for this path"));
+	} else {
+		reply_json(req, 404,
+		           error_json("not_found",
+		                      "admin paths: /healthz /readyz /status /metrics /reload"));
+	}
+#undef PATH_IS
+}
+
+struct admin *admin_new(struct event_base *base, struct server *srv, admin_reload_fn reload,
+                        void *reload_arg, char *err, size_t errlen)
+{
+	const char *listen = server_config(srv)->admin.listen;
+	err[0] = '\0';
+	if (listen == NULL || listen[0] == '\0')
+		return NULL;
+	struct admin *adm = calloc(1, sizeof(*adm));
+	if (adm == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	adm->srv = srv;
+	adm->reload = reload;
+	adm->reload_arg = reload_arg;
+	adm->started_ms = clock_now_ms();
+	/* Small limits: operators and scrapers send small requests. */
+	struct httpd_conf hc = {.max_header_bytes = 16384,
+	                        .max_body_bytes = 65536,
+	                        .max_connections = 256,
+	                        .client_timeout_s = 30};
+	char e[256];
+	adm->http = httpd_new(base, listen, &hc, on_admin_request, adm, e, sizeof(e));
+	if (adm->http == NULL) {
+		snprintf(err, errlen, "admin.%s", e);
+		free(adm);
+		return NULL;
+	}
+	return adm;
+}
+
+void admin_free(struct admin *adm)
+{
+	if (adm == NULL)
+		return;
+	httpd_free(adm->http);
+	free(adm);
+}

@@ -1,0 +1,480 @@
+/* metrics — histograms, the per-provider table and the text exposition. See
+ * metrics.h. */
+#include "admin/metrics.h"
+#include "store/store.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched/aimd.h"
+#include "sched/learned.h"
+#include "sched/sched.h"
+
+/* ---- histograms ---- */
+
+void metrics_hist_init(struct metrics_hist *h, const double *bounds, size_t n)
+{
+	memset(h, 0, sizeof(*h));
+	h->bounds = bounds;
+	h->n_bounds = n < METRICS_MAX_BUCKETS ? n : METRICS_MAX_BUCKETS;
+}
+
+void metrics_hist_observe(struct metrics_hist *h, double v)
+{
+	if (isnan(v))
+		return;
+	if (v < 0)
+		v = 0;
+	/* Bounds ascend: the buckets that take v are a suffix. */
+	for (size_t i = h->n_bounds; i > 0 && h->bounds[i - 1] >= v; i--)
+		h->counts[i - 1]++;
+	h->count++;
+	h->sum += v;
+}
+
+void metrics_family(struct evbuffer *out, const char *name, const char *type, const char *help)
+{
+	evbuffer_add_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+void metrics_label_value(struct evbuffer *out, const char *s)
+{
+	evbuffer_add(out, "\"", 1);
+	for (const char *p = s; *p; p++) {
+		size_t run = strcspn(p, "\\\"\n");
+		evbuffer_add(out, p, run);
+		p += run;
+		if (*p == '\0')
+			break;
+		evbuffer_add(out, *p == '\\' ? "\\\\" : *p == '"' ? "\\\"" : "\\n", 2);
+	}
+	evbuffer_add(out, "\"", 1);
+}
+
+void metrics_hist_write(struct evbuffer *out, const char *name, const char *labels,
+                        const struct metrics_hist *h)
+{
+	const char *sep = labels[0] ? "," : "";
+	for (size_t i = 0; i < h->n_bounds; i++)
+		evbuffer_add_printf(out, "%s_bucket{%s%sle=\"%.17g\"} %llu\n", name, labels, sep,
+		                    h->bounds[i], (unsigned long long)h->counts[i]);
+	evbuffer_add_printf(out, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels, sep,
+	                    (unsigned long long)h->count);
+	const char *open = labels[0] ? "{" : "", *close = labels[0] ? "}" : "";
+	evbuffer_add_printf(out, "%s_sum%s%s%s %.17g\n", name, open, labels, close, h->sum);
+	evbuffer_add_printf(out, "%s_count%s%s%s %llu\n", name, open, labels, close,
+	                    (unsigned long long)h->count);
+}
+
+/* ---- the per-provider table ---- */
+
+/* Queueing may last minutes (queue.max_wait_s, retry waits); an upstream
+ * answers its head within a minute or gives up (timeouts.first_byte_s);
+ * a long stream lasts minutes. */
+static const double queue_bounds[] = {0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+                                      1,     2.5,   5,    10,    30,   60,  120,  300};
+static const double first_byte_bounds[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+                                           1,     2.5,  5,     10,   30,  60};
+static const double duration_bounds[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
+                                         2.5,   5,    10,    30,   60,  120,  300, 600};
+static const double attempts_bounds[] = {1, 2, 3, 5, 10};
+
+#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
+
+struct metrics_row {
+	char *name;                       /* the provider's; NULL: unused */
+	const struct provider_conf *prov; /* of the configuration last bound, or NULL */
+	struct metrics_hist queue_wait, first_byte, duration, attempts;
+	double tokens_estimated;
+	uint64_t tokens_reported;
+};
+
+struct metrics {
+	struct metrics_row rows[METRICS_MAX_PROVIDERS];
+	size_t n_rows;
+};
+
+struct metrics *metrics_new(void)
+{
+	return calloc(1, sizeof(struct metrics));
+}
+
+void metrics_free(struct metrics *m)
+{
+	if (m == NULL)
+		return;
+	for (size_t i = 0; i < m->n_rows; i++)
+		free(m->rows[i].name);
+	free(m);
+}
+
+static struct metrics_row *row_named(struct metrics *m, const char *name)
+{
+	for (size_t i = 0; i < m->n_rows; i++)
+		if (strcmp(m->rows[i].name, name) == 0)
+			return &m->rows[i];
+	return NULL;
+}
+
+void metrics_bind(struct metrics *m, const struct config *cfg)
+{
+	/* The previous configuration's pointers are forgotten: its memory may be
+	 * reused by a later one for another provider. */
+	for (size_t i = 0; i < m->n_rows; i++)
+		m->rows[i].prov = NULL;
+	for (size_t p = 0; p < cfg->n_providers; p++) {
+		const struct provider_conf *prov = &cfg->providers[p];
+		struct metrics_row *r = row_named(m, prov->name);
+		if (r == NULL) {
+			/* Full: the provider goes unmeasured rather than unbounded. */
+			if (m->n_rows == METRICS_MAX_PROVIDERS)
+				continue;
+			char *name = strdup(prov->name);
+			if (name == NULL)
+				continue;
+			r = &m->rows[m->n_rows++];
+			r->name = name;
+			metrics_hist_init(&r->queue_wait, queue_bounds, N_OF(queue_bounds));
+			metrics_hist_init(&r->first_byte, first_byte_bounds,
+			                  N_OF(first_byte_bounds));
+			metrics_hist_init(&r->duration, duration_bounds, N_OF(duration_bounds));
+			metrics_hist_init(&r->attempts, attempts_bounds, N_OF(attempts_bounds));
+		}
+		r->prov = prov;
+	}
+}
+
+void metrics_observe(struct metrics *m, const struct provider_conf *prov,
+                     const struct metrics_request *rq)
+{
+	if (prov == NULL)
+		return;
+	struct metrics_row *r = NULL;
+	for (size_t i = 0; i < m->n_rows && r == NULL; i++)
+		if (m->rows[i].prov == prov)
+			r = &m->rows[i];
+	if (r == NULL) /* accepted under an older configuration */
+		r = row_named(m, prov->name);
+	if (r == NULL)
+		return;
+	if (rq->queue_ms >= 0)
+		metrics_hist_observe(&r->queue_wait, (double)rq->queue_ms / 1000.0);
+	if (rq->first_byte_ms >= 0)
+		metrics_hist_observe(&r->first_byte, (double)rq->first_byte_ms / 1000.0);
+	metrics_hist_observe(&r->duration, (double)rq->duration_ms / 1000.0);
+	metrics_hist_observe(&r->attempts, (double)rq->attempts);
+	if (rq->tokens_estimated > 0)
+		r->tokens_estimated += rq->tokens_estimated;
+	if (rq->tokens_reported > 0)
+		r->tokens_reported += (uint64_t)rq->tokens_reported;
+}
+
+/* ---- lanes ---- */
+
+static const char *const budget_names[RLH_N_BUDGETS] = {"requests", "tokens", "input_tokens",
+                                                        "output_tokens"};
+
+/* The order of activity: more dispatches first, then the more recently
+ * active. The dispatch count, not the last activity, ranks: it changes
+ * slowly, so the exported set of series stays the same from one scrape to
+ * the next (every lane that enters or leaves the set starts or ends series
+ * in Prometheus), and the lanes that carry the traffic are the ones kept. */
+static bool more_active(const struct sched_lane *a, const struct sched_lane *b)
+{
+	if (a->stats.dispatched != b->stats.dispatched)
+		return a->stats.dispatched > b->stats.dispatched;
+	return a->last_active_ms > b->last_active_ms;
+}
+
+/* A min-heap (by activity) of the top lanes seen so far. */
+struct top {
+	struct sched_lane **v;
+	size_t n, cap;
+};
+
+static void top_sift_down(struct top *t, size_t i)
+{
+	for (;;) {
+		size_t l = 2 * i + 1, r = l + 1, least = i;
+		if (l < t->n && more_active(t->v[least], t->v[l]))
+			least = l;
+		if (r < t->n && more_active(t->v[least], t->v[r]))
+			least = r;
+		if (least == i)
+			return;
+		struct sched_lane *tmp = t->v[i];
+		t->v[i] = t->v[least];
+		t->v[least] = tmp;
+		i = least;
+	}
+}
+
+static void top_add(struct sched_lane *lane, void *arg)
+{
+	struct top *t = arg;
+	if (t->n < t->cap) {
+		size_t i = t->n++;
+		t->v[i] = lane;
+		while (i > 0 && more_active(t->v[(i - 1) / 2], t->v[i])) {
+			struct sched_lane *tmp = t->v[i];
+			t->v[i] = t->v[(i - 1) / 2];
+			t->v[(i - 1) / 2] = tmp;
+			i = (i - 1) / 2;
+		}
+	} else if (t->cap > 0 && more_active(lane, t->v[0])) {
+		t->v[0] = lane;
+		top_sift_down(t, 0);
+	}
+}
+
+static int by_activity(const void *a, const void *b)
+{
+	const struct sched_lane *x = *(struct sched_lane *const *)a;
+	const struct sched_lane *y = *(struct sched_lane *const *)b;
+	return more_active(x, y) ? -1 : more_active(y, x) ? 1 : 0;
+}
+
+enum lane_value {
+	LV_QUEUE_DEPTH,
+	LV_IN_FLIGHT,
+	LV_CONCURRENCY_LIMIT,
+	LV_DISPATCH_DELAY,
+	LV_DISPATCHED,
+	LV_RETRIES,
+	LV_CAPACITY_SIGNALS,
+	LV_QUEUE_TIMEOUTS,
+	LV_REJECTED,
+	LV_LEARNED_RATE,
+};
+
+static const struct {
+	enum lane_value v;
+	const char *name, *type, *help;
+} lane_families[] = {
+    {LV_QUEUE_DEPTH, "pacerd_lane_queue_depth", "gauge", "Requests waiting in the lane's queue."},
+    {LV_IN_FLIGHT, "pacerd_lane_in_flight", "gauge",
+     "Requests of the lane sent upstream, not finished."},
+    {LV_CONCURRENCY_LIMIT, "pacerd_lane_concurrency_limit", "gauge",
+     "The lane's adaptive concurrency limit."},
+    {LV_DISPATCH_DELAY, "pacerd_lane_dispatch_delay_seconds", "gauge",
+     "The lane's adaptive delay between dispatches."},
+    {LV_DISPATCHED, "pacerd_lane_dispatched_total", "counter",
+     "Upstream attempts sent by the lane."},
+    {LV_RETRIES, "pacerd_lane_retries_total", "counter", "Attempts the lane scheduled again."},
+    {LV_CAPACITY_SIGNALS, "pacerd_lane_capacity_signals_total", "counter",
+     "429/503/529 answers to the lane."},
+    {LV_QUEUE_TIMEOUTS, "pacerd_lane_queue_timeouts_total", "counter",
+     "Requests answered 504 queue_timeout."},
+    {LV_REJECTED, "pacerd_lane_rejected_total", "counter",
+     "Requests refused by the lane, by reason."},
+    {LV_LEARNED_RATE, "pacerd_lane_learned_rate_per_second", "gauge",
+     "Refill rate inferred from rate-limit headers, per budget (units of the budget per "
+     "second)."},
+};
+
+static void lane_labels(struct evbuffer *out, const char *name, const struct sched_lane *lane)
+{
+	evbuffer_add_printf(out, "%s{provider=", name);
+	metrics_label_value(out, lane->provider->name);
+	evbuffer_add(out, ",key=", 5);
+	metrics_label_value(out, lane->key_id);
+}
+
+static void lane_write(struct evbuffer *out, size_t f, struct sched_lane *lane, int64_t now)
+{
+	const struct sched_lane_stats *st = &lane->stats;
+	const char *n = lane_families[f].name;
+	double v = 0;
+	switch (lane_families[f].v) {
+	case LV_QUEUE_DEPTH:
+		v = (double)sched_queue_depth(lane);
+		break;
+	case LV_IN_FLIGHT:
+		v = (double)lane->in_flight;
+		break;
+	case LV_CONCURRENCY_LIMIT:
+		v = sched_concurrency_limit(lane);
+		break;
+	case LV_DISPATCH_DELAY:
+		v = (double)aimd_delay_ms(&lane->delay) / 1000.0;
+		break;
+	case LV_DISPATCHED:
+		v = (double)st->dispatched;
+		break;
+	case LV_RETRIES:
+		v = (double)st->retries;
+		break;
+	case LV_CAPACITY_SIGNALS:
+		v = (double)st->capacity_signals;
+		break;
+	case LV_QUEUE_TIMEOUTS:
+		v = (double)st->queue_timeouts;
+		break;
+	case LV_REJECTED:
+		lane_labels(out, n, lane);
+		evbuffer_add_printf(out, ",reason=\"queue_full\"} %llu\n",
+		                    (unsigned long long)st->rejected_queue_full);
+		lane_labels(out, n, lane);
+		evbuffer_add_printf(out, ",reason=\"agent_busy\"} %llu\n",
+		                    (unsigned long long)st->rejected_agent_busy);
+		return;
+	case LV_LEARNED_RATE:
+		for (int b = 0; b < RLH_N_BUDGETS; b++) {
+			const struct learned *lb = sched_learned(lane, b);
+			if (lb == NULL)
+				continue;
+			struct learned_view lv;
+			learned_view(lb, now, &lv);
+			lane_labels(out, n, lane);
+			evbuffer_add_printf(out, ",budget=\"%s\"} %.17g\n", budget_names[b],
+			                    lv.rate_per_min / 60.0);
+		}
+		return;
+	}
+	lane_labels(out, n, lane);
+	evbuffer_add_printf(out, "} %.17g\n", v);
+}
+
+/* ---- the exposition ---- */
+
+/* `provider="NAME"`, escaped, cut to fit cap (names are short: config.c
+ * checks them). */
+static void provider_label(char *buf, size_t cap, const char *name)
+{
+	size_t n = (size_t)snprintf(buf, cap, "provider=\"");
+	for (const char *p = name; *p && n + 4 < cap; p++) {
+		if (*p == '\\' || *p == '"' || *p == '\n')
+			buf[n++] = '\\';
+		buf[n++] = *p == '\n' ? 'n' : *p;
+	}
+	buf[n++] = '"';
+	buf[n] = '\0';
+}
+
+static void provider_hists(struct evbuffer *out, const struct metrics *m, const char *name,
+                           const char *help, size_t off)
+{
+	metrics_family(out, name, "histogram", help);
+	for (size_t i = 0; i < m->n_rows; i++) {
+		const struct metrics_row *r = &m->rows[i];
+		char labels[256];
+		provider_label(labels, sizeof(labels), r->name);
+		metrics_hist_write(
+		    out, name, labels,
+		    (const struct metrics_hist *)(const void *)((const char *)r + off));
+	}
+}
+
+/* The shared store (store.kind: redis): its counters, one family each. */
+static void store_families(struct evbuffer *out, const struct store_stats *s)
+{
+	const struct {
+		const char *name, *help;
+		uint64_t value;
+	} counters[] = {
+	    {"pacerd_store_commands_total", "Commands sent to the store.", s->commands},
+	    {"pacerd_store_errors_total",
+	     "Store commands that failed: an error, a timeout, a lost connection.", s->errors},
+	    {"pacerd_store_timeouts_total",
+	     "Store commands not answered within store.redis.timeout_ms.", s->timeouts},
+	    {"pacerd_store_fallbacks_total",
+	     "Lanes that fell back to local gates at limit / replicas (store down).", s->fallbacks},
+	    {"pacerd_store_refused_total",
+	     "Requests answered 503 store_unavailable (store.redis.on_error: fail).", s->refused},
+	};
+	metrics_family(out, "pacerd_store_connected", "gauge",
+	               "1 while the shared store (Redis) answers, 0 while lanes fall back.");
+	evbuffer_add_printf(out, "pacerd_store_connected %d\n", s->connected ? 1 : 0);
+	for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++) {
+		metrics_family(out, counters[i].name, "counter", counters[i].help);
+		evbuffer_add_printf(out, "%s %llu\n", counters[i].name,
+		                    (unsigned long long)counters[i].value);
+	}
+	metrics_family(out, "pacerd_store_decisions_total", "counter",
+	               "Dispatch decisions the store made, by verdict.");
+	evbuffer_add_printf(out, "pacerd_store_decisions_total{verdict=\"go\"} %llu\n",
+	                    (unsigned long long)s->decisions_go);
+	evbuffer_add_printf(out, "pacerd_store_decisions_total{verdict=\"wait\"} %llu\n",
+	                    (unsigned long long)s->decisions_wait);
+	metrics_family(out, "pacerd_store_command_seconds", "histogram",
+	               "Round trip of one store command.");
+	metrics_hist_write(out, "pacerd_store_command_seconds", "", &s->latency);
+}
+
+int metrics_write(struct evbuffer *out, const struct metrics *m, const struct metrics_process *p,
+                  struct registry *reg, unsigned top_lanes, int64_t now_ms)
+{
+	metrics_family(out, "pacerd_up", "gauge", "1 while pacerd runs.");
+	evbuffer_add_printf(out, "pacerd_up 1\n");
+	metrics_family(out, "pacerd_draining", "gauge", "1 while pacerd drains before exiting.");
+	evbuffer_add_printf(out, "pacerd_draining %d\n", p->draining ? 1 : 0);
+	metrics_family(out, "pacerd_in_flight_requests", "gauge",
+	               "Accepted requests not answered yet.");
+	evbuffer_add_printf(out, "pacerd_in_flight_requests %zu\n", p->in_flight);
+	metrics_family(out, "pacerd_connections", "gauge", "Open client connections.");
+	evbuffer_add_printf(out, "pacerd_connections %zu\n", p->connections);
+	metrics_family(out, "pacerd_connections_accepted_total", "counter",
+	               "Client connections accepted.");
+	evbuffer_add_printf(out, "pacerd_connections_accepted_total %llu\n",
+	                    (unsigned long long)p->accepted);
+	metrics_family(out, "pacerd_responses_total", "counter",
+	               "Responses to clients, by status class.");
+	for (int c = 1; c <= 5; c++)
+		evbuffer_add_printf(out, "pacerd_responses_total{class=\"%dxx\"} %llu\n", c,
+		                    (unsigned long long)p->responses[c]);
+
+	provider_hists(out, m, "pacerd_queue_wait_seconds",
+	               "Time from arrival to the first dispatch upstream, per finished request.",
+	               offsetof(struct metrics_row, queue_wait));
+	provider_hists(out, m, "pacerd_upstream_first_byte_seconds",
+	               "Time from the last dispatch to the upstream's answer head.",
+	               offsetof(struct metrics_row, first_byte));
+	provider_hists(out, m, "pacerd_request_duration_seconds",
+	               "Time from arrival to the end of the answer.",
+	               offsetof(struct metrics_row, duration));
+	provider_hists(out, m, "pacerd_request_attempts", "Upstream attempts per finished request.",
+	               offsetof(struct metrics_row, attempts));
+	metrics_family(out, "pacerd_tokens_estimated_total", "counter",
+	               "Tokens estimated before dispatch (on token-paced lanes).");
+	for (size_t i = 0; i < m->n_rows; i++) {
+		evbuffer_add_printf(out, "pacerd_tokens_estimated_total{provider=");
+		metrics_label_value(out, m->rows[i].name);
+		evbuffer_add_printf(out, "} %.17g\n", m->rows[i].tokens_estimated);
+	}
+	metrics_family(out, "pacerd_tokens_reported_total", "counter",
+	               "Tokens the upstream reported as used.");
+	for (size_t i = 0; i < m->n_rows; i++) {
+		evbuffer_add_printf(out, "pacerd_tokens_reported_total{provider=");
+		metrics_label_value(out, m->rows[i].name);
+		evbuffer_add_printf(out, "} %llu\n",
+		                    (unsigned long long)m->rows[i].tokens_reported);
+	}
+
+	if (p->store != NULL)
+		store_families(out, p->store);
+
+	size_t n_lanes = registry_count(reg);
+	metrics_family(out, "pacerd_lanes", "gauge", "Lanes (provider, API key) known.");
+	evbuffer_add_printf(out, "pacerd_lanes %zu\n", n_lanes);
+	struct top t = {.cap = n_lanes < top_lanes ? n_lanes : top_lanes};
+	if (t.cap > 0) {
+		t.v = malloc(t.cap * sizeof(*t.v));
+		if (t.v == NULL)
+			return -1;
+		registry_foreach(reg, top_add, &t);
+		qsort(t.v, t.n, sizeof(*t.v), by_activity);
+	}
+	metrics_family(out, "pacerd_lanes_exported", "gauge",
+	               "Lanes whose pacerd_lane_* series this scrape holds (admin.top_lanes).");
+	evbuffer_add_printf(out, "pacerd_lanes_exported %zu\n", t.n);
+	for (size_t f = 0; f < N_OF(lane_families); f++) {
+		metrics_family(out, lane_families[f].name, lane_families[f].type,
+		               lane_families[f].help);
+		for (size_t i = 0; i < t.n; i++)
+			lane_write(out, f, t.v[i], now_ms);
+	}
+	free(t.v);
+	return 0;
+}

@@ -1,0 +1,140 @@
+/* headers — hop-by-hop filtering. See headers.h. */
+#include "http/headers.h"
+
+#include <string.h>
+#include <strings.h>
+
+static const char *const hop_by_hop[] = {
+    "connection", "keep-alive",         "proxy-connection",    "te", "trailer", "transfer-encoding",
+    "upgrade",    "proxy-authenticate", "proxy-authorization",
+};
+
+bool hdr_is_hop_by_hop(const char *name)
+{
+	for (size_t i = 0; i < sizeof(hop_by_hop) / sizeof(hop_by_hop[0]); i++)
+		if (strcasecmp(name, hop_by_hop[i]) == 0)
+			return true;
+	return false;
+}
+
+bool hdr_in_connection(const char *connection, const char *name)
+{
+	if (connection == NULL)
+		return false;
+	size_t name_len = strlen(name);
+	const char *p = connection;
+	while (*p) {
+		while (*p == ' ' || *p == '\t' || *p == ',')
+			p++;
+		size_t n = strcspn(p, ", \t");
+		if (n == name_len && n > 0 && strncasecmp(p, name, n) == 0)
+			return true;
+		p += n;
+	}
+	return false;
+}
+
+static bool is_ows(char c)
+{
+	return c == ' ' || c == '\t';
+}
+
+bool hdr_forward_request(const char *name, const char *connection)
+{
+	if (hdr_is_hop_by_hop(name) || hdr_in_connection(connection, name))
+		return false;
+	return strcasecmp(name, "host") != 0 && strcasecmp(name, "content-length") != 0 &&
+	       strcasecmp(name, "expect") != 0 && strncasecmp(name, "x-pacer-", 8) != 0;
+}
+
+/* A positive decimal number of at most 12 integer digits and 6 decimals,
+ * times `scale`; -1 for anything else. strtod would take "inf", hex, "1e9". */
+static long long parse_time(const char *s, long long scale)
+{
+	if (s == NULL)
+		return -1;
+	while (is_ows(*s))
+		s++;
+	long long whole = 0, frac = 0, frac_scale = 1;
+	int digits = 0;
+	for (; *s >= '0' && *s <= '9'; s++) {
+		if (++digits > 12)
+			return -1;
+		whole = whole * 10 + (*s - '0');
+	}
+	if (*s == '.') {
+		s++;
+		for (int n = 0; *s >= '0' && *s <= '9'; s++, n++) {
+			if (n >= 6)
+				continue; /* finer than a microsecond: ignored */
+			frac = frac * 10 + (*s - '0');
+			frac_scale *= 10;
+			digits++;
+		}
+	}
+	while (is_ows(*s))
+		s++;
+	if (*s != '\0' || digits == 0)
+		return -1;
+	long long v = whole * scale + frac * scale / frac_scale;
+	return v > 0 && v <= 366LL * 86400 * 1000 ? v : -1;
+}
+
+long long hdr_client_timeout_ms(const char *pacer_timeout_ms, const char *stainless_timeout)
+{
+	long long ms = parse_time(pacer_timeout_ms, 1);
+	return ms > 0 ? ms : parse_time(stainless_timeout, 1000);
+}
+
+bool hdr_forward_response(const char *name, const char *connection)
+{
+	return !hdr_is_hop_by_hop(name) && !hdr_in_connection(connection, name);
+}
+
+bool hdr_priority(const char *s, int *out)
+{
+	while (is_ows(*s))
+		s++;
+	bool neg = *s == '-';
+	if (*s == '-' || *s == '+')
+		s++;
+	int v = 0, digits = 0;
+	for (; *s >= '0' && *s <= '9'; s++, digits++) {
+		v = v * 10 + (*s - '0');
+		if (v > 100)
+			return false;
+	}
+	while (is_ows(*s))
+		s++;
+	if (digits == 0 || *s != '\0')
+		return false;
+	*out = neg ? -v : v;
+	return true;
+}
+
+bool hdr_split_line(const char *line, size_t len, const char **name, size_t *name_len,
+                    const char **value, size_t *value_len)
+{
+	while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+		len--;
+	if (len == 0 || is_ows(line[0]))
+		return false;
+	const char *colon = memchr(line, ':', len);
+	if (colon == NULL || colon == line)
+		return false;
+	size_t nlen = (size_t)(colon - line);
+	for (size_t i = 0; i < nlen; i++) /* a field name is a token: no white space */
+		if (is_ows(line[i]))
+			return false;
+	const char *v = colon + 1;
+	const char *end = line + len;
+	while (v < end && is_ows(*v))
+		v++;
+	while (end > v && is_ows(end[-1]))
+		end--;
+	*name = line;
+	*name_len = nlen;
+	*value = v;
+	*value_len = (size_t)(end - v);
+	return true;
+}

@@ -1,0 +1,1110 @@
+/* tokens — see tokens.h.
+ *
+ * Request and answer bodies are read by a JSON scanner of our own that builds
+ * no tree and allocates nothing: it checks the whole text exactly as jansson's
+ * json_loadb (flags 0) accepts it — the same grammar, UTF-8 checked
+ * everywhere, \u0000 and lone surrogates refused, integers within int64,
+ * reals that do not overflow, 2048 levels of nesting — and on the way adds up
+ * only the members the estimate and the usage need (of repeated members the
+ * last one counts, as in jansson's objects). What jansson would refuse is "not
+ * JSON" here too. tests/unit/tokens_ref.h keeps the tree-walking version this
+ * must agree with; the unit test and the fuzzer compare the two. */
+#include "provider/tokens.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/grow.h"
+
+#define MAX_N 128
+/* A requested maximum above this is a typo or an attack, not a plan. */
+#define MAX_OUTPUT INT64_C(100000000)
+/* Nesting followed inside content parts (tool results hold parts). */
+#define MAX_DEPTH 8
+/* A token id in an "input" or "prompt" array is one token: 4 characters. */
+#define CHARS_PER_TOKEN 4
+/* jansson's JSON_PARSER_MAX_DEPTH: a value (a scalar too) nested deeper fails. */
+#define JS_MAX_DEPTH 2048
+
+/* ---------- JSON scanner ---------- */
+
+struct js {
+	const char *p, *end;
+	unsigned depth; /* containers open around s->p */
+	bool bad;       /* not JSON: p is at end, every later step does nothing */
+};
+
+/* A string's raw bytes between the quotes. */
+struct js_str {
+	const char *b;
+	size_t n;
+	bool esc; /* has backslash escapes */
+};
+
+static void js_fail(struct js *s)
+{
+	s->bad = true;
+	s->p = s->end;
+}
+
+static bool js_digit(char c)
+{
+	return c >= '0' && c <= '9';
+}
+
+/* Skips blanks; the next byte, or 0 at the end (a NUL byte is invalid
+ * wherever it stands, so 0 means "nothing valid" either way). */
+static char js_peek(struct js *s)
+{
+	const char *p = s->p;
+	while (p < s->end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
+		p++;
+	s->p = p;
+	return p < s->end ? *p : 0;
+}
+
+/* A value starts here: jansson counts it one level deeper than its container. */
+static bool js_room(struct js *s)
+{
+	if (s->depth < JS_MAX_DEPTH)
+		return true;
+	js_fail(s);
+	return false;
+}
+
+/* The length of the valid UTF-8 sequence at p (lead byte >= 0x80), 0 if it is
+ * not one: jansson's utf8_check_first/utf8_check_full. */
+static size_t js_utf8(const unsigned char *p, const unsigned char *end)
+{
+	unsigned c = p[0];
+	size_t n;
+	unsigned long v;
+	if (c >= 0xC2 && c <= 0xDF) {
+		n = 2;
+		v = c & 0x1F;
+	} else if (c >= 0xE0 && c <= 0xEF) {
+		n = 3;
+		v = c & 0x0F;
+	} else if (c >= 0xF0 && c <= 0xF4) {
+		n = 4;
+		v = c & 0x07;
+	} else {
+		return 0;
+	}
+	if ((size_t)(end - p) < n)
+		return 0;
+	for (size_t i = 1; i < n; i++) {
+		if ((p[i] & 0xC0) != 0x80)
+			return 0;
+		v = (v << 6) | (p[i] & 0x3F);
+	}
+	if (v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF) || (n == 3 && v < 0x800) ||
+	    (n == 4 && v < 0x10000))
+		return 0;
+	return n;
+}
+
+static int js_hex4(const unsigned char *p)
+{
+	int v = 0;
+	for (int i = 0; i < 4; i++) {
+		int c = p[i], d;
+		if (c >= '0' && c <= '9')
+			d = c - '0';
+		else if (c >= 'a' && c <= 'f')
+			d = c - 'a' + 10;
+		else if (c >= 'A' && c <= 'F')
+			d = c - 'A' + 10;
+		else
+			return -1;
+		v = v * 16 + d;
+	}
+	return v;
+}
+
+/* The end of the run of plain ASCII at p (no quote, backslash, control
+ * character or byte >= 0x80): eight bytes at a time, as most text is that. */
+static const unsigned char *js_plain(const unsigned char *p, const unsigned char *end)
+{
+	const uint64_t ones = 0x0101010101010101ULL, high = 0x8080808080808080ULL;
+	while (end - p >= 8) {
+		uint64_t w, q, b;
+		memcpy(&w, p, 8);
+		q = w ^ (ones * '"');
+		b = w ^ (ones * '\\');
+		/* A byte's high bit: it is >= 0x80, < 0x20, '"' or '\\' (the
+		 * classic haszero/hasless tests, exact for "any"). */
+		if ((((w - ones * 0x20) & ~w) | ((q - ones) & ~q) | ((b - ones) & ~b) | w) & high)
+			break;
+		p += 8;
+	}
+	while (p < end && *p >= 0x20 && *p < 0x80 && *p != '"' && *p != '\\')
+		p++;
+	return p;
+}
+
+/* The string at s->p (its opening quote); returns its length in characters:
+ * code points once unescaped (a surrogate pair is one). str, when not NULL,
+ * receives the raw span. */
+static int64_t js_string(struct js *s, struct js_str *str)
+{
+	const unsigned char *p = (const unsigned char *)s->p + 1;
+	const unsigned char *end = (const unsigned char *)s->end;
+	const unsigned char *b = p;
+	int64_t chars = 0;
+	bool esc = false;
+
+	for (;;) {
+		const unsigned char *q = js_plain(p, end);
+		chars += q - p;
+		p = q;
+		if (p == end || *p < 0x20)
+			goto bad;
+		if (*p == '"')
+			break;
+		if (*p == '\\') {
+			esc = true;
+			if (end - p < 2)
+				goto bad;
+			int e = p[1];
+			if (e == 'u') {
+				if (end - p < 6)
+					goto bad;
+				int v = js_hex4(p + 2);
+				p += 6;
+				if (v >= 0xD800 && v <= 0xDBFF) {
+					if (end - p < 6 || p[0] != '\\' || p[1] != 'u')
+						goto bad;
+					int lo = js_hex4(p + 2);
+					if (lo < 0xDC00 || lo > 0xDFFF)
+						goto bad;
+					p += 6;
+				} else if (v <= 0 || (v >= 0xDC00 && v <= 0xDFFF)) {
+					goto bad; /* not hex, \u0000, or a lone low surrogate */
+				}
+			} else if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' ||
+			           e == 'n' || e == 'r' || e == 't') {
+				p += 2;
+			} else {
+				goto bad;
+			}
+			chars++;
+			continue;
+		}
+		size_t n = js_utf8(p, end);
+		if (n == 0)
+			goto bad;
+		p += n;
+		chars++;
+	}
+	if (str != NULL) {
+		str->b = (const char *)b;
+		str->n = (size_t)(p - b);
+		str->esc = esc;
+	}
+	s->p = (const char *)p + 1;
+	return chars;
+bad:
+	js_fail(s);
+	return 0;
+}
+
+/* The number at s->p. True for an integer (no fraction or exponent), whose
+ * value is then in *iv; jansson refuses integers outside int64 and reals that
+ * overflow a double. */
+static bool js_number(struct js *s, int64_t *iv)
+{
+	const char *p = s->p, *end = s->end, *start = p;
+	bool neg = p < end && *p == '-';
+	if (neg)
+		p++;
+	if (p == end || !js_digit(*p))
+		goto bad;
+	const char *d = p;
+	if (*p == '0') {
+		p++;
+		if (p < end && js_digit(*p))
+			goto bad;
+	} else {
+		while (p < end && js_digit(*p))
+			p++;
+	}
+	size_t int_digits = (size_t)(p - d);
+	bool real = false, exp = false;
+	if (p < end && *p == '.') {
+		p++;
+		if (p == end || !js_digit(*p))
+			goto bad;
+		while (p < end && js_digit(*p))
+			p++;
+		real = true;
+	}
+	if (p < end && (*p == 'e' || *p == 'E')) {
+		p++;
+		if (p < end && (*p == '+' || *p == '-'))
+			p++;
+		if (p == end || !js_digit(*p))
+			goto bad;
+		while (p < end && js_digit(*p))
+			p++;
+		real = exp = true;
+	}
+	s->p = p;
+	if (!real) {
+		/* strtoll's range: up to 2^63 - 1, down to -2^63. */
+		const unsigned long long limit =
+		    neg ? 9223372036854775808ULL : 9223372036854775807ULL;
+		unsigned long long v = 0;
+		for (const char *q = d; q < p; q++) {
+			unsigned dig = (unsigned)(*q - '0');
+			if (v > (limit - dig) / 10)
+				goto bad;
+			v = v * 10 + dig;
+		}
+		*iv = neg ? (v == 9223372036854775808ULL ? INT64_MIN : -(int64_t)v) : (int64_t)v;
+		return true;
+	}
+	/* Only an exponent or some 300 digits can reach past DBL_MAX: ask strtod
+	 * then (the C locale's, as pacerd never calls setlocale). */
+	if (exp || int_digits > 300) {
+		size_t n = (size_t)(p - start);
+		char small[64];
+		char *t = n < sizeof small ? small : malloc(n + 1);
+		if (t == NULL)
+			goto bad;
+		memcpy(t, start, n);
+		t[n] = '\0';
+		errno = 0;
+		double v = strtod(t, NULL);
+		bool overflow = (v == HUGE_VAL || v == -HUGE_VAL) && errno == ERANGE;
+		if (t != small)
+			free(t);
+		if (overflow)
+			goto bad;
+	}
+	return false;
+bad:
+	js_fail(s);
+	return false;
+}
+
+static void js_literal(struct js *s)
+{
+	static const char *const lits[] = {"true", "false", "null"};
+	const char *lit = *s->p == 't' ? lits[0] : *s->p == 'f' ? lits[1] : lits[2];
+	size_t n = strlen(lit);
+	if ((size_t)(s->end - s->p) < n || memcmp(s->p, lit, n) != 0) {
+		js_fail(s);
+		return;
+	}
+	s->p += n; /* what follows is the grammar's business */
+}
+
+/* A member name and its colon, at s->p. */
+static bool js_key(struct js *s, struct js_str *key)
+{
+	if (js_peek(s) != '"') {
+		js_fail(s);
+		return false;
+	}
+	js_string(s, key);
+	if (js_peek(s) != ':') {
+		js_fail(s);
+		return false;
+	}
+	s->p++;
+	return true;
+}
+
+/* Skips the value at s->p, checking it all. Iterative: nesting costs a bit of
+ * stack per level, not a frame. */
+static void js_skip(struct js *s)
+{
+	unsigned char is_obj[JS_MAX_DEPTH / 8]; /* per container opened here */
+	unsigned top = 0;
+	for (;;) {
+		char c = js_peek(s);
+		if (!js_room(s))
+			return;
+		if (c == '{' || c == '[') {
+			bool obj = c == '{';
+			s->p++;
+			s->depth++;
+			if (obj)
+				is_obj[top / 8] |= (unsigned char)(1u << (top % 8));
+			else
+				is_obj[top / 8] &= (unsigned char)~(1u << (top % 8));
+			top++;
+			if (js_peek(s) != (obj ? '}' : ']')) {
+				if (obj && !js_key(s, NULL))
+					return;
+				continue; /* its first value */
+			}
+			s->p++;
+			s->depth--;
+			top--;
+		} else if (c == '"') {
+			js_string(s, NULL);
+		} else if (c == '-' || js_digit(c)) {
+			int64_t iv;
+			js_number(s, &iv);
+		} else if (c == 't' || c == 'f' || c == 'n') {
+			js_literal(s);
+		} else {
+			js_fail(s);
+		}
+		if (s->bad)
+			return;
+		/* After a value: close what ends here, or go on to the next value. */
+		for (;;) {
+			if (top == 0)
+				return;
+			bool obj = is_obj[(top - 1) / 8] & (1u << ((top - 1) % 8));
+			char d = js_peek(s);
+			if (d == ',') {
+				s->p++;
+				if (obj && !js_key(s, NULL))
+					return;
+				break;
+			}
+			if (d != (obj ? '}' : ']')) {
+				js_fail(s);
+				return;
+			}
+			s->p++;
+			s->depth--;
+			top--;
+		}
+	}
+}
+
+/* Enters the object or array at s->p when it is one ('{' or '['); else
+ * skips the value and returns false. */
+static bool js_enter(struct js *s, char open)
+{
+	if (js_peek(s) != open) {
+		js_skip(s);
+		return false;
+	}
+	if (!js_room(s))
+		return false;
+	s->p++;
+	s->depth++;
+	return true;
+}
+
+/* Moves to the next item of the object or array entered, whose closing
+ * character is `close`: true when s->p is at it. False at the closing
+ * character (consumed) or on an error. *first: true before the first call. */
+static bool js_next(struct js *s, bool *first, char close)
+{
+	char c = js_peek(s);
+	if (s->bad)
+		return false;
+	if (c == close) {
+		s->p++;
+		s->depth--;
+		return false;
+	}
+	if (!*first) {
+		if (c != ',') {
+			js_fail(s);
+			return false;
+		}
+		s->p++; /* an item must follow: {"a":1,} and [1,] fail where it is read */
+	}
+	*first = false;
+	return true;
+}
+
+/* The next member of the object entered: reads its name into *key and the
+ * colon, and leaves s->p at the value, which the caller consumes. */
+static bool js_member(struct js *s, bool *first, struct js_str *key)
+{
+	return js_next(s, first, '}') && js_key(s, key);
+}
+
+/* The next element of the array entered: s->p is at it. */
+static bool js_element(struct js *s, bool *first)
+{
+	return js_next(s, first, ']');
+}
+
+/* The value at s->p as a string's character count; another type is skipped
+ * and counts 0. */
+static int64_t js_chars(struct js *s)
+{
+	if (js_peek(s) != '"') {
+		js_skip(s);
+		return 0;
+	}
+	return js_room(s) ? js_string(s, NULL) : 0;
+}
+
+/* The value at s->p as an integer: true and *v, or skipped and false. */
+static bool js_int(struct js *s, int64_t *v)
+{
+	char c = js_peek(s);
+	if (c != '-' && !js_digit(c)) {
+		js_skip(s);
+		return false;
+	}
+	return js_room(s) && js_number(s, v) && !s->bad;
+}
+
+/* Unescapes a string's raw bytes (JSON-valid) into out[0..cap); the decoded
+ * length, which may exceed cap (then out holds only the start). */
+static size_t js_unescape(const struct js_str *str, char *out, size_t cap)
+{
+	const unsigned char *p = (const unsigned char *)str->b, *end = p + str->n;
+	size_t n = 0;
+	while (p < end) {
+		unsigned long cp;
+		if (*p != '\\') {
+			if (n < cap)
+				out[n] = (char)*p;
+			n++;
+			p++;
+			continue;
+		}
+		int e = p[1];
+		p += 2;
+		if (e != 'u') {
+			static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
+			const char *f = strchr(from, e);
+			if (n < cap)
+				out[n] = f != NULL ? to[f - from] : (char)e;
+			n++;
+			continue;
+		}
+		cp = (unsigned long)js_hex4(p);
+		p += 4;
+		if (cp >= 0xD800 && cp <= 0xDBFF) {
+			cp = 0x10000 + ((cp - 0xD800) << 10) +
+			     ((unsigned long)js_hex4(p + 2) - 0xDC00);
+			p += 6;
+		}
+		unsigned char u[4];
+		size_t k;
+		if (cp < 0x80) {
+			u[0] = (unsigned char)cp;
+			k = 1;
+		} else if (cp < 0x800) {
+			u[0] = (unsigned char)(0xC0 | (cp >> 6));
+			u[1] = (unsigned char)(0x80 | (cp & 0x3F));
+			k = 2;
+		} else if (cp < 0x10000) {
+			u[0] = (unsigned char)(0xE0 | (cp >> 12));
+			u[1] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+			u[2] = (unsigned char)(0x80 | (cp & 0x3F));
+			k = 3;
+		} else {
+			u[0] = (unsigned char)(0xF0 | (cp >> 18));
+			u[1] = (unsigned char)(0x80 | ((cp >> 12) & 0x3F));
+			u[2] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+			u[3] = (unsigned char)(0x80 | (cp & 0x3F));
+			k = 4;
+		}
+		for (size_t i = 0; i < k; i++, n++)
+			if (n < cap)
+				out[n] = (char)u[i];
+	}
+	return n;
+}
+
+/* Whether a member name, unescaped, is `name` (len bytes, short, ASCII). */
+static bool js_key_eq(const struct js_str *key, const char *name, size_t len)
+{
+	if (!key->esc)
+		return key->n == len && memcmp(key->b, name, len) == 0;
+	char buf[32];
+	return key->n >= len && js_unescape(key, buf, sizeof buf) == len &&
+	       memcmp(buf, name, len) == 0;
+}
+
+/* A member name known at compile time. */
+struct js_name {
+	const char *s;
+	size_t n;
+};
+#define JS_NAME(lit)                                                                               \
+	{                                                                                          \
+		lit, sizeof(lit) - 1                                                               \
+	}
+#define js_key_is(key, lit) js_key_eq(key, lit, sizeof(lit) - 1)
+
+/* The index of the name in names[0..n) the key is, or n. */
+static size_t js_key_find(const struct js_str *key, const struct js_name *names, size_t n)
+{
+	size_t i;
+	for (i = 0; i < n && !js_key_eq(key, names[i].s, names[i].n); i++)
+		;
+	return i;
+}
+
+/* ---------- estimate ---------- */
+
+/* Text of a content value: a string, an array of parts or strings, or one part
+ * ({"text"}, {"content": ...} of a tool result, {"parts": [...]} of Gemini);
+ * an integer is a token id. Deeper than MAX_DEPTH nothing counts. */
+static int64_t scan_content(struct js *s, int depth)
+{
+	char c = js_peek(s);
+	if (depth > MAX_DEPTH) {
+		js_skip(s);
+		return 0;
+	}
+	if (c == '"')
+		return js_chars(s);
+	if (c == '-' || js_digit(c)) {
+		int64_t id;
+		return js_int(s, &id) ? CHARS_PER_TOKEN : 0;
+	}
+	int64_t n = 0;
+	bool first = true;
+	if (c == '[') {
+		js_enter(s, '[');
+		while (js_element(s, &first))
+			n += scan_content(s, depth + 1);
+		return n;
+	}
+	if (c != '{') {
+		js_skip(s);
+		return 0;
+	}
+	int64_t text = 0, content = 0, parts = 0;
+	struct js_str k;
+	js_enter(s, '{');
+	while (js_member(s, &first, &k)) {
+		if (js_key_is(&k, "text"))
+			text = js_chars(s);
+		else if (js_key_is(&k, "content"))
+			content = scan_content(s, depth + 1);
+		else if (js_key_is(&k, "parts"))
+			parts = scan_content(s, depth + 1);
+		else
+			js_skip(s);
+	}
+	return text + content + parts;
+}
+
+/* messages[].tool_calls[].function.arguments: the arguments of an assistant's
+ * earlier tool calls are prompt text too; in agent loops often the bulk. */
+static int64_t scan_tool_calls(struct js *s)
+{
+	int64_t n = 0;
+	bool first = true;
+	if (!js_enter(s, '['))
+		return 0;
+	while (js_element(s, &first)) {
+		int64_t args = 0;
+		bool f1 = true;
+		struct js_str k;
+		if (!js_enter(s, '{'))
+			continue;
+		while (js_member(s, &f1, &k)) {
+			if (!js_key_is(&k, "function")) {
+				js_skip(s);
+				continue;
+			}
+			bool f2 = true;
+			args = 0;
+			if (!js_enter(s, '{'))
+				continue;
+			while (js_member(s, &f2, &k)) {
+				if (js_key_is(&k, "arguments"))
+					args = js_chars(s);
+				else
+					js_skip(s);
+			}
+		}
+		n += args;
+	}
+	return n;
+}
+
+static int64_t scan_messages(struct js *s)
+{
+	int64_t n = 0;
+	bool first = true;
+	if (!js_enter(s, '['))
+		return 0;
+	while (js_element(s, &first)) {
+		int64_t content = 0, calls = 0;
+		bool f1 = true;
+		struct js_str k;
+		if (!js_enter(s, '{'))
+			continue;
+		while (js_member(s, &f1, &k)) {
+			if (js_key_is(&k, "content"))
+				content = scan_content(s, 1);
+			else if (js_key_is(&k, "tool_calls"))
+				calls = scan_tool_calls(s);
+			else
+				js_skip(s);
+		}
+		n += content + calls;
+	}
+	return n;
+}
+
+/* A positive integer, clamped; 0 when absent, not an integer or not positive. */
+static int64_t scan_positive(struct js *s, int64_t cap)
+{
+	int64_t v;
+	if (!js_int(s, &v) || v <= 0)
+		return 0;
+	return v > cap ? cap : v;
+}
+
+/* A "model" whose name contains "embed": an embedding request. */
+static bool scan_embedding_model(struct js *s)
+{
+	struct js_str str;
+	if (js_peek(s) != '"') {
+		js_skip(s);
+		return false;
+	}
+	if (!js_room(s))
+		return false;
+	js_string(s, &str);
+	if (s->bad)
+		return false;
+	if (!str.esc)
+		return memmem(str.b, str.n, "embed", 5) != NULL;
+	char small[256];
+	char *buf = str.n <= sizeof small ? small : malloc(str.n);
+	if (buf == NULL)
+		return false;
+	size_t n = js_unescape(&str, buf, str.n);
+	bool found = memmem(buf, n, "embed", 5) != NULL;
+	if (buf != small)
+		free(buf);
+	return found;
+}
+
+/* What the estimate reads of the top-level object; each member as its last
+ * occurrence says. */
+struct est_fields {
+	int64_t messages;
+	int64_t text[7]; /* input, prompt, system, contents, instructions, systemInstruction,
+	                    system_instruction */
+	int64_t max[3];  /* max_tokens, max_completion_tokens, max_output_tokens */
+	int64_t n, gen_max, gen_cand;
+	bool embedding;
+};
+
+static void scan_generation_config(struct js *s, struct est_fields *f)
+{
+	bool first = true;
+	struct js_str k;
+	f->gen_max = f->gen_cand = 0;
+	if (!js_enter(s, '{'))
+		return;
+	while (js_member(s, &first, &k)) {
+		if (js_key_is(&k, "maxOutputTokens"))
+			f->gen_max = scan_positive(s, MAX_OUTPUT);
+		else if (js_key_is(&k, "candidateCount"))
+			f->gen_cand = scan_positive(s, MAX_N);
+		else
+			js_skip(s);
+	}
+}
+
+/* The body as jansson would load it, read into *f: false when it is not a
+ * JSON object. */
+static bool scan_request(const char *body, size_t len, struct est_fields *f)
+{
+	static const struct js_name text_fields[] = {JS_NAME("input"),
+	                                             JS_NAME("prompt"),
+	                                             JS_NAME("system"),
+	                                             JS_NAME("contents"),
+	                                             JS_NAME("instructions"),
+	                                             JS_NAME("systemInstruction"),
+	                                             JS_NAME("system_instruction")};
+	static const struct js_name max_fields[] = {
+	    JS_NAME("max_tokens"), JS_NAME("max_completion_tokens"), JS_NAME("max_output_tokens")};
+	struct js s = {body, body + len, 0, false};
+	bool first = true;
+	struct js_str k;
+
+	memset(f, 0, sizeof *f);
+	if (js_peek(&s) != '{')
+		return false;
+	js_enter(&s, '{');
+	while (js_member(&s, &first, &k)) {
+		size_t i;
+		if (js_key_is(&k, "messages")) {
+			f->messages = scan_messages(&s);
+			continue;
+		}
+		if ((i = js_key_find(&k, text_fields, 7)) < 7) {
+			f->text[i] = scan_content(&s, 0);
+			continue;
+		}
+		if ((i = js_key_find(&k, max_fields, 3)) < 3)
+			f->max[i] = scan_positive(&s, MAX_OUTPUT);
+		else if (js_key_is(&k, "n"))
+			f->n = scan_positive(&s, MAX_N);
+		else if (js_key_is(&k, "generationConfig"))
+			scan_generation_config(&s, f);
+		else if (js_key_is(&k, "model"))
+			f->embedding = scan_embedding_model(&s);
+		else
+			js_skip(&s);
+	}
+	js_peek(&s);
+	return !s.bad && s.p == s.end;
+}
+
+static int64_t output_tokens(const struct est_fields *f, unsigned default_output)
+{
+	if (f->embedding)
+		return 0;
+	int64_t out = f->gen_max;
+	for (size_t i = 0; i < 3; i++)
+		if (f->max[i] > out)
+			out = f->max[i];
+	if (out == 0)
+		out = default_output;
+	int64_t n = f->gen_cand > f->n ? f->gen_cand : f->n;
+	return n > 1 ? out * n : out;
+}
+
+int64_t tokens_estimate(const char *body, size_t len, unsigned default_output_tokens,
+                        struct tokens_cost *detail)
+{
+	struct tokens_cost c = {0};
+
+	if (body != NULL && len > 0) {
+		struct est_fields f;
+		c.json = scan_request(body, len, &f);
+		if (c.json) {
+			int64_t chars = f.messages;
+			for (size_t i = 0; i < 7; i++)
+				chars += f.text[i];
+			c.prompt = (chars + 3) / 4;
+			c.output = output_tokens(&f, default_output_tokens);
+		} else {
+			c.output = default_output_tokens;
+		}
+	}
+	c.total = c.prompt + c.output;
+	if (detail != NULL)
+		*detail = c;
+	return c.total;
+}
+
+/* ---------- usage ---------- */
+
+enum usage_key {
+	UK_PROMPT,       /* prompt_tokens */
+	UK_INPUT,        /* input_tokens */
+	UK_CACHE_CREATE, /* cache_creation_input_tokens */
+	UK_COMPLETION,   /* completion_tokens */
+	UK_OUTPUT,       /* output_tokens */
+	UK_TOTAL,        /* total_tokens */
+	UK_G_PROMPT,     /* promptTokenCount */
+	UK_G_CANDIDATES, /* candidatesTokenCount */
+	UK_G_THOUGHTS,   /* thoughtsTokenCount */
+	UK_G_TOTAL,      /* totalTokenCount */
+	UK_N
+};
+
+/* One usage object as read: each count as its last occurrence says (a count
+ * is an integer >= 0). */
+struct usage_obj {
+	bool object; /* the value was an object */
+	bool has[UK_N];
+	int64_t v[UK_N];
+};
+
+static void scan_usage_obj(struct js *s, struct usage_obj *u)
+{
+	static const struct js_name names[UK_N] = {JS_NAME("prompt_tokens"),
+	                                           JS_NAME("input_tokens"),
+	                                           JS_NAME("cache_creation_input_tokens"),
+	                                           JS_NAME("completion_tokens"),
+	                                           JS_NAME("output_tokens"),
+	                                           JS_NAME("total_tokens"),
+	                                           JS_NAME("promptTokenCount"),
+	                                           JS_NAME("candidatesTokenCount"),
+	                                           JS_NAME("thoughtsTokenCount"),
+	                                           JS_NAME("totalTokenCount")};
+	bool first = true;
+	struct js_str k;
+	memset(u, 0, sizeof *u);
+	if (!js_enter(s, '{'))
+		return;
+	u->object = true;
+	while (js_member(s, &first, &k)) {
+		size_t i = js_key_find(&k, names, UK_N);
+		if (i == UK_N) {
+			js_skip(s);
+			continue;
+		}
+		int64_t v;
+		u->has[i] = js_int(s, &v) && v >= 0;
+		u->v[i] = u->has[i] ? v : 0;
+	}
+}
+
+/* {"usage": ...} one level down (message, response, x_groq). */
+static void scan_usage_holder(struct js *s, struct usage_obj *u)
+{
+	bool first = true;
+	struct js_str k;
+	memset(u, 0, sizeof *u);
+	if (!js_enter(s, '{'))
+		return;
+	while (js_member(s, &first, &k)) {
+		if (js_key_is(&k, "usage"))
+			scan_usage_obj(s, u);
+		else
+			js_skip(s);
+	}
+}
+
+/* Merges one usage object into *u: the fields it carries replace the earlier
+ * ones (Anthropic's message_delta carries only the cumulative output). */
+static void merge_usage(const struct usage_obj *o, struct tokens_usage *u, bool gemini)
+{
+	int64_t in = 0, out = 0, total = 0;
+	bool has_in, has_out, has_total;
+
+	if (!o->object)
+		return;
+	if (gemini) {
+		has_in = o->has[UK_G_PROMPT];
+		in = o->v[UK_G_PROMPT];
+		has_out = o->has[UK_G_CANDIDATES];
+		out = o->v[UK_G_CANDIDATES];
+		if (o->has[UK_G_THOUGHTS]) {
+			out += o->v[UK_G_THOUGHTS];
+			has_out = true;
+		}
+		has_total = o->has[UK_G_TOTAL];
+		total = o->v[UK_G_TOTAL];
+	} else {
+		has_in = o->has[UK_PROMPT] || o->has[UK_INPUT];
+		in = o->has[UK_PROMPT] ? o->v[UK_PROMPT] : o->v[UK_INPUT];
+		if (has_in && o->has[UK_CACHE_CREATE])
+			in += o->v[UK_CACHE_CREATE];
+		has_out = o->has[UK_COMPLETION] || o->has[UK_OUTPUT];
+		out = o->has[UK_COMPLETION] ? o->v[UK_COMPLETION] : o->v[UK_OUTPUT];
+		has_total = o->has[UK_TOTAL];
+		total = o->v[UK_TOTAL];
+	}
+	if (!has_in && !has_out && !has_total)
+		return;
+	if (has_in) {
+		u->has_input = true;
+		u->input = in;
+	}
+	if (has_out) {
+		u->has_output = true;
+		u->output = out;
+	}
+	u->total = has_total ? total : u->input + u->output;
+	u->present = true;
+}
+
+/* Reads a JSON object's usage, wherever each API keeps it (usage,
+ * usageMetadata, message.usage of Anthropic's message_start, response.usage
+ * of Responses API events, x_groq.usage), into *u; *has_error: it has a
+ * top-level "error" member. Nothing changes when the text is not a JSON
+ * object. */
+static void scan_usage(const char *body, size_t len, struct tokens_usage *u, bool *has_error)
+{
+	enum { AT_USAGE, AT_METADATA, AT_MESSAGE, AT_RESPONSE, AT_GROQ, AT_N };
+	static const struct js_name holders[] = {JS_NAME("message"), JS_NAME("response"),
+	                                         JS_NAME("x_groq")};
+	struct usage_obj o[AT_N];
+	struct js s = {body, body + len, 0, false};
+	bool first = true, error = false;
+	struct js_str k;
+
+	memset(o, 0, sizeof o);
+	if (js_peek(&s) != '{')
+		return;
+	js_enter(&s, '{');
+	while (js_member(&s, &first, &k)) {
+		size_t i;
+		if (js_key_is(&k, "usage")) {
+			scan_usage_obj(&s, &o[AT_USAGE]);
+			continue;
+		}
+		if (js_key_is(&k, "usageMetadata")) {
+			scan_usage_obj(&s, &o[AT_METADATA]);
+			continue;
+		}
+		if ((i = js_key_find(&k, holders, 3)) < 3) {
+			scan_usage_holder(&s, &o[AT_MESSAGE + i]);
+			continue;
+		}
+		if (js_key_is(&k, "error"))
+			error = true;
+		js_skip(&s);
+	}
+	js_peek(&s);
+	if (s.bad || s.p != s.end)
+		return;
+	if (error && has_error != NULL)
+		*has_error = true;
+	merge_usage(&o[AT_USAGE], u, false);
+	merge_usage(&o[AT_METADATA], u, true);
+	merge_usage(&o[AT_MESSAGE], u, false);
+	merge_usage(&o[AT_RESPONSE], u, false);
+	merge_usage(&o[AT_GROQ], u, false);
+}
+
+bool tokens_usage_json(const char *body, size_t len, struct tokens_usage *out)
+{
+	memset(out, 0, sizeof *out);
+	if (body == NULL || len == 0)
+		return false;
+	scan_usage(body, len, out, NULL);
+	return out->present;
+}
+
+/* ---------- SSE ---------- */
+
+void tokens_sse_init(struct tokens_sse *s)
+{
+	memset(s, 0, sizeof *s);
+}
+
+void tokens_sse_free(struct tokens_sse *s)
+{
+	free(s->buf);
+	s->buf = NULL;
+	s->len = s->cap = 0;
+}
+
+/* Whether s holds the member name "usage..." (usage, usageMetadata) whose
+ * value is not null. A quoted word inside a string value is escaped (\"usage\")
+ * and does not look like a member name. */
+static bool mentions_usage(const char *s, size_t len)
+{
+	static const char key[] = "\"usage";
+	const char *p = s, *end = s + len;
+	while ((p = memmem(p, (size_t)(end - p), key, sizeof key - 1)) != NULL) {
+		const char *q = p + sizeof key - 1;
+		while (q < end && ((*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z')))
+			q++;
+		if (q < end && *q == '"') {
+			for (q++; q < end && (*q == ' ' || *q == ':' || *q == '\t'); q++)
+				;
+			if ((size_t)(end - q) < 4 || memcmp(q, "null", 4) != 0)
+				return true;
+		}
+		p += sizeof key - 1;
+	}
+	return false;
+}
+
+static bool worth_parsing(const char *v, size_t n)
+{
+	return memmem(v, n, "\"error\"", 7) != NULL || mentions_usage(v, n);
+}
+
+static void sse_data(struct tokens_sse *s, const char *v, size_t n)
+{
+	if (worth_parsing(v, n))
+		scan_usage(v, n, &s->usage, &s->error);
+}
+
+static bool field_is(const char *line, size_t name_len, const char *name)
+{
+	return name_len == strlen(name) && memcmp(line, name, name_len) == 0;
+}
+
+/* One complete line (without its terminator). Blank lines end events, ':'
+ * starts a comment (": OPENROUTER PROCESSING", ": keep-alive"). */
+static void sse_line(struct tokens_sse *s, const char *line, size_t len)
+{
+	if (len == 0 || line[0] == ':')
+		return;
+	const char *colon = memchr(line, ':', len);
+	size_t name_len = colon ? (size_t)(colon - line) : len;
+	const char *v = colon ? colon + 1 : line + len;
+	size_t vn = (size_t)(line + len - v);
+	if (vn > 0 && v[0] == ' ') {
+		v++;
+		vn--;
+	}
+	if (field_is(line, name_len, "event")) {
+		if (vn == 5 && memcmp(v, "error", 5) == 0)
+			s->error = true;
+	} else if (field_is(line, name_len, "data")) {
+		sse_data(s, v, vn);
+	}
+}
+
+/* Keeps the start of a line that continues in the next chunk. Over the cap
+ * (or out of memory) the line is dropped: skipping until its end. */
+static void sse_keep(struct tokens_sse *s, const char *p, size_t n)
+{
+	if (s->skipping)
+		return;
+	if (n > TOKENS_SSE_LINE_MAX - s->len) {
+		s->skipping = true;
+		s->len = 0;
+		return;
+	}
+	/* 256 doubled never passes TOKENS_SSE_LINE_MAX (64 KiB) for len + n within it. */
+	if (!grow_bytes(&s->buf, &s->cap, s->len + n, 256)) {
+		s->skipping = true;
+		s->len = 0;
+		return;
+	}
+	memcpy(s->buf + s->len, p, n);
+	s->len += n;
+}
+
+/* A line ends at p[0..n): completes any kept start, then processes it. */
+static void sse_end_line(struct tokens_sse *s, const char *p, size_t n)
+{
+	if (s->len == 0 && !s->skipping) {
+		if (n <= TOKENS_SSE_LINE_MAX)
+			sse_line(s, p, n); /* the common case: no copy */
+		return;
+	}
+	sse_keep(s, p, n);
+	if (!s->skipping)
+		sse_line(s, s->buf, s->len);
+	s->skipping = false;
+	s->len = 0;
+}
+
+void tokens_sse_feed(struct tokens_sse *s, const char *data, size_t n)
+{
+	size_t i = 0;
+
+	if (n == 0)
+		return;
+	if (s->after_cr && data[0] == '\n')
+		i = 1; /* the LF of a CRLF split between chunks */
+	s->after_cr = false;
+	while (i < n) {
+		const char *start = data + i;
+		const char *lf = memchr(start, '\n', n - i);
+		size_t span = lf ? (size_t)(lf - start) : n - i;
+		const char *cr = memchr(start, '\r', span);
+		const char *end = cr ? cr : lf;
+		if (end == NULL) {
+			sse_keep(s, start, n - i);
+			return;
+		}
+		sse_end_line(s, start, (size_t)(end - start));
+		i = (size_t)(end - data) + 1;
+		if (*end == '\r') {
+			if (i < n && data[i] == '\n')
+				i++;
+			else if (i == n)
+				s->after_cr = true;
+		}
+	}
+}

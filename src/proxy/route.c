@@ -1,0 +1,262 @@
+/* route — provider resolution, upstream URLs, key extraction. See route.h. */
+#include "proxy/route.h"
+
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+static bool prefix_matches(const char *prefix, const char *path, size_t path_len)
+{
+	size_t n = strlen(prefix);
+	if (n == 1 && prefix[0] == '/')
+		return true;
+	if (path_len < n || memcmp(path, prefix, n) != 0)
+		return false;
+	/* "/anthropic" matches "/anthropic", "/anthropic/…" and "/anthropic?…",
+	 * not "/anthropicx". */
+	return path_len == n || path[n] == '/' || path[n] == '?';
+}
+
+/* A path pacerd forwards has no dot segment ("." or "..", plain or with its
+ * dots percent-encoded), no percent-encoded slash or backslash, no backslash, and does not
+ * begin with "//". An upstream, or anything between pacerd and it, that
+ * resolves or decodes them would serve a path other than the one routed: out
+ * of the provider's prefix ("/anthropic/../v1/…" on the root provider) or out
+ * of its upstream's base path ("https://openrouter.ai/api" + "/../…"); and a
+ * "//host/…" that something resolves as a reference names an authority. No
+ * LLM API uses any of them, so they are refused rather than normalized. Only
+ * the path is looked at, up to '?' or '#': a query may hold anything. */
+static bool path_is_safe(const char *path, size_t len)
+{
+	size_t end = 0;
+	while (end < len && path[end] != '?' && path[end] != '#')
+		end++;
+	if (end >= 2 && path[0] == '/' && path[1] == '/')
+		return false;
+	size_t dots = 0;    /* dots in the current segment */
+	bool other = false; /* the current segment has something else */
+	for (size_t i = 0; i <= end; i++) {
+		if (i == end || path[i] == '/') {
+			if (!other && (dots == 1 || dots == 2))
+				return false;
+			dots = 0;
+			other = false;
+		} else if (path[i] == '\\') {
+			return false;
+		} else if (path[i] == '%' && i + 2 < end) {
+			char a = path[i + 1], b = (char)(path[i + 2] | 0x20); /* hex case */
+			if ((a == '2' && b == 'f') || (a == '5' && b == 'c'))
+				return false;
+			if (a == '2' && b == 'e')
+				dots++;
+			else
+				other = true;
+			i += 2;
+		} else if (path[i] == '.') {
+			dots++;
+		} else {
+			other = true;
+		}
+	}
+	return true;
+}
+
+static enum route_status resolve_origin_form(const struct config *cfg, const char *target,
+                                             struct route *out)
+{
+	size_t tlen = strlen(target);
+	const struct provider_conf *best = NULL;
+	size_t best_len = 0;
+
+	if (!path_is_safe(target, tlen))
+		return ROUTE_UNSAFE_PATH;
+
+	for (size_t i = 0; i < cfg->n_providers; i++) {
+		const struct provider_conf *p = &cfg->providers[i];
+		size_t n = strlen(p->prefix);
+		if (prefix_matches(p->prefix, target, tlen) && (best == NULL || n > best_len)) {
+			best = p;
+			best_len = n;
+		}
+	}
+	if (best == NULL)
+		return ROUTE_NO_PROVIDER;
+
+	out->provider = best;
+	out->forward_proxy = false;
+	if (best_len == 1) { /* the root prefix strips nothing */
+		out->path = target;
+		out->path_len = tlen;
+	} else {
+		out->path = target + best_len;
+		out->path_len = tlen - best_len;
+		/* "/anthropic//host/…": what is forwarded begins with "//". */
+		if (!path_is_safe(out->path, out->path_len))
+			return ROUTE_UNSAFE_PATH;
+	}
+	return ROUTE_OK;
+}
+
+static bool host_listed(const struct provider_conf *p, const char *host, size_t n)
+{
+	for (size_t i = 0; i < p->n_hosts; i++)
+		if (strlen(p->hosts[i]) == n && strncasecmp(p->hosts[i], host, n) == 0)
+			return true;
+	return false;
+}
+
+static enum route_status resolve_absolute_form(const struct config *cfg, const char *target,
+                                               size_t scheme_len, struct route *out)
+{
+	const char *auth = target + scheme_len;
+	size_t auth_len = strcspn(auth, "/?#");
+	const char *rest = auth + auth_len;
+
+	if (auth_len == 0 || memchr(auth, '@', auth_len) != NULL)
+		return ROUTE_BAD_TARGET; /* no host, or userinfo: never forwarded */
+
+	/* Host without the port; IPv6 literals keep their brackets. */
+	size_t host_len = auth_len;
+	if (auth[0] == '[') {
+		const char *close = memchr(auth, ']', auth_len);
+		if (close == NULL)
+			return ROUTE_BAD_TARGET;
+		host_len = (size_t)(close - auth) + 1;
+	} else {
+		const char *colon = memchr(auth, ':', auth_len);
+		if (colon != NULL)
+			host_len = (size_t)(colon - auth);
+	}
+
+	for (size_t i = 0; i < cfg->n_providers; i++) {
+		const struct provider_conf *p = &cfg->providers[i];
+		if (host_listed(p, auth, host_len)) {
+			if (!path_is_safe(rest, strlen(rest)))
+				return ROUTE_UNSAFE_PATH;
+			out->provider = p;
+			out->forward_proxy = true;
+			out->path = rest;
+			out->path_len = strcspn(rest, "#");
+			return ROUTE_OK;
+		}
+	}
+	return ROUTE_HOST_NOT_ALLOWED;
+}
+
+enum route_status route_resolve(const struct config *cfg, const char *target, struct route *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (target == NULL || target[0] == '\0')
+		return ROUTE_BAD_TARGET;
+	if (target[0] == '/')
+		return resolve_origin_form(cfg, target, out);
+	if (strncasecmp(target, "http://", 7) == 0)
+		return resolve_absolute_form(cfg, target, 7, out);
+	if (strncasecmp(target, "https://", 8) == 0)
+		return resolve_absolute_form(cfg, target, 8, out);
+	return ROUTE_BAD_TARGET;
+}
+
+int route_upstream_url(const struct route *r, char *buf, size_t len)
+{
+	const char *base = r->provider->upstream;
+	size_t base_len = strlen(base);
+
+	if (r->forward_proxy) {
+		/* Keep scheme://authority only: the absolute URI has the full path. */
+		const char *auth = strstr(base, "://");
+		auth = auth ? auth + 3 : base;
+		base_len = (size_t)(auth - base) + strcspn(auth, "/");
+	}
+	const char *path = r->path;
+	size_t path_len = r->path_len;
+	/* "/anthropic" alone or "/anthropic?x" strip to "" or "?x": start with '/'. */
+	bool need_slash = path_len == 0 || path[0] != '/';
+	int n = snprintf(buf, len, "%.*s%s%.*s", (int)base_len, base, need_slash ? "/" : "",
+	                 (int)path_len, path);
+	if (n < 0 || (size_t)n >= len)
+		return -1;
+	return n;
+}
+
+bool route_key_from_header(enum key_source src, const char *value, const char **key, size_t *len)
+{
+	if (value == NULL)
+		return false;
+	while (*value == ' ' || *value == '\t')
+		value++;
+	if (src == KEY_AUTHORIZATION) {
+		/* Auth scheme names are case-insensitive (RFC 9110 §11.1). */
+		if (strncasecmp(value, "Bearer ", 7) != 0)
+			return false;
+		value += 7;
+		while (*value == ' ')
+			value++;
+	}
+	size_t n = strlen(value);
+	while (n > 0 && (value[n - 1] == ' ' || value[n - 1] == '\t'))
+		n--;
+	if (n == 0)
+		return false;
+	*key = value;
+	*len = n;
+	return true;
+}
+
+bool route_key_from_query(const char *query, size_t qlen, const char **key, size_t *len)
+{
+	const char *p = query, *end = query + qlen;
+	while (p < end) {
+		const char *amp = memchr(p, '&', (size_t)(end - p));
+		const char *param_end = amp ? amp : end;
+		if (param_end - p > 4 && memcmp(p, "key=", 4) == 0) {
+			*key = p + 4;
+			*len = (size_t)(param_end - p - 4);
+			return true;
+		}
+		p = param_end + 1;
+	}
+	return false;
+}
+
+const char *route_key_header_name(enum key_source src)
+{
+	switch (src) {
+	case KEY_AUTHORIZATION:
+		return "authorization";
+	case KEY_X_API_KEY:
+		return "x-api-key";
+	case KEY_API_KEY:
+		return "api-key";
+	case KEY_X_GOOG_API_KEY:
+		return "x-goog-api-key";
+	case KEY_QUERY_KEY:
+		break;
+	}
+	return NULL;
+}
+
+void route_key_hash(const char *key, size_t len, char hex[ROUTE_KEY_HEX + 1])
+{
+	static const char digits[] = "0123456789abcdef";
+	unsigned char md[32];
+	unsigned int md_len = 0;
+
+	EVP_Digest(key, len, md, &md_len, EVP_sha256(), NULL);
+	for (unsigned i = 0; i < 32; i++) {
+		hex[2 * i] = digits[md[i] >> 4];
+		hex[2 * i + 1] = digits[md[i] & 15];
+	}
+	hex[ROUTE_KEY_HEX] = '\0';
+}
+
+void route_key_id(const char *hash_hex_or_null, char id[ROUTE_KEY_ID_SIZE])
+{
+	if (hash_hex_or_null == NULL || hash_hex_or_null[0] == '\0') {
+		memcpy(id, "anonymous", 10);
+		return;
+	}
+	memcpy(id, hash_hex_or_null, ROUTE_KEY_ID_LEN);
+	id[ROUTE_KEY_ID_LEN] = '\0';
+}

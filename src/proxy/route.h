@@ -1,0 +1,63 @@
+/* route — which provider a request goes to, the upstream URL, and the lane
+ * identity of its API key (DESIGN §2). Pure: no I/O, no allocation. */
+#ifndef PACERD_ROUTE_H
+#define PACERD_ROUTE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "core/config.h"
+
+enum route_status {
+	ROUTE_OK,
+	ROUTE_NO_PROVIDER,      /* 404 unknown_provider: no prefix matches the path */
+	ROUTE_HOST_NOT_ALLOWED, /* 403 host_not_allowed: absolute URI for a host not configured */
+	ROUTE_BAD_TARGET,       /* 400 bad_request: not origin-form nor http(s) absolute-form */
+	ROUTE_UNSAFE_PATH,      /* 400 bad_request: a dot segment, an encoded '/' or '\',
+	                         * or a path that begins with "//" (see route.c) */
+};
+
+struct route {
+	const struct provider_conf *provider;
+	bool forward_proxy; /* the request target was an absolute URI */
+	/* The part of the target sent upstream, path and query ("/v1/x?y"), not
+	 * NUL-terminated: it points into the target given to route_resolve. */
+	const char *path;
+	size_t path_len;
+};
+
+/* Resolves a request target (origin-form "/p?q" or absolute-form
+ * "http://host[:port]/p?q") against the configured providers: the longest
+ * matching prefix (stripped), or the provider listing the absolute URI's host. */
+enum route_status route_resolve(const struct config *cfg, const char *target, struct route *out);
+
+/* Writes the upstream URL: the provider's upstream base joined with the path
+ * (origin-form), or the upstream's scheme://authority with the path as given
+ * (absolute-form, which already carries the provider's full path). Returns the
+ * length, or -1 when it does not fit. */
+int route_upstream_url(const struct route *r, char *buf, size_t len);
+
+/* Finds the API key in a header value (key_source other than KEY_QUERY_KEY):
+ * "Bearer <key>" for authorization, the bare value otherwise. Sets *key and
+ * *len; false when there is no usable key. */
+bool route_key_from_header(enum key_source src, const char *value, const char **key, size_t *len);
+
+/* Finds the raw value of the `key` parameter in a query string ("a=1&key=xyz").
+ * The value is hashed as it appears (percent-encoding included). */
+bool route_key_from_query(const char *query, size_t qlen, const char **key, size_t *len);
+
+/* Name of the request header that carries the key, or NULL for query:key. */
+const char *route_key_header_name(enum key_source src);
+
+#define ROUTE_KEY_HEX 64
+#define ROUTE_KEY_ID_LEN 12
+#define ROUTE_KEY_ID_SIZE 16
+
+/* SHA-256 of the key as lower-case hex (65 bytes with the NUL). */
+void route_key_hash(const char *key, size_t len, char hex[ROUTE_KEY_HEX + 1]);
+
+/* The key's name in logs, metrics and /status: the first 12 hex digits of its
+ * hash, or "anonymous" when the request carries no key. */
+void route_key_id(const char *hash_hex_or_null, char id[ROUTE_KEY_ID_SIZE]);
+
+#endif

@@ -1,0 +1,450 @@
+/* server — the proxy's front: its HTTP server (httpd), intake (what pacerd
+ * answers before a request reaches a lane: shutting down, CONNECT and TRACE,
+ * no provider, a host that is not configured), and the daemon-level life of
+ * configurations. A routed request, with its key found and hashed, is handed
+ * to the exchange. See server.h. */
+#include "proxy/server.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+#include <string.h>
+#include <strings.h>
+
+#include "proxy/exchange.h"
+#include "http/headers.h"
+#include "http/httpd.h"
+#include "core/log.h"
+#include "proxy/route.h"
+#include "proxy/upstream.h"
+
+/* Memory follows recent demand, not the highest concurrency ever seen. The
+ * pools of client connections, exchanges and libcurl transfers keep what a
+ * burst needed, for reuse (no allocation per request once warm); without a
+ * limit they kept it for good, about 7 KiB per request ever in flight at once,
+ * and the heap kept the pages the peak had needed: RSS crept up with every new
+ * peak of a bursty load (the soak, scripts/soak.sh: 17.7 -> 19.0 MiB in 10
+ * minutes as the peak went from 857 to 991 requests in flight; one thread, no
+ * arenas but the main one, the heap's free space small under load). So every
+ * TRIM_S each pool frees what stayed unused for the whole interval, and once
+ * nothing has been in flight for IDLE_TRIM_MS the pools are emptied; then
+ * malloc_trim hands the free pages inside the heap back to the kernel (glibc
+ * by itself returns only the top of the heap). */
+#define TRIM_S 60
+#define IDLE_TRIM_MS 500
+
+struct server {
+	struct event_base *base;
+	struct config_ref *cref; /* the configuration in force */
+	struct httpd *http;
+	struct exchanges *xs;
+	struct upstream *up;
+	struct event *trim;
+	struct event *drain_check;
+	bool shutting_down;
+	void (*drained)(void *);
+	void *drained_arg;
+};
+
+static void http_conf_of(const struct config *cfg, struct httpd_conf *hc)
+{
+	hc->max_header_bytes = cfg->limits.max_header_bytes;
+	hc->max_body_bytes = cfg->limits.max_body_bytes;
+	hc->max_connections = cfg->limits.max_connections;
+	hc->client_timeout_s = cfg->limits.client_timeout_s;
+}
+
+/* An answer of intake's own (no lane involved). */
+static void reply_early(struct hreq *r, int status, const char *code, const char *message,
+                        long long retry_after_s)
+{
+	struct log_line l;
+	if (log_begin(&l, LOG_INFO, "rejected")) {
+		log_str(&l, "request_id", hreq_id(r));
+		log_int(&l, "status", status);
+		log_str(&l, "error", code);
+		log_end(&l);
+	}
+	struct hhdr h[4];
+	size_t n = 0;
+	h[n++] = (struct hhdr){"x-pacer-attempts", 16, "0", 1};
+	h[n++] = (struct hhdr){"x-pacer-queue-ms", 16, "0", 1};
+	char ra[24], ra_ms[24];
+	if (retry_after_s >= 0) {
+		h[n++] =
+		    (struct hhdr){"retry-after", 11, ra, hhdr_u64(ra, (uint64_t)retry_after_s)};
+		h[n++] = (struct hhdr){"retry-after-ms", 14, ra_ms,
+		                       hhdr_u64(ra_ms, (uint64_t)retry_after_s * 1000)};
+	}
+	hreq_error(r, status, code, message, h, n);
+}
+
+/* The key comes from the provider's key header first; failing that from any
+ * other place a key can travel (an Anthropic SDK given an auth token sends
+ * Authorization: Bearer, a Gemini client may use ?key=), so that a request
+ * with a key never lands in the anonymous lane. */
+static bool key_from(const struct route *route, struct hreq *r, enum key_source src,
+                     const char **key, size_t *key_len)
+{
+	if (src == KEY_QUERY_KEY) {
+		const char *q = memchr(route->path, '?', route->path_len);
+		return q != NULL &&
+		       route_key_from_query(q + 1, route->path_len - (size_t)(q + 1 - route->path),
+		                            key, key_len);
+	}
+	return route_key_from_header(src, hreq_header(r, route_key_header_name(src)), key, key_len);
+}
+
+static bool find_key(const struct route *route, struct hreq *r, char hash[ROUTE_KEY_HEX + 1])
+{
+	static const enum key_source fallbacks[] = {KEY_AUTHORIZATION, KEY_X_API_KEY, KEY_API_KEY,
+	                                            KEY_X_GOOG_API_KEY, KEY_QUERY_KEY};
+	const char *key = NULL;
+	size_t key_len = 0;
+	bool found = key_from(route, r, route->provider->key_source, &key, &key_len);
+	for (size_t i = 0; !found && i < sizeof(fallbacks) / sizeof(fallbacks[0]); i++)
+		found = key_from(route, r, fallbacks[i], &key, &key_len);
+	if (found)
+		route_key_hash(key, key_len, hash);
+	return found;
+}
+
+/* FNV-1a of "kind:s": an agent named like an address is another flow. Never
+ * 0 (0 means none). */
+static uint64_t id_hash(const char *kind, const char *s)
+{
+	uint64_t h = 14695981039346656037ULL;
+	for (const char *p = kind; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+	h = (h ^ ':') * 1099511628211ULL;
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+	return h ? h : 1;
+}
+
+/* The request's own x-pacer-priority, else its agent's configured one, else
+ * 0. False when the header is there but not a priority. */
+static bool request_priority(const struct config *cfg, struct hreq *r, const char *agent,
+                             int *priority)
+{
+	const char *h = hreq_header(r, "x-pacer-priority");
+	*priority = 0;
+	if (h != NULL)
+		return hdr_priority(h, priority);
+	if (agent != NULL)
+		config_agent_priority(cfg, agent, priority);
+	return true;
+}
+
+/* Whose turn a request waits for inside its priority (agents.fair_share). A
+ * connection without a known address (never from the listener) shares 0. */
+static uint64_t fair_share_flow(enum fair_share by, uint64_t agent_id, const char *peer)
+{
+	uint64_t address = peer[0] != '\0' ? id_hash("address", peer) : 0;
+	switch (by) {
+	case FAIR_AGENT_OR_ADDRESS:
+		return agent_id != 0 ? agent_id : address;
+	case FAIR_AGENT:
+		return agent_id;
+	case FAIR_ADDRESS:
+		return address;
+	case FAIR_OFF:
+		break;
+	}
+	return 0;
+}
+
+static size_t host_fields(const struct hreq *r)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < hreq_n_headers(r); i++) {
+		struct hhdr h;
+		hreq_header_at(r, i, &h);
+		n += h.name_len == 4 && strncasecmp(h.name, "host", 4) == 0;
+	}
+	return n;
+}
+
+static void on_request(struct hreq *r, void *arg)
+{
+	struct server *srv = arg;
+	const struct config *cfg = srv->cref->cfg;
+	const char *method = hreq_method(r);
+
+	if (srv->shutting_down) {
+		reply_early(r, 503, "shutting_down", "pacerd is shutting down", 1);
+		return;
+	}
+	if (strcmp(method, "CONNECT") == 0) {
+		/* The client expects a tunnel on this connection: end it after
+		 * the answer. */
+		hreq_close_after(r);
+		reply_early(r, 405, "method_not_allowed",
+		            "CONNECT is not supported: a TLS tunnel cannot be paced per request. "
+		            "Send plain HTTP to pacerd (set the SDK base URL to "
+		            "http://HOST:PORT/v1) instead of using it as an HTTPS proxy",
+		            -1);
+		return;
+	}
+	if (strcmp(method, "TRACE") == 0) {
+		reply_early(r, 405, "method_not_allowed", "TRACE is not forwarded", -1);
+		return;
+	}
+	if (host_fields(r) > 1) {
+		/* RFC 9112 §3.2: a server must answer 400 to more than one Host
+		 * field; an intermediary could route by either. */
+		reply_early(r, 400, "bad_request", "more than one Host header field", -1);
+		return;
+	}
+
+	struct exchange_intake in = {.cref = srv->cref};
+	switch (route_resolve(cfg, hreq_target(r), &in.route)) {
+	case ROUTE_OK:
+		break;
+	case ROUTE_NO_PROVIDER:
+		reply_early(r, 404, "unknown_provider", "no provider is configured for this path",
+		            -1);
+		return;
+	case ROUTE_HOST_NOT_ALLOWED:
+		reply_early(r, 403, "host_not_allowed",
+		            "this host is not a configured provider; pacerd is not an open proxy",
+		            -1);
+		return;
+	case ROUTE_BAD_TARGET:
+		reply_early(r, 400, "bad_request", "malformed request target", -1);
+		return;
+	case ROUTE_UNSAFE_PATH:
+		reply_early(r, 400, "bad_request",
+		            "the path has a dot segment, an encoded slash or backslash, or begins "
+		            "with //; pacerd does not forward it",
+		            -1);
+		return;
+	}
+	char hash[ROUTE_KEY_HEX + 1];
+	if (find_key(&in.route, r, hash))
+		in.key_hash = hash;
+	in.agent = hreq_header(r, cfg->agents.header);
+	if (in.agent != NULL && in.agent[0] == '\0')
+		in.agent = NULL;
+	if (!request_priority(cfg, r, in.agent, &in.priority)) {
+		reply_early(r, 400, "invalid_priority",
+		            "x-pacer-priority must be an integer from -100 to 100", -1);
+		return;
+	}
+	in.agent_id = in.agent != NULL ? id_hash("agent", in.agent) : 0;
+	in.flow = fair_share_flow(cfg->agents.fair_share, in.agent_id, hreq_peer(r));
+	exchange_start(srv->xs, r, &in);
+}
+
+/* ---- lifecycle ---- */
+
+/* Drained once no request is in flight and every answer has been written (or
+ * its client left); idle keep-alive connections do not hold the drain. */
+static void on_drain_check(evutil_socket_t fd, short what, void *arg)
+{
+	struct server *srv = arg;
+	(void)fd;
+	(void)what;
+	struct httpd_stats st;
+	httpd_get_stats(srv->http, &st);
+	if (st.busy > 0 || exchanges_live(srv->xs) > 0 || srv->drained == NULL)
+		return;
+	void (*drained)(void *) = srv->drained;
+	srv->drained = NULL;
+	event_del(srv->drain_check);
+	drained(srv->drained_arg);
+}
+
+static void trim_memory(struct server *srv, bool all)
+{
+	size_t n =
+	    httpd_trim(srv->http, all) + exchanges_trim(srv->xs, all) + upstream_trim(srv->up, all);
+#ifdef __GLIBC__
+	if (n > 0)
+		malloc_trim(0);
+#else
+	(void)n;
+#endif
+}
+
+static void on_trim(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	trim_memory(arg, false);
+}
+
+static void on_idle(void *arg)
+{
+	trim_memory(arg, true);
+}
+
+struct server *server_new(struct event_base *base, struct config *cfg, struct upstream *up,
+                          char *err, size_t errlen)
+{
+	struct server *srv = calloc(1, sizeof(*srv));
+	struct config_ref *cref = config_ref_new(cfg);
+	if (srv == NULL || cref == NULL) {
+		snprintf(err, errlen, "out of memory");
+		free(srv);
+		if (cref != NULL)
+			config_ref_put(cref);
+		return NULL;
+	}
+	srv->base = base;
+	srv->cref = cref;
+	srv->up = up;
+	srv->xs = exchanges_new(base, up, cref, err, errlen);
+	if (srv->xs == NULL) {
+		server_free(srv);
+		return NULL;
+	}
+	srv->drain_check = event_new(base, -1, EV_PERSIST, on_drain_check, srv);
+	srv->trim = event_new(base, -1, EV_PERSIST, on_trim, srv);
+	if (srv->drain_check == NULL || srv->trim == NULL) {
+		snprintf(err, errlen, "out of memory");
+		server_free(srv);
+		return NULL;
+	}
+	struct httpd_conf hc;
+	http_conf_of(cfg, &hc);
+	srv->http = httpd_new(base, cfg->listen, &hc, on_request, srv, err, errlen);
+	if (srv->http == NULL) {
+		server_free(srv);
+		return NULL;
+	}
+	struct timeval tv = {TRIM_S, 0};
+	event_add(srv->trim, &tv);
+	exchanges_on_idle(srv->xs, IDLE_TRIM_MS, on_idle, srv);
+	return srv;
+}
+
+const struct config *server_config(const struct server *srv)
+{
+	return srv->cref->cfg;
+}
+
+void server_reload(struct server *srv, struct config *cfg)
+{
+	const struct config *cur = srv->cref->cfg;
+	if (strcmp(cfg->listen, cur->listen) != 0) {
+		struct log_line l;
+		if (log_begin(&l, LOG_WARN, "config_reload")) {
+			log_str(&l, "message", "a new listen address takes effect at restart");
+			log_str(&l, "listen", cur->listen);
+			log_str(&l, "configured", cfg->listen);
+			log_end(&l);
+		}
+		/* Keep describing the socket actually bound. */
+		char *keep = strdup(cur->listen);
+		if (keep != NULL) {
+			free(cfg->listen);
+			cfg->listen = keep;
+		}
+	}
+	const struct config *cs = cfg;
+	if (cs->store.kind != cur->store.kind ||
+	    strcmp(cs->store.redis.address, cur->store.redis.address) != 0 ||
+	    strcmp(cs->store.redis.key_prefix, cur->store.redis.key_prefix) != 0 ||
+	    cs->store.redis.timeout_ms != cur->store.redis.timeout_ms ||
+	    cs->store.redis.on_error != cur->store.redis.on_error ||
+	    cs->store.redis.replicas != cur->store.redis.replicas ||
+	    cs->store.redis.lease_ms != cur->store.redis.lease_ms)
+		log_msg(LOG_WARN, "config_reload",
+		        "a changed store section takes effect at restart; the running store stays");
+	struct config_ref *cref = config_ref_new(cfg);
+	if (cref == NULL) {
+		log_msg(LOG_ERROR, "config_reload_failed",
+		        "out of memory; the running configuration stays");
+		return;
+	}
+	struct config_ref *old = srv->cref;
+	srv->cref = cref;
+	struct httpd_conf hc;
+	http_conf_of(cfg, &hc);
+	httpd_set_conf(srv->http, &hc);
+	exchanges_reconfigure(srv->xs, cref);
+	config_ref_put(old); /* freed once no request or lane uses it */
+	struct log_line l;
+	if (log_begin(&l, LOG_INFO, "config_reloaded")) {
+		log_str(&l, "config", cfg->source);
+		log_int(&l, "providers", (long long)cfg->n_providers);
+		log_int(&l, "plans", (long long)cfg->n_plans);
+		log_int(&l, "lanes", (long long)exchanges_lane_count(srv->xs));
+		log_end(&l);
+	}
+}
+
+void server_shutdown(struct server *srv, void (*drained)(void *), void *arg)
+{
+	srv->shutting_down = true;
+	httpd_shutdown(srv->http);
+	srv->drained = drained;
+	srv->drained_arg = arg;
+	/* Polled every 20 ms rather than hooked into every close: a drain
+	 * happens once in a process's life. */
+	struct timeval tv = {0, 20 * 1000};
+	event_add(srv->drain_check, &tv);
+	event_active(srv->drain_check, EV_TIMEOUT, 1);
+}
+
+void server_abort_all(struct server *srv)
+{
+	exchanges_abort_all(srv->xs);
+}
+
+void server_get_stats(const struct server *srv, struct server_stats *st)
+{
+	struct httpd_stats hs;
+	httpd_get_stats(srv->http, &hs);
+	memcpy(st->responses, hs.responses, sizeof(st->responses));
+	st->connections = hs.connections;
+	st->accepted = hs.accepted;
+	st->in_flight = exchanges_live(srv->xs);
+	st->draining = srv->shutting_down;
+}
+
+bool server_draining(const struct server *srv)
+{
+	return srv->shutting_down;
+}
+
+size_t server_in_flight(const struct server *srv)
+{
+	return exchanges_live(srv->xs);
+}
+
+struct registry *server_lanes(const struct server *srv)
+{
+	return exchanges_lanes(srv->xs);
+}
+
+struct shared *server_shared(const struct server *srv)
+{
+	return exchanges_shared(srv->xs);
+}
+
+const struct metrics *server_metrics(const struct server *srv)
+{
+	return exchanges_metrics(srv->xs);
+}
+
+void server_free(struct server *srv)
+{
+	if (srv == NULL)
+		return;
+	/* Connections first: requests still open are told their client is gone
+	 * and end their exchanges; then the lanes. */
+	if (srv->xs != NULL)
+		exchanges_on_idle(srv->xs, 0, NULL, NULL);
+	httpd_free(srv->http);
+	exchanges_free(srv->xs);
+	if (srv->drain_check != NULL)
+		event_free(srv->drain_check);
+	if (srv->trim != NULL)
+		event_free(srv->trim);
+	config_ref_put(srv->cref);
+	free(srv);
+}

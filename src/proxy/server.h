@@ -1,0 +1,57 @@
+/* server — the proxy's front: its HTTP/1.1 server (httpd.c), request intake
+ * (routing, keys, pacerd's answers before a lane: DESIGN §6), and the
+ * configuration in force; routed requests go to the exchange (exchange.c). */
+#ifndef PACERD_SERVER_H
+#define PACERD_SERVER_H
+
+#include <event2/event.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/config.h"
+#include "sched/registry.h"
+#include "proxy/upstream.h"
+
+struct server;
+struct metrics;
+
+/* Binds cfg->listen and starts accepting. The server takes the configuration
+ * over (it frees it, also on failure). NULL with err set on failure. */
+struct server *server_new(struct event_base *base, struct config *cfg, struct upstream *up,
+                          char *err, size_t errlen);
+
+/* Switches to a new, valid configuration (the server takes it over): the next
+ * requests route by it, every lane paces by its new plan from its next
+ * dispatch, and nothing in flight is dropped. What cannot change without a
+ * restart (the listen address) is reported in a warning and kept. */
+void server_reload(struct server *srv, struct config *cfg);
+
+/* The configuration in force (owned by the server). */
+const struct config *server_config(const struct server *srv);
+void server_free(struct server *srv);
+
+/* Graceful shutdown: stop accepting, answer new requests on open connections
+ * with 503 shutting_down, and call drained(arg) once no request is in flight. */
+void server_shutdown(struct server *srv, void (*drained)(void *), void *arg);
+/* Drain deadline passed: answer or cut every request still in flight. */
+void server_abort_all(struct server *srv);
+size_t server_in_flight(const struct server *srv);
+bool server_draining(const struct server *srv);
+
+struct server_stats {
+	uint64_t responses[6]; /* answers to clients by status class: [2] = 2xx … */
+	uint64_t accepted;     /* connections since start */
+	size_t connections;    /* open now */
+	size_t in_flight;      /* requests not answered yet */
+	bool draining;
+};
+void server_get_stats(const struct server *srv, struct server_stats *st);
+/* The lane table, for /status and /metrics. */
+struct registry *server_lanes(const struct server *srv);
+/* Per-provider histograms and counters, for /metrics. */
+const struct metrics *server_metrics(const struct server *srv);
+/* The shared store, NULL with store.kind: local. */
+struct shared *server_shared(const struct server *srv);
+
+#endif

@@ -1,0 +1,85 @@
+/* upstream — HTTP transfers to the providers: libcurl's multi interface driven
+ * by the libevent loop (DESIGN §11), streaming the response in as it arrives.
+ *
+ * Contract with the caller (server.c):
+ *   - on_headers and on_body run inside libcurl callbacks: they must not
+ *     start transfers; upstream_abort and upstream_resume are safe anywhere
+ *     (they defer themselves to the next loop turn when needed).
+ *   - on_done never runs inside a libcurl callback; after it (or after
+ *     upstream_abort) the transfer handle is gone.
+ * Easy handles, transfer objects and socket watchers are pooled: no allocation
+ * per request once warm, and no epoll_ctl for a reused keep-alive connection. */
+#ifndef PACERD_UPSTREAM_H
+#define PACERD_UPSTREAM_H
+
+#include <curl/curl.h>
+#include <event2/event.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "core/config.h"
+
+struct upstream;
+struct up_xfer;
+
+/* Valid during on_headers; name and value are also NUL-terminated. */
+struct up_header {
+	const char *name;
+	size_t name_len;
+	const char *value;
+	size_t value_len;
+};
+
+enum up_error {
+	UP_OK,
+	UP_CONNECT,    /* could not connect: nothing was sent */
+	UP_RESOLVE,    /* the upstream's host name did not resolve: nothing was sent */
+	UP_TLS,        /* TLS handshake failed */
+	UP_TLS_VERIFY, /* the upstream's certificate failed verification (untrusted, wrong name) */
+	UP_RESET,      /* connection reset or closed early (before or during the body) */
+	UP_TIMEOUT,    /* connect, first-byte or idle timeout */
+	UP_TOO_LARGE,  /* response headers over the cap */
+	UP_INTERNAL,   /* anything else libcurl reports */
+};
+
+struct up_request {
+	const char *url;
+	const char *method;               /* as received: "GET", "POST", … */
+	const struct curl_slist *headers; /* owned by the caller until done */
+	const char *body;                 /* owned by the caller until done */
+	size_t body_len;
+	const struct provider_conf *provider; /* tls, timeouts, http2 */
+};
+
+struct up_handler {
+	/* The final response's status line and header fields are complete
+	 * (1xx interim responses are skipped). Return false to abort the
+	 * transfer (on_done then reports UP_INTERNAL). */
+	bool (*on_headers)(void *ctx, int status, const char *reason, const struct up_header *h,
+	                   size_t n);
+	/* Response body bytes. Return true when consumed; false to pause the
+	 * transfer: the same bytes are delivered again after upstream_resume. */
+	bool (*on_body)(void *ctx, const char *data, size_t len);
+	/* The transfer ended: UP_OK when the whole response arrived. */
+	void (*on_done)(void *ctx, enum up_error err, const char *detail);
+};
+
+struct upstream *upstream_new(struct event_base *base, char *err, size_t errlen);
+/* Aborts every transfer still running (without calling on_done). */
+void upstream_free(struct upstream *up);
+
+struct up_xfer *upstream_start(struct upstream *up, const struct up_request *req,
+                               const struct up_handler *h, void *ctx);
+/* Stops the transfer; on_done will not be called. Safe from any callback. */
+void upstream_abort(struct up_xfer *x);
+/* Continues a transfer paused by on_body returning false (next loop turn). */
+void upstream_resume(struct up_xfer *x);
+
+/* Frees the pooled transfers (easy handles and their buffers) that none
+ * needed since the last call (the pool's low-water mark); all: every pooled
+ * one. Returns how many. */
+size_t upstream_trim(struct upstream *up, bool all);
+
+const char *upstream_error_name(enum up_error e);
+
+#endif

@@ -1,0 +1,270 @@
+/* gcra — GCRA virtual scheduling gates; see gcra.h for the model. */
+#include "sched/gcra.h"
+
+#include <math.h>
+
+/* Instants far beyond any real schedule (~146 000 years): clamping there keeps the
+ * double -> int64 conversion defined even for absurd costs or rates. */
+#define GCRA_FAR_MS 4.6e18
+
+/* A fractional instant rounded up to whole ms, so no unit passes early. The small
+ * epsilon absorbs floating-point error (100 · 0.1 must not become 11 ms). */
+static int64_t ceil_ms(double ms)
+{
+	double c = ceil(ms - 1e-6);
+	if (c > GCRA_FAR_MS)
+		return (int64_t)GCRA_FAR_MS;
+	if (c < -GCRA_FAR_MS)
+		return -(int64_t)GCRA_FAR_MS;
+	return (int64_t)c;
+}
+
+static double sane_interval(double t_ms)
+{
+	return (isfinite(t_ms) && t_ms > 0) ? t_ms : 0;
+}
+
+static double sane_burst(double burst)
+{
+	return (isfinite(burst) && burst > 0) ? burst : 1;
+}
+
+static double sane_cost(double cost)
+{
+	return (isfinite(cost) && cost > 0) ? cost : 0;
+}
+
+void gcra_init(struct gcra *g, double t_ms, double burst)
+{
+	g->t_ms = sane_interval(t_ms);
+	g->burst = sane_burst(burst);
+	g->tat = -INFINITY;
+}
+
+bool gcra_enabled(const struct gcra *g)
+{
+	return g->t_ms > 0;
+}
+
+int64_t gcra_ready_at(const struct gcra *g, int64_t now_ms, double cost)
+{
+	if (!gcra_enabled(g) || g->tat == -INFINITY)
+		return now_ms;
+	/* An oversize cost is checked as if it were exactly the tolerance: the
+	 * condition becomes TAT <= t, i.e. "the gate is idle". */
+	double c = fmin(sane_cost(cost), g->burst);
+	/* A gate faster than the millisecond clock (T < 1 ms) lets one
+	 * millisecond's worth through at once: the clock cannot space units
+	 * finer, and rounding each one up to the next millisecond would cap the
+	 * gate at 1000 per second whatever its rate. */
+	double tolerance = g->burst * g->t_ms;
+	if (g->t_ms < 1.0 && tolerance < 1.0)
+		tolerance = 1.0;
+	int64_t at = ceil_ms(g->tat + c * g->t_ms - tolerance);
+	return at > now_ms ? at : now_ms;
+}
+
+/* How late after the TAT a unit may pass and still count as on schedule:
+ * timer wake-ups and the millisecond clock are late by a millisecond or two,
+ * and a gate that restarted from every late instant would add that to every
+ * interval (10 req/s became 9.7). Below half an interval, so that a unit
+ * counted on schedule can never let two pass within one interval of the
+ * schedule (any window W still admits at most burst + W / T); at least 1 ms,
+ * the clock's own step. */
+static double charge_slack(const struct gcra *g, double cost)
+{
+	return fmax(1.0, fmin(GCRA_SLACK_MS, cost * g->t_ms / 2));
+}
+
+/* The instant a charge of `cost` starts from: the TAT while the gate is
+ * behind schedule or late by less than the slack, else now (real idleness).
+ * The slack is measured in the interval this charge stands for (a token
+ * gate's unit is a token, its charge a request's worth of them). */
+static double charge_base(const struct gcra *g, int64_t now_ms, double cost)
+{
+	double now = (double)now_ms;
+	return now < g->tat + charge_slack(g, cost) ? g->tat : now;
+}
+
+void gcra_charge(struct gcra *g, int64_t now_ms, double cost)
+{
+	if (!gcra_enabled(g))
+		return;
+	double c = sane_cost(cost);
+	double base = charge_base(g, now_ms, c);
+	g->tat = fmin(base + c * g->t_ms, GCRA_FAR_MS);
+}
+
+void gcra_adjust(struct gcra *g, int64_t now_ms, double delta_units)
+{
+	if (!gcra_enabled(g) || !isfinite(delta_units) || delta_units == 0)
+		return;
+	if (delta_units > 0) {
+		gcra_charge(g, now_ms, delta_units);
+		return;
+	}
+	g->tat = fmax(g->tat + delta_units * g->t_ms, (double)now_ms);
+}
+
+void gcra_set_rate(struct gcra *g, int64_t now_ms, double t_ms, double burst)
+{
+	double t_new = sane_interval(t_ms);
+	double now = (double)now_ms;
+	g->burst = sane_burst(burst);
+	if (t_new == 0 || g->t_ms == 0) {
+		/* Disabled, or enabled afresh: nothing owed. */
+		g->t_ms = t_new;
+		g->tat = -INFINITY;
+		return;
+	}
+	if (g->tat > now) {
+		double owed_units = (g->tat - now) / g->t_ms;
+		g->tat = fmin(now + owed_units * t_new, GCRA_FAR_MS);
+	}
+	g->t_ms = t_new;
+}
+
+/* --- the gates of one lane ------------------------------------------------ */
+
+static double per_window(double window_ms, double limit)
+{
+	return (isfinite(limit) && limit > 0) ? window_ms / limit : 0;
+}
+
+static double plan_interval(const struct plan_conf *plan, enum gates_window w)
+{
+	switch (w) {
+	case GATES_MIN_MS:
+		return plan->min_ms_per_request;
+	case GATES_PER_SECOND:
+		return per_window(1000.0, plan->max_requests_per_second);
+	case GATES_PER_MINUTE:
+		return per_window(60000.0, plan->max_requests_per_minute);
+	case GATES_PER_HOUR:
+		return per_window(3600000.0, plan->max_requests_per_hour);
+	case GATES_N_WINDOWS:
+		break;
+	}
+	return 0;
+}
+
+static double plan_burst(const struct plan_conf *plan, enum gates_window w)
+{
+	if (w == GATES_MIN_MS || plan->burst < 1)
+		return 1;
+	return plan->burst;
+}
+
+static double plan_token_burst(const struct plan_conf *plan)
+{
+	return plan->token_burst > 0 ? plan->token_burst : plan->max_tokens_per_minute / 60.0;
+}
+
+void gates_init(struct gates *s, const struct plan_conf *plan)
+{
+	for (int w = 0; w < GATES_N_WINDOWS; w++)
+		gcra_init(&s->req[w], plan_interval(plan, (enum gates_window)w),
+		          plan_burst(plan, (enum gates_window)w));
+	gcra_init(&s->tokens, per_window(60000.0, plan->max_tokens_per_minute),
+	          plan_token_burst(plan));
+	gcra_init(&s->input, per_window(60000.0, plan->max_input_tokens_per_minute),
+	          plan->max_input_tokens_per_minute / 60.0);
+	gcra_init(&s->output, per_window(60000.0, plan->max_output_tokens_per_minute),
+	          plan->max_output_tokens_per_minute / 60.0);
+}
+
+void gates_reconfigure(struct gates *s, const struct plan_conf *plan, int64_t now_ms)
+{
+	gates_reconfigure_scaled(s, plan, 1.0, now_ms);
+}
+
+void gates_reconfigure_scaled(struct gates *s, const struct plan_conf *plan, double scale,
+                              int64_t now_ms)
+{
+	if (!(scale > 0 && scale <= 1))
+		scale = 1;
+	for (int w = 0; w < GATES_N_WINDOWS; w++)
+		gcra_set_rate(&s->req[w], now_ms, plan_interval(plan, (enum gates_window)w) / scale,
+		              fmax(1, floor(plan_burst(plan, (enum gates_window)w) * scale)));
+	gcra_set_rate(&s->tokens, now_ms,
+	              per_window(60000.0, plan->max_tokens_per_minute * scale),
+	              plan_token_burst(plan) * scale);
+	gcra_set_rate(&s->input, now_ms,
+	              per_window(60000.0, plan->max_input_tokens_per_minute * scale),
+	              plan->max_input_tokens_per_minute * scale / 60.0);
+	gcra_set_rate(&s->output, now_ms,
+	              per_window(60000.0, plan->max_output_tokens_per_minute * scale),
+	              plan->max_output_tokens_per_minute * scale / 60.0);
+}
+
+unsigned gates_requests_available(const struct gates *s, int64_t now_ms, unsigned cap)
+{
+	unsigned n = cap;
+	for (int w = 0; w < GATES_N_WINDOWS; w++) {
+		const struct gcra *g = &s->req[w];
+		if (!gcra_enabled(g))
+			continue;
+		/* The tolerance gcra_ready_at allows (a millisecond's worth for a
+		 * gate faster than the clock), less what is owed: TAT no earlier
+		 * than now (an idle gate holds its whole burst). */
+		double tolerance = g->burst * g->t_ms;
+		if (g->t_ms < 1.0 && tolerance < 1.0)
+			tolerance = 1.0;
+		double left = (tolerance - (fmax(g->tat, (double)now_ms) - (double)now_ms)) / g->t_ms;
+		unsigned k = left <= 0 ? 0 : left >= cap ? cap : (unsigned)floor(left + 1e-9);
+		if (k < n)
+			n = k;
+	}
+	return n;
+}
+
+bool gates_enabled(const struct gates *s)
+{
+	for (int w = 0; w < GATES_N_WINDOWS; w++)
+		if (gcra_enabled(&s->req[w]))
+			return true;
+	return gcra_enabled(&s->tokens) || gcra_enabled(&s->input) || gcra_enabled(&s->output);
+}
+
+int64_t gates_ready_at(const struct gates *s, int64_t now_ms, double tokens, double input,
+                       double output)
+{
+	int64_t at = gcra_ready_at(&s->tokens, now_ms, tokens);
+	int64_t in = gcra_ready_at(&s->input, now_ms, input);
+	int64_t out = gcra_ready_at(&s->output, now_ms, output);
+	if (in > at)
+		at = in;
+	if (out > at)
+		at = out;
+	for (int w = 0; w < GATES_N_WINDOWS; w++) {
+		int64_t r = gcra_ready_at(&s->req[w], now_ms, 1);
+		if (r > at)
+			at = r;
+	}
+	return at;
+}
+
+void gates_charge(struct gates *s, int64_t now_ms, double tokens, double input, double output)
+{
+	for (int w = 0; w < GATES_N_WINDOWS; w++)
+		gcra_charge(&s->req[w], now_ms, 1);
+	gcra_charge(&s->tokens, now_ms, tokens);
+	gcra_charge(&s->input, now_ms, input);
+	gcra_charge(&s->output, now_ms, output);
+}
+
+void gates_adjust_tokens(struct gates *s, int64_t now_ms, double delta_tokens,
+                         double delta_input, double delta_output)
+{
+	gcra_adjust(&s->tokens, now_ms, delta_tokens);
+	gcra_adjust(&s->input, now_ms, delta_input);
+	gcra_adjust(&s->output, now_ms, delta_output);
+}
+
+double gates_min_interval_ms(const struct gates *s)
+{
+	double m = 0;
+	for (int w = 0; w < GATES_N_WINDOWS; w++)
+		m = fmax(m, s->req[w].t_ms);
+	return m;
+}

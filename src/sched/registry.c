@@ -1,0 +1,272 @@
+/* registry — lane table. See registry.h.
+ *
+ * Chained hash table keyed by provider name and key hash; it doubles when the
+ * load passes 1. Eviction never scans it: sched keeps every idle lane on the
+ * registry's idle list, least recently active first, so a new key at the cap
+ * takes the place of the coldest idle lane, and the periodic sweep stops at the
+ * first lane that has not been idle long enough (nginx limit_req's LRU). */
+#include "sched/registry.h"
+
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proxy/route.h"
+
+/* A provider's name, shared by its lanes: after a reload lane.provider may
+ * point into an older configuration, so the lane's identity is kept here. */
+struct reg_name {
+	struct reg_name *next;
+	size_t lanes;
+	char name[];
+};
+
+struct entry {
+	struct sched_lane lane;
+	struct reg_name *provider;
+	uint64_t hash;
+	struct entry *next;
+};
+
+struct registry {
+	struct entry **buckets;
+	size_t n_buckets;
+	size_t count;
+	struct sched_idle_list idle;
+	struct reg_name *names; /* a handful: one per provider with lanes */
+};
+
+static struct entry *entry_of(struct sched_lane *lane)
+{
+	return (struct entry *)(void *)((char *)lane - offsetof(struct entry, lane));
+}
+
+static uint64_t fnv1a(uint64_t h, const char *s)
+{
+	for (; *s; s++) {
+		h ^= (unsigned char)*s;
+		h *= 1099511628211ULL;
+	}
+	return h;
+}
+
+static uint64_t lane_hash(const char *provider, const char *key_hash)
+{
+	uint64_t h = fnv1a(14695981039346656037ULL, provider);
+	h = fnv1a(h ^ 0xff, key_hash);
+	return h;
+}
+
+static struct reg_name *name_find(const struct registry *reg, const char *name)
+{
+	for (struct reg_name *n = reg->names; n != NULL; n = n->next)
+		if (strcmp(n->name, name) == 0)
+			return n;
+	return NULL;
+}
+
+static struct reg_name *name_get(struct registry *reg, const char *name)
+{
+	struct reg_name *n = name_find(reg, name);
+	if (n != NULL)
+		return n;
+	size_t len = strlen(name);
+	n = malloc(sizeof(*n) + len + 1);
+	if (n == NULL)
+		return NULL;
+	memcpy(n->name, name, len + 1);
+	n->lanes = 0;
+	n->next = reg->names;
+	reg->names = n;
+	return n;
+}
+
+static void name_put(struct registry *reg, struct reg_name *n)
+{
+	if (--n->lanes > 0)
+		return;
+	struct reg_name **pp = &reg->names;
+	while (*pp != n)
+		pp = &(*pp)->next;
+	*pp = n->next;
+	free(n);
+}
+
+struct registry *registry_new(void)
+{
+	struct registry *reg = calloc(1, sizeof(*reg));
+	if (reg == NULL)
+		return NULL;
+	reg->n_buckets = 64;
+	reg->buckets = calloc(reg->n_buckets, sizeof(*reg->buckets));
+	if (reg->buckets == NULL) {
+		free(reg);
+		return NULL;
+	}
+	return reg;
+}
+
+void registry_foreach(struct registry *reg, void (*fn)(struct sched_lane *lane, void *arg),
+                      void *arg)
+{
+	for (size_t i = 0; i < reg->n_buckets; i++) {
+		struct entry *e = reg->buckets[i];
+		while (e != NULL) {
+			struct entry *next = e->next; /* fn may not free, but be safe */
+			fn(&e->lane, arg);
+			e = next;
+		}
+	}
+}
+
+static void entry_free(struct registry *reg, struct entry *e,
+                       void (*on_free)(struct sched_lane *lane, void *arg), void *arg)
+{
+	if (on_free)
+		on_free(&e->lane, arg);
+	sched_lane_release(&e->lane);
+	name_put(reg, e->provider);
+	free(e);
+}
+
+void registry_free(struct registry *reg, void (*on_free)(struct sched_lane *lane, void *arg),
+                   void *arg)
+{
+	if (reg == NULL)
+		return;
+	for (size_t i = 0; i < reg->n_buckets; i++) {
+		struct entry *e = reg->buckets[i];
+		while (e != NULL) {
+			struct entry *next = e->next;
+			entry_free(reg, e, on_free, arg);
+			e = next;
+		}
+	}
+	free(reg->buckets);
+	free(reg);
+}
+
+size_t registry_count(const struct registry *reg)
+{
+	return reg->count;
+}
+
+size_t registry_idle_count(const struct registry *reg)
+{
+	return reg->idle.n;
+}
+
+size_t registry_heap_bytes(const struct registry *reg)
+{
+	size_t n = sizeof(*reg) + reg->n_buckets * sizeof(*reg->buckets) +
+	           reg->count * sizeof(struct entry);
+	for (const struct reg_name *p = reg->names; p != NULL; p = p->next)
+		n += sizeof(*p) + strlen(p->name) + 1;
+	for (size_t i = 0; i < reg->n_buckets; i++)
+		for (const struct entry *e = reg->buckets[i]; e != NULL; e = e->next)
+			n += sched_lane_heap_bytes(&e->lane);
+	return n;
+}
+
+const struct plan_conf *registry_plan_for(const struct config *cfg,
+                                          const struct provider_conf *prov, const char *key_hash)
+{
+	if (key_hash != NULL && key_hash[0] != '\0') {
+		for (size_t i = 0; i < cfg->n_keys; i++) {
+			const struct key_conf *k = &cfg->keys[i];
+			if (strcmp(k->provider, prov->name) == 0 &&
+			    strncmp(k->key_sha256, key_hash, strlen(k->key_sha256)) == 0)
+				return config_plan(cfg, k->plan);
+		}
+	}
+	return config_plan(cfg, prov->plan);
+}
+
+static void grow(struct registry *reg)
+{
+	size_t n = reg->n_buckets * 2;
+	struct entry **b = calloc(n, sizeof(*b));
+	if (b == NULL)
+		return; /* longer chains, still correct */
+	for (size_t i = 0; i < reg->n_buckets; i++) {
+		struct entry *e = reg->buckets[i];
+		while (e != NULL) {
+			struct entry *next = e->next;
+			e->next = b[e->hash & (n - 1)];
+			b[e->hash & (n - 1)] = e;
+			e = next;
+		}
+	}
+	free(reg->buckets);
+	reg->buckets = b;
+	reg->n_buckets = n;
+}
+
+/* Removes an idle lane: out of its chain (short: the load stays under 1),
+ * then on_evict, then its memory. */
+static void evict(struct registry *reg, struct sched_lane *lane,
+                  void (*on_evict)(struct sched_lane *lane, void *arg), void *arg)
+{
+	struct entry *e = entry_of(lane);
+	struct entry **pp = &reg->buckets[e->hash & (reg->n_buckets - 1)];
+	while (*pp != e)
+		pp = &(*pp)->next;
+	*pp = e->next;
+	reg->count--;
+	entry_free(reg, e, on_evict, arg);
+}
+
+size_t registry_evict_idle(struct registry *reg, int64_t now_ms, int64_t idle_ms,
+                           void (*on_evict)(struct sched_lane *lane, void *arg), void *arg)
+{
+	size_t evicted = 0;
+	/* Coldest first; the first lane not idle long enough ends the sweep,
+	 * as every lane after it was active later. */
+	while (reg->idle.cold != NULL && now_ms - reg->idle.cold->last_active_ms >= idle_ms) {
+		evict(reg, reg->idle.cold, on_evict, arg);
+		evicted++;
+	}
+	return evicted;
+}
+
+struct sched_lane *registry_lane(struct registry *reg, const struct config *cfg,
+                                 const struct provider_conf *prov, const char *key_hash,
+                                 int64_t now_ms, void (*on_evict)(struct sched_lane *, void *),
+                                 void *arg)
+{
+	const char *kh = key_hash != NULL ? key_hash : "";
+	uint64_t h = lane_hash(prov->name, kh);
+	const struct reg_name *pn = name_find(reg, prov->name);
+	if (pn != NULL)
+		for (struct entry *e = reg->buckets[h & (reg->n_buckets - 1)]; e != NULL;
+		     e = e->next)
+			if (e->hash == h && e->provider == pn && strcmp(e->lane.key_hash, kh) == 0)
+				return &e->lane;
+
+	if (reg->count >= cfg->limits.max_lanes) {
+		/* Make room: the least recently active lane with nothing to do. */
+		if (reg->idle.cold == NULL)
+			return NULL;
+		evict(reg, reg->idle.cold, on_evict, arg);
+	}
+	struct entry *e = calloc(1, sizeof(*e));
+	struct reg_name *name = e != NULL ? name_get(reg, prov->name) : NULL;
+	if (name == NULL) {
+		free(e);
+		return NULL;
+	}
+	name->lanes++;
+	e->provider = name;
+	e->hash = h;
+	const struct plan_conf *plan = registry_plan_for(cfg, prov, kh);
+	sched_lane_init(&e->lane, prov, plan, cfg->agents.mode, now_ms);
+	memcpy(e->lane.key_hash, kh, strnlen(kh, sizeof(e->lane.key_hash) - 1));
+	route_key_id(kh[0] ? kh : NULL, e->lane.key_id);
+	sched_lane_track_idle(&e->lane, &reg->idle);
+	e->next = reg->buckets[h & (reg->n_buckets - 1)];
+	reg->buckets[h & (reg->n_buckets - 1)] = e;
+	reg->count++;
+	if (reg->count > reg->n_buckets)
+		grow(reg);
+	return &e->lane;
+}

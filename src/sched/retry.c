@@ -1,0 +1,319 @@
+/* retry — see retry.h. */
+#include "sched/retry.h"
+
+#include <jansson.h>
+#include <string.h>
+
+/* Additive jitter is uniform in [0, 500 ms) (DESIGN §3). */
+#define JITTER_MS 500
+/* The exponential term stops doubling here; far above any sane max_delay_ms. */
+#define BACKOFF_CEIL (INT64_C(1) << 40)
+
+/* 429 codes (in error.code or error.type) that mean money, not rate: waiting
+ * does not help, and retrying only burns the client's time. */
+static const char *const money_codes[] = {
+    "insufficient_quota",
+    "credit_balance_exhausted",
+    "organization_spend_limit_exceeded",
+    "project_spend_limit_exceeded",
+    "organization_usage_limit_exceeded",
+    "enforced_spend_limit_reached",
+};
+
+/* Codes, types and statuses that say "overloaded, come back later". */
+static const char *const capacity_codes[] = {
+    "RESOURCE_EXHAUSTED",   /* Gemini status */
+    "slow_down",            /* OpenAI 429 */
+    "server_is_overloaded", /* OpenAI 503 */
+    "rate_limit_error",     /* Anthropic */
+    "overloaded_error",     /* Anthropic 529 */
+};
+
+static const char *match(const char *s, const char *const *list, size_t n)
+{
+	if (s == NULL)
+		return NULL;
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(s, list[i]) == 0)
+			return list[i];
+	return NULL;
+}
+
+static void note_code(struct retry_body *f, const char *s)
+{
+	const char *m = match(s, money_codes, sizeof money_codes / sizeof money_codes[0]);
+	const char *c = match(s, capacity_codes, sizeof capacity_codes / sizeof capacity_codes[0]);
+	if (m != NULL && f->money == NULL)
+		f->money = m;
+	if (c != NULL && f->capacity == NULL)
+		f->capacity = c;
+}
+
+/* OpenAI's "Request too large for gpt-4 in organization ...": Requested >
+ * Limit, so the request can never pass. */
+static bool is_too_large(const char *msg)
+{
+	static const char prefix[] = "request too large";
+	if (msg == NULL)
+		return false;
+	while (*msg == ' ' || *msg == '\t' || *msg == '\n')
+		msg++;
+	for (size_t i = 0; i < sizeof prefix - 1; i++) {
+		char c = msg[i];
+		if (c >= 'A' && c <= 'Z')
+			c = (char)(c + ('a' - 'A'));
+		if (c != prefix[i])
+			return false;
+	}
+	return true;
+}
+
+/* One element: {"error":{code,type,status,message,details}} or the error itself;
+ * Anthropic puts its spend cap in error.details.error_code. */
+static void facts_from_object(json_t *obj, struct retry_body *f)
+{
+	json_t *err = json_object_get(obj, "error");
+	if (json_is_string(err)) {
+		note_code(f, json_string_value(err));
+		f->too_large |= is_too_large(json_string_value(err));
+		return;
+	}
+	if (json_is_object(err))
+		obj = err;
+	note_code(f, json_string_value(json_object_get(obj, "code")));
+	note_code(f, json_string_value(json_object_get(obj, "type")));
+	note_code(f, json_string_value(json_object_get(obj, "status")));
+	json_t *details = json_object_get(obj, "details");
+	if (json_is_object(details))
+		note_code(f, json_string_value(json_object_get(details, "error_code")));
+	f->too_large |= is_too_large(json_string_value(json_object_get(obj, "message")));
+}
+
+void retry_body_parse(const char *body, size_t len, struct retry_body *out)
+{
+	memset(out, 0, sizeof *out);
+	if (body == NULL || len == 0 || len > RETRY_BODY_CAP)
+		return;
+	json_t *root = json_loadb(body, len, JSON_DECODE_ANY, NULL);
+	if (json_is_array(root)) {
+		size_t i;
+		json_t *el;
+		json_array_foreach(root, i, el)
+		{
+			if (json_is_object(el))
+				facts_from_object(el, out);
+		}
+	} else if (json_is_object(root)) {
+		facts_from_object(root, out);
+	}
+	rlh_body_hint_parsed(root, body, len, &out->hint);
+	json_decref(root);
+}
+
+bool retry_server_hint(const struct rlh_result *hdrs, const struct retry_body *body, int64_t *ms)
+{
+	return rlh_server_hint(hdrs, body != NULL ? &body->hint : NULL, ms);
+}
+
+static enum retry_class by_status(int status, const char **why)
+{
+	switch (status) {
+	case 429:
+		*why = "rate_limited";
+		return RETRY_CAPACITY;
+	case 503:
+		*why = "status_503";
+		return RETRY_CAPACITY;
+	case 529:
+		*why = "status_529";
+		return RETRY_CAPACITY;
+	case 408:
+		*why = "status_408";
+		return RETRY_TRANSIENT;
+	case 409:
+		*why = "status_409";
+		return RETRY_TRANSIENT;
+	/* 501, 505, 511 (unknown method, HTTP version, network authentication):
+	 * the same request would fail the same way again. */
+	case 501:
+	case 505:
+	case 511:
+		*why = "final";
+		return RETRY_FINAL;
+	default:
+		break;
+	}
+	if (status >= 500 && status <= 599) {
+		*why = "server_error";
+		return RETRY_TRANSIENT;
+	}
+	*why = "final";
+	return RETRY_FINAL;
+}
+
+static const char *transport_reason(enum retry_transport t)
+{
+	switch (t) {
+	case RETRY_TRANSPORT_CONNECT:
+		return "connect_error";
+	case RETRY_TRANSPORT_RESET:
+		return "reset_before_headers";
+	case RETRY_TRANSPORT_TIMEOUT:
+		return "timeout";
+	case RETRY_TRANSPORT_CERT:
+		return "tls_verify";
+	case RETRY_TRANSPORT_NONE:
+		break;
+	}
+	return "transport";
+}
+
+static enum retry_class classify_error(int status, const struct rlh_result *hdrs,
+                                       const struct retry_body *f, const char **why)
+{
+	if (hdrs != NULL && hdrs->has_should_retry && !hdrs->should_retry) {
+		*why = "x_should_retry_false";
+		return RETRY_FINAL_NO_RETRY;
+	}
+	if (f->money != NULL) {
+		*why = f->money;
+		return RETRY_FINAL_NO_RETRY;
+	}
+	if (f->too_large) {
+		*why = "request_too_large";
+		return RETRY_FINAL_NO_RETRY;
+	}
+	if (status == 402) { /* OpenRouter: no credits */
+		*why = "payment_required";
+		return RETRY_FINAL_NO_RETRY;
+	}
+	if (f->hint.daily_cap) {
+		*why = "daily_quota";
+		return RETRY_FINAL_NO_RETRY;
+	}
+	enum retry_class c = by_status(status, why);
+	if (c != RETRY_CAPACITY && f->capacity != NULL) {
+		*why = f->capacity;
+		return RETRY_CAPACITY;
+	}
+	if (c == RETRY_FINAL && hdrs != NULL && hdrs->has_should_retry && hdrs->should_retry) {
+		*why = "x_should_retry_true";
+		return RETRY_TRANSIENT;
+	}
+	return c;
+}
+
+enum retry_class retry_classify_body(int status, enum retry_transport transport,
+                                     const struct rlh_result *hdrs, const struct retry_body *body,
+                                     const char **reason)
+{
+	static const struct retry_body none;
+	const char *why;
+	enum retry_class c;
+
+	if (transport != RETRY_TRANSPORT_NONE) {
+		why = transport_reason(transport);
+		/* An untrusted certificate stays untrusted: no retry, no SDK retry. */
+		c = transport == RETRY_TRANSPORT_CERT ? RETRY_FINAL_NO_RETRY : RETRY_TRANSIENT;
+	} else if (status < 400) {
+		why = "final";
+		c = RETRY_FINAL;
+	} else {
+		c = classify_error(status, hdrs, body != NULL ? body : &none, &why);
+	}
+	if (reason != NULL)
+		*reason = why;
+	return c;
+}
+
+enum retry_class retry_classify(int status, enum retry_transport transport,
+                                const struct rlh_result *hdrs, const char *body, size_t len,
+                                const char **reason)
+{
+	struct retry_body b;
+	/* Only an error status looks at its body. */
+	bool error = transport == RETRY_TRANSPORT_NONE && status >= 400;
+	retry_body_parse(error ? body : NULL, error ? len : 0, &b);
+	return retry_classify_body(status, transport, hdrs, &b, reason);
+}
+
+bool retry_reason_is_quota(const char *reason)
+{
+	if (reason == NULL)
+		return false;
+	return match(reason, money_codes, sizeof(money_codes) / sizeof(money_codes[0])) != NULL ||
+	       strcmp(reason, "payment_required") == 0 || strcmp(reason, "daily_quota") == 0;
+}
+
+const char *retry_class_name(enum retry_class c)
+{
+	switch (c) {
+	case RETRY_FINAL:
+		return "final";
+	case RETRY_FINAL_NO_RETRY:
+		return "final_no_retry";
+	case RETRY_CAPACITY:
+		return "capacity";
+	case RETRY_TRANSIENT:
+		return "transient";
+	}
+	return "unknown";
+}
+
+static double clamp_unit(double rnd)
+{
+	if (!(rnd >= 0)) /* also NaN */
+		return 0;
+	if (rnd >= 1)
+		return 0x1.fffffffffffffp-1; /* largest double below 1 */
+	return rnd;
+}
+
+int64_t retry_backoff_ms(unsigned attempt, const struct plan_conf *plan, double rnd)
+{
+	int64_t max = plan->retry.max_delay_ms;
+	int64_t base = plan->retry.initial_delay_ms;
+
+	rnd = clamp_unit(rnd);
+	for (unsigned i = 1; i < attempt && base < max && base < BACKOFF_CEIL; i++)
+		base *= 2;
+	if (plan->retry.jitter == JITTER_FULL)
+		return (int64_t)(rnd * (double)(base < max ? base : max));
+	int64_t b = base + (int64_t)(rnd * JITTER_MS);
+	return b < max ? b : max;
+}
+
+static struct retry_decision give_up(const char *why, bool no_retry_hdr)
+{
+	return (struct retry_decision){.retry = false, .no_retry_hdr = no_retry_hdr, .why = why};
+}
+
+struct retry_decision retry_decide(enum retry_class cls, unsigned attempt, bool has_hint,
+                                   int64_t hint_ms, const struct plan_conf *plan,
+                                   int64_t time_left_ms, double rnd)
+{
+	if (attempt == 0)
+		attempt = 1;
+	switch (cls) {
+	case RETRY_FINAL:
+		return give_up("final", false);
+	case RETRY_FINAL_NO_RETRY:
+		return give_up("never_retry", true);
+	case RETRY_TRANSIENT:
+		if (attempt >= plan->retry.max_attempts)
+			return give_up("max_attempts", false);
+		break;
+	case RETRY_CAPACITY:
+		break;
+	}
+	int64_t backoff = retry_backoff_ms(attempt, plan, rnd);
+	bool hinted = has_hint && hint_ms >= 0;
+	int64_t delay = hinted && hint_ms > backoff ? hint_ms : backoff;
+	if (delay >= time_left_ms) {
+		/* the server asked for more time than is left: say so to the client too */
+		if (hinted && hint_ms >= time_left_ms)
+			return give_up("hint_past_deadline", true);
+		return give_up("deadline", false);
+	}
+	return (struct retry_decision){.retry = true, .delay_ms = delay, .why = "retry"};
+}

@@ -1,0 +1,119 @@
+/* retry — what an upstream answer means for a retry, and how long to wait
+ * (DESIGN §3, PROVIDERS.md §2-§6, §8).
+ *
+ * Pure: no I/O, no clock, no hidden randomness (the caller passes a uniform
+ * random value). The scheduler asks retry_classify about each answer, then
+ * retry_decide whether and when to send the request again. */
+#ifndef PACERD_RETRY_H
+#define PACERD_RETRY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/config.h"
+#include "provider/ratelimit_headers.h"
+
+enum retry_class {
+	RETRY_FINAL,          /* relay as it is */
+	RETRY_FINAL_NO_RETRY, /* relay at once with x-should-retry: false, never retry */
+	RETRY_CAPACITY,       /* overload: signal AIMD, retry until the deadline */
+	RETRY_TRANSIENT,      /* retry at most max_attempts attempts in all */
+};
+
+/* How the attempt ended below HTTP; RETRY_TRANSPORT_NONE when there is a status. */
+enum retry_transport {
+	RETRY_TRANSPORT_NONE,
+	RETRY_TRANSPORT_CONNECT, /* could not connect (DNS, refused, TLS handshake) */
+	RETRY_TRANSPORT_RESET,   /* connection lost before the response headers */
+	RETRY_TRANSPORT_TIMEOUT, /* connect, first-byte or idle timeout */
+	RETRY_TRANSPORT_CERT,    /* the upstream's certificate failed verification */
+};
+
+/* Largest error body looked at (DESIGN §3: read whole, cap 64 KiB). */
+#define RETRY_BODY_CAP (64 * 1024)
+
+/* Classifies one answer. status: the HTTP status (ignored when transport is
+ * not NONE). hdrs: rlh_parse of the response headers, for x-should-retry (may
+ * be NULL). body/len: the error body (JSON object or array of objects), NULL /
+ * 0 when absent; bodies over RETRY_BODY_CAP are not parsed. If reason is not
+ * NULL it receives a static string naming the rule that decided, for logs
+ * ("insufficient_quota", "rate_limited", "status_503", ...).
+ *
+ * Rules, first match wins: a certificate that fails verification is
+ * final_no_retry (every attempt, pacerd's or the SDK's, would fail the same
+ * way: it is a configuration matter, not a passing fault); any other
+ * transport error is transient; 1xx/2xx/3xx are
+ * final (a 200 is never an overload signal, whatever its body); then for
+ * errors: x-should-retry: false → final_no_retry; money or size in the body
+ * (insufficient_quota in code or type, credit_balance_exhausted,
+ * organization_spend_limit_exceeded, project_spend_limit_exceeded,
+ * organization_usage_limit_exceeded, a message starting "Request too large",
+ * Anthropic error.details.error_code enforced_spend_limit_reached, a Gemini
+ * quotaId with PerDay) and 402 → final_no_retry; 429, 503, 529 and bodies
+ * saying RESOURCE_EXHAUSTED, slow_down, server_is_overloaded, rate_limit_error,
+ * overloaded_error → capacity; 408, 409, 500, 502, 504 and other 5xx except
+ * 501, 505, 511 → transient; x-should-retry: true on anything else → transient
+ * (the official SDKs trust it too); the rest is final. */
+enum retry_class retry_classify(int status, enum retry_transport transport,
+                                const struct rlh_result *hdrs, const char *body, size_t len,
+                                const char **reason);
+
+/* An error body read once (retry_body_parse): the facts retry_classify looks
+ * for and the retry hints rlh_body_hint finds, from one JSON parse. */
+struct retry_body {
+	const char *money;         /* the money code found (a static string), or NULL */
+	const char *capacity;      /* the capacity code found (a static string), or NULL */
+	bool too_large;            /* a message starting "Request too large" */
+	struct rlh_body_hint hint; /* what rlh_body_hint says of the same body */
+};
+
+/* Parses body/len once into *out (always initialised); NULL / 0, or a body over
+ * RETRY_BODY_CAP, gives an empty one. */
+void retry_body_parse(const char *body, size_t len, struct retry_body *out);
+
+/* retry_classify on a body parsed by retry_body_parse (NULL: no body). */
+enum retry_class retry_classify_body(int status, enum retry_transport transport,
+                                     const struct rlh_result *hdrs, const struct retry_body *body,
+                                     const char **reason);
+
+/* rlh_server_hint with the hint of a parsed body (NULL: no body). */
+bool retry_server_hint(const struct rlh_result *hdrs, const struct retry_body *body, int64_t *ms);
+
+const char *retry_class_name(enum retry_class c);
+
+/* Whether a reason retry_classify gave says the account cannot be served at
+ * all (money: insufficient quota, spend or credit limits, 402; a daily cap):
+ * every request of the key would get the same answer, not only this one. */
+bool retry_reason_is_quota(const char *reason);
+
+struct retry_decision {
+	bool retry;        /* false: give up and relay the last answer */
+	int64_t delay_ms;  /* when retry: wait this long (>= 0) before going back to the queue */
+	bool no_retry_hdr; /* when giving up: relay with x-should-retry: false */
+	const char *why;   /* static string for logs */
+};
+
+/* Decides the next step after a failed attempt.
+ * cls: from retry_classify. attempt: attempts made so far, 1-based (0 is
+ * taken as 1). has_hint/hint_ms: the server's hint (rlh_server_hint), ignored
+ * when negative. plan->retry: the settings used (initial_delay_ms,
+ * max_delay_ms, jitter, max_attempts; deadline_s is the caller's business:
+ * it passes time_left_ms, the time until the request's deadline). rnd: uniform
+ * in [0, 1) (clamped into it).
+ *
+ * backoff = min(initial * 2^(attempt-1) + jitter, max), jitter = rnd * 500 ms
+ * (additive) — or, with full jitter, backoff = rnd * min(initial * 2^(attempt-1), max);
+ * delay = max(hint, backoff). Final classes never retry (final_no_retry sets
+ * no_retry_hdr). Transient stops once attempt >= max_attempts. Both stop when
+ * the delay does not fit in time_left_ms; when it is the server's hint that
+ * lands past the deadline (a daily cap), no_retry_hdr is set, so that the
+ * client's SDK does not wait for nothing either. */
+struct retry_decision retry_decide(enum retry_class cls, unsigned attempt, bool has_hint,
+                                   int64_t hint_ms, const struct plan_conf *plan,
+                                   int64_t time_left_ms, double rnd);
+
+/* The backoff part alone (no hint, no deadline), for tests and /status. */
+int64_t retry_backoff_ms(unsigned attempt, const struct plan_conf *plan, double rnd);
+
+#endif

@@ -1,0 +1,1189 @@
+/* sched — lanes, queue, gates, dispatch order. See sched.h.
+ *
+ * Dispatch order: a higher priority first; inside a priority, due retries
+ * first (they already waited their turn once), then new requests in the fair
+ * share order fairq gives them (round robin between flows, FIFO inside one).
+ * With agents.mode serialize, a request whose agent already has one in flight
+ * is passed over and the next one goes instead, so one busy agent never
+ * blocks the others. Gates are lane-wide: when the first request in that
+ * order cannot pass them, nothing behind it passes either (a large request is
+ * never starved by small ones).
+ *
+ * Cost: no operation looks at every request of a queue or every lane.
+ *  - The requests ready to go (new ones and due retries) are a pairing heap
+ *    in dispatch order, the retries waiting for their time another by
+ *    (ready_ms, seq): O(1) insert, O(log n) amortized removal, no allocation.
+ *  - Agents with requests in flight are a hash table: one probe per question.
+ *  - With serialize, a request passed over because its agent is busy leaves
+ *    the ready heap for its agent's own heap (parked): no request is passed
+ *    over twice. When the agent frees, its best parked request competes again;
+ *    among such agents a heap keyed by their best parked request gives it.
+ *  - Each priority's arrival order (fairq) gives the oldest request (for
+ *    queue.max_wait_s) and the newest of the lowest priority (evicted when
+ *    the queue is full) at once.
+ *  - The lane is on its registry's idle list exactly while it is idle, so the
+ *    registry evicts without scanning its table. */
+#include "sched/sched.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/probe.h"
+
+#define ITEM_OF(n) ((struct sched_item *)(void *)((char *)(n)-offsetof(struct sched_item, hn)))
+#define ITEM_OF_FQ(n) ((struct sched_item *)(void *)((char *)(n)-offsetof(struct sched_item, fq)))
+
+/* ---- orders ---- */
+
+/* Retries waiting: by ready_ms, ties in the order they were scheduled. */
+static bool wait_before(const struct pheap_node *na, const struct pheap_node *nb)
+{
+	const struct sched_item *a = ITEM_OF(na), *b = ITEM_OF(nb);
+	return a->ready_ms < b->ready_ms || (a->ready_ms == b->ready_ms && a->seq < b->seq);
+}
+
+/* Dispatch order (ready heap, parked heaps): priority, then due retries in the
+ * order they came due, then new requests by fair-share tag and arrival. */
+static bool dispatch_before(const struct pheap_node *na, const struct pheap_node *nb)
+{
+	const struct sched_item *a = ITEM_OF(na), *b = ITEM_OF(nb);
+	if (a->fq.priority != b->fq.priority)
+		return a->fq.priority > b->fq.priority;
+	if (a->retried != b->retried)
+		return a->retried;
+	if (!a->retried && a->fq.tag != b->fq.tag)
+		return a->fq.tag < b->fq.tag;
+	return a->seq < b->seq;
+}
+
+static int64_t fq_arrived(const struct fairq_node *n)
+{
+	return ITEM_OF_FQ(n)->arrived_ms;
+}
+
+static struct sched_item *heap_first(const struct pheap *h)
+{
+	return h->root != NULL ? ITEM_OF(h->root) : NULL;
+}
+
+/* ---- agents ----
+ *
+ * One record per agent that has requests in flight or parked: open addressing
+ * with linear probing, at most half full, deletion by backward shift. The
+ * ready heap (in the same allocation) holds the agents with nothing in flight
+ * and requests parked, ordered by their first parked request. A record's
+ * `ready` is 1 + its place in that heap, 0 when not there; moving a record
+ * moves its heap entry's pointer with it. */
+
+struct sched_agent {
+	uint64_t id;   /* 0: free slot */
+	uint32_t busy; /* requests in flight counted for it */
+	uint32_t ready;
+	struct pheap park; /* its requests passed over while it was busy (serialize) */
+};
+
+struct sched_agents {
+	size_t cap; /* slots, a power of two */
+	size_t n;   /* records */
+	size_t n_ready;
+	struct sched_agent **heap; /* cap entries, after the slots */
+	struct sched_agent slot[];
+};
+
+#define AGENTS_MIN_CAP 8
+
+static size_t agents_bytes(size_t cap)
+{
+	return sizeof(struct sched_agents) +
+	       cap * (sizeof(struct sched_agent) + sizeof(struct sched_agent *));
+}
+
+static struct sched_agents *agents_alloc(size_t cap)
+{
+	struct sched_agents *a = calloc(1, agents_bytes(cap));
+	if (a == NULL)
+		return NULL;
+	a->cap = cap;
+	a->heap = (struct sched_agent **)(a->slot + cap);
+	return a;
+}
+
+static size_t agent_home(const struct sched_agents *a, uint64_t id)
+{
+	uint64_t h = id * 0x9e3779b97f4a7c15ULL;
+	return (size_t)(h ^ (h >> 32)) & (a->cap - 1);
+}
+
+static struct sched_agent *agent_find(const struct sched_lane *lane, uint64_t id)
+{
+	struct sched_agents *a = lane->agents;
+	if (a == NULL || id == 0)
+		return NULL;
+	for (size_t i = agent_home(a, id);; i = (i + 1) & (a->cap - 1)) {
+		if (a->slot[i].id == id)
+			return &a->slot[i];
+		if (a->slot[i].id == 0)
+			return NULL;
+	}
+}
+
+/* Whether an agent has a request in flight that counts (see agent_count). */
+static bool agent_busy(const struct sched_lane *lane, uint64_t id)
+{
+	const struct sched_agent *ag = agent_find(lane, id);
+	return ag != NULL && ag->busy > 0;
+}
+
+/* --- the ready heap, by each agent's first parked request --- */
+
+static bool ready_before(const struct sched_agent *a, const struct sched_agent *b)
+{
+	return dispatch_before(a->park.root, b->park.root);
+}
+
+static void ready_set(struct sched_agents *a, size_t i, struct sched_agent *ag)
+{
+	a->heap[i] = ag;
+	ag->ready = (uint32_t)(i + 1);
+}
+
+static void ready_sift(struct sched_agents *a, size_t i)
+{
+	struct sched_agent *ag = a->heap[i];
+	while (i > 0 && ready_before(ag, a->heap[(i - 1) / 2])) {
+		ready_set(a, i, a->heap[(i - 1) / 2]);
+		i = (i - 1) / 2;
+	}
+	for (;;) {
+		size_t c = 2 * i + 1;
+		if (c >= a->n_ready)
+			break;
+		if (c + 1 < a->n_ready && ready_before(a->heap[c + 1], a->heap[c]))
+			c++;
+		if (!ready_before(a->heap[c], ag))
+			break;
+		ready_set(a, i, a->heap[c]);
+		i = c;
+	}
+	ready_set(a, i, ag);
+}
+
+static void ready_push(struct sched_agents *a, struct sched_agent *ag)
+{
+	ready_set(a, a->n_ready++, ag);
+	ready_sift(a, a->n_ready - 1);
+}
+
+static void ready_remove(struct sched_agents *a, struct sched_agent *ag)
+{
+	size_t i = ag->ready - 1;
+	ag->ready = 0;
+	if (--a->n_ready > i) {
+		ready_set(a, i, a->heap[a->n_ready]);
+		ready_sift(a, i);
+	}
+}
+
+/* --- records --- */
+
+static void agent_place(struct sched_agents *a, size_t i, const struct sched_agent *from)
+{
+	a->slot[i] = *from;
+	if (a->slot[i].ready)
+		a->heap[a->slot[i].ready - 1] = &a->slot[i];
+}
+
+static void agent_delete(struct sched_agents *a, struct sched_agent *ag)
+{
+	size_t mask = a->cap - 1, i = (size_t)(ag - a->slot);
+	if (ag->ready)
+		ready_remove(a, ag);
+	for (size_t j = (i + 1) & mask; a->slot[j].id != 0; j = (j + 1) & mask) {
+		if (!probe_may_fill(i, j, agent_home(a, a->slot[j].id)))
+			continue;
+		agent_place(a, i, &a->slot[j]);
+		i = j;
+	}
+	memset(&a->slot[i], 0, sizeof(a->slot[i]));
+	a->n--;
+}
+
+/* A record goes once nothing is in flight for it and nothing parked. */
+static void agent_maybe_delete(struct sched_lane *lane, struct sched_agent *ag)
+{
+	if (ag->busy == 0 && ag->park.n == 0)
+		agent_delete(lane->agents, ag);
+}
+
+static struct sched_agent *agent_slot_for(struct sched_agents *a, uint64_t id)
+{
+	size_t i = agent_home(a, id);
+	while (a->slot[i].id != 0 && a->slot[i].id != id)
+		i = (i + 1) & (a->cap - 1);
+	return &a->slot[i];
+}
+
+/* The record of `id`, created when missing; NULL when out of memory. */
+static struct sched_agent *agent_get(struct sched_lane *lane, uint64_t id)
+{
+	struct sched_agent *ag = agent_find(lane, id);
+	if (ag != NULL)
+		return ag;
+	struct sched_agents *a = lane->agents;
+	if (a == NULL || 2 * (a->n + 1) > a->cap) {
+		struct sched_agents *b = agents_alloc(a == NULL ? AGENTS_MIN_CAP : 2 * a->cap);
+		if (b == NULL)
+			return NULL;
+		if (a != NULL) {
+			for (size_t i = 0; i < a->cap; i++)
+				if (a->slot[i].id != 0)
+					*agent_slot_for(b, a->slot[i].id) = a->slot[i];
+			b->n = a->n;
+			b->n_ready = a->n_ready;
+			for (size_t i = 0; i < b->cap; i++)
+				if (b->slot[i].ready)
+					b->heap[b->slot[i].ready - 1] = &b->slot[i];
+			free(a);
+		}
+		lane->agents = a = b;
+	}
+	ag = agent_slot_for(a, id);
+	ag->id = id;
+	pheap_init(&ag->park, dispatch_before);
+	a->n++;
+	return ag;
+}
+
+/* A request of `it->agent` goes in flight. With the table bounded by memory
+ * only, a record that cannot be made leaves the agent not serialized (rather
+ * than failing the request). */
+static void agent_count(struct sched_lane *lane, struct sched_item *it)
+{
+	if (it->agent == 0 || lane->agents_mode == AGENTS_OFF)
+		return;
+	struct sched_agent *ag = agent_get(lane, it->agent);
+	if (ag == NULL)
+		return;
+	ag->busy++;
+	it->agent_counted = true;
+	if (ag->ready)
+		ready_remove(lane->agents, ag);
+}
+
+static void agent_uncount(struct sched_lane *lane, struct sched_item *it)
+{
+	if (!it->agent_counted)
+		return;
+	it->agent_counted = false;
+	struct sched_agent *ag = agent_find(lane, it->agent);
+	if (ag == NULL || --ag->busy > 0)
+		return;
+	if (ag->park.n > 0)
+		ready_push(lane->agents, ag);
+	else
+		agent_delete(lane->agents, ag);
+}
+
+/* --- parking (serialize) --- */
+
+/* `it`, passed over because its agent is busy, leaves the ready heap for its
+ * agent's own, in the same order. */
+static void park(struct sched_lane *lane, struct sched_item *it)
+{
+	struct sched_agent *ag = agent_find(lane, it->agent);
+	pheap_remove(&lane->ready, &it->hn);
+	pheap_insert(&ag->park, &it->hn);
+	it->park_epoch = lane->park_epoch;
+	lane->n_parked++;
+}
+
+/* Parked: on its agent's heap since the lane last let every parked request
+ * go (unpark_all moves to a new epoch instead of visiting each one). */
+static bool is_parked(const struct sched_lane *lane, const struct sched_item *it)
+{
+	return it->park_epoch == lane->park_epoch;
+}
+
+static void unpark(struct sched_lane *lane, struct sched_item *it)
+{
+	struct sched_agent *ag = agent_find(lane, it->agent);
+	bool was_first = ag->park.root == &it->hn;
+	pheap_remove(&ag->park, &it->hn);
+	it->park_epoch = 0;
+	lane->n_parked--;
+	if (ag->ready && ag->park.n == 0)
+		ready_remove(lane->agents, ag);
+	else if (ag->ready && was_first)
+		ready_sift(lane->agents, ag->ready - 1);
+	agent_maybe_delete(lane, ag);
+}
+
+/* Every parked request back into the ready heap: agents.mode is no longer
+ * serialize (a reload), or the lane drains. */
+static void unpark_all(struct sched_lane *lane)
+{
+	struct sched_agents *a = lane->agents;
+	if (a == NULL || lane->n_parked == 0)
+		return;
+	a->n_ready = 0;
+	for (size_t i = 0; i < a->cap;) {
+		struct sched_agent *ag = &a->slot[i];
+		pheap_meld(&lane->ready, &ag->park);
+		ag->ready = 0;
+		if (ag->id != 0 && ag->busy == 0)
+			agent_delete(a, ag); /* may move another record into i */
+		else
+			i++;
+	}
+	lane->n_parked = 0;
+	if (++lane->park_epoch == 0)
+		lane->park_epoch = 1; /* 0 marks an item never parked */
+}
+
+/* ---- the lane's lists ---- */
+
+/* Takes a SCHED_QUEUED item out of the ready heap (or its agent's), and a new
+ * request out of fairq (dispatched: it went upstream). */
+static void queue_remove(struct sched_lane *lane, struct sched_item *it, bool dispatched)
+{
+	if (is_parked(lane, it))
+		unpark(lane, it);
+	else
+		pheap_remove(&lane->ready, &it->hn);
+	if (it->retried)
+		lane->n_due--;
+	else
+		fairq_leave(&lane->fq, &it->fq, dispatched);
+}
+
+/* ---- the idle list ---- */
+
+static void idle_unlink(struct sched_lane *lane)
+{
+	struct sched_idle_list *l = lane->idle_list;
+	if (lane->idle_prev != NULL)
+		lane->idle_prev->idle_next = lane->idle_next;
+	else
+		l->cold = lane->idle_next;
+	if (lane->idle_next != NULL)
+		lane->idle_next->idle_prev = lane->idle_prev;
+	else
+		l->hot = lane->idle_prev;
+	lane->idle_prev = lane->idle_next = NULL;
+	lane->idle_linked = false;
+	l->n--;
+}
+
+/* At the hot end. The list stays ordered by last_active_ms, so that an idle
+ * sweep stops at the first lane not expired: a lane that goes idle without a
+ * clock reading (sched_cancel) counts as active when the hottest lane was,
+ * which is no later than now. */
+static void idle_link(struct sched_lane *lane)
+{
+	struct sched_idle_list *l = lane->idle_list;
+	if (l->hot != NULL && lane->last_active_ms < l->hot->last_active_ms)
+		lane->last_active_ms = l->hot->last_active_ms;
+	lane->idle_prev = l->hot;
+	lane->idle_next = NULL;
+	if (l->hot != NULL)
+		l->hot->idle_next = lane;
+	else
+		l->cold = lane;
+	l->hot = lane;
+	lane->idle_linked = true;
+	l->n++;
+}
+
+/* Puts the lane on its idle list or takes it off, after any change of what it
+ * holds. */
+static void idle_update(struct sched_lane *lane)
+{
+	if (lane->idle_list == NULL)
+		return;
+	bool idle = sched_lane_idle(lane);
+	if (idle && !lane->idle_linked)
+		idle_link(lane);
+	else if (!idle && lane->idle_linked)
+		idle_unlink(lane);
+}
+
+/* ---- learned budgets ---- */
+
+/* What every lane reads before a response reported a budget: nothing
+ * observed. Read-only: sched.c writes only to a lane's own allocation. */
+static const struct learned sched_no_learned[RLH_N_BUDGETS];
+
+static bool lane_learns(const struct sched_lane *lane)
+{
+	return lane->learned != NULL && lane->learned != sched_no_learned;
+}
+
+/* Allocates the lane's budgets, set up as if they had followed every dispatch
+ * so far (learned_charge's marks and its last pass), so that answers to
+ * requests sent before still line up. */
+static bool lane_learn_start(struct sched_lane *lane)
+{
+	if (lane_learns(lane))
+		return true;
+	struct learned *l = malloc(RLH_N_BUDGETS * sizeof(*l));
+	if (l == NULL)
+		return false;
+	struct learned_params lp;
+	learned_params_default(&lp);
+	lp.proactive_threshold = lane->plan->proactive_threshold;
+	/* OpenAI-style resets are Go durations to the millisecond; the others
+	 * (RFC 3339 instants, integer seconds) are whole seconds. */
+	if (lane->fine_resets)
+		lp.time_noise_ms = 50;
+	for (int b = 0; b < RLH_N_BUDGETS; b++) {
+		learned_init(&l[b], &lp);
+		l[b].cum_cost = lane->charged[b];
+		l[b].passed = lane->dispatch_seq > 0;
+		l[b].last_pass_ms = l[b].passed ? lane->last_dispatch_ms : 0;
+	}
+	lane->learned = l;
+	return true;
+}
+
+const struct learned *sched_learned(const struct sched_lane *lane, int b)
+{
+	if (!lane_learns(lane) || b < 0 || b >= RLH_N_BUDGETS || lane->learned[b].n_obs == 0)
+		return NULL;
+	return &lane->learned[b];
+}
+
+/* ---- lane setup ---- */
+
+void sched_lane_init(struct sched_lane *lane, const struct provider_conf *prov,
+                     const struct plan_conf *plan, enum agents_mode agents, int64_t now_ms)
+{
+	memset(lane, 0, sizeof(*lane));
+	lane->provider = prov;
+	lane->plan = plan;
+	lane->agents_mode = agents;
+	lane->fine_resets = prov->dialect == DIALECT_OPENAI;
+	lane->learned = (struct learned *)sched_no_learned;
+	gates_init(&lane->gates, plan);
+	aimd_init_plan(&lane->conc, plan);
+	aimd_delay_init_plan(&lane->delay, plan);
+	lane->last_dispatch_ms = INT64_MIN / 2;
+	lane->last_active_ms = now_ms;
+	pheap_init(&lane->ready, dispatch_before);
+	pheap_init(&lane->waiting, wait_before);
+	lane->park_epoch = 1;
+}
+
+void sched_lane_release(struct sched_lane *lane)
+{
+	if (lane->idle_linked)
+		idle_unlink(lane);
+	lane->idle_list = NULL;
+	if (lane_learns(lane))
+		free(lane->learned);
+	lane->learned = (struct learned *)sched_no_learned;
+	free(lane->agents);
+	lane->agents = NULL;
+	fairq_release(&lane->fq);
+}
+
+void sched_lane_track_idle(struct sched_lane *lane, struct sched_idle_list *list)
+{
+	if (lane->idle_linked)
+		idle_unlink(lane);
+	lane->idle_list = list;
+	idle_update(lane);
+}
+
+size_t sched_lane_heap_bytes(const struct sched_lane *lane)
+{
+	size_t n = 0;
+	if (lane_learns(lane))
+		n += RLH_N_BUDGETS * sizeof(struct learned);
+	if (lane->agents != NULL)
+		n += agents_bytes(lane->agents->cap);
+	return n + fairq_heap_bytes(&lane->fq);
+}
+
+void sched_lane_set_plan(struct sched_lane *lane, const struct plan_conf *plan, int64_t now_ms)
+{
+	lane->plan = plan;
+	/* What the day spent stands; when it starts over is asked again (the
+	 * reset time or zone may have changed), and a larger budget may fit. */
+	lane->day.resets_at_ms = 0;
+	lane->day_out = false;
+	gates_reconfigure_scaled(&lane->gates, plan, lane->gates_scale > 0 ? lane->gates_scale : 1,
+	                         now_ms);
+	if (lane_learns(lane))
+		for (int i = 0; i < RLH_N_BUDGETS; i++)
+			lane->learned[i].p.proactive_threshold = plan->proactive_threshold;
+	aimd_reconfigure(&lane->conc, plan);
+	double delay = lane->delay.delay_ms;
+	aimd_delay_init_plan(&lane->delay, plan);
+	if (lane->delay.adaptive && delay > lane->delay.min_ms)
+		lane->delay.delay_ms = delay < lane->delay.max_ms ? delay : lane->delay.max_ms;
+}
+
+unsigned sched_concurrency_limit(const struct sched_lane *lane)
+{
+	return aimd_limit(&lane->conc);
+}
+
+bool sched_lane_idle(const struct sched_lane *lane)
+{
+	return lane->ready.n == 0 && lane->n_parked == 0 && lane->in_flight == 0 &&
+	       lane->waiting.n == 0 && lane->asking == 0;
+}
+
+/* ---- submit ---- */
+
+/* While the quota is out, one request goes upstream per quota_probe_s, and
+ * none before a hold the provider asked for ends (a daily cap's reset). */
+static int64_t quota_next_probe(const struct sched_lane *lane, int64_t now_ms)
+{
+	int64_t t = now_ms + (int64_t)lane->plan->quota_probe_s * 1000;
+	return t > lane->hold_until_ms ? t : lane->hold_until_ms;
+}
+
+/* The queue is full: the newest request of the lowest priority makes room for
+ * one of a higher priority, else the newcomer is the one refused. */
+static bool queue_has_room(struct sched_lane *lane, int priority, struct sched_item **evicted)
+{
+	if (lane->fq.n < lane->plan->queue.max_depth)
+		return true;
+	struct fairq_node *low = fairq_newest_lowest(&lane->fq);
+	if (low == NULL || low->priority >= priority)
+		return false;
+	struct sched_item *it = ITEM_OF_FQ(low);
+	queue_remove(lane, it, false);
+	it->state = SCHED_NONE;
+	lane->stats.rejected_queue_full++;
+	*evicted = it;
+	return true;
+}
+
+enum sched_submit_result sched_submit(struct sched_lane *lane, struct sched_item *it,
+                                      const struct sched_request *rq, int64_t now_ms,
+                                      struct sched_item **evicted)
+{
+	*evicted = NULL;
+	/* What the signals taught goes stale with idleness: a lane idle for
+	 * reopen_after_s is open again, as a fresh one. */
+	if (sched_lane_idle(lane) && !lane->conc.open &&
+	    now_ms - lane->last_active_ms >= (int64_t)lane->plan->concurrency.reopen_after_s * 1000)
+		aimd_reopen(&lane->conc);
+	lane->last_active_ms = now_ms;
+	enum sched_submit_result refused = SCHED_OK;
+	if (lane->quota && now_ms < lane->quota_probe_at_ms) {
+		lane->stats.quota_refused++;
+		refused = SCHED_QUOTA;
+	} else if (lane->day_out) {
+		lane->stats.day_refused++;
+		refused = SCHED_DAY_OUT;
+	} else if (lane->agents_mode == AGENTS_REJECT && agent_busy(lane, rq->agent)) {
+		lane->stats.rejected_agent_busy++;
+		refused = SCHED_AGENT_BUSY;
+	} else if (!queue_has_room(lane, rq->priority, evicted)) {
+		lane->stats.rejected_queue_full++;
+		refused = SCHED_QUEUE_FULL;
+	}
+	if (refused == SCHED_OK) {
+		memset(it, 0, sizeof(*it));
+		double cost = rq->cost_prompt + rq->cost_output;
+		if (!fairq_push(&lane->fq, &it->fq, rq->priority, rq->flow, cost))
+			refused = SCHED_QUEUE_FULL; /* out of memory */
+	}
+	if (refused != SCHED_OK) {
+		/* Still a use: an idle lane moves to the hot end. */
+		if (lane->idle_linked) {
+			idle_unlink(lane);
+			idle_link(lane);
+		}
+		return refused;
+	}
+	/* Accepted while the quota is out: this one goes upstream as the
+	 * probe, the next one an interval later. */
+	if (lane->quota)
+		lane->quota_probe_at_ms = quota_next_probe(lane, now_ms);
+	it->lane = lane;
+	it->state = SCHED_QUEUED;
+	it->arrived_ms = it->queued_ms = now_ms;
+	it->cost_prompt = rq->cost_prompt;
+	it->cost_output = rq->cost_output;
+	it->cost_tokens = rq->cost_prompt + rq->cost_output;
+	it->agent = lane->agents_mode == AGENTS_OFF ? 0 : rq->agent;
+	it->seq = ++lane->seq;
+	pheap_insert(&lane->ready, &it->hn);
+	idle_update(lane);
+	return SCHED_OK;
+}
+
+/* ---- the gates ---- */
+
+/* The units a request costs in each learned budget. */
+static double budget_cost(const struct sched_item *it, int budget)
+{
+	switch (budget) {
+	case RLH_REQUESTS:
+		return 1;
+	case RLH_TOKENS:
+		return it->cost_tokens;
+	case RLH_INPUT_TOKENS:
+		return it->cost_prompt;
+	default:
+		return it->cost_output;
+	}
+}
+
+/* Earliest instant `it` may leave, by every time gate (concurrency and agents
+ * are checked separately). */
+static int64_t lane_ready_at(const struct sched_lane *lane, const struct sched_item *it,
+                             int64_t now_ms)
+{
+	int64_t t =
+	    gates_ready_at(&lane->gates, now_ms, it->cost_tokens, it->cost_prompt, it->cost_output);
+	/* A budget no response reported lets everything pass. */
+	for (int b = 0; lane_learns(lane) && b < RLH_N_BUDGETS; b++) {
+		/* A token budget without a token estimate cannot be paced. */
+		double cost = budget_cost(it, b);
+		if (b != RLH_REQUESTS && cost <= 0)
+			continue;
+		int64_t g = learned_ready_at(&lane->learned[b], now_ms, cost);
+		if (g > t)
+			t = g;
+	}
+	if (lane->hold_until_ms > t)
+		t = lane->hold_until_ms;
+	if (lane->gates_mode == SCHED_GATES_SHARED && lane->shared_until_ms > t)
+		t = lane->shared_until_ms;
+	int64_t d = aimd_delay_ready_at(&lane->delay, now_ms);
+	if (d > t)
+		t = d;
+	return t;
+}
+
+/* The first request allowed to go next, ignoring time: the ready heap's
+ * first; with serialize, the first whose agent is free (a free agent's best
+ * parked request competes with it). Not const: with serialize it parks what
+ * it passes over. */
+static struct sched_item *first_eligible(struct sched_lane *lane)
+{
+	if (lane->agents_mode != AGENTS_SERIALIZE) {
+		unpark_all(lane);
+		return heap_first(&lane->ready);
+	}
+	const struct sched_agents *a = lane->agents;
+	struct pheap_node *parked = a != NULL && a->n_ready > 0 ? a->heap[0]->park.root : NULL;
+	for (;;) {
+		struct sched_item *it = heap_first(&lane->ready);
+		if (parked != NULL && (it == NULL || dispatch_before(parked, &it->hn)))
+			return ITEM_OF(parked);
+		if (it == NULL || !agent_busy(lane, it->agent))
+			return it;
+		park(lane, it);
+	}
+}
+
+static void promote_due_retries(struct sched_lane *lane, int64_t now_ms)
+{
+	while (lane->waiting.root != NULL && ITEM_OF(lane->waiting.root)->ready_ms <= now_ms) {
+		struct sched_item *it = ITEM_OF(lane->waiting.root);
+		pheap_remove(&lane->waiting, &it->hn);
+		it->state = SCHED_QUEUED;
+		it->retried = true;
+		it->queued_ms = now_ms;
+		it->seq = ++lane->seq;
+		pheap_insert(&lane->ready, &it->hn);
+		lane->n_due++;
+	}
+}
+
+/* Whether a capacity answer not decided yet holds the lane at now_ms. */
+static bool pending_hold(const struct sched_lane *lane, int64_t now_ms)
+{
+	return lane->holds_pending > 0 && now_ms < lane->pending_until_ms;
+}
+
+/* Whether a hold keeps everything back whatever the gates say: a capacity
+ * answer not decided yet, or the probe after a hold still out. */
+static bool held_back(const struct sched_lane *lane, int64_t now_ms)
+{
+	return pending_hold(lane, now_ms) || (lane->probe_needed && lane->probe_seq != 0);
+}
+
+/* A learned budget at 0 until its reset is a hold like a retry-after: its end
+ * is probed with one request. Not when the reset is nearer than a round trip:
+ * the probe would cost more time than the hold (a small bucket that refills
+ * every 20 ms reports 0 all the time). */
+static void note_learned_hold(struct sched_lane *lane, const struct sched_item *it, int64_t now_ms)
+{
+	for (int b = 0; lane_learns(lane) && b < RLH_N_BUDGETS; b++) {
+		double cost = budget_cost(it, b);
+		if (b != RLH_REQUESTS && cost <= 0)
+			continue;
+		int64_t until = learned_held_until(&lane->learned[b], now_ms, cost);
+		if (until > now_ms && (double)(until - now_ms) >= lane->conc.rtt_ms) {
+			lane->probe_needed = true;
+			lane->hold_seq = lane->dispatch_seq;
+			return;
+		}
+	}
+}
+
+bool sched_day_limited(const struct sched_lane *lane)
+{
+	return lane->plan->max_requests_per_day > 0 || lane->plan->max_tokens_per_day > 0;
+}
+
+/* Whether `it` fits in what is left of the day's budget. */
+static bool day_fits(const struct sched_lane *lane, const struct sched_item *it)
+{
+	const struct plan_conf *p = lane->plan;
+	if (p->max_requests_per_day > 0 && lane->day.requests + 1 > p->max_requests_per_day)
+		return false;
+	return !(p->max_tokens_per_day > 0 &&
+	         lane->day.tokens + it->cost_tokens > p->max_tokens_per_day);
+}
+
+void sched_day_reset(struct sched_lane *lane, int64_t resets_at_ms, bool new_day)
+{
+	if (new_day) {
+		lane->day.requests = lane->day.tokens = 0;
+		lane->day_out = false;
+	}
+	lane->day.resets_at_ms = resets_at_ms;
+}
+
+bool sched_day_out(const struct sched_lane *lane)
+{
+	return lane->day_out;
+}
+
+struct sched_item *sched_next(struct sched_lane *lane, int64_t now_ms)
+{
+	promote_due_retries(lane, now_ms);
+	if (lane->in_flight >= aimd_limit(&lane->conc) || held_back(lane, now_ms))
+		return NULL;
+	struct sched_item *it = first_eligible(lane);
+	if (it == NULL)
+		return NULL;
+	if (lane_ready_at(lane, it, now_ms) > now_ms) {
+		note_learned_hold(lane, it, now_ms);
+		return NULL;
+	}
+	if (!day_fits(lane, it)) {
+		lane->day_out = true; /* FIFO: nothing behind it goes either */
+		return NULL;
+	}
+	if (lane->gates_mode == SCHED_GATES_SHARED) {
+		if (lane->permits == 0)
+			return NULL; /* the shell asks the store (sched_permits_wanted) */
+		lane->permits--;
+	}
+
+	queue_remove(lane, it, true);
+	int64_t waited = now_ms - it->queued_ms;
+	if (waited > lane->stats.queue_wait_max_ms)
+		lane->stats.queue_wait_max_ms = waited;
+
+	it->state = SCHED_IN_FLIGHT;
+	it->dispatched_ms = now_ms;
+	it->dispatch_seq = ++lane->dispatch_seq;
+	it->attempts++;
+	it->hinted = false;
+	if (lane->probe_needed) {
+		lane->probe_seq = it->dispatch_seq;
+		lane->stats.probes++;
+	}
+	lane->in_flight++;
+	it->saturated = lane->in_flight >= aimd_limit(&lane->conc);
+	agent_count(lane, it);
+	gates_charge(&lane->gates, now_ms, it->cost_tokens, it->cost_prompt, it->cost_output);
+	for (int b = 0; b < RLH_N_BUDGETS; b++) {
+		/* The same sum learned_charge keeps, for budgets learned later. */
+		double cost = budget_cost(it, b);
+		lane->charged[b] += (isfinite(cost) && cost > 0) ? cost : 0;
+		it->marks[b] = lane_learns(lane) ? learned_charge(&lane->learned[b], now_ms, cost)
+		                                 : lane->charged[b];
+	}
+	aimd_delay_charge(&lane->delay, now_ms);
+	lane->day.requests += 1;
+	lane->day.tokens += it->cost_tokens;
+	lane->last_dispatch_ms = now_ms;
+	lane->last_active_ms = now_ms;
+	lane->stats.dispatched++;
+	return it;
+}
+
+int64_t sched_wake_at(struct sched_lane *lane, int64_t now_ms)
+{
+	int64_t wake = SCHED_NEVER;
+	if (lane->waiting.root != NULL)
+		wake = ITEM_OF(lane->waiting.root)->ready_ms;
+	/* Queued requests time out after queue.max_wait_s. Retries are bounded
+	 * by their own deadline, decided elsewhere. */
+	const struct fairq_node *oldest = fairq_oldest(&lane->fq, fq_arrived);
+	if (oldest != NULL && lane->plan->queue.max_wait_s > 0) {
+		int64_t t = fq_arrived(oldest) + (int64_t)lane->plan->queue.max_wait_s * 1000;
+		if (t < wake)
+			wake = t;
+	}
+	if (pending_hold(lane, now_ms) && lane->pending_until_ms < wake)
+		wake = lane->pending_until_ms;
+	if (lane->in_flight < aimd_limit(&lane->conc) && !held_back(lane, now_ms) &&
+	    !lane->day_out) {
+		const struct sched_item *it = first_eligible(lane);
+		if (it != NULL) {
+			int64_t t = lane_ready_at(lane, it, now_ms);
+			/* Ready but for the store's answer: its reply wakes the lane. */
+			bool deciding = lane->gates_mode == SCHED_GATES_SHARED && t <= now_ms &&
+			                lane->permits == 0 && lane->asking > 0;
+			if (t < wake && !deciding)
+				wake = t;
+		}
+	}
+	return wake;
+}
+
+/* Every queued request has the same max wait, so the oldest is the only one
+ * to look at. */
+struct sched_item *sched_expired(struct sched_lane *lane, int64_t now_ms)
+{
+	struct fairq_node *oldest = fairq_oldest(&lane->fq, fq_arrived);
+	if (oldest == NULL || lane->plan->queue.max_wait_s == 0)
+		return NULL;
+	struct sched_item *it = ITEM_OF_FQ(oldest);
+	if (it->arrived_ms + (int64_t)lane->plan->queue.max_wait_s * 1000 > now_ms)
+		return NULL;
+	queue_remove(lane, it, false);
+	it->state = SCHED_NONE;
+	lane->stats.queue_timeouts++;
+	idle_update(lane);
+	return it;
+}
+
+/* ---- feedback ---- */
+
+void sched_complete(struct sched_lane *lane, struct sched_item *it, enum sched_outcome outcome,
+                    int64_t now_ms)
+{
+	if (it->state != SCHED_IN_FLIGHT)
+		return;
+	it->state = SCHED_NONE;
+	lane->in_flight--;
+	agent_uncount(lane, it);
+	lane->last_active_ms = now_ms;
+	int64_t rtt = now_ms - it->dispatched_ms;
+	if (it->holding) {
+		it->holding = false;
+		lane->holds_pending--;
+	}
+	if (it->dispatch_seq == lane->probe_seq)
+		lane->probe_seq = 0; /* decided: another may probe if need be */
+
+	switch (outcome) {
+	case SCHED_SUCCESS:
+		lane->stats.succeeded++;
+		/* Only a request sent after the hold or the quota answer can tell
+		 * that it is over. */
+		if (it->dispatch_seq > lane->hold_seq)
+			lane->probe_needed = false;
+		if (it->dispatch_seq > lane->quota_seq)
+			lane->quota = false;
+		aimd_on_success(&lane->conc, now_ms, (double)rtt, it->saturated);
+		aimd_delay_on_success(&lane->delay, now_ms);
+		break;
+	case SCHED_CAPACITY:
+		lane->stats.capacity_signals++;
+		aimd_observe_rtt(&lane->conc, (double)rtt);
+		/* A burst of errors is one signal, not ten (DESIGN §4): only a
+		 * request sent after the lane last reacted can tell it something
+		 * new, as TCP ignores losses from before its last cut. */
+		if (it->dispatch_seq <= lane->signal_seq)
+			break;
+		lane->signal_seq = lane->dispatch_seq;
+		lane->stats.capacity_reactions++;
+		/* A capacity error also says the learned rate was too optimistic.
+		 * One that said when to come back is mostly about when (the lane
+		 * holds for it), so it cuts the rate by a margin's worth, not by a
+		 * fifth: not more than the evidence says, yet enough that a pace a
+		 * few % above the provider's rate does not meet refusals forever. */
+		if (aimd_on_capacity_signal(&lane->conc, now_ms, lane->in_flight + 1) &&
+		    lane_learns(lane))
+			for (int b = 0; b < RLH_N_BUDGETS; b++)
+				if (lane->learned[b].n_obs > 0)
+					learned_on_capacity_signal(
+					    &lane->learned[b], now_ms,
+					    it->hinted ? LEARNED_PENALTY_HINTED : LEARNED_PENALTY);
+		aimd_delay_on_capacity(&lane->delay, now_ms);
+		break;
+	case SCHED_TRANSIENT:
+		lane->stats.transient_errors++;
+		break;
+	case SCHED_QUOTA_OUT:
+		aimd_observe_rtt(&lane->conc, (double)rtt);
+		break;
+	case SCHED_ABORTED:
+		lane->stats.cancelled++;
+		break;
+	}
+	idle_update(lane);
+}
+
+bool sched_observe(struct sched_lane *lane, const struct sched_item *it, const struct rlh_result *h,
+                   int64_t now_ms)
+{
+	bool changed = false;
+	for (int b = 0; b < RLH_N_BUDGETS; b++) {
+		const struct rlh_budget *rb = &h->budget[b];
+		/* Learn from (remaining, reset) pairs, never from limit alone:
+		 * its window is not in the header name (DESIGN §4). */
+		if (!rb->has_remaining || !rb->has_reset)
+			continue;
+		if (!lane_learn_start(lane))
+			break; /* out of memory: the next answer teaches it */
+		struct learned_obs o = {
+		    .mark = it->marks[b],
+		    .remaining = (double)rb->remaining,
+		    .reset_ms = (double)rb->reset_ms,
+		    .limit = rb->has_limit ? (double)rb->limit : 0,
+		};
+		if (learned_observe(&lane->learned[b], now_ms, &o) > 0)
+			changed = true;
+	}
+	return changed;
+}
+
+bool sched_wants_tokens(const struct sched_lane *lane)
+{
+	for (int b = RLH_TOKENS; lane_learns(lane) && b < RLH_N_BUDGETS; b++)
+		if (lane->learned[b].n_obs > 0)
+			return true;
+	const struct plan_conf *p = lane->plan;
+	return p->max_tokens_per_minute > 0 || p->max_input_tokens_per_minute > 0 ||
+	       p->max_output_tokens_per_minute > 0 || p->max_tokens_per_day > 0;
+}
+
+void sched_hold(struct sched_lane *lane, int64_t until_ms)
+{
+	if (until_ms > lane->hold_until_ms)
+		lane->hold_until_ms = until_ms;
+	lane->probe_needed = true;
+	lane->hold_seq = lane->dispatch_seq;
+}
+
+void sched_hold_pending(struct sched_lane *lane, struct sched_item *it, int64_t until_ms)
+{
+	if (it->state != SCHED_IN_FLIGHT || it->holding)
+		return;
+	it->holding = true;
+	if (lane->holds_pending++ == 0 || until_ms > lane->pending_until_ms)
+		lane->pending_until_ms = until_ms;
+}
+
+bool sched_quota_exhausted(struct sched_lane *lane, int64_t now_ms)
+{
+	bool was = lane->quota;
+	lane->quota = true;
+	lane->quota_seq = lane->dispatch_seq;
+	if (!was)
+		lane->quota_probe_at_ms = quota_next_probe(lane, now_ms);
+	return !was;
+}
+
+void sched_quota_restored(struct sched_lane *lane)
+{
+	lane->quota = false;
+}
+
+bool sched_quota_out(const struct sched_lane *lane)
+{
+	return lane->quota;
+}
+
+struct sched_item *sched_drain(struct sched_lane *lane)
+{
+	unpark_all(lane);
+	struct sched_item *it = heap_first(&lane->ready);
+	if (it != NULL)
+		queue_remove(lane, it, false);
+	else if ((it = heap_first(&lane->waiting)) != NULL)
+		pheap_remove(&lane->waiting, &it->hn);
+	else
+		return NULL;
+	it->state = SCHED_NONE;
+	lane->stats.drained++;
+	idle_update(lane);
+	return it;
+}
+
+void sched_tokens_used(struct sched_lane *lane, struct sched_item *it, double actual_tokens,
+                       double actual_input, double actual_output, int64_t now_ms)
+{
+	double d_in = actual_input >= 0 ? actual_input - it->cost_prompt : 0;
+	double d_out = actual_output >= 0 ? actual_output - it->cost_output : 0;
+	gates_adjust_tokens(&lane->gates, now_ms, actual_tokens - it->cost_tokens, d_in, d_out);
+	lane->day.tokens += actual_tokens - it->cost_tokens;
+	it->cost_tokens = actual_tokens;
+	it->cost_prompt += d_in;
+	it->cost_output += d_out;
+}
+
+void sched_retry(struct sched_lane *lane, struct sched_item *it, int64_t ready_ms)
+{
+	it->state = SCHED_RETRY_WAIT;
+	it->ready_ms = ready_ms;
+	it->seq = ++lane->seq;
+	lane->stats.retries++;
+	pheap_insert(&lane->waiting, &it->hn);
+	idle_update(lane);
+}
+
+void sched_cancel(struct sched_lane *lane, struct sched_item *it)
+{
+	switch (it->state) {
+	case SCHED_QUEUED:
+		queue_remove(lane, it, false);
+		break;
+	case SCHED_RETRY_WAIT:
+		pheap_remove(&lane->waiting, &it->hn);
+		break;
+	case SCHED_IN_FLIGHT:
+	case SCHED_NONE:
+		return;
+	}
+	it->state = SCHED_NONE;
+	lane->stats.cancelled++;
+	idle_update(lane);
+}
+
+/* ---- the shared store ---- */
+
+void sched_set_gates_mode(struct sched_lane *lane, enum sched_gates_mode mode, double scale,
+                          int64_t now_ms)
+{
+	if (mode != SCHED_GATES_FALLBACK)
+		scale = 1;
+	bool rescale = (lane->gates_mode == SCHED_GATES_FALLBACK) != (mode == SCHED_GATES_FALLBACK);
+	lane->gates_mode = mode;
+	lane->gates_scale = scale;
+	if (rescale)
+		gates_reconfigure_scaled(&lane->gates, lane->plan, scale, now_ms);
+	if (mode != SCHED_GATES_SHARED)
+		lane->shared_until_ms = 0;
+}
+
+unsigned sched_permits_wanted(struct sched_lane *lane, int64_t now_ms, struct sched_costs *head)
+{
+	if (lane->gates_mode != SCHED_GATES_SHARED)
+		return 0;
+	promote_due_retries(lane, now_ms);
+	unsigned limit = aimd_limit(&lane->conc);
+	if (lane->in_flight >= limit || held_back(lane, now_ms) || lane->day_out)
+		return 0;
+	struct sched_item *it = first_eligible(lane);
+	if (it == NULL || lane_ready_at(lane, it, now_ms) > now_ms)
+		return 0;
+	/* As many as could leave now: free slots, requests waiting, what the
+	 * local gates (this replica's own dispatches) would let through; one at
+	 * a time while a learned pace or a dispatch delay spaces them here. */
+	size_t queued = lane->fq.n + lane->n_due;
+	size_t n = limit - lane->in_flight;
+	if (queued < n)
+		n = queued;
+	if (n > SCHED_PERMITS_MAX)
+		n = SCHED_PERMITS_MAX;
+	n = gates_requests_available(&lane->gates, now_ms, (unsigned)n);
+	bool spaced = lane->delay.delay_ms > 0 || gcra_enabled(&lane->gates.tokens) ||
+	              gcra_enabled(&lane->gates.input) || gcra_enabled(&lane->gates.output);
+	for (int b = 0; !spaced && lane_learns(lane) && b < RLH_N_BUDGETS; b++)
+		spaced = lane->learned[b].n_obs > 0;
+	if (spaced && n > 1)
+		n = 1;
+	size_t have = (size_t)lane->asking + lane->permits;
+	if (n <= have)
+		return 0;
+	head->tokens = it->cost_tokens;
+	head->prompt = it->cost_prompt;
+	head->output = it->cost_output;
+	return (unsigned)(n - have);
+}
+
+void sched_permits_asked(struct sched_lane *lane, unsigned n)
+{
+	lane->asking += n;
+	idle_update(lane);
+}
+
+void sched_permit_answer(struct sched_lane *lane, enum sched_permit_answer a, int64_t until_ms)
+{
+	if (lane->asking > 0)
+		lane->asking--;
+	if (a == SCHED_PERMIT_GO)
+		lane->permits++; /* outside SHARED: given back by sched_permits_unused */
+	else if (a == SCHED_PERMIT_WAIT && until_ms > lane->shared_until_ms)
+		lane->shared_until_ms = until_ms;
+	idle_update(lane);
+}
+
+unsigned sched_permits_unused(struct sched_lane *lane)
+{
+	if (lane->permits == 0)
+		return 0;
+	if (lane->gates_mode == SCHED_GATES_SHARED && lane->fq.n + lane->n_due > 0 &&
+	    lane->in_flight < aimd_limit(&lane->conc))
+		return 0;
+	unsigned n = lane->permits;
+	lane->permits = 0;
+	return n;
+}
+
+/* Requests ahead of a newcomer leave at the lane's effective pace: the
+ * slowest of the rate gates and of concurrency over the typical latency. */
+static int64_t eta_for(const struct sched_lane *lane, size_t ahead, int64_t now_ms)
+{
+	double per_request_ms = gates_min_interval_ms(&lane->gates);
+	if (lane_learns(lane)) {
+		struct learned_view v;
+		learned_view(&lane->learned[RLH_REQUESTS], now_ms, &v);
+		if (v.pace_per_min > 0 && 60000.0 / v.pace_per_min > per_request_ms)
+			per_request_ms = 60000.0 / v.pace_per_min;
+	}
+	int64_t d = aimd_delay_ms(&lane->delay);
+	if ((double)d > per_request_ms)
+		per_request_ms = (double)d;
+	double by_conc = lane->conc.rtt_ms / (double)aimd_limit(&lane->conc);
+	if (by_conc > per_request_ms)
+		per_request_ms = by_conc;
+	/* Retries go first; they are few, counted whatever their priority. */
+	ahead += lane->n_due + lane->waiting.n;
+	int64_t eta = (int64_t)(per_request_ms * (double)ahead);
+	struct sched_item probe = {.cost_tokens = 0};
+	int64_t gate = lane_ready_at(lane, &probe, now_ms) - now_ms;
+	return eta + (gate > 0 ? gate : 0);
+}
+
+int64_t sched_queue_eta_ms(const struct sched_lane *lane, const struct sched_request *rq,
+                           int64_t now_ms)
+{
+	size_t ahead = rq != NULL ? fairq_ahead(&lane->fq, rq->priority, &rq->flow) : lane->fq.n;
+	return eta_for(lane, ahead, now_ms);
+}
+
+int64_t sched_priority_eta_ms(const struct sched_lane *lane, int priority, int64_t now_ms)
+{
+	return eta_for(lane, fairq_ahead(&lane->fq, priority, NULL), now_ms);
+}
+
+const char *sched_lane_state(const struct sched_lane *lane, int64_t now_ms)
+{
+	if (lane->quota)
+		return "quota_exhausted";
+	if (lane->day_out)
+		return "daily_budget_exhausted";
+	if (lane->hold_until_ms > now_ms || pending_hold(lane, now_ms))
+		return "held";
+	if (lane->probe_needed)
+		return "probing";
+	return lane->conc.open ? "open" : "adaptive";
+}

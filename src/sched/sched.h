@@ -1,0 +1,363 @@
+/* sched — one lane per (provider, API key): its queue (priorities, fair
+ * share between agents: fairq), its gates, its
+ * adaptive limits, and the dispatch decision (DESIGN §3). Pure: time is an
+ * argument, nothing here does I/O or owns a timer. The event-loop shell
+ * (server.c) asks sched_next() for the next request to send and arms one timer
+ * per lane for sched_wake_at().
+ *
+ * A request is a struct sched_item embedded in the caller's own request
+ * object; the lane links it into its lists but never frees it. What a lane
+ * allocates for itself (sched_lane_release frees it) is only what few lanes
+ * need. No call looks at every request of a lane: each costs O(1) or
+ * O(log n) in the requests waiting (see sched.c). */
+#ifndef PACERD_SCHED_H
+#define PACERD_SCHED_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sched/aimd.h"
+#include "core/config.h"
+#include "sched/fairq.h"
+#include "sched/gcra.h"
+#include "sched/learned.h"
+#include "sched/pheap.h"
+#include "provider/ratelimit_headers.h"
+
+#define SCHED_NEVER INT64_MAX
+
+enum sched_state {
+	SCHED_NONE,       /* not in a lane */
+	SCHED_QUEUED,     /* waiting to go (new, or a due retry) */
+	SCHED_RETRY_WAIT, /* waiting for its retry time; holds no slot */
+	SCHED_IN_FLIGHT,  /* dispatched, holds a concurrency slot */
+};
+
+struct sched_lane;
+
+struct sched_item {
+	struct sched_lane *lane;
+	struct pheap_node hn; /* in the ready heap, its agent's (parked) or the retries' */
+	struct fairq_node fq; /* priority and fair-share place; a new request is in fairq */
+	enum sched_state state;
+	int64_t arrived_ms; /* first entry into the lane */
+	int64_t queued_ms;  /* entry into the current wait */
+	int64_t ready_ms;   /* SCHED_RETRY_WAIT: not before this */
+	int64_t dispatched_ms;
+	uint64_t dispatch_seq; /* the lane's dispatch number of its last attempt */
+	uint64_t seq;          /* arrival, due or retry-scheduled order: ties in the heaps */
+	double cost_tokens;    /* estimate charged to the token gate: prompt + output */
+	double cost_prompt;    /* its parts, for learned input/output token budgets */
+	double cost_output;
+	double marks[RLH_N_BUDGETS]; /* learned_charge's marks, echoed by observations */
+	uint64_t agent;              /* hash of the agent id; 0 = none */
+	unsigned attempts;           /* dispatches so far */
+	bool saturated;              /* the lane was at its concurrency limit when dispatched */
+	bool retried;                /* came back from a retry: before new ones of its priority */
+	uint32_t park_epoch;         /* parked while equal to its lane's (serialize) */
+	bool agent_counted;          /* counted among its agent's requests in flight */
+	bool holding;                /* its capacity answer holds the lane until decided */
+	bool hinted;                 /* its capacity answer said when (retry-after, a reset) */
+};
+
+/* A new request, as sched_submit takes it. */
+struct sched_request {
+	double cost_prompt, cost_output; /* token estimate (0 when no token budget paces) */
+	uint64_t agent;                  /* agents.mode: hash of the agent id; 0 = none */
+	uint64_t flow;                   /* fair share: hash of the agent id or client address */
+	int priority;                    /* FAIRQ_PRIORITY_MIN..MAX; higher goes first */
+};
+
+enum sched_submit_result {
+	SCHED_OK,         /* queued: call sched_next */
+	SCHED_QUEUE_FULL, /* 503 queue_full */
+	SCHED_AGENT_BUSY, /* 409 agent_busy (agents.mode reject) */
+	SCHED_QUOTA,      /* the lane's quota is exhausted: answer with its refusal */
+	SCHED_DAY_OUT,    /* the plan's daily budget is spent: 429 daily_budget_exhausted */
+};
+
+/* What an attempt's answer means for the lane. */
+enum sched_outcome {
+	SCHED_SUCCESS,   /* a final answer from the upstream (2xx… or a final error) */
+	SCHED_CAPACITY,  /* 429 rate limit, 503, 529: capacity signal */
+	SCHED_TRANSIENT, /* 5xx, transport errors: no capacity signal */
+	SCHED_QUOTA_OUT, /* a final refusal for money or a daily cap (sched_quota_exhausted) */
+	SCHED_ABORTED,   /* the client left: release only */
+};
+
+struct sched_lane_stats {
+	uint64_t dispatched, succeeded, capacity_signals, capacity_reactions, transient_errors,
+	    retries, rejected_queue_full, rejected_agent_busy, queue_timeouts, cancelled, probes,
+	    quota_refused, drained, day_refused;
+	int64_t queue_wait_max_ms;
+};
+
+/* The idle lanes of a registry, least recently active first: a lane is on it
+ * exactly while sched_lane_idle() holds, so evicting the coldest one, or every
+ * one idle for longer than a TTL, never looks at a busy lane (nginx limit_req's
+ * LRU queue). Owned by the registry; sched keeps it up to date. */
+struct sched_idle_list {
+	struct sched_lane *cold, *hot;
+	size_t n;
+};
+
+struct sched_agents; /* agents with requests in flight or passed over (sched.c) */
+
+/* Where a lane's rate gates are decided (store.kind: redis; shared.c). */
+enum sched_gates_mode {
+	SCHED_GATES_LOCAL,    /* here, at the plan's limits (store.kind: local) */
+	SCHED_GATES_SHARED,   /* in the shared store: one "go" (a permit) per dispatch */
+	SCHED_GATES_FALLBACK, /* here, at the plan's limits × 1 / replicas (store down) */
+};
+
+/* Decisions asked of the store at once per lane, at most. */
+#define SCHED_PERMITS_MAX 16
+
+/* A lane. It takes a few hundred bytes; what only some lanes need is
+ * allocated when first needed: the learned budgets when a response first
+ * reports one, the agent table when agents.mode first serializes or rejects
+ * an agent. sched_lane_release() frees them. */
+struct sched_lane {
+	/* Identity (set by the registry). */
+	const struct provider_conf *provider;
+	const struct plan_conf *plan;
+	char key_id[16];
+	char key_hash[65];
+	bool fine_resets;  /* the dialect reports resets to the ms (OpenAI) */
+	bool idle_linked;  /* on idle_list */
+	bool probe_needed; /* a hold ended: the next dispatch is the probe (below) */
+	bool quota;        /* the quota is out (below) */
+	bool day_out;      /* the daily budget is spent (below) */
+	enum agents_mode agents_mode;
+	unsigned holds_pending; /* capacity answers whose headers hold the lane */
+
+	/* Queue. SCHED_QUEUED items are in the ready heap in dispatch order,
+	 * or parked on their busy agent's heap (serialize); new ones are also
+	 * in fairq, which orders and counts them (fq.n: the queue's depth). */
+	struct pheap ready;
+	struct fairq fq;
+	size_t n_due;         /* due retries queued (ready or parked) */
+	struct pheap waiting; /* retries waiting for their time, by (ready_ms, seq) */
+	size_t n_parked;
+	uint32_t park_epoch; /* items parked in an older epoch are not (unpark_all) */
+	uint64_t seq;        /* numbers items as they enter a heap */
+
+	size_t in_flight;
+	struct sched_agents *agents; /* NULL until agents.mode needs it */
+
+	/* Gates. */
+	struct gates gates; /* request-rate windows and the token gate */
+	/* RLH_N_BUDGETS budgets the headers report, allocated when a response
+	 * first reports one; until then a shared, read-only set that has
+	 * observed nothing (n_obs 0). Prefer sched_learned(). */
+	struct learned *learned;
+	double charged[RLH_N_BUDGETS]; /* units dispatched per budget: learned's marks */
+	struct aimd conc;              /* adaptive concurrency */
+	struct aimd_delay delay;       /* dispatch-delay AIMD */
+	int64_t last_dispatch_ms;
+	int64_t hold_until_ms; /* server said wait (retry-after on a capacity error) */
+	/* Holds. A capacity answer holds the lane from its headers until its
+	 * body is decided (holds_pending); a hold that ends (hold_until_ms, or a
+	 * learned budget at 0 until its reset) lets one request go first, the
+	 * probe, and the rest only once a request sent after the hold succeeded. */
+	int64_t pending_until_ms; /* the longest a pending hold lasts */
+	uint64_t probe_seq;       /* dispatch number of the probe in flight; 0: none */
+	uint64_t hold_seq;        /* dispatch number when the lane was last held */
+	/* Quota: a final answer said the account cannot be served. New requests
+	 * are refused (SCHED_QUOTA) but one every plan->quota_probe_s, which goes
+	 * upstream; a success sent after quota_seq ends it. */
+	int64_t quota_probe_at_ms;
+	uint64_t quota_seq;
+	/* The plan's daily budget (max_requests_per_day, max_tokens_per_day):
+	 * what this day spent, and when it starts over (set by the caller,
+	 * sched_day_reset; 0: not yet). day_out once the next request does
+	 * not fit: until the reset, the lane refuses and drains. */
+	struct {
+		double requests, tokens;
+		int64_t resets_at_ms;
+	} day;
+	/* The shared store. While SHARED, a request leaves only with a permit
+	 * (a "go" the store gave): the shell asks for as many as could leave
+	 * now (sched_permits_wanted), several in flight at once; a "not before"
+	 * holds the lane until shared_until_ms. The local gates stay charged by
+	 * this replica's own dispatches: at the full limit they never hold back
+	 * what the shared gates allow, and they say how many to ask for. */
+	enum sched_gates_mode gates_mode;
+	double gates_scale; /* the share of the plan the local gates apply (0: all) */
+	unsigned permits, asking;
+	int64_t shared_until_ms;
+	/* Dispatches are numbered; a capacity error counts only from a request
+	 * sent after the lane last reacted (its number above signal_seq). */
+	uint64_t dispatch_seq, signal_seq;
+
+	struct sched_lane_stats stats;
+	int64_t last_active_ms; /* for idle eviction */
+	void *shell;            /* the event-loop side's state (its timer) */
+	struct sched_idle_list *idle_list;
+	struct sched_lane *idle_prev, *idle_next; /* toward cold, toward hot */
+};
+
+/* Sets up a lane for `plan` at now_ms (the registry calls this) on memory that
+ * holds no lane, or a released one. */
+void sched_lane_init(struct sched_lane *lane, const struct provider_conf *prov,
+                     const struct plan_conf *plan, enum agents_mode agents, int64_t now_ms);
+/* Frees what the lane allocated and takes it off its idle list. The lane must
+ * hold no request (sched_lane_idle). */
+void sched_lane_release(struct sched_lane *lane);
+/* From now on the lane is on `list` whenever it is idle (put there at once
+ * when idle now, as the most recently active). */
+void sched_lane_track_idle(struct sched_lane *lane, struct sched_idle_list *list);
+/* Bytes the lane allocated beyond its struct (memory accounting). */
+size_t sched_lane_heap_bytes(const struct sched_lane *lane);
+/* A new plan (reload): gates keep what they know where they can. */
+void sched_lane_set_plan(struct sched_lane *lane, const struct plan_conf *plan, int64_t now_ms);
+
+/* Queues a new request, or refuses it. When the queue is full, a request of a
+ * higher priority than the lowest waiting takes the place of the newest of
+ * those: *evicted (else NULL) is then out of the lane, to be answered 503
+ * queue_full by the caller. */
+enum sched_submit_result sched_submit(struct sched_lane *lane, struct sched_item *it,
+                                      const struct sched_request *rq, int64_t now_ms,
+                                      struct sched_item **evicted);
+
+/* Requests waiting to go (not retries): the queue's depth. */
+static inline size_t sched_queue_depth(const struct sched_lane *lane)
+{
+	return lane->fq.n;
+}
+
+/* The next request to send now, or NULL. The caller must then dispatch it (the
+ * item is already counted in flight and the gates are charged). */
+struct sched_item *sched_next(struct sched_lane *lane, int64_t now_ms);
+
+/* The earliest instant something may change without outside input: a gate
+ * opens for the head of the queue, a retry becomes due, or a queued request
+ * reaches its max wait. SCHED_NEVER when nothing is waiting for time. Not
+ * const: with agents.mode serialize it records the requests it passes over,
+ * as sched_next does, so that no call looks at them again. */
+int64_t sched_wake_at(struct sched_lane *lane, int64_t now_ms);
+
+/* Removes and returns one queued request whose max wait has passed (504
+ * queue_timeout), or NULL. Call until NULL. O(priorities waiting): only the
+ * oldest of a priority can be due first. */
+struct sched_item *sched_expired(struct sched_lane *lane, int64_t now_ms);
+
+/* The attempt of an in-flight item ended. Releases its slot and feeds the
+ * adaptive limits with the time since its dispatch. */
+void sched_complete(struct sched_lane *lane, struct sched_item *it, enum sched_outcome outcome,
+                    int64_t now_ms);
+
+/* Rate-limit headers seen on the response to `it` (dispatched at
+ * it->dispatched_ms). Returns true when what the lane knows of its limits
+ * changed (worth a limit_learned log line). */
+bool sched_observe(struct sched_lane *lane, const struct sched_item *it, const struct rlh_result *h,
+                   int64_t now_ms);
+
+/* Whether a learned token budget paces the lane (the caller must then
+ * estimate token costs). */
+bool sched_wants_tokens(const struct sched_lane *lane);
+
+/* The server asked to wait (retry-after on a capacity error): no request of
+ * the lane leaves before until_ms, and then one goes alone first (the probe). */
+void sched_hold(struct sched_lane *lane, int64_t until_ms);
+
+/* The headers of a capacity answer (429, 503, 529) to `it` arrived: nothing
+ * of the lane leaves until that answer is decided (sched_complete of `it`),
+ * or until_ms at the latest (a body that never comes must not stall the
+ * lane): requests sent in between would reach a provider that has just
+ * refused. */
+void sched_hold_pending(struct sched_lane *lane, struct sched_item *it, int64_t until_ms);
+
+/* A final answer said the account cannot be served (insufficient quota, a
+ * spend cap, a daily cap past the deadline). Returns true when the lane was
+ * not in that state already (worth a quota_exhausted log line). The caller
+ * then answers every request sched_drain gives it. */
+bool sched_quota_exhausted(struct sched_lane *lane, int64_t now_ms);
+
+/* Whether the plan has a daily budget. */
+bool sched_day_limited(const struct sched_lane *lane);
+
+/* When the lane's daily budget starts over next (monotonic ms); with new_day,
+ * a new day begins now: nothing spent. */
+void sched_day_reset(struct sched_lane *lane, int64_t resets_at_ms, bool new_day);
+
+/* Whether the daily budget is spent (until its reset): the caller answers what
+ * sched_drain gives it, and sched_submit refuses (SCHED_DAY_OUT). */
+bool sched_day_out(const struct sched_lane *lane);
+
+/* Another replica's probe found the quota back (the shared store). */
+void sched_quota_restored(struct sched_lane *lane);
+
+/* Whether the lane's quota is exhausted. */
+bool sched_quota_out(const struct sched_lane *lane);
+
+/* Removes and returns one request waiting in the lane (queued or waiting for
+ * a retry), or NULL: call until NULL. */
+struct sched_item *sched_drain(struct sched_lane *lane);
+
+/* Corrects the token gates once the real usage is known: in all, and the
+ * input and output parts (< 0: not reported, that gate keeps the estimate). */
+void sched_tokens_used(struct sched_lane *lane, struct sched_item *it, double actual_tokens,
+                       double actual_input, double actual_output, int64_t now_ms);
+
+/* A completed attempt will be retried at ready_ms: the item waits without a
+ * slot, then goes back ahead of the new requests of its priority. */
+void sched_retry(struct sched_lane *lane, struct sched_item *it, int64_t ready_ms);
+
+/* The client left: drop the item wherever it waits (not for SCHED_IN_FLIGHT,
+ * which ends with sched_complete(SCHED_ABORTED)). */
+void sched_cancel(struct sched_lane *lane, struct sched_item *it);
+
+/* Where the lane's gates are decided from now on; scale: the share of the
+ * plan's limits the local gates apply (FALLBACK: 1 / replicas, else 1). */
+void sched_set_gates_mode(struct sched_lane *lane, enum sched_gates_mode mode, double scale,
+                          int64_t now_ms);
+
+/* What one decision asked of the store is for: the head of the queue. */
+struct sched_costs {
+	double tokens, prompt, output;
+};
+
+/* SHARED: how many decisions to ask the store for now (0 to
+ * SCHED_PERMITS_MAX, counting those asked and not answered), with the costs of
+ * the request that would go first. 0 when nothing could leave now. */
+unsigned sched_permits_wanted(struct sched_lane *lane, int64_t now_ms, struct sched_costs *head);
+/* n decisions were sent to the store. */
+void sched_permits_asked(struct sched_lane *lane, unsigned n);
+/* One decision came back: go (a permit), else not before until_ms (the
+ * store said wait), or failed (until_ms ignored; the caller decides what a
+ * store that fails means). */
+enum sched_permit_answer { SCHED_PERMIT_GO, SCHED_PERMIT_WAIT, SCHED_PERMIT_FAILED };
+void sched_permit_answer(struct sched_lane *lane, enum sched_permit_answer a, int64_t until_ms);
+/* Permits no request waits for any more (the queue emptied, the lane left
+ * SHARED): they are taken back and counted, for the store to refund. */
+unsigned sched_permits_unused(struct sched_lane *lane);
+
+/* Estimated wait for `rq` entering the queue now (its priority and fair
+ * share), for deadline_unreachable and retry-after on queue_full; NULL: the
+ * time to send everything waiting. */
+int64_t sched_queue_eta_ms(const struct sched_lane *lane, const struct sched_request *rq,
+                           int64_t now_ms);
+
+/* Estimated wait for a request of a new agent at `priority` (/status). */
+int64_t sched_priority_eta_ms(const struct sched_lane *lane, int priority, int64_t now_ms);
+
+/* The lane's state in one word, for /status: "quota_exhausted", "held" (a
+ * retry-after, or a capacity answer being decided), "probing" (a hold ended,
+ * one request goes first), "open" (no capacity signal yet: up to
+ * max_concurrent) or "adaptive" (AIMD after a signal). */
+const char *sched_lane_state(const struct sched_lane *lane, int64_t now_ms);
+
+/* Current concurrency limit. */
+unsigned sched_concurrency_limit(const struct sched_lane *lane);
+
+/* True when the lane holds nothing: no queue, no flight, no retry waiting,
+ * no decision asked of the store. */
+bool sched_lane_idle(const struct sched_lane *lane);
+
+/* What the lane learned of budget b (enum rlh_budget) from rate-limit
+ * headers, or NULL while no response reported it. */
+const struct learned *sched_learned(const struct sched_lane *lane, int b);
+
+#endif

@@ -1,0 +1,89 @@
+/* shared — a lane's gates decided in the shared store (store.kind: redis), for
+ * several pacerd replicas that pace one API key together (DESIGN §8: the
+ * store plugs in beside the local gates).
+ *
+ * What is shared, all kept by store_script.h's scripts on the server's clock:
+ *  - every rate gate of the plan (requests per second/minute/hour, spacing,
+ *    tokens, input and output tokens): a dispatch needs a "go" from the store,
+ *    one decision per request, several in flight at once (sched's permits);
+ *  - what a replica learned from the provider's headers: each learned budget
+ *    with a known pace is a bucket in the store (capacity, refill at the pace),
+ *    charged by every replica's dispatches and pulled down by every replica's
+ *    observations of what remains, so one replica's evidence slows all;
+ *  - a capacity hold (retry-after): no replica sends before it ends;
+ *  - the quota state: one replica's insufficient_quota stops the others, one
+ *    replica's successful probe restarts them;
+ *  - max_concurrent_global: leases in a sorted set, renewed while in flight,
+ *    expiring by themselves when a replica dies.
+ * Concurrency (AIMD) and the probe after a hold stay per replica.
+ *
+ * While the store is down, on_error says what lanes do: `local` paces each
+ * lane here at its plan's limits / replicas (logged once: store_unavailable,
+ * then store_restored); `fail` answers 503 store_unavailable to what waits.
+ * Nothing accepted is lost either way. */
+#ifndef PACERD_SHARED_H
+#define PACERD_SHARED_H
+
+#include <event2/event.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/config.h"
+#include "sched/sched.h"
+#include "store/store.h"
+
+struct shared;
+struct shared_lane;  /* a lane's decisions and leases, kept by the lane's shell */
+struct shared_lease; /* one max_concurrent_global lease held by a request in flight */
+
+/* What shared needs from the lanes' owner (exchange.c). */
+struct shared_hooks {
+	void (*kick)(struct sched_lane *lane);      /* a decision came back: run the lane */
+	void (*quota_out)(struct sched_lane *lane); /* another replica found the quota out */
+	void (*quota_back)(struct sched_lane *lane); /* ... and back */
+	void (*store_changed)(void *arg, bool up);  /* every lane must look again */
+	void *arg;
+};
+
+/* NULL with err[0] == '\0' for store.kind: local; NULL with err set when the
+ * store refuses scripts (pacerd must not start). */
+struct shared *shared_new(struct event_base *base, const struct config *cfg,
+                          const struct shared_hooks *hooks, char *err, size_t errlen);
+void shared_free(struct shared *sh);
+
+/* Before the lane's dispatch loop: applies the store's state to the lane
+ * (SHARED while up; FALLBACK or refusal while down), gives back permits no
+ * request needs, and asks the store for the decisions the lane wants now.
+ * Returns false when the lane must refuse what waits (on_error: fail, store
+ * down): the caller answers 503 store_unavailable. */
+bool shared_pump(struct shared *sh, struct sched_lane *lane, struct shared_lane **sl,
+                 int64_t now_ms);
+
+/* A request the lane just dispatched under a permit: its lease, when the
+ * plan has max_concurrent_global (else NULL), renewed until shared_release. */
+struct shared_lease *shared_dispatched(struct shared *sh, struct shared_lane *sl);
+/* Its attempt ended: the lease goes back at once (NULL: none). */
+void shared_release(struct shared *sh, struct shared_lease *lease);
+
+/* The lane learned from headers (sched_observe): every learned budget with a
+ * known pace is shared. */
+void shared_observed(struct shared *sh, struct sched_lane *lane);
+/* A retry-after on a capacity answer: every replica holds for hold_ms. */
+void shared_hold(struct shared *sh, struct sched_lane *lane, int64_t hold_ms);
+/* This replica found the quota out (true) or back (false). */
+void shared_quota(struct shared *sh, struct sched_lane *lane, bool out);
+/* The token gates' correction: actual usage minus the estimate charged. */
+void shared_tokens_used(struct shared *sh, struct sched_lane *lane, double d_tokens,
+                        double d_input, double d_output);
+
+/* The lane is gone (evicted): its leases too. */
+void shared_lane_free(struct shared *sh, struct shared_lane *sl);
+
+/* On error `fail` with the store down: refuse (503) new requests now. */
+bool shared_refusing(const struct shared *sh);
+int64_t shared_retry_in_ms(const struct shared *sh);
+struct store_stats *shared_stats(struct shared *sh);
+const char *shared_on_error(const struct shared *sh);
+unsigned shared_replicas(const struct shared *sh);
+
+#endif

@@ -1,0 +1,72 @@
+/* store — the connection to the shared store (store.kind: redis): hiredis
+ * 0.14's async API on pacerd's libevent loop, the only code that talks to
+ * Redis. It sends the commands store_script.h builds and hands each reply to
+ * its caller; what they mean for a lane is shared.c's business.
+ *
+ * hiredis 0.14 has no async timeouts and resolves names with a blocking call
+ * (DESIGN §9): the address is an IP literal or a Unix socket, every command
+ * has a timer of its own (store.redis.timeout_ms), and reconnecting runs from a
+ * timer with backoff (50 ms doubling to 500 ms, so that a restarted Redis is
+ * back in use within a second). A command that times out takes the connection
+ * down with it: a Redis that stops answering is treated like one that is gone,
+ * every command in flight is answered "failed", and the reconnect timer
+ * starts. Nothing here blocks the loop but store_new's start-up check. */
+#ifndef PACERD_STORE_H
+#define PACERD_STORE_H
+
+#include <event2/event.h>
+#include <hiredis.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/config.h"
+#include "admin/metrics.h"
+#include "store/store_script.h"
+
+struct store;
+
+/* What /status and /metrics show. */
+struct store_stats {
+	bool connected;     /* up: scripts loaded, answering */
+	const char *address;
+	uint64_t commands;  /* sent */
+	uint64_t errors;    /* failed: an error reply, a timeout, a lost connection */
+	uint64_t timeouts;
+	uint64_t decisions_go, decisions_wait;
+	uint64_t fallbacks; /* decisions made locally because the store was down */
+	uint64_t refused;   /* requests answered 503 store_unavailable (on_error: fail) */
+	struct metrics_hist latency; /* seconds per command, reply or failure */
+};
+
+/* A command's outcome: the reply (never an error reply), or NULL when it
+ * failed (error reply, timeout, connection lost, store freed). */
+typedef void (*store_reply_fn)(void *arg, const redisReply *reply);
+/* The store went up (true) or down (false). */
+typedef void (*store_state_fn)(void *arg, bool up);
+
+/* Connects to cfg->store.redis.address and checks, blocking for at most
+ * timeout_ms × 4, that it runs scripts: SCRIPT LOAD of each and one EVALSHA.
+ * A Redis that refuses them is an error (NULL, err says why): pacerd must
+ * not run with per-replica limits while it believes they are shared. A Redis
+ * that does not answer is not: the store starts down and keeps trying.
+ * on_state is called from the loop on every change (not for this first
+ * state). */
+struct store *store_new(struct event_base *base, const struct config *cfg,
+                        store_state_fn on_state, void *arg, char *err, size_t errlen);
+/* Fails every command in flight (their callbacks get NULL) and closes the
+ * connection; on_state is not called. */
+void store_free(struct store *st);
+
+bool store_up(const struct store *st);
+/* How long until the next reconnect attempt, ms (0 when up): a retry-after
+ * for requests refused while the store is down. */
+int64_t store_retry_in_ms(const struct store *st);
+
+/* Sends cmd (its strings are copied); fn(arg, reply) later, always (NULL:
+ * failed, also when the store is freed). Returns false, without calling fn,
+ * when the store is down. */
+bool store_send(struct store *st, const struct store_cmd *cmd, store_reply_fn fn, void *arg);
+
+struct store_stats *store_stats(struct store *st);
+
+#endif

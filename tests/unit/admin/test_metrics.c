@@ -1,0 +1,259 @@
+/* metrics: the histogram (cumulative buckets, sum, count), the text it
+ * writes, label escaping, the per-provider table across a reload, and the
+ * top_lanes cut of the per-lane series. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/config.h"
+#include "admin/metrics.h"
+#include "sched/registry.h"
+#include "unit.h"
+
+static const double b5[] = {1, 2, 3, 5, 10};
+
+/* The evbuffer's text, NUL-terminated; the caller frees it. */
+static char *text_of(struct evbuffer *b)
+{
+	size_t n = evbuffer_get_length(b);
+	char *s = malloc(n + 1);
+	evbuffer_copyout(b, s, n);
+	s[n] = '\0';
+	return s;
+}
+
+static size_t count_of(const char *hay, const char *needle)
+{
+	size_t n = 0;
+	for (const char *p = strstr(hay, needle); p != NULL; p = strstr(p + 1, needle))
+		n++;
+	return n;
+}
+
+START_TEST(hist_buckets_are_cumulative)
+{
+	struct metrics_hist h;
+	metrics_hist_init(&h, b5, 5);
+	double v[] = {1, 1.5, 2, 4, 7, 11, 0.2};
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+		metrics_hist_observe(&h, v[i]);
+	/* <=1: 1, 0.2; <=2: + 1.5, 2; <=3: same; <=5: + 4; <=10: + 7; +Inf: + 11 */
+	ck_assert_uint_eq(h.counts[0], 2);
+	ck_assert_uint_eq(h.counts[1], 4);
+	ck_assert_uint_eq(h.counts[2], 4);
+	ck_assert_uint_eq(h.counts[3], 5);
+	ck_assert_uint_eq(h.counts[4], 6);
+	ck_assert_uint_eq(h.count, 7);
+	ck_assert(fabs(h.sum - 26.7) < 1e-9);
+	for (size_t i = 1; i < h.n_bounds; i++)
+		ck_assert_uint_ge(h.counts[i], h.counts[i - 1]);
+}
+END_TEST
+
+START_TEST(hist_nan_ignored_negative_is_zero)
+{
+	struct metrics_hist h;
+	metrics_hist_init(&h, b5, 5);
+	metrics_hist_observe(&h, NAN);
+	ck_assert_uint_eq(h.count, 0);
+	metrics_hist_observe(&h, -3);
+	ck_assert_uint_eq(h.count, 1);
+	ck_assert_uint_eq(h.counts[0], 1);
+	ck_assert(h.sum == 0);
+}
+END_TEST
+
+START_TEST(hist_bounds_capped)
+{
+	double many[METRICS_MAX_BUCKETS + 4];
+	for (size_t i = 0; i < sizeof(many) / sizeof(many[0]); i++)
+		many[i] = (double)i;
+	struct metrics_hist h;
+	metrics_hist_init(&h, many, sizeof(many) / sizeof(many[0]));
+	ck_assert_uint_eq(h.n_bounds, METRICS_MAX_BUCKETS);
+	metrics_hist_observe(&h, 1000);
+	ck_assert_uint_eq(h.count, 1);
+	ck_assert_uint_eq(h.counts[METRICS_MAX_BUCKETS - 1], 0);
+}
+END_TEST
+
+START_TEST(hist_text)
+{
+	struct metrics_hist h;
+	metrics_hist_init(&h, b5, 5);
+	metrics_hist_observe(&h, 2);
+	metrics_hist_observe(&h, 20);
+	struct evbuffer *b = evbuffer_new();
+	metrics_hist_write(b, "x_attempts", "provider=\"p\"", &h);
+	metrics_hist_write(b, "y", "", &h);
+	char *s = text_of(b);
+	ck_assert_str_eq(s, "x_attempts_bucket{provider=\"p\",le=\"1\"} 0\n"
+	                    "x_attempts_bucket{provider=\"p\",le=\"2\"} 1\n"
+	                    "x_attempts_bucket{provider=\"p\",le=\"3\"} 1\n"
+	                    "x_attempts_bucket{provider=\"p\",le=\"5\"} 1\n"
+	                    "x_attempts_bucket{provider=\"p\",le=\"10\"} 1\n"
+	                    "x_attempts_bucket{provider=\"p\",le=\"+Inf\"} 2\n"
+	                    "x_attempts_sum{provider=\"p\"} 22\n"
+	                    "x_attempts_count{provider=\"p\"} 2\n"
+	                    "y_bucket{le=\"1\"} 0\n"
+	                    "y_bucket{le=\"2\"} 1\n"
+	                    "y_bucket{le=\"3\"} 1\n"
+	                    "y_bucket{le=\"5\"} 1\n"
+	                    "y_bucket{le=\"10\"} 1\n"
+	                    "y_bucket{le=\"+Inf\"} 2\n"
+	                    "y_sum 22\n"
+	                    "y_count 2\n");
+	free(s);
+	evbuffer_free(b);
+}
+END_TEST
+
+START_TEST(label_escaping)
+{
+	struct evbuffer *b = evbuffer_new();
+	metrics_label_value(b, "a\"b\\c\nd");
+	char *s = text_of(b);
+	ck_assert_str_eq(s, "\"a\\\"b\\\\c\\nd\"");
+	free(s);
+	evbuffer_free(b);
+}
+END_TEST
+
+static struct config *defaults(void)
+{
+	char err[256];
+	struct config *cfg = config_load(NULL, NULL, err, sizeof(err));
+	ck_assert_msg(cfg != NULL, "%s", err);
+	ck_assert_uint_ge(cfg->n_providers, 1);
+	return cfg;
+}
+
+static char *scrape(struct metrics *m, struct registry *reg, unsigned top)
+{
+	struct metrics_process p = {0};
+	struct evbuffer *b = evbuffer_new();
+	ck_assert_int_eq(metrics_write(b, m, &p, reg, top, 0), 0);
+	char *s = text_of(b);
+	evbuffer_free(b);
+	return s;
+}
+
+START_TEST(series_survive_reload_by_name)
+{
+	struct config *a = defaults(), *c = defaults();
+	struct metrics *m = metrics_new();
+	struct registry *reg = registry_new();
+	metrics_bind(m, a);
+	const struct provider_conf *pa = &a->providers[0];
+	struct metrics_request rq = {.queue_ms = 5,
+	                             .first_byte_ms = 100,
+	                             .duration_ms = 150,
+	                             .attempts = 2,
+	                             .tokens_estimated = 40,
+	                             .tokens_reported = 30};
+	metrics_observe(m, pa, &rq);
+	/* A reload: a new configuration with the same names. A request accepted
+	 * under the old one still counts in its provider's row. */
+	metrics_bind(m, c);
+	metrics_observe(m, pa, &rq);
+	rq.queue_ms = -1;
+	rq.first_byte_ms = -1;
+	rq.tokens_reported = -1;
+	metrics_observe(m, &c->providers[0], &rq);
+	metrics_observe(m, NULL, &rq);
+
+	char *s = scrape(m, reg, 100);
+	char line[256];
+	snprintf(line, sizeof(line), "pacerd_request_duration_seconds_count{provider=\"%s\"} 3\n",
+	         pa->name);
+	ck_assert_msg(strstr(s, line) != NULL, "%s", s);
+	snprintf(line, sizeof(line), "pacerd_queue_wait_seconds_count{provider=\"%s\"} 2\n",
+	         pa->name);
+	ck_assert_msg(strstr(s, line) != NULL, "%s", s);
+	snprintf(line, sizeof(line), "pacerd_request_attempts_bucket{provider=\"%s\",le=\"1\"} 0\n",
+	         pa->name);
+	ck_assert_msg(strstr(s, line) != NULL, "%s", s);
+	snprintf(line, sizeof(line), "pacerd_request_attempts_bucket{provider=\"%s\",le=\"2\"} 3\n",
+	         pa->name);
+	ck_assert_msg(strstr(s, line) != NULL, "%s", s);
+	snprintf(line, sizeof(line), "pacerd_tokens_estimated_total{provider=\"%s\"} 120\n",
+	         pa->name);
+	ck_assert_msg(strstr(s, line) != NULL, "%s", s);
+	snprintf(line, sizeof(line), "pacerd_tokens_reported_total{provider=\"%s\"} 60\n",
+	         pa->name);
+	ck_assert_msg(strstr(s, line) != NULL, "%s", s);
+	/* One series per provider name, however many reloads. */
+	snprintf(line, sizeof(line), "pacerd_request_duration_seconds_count{provider=\"%s\"}",
+	         pa->name);
+	ck_assert_uint_eq(count_of(s, line), 1);
+	/* Every family once, with HELP and TYPE. */
+	ck_assert_uint_eq(count_of(s, "# TYPE pacerd_request_duration_seconds histogram\n"), 1);
+	ck_assert_uint_eq(count_of(s, "# HELP pacerd_request_duration_seconds "), 1);
+	ck_assert_uint_eq(count_of(s, "# TYPE "), count_of(s, "# HELP "));
+	ck_assert(strstr(s, "_ms") == NULL);
+	free(s);
+	registry_free(reg, NULL, NULL);
+	metrics_free(m);
+	config_free(a);
+	config_free(c);
+}
+END_TEST
+
+START_TEST(top_lanes_most_dispatched)
+{
+	struct config *cfg = defaults();
+	struct metrics *m = metrics_new();
+	metrics_bind(m, cfg);
+	struct registry *reg = registry_new();
+	const struct provider_conf *prov = &cfg->providers[0];
+	for (int i = 0; i < 10; i++) {
+		char hash[65];
+		snprintf(hash, sizeof(hash), "%064x", i + 1);
+		struct sched_lane *lane = registry_lane(reg, cfg, prov, hash, 1000 + i, NULL, NULL);
+		ck_assert_ptr_nonnull(lane);
+		lane->stats.dispatched = (uint64_t)((i * 7) % 10); /* 0 7 4 1 8 5 2 9 6 3 */
+	}
+	char *s = scrape(m, reg, 3);
+	ck_assert_uint_eq(count_of(s, "\npacerd_lane_dispatched_total{"), 3);
+	ck_assert_msg(strstr(s, "pacerd_lanes 10\n") != NULL, "%s", s);
+	ck_assert_msg(strstr(s, "pacerd_lanes_exported 3\n") != NULL, "%s", s);
+	ck_assert(strstr(s, "} 9\n") != NULL && strstr(s, "} 8\n") != NULL &&
+	          strstr(s, "} 7\n") != NULL);
+	ck_assert_msg(count_of(s, "pacerd_lane_dispatched_total{") == 3, "%s", s);
+	ck_assert(strstr(s, "pacerd_lane_dispatched_total{provider") != NULL);
+	ck_assert(strstr(s, "\"} 6\n") == NULL);
+	free(s);
+	s = scrape(m, reg, 0);
+	ck_assert_uint_eq(count_of(s, "pacerd_lane_dispatched_total{"), 0);
+	ck_assert_uint_eq(count_of(s, "# TYPE pacerd_lane_dispatched_total counter\n"), 1);
+	free(s);
+	s = scrape(m, reg, 100);
+	ck_assert_uint_eq(count_of(s, "pacerd_lane_dispatched_total{"), 10);
+	ck_assert_uint_eq(count_of(s, "pacerd_lane_rejected_total{"), 20);
+	free(s);
+	registry_free(reg, NULL, NULL);
+	metrics_free(m);
+	config_free(cfg);
+}
+END_TEST
+
+static Suite *metrics_suite(void)
+{
+	Suite *s = suite_create("metrics");
+	TCase *t = tcase_create("hist");
+	tcase_add_test(t, hist_buckets_are_cumulative);
+	tcase_add_test(t, hist_nan_ignored_negative_is_zero);
+	tcase_add_test(t, hist_bounds_capped);
+	tcase_add_test(t, hist_text);
+	tcase_add_test(t, label_escaping);
+	suite_add_tcase(s, t);
+	t = tcase_create("table");
+	tcase_add_test(t, series_survive_reload_by_name);
+	tcase_add_test(t, top_lanes_most_dispatched);
+	suite_add_tcase(s, t);
+	return s;
+}
+
+UNIT_MAIN("metrics", metrics_suite)

@@ -1,0 +1,436 @@
+/* httpd: the connection layer's contract with its owner, over a socketpair:
+ * exact response bytes (chunked framing, content-length kept, HTTP/1.0),
+ * pipelined requests one at a time and in order, backpressure (hreq_write
+ * false at the cap, drained once the client reads), gone when the client
+ * leaves mid-answer, the layer's own answers. */
+#include <event2/event.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "core/clock.h"
+#include "http/httpd.h"
+#include "core/log.h"
+#include "unit.h"
+
+static struct event_base *base;
+static struct httpd *h;
+static int client = -1;
+
+/* What the owner saw and does. */
+static struct hreq *last;
+static int n_requests, n_gone, n_drained;
+static char targets[8][64];
+static enum { ANSWER_NONE, ANSWER_ECHO, ANSWER_STREAM } mode;
+
+static void on_gone(void *ctx)
+{
+	(void)ctx;
+	n_gone++;
+	last = NULL;
+}
+
+static void on_drained(void *ctx)
+{
+	(void)ctx;
+	n_drained++;
+}
+
+static const struct hreq_events events = {.drained = on_drained, .gone = on_gone};
+
+static void on_request(struct hreq *r, void *arg)
+{
+	(void)arg;
+	if (n_requests < 8)
+		snprintf(targets[n_requests], sizeof(targets[0]), "%s", hreq_target(r));
+	n_requests++;
+	hreq_set_events(r, &events, NULL);
+	last = r;
+	if (mode == ANSWER_ECHO) {
+		size_t len;
+		const char *body = hreq_body(r, &len);
+		struct hhdr hd = {"x-target", 8, hreq_target(r), hreq_target_len(r)};
+		hreq_respond(r, 200, &hd, 1, body, len);
+		last = NULL;
+	} else if (mode == ANSWER_STREAM) {
+		hreq_start(r, 200, NULL, NULL, 0);
+		hreq_write(r, "hello", 5);
+		hreq_write(r, "", 0);
+		hreq_write(r, "world!", 6);
+		hreq_end(r, true);
+		last = NULL;
+	}
+}
+
+static void setup(void)
+{
+	char err[256];
+	signal(SIGPIPE, SIG_IGN);
+	log_open("/dev/null", LOG_ERROR, err, sizeof(err));
+	base = event_base_new();
+	struct httpd_conf hc = {.max_header_bytes = 1024,
+	                        .max_body_bytes = 100,
+	                        .max_connections = 16,
+	                        .client_timeout_s = 30};
+	h = httpd_new(base, NULL, &hc, on_request, NULL, err, sizeof(err));
+	ck_assert_ptr_nonnull(h);
+	int sv[2];
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+	ck_assert_int_eq(httpd_adopt(h, sv[0]), 0);
+	client = sv[1];
+	last = NULL;
+	n_requests = n_gone = n_drained = 0;
+	mode = ANSWER_ECHO;
+}
+
+static void teardown(void)
+{
+	if (client >= 0)
+		close(client);
+	client = -1;
+	httpd_free(h);
+	event_base_free(base);
+}
+
+static void spin(void)
+{
+	for (int i = 0; i < 5; i++)
+		event_base_loop(base, EVLOOP_NONBLOCK);
+}
+
+static void send_str(const char *s)
+{
+	ck_assert_int_eq(write(client, s, strlen(s)), (ssize_t)strlen(s));
+	spin();
+}
+
+/* Everything the client can read now, NUL-terminated (static buffer). */
+static const char *recv_all(size_t *len)
+{
+	static char buf[1 << 20];
+	size_t n = 0;
+	spin();
+	for (;;) {
+		ssize_t r = read(client, buf + n, sizeof(buf) - 1 - n);
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+	}
+	buf[n] = '\0';
+	if (len != NULL)
+		*len = n;
+	return buf;
+}
+
+static bool client_sees_eof(void)
+{
+	char c;
+	spin();
+	return read(client, &c, 1) == 0;
+}
+
+START_TEST(chunked_framing_exact_bytes)
+{
+	mode = ANSWER_STREAM;
+	send_str("GET /s HTTP/1.1\r\nHost: x\r\n\r\n");
+	ck_assert_str_eq(recv_all(NULL), "HTTP/1.1 200 OK\r\n"
+	                                  "transfer-encoding: chunked\r\n\r\n"
+	                                  "5\r\nhello\r\n6\r\nworld!\r\n0\r\n\r\n");
+	ck_assert(!client_sees_eof()); /* keep-alive */
+}
+END_TEST
+
+START_TEST(http10_stream_ends_with_the_connection)
+{
+	mode = ANSWER_STREAM;
+	send_str("GET /s HTTP/1.0\r\n\r\n");
+	ck_assert_str_eq(recv_all(NULL), "HTTP/1.1 200 OK\r\nconnection: close\r\n\r\nhelloworld!");
+	ck_assert(client_sees_eof());
+}
+END_TEST
+
+START_TEST(content_length_kept_and_keep_alive)
+{
+	send_str("POST /e HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc");
+	ck_assert_str_eq(recv_all(NULL), "HTTP/1.1 200 OK\r\nx-target: /e\r\n"
+	                                  "content-length: 3\r\n\r\nabc");
+	send_str("GET /f HTTP/1.1\r\n\r\n");
+	ck_assert_str_eq(recv_all(NULL), "HTTP/1.1 200 OK\r\nx-target: /f\r\n"
+	                                  "content-length: 0\r\n\r\n");
+	ck_assert_int_eq(n_requests, 2);
+}
+END_TEST
+
+START_TEST(pipelined_one_at_a_time_in_order)
+{
+	mode = ANSWER_NONE;
+	send_str("GET /1 HTTP/1.1\r\n\r\nGET /2 HTTP/1.1\r\n\r\nGET /3 HTTP/1.1\r\n\r\n");
+	ck_assert_int_eq(n_requests, 1); /* the others wait for the first answer */
+	ck_assert_str_eq(targets[0], "/1");
+	struct hreq *r = last;
+	mode = ANSWER_ECHO;
+	hreq_respond(r, 200, NULL, 0, "one", 3);
+	size_t len;
+	const char *out = recv_all(&len);
+	ck_assert_int_eq(n_requests, 3);
+	ck_assert_str_eq(targets[1], "/2");
+	ck_assert_str_eq(targets[2], "/3");
+	const char *a = strstr(out, "one"), *b = strstr(out, "x-target: /2"),
+	           *c = strstr(out, "x-target: /3");
+	ck_assert(a != NULL && b != NULL && c != NULL && a < b && b < c);
+}
+END_TEST
+
+START_TEST(backpressure_and_drained)
+{
+	mode = ANSWER_NONE;
+	send_str("GET /big HTTP/1.1\r\n\r\n");
+	struct hreq *r = last;
+	ck_assert_ptr_nonnull(r);
+	hreq_start(r, 200, NULL, NULL, 0);
+	static char chunk[16384];
+	memset(chunk, 'x', sizeof(chunk));
+	/* The socket takes some; the rest waits in the output. Nobody reads. */
+	int writes = 0;
+	while (hreq_write(r, chunk, sizeof(chunk))) {
+		spin();
+		ck_assert_int_lt(++writes, 1000);
+	}
+	ck_assert_int_eq(n_drained, 0);
+	size_t total = 0, len;
+	for (int i = 0; i < 200 && n_drained == 0; i++) {
+		recv_all(&len);
+		total += len;
+	}
+	ck_assert_int_eq(n_drained, 1);
+	ck_assert_uint_gt(total, HREQ_OUT_CAP / 2);
+	hreq_end(r, true);
+}
+END_TEST
+
+START_TEST(gone_when_the_client_leaves_mid_answer)
+{
+	mode = ANSWER_NONE;
+	send_str("GET /slow HTTP/1.1\r\n\r\n");
+	ck_assert_ptr_nonnull(last);
+	hreq_start(last, 200, NULL, NULL, 0);
+	hreq_write(last, "partial", 7);
+	close(client);
+	client = -1;
+	spin();
+	ck_assert_int_eq(n_gone, 1);
+	ck_assert_ptr_null(last);
+	struct httpd_stats st;
+	spin();
+	httpd_get_stats(h, &st);
+	ck_assert_uint_eq(st.connections, 0);
+	ck_assert_uint_eq(st.active, 0);
+}
+END_TEST
+
+START_TEST(gone_while_waiting_for_the_owner)
+{
+	mode = ANSWER_NONE;
+	send_str("POST /q HTTP/1.1\r\nContent-Length: 2\r\n\r\nhi");
+	ck_assert_int_eq(n_requests, 1);
+	shutdown(client, SHUT_WR); /* the client gives up */
+	spin();
+	ck_assert_int_eq(n_gone, 1);
+}
+END_TEST
+
+START_TEST(truncated_end_closes)
+{
+	mode = ANSWER_NONE;
+	send_str("GET /t HTTP/1.1\r\n\r\n");
+	hreq_start(last, 200, NULL, NULL, 0);
+	hreq_write(last, "abc", 3);
+	hreq_end(last, false);
+	const char *out = recv_all(NULL);
+	ck_assert_ptr_nonnull(strstr(out, "3\r\nabc\r\n"));
+	ck_assert_ptr_null(strstr(out, "0\r\n\r\n")); /* no final chunk */
+	ck_assert(client_sees_eof());
+}
+END_TEST
+
+START_TEST(body_over_limit_413_before_the_body)
+{
+	send_str("POST /b HTTP/1.1\r\nContent-Length: 101\r\n\r\n");
+	const char *out = recv_all(NULL);
+	ck_assert_ptr_nonnull(strstr(out, "HTTP/1.1 413 Payload Too Large\r\n"));
+	ck_assert_ptr_nonnull(strstr(out, "\"code\":\"body_too_large\""));
+	ck_assert_ptr_nonnull(strstr(out, "connection: close\r\n"));
+	ck_assert_int_eq(n_requests, 0);
+}
+END_TEST
+
+START_TEST(continue_then_body)
+{
+	send_str("POST /c HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n");
+	ck_assert_str_eq(recv_all(NULL), "HTTP/1.1 100 Continue\r\n\r\n");
+	ck_assert_int_eq(n_requests, 0);
+	send_str("ok");
+	ck_assert_ptr_nonnull(strstr(recv_all(NULL), "\r\n\r\nok"));
+	ck_assert_int_eq(n_requests, 1);
+}
+END_TEST
+
+START_TEST(split_everywhere_parses_the_same)
+{
+	const char *req = "POST /split?x=1 HTTP/1.1\r\nHost: example\r\nX-Long: "
+	                  "abcdefghijklmnop\r\nTransfer-Encoding: chunked\r\n\r\n"
+	                  "3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n";
+	for (size_t i = 0; req[i]; i++) {
+		ck_assert_int_eq(write(client, req + i, 1), 1);
+		spin();
+	}
+	ck_assert_int_eq(n_requests, 1);
+	ck_assert_str_eq(targets[0], "/split?x=1");
+	ck_assert_ptr_nonnull(strstr(recv_all(NULL), "x-target: /split?x=1\r\n"
+	                                             "content-length: 5\r\n\r\nabcde"));
+}
+END_TEST
+
+START_TEST(headers_readable_nul_terminated)
+{
+	mode = ANSWER_NONE;
+	send_str("GET / HTTP/1.1\r\nHost: a\r\nX-Empty:\r\nX-Two: b c\r\n\r\n");
+	ck_assert_ptr_nonnull(last);
+	ck_assert_uint_eq(hreq_n_headers(last), 3);
+	ck_assert_str_eq(hreq_header(last, "host"), "a");
+	ck_assert_str_eq(hreq_header(last, "x-empty"), "");
+	ck_assert_str_eq(hreq_header(last, "X-TWO"), "b c");
+	ck_assert_ptr_null(hreq_header(last, "x-none"));
+	ck_assert_str_eq(hreq_method(last), "GET");
+	ck_assert_int_eq(strncmp(hreq_id(last), "pcr_", 4), 0);
+	hreq_respond(last, 204, NULL, 0, NULL, 0);
+}
+END_TEST
+
+START_TEST(error_after_start_cuts)
+{
+	mode = ANSWER_NONE;
+	send_str("GET /late HTTP/1.1\r\n\r\n");
+	hreq_start(last, 200, NULL, NULL, 0);
+	hreq_write(last, "abc", 3);
+	hreq_error(last, 502, "upstream_unreachable", "too late", NULL, 0);
+	const char *out = recv_all(NULL);
+	ck_assert_ptr_null(strstr(out, "upstream_unreachable")); /* no second head */
+	ck_assert_ptr_null(strstr(out, "0\r\n\r\n"));          /* not a complete message */
+	ck_assert(client_sees_eof());
+}
+END_TEST
+
+START_TEST(head_answer_has_no_body)
+{
+	mode = ANSWER_NONE;
+	send_str("HEAD /h HTTP/1.1\r\n\r\n");
+	hreq_respond(last, 200, NULL, 0, "hidden", 6);
+	ck_assert_str_eq(recv_all(NULL), "HTTP/1.1 200 OK\r\ncontent-length: 6\r\n\r\n");
+	send_str("GET /next HTTP/1.1\r\n\r\n"); /* the connection stays usable */
+	ck_assert_int_eq(n_requests, 2);
+}
+END_TEST
+
+/* A client that stops reading an answer for client_timeout_s is gone; one
+ * that reads slowly is not (covered by backpressure_and_drained). */
+START_TEST(stuck_write_times_out)
+{
+	struct httpd_conf hc = {.max_header_bytes = 1024,
+	                        .max_body_bytes = 100,
+	                        .max_connections = 16,
+	                        .client_timeout_s = 1};
+	httpd_set_conf(h, &hc);
+	mode = ANSWER_NONE;
+	send_str("GET /stuck HTTP/1.1\r\n\r\n");
+	hreq_start(last, 200, NULL, NULL, 0);
+	static char chunk[65536];
+	memset(chunk, 'y', sizeof(chunk));
+	while (hreq_write(last, chunk, sizeof(chunk)))
+		spin();
+	spin();
+	ck_assert_int_eq(n_gone, 0);
+	clock_turn_end();
+	long long t0 = clock_now_ms();
+	while (n_gone == 0 && clock_now_ms() - t0 < 5000) {
+		event_base_loop(base, EVLOOP_ONCE);
+		clock_turn_end();
+	}
+	ck_assert_int_eq(n_gone, 1);
+	ck_assert_int_ge(clock_now_ms() - t0, 500); /* not before the timeout, give or take */
+}
+END_TEST
+
+/* Opens a connection to h; returns the client's end. */
+static int adopt_one(void)
+{
+	int sv[2];
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+	ck_assert_int_eq(httpd_adopt(h, sv[0]), 0);
+	return sv[1];
+}
+
+START_TEST(pool_trim_frees_what_went_unused)
+{
+	int fds[3];
+	for (int i = 0; i < 3; i++)
+		fds[i] = adopt_one();
+	close(client);
+	client = -1;
+	for (int i = 0; i < 3; i++)
+		close(fds[i]);
+	spin();
+	/* Four connections closed, pooled. The pool was empty when they were
+	 * made: nothing went unused yet. */
+	ck_assert_uint_eq(httpd_trim(h, false), 0);
+	/* One comes back in use and closes again: three stayed in the pool the
+	 * whole interval, and go. */
+	int c = adopt_one();
+	close(c);
+	spin();
+	ck_assert_uint_eq(httpd_trim(h, false), 3);
+	/* The fourth was not needed since either. */
+	ck_assert_uint_eq(httpd_trim(h, false), 1);
+	ck_assert_uint_eq(httpd_trim(h, false), 0);
+	/* An empty pool: the next connection is a new one, and serves. */
+	client = adopt_one();
+	send_str("POST /after HTTP/1.1\r\nContent-Length: 2\r\n\r\nhi");
+	ck_assert_int_eq(n_requests, 1);
+	ck_assert_ptr_nonnull(strstr(recv_all(NULL), "HTTP/1.1 200"));
+	/* all: whatever is pooled goes at once. */
+	c = adopt_one();
+	close(c);
+	spin();
+	ck_assert_uint_eq(httpd_trim(h, true), 1);
+	ck_assert_uint_eq(httpd_trim(h, true), 0);
+}
+END_TEST
+
+static Suite *httpd_suite(void)
+{
+	Suite *s = suite_create("httpd");
+	TCase *t = tcase_create("conn");
+	tcase_add_checked_fixture(t, setup, teardown);
+	tcase_add_test(t, chunked_framing_exact_bytes);
+	tcase_add_test(t, http10_stream_ends_with_the_connection);
+	tcase_add_test(t, content_length_kept_and_keep_alive);
+	tcase_add_test(t, pipelined_one_at_a_time_in_order);
+	tcase_add_test(t, backpressure_and_drained);
+	tcase_add_test(t, gone_when_the_client_leaves_mid_answer);
+	tcase_add_test(t, gone_while_waiting_for_the_owner);
+	tcase_add_test(t, truncated_end_closes);
+	tcase_add_test(t, body_over_limit_413_before_the_body);
+	tcase_add_test(t, continue_then_body);
+	tcase_add_test(t, split_everywhere_parses_the_same);
+	tcase_add_test(t, headers_readable_nul_terminated);
+	tcase_add_test(t, error_after_start_cuts);
+	tcase_add_test(t, head_answer_has_no_body);
+	tcase_add_test(t, stuck_write_times_out);
+	tcase_add_test(t, pool_trim_frees_what_went_unused);
+	suite_add_tcase(s, t);
+	return s;
+}
+
+UNIT_MAIN("httpd", httpd_suite)

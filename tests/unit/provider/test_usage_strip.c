@@ -1,0 +1,140 @@
+/* Unit tests for usage_strip: the include_usage pacerd adds to a streamed
+ * chat completion, and the stream the client gets back without it. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "unit.h"
+#include "provider/usage_strip.h"
+
+struct out {
+	char buf[8192];
+	size_t len;
+};
+
+static void collect(void *ctx, const char *data, size_t len)
+{
+	struct out *o = ctx;
+	ck_assert_uint_le(o->len + len, sizeof(o->buf));
+	memcpy(o->buf + o->len, data, len);
+	o->len += len;
+}
+
+#define CHUNK(c) "data: {\"id\":\"x\",\"choices\":[" c "]}\n\n"
+#define CHUNK_U(c) "data: {\"id\":\"x\",\"choices\":[" c "],\"usage\":null}\n\n"
+#define USAGE "data: {\"id\":\"x\",\"choices\":[],\"usage\":{\"prompt_tokens\":6,\"completion_tokens\":5,\"total_tokens\":11}}\n\n"
+#define DONE "data: [DONE]\n\n"
+
+static const char asked[] = CHUNK("{\"delta\":{\"role\":\"assistant\"}}") CHUNK("{\"delta\":{\"content\":\"tok \"}}") DONE;
+static const char metered[] = CHUNK_U("{\"delta\":{\"role\":\"assistant\"}}")
+    CHUNK_U("{\"delta\":{\"content\":\"tok \"}}") USAGE DONE;
+
+/* Feeds `in` in pieces of `step` bytes. */
+static struct out strip(const char *in, size_t step, bool *dropped)
+{
+	struct usage_strip s;
+	struct out o = {.len = 0};
+	usage_strip_init(&s);
+	size_t n = strlen(in);
+	for (size_t i = 0; i < n; i += step)
+		usage_strip_feed(&s, in + i, i + step <= n ? step : n - i, collect, &o);
+	usage_strip_finish(&s, collect, &o);
+	*dropped = s.dropped;
+	usage_strip_free(&s);
+	return o;
+}
+
+START_TEST(the_client_gets_the_stream_it_asked_for)
+{
+	/* whatever the pieces the upstream's bytes come in */
+	const size_t steps[] = {1, 2, 3, 7, 64, 100000};
+	for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+		bool dropped;
+		struct out o = strip(metered, steps[i], &dropped);
+		ck_assert_uint_eq(o.len, strlen(asked));
+		ck_assert(memcmp(o.buf, asked, o.len) == 0);
+		ck_assert(dropped);
+	}
+}
+END_TEST
+
+START_TEST(other_streams_pass_untouched)
+{
+	const char *in[] = {
+	    asked,
+	    /* Anthropic's events, CRLF lines, an event with no blank line at the end */
+	    "event: message_start\r\ndata: {\"type\":\"message_start\",\"usage\":{\"input_tokens\":3}}\r\n\r\n",
+	    "data: {\"choices\":[{\"delta\":{}}],\"usage\":nullish}\n\n",
+	    "data: {\"choices\":[],\"x\":1}\n\ndata: {\"choices\":[1]",
+	};
+	for (size_t i = 0; i < sizeof(in) / sizeof(in[0]); i++) {
+		bool dropped;
+		struct out o = strip(in[i], 5, &dropped);
+		ck_assert_uint_eq(o.len, strlen(in[i]));
+		ck_assert(memcmp(o.buf, in[i], o.len) == 0);
+		ck_assert(!dropped);
+	}
+}
+END_TEST
+
+static void count(void *ctx, const char *data, size_t len)
+{
+	(void)data;
+	*(size_t *)ctx += len;
+}
+
+START_TEST(an_event_over_the_cap_passes_through)
+{
+	struct usage_strip s;
+	usage_strip_init(&s);
+	char *big = malloc(USAGE_STRIP_EVENT_MAX + 10);
+	memset(big, 'a', USAGE_STRIP_EVENT_MAX + 10);
+	memcpy(big, "data: ", 6);
+	size_t total = 0, n = USAGE_STRIP_EVENT_MAX + 10;
+	for (size_t i = 0; i < n; i += 4096)
+		usage_strip_feed(&s, big + i, i + 4096 <= n ? 4096 : n - i, count, &total);
+	ck_assert(s.passthrough);
+	ck_assert_uint_eq(total, n); /* every byte, none held */
+	usage_strip_free(&s);
+	free(big);
+}
+END_TEST
+
+static int inject(const char *body, char **out, size_t *len)
+{
+	return usage_inject_request(body, strlen(body), out, len);
+}
+
+START_TEST(include_usage_is_added_as_the_client_wrote_it)
+{
+	char *out;
+	size_t len;
+	ck_assert_int_eq(inject("{\"model\":\"m\", \"stream\": true, \"messages\":[]}\n", &out, &len), 1);
+	ck_assert_str_eq(out, "{\"model\":\"m\", \"stream\": true, \"messages\":[],\"stream_options\":{\"include_usage\":true}}\n");
+	ck_assert_uint_eq(len, strlen(out));
+	free(out);
+	/* stream_options without include_usage: set in it */
+	ck_assert_int_eq(inject("{\"stream\":true,\"stream_options\":{\"include_obfuscation\":false}}", &out, &len), 1);
+	ck_assert_str_eq(out, "{\"stream\":true,\"stream_options\":{\"include_obfuscation\":false,\"include_usage\":true}}");
+	free(out);
+	/* nothing to do */
+	const char *same[] = {"{\"stream\":true,\"stream_options\":{\"include_usage\":true}}",
+	                      "{\"stream\":false}", "{\"messages\":[]}", "not json", "[{\"stream\":true}]",
+	                      "{\"stream\":true", ""};
+	for (size_t i = 0; i < sizeof(same) / sizeof(same[0]); i++)
+		ck_assert_int_eq(inject(same[i], &out, &len), 0);
+}
+END_TEST
+
+static Suite *usage_strip_suite(void)
+{
+	Suite *s = suite_create("usage_strip");
+	TCase *tc = tcase_create("usage_strip");
+	tcase_add_test(tc, the_client_gets_the_stream_it_asked_for);
+	tcase_add_test(tc, other_streams_pass_untouched);
+	tcase_add_test(tc, an_event_over_the_cap_passes_through);
+	tcase_add_test(tc, include_usage_is_added_as_the_client_wrote_it);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+UNIT_MAIN("usage_strip", usage_strip_suite)
