@@ -317,3 +317,87 @@ struct retry_decision retry_decide(enum retry_class cls, unsigned attempt, bool 
 	}
 	return (struct retry_decision){.retry = true, .delay_ms = delay, .why = "retry"};
 }
+
+/* The statuses that hold the lane from their headers on (DESIGN §3). */
+static bool capacity_status(int status)
+{
+	return status == 429 || status == 503 || status == 529;
+}
+
+struct retry_head_verdict retry_verdict_head(int status, const struct rlh_result *hdrs)
+{
+	struct retry_head_verdict v = {
+	    .hold_body =
+	        status == 402 || status == 408 || status == 409 || status == 429 || status >= 500,
+	    .capacity = capacity_status(status),
+	};
+	int64_t hint;
+	if (v.capacity && rlh_server_hint(hdrs, NULL, &hint) && hint > 0)
+		v.hold_ms = hint;
+	return v;
+}
+
+static enum retry_lane_outcome lane_outcome(enum retry_class cls)
+{
+	switch (cls) {
+	case RETRY_CAPACITY:
+		return RETRY_LANE_CAPACITY;
+	case RETRY_TRANSIENT:
+		return RETRY_LANE_TRANSIENT;
+	case RETRY_FINAL:
+	case RETRY_FINAL_NO_RETRY:
+		break;
+	}
+	return RETRY_LANE_SUCCESS;
+}
+
+struct retry_verdict retry_verdict(const struct retry_input *in)
+{
+	struct retry_verdict v = {.action = RETRY_ACTION_RELAY, .cls = RETRY_FINAL};
+	bool http = in->transport == RETRY_TRANSPORT_NONE;
+
+	if (in->streamed) {
+		if (capacity_status(in->status))
+			v.outcome = RETRY_LANE_CAPACITY;
+		else if (!http)
+			v.outcome = RETRY_LANE_TRANSIENT;
+		return v;
+	}
+	struct retry_body rb;
+	bool with_body = http && in->held;
+	retry_body_parse(with_body ? in->body : NULL, with_body ? in->body_len : 0, &rb);
+	v.cls =
+	    http ? retry_classify_body(in->status, RETRY_TRANSPORT_NONE, in->hdrs, &rb, &v.reason)
+	         : retry_classify_body(0, in->transport, NULL, NULL, &v.reason);
+	int64_t hint = -1;
+	bool has_hint = http && retry_server_hint(in->hdrs, &rb, &hint);
+	bool quota = http && in->held &&
+	             (retry_reason_is_quota(v.reason) ||
+	              (v.cls == RETRY_CAPACITY && has_hint &&
+	               hint >= (int64_t)in->plan->retry.deadline_s * 1000));
+	v.hinted = has_hint && hint > 0;
+	v.outcome = quota   ? RETRY_LANE_QUOTA_OUT
+	            : !http ? RETRY_LANE_TRANSIENT
+	                    : lane_outcome(v.cls);
+
+	if (v.cls == RETRY_FINAL || v.cls == RETRY_FINAL_NO_RETRY) {
+		v.action = http ? RETRY_ACTION_RELAY : RETRY_ACTION_GIVE_UP;
+		v.no_retry_hdr = v.cls == RETRY_FINAL_NO_RETRY;
+		v.quota = quota;
+		return v;
+	}
+	struct retry_decision d = retry_decide(v.cls, in->attempt, has_hint, hint, in->plan,
+	                                       in->deadline_ms - in->now_ms, in->rnd);
+	if (v.cls == RETRY_CAPACITY && has_hint && hint > 0)
+		v.hold_ms = hint;
+	if (d.retry) {
+		v.action = RETRY_ACTION_RETRY;
+		v.delay_ms = d.delay_ms;
+		return v;
+	}
+	v.action = RETRY_ACTION_GIVE_UP;
+	v.no_retry_hdr = d.no_retry_hdr;
+	v.quota = quota;
+	v.stop = d.why;
+	return v;
+}

@@ -2,8 +2,9 @@
  * (DESIGN §3, PROVIDERS.md §2-§6, §8).
  *
  * Pure: no I/O, no clock, no hidden randomness (the caller passes a uniform
- * random value). The scheduler asks retry_classify about each answer, then
- * retry_decide whether and when to send the request again. */
+ * random value). retry_classify says what an answer is, retry_decide whether
+ * and when to send the request again; retry_verdict_head and retry_verdict
+ * put them together into what the exchange does with an answer. */
 #ifndef PACERD_RETRY_H
 #define PACERD_RETRY_H
 
@@ -115,5 +116,113 @@ struct retry_decision retry_decide(enum retry_class cls, unsigned attempt, bool 
 
 /* The backoff part alone (no hint, no deadline), for tests and /status. */
 int64_t retry_backoff_ms(unsigned attempt, const struct plan_conf *plan, double rnd);
+
+/* ---- the verdict: what exchange.c does with an answer ----
+ *
+ * The two calls below are the whole retry policy the exchange follows: it
+ * keeps no status set and no quota rule of its own. */
+
+/* When the headers of an attempt's answer arrive. */
+struct retry_head_verdict {
+	bool hold_body;  /* the answer may be retried: hold it back (up to RETRY_BODY_CAP)
+	                  * until it is whole (402, 408, 409, 429, >= 500) */
+	bool capacity;   /* a capacity status (429, 503, 529): the lane holds until this
+	                  * answer is decided (sched_hold_pending) */
+	int64_t hold_ms; /* > 0: the header's server hint (rlh_server_hint): hold the
+	                  * lane this long from now */
+};
+
+/* Reads an answer's status and parsed headers (hdrs: rlh_parse, may be NULL).
+ * Every status that retry_classify could make capacity or transient, or
+ * final_no_retry by its body (402), is held: the body decides, and what is
+ * held can still be retried because no byte has reached the client. A
+ * capacity status holds the lane at once, before its body is read: what would
+ * leave meanwhile reaches a provider that has just refused; a retry hint in
+ * the headers (not the body, not yet read) holds it for that long. hold_ms is
+ * 0 for other statuses, whatever their headers say. */
+struct retry_head_verdict retry_verdict_head(int status, const struct rlh_result *hdrs);
+
+/* What an attempt's answer means for the lane (sched_complete's outcome). */
+enum retry_lane_outcome {
+	RETRY_LANE_SUCCESS,
+	RETRY_LANE_CAPACITY,
+	RETRY_LANE_TRANSIENT,
+	RETRY_LANE_QUOTA_OUT,
+};
+
+enum retry_action {
+	RETRY_ACTION_RELAY,   /* the answer is final: relay it (the held one), or it
+	                       * was streamed already */
+	RETRY_ACTION_RETRY,   /* wait delay_ms without a slot, then back to the lane */
+	RETRY_ACTION_GIVE_UP, /* retrying stopped: relay the held answer, or pacerd's
+	                       * own 502/504 for a transport failure */
+};
+
+struct retry_input {
+	int status;                     /* HTTP status; ignored when transport != NONE,
+	                                 * except for a streamed answer */
+	enum retry_transport transport; /* NONE when there is an HTTP answer */
+	const struct rlh_result *hdrs;  /* NULL: none */
+	const char *body;               /* the held error body; NULL / 0: none */
+	size_t body_len;                /* its length */
+	bool held;                      /* the answer was held back (not streamed):
+	                                 * body is read only then */
+	bool streamed;                  /* bytes already reached the client: final
+	                                 * whatever it says */
+	unsigned attempt;               /* attempts made so far, 1-based */
+	int64_t now_ms, deadline_ms;    /* the request's deadline (monotonic) */
+	const struct plan_conf *plan;   /* retry settings and retry.deadline_s (the
+	                                 * quota rule) */
+	double rnd;                     /* uniform [0, 1) for jitter */
+};
+
+struct retry_verdict {
+	enum retry_action action;
+	enum retry_lane_outcome outcome; /* for the lane (sched_complete) */
+	enum retry_class cls;
+	int64_t delay_ms;   /* RETRY: the wait */
+	int64_t hold_ms;    /* > 0: hold the whole lane this long from now (a
+	                     * capacity hint: retry-after etc.) */
+	bool hinted;        /* the answer said when (a positive server hint) */
+	bool quota;         /* the account cannot be served: the lane's quota is
+	                     * out; the lane answers what waits with this answer */
+	bool no_retry_hdr;  /* relay with x-should-retry: false */
+	const char *reason; /* static: why the class (retry_classify's reason);
+	                     * NULL for a streamed answer */
+	const char *stop;   /* static, when an answer that could be retried is given
+	                     * up on: "max_attempts", "deadline", "hint_past_deadline"
+	                     * (retry_decide's why); NULL otherwise */
+};
+
+/* Decides on one attempt's answer once it is whole (or cut, or never came).
+ *
+ * A streamed answer (in->streamed) reached the client already: it is relayed
+ * whatever it says, and only tells the lane something: capacity for 429, 503,
+ * 529 (even when a transport error cut it), transient when a transport error
+ * cut it, success otherwise; nothing else is set (cls RETRY_FINAL, reason
+ * NULL).
+ *
+ * Otherwise the body, when held (in->held, transport NONE), is parsed once
+ * (retry_body_parse) for the class (retry_classify_body; a transport error
+ * has no headers, no body and no hint) and the server's hint
+ * (retry_server_hint). Then:
+ * - quota: an HTTP answer, held, whose reason is money or a daily cap
+ *   (retry_reason_is_quota), or a capacity answer whose hint is at least
+ *   retry.deadline_s (no request could wait it out): every request of the key
+ *   would get the same answer. outcome is then QUOTA_OUT; quota is set only
+ *   when the answer is not retried (it then becomes the lane's answer).
+ * - outcome otherwise: a transport error is transient even when final (never
+ *   a success for the lane); capacity → CAPACITY, transient → TRANSIENT,
+ *   final → SUCCESS.
+ * - capacity and transient go to retry_decide with the time left until
+ *   deadline_ms: RETRY with its delay, or GIVE_UP with stop = its why and its
+ *   no_retry_hdr (a hint past the deadline). A transport error given up on,
+ *   a certificate failure included, is GIVE_UP too: there is no answer to
+ *   relay, pacerd answers its own.
+ * - final classes of an HTTP answer are RELAY; final_no_retry with
+ *   no_retry_hdr.
+ * - hold_ms: a capacity answer's positive hint holds the whole lane, retried
+ *   or not (the provider would refuse what goes before it ends). */
+struct retry_verdict retry_verdict(const struct retry_input *in);
 
 #endif

@@ -553,6 +553,568 @@ START_TEST(decide_vector)
 }
 END_TEST
 
+/* ---- the verdict (retry_verdict_head, retry_verdict) ---- */
+
+/* Parses up to two headers (NULL names end the list) in the OpenAI dialect. */
+static void parse_hdrs(const char *const *kv, struct rlh_result *r)
+{
+	struct rlh_header h[2];
+	size_t n = 0;
+	for (; n < 2 && kv[2 * n] != NULL; n++)
+		h[n] = (struct rlh_header){kv[2 * n], kv[2 * n + 1], strlen(kv[2 * n + 1])};
+	rlh_parse(DIALECT_OPENAI, h, n, 0, r);
+}
+
+static const struct head_vector {
+	int status;
+	const char *hdr[4]; /* name, value, name, value; NULL: none */
+	bool hold_body, capacity;
+	int64_t hold_ms;
+} head_vectors[] = {
+    {200, {NULL}, false, false, 0},
+    {200, {"retry-after", "3"}, false, false, 0},
+    {400, {NULL}, false, false, 0},
+    {402, {NULL}, true, false, 0},
+    {408, {NULL}, true, false, 0},
+    {409, {NULL}, true, false, 0},
+    {429, {NULL}, true, true, 0},
+    {429, {"retry-after", "3"}, true, true, 3000},
+    {429, {"retry-after-ms", "1500", "retry-after", "2"}, true, true, 1500},
+    {429, {"retry-after", "0"}, true, true, 0},
+    {429,
+     {"x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "2s"},
+     true,
+     true,
+     2000},
+    {503, {NULL}, true, true, 0},
+    {503, {"retry-after", "10"}, true, true, 10000},
+    {529, {NULL}, true, true, 0},
+    {500, {"retry-after", "3"}, true, false, 0},
+    {501, {NULL}, true, false, 0},
+    {599, {NULL}, true, false, 0},
+};
+
+START_TEST(verdict_head_vector)
+{
+	const struct head_vector *v = &head_vectors[_i];
+	struct rlh_result r;
+	parse_hdrs(v->hdr, &r);
+	struct retry_head_verdict h = retry_verdict_head(v->status, &r);
+	ck_assert_msg(h.hold_body == v->hold_body, "row %d (%d): hold_body", _i, v->status);
+	ck_assert_msg(h.capacity == v->capacity, "row %d (%d): capacity", _i, v->status);
+	ck_assert_msg(h.hold_ms == v->hold_ms, "row %d (%d): hold_ms %lld", _i, v->status,
+	              (long long)h.hold_ms);
+}
+END_TEST
+
+START_TEST(verdict_head_no_headers)
+{
+	struct retry_head_verdict h = retry_verdict_head(429, NULL);
+	ck_assert(h.hold_body && h.capacity && h.hold_ms == 0);
+	h = retry_verdict_head(200, NULL);
+	ck_assert(!h.hold_body && !h.capacity && h.hold_ms == 0);
+}
+END_TEST
+
+#define T0 INT64_C(1000000) /* now_ms of every row */
+
+static const char anthropic_overloaded[] =
+    "{\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}";
+static const char gemini_day[] =
+    "{\"error\":{\"code\":429,\"status\":\"RESOURCE_EXHAUSTED\",\"details\":[{\"@type\":"
+    "\"type.googleapis.com/google.rpc.QuotaFailure\",\"violations\":[{\"quotaId\":"
+    "\"GenerateRequestsPerDayPerProjectPerModel-FreeTier\"}]}]}}";
+static const char openai_rate[] =
+    "{\"error\":{\"message\":\"Rate limit reached for requests\",\"type\":\"requests\","
+    "\"code\":\"rate_limit_exceeded\"}}";
+static const char openai_644ms[] =
+    "{\"error\":{\"message\":\"Rate limit reached for gpt-4o on tokens per min (TPM): "
+    "Limit 30000, Used 29937, Requested 385. Please try again in 644ms.\",\"type\":"
+    "\"tokens\",\"code\":\"rate_limit_exceeded\"}}";
+static const char insufficient_quota[] =
+    "{\"error\":{\"message\":\"You exceeded your current quota\",\"type\":"
+    "\"insufficient_quota\",\"code\":\"insufficient_quota\"}}";
+
+/* One answer per row: what exchange.c knows of it, and the verdict wanted.
+ * Zeros are defaults: attempt 1, left (deadline - now) 300 s, the plan of
+ * plan() (1 s, 60 s, additive jitter, 3 attempts, deadline_s 300). */
+static const struct verdict_vector {
+	const char *name;
+	/* the answer */
+	int status;
+	enum retry_transport transport;
+	const char *hdr[4]; /* name, value, name, value */
+	const char *body;
+	bool held, streamed;
+	unsigned attempt;
+	int64_t left; /* deadline_ms - now_ms; 0: 300 s; < 0: 0 */
+	unsigned max_attempts, deadline_s;
+	enum jitter_mode jitter;
+	double rnd;
+	/* the verdict */
+	enum retry_action action;
+	enum retry_lane_outcome outcome;
+	enum retry_class cls;
+	int64_t delay_ms; /* checked when RETRY */
+	int64_t hold_ms;
+	bool hinted, quota, no_retry_hdr;
+	const char *reason; /* NULL: NULL */
+	const char *stop;   /* NULL: NULL */
+} verdict_vectors[] = {
+    {.name = "200 relay",
+     .status = 200,
+     .action = RETRY_ACTION_RELAY,
+     .outcome = RETRY_LANE_SUCCESS,
+     .cls = RETRY_FINAL,
+     .reason = "final"},
+    {.name = "400 held: final relay",
+     .status = 400,
+     .body = "{\"error\":{\"type\":\"invalid_request_error\"}}",
+     .held = true,
+     .action = RETRY_ACTION_RELAY,
+     .outcome = RETRY_LANE_SUCCESS,
+     .cls = RETRY_FINAL,
+     .reason = "final"},
+    {.name = "501 held: final relay",
+     .status = 501,
+     .held = true,
+     .action = RETRY_ACTION_RELAY,
+     .outcome = RETRY_LANE_SUCCESS,
+     .cls = RETRY_FINAL,
+     .reason = "final"},
+    {.name = "429 rate limit: backoff",
+     .status = 429,
+     .body = openai_rate,
+     .held = true,
+     .attempt = 2,
+     .rnd = 0.5,
+     .action = RETRY_ACTION_RETRY,
+     .outcome = RETRY_LANE_CAPACITY,
+     .cls = RETRY_CAPACITY,
+     .delay_ms = 2250,
+     .reason = "rate_limited"},
+    {.name = "429 retry-after 3 s",
+     .status = 429,
+     .hdr = {"retry-after", "3"},
+     .held = true,
+     .action = RETRY_ACTION_RETRY,
+     .outcome = RETRY_LANE_CAPACITY,
+     .cls = RETRY_CAPACITY,
+     .delay_ms = 3000,
+     .hold_ms = 3000,
+     .hinted = true,
+     .reason = "rate_limited"},
+    {.name = "429 retry-after 0: no hint to hold by",
+     .status = 429,
+     .hdr = {"retry-after", "0"},
+     .held = true,
+     .action = RETRY_ACTION_RETRY,
+     .outcome = RETRY_LANE_CAPACITY,
+     .cls = RETRY_CAPACITY,
+     .delay_ms = 1000,
+     .reason = "rate_limited"},
+    {.name = "429 try again in 644ms: backoff wins the delay, the hint holds the lane",
+     .status = 429,
+     .body = openai_644ms,
+     .held = true,
+     .action = RETRY_ACTION_RETRY,
+     .outcome = RETRY_LANE_CAPACITY,
+     .cls = RETRY_CAPACITY,
+     .delay_ms = 1000,
+     .hold_ms = 644,
+     .hinted = true,
+     .reason = "rate_limited"},
+    {.name = "429 retry-after past the request's deadline",
+     .status = 429,
+     .hdr = {"retry-after", "120"},
+     .held = true,
+     .left = 60000,
+     .action = RETRY_ACTION_GIVE_UP,
+     .outcome = RETRY_LANE_CAPACITY,
+     .cls = RETRY_CAPACITY,
+     .hold_ms = 120000,
+     .hinted = true,
+     .no_retry_hdr = true,
+     .reason = "rate_limited",
+     .stop = "hint_past_deadline"},
+    {.name = "429 retry-after >= deadline_s: quota",
+     .status = 429,
+     .hdr = {"retry-after", "300"},
+     .held = true,
+     .action = RETRY_ACTION_GIVE_UP,
+     .outcome = RETRY_LANE_QUOTA_OUT,
+     .cls = RETRY_CAPACITY,
+     .hold_ms = 300000,
+     .hinted = true,
+     .quota = true,
+     .no_retry_hdr = true,
+     .reason = "rate_limited",
+     .stop = "hint_past_deadline"},
+    {.name = "429 hint >= deadline_s but retried (a longer deadline): quota outcome only",
+     .status = 429,
+     .hdr = {"retry-after", "90"},
+     .held = true,
+     .deadline_s = 60,
+     .action = RETRY_ACTION_RETRY,
+     .outcome = RETRY_LANE_QUOTA_OUT,
+     .cls = RETRY_CAPACITY,
+     .delay_ms = 90000,
+     .hold_ms = 90000,
+     .hinted = true,
+     .reason = "rate_limited"},
+    {.name = "429 insufficient_quota",
+     .status = 429,
+     .body = insufficient_quota,
+     .held = true,
+     .action = RETRY_ACTION_RELAY,
+     .outcome = RETRY_LANE_QUOTA_OUT,
+     .cls = RETRY_FINAL_NO_RETRY,
+     .quota = true,
+     .no_retry_hdr = true,
+     .reason = "insufficient_quota"},
+    {.name = "429 insufficient_quota with retry-after: final all the same",
+     .status = 429,
+     .hdr = {"retry-after", "5"},
+     .body = insufficient_quota,
+     .held = true,
+     .action = RETRY_ACTION_RELAY,
+     .outcome = RETRY_LANE_QUOTA_OUT,
+     .cls = RETRY_FINAL_NO_RETRY,
+     .hinted = true,
+     .quota = true,
+     .no_retry_hdr = true,
+     .reason = "insufficient_quota"},
+    {.name = "402",
+     .status = 402,
+     .held = true,
+     .action = RETRY_ACTION_RELAY,
+     .outcome = RETRY_LANE_QUOTA_OUT,
+     .cls = RETRY_FINAL_NO_RETRY,
+     .quota = true,
+     .no_retry_hdr = true,
+     .reason = "payment_required"},
+    {.name = "402 not held: no quota (there is no answer to keep)",
+     .status = 402,
+     .action = RETRY_ACTION_RELAY,
+     .outcome = RETRY_LANE_SUCCESS,
+     .cls = RETRY_FINAL_NO_RETRY,
+     .no_retry_hdr = true,
+     .reason = "payment_required"},
+    {.name = "500 x-should-retry: false",
+     .status = 500,
+     .hdr = {"x-should-retry", "false"},
+     .held = true,
+     .action = RETRY_ACTION_RELAY,
+     .outcome = RETRY_LANE_SUCCESS,
+     .cls = RETRY_FINAL_NO_RETRY,
+     .no_retry_hdr = true,
+     .reason = "x_should_retry_false"},
+    {.name = "429 x-should-retry: false",
+     .status = 429,
+     .hdr = {"x-should-retry", "false", "retry-after", "2"},
+     .held = true,
+     .action = RETRY_ACTION_RELAY,
+     .outcome = RETRY_LANE_SUCCESS,
+     .cls = RETRY_FINAL_NO_RETRY,
+     .hinted = true,
+     .no_retry_hdr = true,
+     .reason = "x_should_retry_false"},
+    {.name = "409 x-should-retry: true",
+     .status = 409,
+     .hdr = {"x-should-retry", "true"},
+     .held = true,
+     .action = RETRY_ACTION_RETRY,
+     .outcome = RETRY_LANE_TRANSIENT,
+     .cls = RETRY_TRANSIENT,
+     .delay_ms = 1000,
+     .reason = "status_409"},
+    {.name = "503",
+     .status = 503,
+     .held = true,
+     .action = RETRY_ACTION_RETRY,
+     .outcome = RETRY_LANE_CAPACITY,
+     .cls = RETRY_CAPACITY,
+     .delay_ms = 1000,
+     .reason = "status_503"},
+    {.name = "503 with retry-after 10 s, attempt 5: capacity has no attempt limit",
+     .status = 503,
+     .hdr = {"retry-after", "10"},
+     .held = true,
+     .attempt = 5,
+     .action = RETRY_ACTION_RETRY,
+     .outcome = RETRY_LANE_CAPACITY,
+     .cls = RETRY_CAPACITY,
+     .delay_ms = 16000,
+     .hold_ms = 10000,
+     .hinted = true,
+     .reason = "status_503"},
+    {.name = "529, full jitter",
+     .status = 529,
+     .held = true,
+     .attempt = 3,
+     .jitter = JITTER_FULL,
+     .rnd = 0.5,
+     .action = RETRY_ACTION_RETRY,
+     .outcome = RETRY_LANE_CAPACITY,
+     .cls = RETRY_CAPACITY,
+     .delay_ms = 2000,
+     .reason = "status_529"},
+    {.name = "529 Anthropic overloaded_error",
+     .status = 529,
+     .body = anthropic_overloaded,
+     .held = true,
+     .action = RETRY_ACTION_RETRY,
+     .outcome = RETRY_LANE_CAPACITY,
+     .cls = RETRY_CAPACITY,
+     .delay_ms = 1000,
+     .reason = "status_529"},
+    {.name = "500 Anthropic overloaded_error: the body makes it capacity",
+     .status = 500,
+     .body = anthropic_overloaded,
+     .held = true,
+     .attempt = 4,
+     .action = RETRY_ACTION_RETRY,
+     .outcome = RETRY_LANE_CAPACITY,
+     .cls = RETRY_CAPACITY,
+     .delay_ms = 8000,
+     .reason = "overloaded_error"},
+    {.name = "429 Gemini RESOURCE_EXHAUSTED per minute",
+     .status = 429,
+     .body = gemini_minute,
+     .held = true,
+     .action = RETRY_ACTION_RETRY,
+     .outcome = RETRY_LANE_CAPACITY,
+     .cls = RETRY_CAPACITY,
+     .delay_ms = 47000,
+     .hold_ms = 47000,
+     .hinted = true,
+     .reason = "rate_limited"},
+    {.name = "429 Gemini RESOURCE_EXHAUSTED per day: quota",
+     .status = 429,
+     .body = gemini_day,
+     .held = true,
+     .action = RETRY_ACTION_RELAY,
+     .outcome = RETRY_LANE_QUOTA_OUT,
+     .cls = RETRY_FINAL_NO_RETRY,
+     .quota = true,
+     .no_retry_hdr = true,
+     .reason = "daily_quota"},
+    {.name = "500 attempt 1",
+     .status = 500,
+     .held = true,
+     .action = RETRY_ACTION_RETRY,
+     .outcome = RETRY_LANE_TRANSIENT,
+     .cls = RETRY_TRANSIENT,
+     .delay_ms = 1000,
+     .reason = "server_error"},
+    {.name = "502 attempt 2",
+     .status = 502,
+     .body = "<html>Bad Gateway</html>",
+     .held = true,
+     .attempt = 2,
+     .rnd = 0.5,
+     .action = RETRY_ACTION_RETRY,
+     .outcome = RETRY_LANE_TRANSIENT,
+     .cls = RETRY_TRANSIENT,
+     .delay_ms = 2250,
+     .reason = "server_error"},
+    {.name = "504 attempt 3: max_attempts",
+     .status = 504,
+     .held = true,
+     .attempt = 3,
+     .action = RETRY_ACTION_GIVE_UP,
+     .outcome = RETRY_LANE_TRANSIENT,
+     .cls = RETRY_TRANSIENT,
+     .reason = "server_error",
+     .stop = "max_attempts"},
+    {.name = "500 attempt 2 of max_attempts 5, retry-after 4 s",
+     .status = 500,
+     .hdr = {"retry-after", "4"},
+     .held = true,
+     .attempt = 2,
+     .max_attempts = 5,
+     .action = RETRY_ACTION_RETRY,
+     .outcome = RETRY_LANE_TRANSIENT,
+     .cls = RETRY_TRANSIENT,
+     .delay_ms = 4000,
+     .hinted = true,
+     .reason = "server_error"},
+    {.name = "500 whose backoff overruns the deadline",
+     .status = 500,
+     .held = true,
+     .attempt = 2,
+     .left = 1500,
+     .action = RETRY_ACTION_GIVE_UP,
+     .outcome = RETRY_LANE_TRANSIENT,
+     .cls = RETRY_TRANSIENT,
+     .reason = "server_error",
+     .stop = "deadline"},
+    {.name = "503 past the deadline already",
+     .status = 503,
+     .held = true,
+     .left = -1,
+     .action = RETRY_ACTION_GIVE_UP,
+     .outcome = RETRY_LANE_CAPACITY,
+     .cls = RETRY_CAPACITY,
+     .reason = "status_503",
+     .stop = "deadline"},
+    {.name = "connect error",
+     .transport = RETRY_TRANSPORT_CONNECT,
+     .action = RETRY_ACTION_RETRY,
+     .outcome = RETRY_LANE_TRANSIENT,
+     .cls = RETRY_TRANSIENT,
+     .delay_ms = 1000,
+     .reason = "connect_error"},
+    {.name = "reset before headers, attempt 2",
+     .transport = RETRY_TRANSPORT_RESET,
+     .attempt = 2,
+     .action = RETRY_ACTION_RETRY,
+     .outcome = RETRY_LANE_TRANSIENT,
+     .cls = RETRY_TRANSIENT,
+     .delay_ms = 2000,
+     .reason = "reset_before_headers"},
+    {.name = "reset while a 429 was held: its headers and body say nothing",
+     .status = 429,
+     .transport = RETRY_TRANSPORT_RESET,
+     .hdr = {"retry-after", "3"},
+     .body = insufficient_quota,
+     .held = true,
+     .action = RETRY_ACTION_RETRY,
+     .outcome = RETRY_LANE_TRANSIENT,
+     .cls = RETRY_TRANSIENT,
+     .delay_ms = 1000,
+     .reason = "reset_before_headers"},
+    {.name = "timeout, attempt 3: max_attempts",
+     .transport = RETRY_TRANSPORT_TIMEOUT,
+     .attempt = 3,
+     .action = RETRY_ACTION_GIVE_UP,
+     .outcome = RETRY_LANE_TRANSIENT,
+     .cls = RETRY_TRANSIENT,
+     .reason = "timeout",
+     .stop = "max_attempts"},
+    {.name = "certificate failure: never retried, never a success",
+     .transport = RETRY_TRANSPORT_CERT,
+     .action = RETRY_ACTION_GIVE_UP,
+     .outcome = RETRY_LANE_TRANSIENT,
+     .cls = RETRY_FINAL_NO_RETRY,
+     .no_retry_hdr = true,
+     .reason = "tls_verify"},
+    {.name = "streamed 200",
+     .status = 200,
+     .streamed = true,
+     .action = RETRY_ACTION_RELAY,
+     .outcome = RETRY_LANE_SUCCESS,
+     .cls = RETRY_FINAL},
+    {.name = "streamed 429 (too large to hold): capacity, relayed",
+     .status = 429,
+     .hdr = {"retry-after", "3"},
+     .streamed = true,
+     .action = RETRY_ACTION_RELAY,
+     .outcome = RETRY_LANE_CAPACITY,
+     .cls = RETRY_FINAL},
+    {.name = "streamed 200 cut by a reset",
+     .status = 200,
+     .transport = RETRY_TRANSPORT_RESET,
+     .streamed = true,
+     .action = RETRY_ACTION_RELAY,
+     .outcome = RETRY_LANE_TRANSIENT,
+     .cls = RETRY_FINAL},
+    {.name = "streamed 503 cut by a timeout: capacity first",
+     .status = 503,
+     .transport = RETRY_TRANSPORT_TIMEOUT,
+     .streamed = true,
+     .action = RETRY_ACTION_RELAY,
+     .outcome = RETRY_LANE_CAPACITY,
+     .cls = RETRY_FINAL},
+    {.name = "streamed 500: final, a success for the lane",
+     .status = 500,
+     .streamed = true,
+     .action = RETRY_ACTION_RELAY,
+     .outcome = RETRY_LANE_SUCCESS,
+     .cls = RETRY_FINAL},
+};
+
+static bool same_str(const char *a, const char *b)
+{
+	return a == NULL || b == NULL ? a == b : strcmp(a, b) == 0;
+}
+
+START_TEST(verdict_vector)
+{
+	const struct verdict_vector *v = &verdict_vectors[_i];
+	struct plan_conf p = plan(v->jitter);
+	if (v->max_attempts)
+		p.retry.max_attempts = v->max_attempts;
+	if (v->deadline_s)
+		p.retry.deadline_s = v->deadline_s;
+	struct rlh_result r;
+	parse_hdrs(v->hdr, &r);
+	int64_t left = v->left == 0 ? 300000 : v->left < 0 ? 0 : v->left;
+	struct retry_input in = {
+	    .status = v->status,
+	    .transport = v->transport,
+	    .hdrs = &r,
+	    .body = v->body,
+	    .body_len = v->body ? strlen(v->body) : 0,
+	    .held = v->held,
+	    .streamed = v->streamed,
+	    .attempt = v->attempt ? v->attempt : 1,
+	    .now_ms = T0,
+	    .deadline_ms = T0 + left,
+	    .plan = &p,
+	    .rnd = v->rnd,
+	};
+	struct retry_verdict d = retry_verdict(&in);
+	ck_assert_msg(d.action == v->action, "%s: action %d", v->name, d.action);
+	ck_assert_msg(d.outcome == v->outcome, "%s: outcome %d", v->name, d.outcome);
+	ck_assert_msg(d.cls == v->cls, "%s: class %s", v->name, retry_class_name(d.cls));
+	ck_assert_msg(d.delay_ms == (v->action == RETRY_ACTION_RETRY ? v->delay_ms : 0),
+	              "%s: delay %lld", v->name, (long long)d.delay_ms);
+	if (d.action == RETRY_ACTION_RETRY)
+		ck_assert_msg(d.delay_ms < left, "%s: the retry lands past the deadline", v->name);
+	ck_assert_msg(d.hold_ms == v->hold_ms, "%s: hold_ms %lld", v->name, (long long)d.hold_ms);
+	ck_assert_msg(d.hinted == v->hinted, "%s: hinted", v->name);
+	ck_assert_msg(d.quota == v->quota, "%s: quota", v->name);
+	ck_assert_msg(d.no_retry_hdr == v->no_retry_hdr, "%s: no_retry_hdr", v->name);
+	ck_assert_msg(same_str(d.reason, v->reason), "%s: reason %s", v->name,
+	              d.reason ? d.reason : "NULL");
+	ck_assert_msg(same_str(d.stop, v->stop), "%s: stop %s", v->name, d.stop ? d.stop : "NULL");
+	/* the verdict agrees with the pieces it is made of */
+	if (!v->streamed) {
+		const char *why = NULL;
+		bool http = v->transport == RETRY_TRANSPORT_NONE;
+		bool body = http && v->held;
+		ck_assert_int_eq(retry_classify(v->status, v->transport, http ? &r : NULL,
+		                                body ? v->body : NULL, body ? in.body_len : 0,
+		                                &why),
+		                 d.cls);
+		ck_assert_str_eq(why, d.reason);
+	}
+}
+END_TEST
+
+/* A verdict reads only what it is given: the same input, the same verdict. */
+START_TEST(verdict_is_pure)
+{
+	struct plan_conf p = plan(JITTER_ADDITIVE);
+	struct retry_input in = {.status = 429,
+	                         .body = openai_644ms,
+	                         .body_len = sizeof openai_644ms - 1,
+	                         .held = true,
+	                         .attempt = 2,
+	                         .now_ms = T0,
+	                         .deadline_ms = T0 + 300000,
+	                         .plan = &p,
+	                         .rnd = 0.25};
+	struct retry_verdict a = retry_verdict(&in), b = retry_verdict(&in);
+	ck_assert(a.action == b.action && a.delay_ms == b.delay_ms && a.hold_ms == b.hold_ms);
+	ck_assert_int_eq(a.delay_ms, 2125);
+	ck_assert_str_eq(a.reason, b.reason);
+	/* no headers (hdrs NULL): the body's hint holds the lane */
+	ck_assert_int_eq(a.hold_ms, 644);
+}
+END_TEST
+
 static Suite *retry_suite(void)
 {
 	Suite *s = suite_create("retry");
@@ -584,7 +1146,15 @@ static Suite *retry_suite(void)
 	                    (int)(sizeof class_vectors / sizeof class_vectors[0]));
 	tcase_add_loop_test(v, decide_vector, 0,
 	                    (int)(sizeof decide_vectors / sizeof decide_vectors[0]));
+	tcase_add_loop_test(v, verdict_head_vector, 0,
+	                    (int)(sizeof head_vectors / sizeof head_vectors[0]));
+	tcase_add_loop_test(v, verdict_vector, 0,
+	                    (int)(sizeof verdict_vectors / sizeof verdict_vectors[0]));
 	suite_add_tcase(s, v);
+	TCase *w = tcase_create("verdict");
+	tcase_add_test(w, verdict_head_no_headers);
+	tcase_add_test(w, verdict_is_pure);
+	suite_add_tcase(s, w);
 	return s;
 }
 
