@@ -235,12 +235,11 @@ static int run(struct daemon *d)
 {
 	char err[512];
 	/* The epoll changelist folds the add/del pairs made on every
-	 * request into one epoll_ctl each (measured: 4 -> 2 per request).
-	 * Precise timers (timerfd, microseconds): a paced lane's timer fires
-	 * within ~0.1 ms of its instant instead of 1-5 ms after it (epoll_wait's
-	 * millisecond timeout), which is the difference between p99 interval
-	 * jitter of 0.3 ms and 3.5 ms at 50 req/s; it costs one timerfd_settime
-	 * per loop turn, within the noise of a quick wrk A/B (32.7k vs 31.7k req/s). */
+	 * request into one epoll_ctl each. Precise timers (timerfd,
+	 * microseconds): a paced lane's timer fires within ~0.1 ms of its
+	 * instant instead of 1-5 ms after it (epoll_wait's millisecond
+	 * timeout), for one timerfd_settime per loop turn (README:
+	 * Performance has the figures). */
 	struct event_config *ec = event_config_new();
 	if (ec != NULL) {
 		event_config_set_flag(ec, EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);

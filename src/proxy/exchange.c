@@ -1,35 +1,35 @@
-/* exchange — a request's way through its lane and to the upstream: queueing,
- * dispatch, the retry decision, and relaying the answer as it streams in.
+/* exchange — one request's life: from intake to its lane, to the upstream,
+ * and back to the client, as the answer streams in.
  *
- * The life of a request:
+ * The request's state is one enum (enum xstate) that every step checks
+ * (set_state: the allowed transitions of xstate.c, asserted in every
+ * build), and finish() tears down by it:
  *
- *   server.c (intake) routes it and finds its key, then exchange_start:
- *     QUEUED     in its lane's queue (sched_submit); the lane's one timer is
- *                armed for the earliest instant its state can change by
- *                itself (sched_wake_at): no polling.
- *     UPSTREAM   sched_next chose it: dispatch() starts an upstream transfer.
- *                Headers arrive (on_up_headers): an answer that may be
- *                retried (429, 5xx, …) is held back whole; any other starts
- *                the client's response at once, and its body is relayed
- *                chunk by chunk (on_up_body), pausing the transfer while the
- *                client's output is over its cap (hreq_write → false) until
- *                the client drains (on_client_drained).
- *     RETRY_WAIT the transfer ended (on_up_done) with a held answer or none:
- *                decide() asks retry.c; a retry waits in the lane without a
- *                slot, then goes back to UPSTREAM.
- *     DONE       the answer was relayed or pacerd answered itself
- *                (hreq_error), or the client left (on_client_gone) and the
- *                transfer was aborted. finish() is the one teardown: the
- *                access log line, the lane released, the client half let go;
- *                the memory is freed on the next loop turn.
+ *   NEW        exchange_start builds the upstream request and finds the lane.
+ *   QUEUED     in its lane (lanes.h): the lanes call dispatch() when it may
+ *              go, or refuse() with why (queue full, timeout, quota, …).
+ *   UPSTREAM   a transfer runs (upstream.h); no answer yet.
+ *   HELD       the answer's headers say it may be retried (retry_verdict_head):
+ *              it is held back whole (at most RETRY_BODY_CAP) until the
+ *              transfer ends and retry_verdict decides.
+ *   STREAMING  the client's response has begun: the answer is final; its
+ *              body is relayed chunk by chunk (on_up_body), pausing the
+ *              transfer while the client's output is over its cap
+ *              (hreq_write → false) until it drains (on_client_drained).
+ *   RETRY_WAIT the verdict said retry: it waits in the lane without a slot,
+ *              then is dispatched again; at the request's deadline the last
+ *              answer is given (on_retry_deadline).
+ *   DONE       answered, or the client left (on_client_gone); the memory is
+ *              recycled on the next loop turn.
  *
- * The decisions are made by the pure modules (sched, retry,
- * ratelimit_headers, tokens); this file only carries them out. Nothing here
- * calls into libcurl from inside a libcurl callback: on_up_headers and
- * on_up_body only kick the lane timer, and dispatching happens from intake,
- * from on_up_done (which libcurl does not have on the stack) or from the
- * timer. The client half is reached only through the hreq seam, and only
- * until the response ended or the client went away. */
+ * What an answer means is decided by retry.c (retry_verdict_head,
+ * retry_verdict); what it means for the lane by the lanes. This file carries
+ * the decisions out. Nothing here calls into libcurl from inside a libcurl
+ * callback: on_up_headers and on_up_body only tell the lanes, which kick the
+ * lane's timer; dispatching happens from intake, from on_up_done (which
+ * libcurl does not have on the stack) or from the lane's timer. The client
+ * half is reached only through the hreq seam, and only until the response
+ * ended or the client went away. */
 #include "proxy/exchange.h"
 
 #include <event2/buffer.h>
@@ -39,30 +39,23 @@
 #include <string.h>
 #include <strings.h>
 
-#include "core/clock.h"
-#include "sched/daily.h"
-#include "core/grow.h"
-#include "http/headers.h"
-#include "core/log.h"
 #include "admin/metrics.h"
-#include "sched/retry.h"
-#include "sched/sched.h"
-#include "store/shared.h"
+#include "core/clock.h"
+#include "core/grow.h"
+#include "core/log.h"
+#include "http/headers.h"
 #include "provider/tokens.h"
 #include "provider/usage_strip.h"
+#include "proxy/lanes.h"
+#include "proxy/xstate.h"
+#include "sched/retry.h"
 
 /* A JSON answer larger than this is relayed without reading its usage. */
 #define USAGE_JSON_CAP (256 * 1024)
-#define LANE_SWEEP_S 10
 #define AGENT_MAX 64
 #define RESP_HEADERS_MAX 260
-/* The longest a capacity answer's headers hold the lane while its body is
- * still coming (an error body is small: it normally takes microseconds). */
-#define PENDING_HOLD_MAX_MS 1000
 /* Exchanges kept for reuse after a burst; the rest are freed. */
 #define POOL_MAX 4096
-
-enum xstate { XS_QUEUED, XS_UPSTREAM, XS_RETRY_WAIT, XS_DONE };
 
 struct exchange {
 	struct exchanges *xs;
@@ -85,23 +78,19 @@ struct exchange {
 	int priority; /* x-pacer-priority or the agent's; logged when not 0 */
 
 	/* Scheduling. */
-	struct sched_lane *lane;
-	struct sched_item item;
-	struct shared_lease *lease; /* max_concurrent_global: held while in flight */
+	struct lane_ticket ticket;
 	int64_t t_start, t_dispatch, t_headers; /* monotonic ms */
 	int64_t t_first_dispatch;               /* 0: never dispatched */
 	int64_t retry_deadline;
-	/* Armed while a retry waits (XS_RETRY_WAIT): at retry_deadline the
-	 * last answer is given, however busy the lane still is. Assigned each
-	 * time it is armed (the struct is recycled with memset). */
+	/* Pending while XS_RETRY_WAIT: at retry_deadline the last answer is
+	 * given, however busy the lane still is. Assigned each time it is
+	 * armed (the struct is recycled with memset). */
 	struct event retry_timer;
-	bool retry_timer_armed;
 
 	/* The current attempt. */
-	struct up_xfer *xfer;
+	struct up_xfer *xfer; /* the transfer running, or NULL */
 	int status;
-	bool buffering;        /* an error answer held back for the retry decision */
-	struct evbuffer *held; /* its head (name\0value\0 …) and body, at most RETRY_BODY_CAP */
+	struct evbuffer *held; /* XS_HELD: its head (name\0value\0 …) and body, at most RETRY_BODY_CAP */
 	size_t held_n, held_head_len;
 	char held_reason[64];
 	struct rlh_result rlh;
@@ -114,7 +103,6 @@ struct exchange {
 	double tokens_estimated; /* the estimate charged before dispatch (0: none made) */
 
 	/* Relaying. */
-	bool started;     /* the client's response has begun: the answer is final */
 	bool client_full; /* hreq_write said stop: the transfer pauses */
 	uint64_t bytes_out;
 	const char *error_code; /* pacerd's own answer, for the access log */
@@ -123,7 +111,7 @@ struct exchange {
 	/* The response began but the upstream broke off (reset, idle timeout):
 	 * the client got a cut message, and the request line says so. */
 	bool truncated;
-	/* Why retrying stopped (retry_decide's why: "max_attempts",
+	/* Why retrying stopped (the verdict's stop: "max_attempts",
 	 * "deadline", …) when an answer that could be retried was given up
 	 * on; NULL otherwise. Static. */
 	const char *retry_stop;
@@ -139,33 +127,15 @@ struct exchange {
 	size_t hdr_nodes_cap;
 };
 
-#define X_OF_ITEM(it) ((struct exchange *)(void *)((char *)(it)-offsetof(struct exchange, item)))
-
-/* The event-loop side of a lane: its one timer. */
-struct lane_shell {
-	struct exchanges *xs;
-	struct sched_lane *lane;
-	struct config_ref *cref; /* the configuration lane->provider and lane->plan point into */
-	struct event timer;
-	int64_t armed_ms; /* instant the timer is set for; SCHED_NEVER = not armed */
-	unsigned last_limit;
-	/* While the lane's quota is out: the upstream's refusal, replayed to
-	 * every request the lane refuses (a held answer's layout: head
-	 * name\0value\0 pairs, then the body). */
-	struct evbuffer *quota_answer;
-	size_t quota_n, quota_head_len;
-	int quota_status;
-	char quota_reason[64];
-	struct shared_lane *shared; /* the shared store's decisions and leases */
-};
+#define X_OF_TICKET(t)                                                                            \
+	((struct exchange *)(void *)((char *)(t)-offsetof(struct exchange, ticket)))
 
 struct exchanges {
 	struct event_base *base;
 	struct upstream *up;
 	struct config_ref *cref; /* the current configuration */
-	struct registry *reg;
+	struct lanes *lanes;
 	struct metrics *metrics; /* per provider: what /metrics reports */
-	struct event *sweep;     /* idle lane eviction */
 	struct event *reap;
 	struct exchange *live;
 	struct exchange *reap_list;
@@ -177,7 +147,6 @@ struct exchanges {
 	void (*idle_fn)(void *);
 	void *idle_arg;
 	uint64_t rng;
-	struct shared *shared; /* store.kind: redis; NULL: local */
 };
 
 static const struct up_handler relay_handler;
@@ -186,6 +155,20 @@ static const struct hreq_events client_events;
 static int64_t now_ms(void)
 {
 	return clock_now_ms();
+}
+
+/* Every state change goes through here: a transition the diagram does not
+ * allow is a bug that would leak a slot or answer twice, so it stops the
+ * process in every build (as Redis' serverAssert does) with what it saw. */
+static void set_state(struct exchange *x, enum xstate to)
+{
+	if (!xstate_allowed(x->state, to)) {
+		fprintf(stderr, "pacerd: exchange %s: bad transition %s -> %s\n", x->request_id,
+		        xstate_name(x->state), xstate_name(to));
+		log_flush();
+		abort();
+	}
+	x->state = to;
 }
 
 /* xorshift64*: jitter needs speed and spread, not secrecy. */
@@ -238,20 +221,29 @@ static void log_lane_event(struct exchange *x, const char *event, enum log_level
 
 static void log_limit_learned(struct exchange *x)
 {
-	static const char *const names[RLH_N_BUDGETS] = {"requests", "tokens", "input_tokens",
-	                                                 "output_tokens"};
 	struct log_line l;
 	if (!log_begin_x(&l, LOG_INFO, "limit_learned", x))
 		return;
-	for (int b = 0; b < RLH_N_BUDGETS; b++) {
-		const struct learned *lb = sched_learned(x->lane, b);
-		if (lb == NULL)
-			continue;
-		char line[256];
-		learned_summary(lb, x->t_headers, line, sizeof(line));
-		log_str(&l, names[b], line);
-	}
+	lanes_log_learned(&x->ticket, &l, x->t_headers);
 	log_end(&l);
+}
+
+/* What an attempt's end changed in the lane, logged with this request. */
+static void log_lane_change(struct exchange *x, const struct lane_change *ch)
+{
+	if (ch->limit_from != ch->limit_to) {
+		struct log_line l;
+		if (log_begin(&l, LOG_INFO, "concurrency_changed")) {
+			log_str(&l, "request_id", x->request_id);
+			log_str(&l, "provider", x->route.provider->name);
+			log_str(&l, "key", x->key_id);
+			log_int(&l, "from", ch->limit_from);
+			log_int(&l, "to", ch->limit_to);
+			log_end(&l);
+		}
+	}
+	if (ch->quota_restored)
+		log_lane_event(x, "quota_restored", LOG_INFO, NULL, 0);
 }
 
 /* The access log line: one per request, when it is over. */
@@ -266,7 +258,7 @@ static void log_request(struct exchange *x)
 	if (x->route.path != NULL && x->client != NULL)
 		log_strn(&l, "path", x->route.path, strcspn(x->route.path, "?"));
 	log_int(&l, "status", x->status);
-	log_int(&l, "attempts", x->item.attempts);
+	log_int(&l, "attempts", x->ticket.item.attempts);
 	log_int(&l, "queue_ms", x->t_dispatch ? x->t_dispatch - x->t_start : 0);
 	log_int(&l, "upstream_ms", x->t_dispatch ? now - x->t_dispatch : 0);
 	log_int(&l, "duration_ms", now - x->t_start);
@@ -298,7 +290,7 @@ static void observe(const struct exchange *x)
 	    .first_byte_ms =
 	        x->t_dispatch && x->t_headers >= x->t_dispatch ? x->t_headers - x->t_dispatch : -1,
 	    .duration_ms = now - x->t_start,
-	    .attempts = x->item.attempts,
+	    .attempts = x->ticket.item.attempts,
 	    .tokens_estimated = x->tokens_estimated,
 	    .tokens_reported = x->tokens_used,
 	};
@@ -380,47 +372,35 @@ static struct exchange *exchange_get(struct exchanges *xs)
 	return calloc(1, sizeof(*x));
 }
 
-static void lane_kick(struct sched_lane *lane);
-static void quota_answer(struct exchange *x, const struct lane_shell *ls);
-
-static void retry_timer_disarm(struct exchange *x)
-{
-	if (x->retry_timer_armed) {
-		evtimer_del(&x->retry_timer);
-		x->retry_timer_armed = false;
-	}
-}
-
-/* The attempt's max_concurrent_global lease goes back to the store. */
-static void lane_release(struct exchange *x)
-{
-	if (x->lease != NULL) {
-		shared_release(x->xs->shared, x->lease);
-		x->lease = NULL;
-	}
-}
-
-/* Ends the exchange: the upstream side is stopped if it still runs, the lane
- * lets go of it, the access log line is written, and the client half is left
- * (its response must have ended already, or the client is gone). */
+/* Ends the exchange, undoing what its state holds: a transfer that still
+ * runs is aborted, its place in the lane is given up (queued, waiting for a
+ * retry or in flight), a retry's deadline timer is stopped; then the access
+ * log line, and the client half is let go (its response must have ended
+ * already, or the client is gone). */
 static void finish(struct exchange *x)
 {
 	struct exchanges *xs = x->xs;
-	if (x->state == XS_DONE)
+	switch (x->state) {
+	case XS_DONE:
 		return;
-	retry_timer_disarm(x);
-	if (x->xfer != NULL) {
-		upstream_abort(x->xfer);
-		x->xfer = NULL;
-		lane_release(x);
-		sched_complete(x->lane, &x->item, SCHED_ABORTED, now_ms());
-		lane_kick(x->lane);
-	} else if (x->lane != NULL &&
-	           (x->item.state == SCHED_QUEUED || x->item.state == SCHED_RETRY_WAIT)) {
-		sched_cancel(x->lane, &x->item);
-		lane_kick(x->lane);
+	case XS_RETRY_WAIT:
+		evtimer_del(&x->retry_timer);
+		break;
+	case XS_UPSTREAM:
+	case XS_HELD:
+	case XS_STREAMING: /* the transfer may have ended already (xfer NULL) */
+		if (x->xfer != NULL) {
+			upstream_abort(x->xfer);
+			x->xfer = NULL;
+		}
+		break;
+	case XS_NEW:
+	case XS_QUEUED:
+	case XS_N:
+		break;
 	}
-	x->state = XS_DONE;
+	lanes_cancel(xs->lanes, &x->ticket); /* a no-op once out of the lane */
+	set_state(x, XS_DONE);
 	log_request(x);
 	observe(x);
 	x->client = NULL;
@@ -452,8 +432,8 @@ static size_t pacer_headers(struct exchange *x, struct hhdr *h, bool with_id, ch
 	if (with_id)
 		h[n++] = (struct hhdr){"x-request-id", 12, x->request_id, strlen(x->request_id)};
 	int64_t queue_ms = (x->t_dispatch ? x->t_dispatch : now_ms()) - x->t_start;
-	h[n++] =
-	    (struct hhdr){"x-pacer-attempts", 16, nums[0], hhdr_u64(nums[0], x->item.attempts)};
+	h[n++] = (struct hhdr){"x-pacer-attempts", 16, nums[0],
+	                       hhdr_u64(nums[0], x->ticket.item.attempts)};
 	h[n++] = (struct hhdr){"x-pacer-queue-ms", 16, nums[1],
 	                       hhdr_u64(nums[1], queue_ms < 0 ? 0 : (uint64_t)queue_ms)};
 	return n;
@@ -464,7 +444,7 @@ static size_t pacer_headers(struct exchange *x, struct hhdr *h, bool with_id, ch
 static void answer(struct exchange *x, int status, const char *code, const char *message,
                    long long retry_after_ms)
 {
-	if (x->client != NULL && x->started) {
+	if (x->client != NULL && x->state == XS_STREAMING) {
 		hreq_end(x->client, false); /* too late for an answer of our own */
 	} else if (x->client != NULL) {
 		struct hhdr h[6];
@@ -486,115 +466,6 @@ static void answer(struct exchange *x, int status, const char *code, const char 
 	finish(x);
 }
 
-/* ---- the lane's timer ---- */
-
-static void lane_pump(struct lane_shell *ls);
-
-static void on_lane_timer(evutil_socket_t fd, short what, void *arg)
-{
-	struct lane_shell *ls = arg;
-	(void)fd;
-	(void)what;
-	ls->armed_ms = SCHED_NEVER;
-	lane_pump(ls);
-}
-
-static struct lane_shell *lane_shell_of(struct exchanges *xs, struct sched_lane *lane)
-{
-	if (lane->shell != NULL)
-		return lane->shell;
-	struct lane_shell *ls = calloc(1, sizeof(*ls));
-	if (ls == NULL)
-		return NULL;
-	evtimer_assign(&ls->timer, xs->base, on_lane_timer, ls);
-	ls->xs = xs;
-	ls->lane = lane;
-	ls->cref = config_ref_get(xs->cref);
-	ls->armed_ms = SCHED_NEVER;
-	ls->last_limit = sched_concurrency_limit(lane);
-	lane->shell = ls;
-	return ls;
-}
-
-static void lane_evicted(struct sched_lane *lane, void *arg)
-{
-	struct lane_shell *ls = lane->shell;
-	struct exchanges *xs = arg;
-	if (ls == NULL)
-		return;
-	shared_lane_free(xs != NULL ? xs->shared : NULL, ls->shared);
-	evtimer_del(&ls->timer);
-	config_ref_put(ls->cref);
-	if (ls->quota_answer != NULL)
-		evbuffer_free(ls->quota_answer);
-	free(ls);
-	lane->shell = NULL;
-}
-
-static void lane_arm(struct lane_shell *ls, int64_t wake, int64_t now)
-{
-	if (wake == ls->armed_ms)
-		return;
-	ls->armed_ms = wake;
-	if (wake == SCHED_NEVER) {
-		evtimer_del(&ls->timer);
-		return;
-	}
-	/* To the microsecond: from the clock read now, not from `now`'s whole
-	 * millisecond, which would make every wake-up up to 1 ms late. */
-	int64_t us = wake > now ? (int64_t)clock_us_until(wake) : 0;
-	struct timeval tv = {(time_t)(us / 1000000), (suseconds_t)(us % 1000000)};
-	evtimer_add(&ls->timer, &tv);
-}
-
-/* Runs the lane on the next loop turn: safe from inside any callback. */
-static void lane_kick(struct sched_lane *lane)
-{
-	struct lane_shell *ls = lane->shell;
-	if (ls == NULL)
-		return;
-	ls->armed_ms = 0;
-	event_active(&ls->timer, EV_TIMEOUT, 1);
-}
-
-static void note_limit_change(struct lane_shell *ls, struct exchange *x)
-{
-	unsigned limit = sched_concurrency_limit(ls->lane);
-	if (limit == ls->last_limit)
-		return;
-	struct log_line l;
-	if (log_begin(&l, LOG_INFO, "concurrency_changed")) {
-		log_str(&l, "request_id", x->request_id);
-		log_str(&l, "provider", ls->lane->provider->name);
-		log_str(&l, "key", ls->lane->key_id);
-		log_int(&l, "from", ls->last_limit);
-		log_int(&l, "to", limit);
-		log_end(&l);
-	}
-	ls->last_limit = limit;
-}
-
-/* ---- one attempt ---- */
-
-static void reset_attempt(struct exchange *x)
-{
-	x->status = 0;
-	x->buffering = false;
-	x->no_retry_hdr = false;
-	x->sse = false;
-	x->held_n = x->held_head_len = 0;
-	x->held_reason[0] = '\0';
-	if (x->held != NULL)
-		evbuffer_drain(x->held, evbuffer_get_length(x->held));
-	if (x->json != NULL)
-		evbuffer_drain(x->json, evbuffer_get_length(x->json));
-	tokens_sse_free(&x->sse_scan);
-	tokens_sse_init(&x->sse_scan);
-	usage_strip_free(&x->strip);
-	usage_strip_init(&x->strip);
-	memset(&x->rlh, 0, sizeof(x->rlh));
-}
-
 static void give_up_transport(struct exchange *x, enum up_error err, const char *detail)
 {
 	copy_str(x->up_detail, sizeof(x->up_detail), detail ? detail : "");
@@ -611,8 +482,121 @@ static void give_up_transport(struct exchange *x, enum up_error err, const char 
 	answer(x, 502, "upstream_unreachable", msg, -1);
 }
 
-static void dispatch(struct exchange *x)
+/* Every SDK honours a hint up to 60 s (PROVIDERS.md §8). */
+static int64_t clamp_hint(int64_t ms, int64_t lo)
 {
+	if (ms < lo)
+		ms = lo;
+	return ms > 60000 ? 60000 : ms;
+}
+
+static void relay_held(struct exchange *x);
+
+/* Answers x with the lane's kept quota refusal and x-should-retry: false: the
+ * account cannot be served, and the SDK should not try again either. */
+static void quota_answer(struct exchange *x)
+{
+	const char *reason;
+	x->no_retry_hdr = true;
+	if ((x->held == NULL && (x->held = evbuffer_new()) == NULL) ||
+	    !lanes_quota_answer(&x->ticket, x->held, &x->held_n, &x->held_head_len, &x->status,
+	                        &reason)) {
+		/* No refusal of our own to replay (another replica saw it). */
+		answer(x, 429, "quota_exhausted", "the quota of this API key is exhausted", -1);
+		return;
+	}
+	copy_str(x->held_reason, sizeof(x->held_reason), reason);
+	x->error_code = "quota_exhausted";
+	relay_held(x);
+}
+
+/* The lanes answer x without the upstream. */
+static void on_lane_refuse(struct lane_ticket *t, const struct lane_refusal_info *r)
+{
+	struct exchange *x = X_OF_TICKET(t);
+	char msg[192];
+	switch (r->why) {
+	case LANE_REFUSE_TOO_MANY_LANES:
+		answer(x, 503, "too_many_keys",
+		       "pacerd tracks as many API keys as limits.max_lanes allows", r->wait_ms);
+		return;
+	case LANE_REFUSE_STORE_DOWN:
+		answer(x, 503, "store_unavailable",
+		       "the shared store (store.redis) does not answer, and store.redis.on_error is "
+		       "fail",
+		       r->wait_ms < 1000 ? 1000 : r->wait_ms);
+		return;
+	case LANE_REFUSE_DEADLINE:
+		log_lane_event(x, "rejected", LOG_INFO, "eta_ms", (long long)r->wait_ms);
+		snprintf(msg, sizeof(msg),
+		         "the queue of this API key needs about %lld ms, more than the %lld ms this "
+		         "request allows",
+		         (long long)r->wait_ms, (long long)(x->retry_deadline - x->t_start));
+		answer(x, 503, "deadline_unreachable", msg, r->wait_ms <= 60000 ? r->wait_ms : -1);
+		return;
+	case LANE_REFUSE_QUEUE_FULL:
+	case LANE_REFUSE_EVICTED: {
+		bool evicted = r->why == LANE_REFUSE_EVICTED;
+		log_lane_event(x, evicted ? "evicted" : "rejected", LOG_INFO, "queue_depth", r->depth);
+		answer(x, 503, "queue_full",
+		       evicted ? "the queue of this API key is full, and requests of a higher "
+		                 "priority took this one's place"
+		               : "the queue of this API key is full",
+		       clamp_hint(r->wait_ms, 1000));
+		return;
+	}
+	case LANE_REFUSE_QUEUE_TIMEOUT:
+		log_lane_event(x, "timeout", LOG_INFO, "timeout_s", r->limit_s);
+		snprintf(msg, sizeof(msg), "waited %llds in the queue of this key without being sent",
+		         (long long)(now_ms() - x->ticket.item.arrived_ms) / 1000);
+		answer(x, 504, "queue_timeout", msg, -1);
+		return;
+	case LANE_REFUSE_AGENT_BUSY:
+		log_lane_event(x, "rejected", LOG_INFO, NULL, 0);
+		answer(x, 409, "agent_busy",
+		       "this agent already has a request in flight (agents.mode: reject)", -1);
+		return;
+	case LANE_REFUSE_QUOTA:
+		quota_answer(x);
+		return;
+	case LANE_REFUSE_DAY_OUT:
+		/* 429, with retry-after when the reset is within 60 s (every SDK
+		 * honours that), else x-should-retry: false (waiting hours is not
+		 * what an SDK's retry is for). */
+		x->no_retry_hdr = r->wait_ms > 60000;
+		snprintf(msg, sizeof(msg),
+		         "the daily budget of this API key is spent (max_requests_per_day, "
+		         "max_tokens_per_day); it starts over in %llds",
+		         (long long)(r->wait_ms + 999) / 1000);
+		answer(x, 429, "daily_budget_exhausted", msg, r->wait_ms <= 60000 ? r->wait_ms : -1);
+		return;
+	}
+}
+
+/* ---- one attempt ---- */
+
+static void reset_attempt(struct exchange *x)
+{
+	x->status = 0;
+	x->no_retry_hdr = false;
+	x->sse = false;
+	x->held_n = x->held_head_len = 0;
+	x->held_reason[0] = '\0';
+	if (x->held != NULL)
+		evbuffer_drain(x->held, evbuffer_get_length(x->held));
+	if (x->json != NULL)
+		evbuffer_drain(x->json, evbuffer_get_length(x->json));
+	tokens_sse_free(&x->sse_scan);
+	tokens_sse_init(&x->sse_scan);
+	usage_strip_free(&x->strip);
+	usage_strip_init(&x->strip);
+	memset(&x->rlh, 0, sizeof(x->rlh));
+}
+
+/* The lanes let x go now. */
+static void on_lane_dispatch(struct lane_ticket *t)
+{
+	struct exchange *x = X_OF_TICKET(t);
 	struct up_request ur = {
 	    .url = x->url,
 	    .method = x->method,
@@ -621,136 +605,21 @@ static void dispatch(struct exchange *x)
 	    .body_len = x->body_len,
 	    .provider = x->route.provider,
 	};
-	retry_timer_disarm(x);
+	if (x->state == XS_RETRY_WAIT)
+		evtimer_del(&x->retry_timer);
+	set_state(x, XS_UPSTREAM);
 	reset_attempt(x);
 	x->up_detail[0] = '\0'; /* a failed attempt's words are not this one's */
-	x->state = XS_UPSTREAM;
 	x->t_dispatch = now_ms();
 	if (x->t_first_dispatch == 0)
 		x->t_first_dispatch = x->t_dispatch;
-	log_lane_event(x, "acquired", LOG_DEBUG, "active_slots", (long long)x->lane->in_flight);
+	log_lane_event(x, "acquired", LOG_DEBUG, "active_slots", (long long)lanes_in_flight(t));
 	x->xfer = upstream_start(x->xs->up, &ur, &relay_handler, x);
 	if (x->xfer == NULL) {
-		lane_release(x);
-		sched_complete(x->lane, &x->item, SCHED_TRANSIENT, now_ms());
+		struct lane_change ch;
+		lanes_complete(x->xs->lanes, t, RETRY_LANE_TRANSIENT, false, 0, now_ms(), &ch);
 		give_up_transport(x, UP_INTERNAL, "cannot start the upstream transfer");
 	}
-}
-
-static void queue_timeout(struct exchange *x)
-{
-	long long waited_s = (now_ms() - x->item.arrived_ms) / 1000;
-	log_lane_event(x, "timeout", LOG_INFO, "timeout_s",
-	               (long long)x->lane->plan->queue.max_wait_s);
-	char msg[160];
-	snprintf(msg, sizeof(msg), "waited %llds in the queue of this key without being sent",
-	         waited_s);
-	answer(x, 504, "queue_timeout", msg, -1);
-}
-
-/* 503 queue_full, with when a request like it would find room (rq; NULL for
- * one evicted from the queue: when the queue would be sent). */
-static void queue_full(struct exchange *x, const struct sched_request *rq, int64_t now)
-{
-	int64_t eta = sched_queue_eta_ms(x->lane, rq, now);
-	/* Every SDK honours a hint up to 60 s (PROVIDERS.md §8). */
-	if (eta < 1000)
-		eta = 1000;
-	if (eta > 60000)
-		eta = 60000;
-	log_lane_event(x, rq != NULL ? "rejected" : "evicted", LOG_INFO, "queue_depth",
-	               (long long)sched_queue_depth(x->lane));
-	answer(x, 503, "queue_full",
-	       rq != NULL ? "the queue of this API key is full"
-	                  : "the queue of this API key is full, and requests of a higher priority "
-	                    "took this one's place",
-	       eta);
-}
-
-/* A paced lane decides on a fresh clock: the turn's cached one may be late
- * by however long the turn has run, and every dispatch charged that early
- * would shorten the spacing. An unpaced lane takes the turn's time. */
-static int64_t pump_now(const struct sched_lane *lane)
-{
-	if (gates_enabled(&lane->gates) || lane->gates_mode == SCHED_GATES_SHARED)
-		return clock_fresh_ms();
-	for (int b = 0; b < RLH_N_BUDGETS; b++)
-		if (sched_learned(lane, b) != NULL)
-			return clock_fresh_ms();
-	return now_ms();
-}
-
-/* store.redis.on_error: fail, with the store down: 503 until it is back. */
-static void store_unavailable(struct exchange *x)
-{
-	struct store_stats *st = shared_stats(x->xs->shared);
-	if (st != NULL)
-		st->refused++;
-	int64_t retry = shared_retry_in_ms(x->xs->shared);
-	answer(x, 503, "store_unavailable",
-	       "the shared store (store.redis) does not answer, and store.redis.on_error is fail",
-	       retry < 1000 ? 1000 : retry);
-}
-
-/* The plan's daily budget is spent: 429, with retry-after when the reset is
- * within 60 s (every SDK honours that), else x-should-retry: false (waiting
- * hours is not what an SDK's retry is for). */
-static void day_answer(struct exchange *x)
-{
-	int64_t left = x->lane->day.resets_at_ms - now_ms();
-	if (left < 0)
-		left = 0;
-	x->no_retry_hdr = left > 60000;
-	char msg[192];
-	snprintf(msg, sizeof(msg),
-	         "the daily budget of this API key is spent (max_requests_per_day, "
-	         "max_tokens_per_day); it starts over in %llds",
-	         (long long)(left + 999) / 1000);
-	answer(x, 429, "daily_budget_exhausted", msg, left <= 60000 ? left : -1);
-}
-
-/* Keeps the daily budget's day: when the lane has none yet, or its reset has
- * come, asks daily.c for the next reset in the plan's zone (on the wall clock,
- * then carried over to the monotonic one). */
-static void day_tick(struct sched_lane *lane, int64_t now)
-{
-	if (!sched_day_limited(lane))
-		return;
-	bool new_day = lane->day.resets_at_ms != 0 && now >= lane->day.resets_at_ms;
-	if (lane->day.resets_at_ms != 0 && !new_day)
-		return;
-	int64_t wall = clock_wall_ms();
-	int64_t next =
-	    daily_next_reset_ms(wall, lane->plan->day_reset_minute, lane->plan->day_time_zone);
-	sched_day_reset(lane, now + (next - wall), new_day);
-}
-
-static void lane_pump(struct lane_shell *ls)
-{
-	struct sched_lane *lane = ls->lane;
-	int64_t now = pump_now(lane);
-	struct sched_item *it;
-	day_tick(lane, now);
-	while ((it = sched_expired(lane, now)) != NULL)
-		queue_timeout(X_OF_ITEM(it));
-	if (!shared_pump(ls->xs->shared, lane, &ls->shared, now)) {
-		/* on_error: fail, and the store is down: what waits is answered. */
-		while ((it = sched_drain(lane)) != NULL)
-			store_unavailable(X_OF_ITEM(it));
-	}
-	while ((it = sched_next(lane, now)) != NULL) {
-		struct exchange *x = X_OF_ITEM(it);
-		x->lease = shared_dispatched(ls->xs->shared, ls->shared);
-		dispatch(x);
-	}
-	/* A day's budget spent: what waits could only wait for tomorrow. */
-	if (sched_day_out(lane))
-		while ((it = sched_drain(lane)) != NULL)
-			day_answer(X_OF_ITEM(it));
-	int64_t wake = sched_wake_at(lane, now);
-	if (sched_day_limited(lane) && lane->day.resets_at_ms < wake)
-		wake = lane->day.resets_at_ms;
-	lane_arm(ls, wake, now);
 }
 
 /* ---- entry ---- */
@@ -860,7 +729,7 @@ void exchange_start(struct exchanges *xs, struct hreq *client, const struct exch
 		return;
 	}
 	x->xs = xs;
-	x->state = XS_QUEUED;
+	x->state = XS_NEW;
 	x->client = client;
 	x->tokens_used = -1;
 	x->cref = config_ref_get(in->cref);
@@ -888,22 +757,10 @@ void exchange_start(struct exchanges *xs, struct hreq *client, const struct exch
 		answer(x, 503, "out_of_memory", "pacerd is out of memory", -1);
 		return;
 	}
-
-	if (shared_refusing(xs->shared)) {
-		store_unavailable(x);
-		return;
-	}
-	const struct config *cfg = xs->cref->cfg;
-	struct sched_lane *lane =
-	    registry_lane(xs->reg, cfg, x->route.provider, x->key_hash, now, lane_evicted, xs);
-	struct lane_shell *ls = lane ? lane_shell_of(xs, lane) : NULL;
-	if (ls == NULL) {
-		answer(x, 503, "too_many_keys",
-		       "pacerd tracks as many API keys as limits.max_lanes allows", 1000);
-		return;
-	}
-	x->lane = lane;
-	const struct plan_conf *plan = lane->plan;
+	const struct plan_conf *plan =
+	    lanes_find(xs->lanes, &x->ticket, x->route.provider, x->key_hash, now);
+	if (plan == NULL)
+		return; /* refused (on_lane_refuse) */
 	/* The request's deadline: the earlier of the plan's retry.deadline_s
 	 * and the client's own timeout, which the official SDKs send. */
 	x->retry_deadline = now + (int64_t)plan->retry.deadline_s * 1000;
@@ -913,26 +770,11 @@ void exchange_start(struct exchanges *xs, struct hreq *client, const struct exch
 		x->retry_deadline = now + client_ms;
 	struct sched_request rq = {
 	    .agent = in->agent_id, .flow = in->flow, .priority = in->priority};
-	/* A wait longer than the client will wait is a wait for nothing: say
-	 * so now, with when there will be room, so that the SDK's own retry
-	 * lands then. */
-	int64_t wait_ms = client_ms > 0 ? sched_queue_eta_ms(lane, &rq, now) : 0;
-	if (client_ms > 0 && now + wait_ms >= x->retry_deadline) {
-		log_lane_event(x, "rejected", LOG_INFO, "eta_ms", (long long)wait_ms);
-		char msg[160];
-		snprintf(
-		    msg, sizeof(msg),
-		    "the queue of this API key needs about %lld ms, more than the %lld ms this "
-		    "request allows",
-		    (long long)wait_ms, client_ms);
-		answer(x, 503, "deadline_unreachable", msg, wait_ms <= 60000 ? wait_ms : -1);
-		return;
-	}
 
 	/* The token estimate reads the body: only when a token budget paces
 	 * this lane. */
 	struct tokens_cost cost = {0};
-	if (sched_wants_tokens(lane)) {
+	if (lanes_wants_tokens(&x->ticket)) {
 		tokens_estimate(x->body, x->body_len, plan->default_output_tokens, &cost);
 		x->want_usage = true;
 		meter_stream(x, plan);
@@ -940,34 +782,11 @@ void exchange_start(struct exchanges *xs, struct hreq *client, const struct exch
 	rq.cost_prompt = (double)cost.prompt;
 	rq.cost_output = (double)cost.output;
 	x->tokens_estimated = rq.cost_prompt + rq.cost_output;
-	day_tick(lane, now);
 
-	struct sched_item *evicted;
-	switch (sched_submit(lane, &x->item, &rq, now, &evicted)) {
-	case SCHED_OK:
-		/* It took the place of the newest request of a lower priority. */
-		if (evicted != NULL)
-			queue_full(X_OF_ITEM(evicted), NULL, now);
-		break;
-	case SCHED_QUEUE_FULL:
-		queue_full(x, &rq, now);
-		return;
-	case SCHED_AGENT_BUSY:
-		log_lane_event(x, "rejected", LOG_INFO, NULL, 0);
-		answer(x, 409, "agent_busy",
-		       "this agent already has a request in flight (agents.mode: reject)", -1);
-		return;
-	case SCHED_QUOTA:
-		quota_answer(x, ls);
-		return;
-	case SCHED_DAY_OUT:
-		day_answer(x);
-		return;
-	}
-	if (sched_queue_depth(lane) > 1 || lane->in_flight >= sched_concurrency_limit(lane))
-		log_lane_event(x, "queueing", LOG_DEBUG, "queue_depth",
-		               (long long)sched_queue_depth(lane));
-	lane_pump(ls);
+	set_state(x, XS_QUEUED);
+	size_t depth = lanes_submit(xs->lanes, &x->ticket, &rq, client_ms, x->retry_deadline, now);
+	if (depth > 0)
+		log_lane_event(x, "queueing", LOG_DEBUG, "queue_depth", (long long)depth);
 }
 
 /* ---- the client side's events ---- */
@@ -1004,13 +823,6 @@ static const char *find_up_header(const struct up_header *h, size_t n, const cha
 	return NULL;
 }
 
-/* Whether an answer might be retried: it is then held back (at most
- * RETRY_BODY_CAP) until the whole error body is known. */
-static bool maybe_retryable(int status)
-{
-	return status == 402 || status == 408 || status == 409 || status == 429 || status >= 500;
-}
-
 /* Starts the client's response with the upstream's end-to-end fields and
  * pacerd's own. */
 static void start_response(struct exchange *x, const struct up_header *uh, size_t un,
@@ -1033,7 +845,7 @@ static void start_response(struct exchange *x, const struct up_header *uh, size_
 		h[n++] = (struct hhdr){"x-should-retry", 14, "false", 5};
 	char nums[2][24];
 	n += pacer_headers(x, h + n, !has_id, nums);
-	x->started = true;
+	set_state(x, XS_STREAMING);
 	hreq_start(x->client, x->status, reason, h, n);
 }
 
@@ -1087,29 +899,15 @@ static bool on_up_headers(void *ctx, int status, const char *reason, const struc
 	for (size_t i = 0; i < n && nr < sizeof(rh) / sizeof(rh[0]); i++)
 		rh[nr++] = (struct rlh_header){h[i].name, h[i].value, h[i].value_len};
 	rlh_parse(x->route.provider->dialect, rh, nr, clock_wall_ms(), &x->rlh);
-	if (sched_observe(x->lane, &x->item, &x->rlh, x->t_headers))
+	struct retry_head_verdict hv = retry_verdict_head(status, &x->rlh);
+	if (lanes_headers(x->xs->lanes, &x->ticket, &x->rlh, &hv, x->t_headers))
 		log_limit_learned(x);
-	shared_observed(x->xs->shared, x->lane);
-	lane_kick(x->lane); /* what was learned may move the lane's next instant */
 
 	const char *ctype = find_up_header(h, n, "content-type");
 	x->sse = x->want_usage && ctype != NULL && strncasecmp(ctype, "text/event-stream", 17) == 0;
-
-	/* A capacity answer holds the lane from its headers on: what would
-	 * leave in between reaches a provider that has just refused. Until its
-	 * body is decided (PENDING_HOLD_MAX_MS at most), and for the header's
-	 * retry-after, which needs no body. */
-	if (status == 429 || status == 503 || status == 529) {
-		int64_t hint, fresh = clock_fresh_ms();
-		if (rlh_server_hint(&x->rlh, NULL, &hint) && hint > 0) {
-			sched_hold(x->lane, fresh + hint);
-			shared_hold(x->xs->shared, x->lane, hint);
-		}
-		sched_hold_pending(x->lane, &x->item, fresh + PENDING_HOLD_MAX_MS);
-	}
-	if (maybe_retryable(status)) {
+	if (hv.hold_body) {
 		copy_str(x->held_reason, sizeof(x->held_reason), reason);
-		x->buffering = true;
+		set_state(x, XS_HELD);
 		return hold_head(x, h, n);
 	}
 	start_response(x, h, n, reason);
@@ -1147,13 +945,12 @@ static bool on_up_body(void *ctx, const char *data, size_t len)
 	struct exchange *x = ctx;
 	if (x->client == NULL)
 		return true; /* the client is gone; the transfer is being aborted */
-	if (x->buffering) {
+	if (x->state == XS_HELD) {
 		if (evbuffer_get_length(x->held) - x->held_head_len + len <= RETRY_BODY_CAP) {
 			evbuffer_add(x->held, data, len);
 			return true;
 		}
 		/* Too large for an error body worth deciding on: relay it as is. */
-		x->buffering = false;
 		const char *body;
 		size_t body_len;
 		start_held(x, &body, &body_len);
@@ -1186,13 +983,9 @@ static void settle_tokens(struct exchange *x)
 	if (!u.present)
 		return;
 	x->tokens_used = u.total;
-	const struct sched_item *it = &x->item;
-	double d_tokens = (double)u.total - it->cost_tokens;
-	double d_in = u.has_input ? (double)u.input - it->cost_prompt : 0;
-	double d_out = u.has_output ? (double)u.output - it->cost_output : 0;
-	shared_tokens_used(x->xs->shared, x->lane, d_tokens, d_in, d_out);
-	sched_tokens_used(x->lane, &x->item, (double)u.total, u.has_input ? (double)u.input : -1,
-	                  u.has_output ? (double)u.output : -1, now_ms());
+	lanes_tokens_used(x->xs->lanes, &x->ticket, (double)u.total,
+	                  u.has_input ? (double)u.input : -1, u.has_output ? (double)u.output : -1,
+	                  now_ms());
 }
 
 static void relay_held(struct exchange *x)
@@ -1208,77 +1001,15 @@ static void relay_held(struct exchange *x)
 	finish(x);
 }
 
-/* ---- quota ---- */
-
-/* Keeps x's held answer (a quota refusal) as the lane's answer to every
- * request it refuses while the quota is out. The upstream's x-request-id is
- * left out: it names the request that was refused, not the ones that get a
- * copy (they get their own). */
-static void quota_keep(struct lane_shell *ls, const struct exchange *x)
-{
-	if (ls->quota_answer == NULL && (ls->quota_answer = evbuffer_new()) == NULL)
-		return;
-	evbuffer_drain(ls->quota_answer, evbuffer_get_length(ls->quota_answer));
-	size_t total = evbuffer_get_length(x->held);
-	const char *p = (const char *)evbuffer_pullup(x->held, -1);
-	const char *q = p;
-	size_t n = 0;
-	for (size_t i = 0; i < x->held_n; i++) {
-		size_t name_len = strlen(q);
-		const char *v = q + name_len + 1;
-		size_t value_len = strlen(v);
-		if (strcasecmp(q, "x-request-id") != 0) {
-			evbuffer_add(ls->quota_answer, q, name_len + 1 + value_len + 1);
-			n++;
-		}
-		q = v + value_len + 1;
-	}
-	ls->quota_n = n;
-	ls->quota_head_len = evbuffer_get_length(ls->quota_answer);
-	evbuffer_add(ls->quota_answer, p + x->held_head_len, total - x->held_head_len);
-	ls->quota_status = x->status;
-	copy_str(ls->quota_reason, sizeof(ls->quota_reason), x->held_reason);
-}
-
-/* Answers x with the lane's kept refusal and x-should-retry: false: the
- * account cannot be served, and the SDK should not try again either. */
-static void quota_answer(struct exchange *x, const struct lane_shell *ls)
-{
-	if (ls->quota_answer == NULL || evbuffer_get_length(ls->quota_answer) == 0 ||
-	    (x->held == NULL && (x->held = evbuffer_new()) == NULL)) {
-		/* No refusal of our own to replay (another replica saw it). */
-		x->no_retry_hdr = true;
-		answer(x, 429, "quota_exhausted", "the quota of this API key is exhausted", -1);
-		return;
-	}
-	evbuffer_drain(x->held, evbuffer_get_length(x->held));
-	size_t len = evbuffer_get_length(ls->quota_answer);
-	evbuffer_add(x->held, evbuffer_pullup(ls->quota_answer, -1), len);
-	x->held_n = ls->quota_n;
-	x->held_head_len = ls->quota_head_len;
-	x->status = ls->quota_status;
-	copy_str(x->held_reason, sizeof(x->held_reason), ls->quota_reason);
-	x->no_retry_hdr = true;
-	x->error_code = "quota_exhausted";
-	relay_held(x);
-}
+/* ---- deciding ---- */
 
 /* x's answer says the key's quota is out: every request waiting in the lane
  * gets the same answer now, instead of being paced into certain refusals. */
 static void quota_begin(struct exchange *x, const char *why)
 {
-	struct sched_lane *lane = x->lane;
-	struct lane_shell *ls = lane->shell;
-	quota_keep(ls, x);
-	bool fresh = sched_quota_exhausted(lane, now_ms());
-	if (fresh)
-		shared_quota(x->xs->shared, lane, true);
-	size_t drained = 0;
-	struct sched_item *it;
-	while ((it = sched_drain(lane)) != NULL) {
-		quota_answer(X_OF_ITEM(it), ls);
-		drained++;
-	}
+	bool fresh;
+	size_t drained = lanes_quota(x->xs->lanes, &x->ticket, x->held, x->held_n,
+	                             x->held_head_len, x->status, x->held_reason, &fresh);
 	if (!fresh && drained == 0)
 		return;
 	struct log_line l;
@@ -1286,41 +1017,9 @@ static void quota_begin(struct exchange *x, const char *why)
 		log_int(&l, "status_code", x->status);
 		log_str(&l, "reason", why);
 		log_int(&l, "drained", (long long)drained);
-		log_int(&l, "probe_s", lane->plan->quota_probe_s);
+		log_int(&l, "probe_s", lanes_plan(&x->ticket)->quota_probe_s);
 		log_end(&l);
 	}
-}
-
-/* Ends x's attempt in its lane (sched_complete) and reports what that
- * changed: the concurrency limit, a quota that a success restored. */
-static void complete_attempt(struct exchange *x, enum sched_outcome outcome, int64_t now)
-{
-	struct sched_lane *lane = x->lane;
-	bool quota_before = sched_quota_out(lane);
-	lane_release(x);
-	sched_complete(lane, &x->item, outcome, now);
-	note_limit_change(lane->shell, x);
-	if (quota_before && !sched_quota_out(lane)) {
-		struct lane_shell *ls = lane->shell;
-		if (ls->quota_answer != NULL)
-			evbuffer_drain(ls->quota_answer, evbuffer_get_length(ls->quota_answer));
-		log_lane_event(x, "quota_restored", LOG_INFO, NULL, 0);
-		shared_quota(x->xs->shared, lane, false);
-	}
-}
-
-static enum sched_outcome outcome_of(enum retry_class cls)
-{
-	switch (cls) {
-	case RETRY_CAPACITY:
-		return SCHED_CAPACITY;
-	case RETRY_TRANSIENT:
-		return SCHED_TRANSIENT;
-	case RETRY_FINAL:
-	case RETRY_FINAL_NO_RETRY:
-		break;
-	}
-	return SCHED_SUCCESS;
 }
 
 static enum retry_transport transport_of(enum up_error err)
@@ -1339,21 +1038,20 @@ static enum retry_transport transport_of(enum up_error err)
 	}
 }
 
-static void log_retry(struct exchange *x, enum up_error err, enum retry_class cls, const char *why,
-                      int64_t delay_ms)
+static void log_retry(struct exchange *x, enum up_error err, const struct retry_verdict *v)
 {
 	struct log_line l;
 	if (!log_begin_x(&l, LOG_INFO, "retry", x))
 		return;
-	log_int(&l, "attempt", x->item.attempts);
+	log_int(&l, "attempt", x->ticket.item.attempts);
 	log_int(&l, "status_code", err == UP_OK ? x->status : 0);
 	if (err != UP_OK)
 		log_str(&l, "upstream_error", upstream_error_name(err));
-	log_str(&l, "class", retry_class_name(cls));
-	log_str(&l, "reason", why);
-	log_num(&l, "delay_s", (double)delay_ms / 1000.0);
-	log_int(&l, "concurrency", sched_concurrency_limit(x->lane));
-	log_int(&l, "dispatch_delay_ms", aimd_delay_ms(&x->lane->delay));
+	log_str(&l, "class", retry_class_name(v->cls));
+	log_str(&l, "reason", v->reason);
+	log_num(&l, "delay_s", (double)v->delay_ms / 1000.0);
+	log_int(&l, "concurrency", lanes_concurrency(&x->ticket));
+	log_int(&l, "dispatch_delay_ms", lanes_dispatch_delay_ms(&x->ticket));
 	log_end(&l);
 }
 
@@ -1365,81 +1063,60 @@ static void on_retry_deadline(evutil_socket_t fd, short what, void *arg)
 	struct exchange *x = arg;
 	(void)fd;
 	(void)what;
-	x->retry_timer_armed = false;
 	if (x->state != XS_RETRY_WAIT)
 		return;
-	struct lane_shell *ls = x->lane->shell;
+	struct sched_lane *lane = x->ticket.lane;
 	x->retry_stop = "deadline";
-	if (x->up_error == UP_OK && x->held != NULL) {
+	if (x->up_error == UP_OK) { /* its answer was held (XS_HELD) */
 		relay_held(x); /* finish() takes it out of the lane */
 	} else {
 		char detail[sizeof(x->up_detail)];
 		copy_str(detail, sizeof(detail), x->up_detail);
 		give_up_transport(x, x->up_error != UP_OK ? x->up_error : UP_INTERNAL, detail);
 	}
-	lane_pump(ls);
+	lanes_pump(x->xs->lanes, lane);
 }
 
-/* The answer was an error that may be retried (held back), or no answer at
- * all: retry after the delay, or relay / answer it now. */
+/* The transfer ended before the client's response began: the answer was
+ * held back (XS_HELD), or there was none (a transport error). The verdict
+ * says what to do: retry after a delay, or relay / answer it now. */
 static void decide(struct exchange *x, enum up_error err, const char *detail)
 {
+	struct exchanges *xs = x->xs;
 	int64_t now = now_ms();
+	bool held = err == UP_OK && x->state == XS_HELD;
 	const char *body = NULL;
 	size_t body_len = 0;
-	if (err == UP_OK && x->held != NULL) {
+	if (held) {
 		size_t total = evbuffer_get_length(x->held);
 		const char *p = (const char *)evbuffer_pullup(x->held, -1);
 		body_len = total - x->held_head_len;
 		body = body_len ? p + x->held_head_len : NULL;
 	}
-	/* The error body is parsed once, for the classification and the
-	 * hints both. */
-	struct retry_body rb;
-	retry_body_parse(body, body_len, &rb);
-	const char *why = NULL;
-	enum retry_class cls =
-	    err == UP_OK ? retry_classify_body(x->status, RETRY_TRANSPORT_NONE, &x->rlh, &rb, &why)
-	                 : retry_classify_body(0, transport_of(err), NULL, NULL, &why);
-
-	struct sched_lane *lane = x->lane;
-	struct lane_shell *ls = lane->shell;
-	int64_t hint = -1;
-	bool has_hint = err == UP_OK && retry_server_hint(&x->rlh, &rb, &hint);
-	/* An answer for money, or a capacity hint no request could wait out (a
-	 * daily cap), says the key cannot be served: a quota. */
-	bool quota =
-	    err == UP_OK && x->held != NULL &&
-	    (retry_reason_is_quota(why) || (cls == RETRY_CAPACITY && has_hint &&
-	                                    hint >= (int64_t)lane->plan->retry.deadline_s * 1000));
-	x->item.hinted = has_hint && hint > 0;
-	/* A transport failure is never a success for the lane, final or not. */
-	complete_attempt(x,
-	                 quota          ? SCHED_QUOTA_OUT
-	                 : err != UP_OK ? SCHED_TRANSIENT
-	                                : outcome_of(cls),
-	                 now);
-
-	struct retry_decision d = {.retry = false, .no_retry_hdr = cls == RETRY_FINAL_NO_RETRY};
-	if (cls == RETRY_CAPACITY || cls == RETRY_TRANSIENT) {
-		d = retry_decide(cls, x->item.attempts, has_hint, hint, lane->plan,
-		                 x->retry_deadline - now, rand_unit(x->xs));
-		/* A capacity hint speaks for the whole key: nothing of this lane
-		 * goes before it ends (the provider would refuse it anyway). From
-		 * a fresh clock: the turn's may predate the answer's arrival (a
-		 * libcurl timer can read a socket), and a hold that ends before
-		 * the provider's window does sends the next request into it. */
-		if (cls == RETRY_CAPACITY && has_hint && hint > 0) {
-			sched_hold(lane, clock_fresh_ms() + hint);
-			shared_hold(x->xs->shared, lane, hint);
-		}
-	}
-	if (quota && !d.retry)
-		quota_begin(x, why);
-	if ((cls == RETRY_CAPACITY || cls == RETRY_TRANSIENT) && !d.retry)
-		x->retry_stop = d.why;
-	if (d.retry) {
-		log_retry(x, err, cls, why, d.delay_ms);
+	struct retry_input in = {
+	    .status = x->status,
+	    .transport = err == UP_OK ? RETRY_TRANSPORT_NONE : transport_of(err),
+	    .hdrs = err == UP_OK ? &x->rlh : NULL,
+	    .body = body,
+	    .body_len = body_len,
+	    .held = held,
+	    .streamed = false,
+	    .attempt = x->ticket.item.attempts,
+	    .now_ms = now,
+	    .deadline_ms = x->retry_deadline,
+	    .plan = lanes_plan(&x->ticket),
+	    .rnd = rand_unit(xs),
+	};
+	struct retry_verdict v = retry_verdict(&in);
+	struct sched_lane *lane = x->ticket.lane;
+	struct lane_change ch;
+	lanes_complete(xs->lanes, &x->ticket, v.outcome, v.hinted, v.hold_ms, now, &ch);
+	log_lane_change(x, &ch);
+	if (v.quota)
+		quota_begin(x, v.reason);
+	x->retry_stop = v.stop;
+	if (v.action == RETRY_ACTION_RETRY) {
+		log_retry(x, err, &v);
 		/* The held answer stays until the next dispatch (which resets
 		 * the attempt): it is what the client gets if the deadline comes
 		 * first. A retry that is due still queues behind the lane's gates
@@ -1448,21 +1125,21 @@ static void decide(struct exchange *x, enum up_error err, const char *detail)
 		 * queue.max_wait_s past its deadline, then be sent anyway. */
 		if (err != UP_OK) /* kept for the deadline's answer */
 			copy_str(x->up_detail, sizeof(x->up_detail), detail ? detail : "");
-		x->state = XS_RETRY_WAIT;
-		sched_retry(lane, &x->item, now + d.delay_ms);
-		evtimer_assign(&x->retry_timer, x->xs->base, on_retry_deadline, x);
+		set_state(x, XS_RETRY_WAIT);
+		lanes_retry(xs->lanes, &x->ticket, now + v.delay_ms);
+		evtimer_assign(&x->retry_timer, xs->base, on_retry_deadline, x);
 		int64_t left = x->retry_deadline - now;
 		struct timeval tv = {(time_t)(left / 1000), (suseconds_t)(left % 1000) * 1000};
-		x->retry_timer_armed = evtimer_add(&x->retry_timer, &tv) == 0;
-		lane_pump(ls);
+		evtimer_add(&x->retry_timer, &tv);
+		lanes_pump(xs->lanes, lane);
 		return;
 	}
-	x->no_retry_hdr = d.no_retry_hdr;
-	if (err == UP_OK)
+	x->no_retry_hdr = v.no_retry_hdr;
+	if (held)
 		relay_held(x);
 	else
 		give_up_transport(x, err, detail);
-	lane_pump(ls);
+	lanes_pump(xs->lanes, lane);
 }
 
 static void on_up_done(void *ctx, enum up_error err, const char *detail)
@@ -1470,23 +1147,31 @@ static void on_up_done(void *ctx, enum up_error err, const char *detail)
 	struct exchange *x = ctx;
 	x->xfer = NULL;
 	x->up_error = err;
-	struct sched_lane *lane = x->lane;
+	struct sched_lane *lane = x->ticket.lane;
 
-	if (!x->started) {
+	if (x->state != XS_STREAMING) {
 		decide(x, err, detail);
 		return;
 	}
 	/* Streamed answer: its bytes reached the client, so it is final. */
 	int64_t now = now_ms();
-	enum sched_outcome outcome = SCHED_SUCCESS;
-	if (x->status == 429 || x->status == 503 || x->status == 529)
-		outcome = SCHED_CAPACITY;
-	else if (err != UP_OK)
-		outcome = SCHED_TRANSIENT;
-	complete_attempt(x, outcome, now);
+	struct retry_input in = {
+	    .status = x->status,
+	    .transport = err == UP_OK ? RETRY_TRANSPORT_NONE : transport_of(err),
+	    .streamed = true,
+	    .attempt = x->ticket.item.attempts,
+	    .now_ms = now,
+	    .deadline_ms = x->retry_deadline,
+	    .plan = lanes_plan(&x->ticket),
+	};
+	struct retry_verdict v = retry_verdict(&in);
+	struct lane_change ch;
+	lanes_complete(x->xs->lanes, &x->ticket, v.outcome, false, 0, now, &ch);
+	log_lane_change(x, &ch);
 	if (err == UP_OK)
 		settle_tokens(x);
-	log_lane_event(x, "released", LOG_DEBUG, "active_slots", (long long)lane->in_flight);
+	log_lane_event(x, "released", LOG_DEBUG, "active_slots",
+	               (long long)lanes_in_flight(&x->ticket));
 	if (err != UP_OK) {
 		/* Cut mid-body: the client must see an incomplete message, not a
 		 * clean end; what arrived is delivered, then the connection closes. */
@@ -1505,7 +1190,7 @@ static void on_up_done(void *ctx, enum up_error err, const char *detail)
 	if (x->client != NULL)
 		hreq_end(x->client, err == UP_OK);
 	finish(x);
-	lane_pump(lane->shell);
+	lanes_pump(x->xs->lanes, lane);
 }
 
 static const struct up_handler relay_handler = {
@@ -1516,28 +1201,12 @@ static const struct up_handler relay_handler = {
 
 /* ---- the set ---- */
 
-static void reconfigure_lane(struct sched_lane *lane, void *arg)
-{
-	struct exchanges *xs = arg;
-	struct lane_shell *ls = lane->shell;
-	const struct config *cfg = xs->cref->cfg;
-	const struct provider_conf *prov = config_provider(cfg, lane->provider->name);
-	if (ls == NULL || prov == NULL)
-		return; /* its provider is gone: it keeps its old plan until it empties */
-	lane->provider = prov;
-	lane->agents_mode = cfg->agents.mode;
-	sched_lane_set_plan(lane, registry_plan_for(cfg, prov, lane->key_hash), now_ms());
-	config_ref_put(ls->cref);
-	ls->cref = config_ref_get(xs->cref);
-	lane_kick(lane); /* the new limits may open a gate now */
-}
-
 void exchanges_reconfigure(struct exchanges *xs, struct config_ref *cref)
 {
 	struct config_ref *old = xs->cref;
 	xs->cref = config_ref_get(cref);
 	metrics_bind(xs->metrics, cref->cfg);
-	registry_foreach(xs->reg, reconfigure_lane, xs);
+	lanes_reconfigure(xs->lanes, cref);
 	config_ref_put(old);
 }
 
@@ -1548,71 +1217,6 @@ static void on_idle(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	if (xs->n_live == 0 && xs->idle_fn != NULL)
 		xs->idle_fn(xs->idle_arg);
-}
-
-/* Lanes idle for limits.idle_ttl_s are forgotten. */
-static void on_sweep(evutil_socket_t fd, short what, void *arg)
-{
-	struct exchanges *xs = arg;
-	(void)fd;
-	(void)what;
-	registry_evict_idle(xs->reg, now_ms(), (int64_t)xs->cref->cfg->limits.idle_ttl_s * 1000,
-	                    lane_evicted, xs);
-}
-
-/* ---- the shared store's hooks ---- */
-
-/* Another replica found the quota out: this lane stops as if it had. */
-static void on_shared_quota_out(struct sched_lane *lane)
-{
-	struct lane_shell *ls = lane->shell;
-	sched_quota_exhausted(lane, now_ms());
-	size_t drained = 0;
-	struct sched_item *it;
-	while ((it = sched_drain(lane)) != NULL) {
-		quota_answer(X_OF_ITEM(it), ls);
-		drained++;
-	}
-	struct log_line l;
-	if (log_begin(&l, LOG_WARN, "quota_exhausted")) {
-		log_str(&l, "provider", lane->provider->name);
-		log_str(&l, "key", lane->key_id);
-		log_str(&l, "reason", "another replica's answer (shared store)");
-		log_int(&l, "drained", (long long)drained);
-		log_end(&l);
-	}
-}
-
-/* ... and back: a probe of another replica succeeded. */
-static void on_shared_quota_back(struct sched_lane *lane)
-{
-	struct lane_shell *ls = lane->shell;
-	sched_quota_restored(lane);
-	if (ls != NULL && ls->quota_answer != NULL)
-		evbuffer_drain(ls->quota_answer, evbuffer_get_length(ls->quota_answer));
-	struct log_line l;
-	if (log_begin(&l, LOG_INFO, "quota_restored")) {
-		log_str(&l, "provider", lane->provider->name);
-		log_str(&l, "key", lane->key_id);
-		log_str(&l, "reason", "another replica's answer (shared store)");
-		log_end(&l);
-	}
-}
-
-static void kick_busy_lane(struct sched_lane *lane, void *arg)
-{
-	(void)arg;
-	if (!sched_lane_idle(lane))
-		lane_kick(lane);
-}
-
-/* The store went up or down: every lane with something waiting looks again
- * (to fall back, to refuse, or to be shared again) now, not at its timer. */
-static void on_store_changed(void *arg, bool up)
-{
-	struct exchanges *xs = arg;
-	(void)up;
-	registry_foreach(xs->reg, kick_busy_lane, NULL);
 }
 
 struct exchanges *exchanges_new(struct event_base *base, struct upstream *up,
@@ -1626,34 +1230,26 @@ struct exchanges *exchanges_new(struct event_base *base, struct upstream *up,
 	xs->base = base;
 	xs->up = up;
 	xs->cref = config_ref_get(cref);
-	xs->reg = registry_new();
 	xs->metrics = metrics_new();
 	if (xs->metrics != NULL)
 		metrics_bind(xs->metrics, cref->cfg);
 	xs->reap = event_new(base, -1, 0, on_reap, xs);
-	xs->sweep = event_new(base, -1, EV_PERSIST, on_sweep, xs);
 	xs->idle = evtimer_new(base, on_idle, xs);
 	xs->rng = ((uint64_t)arc4random() << 32) | arc4random() | 1;
-	if (xs->reg == NULL || xs->metrics == NULL || xs->reap == NULL || xs->sweep == NULL ||
-	    xs->idle == NULL) {
+	if (xs->metrics == NULL || xs->reap == NULL || xs->idle == NULL) {
 		snprintf(err, errlen, "out of memory");
 		exchanges_free(xs);
 		return NULL;
 	}
-	const struct shared_hooks hooks = {
-	    .kick = lane_kick,
-	    .quota_out = on_shared_quota_out,
-	    .quota_back = on_shared_quota_back,
-	    .store_changed = on_store_changed,
-	    .arg = xs,
+	static const struct lanes_events events = {
+	    .dispatch = on_lane_dispatch,
+	    .refuse = on_lane_refuse,
 	};
-	xs->shared = shared_new(base, cref->cfg, &hooks, err, errlen);
-	if (xs->shared == NULL && err[0] != '\0') {
+	xs->lanes = lanes_new(base, cref, &events, err, errlen);
+	if (xs->lanes == NULL) {
 		exchanges_free(xs);
 		return NULL;
 	}
-	struct timeval sweep = {LANE_SWEEP_S, 0};
-	event_add(xs->sweep, &sweep);
 	return xs;
 }
 
@@ -1669,7 +1265,7 @@ void exchanges_abort_all(struct exchanges *xs)
 
 size_t exchanges_lane_count(const struct exchanges *xs)
 {
-	return registry_count(xs->reg);
+	return lanes_count(xs->lanes);
 }
 
 size_t exchanges_live(const struct exchanges *xs)
@@ -1679,12 +1275,12 @@ size_t exchanges_live(const struct exchanges *xs)
 
 struct registry *exchanges_lanes(const struct exchanges *xs)
 {
-	return xs->reg;
+	return lanes_registry(xs->lanes);
 }
 
 struct shared *exchanges_shared(const struct exchanges *xs)
 {
-	return xs->shared;
+	return lanes_shared(xs->lanes);
 }
 
 const struct metrics *exchanges_metrics(const struct exchanges *xs)
@@ -1724,13 +1320,9 @@ void exchanges_free(struct exchanges *xs)
 		xs->pool = x->next_reap;
 		exchange_destroy(x);
 	}
-	if (xs->reg != NULL)
-		registry_free(xs->reg, lane_evicted, xs);
-	shared_free(xs->shared);
+	lanes_free(xs->lanes);
 	if (xs->reap != NULL)
 		event_free(xs->reap);
-	if (xs->sweep != NULL)
-		event_free(xs->sweep);
 	if (xs->idle != NULL)
 		event_free(xs->idle);
 	metrics_free(xs->metrics);

@@ -22,16 +22,13 @@
 
 /* Memory follows recent demand, not the highest concurrency ever seen. The
  * pools of client connections, exchanges and libcurl transfers keep what a
- * burst needed, for reuse (no allocation per request once warm); without a
- * limit they kept it for good, about 7 KiB per request ever in flight at once,
- * and the heap kept the pages the peak had needed: RSS crept up with every new
- * peak of a bursty load (the soak, scripts/soak.sh: 17.7 -> 19.0 MiB in 10
- * minutes as the peak went from 857 to 991 requests in flight; one thread, no
- * arenas but the main one, the heap's free space small under load). So every
- * TRIM_S each pool frees what stayed unused for the whole interval, and once
- * nothing has been in flight for IDLE_TRIM_MS the pools are emptied; then
- * malloc_trim hands the free pages inside the heap back to the kernel (glibc
- * by itself returns only the top of the heap). */
+ * burst needed, for reuse (no allocation per request once warm); kept for
+ * good, they would hold about 7 KiB per request ever in flight at once, and
+ * the heap the pages the peak had needed (README: Development, the soak). So
+ * every TRIM_S each pool frees what stayed unused for the whole interval, and
+ * once nothing has been in flight for IDLE_TRIM_MS the pools are emptied;
+ * then malloc_trim hands the free pages inside the heap back to the kernel
+ * (glibc by itself returns only the top of the heap). */
 #define TRIM_S 60
 #define IDLE_TRIM_MS 500
 

@@ -1,0 +1,645 @@
+/* lanes — each lane's timer and pump, dispatch, refusals, quota replay, daily
+ * budgets and the shared store's hooks (lanes.h). The decisions are the
+ * scheduler's (sched.h) and the limiter's; this file carries them out on the
+ * event loop.
+ *
+ * Nothing here calls back into the exchange from inside a libcurl callback:
+ * lanes_headers only kicks the lane (its timer runs on the next loop turn);
+ * dispatching happens from lanes_submit (intake), from the calls the exchange
+ * makes once an attempt is over, or from the timer. */
+#include "proxy/lanes.h"
+
+#include <event2/buffer.h>
+#include <event2/event_struct.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core/clock.h"
+#include "core/config.h"
+#include "core/log.h"
+#include "proxy/limiter.h"
+#include "sched/daily.h"
+#include "sched/registry.h"
+#include "store/shared.h"
+
+#define LANE_SWEEP_S 10
+/* The longest a capacity answer's headers hold the lane while its body is
+ * still coming (an error body is small: it normally takes microseconds). */
+#define PENDING_HOLD_MAX_MS 1000
+
+/* The event-loop side of a lane: its one timer, and the refusal it replays
+ * while its quota is out. */
+struct lane_shell {
+	struct lanes *ls;
+	struct sched_lane *lane;
+	struct config_ref *cref; /* the configuration lane->provider and lane->plan point into */
+	struct event timer;
+	int64_t armed_ms; /* instant the timer is set for; SCHED_NEVER = not armed */
+	unsigned last_limit; /* the concurrency limit last reported (lane_change) */
+	/* While the lane's quota is out: the upstream's refusal, replayed to
+	 * every request the lane refuses (a held answer's layout: head
+	 * name\0value\0 pairs, then the body). */
+	struct evbuffer *quota_answer;
+	size_t quota_n, quota_head_len;
+	int quota_status;
+	char quota_reason[64];
+	struct shared_lane *shared; /* the shared store's decisions and leases */
+};
+
+struct lanes {
+	struct event_base *base;
+	struct config_ref *cref; /* the current configuration */
+	struct registry *reg;
+	struct event *sweep; /* idle lane eviction */
+	struct lanes_events ev;
+	struct shared *shared; /* store.kind: redis; NULL: local */
+};
+
+#define T_OF_ITEM(it) ((struct lane_ticket *)(void *)((char *)(it)-offsetof(struct lane_ticket, item)))
+
+static int64_t now_ms(void)
+{
+	return clock_now_ms();
+}
+
+static void refuse(struct lanes *ls, struct lane_ticket *t, enum lane_refusal why, int64_t wait_ms)
+{
+	struct lane_refusal_info r = {.why = why, .wait_ms = wait_ms};
+	if (t->lane != NULL) {
+		r.depth = (long long)sched_queue_depth(t->lane);
+		r.limit_s = (long long)t->lane->plan->queue.max_wait_s;
+	}
+	ls->ev.refuse(t, &r);
+}
+
+/* ---- the lane's timer ---- */
+
+static void lane_pump(struct lane_shell *sh);
+
+static void on_lane_timer(evutil_socket_t fd, short what, void *arg)
+{
+	struct lane_shell *sh = arg;
+	(void)fd;
+	(void)what;
+	sh->armed_ms = SCHED_NEVER;
+	lane_pump(sh);
+}
+
+static struct lane_shell *lane_shell_of(struct lanes *ls, struct sched_lane *lane)
+{
+	if (lane->shell != NULL)
+		return lane->shell;
+	struct lane_shell *sh = calloc(1, sizeof(*sh));
+	if (sh == NULL)
+		return NULL;
+	evtimer_assign(&sh->timer, ls->base, on_lane_timer, sh);
+	sh->ls = ls;
+	sh->lane = lane;
+	sh->cref = config_ref_get(ls->cref);
+	sh->armed_ms = SCHED_NEVER;
+	sh->last_limit = sched_concurrency_limit(lane);
+	lane->shell = sh;
+	return sh;
+}
+
+static void lane_evicted(struct sched_lane *lane, void *arg)
+{
+	struct lane_shell *sh = lane->shell;
+	struct lanes *ls = arg;
+	if (sh == NULL)
+		return;
+	shared_lane_free(ls != NULL ? ls->shared : NULL, sh->shared);
+	evtimer_del(&sh->timer);
+	config_ref_put(sh->cref);
+	if (sh->quota_answer != NULL)
+		evbuffer_free(sh->quota_answer);
+	free(sh);
+	lane->shell = NULL;
+}
+
+static void lane_arm(struct lane_shell *sh, int64_t wake, int64_t now)
+{
+	if (wake == sh->armed_ms)
+		return;
+	sh->armed_ms = wake;
+	if (wake == SCHED_NEVER) {
+		evtimer_del(&sh->timer);
+		return;
+	}
+	/* To the microsecond: from the clock read now, not from `now`'s whole
+	 * millisecond, which would make every wake-up up to 1 ms late. */
+	int64_t us = wake > now ? (int64_t)clock_us_until(wake) : 0;
+	struct timeval tv = {(time_t)(us / 1000000), (suseconds_t)(us % 1000000)};
+	evtimer_add(&sh->timer, &tv);
+}
+
+/* Runs the lane on the next loop turn: safe from inside any callback. */
+static void lane_kick(struct sched_lane *lane)
+{
+	struct lane_shell *sh = lane->shell;
+	if (sh == NULL)
+		return;
+	sh->armed_ms = 0;
+	event_active(&sh->timer, EV_TIMEOUT, 1);
+}
+
+/* A paced lane decides on a fresh clock: the turn's cached one may be late
+ * by however long the turn has run, and every dispatch charged that early
+ * would shorten the spacing. An unpaced lane takes the turn's time. */
+static int64_t pump_now(const struct sched_lane *lane)
+{
+	if (gates_enabled(&lane->gates) || lane->gates_mode == SCHED_GATES_SHARED)
+		return clock_fresh_ms();
+	for (int b = 0; b < RLH_N_BUDGETS; b++)
+		if (sched_learned(lane, b) != NULL)
+			return clock_fresh_ms();
+	return now_ms();
+}
+
+/* Keeps the daily budget's day: when the lane has none yet, or its reset has
+ * come, asks daily.c for the next reset in the plan's zone (on the wall clock,
+ * then carried over to the monotonic one). */
+static void day_tick(struct sched_lane *lane, int64_t now)
+{
+	if (!sched_day_limited(lane))
+		return;
+	bool new_day = lane->day.resets_at_ms != 0 && now >= lane->day.resets_at_ms;
+	if (lane->day.resets_at_ms != 0 && !new_day)
+		return;
+	int64_t wall = clock_wall_ms();
+	int64_t next =
+	    daily_next_reset_ms(wall, lane->plan->day_reset_minute, lane->plan->day_time_zone);
+	sched_day_reset(lane, now + (next - wall), new_day);
+}
+
+static int64_t day_left_ms(const struct sched_lane *lane)
+{
+	int64_t left = lane->day.resets_at_ms - now_ms();
+	return left < 0 ? 0 : left;
+}
+
+/* store.redis.on_error: fail, with the store down: 503 until it is back. */
+static void refuse_store_down(struct lanes *ls, struct lane_ticket *t)
+{
+	struct store_stats *st = shared_stats(ls->shared);
+	if (st != NULL)
+		st->refused++;
+	refuse(ls, t, LANE_REFUSE_STORE_DOWN, shared_retry_in_ms(ls->shared));
+}
+
+static void lane_pump(struct lane_shell *sh)
+{
+	struct lanes *ls = sh->ls;
+	struct sched_lane *lane = sh->lane;
+	int64_t now = pump_now(lane);
+	struct sched_item *it;
+	day_tick(lane, now);
+	while ((it = sched_expired(lane, now)) != NULL)
+		refuse(ls, T_OF_ITEM(it), LANE_REFUSE_QUEUE_TIMEOUT, -1);
+	if (!limiter_pump(ls->shared, lane, &sh->shared, now)) {
+		/* on_error: fail, and the store is down: what waits is answered. */
+		while ((it = sched_drain(lane)) != NULL)
+			refuse_store_down(ls, T_OF_ITEM(it));
+	}
+	struct shared_lease *lease;
+	while ((it = limiter_next(ls->shared, lane, sh->shared, now, &lease)) != NULL) {
+		struct lane_ticket *t = T_OF_ITEM(it);
+		t->lease = lease;
+		ls->ev.dispatch(t);
+	}
+	/* A day's budget spent: what waits could only wait for tomorrow. */
+	if (sched_day_out(lane))
+		while ((it = sched_drain(lane)) != NULL)
+			refuse(ls, T_OF_ITEM(it), LANE_REFUSE_DAY_OUT, day_left_ms(lane));
+	int64_t wake = sched_wake_at(lane, now);
+	if (sched_day_limited(lane) && lane->day.resets_at_ms < wake)
+		wake = lane->day.resets_at_ms;
+	lane_arm(sh, wake, now);
+}
+
+void lanes_pump(struct lanes *ls, struct sched_lane *lane)
+{
+	(void)ls;
+	if (lane != NULL && lane->shell != NULL)
+		lane_pump(lane->shell);
+}
+
+/* ---- entry ---- */
+
+const struct plan_conf *lanes_find(struct lanes *ls, struct lane_ticket *t,
+                                   const struct provider_conf *prov, const char *key_hash,
+                                   int64_t now)
+{
+	if (shared_refusing(ls->shared)) {
+		refuse_store_down(ls, t);
+		return NULL;
+	}
+	struct sched_lane *lane =
+	    registry_lane(ls->reg, ls->cref->cfg, prov, key_hash, now, lane_evicted, ls);
+	if (lane == NULL || lane_shell_of(ls, lane) == NULL) {
+		refuse(ls, t, LANE_REFUSE_TOO_MANY_LANES, 1000);
+		return NULL;
+	}
+	t->lane = lane;
+	return lane->plan;
+}
+
+const struct plan_conf *lanes_plan(const struct lane_ticket *t)
+{
+	return t->lane->plan;
+}
+
+bool lanes_wants_tokens(const struct lane_ticket *t)
+{
+	return sched_wants_tokens(t->lane);
+}
+
+size_t lanes_submit(struct lanes *ls, struct lane_ticket *t, const struct sched_request *rq,
+                    long long client_ms, int64_t deadline_ms, int64_t now)
+{
+	struct sched_lane *lane = t->lane;
+	/* A wait longer than the client will wait is a wait for nothing: say
+	 * so now, with when there will be room, so that the SDK's own retry
+	 * lands then. */
+	if (client_ms > 0) {
+		int64_t wait_ms = sched_queue_eta_ms(lane, rq, now);
+		if (now + wait_ms >= deadline_ms) {
+			refuse(ls, t, LANE_REFUSE_DEADLINE, wait_ms);
+			return 0;
+		}
+	}
+	day_tick(lane, now);
+	struct sched_item *evicted;
+	switch (sched_submit(lane, &t->item, rq, now, &evicted)) {
+	case SCHED_OK:
+		/* It took the place of the newest request of a lower priority. */
+		if (evicted != NULL)
+			refuse(ls, T_OF_ITEM(evicted), LANE_REFUSE_EVICTED,
+			       sched_queue_eta_ms(lane, NULL, now));
+		break;
+	case SCHED_QUEUE_FULL:
+		refuse(ls, t, LANE_REFUSE_QUEUE_FULL, sched_queue_eta_ms(lane, rq, now));
+		return 0;
+	case SCHED_AGENT_BUSY:
+		refuse(ls, t, LANE_REFUSE_AGENT_BUSY, -1);
+		return 0;
+	case SCHED_QUOTA:
+		refuse(ls, t, LANE_REFUSE_QUOTA, -1);
+		return 0;
+	case SCHED_DAY_OUT:
+		refuse(ls, t, LANE_REFUSE_DAY_OUT, day_left_ms(lane));
+		return 0;
+	}
+	size_t depth = 0;
+	if (sched_queue_depth(lane) > 1 || lane->in_flight >= sched_concurrency_limit(lane))
+		depth = sched_queue_depth(lane);
+	lane_pump(lane->shell);
+	return depth;
+}
+
+/* ---- what the exchange tells ---- */
+
+bool lanes_headers(struct lanes *ls, struct lane_ticket *t, const struct rlh_result *rlh,
+                   const struct retry_head_verdict *hv, int64_t now)
+{
+	struct sched_lane *lane = t->lane;
+	bool learned = limiter_observe(ls->shared, lane, &t->item, rlh, now);
+	lane_kick(lane); /* what was learned may move the lane's next instant */
+	/* A capacity answer holds the lane from its headers on: what would
+	 * leave in between reaches a provider that has just refused. Until its
+	 * body is decided (PENDING_HOLD_MAX_MS at most), and for the
+	 * header's retry-after, which needs no body. */
+	if (hv->capacity) {
+		int64_t fresh = clock_fresh_ms();
+		if (hv->hold_ms > 0)
+			limiter_hold(ls->shared, lane, hv->hold_ms, fresh);
+		sched_hold_pending(lane, &t->item, fresh + PENDING_HOLD_MAX_MS);
+	}
+	return learned;
+}
+
+void lanes_log_learned(const struct lane_ticket *t, struct log_line *l, int64_t now)
+{
+	static const char *const names[RLH_N_BUDGETS] = {"requests", "tokens", "input_tokens",
+	                                                 "output_tokens"};
+	for (int b = 0; b < RLH_N_BUDGETS; b++) {
+		const struct learned *lb = sched_learned(t->lane, b);
+		if (lb == NULL)
+			continue;
+		char line[256];
+		learned_summary(lb, now, line, sizeof(line));
+		log_str(l, names[b], line);
+	}
+}
+
+static enum sched_outcome sched_outcome_of(enum retry_lane_outcome o)
+{
+	switch (o) {
+	case RETRY_LANE_CAPACITY:
+		return SCHED_CAPACITY;
+	case RETRY_LANE_TRANSIENT:
+		return SCHED_TRANSIENT;
+	case RETRY_LANE_QUOTA_OUT:
+		return SCHED_QUOTA_OUT;
+	case RETRY_LANE_SUCCESS:
+		break;
+	}
+	return SCHED_SUCCESS;
+}
+
+void lanes_complete(struct lanes *ls, struct lane_ticket *t, enum retry_lane_outcome outcome,
+                    bool hinted, int64_t hold_ms, int64_t now, struct lane_change *ch)
+{
+	struct sched_lane *lane = t->lane;
+	struct lane_shell *sh = lane->shell;
+	t->item.hinted = hinted;
+	ch->quota_restored =
+	    limiter_complete(ls->shared, lane, &t->item, &t->lease, sched_outcome_of(outcome), now);
+	ch->limit_from = sh->last_limit;
+	ch->limit_to = sh->last_limit = sched_concurrency_limit(lane);
+	if (ch->quota_restored && sh->quota_answer != NULL)
+		evbuffer_drain(sh->quota_answer, evbuffer_get_length(sh->quota_answer));
+	/* A capacity hint speaks for the whole key: nothing of this lane goes
+	 * before it ends (the provider would refuse it anyway). From a fresh
+	 * clock: the turn's may predate the answer's arrival (a libcurl timer
+	 * can read a socket), and a hold that ends before the provider's window
+	 * does sends the next request into it. */
+	if (hold_ms > 0)
+		limiter_hold(ls->shared, lane, hold_ms, clock_fresh_ms());
+}
+
+void lanes_tokens_used(struct lanes *ls, struct lane_ticket *t, double total, double input,
+                       double output, int64_t now)
+{
+	limiter_tokens_used(ls->shared, t->lane, &t->item, total, input, output, now);
+}
+
+void lanes_retry(struct lanes *ls, struct lane_ticket *t, int64_t ready_ms)
+{
+	(void)ls;
+	sched_retry(t->lane, &t->item, ready_ms);
+}
+
+void lanes_cancel(struct lanes *ls, struct lane_ticket *t)
+{
+	struct sched_lane *lane = t->lane;
+	if (lane == NULL)
+		return;
+	switch (t->item.state) {
+	case SCHED_IN_FLIGHT:
+		limiter_complete(ls->shared, lane, &t->item, &t->lease, SCHED_ABORTED, now_ms());
+		break;
+	case SCHED_QUEUED:
+	case SCHED_RETRY_WAIT:
+		sched_cancel(lane, &t->item);
+		break;
+	case SCHED_NONE:
+		return;
+	}
+	lane_kick(lane);
+}
+
+/* ---- quota ---- */
+
+/* Keeps a quota refusal as the lane's answer to every request it refuses
+ * while the quota is out. The upstream's x-request-id is left out: it names
+ * the request that was refused, not the ones that get a copy (they get their
+ * own). */
+static void quota_keep(struct lane_shell *sh, struct evbuffer *answer, size_t n_head,
+                       size_t head_len, int status, const char *reason)
+{
+	if (sh->quota_answer == NULL && (sh->quota_answer = evbuffer_new()) == NULL)
+		return;
+	evbuffer_drain(sh->quota_answer, evbuffer_get_length(sh->quota_answer));
+	size_t total = evbuffer_get_length(answer);
+	const char *p = (const char *)evbuffer_pullup(answer, -1);
+	const char *q = p;
+	size_t n = 0;
+	for (size_t i = 0; i < n_head; i++) {
+		size_t name_len = strlen(q);
+		const char *v = q + name_len + 1;
+		size_t value_len = strlen(v);
+		if (strcasecmp(q, "x-request-id") != 0) {
+			evbuffer_add(sh->quota_answer, q, name_len + 1 + value_len + 1);
+			n++;
+		}
+		q = v + value_len + 1;
+	}
+	sh->quota_n = n;
+	sh->quota_head_len = evbuffer_get_length(sh->quota_answer);
+	evbuffer_add(sh->quota_answer, p + head_len, total - head_len);
+	sh->quota_status = status;
+	size_t rn = strnlen(reason, sizeof(sh->quota_reason) - 1);
+	memcpy(sh->quota_reason, reason, rn);
+	sh->quota_reason[rn] = '\0';
+}
+
+bool lanes_quota_answer(const struct lane_ticket *t, struct evbuffer *dst, size_t *n,
+                        size_t *head_len, int *status, const char **reason)
+{
+	const struct lane_shell *sh = t->lane != NULL ? t->lane->shell : NULL;
+	if (sh == NULL || sh->quota_answer == NULL || evbuffer_get_length(sh->quota_answer) == 0)
+		return false;
+	evbuffer_drain(dst, evbuffer_get_length(dst));
+	size_t len = evbuffer_get_length(sh->quota_answer);
+	evbuffer_add(dst, evbuffer_pullup(sh->quota_answer, -1), len);
+	*n = sh->quota_n;
+	*head_len = sh->quota_head_len;
+	*status = sh->quota_status;
+	*reason = sh->quota_reason;
+	return true;
+}
+
+static size_t quota_drain(struct lanes *ls, struct sched_lane *lane)
+{
+	size_t drained = 0;
+	struct sched_item *it;
+	while ((it = sched_drain(lane)) != NULL) {
+		refuse(ls, T_OF_ITEM(it), LANE_REFUSE_QUOTA, -1);
+		drained++;
+	}
+	return drained;
+}
+
+size_t lanes_quota(struct lanes *ls, struct lane_ticket *t, struct evbuffer *answer, size_t n,
+                   size_t head_len, int status, const char *reason, bool *fresh)
+{
+	struct sched_lane *lane = t->lane;
+	quota_keep(lane->shell, answer, n, head_len, status, reason);
+	*fresh = limiter_quota_out(ls->shared, lane, now_ms());
+	return quota_drain(ls, lane);
+}
+
+/* ---- readings ---- */
+
+size_t lanes_in_flight(const struct lane_ticket *t)
+{
+	return t->lane->in_flight;
+}
+
+unsigned lanes_concurrency(const struct lane_ticket *t)
+{
+	return sched_concurrency_limit(t->lane);
+}
+
+int64_t lanes_dispatch_delay_ms(const struct lane_ticket *t)
+{
+	return aimd_delay_ms(&t->lane->delay);
+}
+
+size_t lanes_queue_depth(const struct lane_ticket *t)
+{
+	return sched_queue_depth(t->lane);
+}
+
+size_t lanes_count(const struct lanes *ls)
+{
+	return registry_count(ls->reg);
+}
+
+struct registry *lanes_registry(const struct lanes *ls)
+{
+	return ls->reg;
+}
+
+struct shared *lanes_shared(const struct lanes *ls)
+{
+	return ls->shared;
+}
+
+/* ---- the set ---- */
+
+static void reconfigure_lane(struct sched_lane *lane, void *arg)
+{
+	struct lanes *ls = arg;
+	struct lane_shell *sh = lane->shell;
+	const struct config *cfg = ls->cref->cfg;
+	const struct provider_conf *prov = config_provider(cfg, lane->provider->name);
+	if (sh == NULL || prov == NULL)
+		return; /* its provider is gone: it keeps its old plan until it empties */
+	lane->provider = prov;
+	lane->agents_mode = cfg->agents.mode;
+	sched_lane_set_plan(lane, registry_plan_for(cfg, prov, lane->key_hash), now_ms());
+	config_ref_put(sh->cref);
+	sh->cref = config_ref_get(ls->cref);
+	lane_kick(lane); /* the new limits may open a gate now */
+}
+
+void lanes_reconfigure(struct lanes *ls, struct config_ref *cref)
+{
+	struct config_ref *old = ls->cref;
+	ls->cref = config_ref_get(cref);
+	registry_foreach(ls->reg, reconfigure_lane, ls);
+	config_ref_put(old);
+}
+
+/* Lanes idle for limits.idle_ttl_s are forgotten. */
+static void on_sweep(evutil_socket_t fd, short what, void *arg)
+{
+	struct lanes *ls = arg;
+	(void)fd;
+	(void)what;
+	registry_evict_idle(ls->reg, now_ms(), (int64_t)ls->cref->cfg->limits.idle_ttl_s * 1000,
+	                    lane_evicted, ls);
+}
+
+/* ---- the shared store's hooks ---- */
+
+static void log_lane_store_event(const struct sched_lane *lane, enum log_level level,
+                                 const char *event, long long drained)
+{
+	struct log_line l;
+	if (!log_begin(&l, level, event))
+		return;
+	log_str(&l, "provider", lane->provider->name);
+	log_str(&l, "key", lane->key_id);
+	log_str(&l, "reason", "another replica's answer (shared store)");
+	if (drained >= 0)
+		log_int(&l, "drained", drained);
+	log_end(&l);
+}
+
+/* Another replica found the quota out: this lane stops as if it had. */
+static void on_shared_quota_out(struct sched_lane *lane)
+{
+	struct lane_shell *sh = lane->shell;
+	sched_quota_exhausted(lane, now_ms());
+	size_t drained = sh != NULL ? quota_drain(sh->ls, lane) : 0;
+	log_lane_store_event(lane, LOG_WARN, "quota_exhausted", (long long)drained);
+}
+
+/* ... and back: a probe of another replica succeeded. */
+static void on_shared_quota_back(struct sched_lane *lane)
+{
+	struct lane_shell *sh = lane->shell;
+	sched_quota_restored(lane);
+	if (sh != NULL && sh->quota_answer != NULL)
+		evbuffer_drain(sh->quota_answer, evbuffer_get_length(sh->quota_answer));
+	log_lane_store_event(lane, LOG_INFO, "quota_restored", -1);
+}
+
+static void kick_busy_lane(struct sched_lane *lane, void *arg)
+{
+	(void)arg;
+	if (!sched_lane_idle(lane))
+		lane_kick(lane);
+}
+
+/* The store went up or down: every lane with something waiting looks again
+ * (to fall back, to refuse, or to be shared again) now, not at its timer. */
+static void on_store_changed(void *arg, bool up)
+{
+	struct lanes *ls = arg;
+	(void)up;
+	registry_foreach(ls->reg, kick_busy_lane, NULL);
+}
+
+struct lanes *lanes_new(struct event_base *base, struct config_ref *cref,
+                        const struct lanes_events *ev, char *err, size_t errlen)
+{
+	struct lanes *ls = calloc(1, sizeof(*ls));
+	if (ls == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	ls->base = base;
+	ls->ev = *ev;
+	ls->cref = config_ref_get(cref);
+	ls->reg = registry_new();
+	ls->sweep = event_new(base, -1, EV_PERSIST, on_sweep, ls);
+	if (ls->reg == NULL || ls->sweep == NULL) {
+		snprintf(err, errlen, "out of memory");
+		lanes_free(ls);
+		return NULL;
+	}
+	const struct shared_hooks hooks = {
+	    .kick = lane_kick,
+	    .quota_out = on_shared_quota_out,
+	    .quota_back = on_shared_quota_back,
+	    .store_changed = on_store_changed,
+	    .arg = ls,
+	};
+	ls->shared = shared_new(base, cref->cfg, &hooks, err, errlen);
+	if (ls->shared == NULL && err[0] != '\0') {
+		lanes_free(ls);
+		return NULL;
+	}
+	struct timeval sweep = {LANE_SWEEP_S, 0};
+	event_add(ls->sweep, &sweep);
+	return ls;
+}
+
+void lanes_free(struct lanes *ls)
+{
+	if (ls == NULL)
+		return;
+	if (ls->reg != NULL)
+		registry_free(ls->reg, lane_evicted, ls);
+	shared_free(ls->shared);
+	if (ls->sweep != NULL)
+		event_free(ls->sweep);
+	config_ref_put(ls->cref);
+	free(ls);
+}

@@ -1,0 +1,154 @@
+/* lanes — the event-loop side of the lanes (DESIGN §2, §3): the table of
+ * lanes, each lane's one timer and its pump, dispatch, refusals, the quota
+ * answer a lane replays, daily budgets, and the shared store's hooks. It is
+ * the only caller of the scheduler (sched_*) and, through the limiter, of the
+ * shared store (shared_*): the exchange never sees a lane's inside.
+ *
+ * A request's place in its lane is a struct lane_ticket embedded in the
+ * exchange. The exchange tells the lanes what happened to it (one call per
+ * event: the answer's headers, the attempt's end, the tokens it used, a retry,
+ * a quota refusal, the client leaving); the lanes tell the exchange what to do
+ * through a small table of callbacks (lanes_events), as the upstream does with
+ * up_handler: send it now, or answer it without the upstream and why.
+ *
+ * Callbacks may run inside any lanes_* call that pumps a lane (lanes_submit,
+ * lanes_retry, lanes_quota, lanes_pump) and from the lane's timer; a
+ * callback may end its exchange (finish → lanes_cancel) but must not free it
+ * before the next loop turn. */
+#ifndef PACERD_LANES_H
+#define PACERD_LANES_H
+
+#include <event2/event.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sched/retry.h"
+#include "sched/sched.h"
+
+struct config_ref;
+struct evbuffer;
+struct lanes;
+struct log_line;
+struct provider_conf;
+struct registry;
+struct shared;
+struct shared_lease;
+
+/* A request's place in its lane. */
+struct lane_ticket {
+	struct sched_item item;     /* its place in the scheduler */
+	struct sched_lane *lane;    /* NULL until lanes_find found its lane */
+	struct shared_lease *lease; /* max_concurrent_global: held while in flight */
+};
+
+/* Why the lanes answer a request themselves. */
+enum lane_refusal {
+	LANE_REFUSE_TOO_MANY_LANES, /* limits.max_lanes, and no lane idle to evict */
+	LANE_REFUSE_STORE_DOWN,     /* store.redis.on_error: fail, with the store down */
+	LANE_REFUSE_DEADLINE,       /* the queue needs longer than the client allows */
+	LANE_REFUSE_QUEUE_FULL,     /* queue.max_depth */
+	LANE_REFUSE_EVICTED,        /* a request of a higher priority took its place */
+	LANE_REFUSE_QUEUE_TIMEOUT,  /* queue.max_wait_s passed */
+	LANE_REFUSE_AGENT_BUSY,     /* agents.mode: reject */
+	LANE_REFUSE_QUOTA,          /* the quota is out: lanes_quota_answer has the answer */
+	LANE_REFUSE_DAY_OUT,        /* the daily budget is spent */
+};
+
+struct lane_refusal_info {
+	enum lane_refusal why;
+	/* When a request like it would find room (QUEUE_FULL, EVICTED,
+	 * DEADLINE, STORE_DOWN), or when the day starts over (DAY_OUT); -1:
+	 * unknown. Not clamped. */
+	int64_t wait_ms;
+	long long depth;   /* QUEUE_FULL, EVICTED: the queue's depth */
+	long long limit_s; /* QUEUE_TIMEOUT: queue.max_wait_s */
+};
+
+struct lanes_events {
+	/* Send it now: its slot is taken and the gates are charged. */
+	void (*dispatch)(struct lane_ticket *t);
+	/* Answer it now without the upstream (the ticket is out of the lane). */
+	void (*refuse)(struct lane_ticket *t, const struct lane_refusal_info *r);
+};
+
+/* With store.kind: redis, connects the shared store first; NULL with err set
+ * when it cannot be used (a Redis that refuses scripts). */
+struct lanes *lanes_new(struct event_base *base, struct config_ref *cref,
+                        const struct lanes_events *ev, char *err, size_t errlen);
+/* Every lane must be empty (their requests finished). */
+void lanes_free(struct lanes *ls);
+/* A new configuration: lanes whose provider still exists take its plan for
+ * their next dispatch; the others keep theirs until they empty. */
+void lanes_reconfigure(struct lanes *ls, struct config_ref *cref);
+
+/* Finds (or makes) the lane of (prov, key_hash) for t: its plan, or NULL when
+ * the lanes refused t (the refuse callback has run). */
+const struct plan_conf *lanes_find(struct lanes *ls, struct lane_ticket *t,
+                                   const struct provider_conf *prov, const char *key_hash,
+                                   int64_t now_ms);
+/* The plan t's lane applies now (a reload may change it). */
+const struct plan_conf *lanes_plan(const struct lane_ticket *t);
+/* Whether a token budget paces t's lane: the caller then estimates the cost. */
+bool lanes_wants_tokens(const struct lane_ticket *t);
+/* Queues t (its cost in rq) and runs the lane; or refuses it through the
+ * callback (queue full, agent busy, quota, day out, or — with client_ms > 0,
+ * the client's own timeout — a wait that would end after deadline_ms).
+ * Returns the queue's depth when t had to wait (0: it went at once or was
+ * refused), for the caller's queueing log line. */
+size_t lanes_submit(struct lanes *ls, struct lane_ticket *t, const struct sched_request *rq,
+                    long long client_ms, int64_t deadline_ms, int64_t now_ms);
+
+/* The headers of t's answer: what they teach the lane's gates, and the holds
+ * the head verdict asks for. Returns true when what the lane knows of its
+ * limits changed (lanes_log_learned writes it). */
+bool lanes_headers(struct lanes *ls, struct lane_ticket *t, const struct rlh_result *rlh,
+                   const struct retry_head_verdict *hv, int64_t now_ms);
+void lanes_log_learned(const struct lane_ticket *t, struct log_line *l, int64_t now_ms);
+
+/* What an attempt's end changed, for the caller's log lines. */
+struct lane_change {
+	unsigned limit_from, limit_to; /* the concurrency limit (equal: unchanged) */
+	bool quota_restored;           /* a success ended the lane's quota refusal */
+};
+/* t's attempt ended (its lease goes back, its slot is released); hold_ms > 0:
+ * the answer asked the whole lane to wait (a capacity hint). */
+void lanes_complete(struct lanes *ls, struct lane_ticket *t, enum retry_lane_outcome outcome,
+                    bool hinted, int64_t hold_ms, int64_t now_ms, struct lane_change *ch);
+/* The usage the answer reported corrects the token gates: in all, and the
+ * input and output parts (< 0: not reported). */
+void lanes_tokens_used(struct lanes *ls, struct lane_ticket *t, double total, double input,
+                       double output, int64_t now_ms);
+/* t waits without a slot until ready_ms, then queues again ahead of the new. */
+void lanes_retry(struct lanes *ls, struct lane_ticket *t, int64_t ready_ms);
+
+/* t's answer says the quota is out: the lane keeps the answer (head: n
+ * name\0value\0 pairs in head_len bytes, then the body) to replay it to every
+ * request it refuses, and refuses what waits now. *fresh: the lane was not
+ * refusing yet; returns how many waiting requests it refused. */
+size_t lanes_quota(struct lanes *ls, struct lane_ticket *t, struct evbuffer *answer, size_t n,
+                   size_t head_len, int status, const char *reason, bool *fresh);
+/* The answer a lane refusing for quota replays: false when it has none (the
+ * quota was found out by another replica). */
+bool lanes_quota_answer(const struct lane_ticket *t, struct evbuffer *dst, size_t *n,
+                        size_t *head_len, int *status, const char **reason);
+
+/* The client left, or the exchange ended otherwise: t leaves its lane
+ * wherever it is (queued, waiting for a retry, in flight). */
+void lanes_cancel(struct lanes *ls, struct lane_ticket *t);
+/* Runs the lane now (after a decision that may let requests go). */
+void lanes_pump(struct lanes *ls, struct sched_lane *lane);
+
+/* For log lines and answers: the lane's in flight and limits. */
+size_t lanes_in_flight(const struct lane_ticket *t);
+unsigned lanes_concurrency(const struct lane_ticket *t);
+int64_t lanes_dispatch_delay_ms(const struct lane_ticket *t);
+size_t lanes_queue_depth(const struct lane_ticket *t);
+
+size_t lanes_count(const struct lanes *ls);
+/* The lanes, read-only, for /status and /metrics. */
+struct registry *lanes_registry(const struct lanes *ls);
+/* The shared store (NULL: store.kind local), for /status and /metrics. */
+struct shared *lanes_shared(const struct lanes *ls);
+
+#endif

@@ -1,0 +1,47 @@
+/* limiter — a lane's gates behind one call per event: the local ones (the
+ * scheduler's: sched.h) and, with store.kind: redis, the ones several
+ * replicas share (shared.h). Each function is what one event means for both,
+ * so that the lanes never call the two in pairs and cannot forget one.
+ *
+ * The shared side is NULL with store.kind: local; every call then touches the
+ * local gates only. Used by the lanes module alone (lanes.c). */
+#ifndef PACERD_LIMITER_H
+#define PACERD_LIMITER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "sched/sched.h"
+
+struct rlh_result;
+struct shared;
+struct shared_lane;
+struct shared_lease;
+
+/* Before the lane's dispatch loop: the store's state applied to the lane,
+ * decisions asked for. False: the lane must refuse what waits (on_error:
+ * fail, store down). */
+bool limiter_pump(struct shared *sh, struct sched_lane *lane, struct shared_lane **sl,
+                  int64_t now_ms);
+/* The next request the gates let go now (its lease in *lease), or NULL. */
+struct sched_item *limiter_next(struct shared *sh, struct sched_lane *lane,
+                                struct shared_lane *sl, int64_t now_ms,
+                                struct shared_lease **lease);
+/* Rate-limit headers of an answer: learned by the lane, shared with the
+ * replicas. True when what the lane knows changed. */
+bool limiter_observe(struct shared *sh, struct sched_lane *lane, const struct sched_item *it,
+                     const struct rlh_result *h, int64_t now_ms);
+/* The provider asked every request of the lane to wait hold_ms from fresh_ms
+ * (a fresh clock: the answer may have arrived after the turn began). */
+void limiter_hold(struct shared *sh, struct sched_lane *lane, int64_t hold_ms, int64_t fresh_ms);
+/* An attempt ended: its lease goes back, its slot is released, the adaptive
+ * limits learn the outcome. True when a success restored the lane's quota. */
+bool limiter_complete(struct shared *sh, struct sched_lane *lane, struct sched_item *it,
+                      struct shared_lease **lease, enum sched_outcome outcome, int64_t now_ms);
+/* The quota is out, found here. True when the lane was not refusing yet. */
+bool limiter_quota_out(struct shared *sh, struct sched_lane *lane, int64_t now_ms);
+/* The real usage corrects the token gates (< 0: that part not reported). */
+void limiter_tokens_used(struct shared *sh, struct sched_lane *lane, struct sched_item *it,
+                         double total, double input, double output, int64_t now_ms);
+
+#endif
