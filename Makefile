@@ -2,7 +2,7 @@
 #
 #   make            build build/pacerd (and nothing else)
 #   make run        install missing dependencies, build, start with conf/pacerd.yaml
-#   make test       install missing dependencies, build, run every unit and integration test
+#   make test       install missing dependencies, build, make lint, run every unit and integration test
 #   make test SAN=1 the same under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make valgrind   unit and integration tests under valgrind (errors and leaks fail it)
 #   make container-test  build the image with podman and test it against the mock
@@ -11,6 +11,9 @@
 #                   system calls, SSE, idle streams, lanes); table + $(BUILD)/bench.json
 #   make bench-lanes  build build/bench-lanes (bytes per lane, dispatch time vs. lanes and depth)
 #   make microbench ns per call of the per-request pure work (tests/bench)
+#   make lint       scripts/lint.sh: clang-format check, banned functions, cppcheck,
+#                   the direction of includes between the folders of src/
+#   make format     clang-format -i over every source (what make lint checks)
 #
 # Every object goes to $(BUILD) so that sanitizer and plain builds never mix.
 
@@ -65,7 +68,8 @@ FUZZ_SAN      := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omi
 FUZZ_CFLAGS   := -std=c11 -D_GNU_SOURCE -g -O1 $(WARN) $(FUZZ_SAN)
 FUZZ_SECONDS  ?= 60
 
-.PHONY: all run demo test unit integration container-test valgrind bench bench-lanes microbench deps node-deps clean format lint fuzz fuzz-run install
+.PHONY: all run demo test unit integration container-test valgrind bench bench-lanes microbench \
+        deps node-deps clean format lint fuzz fuzz-run install
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/pacerd
@@ -134,11 +138,17 @@ integration: $(BUILD)/pacerd $(BUILD)/pacerd-mock
 container-test: $(BUILD)/pacerd-mock
 	BUILD=$(BUILD) ./scripts/container-test.sh
 
-# make test: set-up, then unit, integration and (with podman) container tests;
+# make test: set-up, then lint (scripts/lint.sh, the same as make lint), unit,
+# integration and (with podman) container tests; a failed lint check fails it;
 # the last line is the total.
 test: node-deps
 	$(MAKE) all $(UNIT_BINS) $(BUILD)/pacerd-mock fuzz
-	BUILD=$(BUILD) FUZZ_BINS="$(FUZZ_BINS)" ./tests/run-all.sh $(UNIT_BINS)
+	BUILD=$(BUILD) FUZZ_BINS="$(FUZZ_BINS)" LINT=./scripts/lint.sh ./tests/run-all.sh $(UNIT_BINS)
+
+# make lint: every check prints file:line: what; about 10 s (LINT_JOBS, 2).
+# `./scripts/lint.sh banned imports` runs only those checks.
+lint: deps
+	./scripts/lint.sh
 
 # make demo: the mock upstream at 60 RPM per key, pacerd in front with no plan,
 # pacerd top, 100 concurrent requests; ends by itself with a summary.

@@ -9,9 +9,11 @@ PKGS="gcc make pkg-config libc6-dev
 libevent-dev libhttp-parser-dev libcurl4-openssl-dev libjansson-dev libyaml-dev libssl-dev check
 curl openssl ca-certificates valgrind wrk
 clang libclang-rt-14-dev python3 systemd
+clang-format cppcheck
 procps tzdata prometheus tmux
 libhiredis-dev redis-server"
 # prometheus: promtool checks /metrics, and a real Prometheus scrapes it (tests/integration).
+# clang-format, cppcheck: make lint (scripts/lint.sh), which make test runs.
 # libhiredis-dev: the shared store (store.kind: redis); redis-server: its tests start one.
 # tmux: the terminal of the `pacerd top` integration test (tests/integration/cases/top.mjs).
 # tzdata: the IANA zones of plans' day_time_zone (a minimal Debian may lack them).

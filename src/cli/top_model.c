@@ -104,7 +104,7 @@ static int count_cmp(const void *a, const void *b)
 /* The lane's counters in s, or NULL when the lane was not there. */
 static const struct lane_count *sample_find(const struct sample *s, const char *id)
 {
-	struct lane_count key;
+	struct lane_count key = {0};
 	snprintf(key.id, sizeof(key.id), "%s", id);
 	return bsearch(&key, s->lanes, s->n, sizeof(*s->lanes), count_cmp);
 }

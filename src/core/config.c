@@ -1118,6 +1118,7 @@ static int set_scalar(const struct opt *o, void *base, const char *text, bool qu
 	case OPT_ENUM:
 		/* Accepted quoted or not: YAML 1.1 reads a plain `off` as a boolean, we
 		 * never resolve tags, so `mode: off` is simply the name "off". */
+		/* cppcheck-suppress unreadVariable ; read by the message after the switch */
 		quoted = false; /* not part of the message either */
 		list_names(o->names, names, sizeof(names));
 		snprintf(what, sizeof(what), "one of %s", names);

@@ -322,7 +322,7 @@ static bool js_key(struct js *s, struct js_str *key)
  * stack per level, not a frame. */
 static void js_skip(struct js *s)
 {
-	unsigned char is_obj[JS_MAX_DEPTH / 8]; /* per container opened here */
+	unsigned char is_obj[JS_MAX_DEPTH / 8] = {0}; /* per container opened here */
 	unsigned top = 0;
 	for (;;) {
 		char c = js_peek(s);

@@ -515,10 +515,10 @@ struct store *store_new(struct event_base *base, const struct config *cfg,
 		free(st);
 		return NULL;
 	}
-	if (rc == 0)
+	if (rc == 0) {
 		log_state("store_unavailable", st, "no answer at start; retrying");
-	if (rc == 0)
 		snprintf(st->last_reason, sizeof(st->last_reason), "no answer at start");
+	}
 	st->on_state = on_state;
 	st->state_arg = arg;
 	on_reconnect(-1, 0, st);

@@ -561,6 +561,7 @@ static bool capacity_exceeded(uint64_t now)
 	uint64_t cycle = 0;
 	for (int i = 0; i < cfg.ncap; i++)
 		cycle += (uint64_t)cfg.cap[i].ms;
+	/* cppcheck-suppress zerodiv ; ncap > 0 and every ms > 0 (checked when set) */
 	uint64_t t = (now - cap_origin_ms) % cycle;
 	int p = 0;
 	while (t >= (uint64_t)cfg.cap[p].ms) {

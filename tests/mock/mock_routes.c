@@ -249,14 +249,14 @@ void mock_put_long(struct evbuffer *b, long v)
 	put_long(b, v);
 }
 
-static void chat_body(struct evbuffer *b, const struct llm_in *li, long prompt, long compl,
+static void chat_body(struct evbuffer *b, const struct llm_in *li, long prompt, long completion,
                       long chunk_bytes, bool truncated)
 {
 	PUT(b, "{\"id\":\"chatcmpl-mock\",\"object\":\"chat.completion\",\"created\":1700000000,"
 	       "\"model\":\"");
 	evbuffer_add(b, li->model, strlen(li->model));
 	PUT(b, "\",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"");
-	for (long i = 0; i < compl ; i++)
+	for (long i = 0; i < completion; i++)
 		put_chunk_text(b, chunk_bytes);
 	PUT(b, "\"},\"logprobs\":null,\"finish_reason\":\"");
 	if (truncated)
@@ -266,19 +266,19 @@ static void chat_body(struct evbuffer *b, const struct llm_in *li, long prompt, 
 	PUT(b, "\"}],\"usage\":{\"prompt_tokens\":");
 	put_long(b, prompt);
 	PUT(b, ",\"completion_tokens\":");
-	put_long(b, compl );
+	put_long(b, completion);
 	PUT(b, ",\"total_tokens\":");
-	put_long(b, prompt + compl );
+	put_long(b, prompt + completion);
 	PUT(b, "}}");
 }
 
-static void messages_body(struct evbuffer *b, const struct llm_in *li, long prompt, long compl,
+static void messages_body(struct evbuffer *b, const struct llm_in *li, long prompt, long completion,
                           long chunk_bytes, bool truncated)
 {
 	PUT(b, "{\"id\":\"msg_mock\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"");
 	evbuffer_add(b, li->model, strlen(li->model));
 	PUT(b, "\",\"content\":[{\"type\":\"text\",\"text\":\"");
-	for (long i = 0; i < compl ; i++)
+	for (long i = 0; i < completion; i++)
 		put_chunk_text(b, chunk_bytes);
 	PUT(b, "\"}],\"stop_reason\":\"");
 	if (truncated)
@@ -288,7 +288,7 @@ static void messages_body(struct evbuffer *b, const struct llm_in *li, long prom
 	PUT(b, "\",\"stop_sequence\":null,\"usage\":{\"input_tokens\":");
 	put_long(b, prompt);
 	PUT(b, ",\"output_tokens\":");
-	put_long(b, compl );
+	put_long(b, completion);
 	PUT(b, "}}");
 }
 
@@ -650,10 +650,10 @@ void mock_routes_handle(struct evhttp_request *req, void *arg)
 		struct llm_in li;
 		llm_parse(req, &li, kind == MOCK_K_MESSAGES ? "claude-mock" : "gpt-mock");
 		long prompt = li.chars / 4 > 0 ? li.chars / 4 : 1;
-		long compl = c.chunks;
-		bool truncated = li.max_tokens > 0 && li.max_tokens < compl ;
+		long completion = c.chunks;
+		bool truncated = li.max_tokens > 0 && li.max_tokens < completion;
 		if (truncated)
-			compl = li.max_tokens;
+			completion = li.max_tokens;
 		unsigned char sha[32];
 		long out_tokens = li.max_tokens > 0 ? li.max_tokens : 16;
 		struct mock_limit_in lin = {key_sha(req, sha) ? sha : NULL, prompt + out_tokens, prompt,
@@ -673,18 +673,18 @@ void mock_routes_handle(struct evhttp_request *req, void *arg)
 		} else if (li.stream) {
 			tmpl.streaming = true;
 			tmpl.kind = kind;
-			tmpl.chunks = compl ;
+			tmpl.chunks = completion;
 			tmpl.chunk_ms = c.chunk_ms;
 			tmpl.chunk_bytes = c.chunk_bytes;
 			tmpl.prompt_tokens = prompt;
-			tmpl.completion_tokens = compl ;
+			tmpl.completion_tokens = completion;
 			tmpl.include_usage = li.include_usage;
 			tmpl.truncated = truncated;
 			memcpy(tmpl.model, li.model, sizeof(tmpl.model));
 		} else if (kind == MOCK_K_CHAT) {
-			chat_body(out_buf, &li, prompt, compl, c.chunk_bytes, truncated);
+			chat_body(out_buf, &li, prompt, completion, c.chunk_bytes, truncated);
 		} else {
-			messages_body(out_buf, &li, prompt, compl, c.chunk_bytes, truncated);
+			messages_body(out_buf, &li, prompt, completion, c.chunk_bytes, truncated);
 		}
 	} else if (c.status != 0 && c.status != 200) {
 		status = c.status;

@@ -410,7 +410,7 @@ START_TEST(in_flight_simulation_never_runs_dry)
 	struct pending {
 		int64_t due;
 		double mark, remaining, reset;
-	} q[64];
+	} q[64] = {0};
 	int nq = 0, dispatched = 0, dry = 0;
 	const double cap = 100, rho = 600.0 / 60000;
 	double level = cap;

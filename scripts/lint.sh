@@ -1,0 +1,199 @@
+#!/bin/bash
+# make lint: the checks that read the code without building it. Each problem is
+# printed as file:line: what; the last line is "lint: P passed, F failed" (one
+# count per check), and the exit status is 0 only when every check passed.
+#
+#   scripts/lint.sh                 every check
+#   scripts/lint.sh banned imports  only those (format, banned, cppcheck, imports)
+#
+# format    clang-format --dry-run -Werror with the root .clang-format over every
+#           .c/.h of src/ and tests/{unit,mock,bench,fuzz}; `make format` fixes it.
+# banned    no sprintf, vsprintf, strcpy, strcat, atoi, atol, gets, strncpy, strtok
+#           outside comments and string literals (STYLE.md, practice 12). Use
+#           snprintf, memcpy with a known length, strtol/strtoll with an end
+#           pointer and errno, strtok_r or a hand-written split.
+# cppcheck  cppcheck (warning, style, performance, portability) with
+#           scripts/cppcheck-suppressions.txt; a false positive is suppressed
+#           where it is, with /* cppcheck-suppress <id> ; <reason> */ on the line before.
+# imports   the layers of DESIGN §8: a folder of src/ includes only itself and
+#           the folders below (table IMPORTS); src/main.c includes anything.
+#           Every include of a pacerd header names its folder ("core/log.h").
+#
+# The layers (who may include whom; the folder itself always):
+#
+#   core      -
+#   http      core
+#   provider  core
+#   sched     core provider
+#   store     core sched provider
+#   proxy     core http sched provider store
+#   admin     core http proxy sched store provider
+#   cli       core sched provider   (pacerd top reads /status over HTTP, not admin's headers)
+#   src/main.c  anything
+set -o pipefail
+cd "$(dirname "$0")/.." || exit 2
+
+declare -A IMPORTS=(
+	[core]=""
+	[http]="core"
+	[provider]="core"
+	[sched]="core provider"
+	[store]="core sched provider"
+	[proxy]="core http sched provider store"
+	[admin]="core http proxy sched store provider"
+	[cli]="core sched provider"
+)
+
+# Includes that break the layers today, as "file header". To be removed by
+# issue 17 (the types they need are moving down); the list only shrinks.
+IMPORTS_ALLOWED=(
+	"src/core/config.c sched/daily.h"   # daily_parse_hhmm, daily_zone_known
+	"src/core/config.c http/headers.h"  # hdr_priority
+	"src/sched/registry.c proxy/route.h"
+	"src/store/store.h admin/metrics.h" # struct metrics_hist
+	"src/proxy/exchange.c admin/metrics.h"
+)
+
+BANNED="sprintf vsprintf strcpy strcat atoi atol gets strncpy strtok"
+
+JOBS=${LINT_JOBS:-2}
+
+files() {
+	find src tests/unit tests/mock tests/bench tests/fuzz -path tests/fuzz/corpus -prune -o \
+		-type f \( -name '*.c' -o -name '*.h' \) -print | LC_ALL=C sort
+}
+
+need() {
+	if ! command -v "$1" >/dev/null 2>&1; then
+		echo "lint: $1 is missing (make deps installs it)"
+		return 1
+	fi
+}
+
+check_format() {
+	need clang-format || return 1
+	local out bad
+	# One line per file that differs: where the first difference is, and how many.
+	out=$(files | xargs -P "$JOBS" -n 8 clang-format --dry-run 2>&1 |
+		awk -F: '/: (warning|error): code should be clang-formatted/ {
+				if (!($1 in n)) { first[$1] = $2; order[++k] = $1 }
+				n[$1]++
+			}
+			END { for (i = 1; i <= k; i++)
+				printf "%s:%s: not clang-format clean (%d places; make format)\n",
+				       order[i], first[order[i]], n[order[i]] }' | LC_ALL=C sort)
+	[ -z "$out" ] && return 0
+	echo "$out"
+	bad=$(echo "$out" | wc -l)
+	echo "format: $bad of $(files | wc -l) files differ from .clang-format"
+	return 1
+}
+
+# Prints each file with its comments and string and character literals blanked,
+# as "file:line:text", so that the names inside them are not read as code.
+strip_code() {
+	awk '
+	FNR == 1 { st = 0 }
+	{
+		line = $0; out = ""; n = length(line)
+		for (i = 1; i <= n; i++) {
+			c = substr(line, i, 1); c2 = substr(line, i, 2)
+			if (st == 1) {                     # /* comment */
+				if (c2 == "*/") { st = 0; i++; out = out " " }
+			} else if (st == 2 || st == 3) {   # "string" or '\''c'\''
+				if (c == "\\") i++
+				else if ((st == 2 && c == "\"") || (st == 3 && c == "'\''")) {
+					st = 0; out = out c
+				}
+			} else if (c2 == "/*") { st = 1; i++
+			} else if (c2 == "//") { break
+			} else if (c == "\"") { st = 2; out = out c
+			} else if (c == "'\''") { st = 3; out = out c
+			} else out = out c
+		}
+		# A literal ends with its line unless the line is continued.
+		if ((st == 2 || st == 3) && substr(line, n, 1) != "\\") st = 0
+		print FILENAME ":" FNR ":" out
+	}' "$@"
+}
+
+check_banned() {
+	local re out
+	re="(^|[^A-Za-z0-9_])($(echo "$BANNED" | tr ' ' '|'))([^A-Za-z0-9_]|$)"
+	# shellcheck disable=SC2046
+	out=$(strip_code $(files) | awk -F: -v re="$re" '{
+			text = $0; sub(/^[^:]*:[^:]*:/, "", text)
+			while (match(text, re)) {
+				name = substr(text, RSTART, RLENGTH)
+				sub(/^[^A-Za-z_]/, "", name); sub(/[^A-Za-z0-9_]$/, "", name)
+				printf "%s:%s: %s is banned (STYLE.md 12; see scripts/lint.sh)\n", $1, $2, name
+				text = substr(text, RSTART + RLENGTH - 1)
+			}
+		}')
+	[ -z "$out" ] && return 0
+	echo "$out"
+	return 1
+}
+
+check_cppcheck() {
+	need cppcheck || return 1
+	# shellcheck disable=SC2046
+	cppcheck -q -j "$JOBS" --std=c11 -D_GNU_SOURCE -Isrc -Itests/unit --library=posix \
+		--enable=warning,style,performance,portability --inline-suppr \
+		--suppressions-list=scripts/cppcheck-suppressions.txt --error-exitcode=1 \
+		--template='{file}:{line}: {severity}: {message} [{id}]' $(files) 2>&1
+}
+
+check_imports() {
+	local f dir hdr target rc=0 allowed entry
+	local -A used=()
+	while IFS=: read -r f line hdr; do
+		hdr=${hdr#*\"}; hdr=${hdr%%\"*}
+		dir=${f#src/}; dir=${dir%%/*}
+		[ "$f" = src/main.c ] && continue
+		case $hdr in
+		*/*) target=${hdr%%/*} ;;
+		*)
+			[ -e "src/$dir/$hdr" ] || continue # a system or library header in quotes
+			echo "$f:$line: \"$hdr\": name the folder (\"$dir/$hdr\")"
+			rc=1
+			continue
+			;;
+		esac
+		[ -d "src/$target" ] || continue
+		[ "$target" = "$dir" ] && continue
+		case " ${IMPORTS[$dir]-} " in *" $target "*) continue ;; esac
+		allowed=0
+		for entry in "${IMPORTS_ALLOWED[@]}"; do
+			if [ "$entry" = "$f $hdr" ]; then allowed=1; used[$entry]=1; fi
+		done
+		[ $allowed = 1 ] && continue
+		echo "$f:$line: $dir includes \"$hdr\": $dir may include only ${IMPORTS[$dir]:-itself} (DESIGN §8; scripts/lint.sh)"
+		rc=1
+	done < <(grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' src/*/*.[ch] src/*.c)
+	for entry in "${IMPORTS_ALLOWED[@]}"; do
+		[ -n "${used[$entry]-}" ] ||
+			echo "imports: \"$entry\" is allowed but no longer included: remove it from IMPORTS_ALLOWED"
+	done
+	return $rc
+}
+
+checks=("$@")
+[ ${#checks[@]} -eq 0 ] && checks=(format banned cppcheck imports)
+passed=0
+failed=0
+for c in "${checks[@]}"; do
+	case $c in
+	format | banned | cppcheck | imports) ;;
+	*) echo "lint: unknown check $c (format, banned, cppcheck, imports)" >&2; exit 2 ;;
+	esac
+	if "check_$c"; then
+		echo "lint $c: ok"
+		passed=$((passed + 1))
+	else
+		echo "lint $c: FAILED"
+		failed=$((failed + 1))
+	fi
+done
+echo "lint: $passed passed, $failed failed"
+[ $failed -eq 0 ]
