@@ -460,11 +460,11 @@ START_TEST(parsed_body)
 {
 	struct retry_body rb;
 	/* one parse: facts and hints together */
-	static const char gemini_day[] =
+	static const char gemini_daily[] =
 	    "[{\"error\":{\"code\":429,\"status\":\"RESOURCE_EXHAUSTED\",\"message\":"
 	    "\"Please retry in 25.4s.\",\"details\":[{\"violations\":[{\"quotaId\":"
 	    "\"GenerateRequestsPerDayPerProjectPerModel\"}]}]}}]";
-	retry_body_parse(gemini_day, strlen(gemini_day), &rb);
+	retry_body_parse(gemini_daily, strlen(gemini_daily), &rb);
 	ck_assert_str_eq(rb.capacity, "RESOURCE_EXHAUSTED");
 	ck_assert_ptr_null(rb.money);
 	ck_assert(!rb.too_large && rb.hint.daily_cap && rb.hint.has_delay);
