@@ -12,8 +12,8 @@
  * (min <= max_concurrent, duplicate prefixes, plan references) can still point
  * at the line the user wrote. */
 #include "core/config.h"
-#include "sched/daily.h"
-#include "http/headers.h"
+#include "core/daily.h"
+#include "core/priority.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -1524,7 +1524,7 @@ static int parse_agent_priorities(struct ctx *c, yaml_node_t *key, yaml_node_t *
 		if (check_scalar_node(c, v, vpath) != 0)
 			return -1;
 		struct agent_priority *ap = &cfg->agents.priorities[cfg->agents.n_priorities];
-		if (!hdr_priority(scalar(v), &ap->priority)) {
+		if (!priority_parse(scalar(v), &ap->priority)) {
 			snprintf(msg, sizeof(msg), "expected an integer from -100 to 100, got '%s'",
 			         shown(scalar(v), b, sizeof(b)));
 			return fail_mark(c, v->start_mark, vpath, msg);

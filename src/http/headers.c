@@ -91,26 +91,6 @@ bool hdr_forward_response(const char *name, const char *connection)
 	return !hdr_is_hop_by_hop(name) && !hdr_in_connection(connection, name);
 }
 
-bool hdr_priority(const char *s, int *out)
-{
-	while (is_ows(*s))
-		s++;
-	bool neg = *s == '-';
-	if (*s == '-' || *s == '+')
-		s++;
-	int v = 0, digits = 0;
-	for (; *s >= '0' && *s <= '9'; s++, digits++) {
-		v = v * 10 + (*s - '0');
-		if (v > 100)
-			return false;
-	}
-	while (is_ows(*s))
-		s++;
-	if (digits == 0 || *s != '\0')
-		return false;
-	*out = neg ? -v : v;
-	return true;
-}
 
 bool hdr_split_line(const char *line, size_t len, const char **name, size_t *name_len,
                     const char **value, size_t *value_len)

@@ -31,11 +31,6 @@ bool hdr_forward_response(const char *name, const char *connection);
  * -1 when neither is there or parses as a positive number (up to a year). */
 long long hdr_client_timeout_ms(const char *pacer_timeout_ms, const char *stainless_timeout);
 
-/* A request's priority (x-pacer-priority, agents.priorities): an integer
- * from -100 to 100, optional sign, optional white space around it. False for
- * anything else. */
-bool hdr_priority(const char *s, int *out);
-
 /* Splits one header line as libcurl delivers it ("Name: value\r\n") into name
  * and value, trimming optional white space. False for a line that is not a
  * field (status line, blank line, obs-fold continuation). */

@@ -20,7 +20,7 @@
 #include "core/config.h"
 #include "core/log.h"
 #include "proxy/limiter.h"
-#include "sched/daily.h"
+#include "core/daily.h"
 #include "sched/registry.h"
 #include "store/shared.h"
 

@@ -14,6 +14,7 @@
 #include <strings.h>
 
 #include "proxy/exchange.h"
+#include "core/priority.h"
 #include "http/headers.h"
 #include "http/httpd.h"
 #include "core/log.h"
@@ -129,7 +130,7 @@ static bool request_priority(const struct config *cfg, struct hreq *r, const cha
 	const char *h = hreq_header(r, "x-pacer-priority");
 	*priority = 0;
 	if (h != NULL)
-		return hdr_priority(h, priority);
+		return priority_parse(h, priority);
 	if (agent != NULL)
 		config_agent_priority(cfg, agent, priority);
 	return true;

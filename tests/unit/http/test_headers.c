@@ -1,6 +1,7 @@
 /* headers: hop-by-hop filtering (RFC 9110 §7.6.1) and header line splitting. */
 #include <string.h>
 
+#include "core/priority.h"
 #include "http/headers.h"
 #include "unit.h"
 
@@ -52,11 +53,11 @@ END_TEST
 START_TEST(priorities)
 {
 	int p = 99;
-	ck_assert(hdr_priority("0", &p) && p == 0);
-	ck_assert(hdr_priority("10", &p) && p == 10);
-	ck_assert(hdr_priority(" -100 ", &p) && p == -100);
-	ck_assert(hdr_priority("+100", &p) && p == 100);
-	ck_assert(hdr_priority("007", &p) && p == 7);
+	ck_assert(priority_parse("0", &p) && p == 0);
+	ck_assert(priority_parse("10", &p) && p == 10);
+	ck_assert(priority_parse(" -100 ", &p) && p == -100);
+	ck_assert(priority_parse("+100", &p) && p == 100);
+	ck_assert(priority_parse("007", &p) && p == 7);
 	const char *bad[] = {"",
 	                     " ",
 	                     "-",
@@ -71,7 +72,7 @@ START_TEST(priorities)
 	                     "--1"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		p = 42;
-		ck_assert_msg(!hdr_priority(bad[i], &p), "'%s' parsed", bad[i]);
+		ck_assert_msg(!priority_parse(bad[i], &p), "'%s' parsed", bad[i]);
 		ck_assert_int_eq(p, 42);
 	}
 }

@@ -1,5 +1,5 @@
 /* daily — see daily.h. */
-#include "sched/daily.h"
+#include "core/daily.h"
 
 #include <ctype.h>
 #include <stdio.h>

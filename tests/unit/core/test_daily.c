@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sched/daily.h"
+#include "core/daily.h"
 #include "unit.h"
 
 #define S(x) ((int64_t)(x) * 1000)
