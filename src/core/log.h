@@ -15,7 +15,7 @@
  *
  * Values are JSON-escaped; a line longer than the buffer is cut and marked
  * "truncated":true, never overflowed. API keys must never be passed here: only
- * their hash prefix (route_key_id). */
+ * their hash prefix (keyid_name). */
 #ifndef PACERD_LOG_H
 #define PACERD_LOG_H
 

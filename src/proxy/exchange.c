@@ -71,8 +71,8 @@ struct exchange {
 	bool strip_usage; /* and so gives the client the stream without what it added */
 	struct usage_strip strip;
 	const char *method;
-	char key_hash[ROUTE_KEY_HEX + 1];
-	char key_id[ROUTE_KEY_ID_SIZE];
+	char key_hash[KEYID_HEX + 1];
+	char key_id[KEYID_NAME_SIZE];
 	char request_id[HREQ_ID_MAX + 1];
 	char agent[AGENT_MAX];
 	int priority; /* x-pacer-priority or the agent's; logged when not 0 */
@@ -739,8 +739,8 @@ void exchange_start(struct exchanges *xs, struct hreq *client, const struct exch
 	x->t_start = now;
 	copy_str(x->request_id, sizeof(x->request_id), hreq_id(client));
 	if (in->key_hash != NULL)
-		memcpy(x->key_hash, in->key_hash, ROUTE_KEY_HEX + 1);
-	route_key_id(in->key_hash, x->key_id);
+		memcpy(x->key_hash, in->key_hash, KEYID_HEX + 1);
+	keyid_name(in->key_hash, x->key_id);
 	if (in->agent != NULL)
 		copy_str(x->agent, sizeof(x->agent), in->agent);
 	x->priority = in->priority;

@@ -1,7 +1,6 @@
 /* route — provider resolution, upstream URLs, key extraction. See route.h. */
 #include "proxy/route.h"
 
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -235,28 +234,4 @@ const char *route_key_header_name(enum key_source src)
 		break;
 	}
 	return NULL;
-}
-
-void route_key_hash(const char *key, size_t len, char hex[ROUTE_KEY_HEX + 1])
-{
-	static const char digits[] = "0123456789abcdef";
-	unsigned char md[32];
-	unsigned int md_len = 0;
-
-	EVP_Digest(key, len, md, &md_len, EVP_sha256(), NULL);
-	for (unsigned i = 0; i < 32; i++) {
-		hex[2 * i] = digits[md[i] >> 4];
-		hex[2 * i + 1] = digits[md[i] & 15];
-	}
-	hex[ROUTE_KEY_HEX] = '\0';
-}
-
-void route_key_id(const char *hash_hex_or_null, char id[ROUTE_KEY_ID_SIZE])
-{
-	if (hash_hex_or_null == NULL || hash_hex_or_null[0] == '\0') {
-		memcpy(id, "anonymous", 10);
-		return;
-	}
-	memcpy(id, hash_hex_or_null, ROUTE_KEY_ID_LEN);
-	id[ROUTE_KEY_ID_LEN] = '\0';
 }

@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "core/config.h"
+#include "core/keyid.h"
 
 enum route_status {
 	ROUTE_OK,
@@ -48,16 +49,5 @@ bool route_key_from_query(const char *query, size_t qlen, const char **key, size
 
 /* Name of the request header that carries the key, or NULL for query:key. */
 const char *route_key_header_name(enum key_source src);
-
-#define ROUTE_KEY_HEX 64
-#define ROUTE_KEY_ID_LEN 12
-#define ROUTE_KEY_ID_SIZE 16
-
-/* SHA-256 of the key as lower-case hex (65 bytes with the NUL). */
-void route_key_hash(const char *key, size_t len, char hex[ROUTE_KEY_HEX + 1]);
-
-/* The key's name in logs, metrics and /status: the first 12 hex digits of its
- * hash, or "anonymous" when the request carries no key. */
-void route_key_id(const char *hash_hex_or_null, char id[ROUTE_KEY_ID_SIZE]);
 
 #endif

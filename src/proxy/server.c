@@ -95,7 +95,7 @@ static bool key_from(const struct route *route, struct hreq *r, enum key_source 
 	return route_key_from_header(src, hreq_header(r, route_key_header_name(src)), key, key_len);
 }
 
-static bool find_key(const struct route *route, struct hreq *r, char hash[ROUTE_KEY_HEX + 1])
+static bool find_key(const struct route *route, struct hreq *r, char hash[KEYID_HEX + 1])
 {
 	static const enum key_source fallbacks[] = {KEY_AUTHORIZATION, KEY_X_API_KEY, KEY_API_KEY,
 	                                            KEY_X_GOOG_API_KEY, KEY_QUERY_KEY};
@@ -105,7 +105,7 @@ static bool find_key(const struct route *route, struct hreq *r, char hash[ROUTE_
 	for (size_t i = 0; !found && i < sizeof(fallbacks) / sizeof(fallbacks[0]); i++)
 		found = key_from(route, r, fallbacks[i], &key, &key_len);
 	if (found)
-		route_key_hash(key, key_len, hash);
+		keyid_hash(key, key_len, hash);
 	return found;
 }
 
@@ -220,7 +220,7 @@ static void on_request(struct hreq *r, void *arg)
 		            -1);
 		return;
 	}
-	char hash[ROUTE_KEY_HEX + 1];
+	char hash[KEYID_HEX + 1];
 	if (find_key(&in.route, r, hash))
 		in.key_hash = hash;
 	in.agent = hreq_header(r, cfg->agents.header);

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proxy/route.h"
+#include "core/keyid.h"
 
 /* A provider's name, shared by its lanes: after a reload lane.provider may
  * point into an older configuration, so the lane's identity is kept here. */
@@ -261,7 +261,7 @@ struct sched_lane *registry_lane(struct registry *reg, const struct config *cfg,
 	const struct plan_conf *plan = registry_plan_for(cfg, prov, kh);
 	sched_lane_init(&e->lane, prov, plan, cfg->agents.mode, now_ms);
 	memcpy(e->lane.key_hash, kh, strnlen(kh, sizeof(e->lane.key_hash) - 1));
-	route_key_id(kh[0] ? kh : NULL, e->lane.key_id);
+	keyid_name(kh[0] ? kh : NULL, e->lane.key_id);
 	sched_lane_track_idle(&e->lane, &reg->idle);
 	e->next = reg->buckets[h & (reg->n_buckets - 1)];
 	reg->buckets[h & (reg->n_buckets - 1)] = e;

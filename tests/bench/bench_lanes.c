@@ -57,7 +57,7 @@ static size_t bench_heap(void)
 	return mi.uordblks + mi.hblkhd;
 }
 
-/* Distinct, well-spread 64-hex-digit key hashes, as route_key_hash makes. */
+/* Distinct, well-spread 64-hex-digit key hashes, as keyid_hash makes. */
 static void bench_key(uint64_t i, char out[65])
 {
 	uint64_t x = i * 0x9e3779b97f4a7c15ULL + 1;

@@ -26,10 +26,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	const char *key;
 	size_t len;
-	char hex[ROUTE_KEY_HEX + 1], id[ROUTE_KEY_ID_SIZE];
+	char hex[KEYID_HEX + 1], id[KEYID_NAME_SIZE];
 	if (route_key_from_header(KEY_AUTHORIZATION, s, &key, &len)) {
-		route_key_hash(key, len, hex);
-		route_key_id(hex, id);
+		keyid_hash(key, len, hex);
+		keyid_name(hex, id);
 	}
 	route_key_from_query(s, size, &key, &len);
 	free(s);

@@ -179,13 +179,13 @@ END_TEST
 
 START_TEST(key_hash_is_sha256_hex)
 {
-	char hex[ROUTE_KEY_HEX + 1], id[ROUTE_KEY_ID_SIZE];
+	char hex[KEYID_HEX + 1], id[KEYID_NAME_SIZE];
 	/* sha256("abc") */
-	route_key_hash("abc", 3, hex);
+	keyid_hash("abc", 3, hex);
 	ck_assert_str_eq(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-	route_key_id(hex, id);
+	keyid_name(hex, id);
 	ck_assert_str_eq(id, "ba7816bf8f01");
-	route_key_id(NULL, id);
+	keyid_name(NULL, id);
 	ck_assert_str_eq(id, "anonymous");
 }
 END_TEST
