@@ -47,6 +47,7 @@
 #include "admin/metrics.h"
 #include "sched/retry.h"
 #include "sched/sched.h"
+#include "sched/sched_lane-t.h"
 #include "store/shared.h"
 #include "provider/tokens.h"
 #include "provider/usage_strip.h"

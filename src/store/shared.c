@@ -1,4 +1,9 @@
-/* shared — lanes' gates in the shared store; see shared.h. */
+/* shared — lanes' gates in the shared store; see shared.h.
+ *
+ * It reads a lane through sched.h's accessors, not its fields: it is the
+ * store's side of a lane (keys, decisions, leases), driven by the lanes'
+ * owner like the scheduler is, and it only copies the lane's limits into the
+ * store's scripts; the lane's state changes only through sched's functions. */
 #include "store/shared.h"
 
 #include <event2/event_struct.h>
@@ -61,8 +66,8 @@ struct decision {
 static bool lane_keys(const struct shared *sh, const struct sched_lane *lane, char *key,
                       char *leases)
 {
-	return store_lane_keys(sh->prefix, lane->provider->name, lane->key_id, key, KEY_MAX, leases,
-	                       KEY_MAX);
+	return store_lane_keys(sh->prefix, sched_lane_provider(lane)->name, sched_lane_key_id(lane), key,
+	                       KEY_MAX, leases, KEY_MAX);
 }
 
 static void member_of(const struct shared *sh, uint64_t seq, char *out)
@@ -140,7 +145,7 @@ static size_t lane_gates(const struct sched_lane *lane, const struct sched_costs
                          int64_t now_ms, struct store_gate *g)
 {
 	size_t n = 0;
-	const struct gates *s = &lane->gates;
+	const struct gates *s = sched_lane_gates(lane);
 	for (int w = 0; w < GATES_N_WINDOWS; w++)
 		if (gcra_enabled(&s->req[w]))
 			g[n++] = (struct store_gate){request_fields[w], s->req[w].t_ms, s->req[w].burst, 1};
@@ -224,12 +229,12 @@ static void give_back(struct shared *sh, struct sched_lane *lane, struct shared_
 	}
 	if (!store_up(sh->store))
 		return;
+	const struct gates *s = sched_lane_gates(lane);
 	struct store_gate g[GATES_N_WINDOWS];
 	size_t k = 0;
 	for (int w = 0; w < GATES_N_WINDOWS; w++)
-		if (gcra_enabled(&lane->gates.req[w]))
-			g[k++] = (struct store_gate){request_fields[w], lane->gates.req[w].t_ms, 0,
-			                             -(double)n};
+		if (gcra_enabled(&s->req[w]))
+			g[k++] = (struct store_gate){request_fields[w], s->req[w].t_ms, 0, -(double)n};
 	if (k == 0)
 		return;
 	char key[KEY_MAX], leases[KEY_MAX];
@@ -257,7 +262,7 @@ bool shared_pump(struct shared *sh, struct sched_lane *lane, struct shared_lane 
 	enum sched_gates_mode want = up                                 ? SCHED_GATES_SHARED
 	                             : sh->on_error == STORE_ON_ERROR_FAIL ? SCHED_GATES_SHARED
 	                                                                  : SCHED_GATES_FALLBACK;
-	if (lane->gates_mode != want)
+	if (sched_lane_gates_mode(lane) != want)
 		sched_set_gates_mode(lane, want, 1.0 / sh->replicas, now_ms);
 	if (!up && want == SCHED_GATES_FALLBACK && !sl->fell_back) {
 		sl->fell_back = true;
@@ -266,7 +271,7 @@ bool shared_pump(struct shared *sh, struct sched_lane *lane, struct shared_lane 
 		sl->fell_back = false;
 	}
 	unsigned unused = sched_permits_unused(lane);
-	if (unused > 0 || (sl->granted_n > 0 && lane->permits == 0))
+	if (unused > 0 || (sl->granted_n > 0 && sched_lane_permits(lane) == 0))
 		give_back(sh, lane, sl, unused);
 	if (!up)
 		return sh->on_error == STORE_ON_ERROR_LOCAL;
@@ -280,7 +285,7 @@ bool shared_pump(struct shared *sh, struct sched_lane *lane, struct shared_lane 
 		return true;
 	struct store_gate g[STORE_MAX_GATES];
 	size_t ng = lane_gates(lane, &head, now_ms, g);
-	unsigned cap = lane->plan->max_concurrent_global;
+	unsigned cap = sched_lane_plan(lane)->max_concurrent_global;
 	unsigned sent = 0;
 	for (; sent < n && sl->asked_n < SCHED_PERMITS_MAX; sent++) {
 		struct decision *d = malloc(sizeof(*d));
@@ -362,10 +367,10 @@ void shared_tokens_used(struct shared *sh, struct sched_lane *lane, double d_tok
                         double d_input, double d_output)
 {
 	char key[KEY_MAX], leases[KEY_MAX];
-	if (sh == NULL || lane->gates_mode != SCHED_GATES_SHARED || !store_up(sh->store) ||
+	if (sh == NULL || sched_lane_gates_mode(lane) != SCHED_GATES_SHARED || !store_up(sh->store) ||
 	    !lane_keys(sh, lane, key, leases))
 		return;
-	const struct gates *s = &lane->gates;
+	const struct gates *s = sched_lane_gates(lane);
 	struct store_gate g[3 + RLH_N_BUDGETS];
 	size_t n = 0;
 	if (gcra_enabled(&s->tokens) && d_tokens != 0)

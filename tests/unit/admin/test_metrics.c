@@ -10,6 +10,7 @@
 #include "core/config.h"
 #include "admin/metrics.h"
 #include "sched/registry.h"
+#include "sched/sched_lane-t.h"
 #include "unit.h"
 
 static const double b5[] = {1, 2, 3, 5, 10};

@@ -6,6 +6,7 @@
 
 #include "core/config.h"
 #include "sched/sched.h"
+#include "sched/sched_lane-t.h"
 #include "unit.h"
 
 static struct config *cfg;
