@@ -13,15 +13,19 @@
 #include <string.h>
 #include <strings.h>
 
-#include "core/clock.h"
-#include "http/httpd.h"
-#include "core/log.h"
 #include "admin/metrics.h"
-#include "sched/registry.h"
-#include "proxy/server.h"
-#include "store/shared.h"
-
+#include "core/clock.h"
+#include "core/config.h"
+#include "core/stats.h"
 #include "core/version.h"
+#include "http/httpd.h"
+#include "provider/ratelimit_headers.h"
+#include "proxy/server.h"
+#include "sched/learned.h"
+#include "sched/registry.h"
+#include "sched/sched.h"
+#include "store/shared.h"
+#include "store/store.h"
 
 struct admin {
 	struct server *srv;
@@ -130,15 +134,14 @@ static void lane_status(struct sched_lane *lane, void *arg)
 	    lv.max_requests_per_hour, "min_ms_per_request", lv.min_ms_per_request, "burst",
 	    (int)lv.burst, "max_tokens_per_minute", lv.max_tokens_per_minute, "max_concurrent",
 	    (int)lv.max_concurrent);
-	json_t *j =
-	    json_pack("{s:s,s:s,s:s,s:I,s:I,s:I,s:i,s:I,s:I,s:I,s:I,s:o,s:o,s:o}", "provider",
-	              lv.provider, "key", lv.key_id, "plan", lv.plan, "queue_depth",
-	              (json_int_t)lv.queue_depth, "retry_waiting", (json_int_t)lv.retry_waiting,
-	              "in_flight", (json_int_t)lv.in_flight, "concurrency_limit",
-	              (int)lv.concurrency_limit, "dispatch_delay_ms",
-	              (json_int_t)lv.dispatch_delay_ms, "hold_ms", (json_int_t)lv.hold_ms,
-	              "queue_eta_ms", (json_int_t)lv.queue_eta_ms, "idle_ms", (json_int_t)lv.idle_ms,
-	              "gates", gates, "learned", learned, "counters", counters);
+	json_t *j = json_pack(
+	    "{s:s,s:s,s:s,s:I,s:I,s:I,s:i,s:I,s:I,s:I,s:I,s:o,s:o,s:o}", "provider", lv.provider,
+	    "key", lv.key_id, "plan", lv.plan, "queue_depth", (json_int_t)lv.queue_depth,
+	    "retry_waiting", (json_int_t)lv.retry_waiting, "in_flight", (json_int_t)lv.in_flight,
+	    "concurrency_limit", (int)lv.concurrency_limit, "dispatch_delay_ms",
+	    (json_int_t)lv.dispatch_delay_ms, "hold_ms", (json_int_t)lv.hold_ms, "queue_eta_ms",
+	    (json_int_t)lv.queue_eta_ms, "idle_ms", (json_int_t)lv.idle_ms, "gates", gates,
+	    "learned", learned, "counters", counters);
 	if (j != NULL && lv.day_limited)
 		json_object_set_new(j, "day",
 		                    json_pack("{s:f,s:f,s:f,s:f,s:I}", "requests", lv.day_requests,
@@ -160,7 +163,7 @@ static json_t *store_json(struct shared *sh)
 	struct store_stats *s = shared_stats(sh);
 	if (s == NULL)
 		return json_pack("{s:s}", "kind", "local");
-	const struct metrics_hist *h = &s->latency;
+	const struct stats_hist *h = &s->latency;
 	return json_pack("{s:s,s:s,s:b,s:b,s:s,s:i,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:f}", "kind",
 	                 "redis", "address", s->address, "connected", s->connected, "fallback",
 	                 !s->connected && !shared_refusing(sh), "on_error", shared_on_error(sh),

@@ -1,38 +1,21 @@
 /* metrics — histograms, the per-provider table and the text exposition. See
  * metrics.h. */
 #include "admin/metrics.h"
-#include "store/store.h"
 
-#include <math.h>
+#include <event2/buffer.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "sched/aimd.h"
+#include "core/config.h"
+#include "core/stats.h"
+#include "provider/ratelimit_headers.h"
 #include "sched/learned.h"
+#include "sched/registry.h"
 #include "sched/sched.h"
+#include "store/store.h"
 
-/* ---- histograms ---- */
-
-void metrics_hist_init(struct metrics_hist *h, const double *bounds, size_t n)
-{
-	memset(h, 0, sizeof(*h));
-	h->bounds = bounds;
-	h->n_bounds = n < METRICS_MAX_BUCKETS ? n : METRICS_MAX_BUCKETS;
-}
-
-void metrics_hist_observe(struct metrics_hist *h, double v)
-{
-	if (isnan(v))
-		return;
-	if (v < 0)
-		v = 0;
-	/* Bounds ascend: the buckets that take v are a suffix. */
-	for (size_t i = h->n_bounds; i > 0 && h->bounds[i - 1] >= v; i--)
-		h->counts[i - 1]++;
-	h->count++;
-	h->sum += v;
-}
+/* ---- text ---- */
 
 void metrics_family(struct evbuffer *out, const char *name, const char *type, const char *help)
 {
@@ -54,7 +37,7 @@ void metrics_label_value(struct evbuffer *out, const char *s)
 }
 
 void metrics_hist_write(struct evbuffer *out, const char *name, const char *labels,
-                        const struct metrics_hist *h)
+                        const struct stats_hist *h)
 {
 	const char *sep = labels[0] ? "," : "";
 	for (size_t i = 0; i < h->n_bounds; i++)
@@ -86,7 +69,7 @@ static const double attempts_bounds[] = {1, 2, 3, 5, 10};
 struct metrics_row {
 	char *name;                       /* the provider's; NULL: unused */
 	const struct provider_conf *prov; /* of the configuration last bound, or NULL */
-	struct metrics_hist queue_wait, first_byte, duration, attempts;
+	struct stats_hist queue_wait, first_byte, duration, attempts;
 	double tokens_estimated;
 	uint64_t tokens_reported;
 };
@@ -136,11 +119,10 @@ void metrics_bind(struct metrics *m, const struct config *cfg)
 				continue;
 			r = &m->rows[m->n_rows++];
 			r->name = name;
-			metrics_hist_init(&r->queue_wait, queue_bounds, N_OF(queue_bounds));
-			metrics_hist_init(&r->first_byte, first_byte_bounds,
-			                  N_OF(first_byte_bounds));
-			metrics_hist_init(&r->duration, duration_bounds, N_OF(duration_bounds));
-			metrics_hist_init(&r->attempts, attempts_bounds, N_OF(attempts_bounds));
+			stats_hist_init(&r->queue_wait, queue_bounds, N_OF(queue_bounds));
+			stats_hist_init(&r->first_byte, first_byte_bounds, N_OF(first_byte_bounds));
+			stats_hist_init(&r->duration, duration_bounds, N_OF(duration_bounds));
+			stats_hist_init(&r->attempts, attempts_bounds, N_OF(attempts_bounds));
 		}
 		r->prov = prov;
 	}
@@ -160,11 +142,11 @@ void metrics_observe(struct metrics *m, const struct provider_conf *prov,
 	if (r == NULL)
 		return;
 	if (rq->queue_ms >= 0)
-		metrics_hist_observe(&r->queue_wait, (double)rq->queue_ms / 1000.0);
+		stats_hist_observe(&r->queue_wait, (double)rq->queue_ms / 1000.0);
 	if (rq->first_byte_ms >= 0)
-		metrics_hist_observe(&r->first_byte, (double)rq->first_byte_ms / 1000.0);
-	metrics_hist_observe(&r->duration, (double)rq->duration_ms / 1000.0);
-	metrics_hist_observe(&r->attempts, (double)rq->attempts);
+		stats_hist_observe(&r->first_byte, (double)rq->first_byte_ms / 1000.0);
+	stats_hist_observe(&r->duration, (double)rq->duration_ms / 1000.0);
+	stats_hist_observe(&r->attempts, (double)rq->attempts);
 	if (rq->tokens_estimated > 0)
 		r->tokens_estimated += rq->tokens_estimated;
 	if (rq->tokens_reported > 0)
@@ -361,7 +343,7 @@ static void provider_hists(struct evbuffer *out, const struct metrics *m, const 
 		provider_label(labels, sizeof(labels), r->name);
 		metrics_hist_write(
 		    out, name, labels,
-		    (const struct metrics_hist *)(const void *)((const char *)r + off));
+		    (const struct stats_hist *)(const void *)((const char *)r + off));
 	}
 }
 

@@ -6,6 +6,7 @@
  * store's scripts; the lane's state changes only through sched's functions. */
 #include "store/shared.h"
 
+#include <event2/event.h>
 #include <event2/event_struct.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,8 +15,14 @@
 #include <unistd.h>
 
 #include "core/clock.h"
-#include "sched/learned.h"
+#include "core/config.h"
 #include "core/log.h"
+#include "provider/ratelimit_headers.h"
+#include "sched/gcra.h"
+#include "sched/learned.h"
+#include "sched/sched.h"
+#include "store/store.h"
+#include "store/store_script.h"
 
 #define KEY_MAX 192
 #define MEMBER_MAX 96
@@ -48,7 +55,7 @@ struct shared {
 	double idle_ms, lease_ms;
 	enum store_on_error on_error;
 	unsigned replicas;
-	char replica[64];     /* names this process's leases */
+	char replica[64]; /* names this process's leases */
 	uint64_t lease_seq;
 	struct shared_lease *leases;
 	struct event renew;
@@ -66,8 +73,8 @@ struct decision {
 static bool lane_keys(const struct shared *sh, const struct sched_lane *lane, char *key,
                       char *leases)
 {
-	return store_lane_keys(sh->prefix, sched_lane_provider(lane)->name, sched_lane_key_id(lane), key,
-	                       KEY_MAX, leases, KEY_MAX);
+	return store_lane_keys(sh->prefix, sched_lane_provider(lane)->name, sched_lane_key_id(lane),
+	                       key, KEY_MAX, leases, KEY_MAX);
 }
 
 static void member_of(const struct shared *sh, uint64_t seq, char *out)
@@ -141,14 +148,15 @@ void shared_release(struct shared *sh, struct shared_lease *l)
  * limits: the store holds every replica's charges) and the learned budgets.
  * A learned budget this replica has no pace for goes with t_ms 0: the store
  * applies what another replica learned, if any did. */
-static size_t lane_gates(const struct sched_lane *lane, const struct sched_costs *c,
-                         int64_t now_ms, struct store_gate *g)
+static size_t lane_gates(const struct sched_lane *lane, const struct sched_costs *c, int64_t now_ms,
+                         struct store_gate *g)
 {
 	size_t n = 0;
 	const struct gates *s = sched_lane_gates(lane);
 	for (int w = 0; w < GATES_N_WINDOWS; w++)
 		if (gcra_enabled(&s->req[w]))
-			g[n++] = (struct store_gate){request_fields[w], s->req[w].t_ms, s->req[w].burst, 1};
+			g[n++] = (struct store_gate){request_fields[w], s->req[w].t_ms,
+			                             s->req[w].burst, 1};
 	if (gcra_enabled(&s->tokens) && c->tokens > 0)
 		g[n++] = (struct store_gate){"t", s->tokens.t_ms, s->tokens.burst, c->tokens};
 	if (gcra_enabled(&s->input) && c->prompt > 0)
@@ -234,7 +242,8 @@ static void give_back(struct shared *sh, struct sched_lane *lane, struct shared_
 	size_t k = 0;
 	for (int w = 0; w < GATES_N_WINDOWS; w++)
 		if (gcra_enabled(&s->req[w]))
-			g[k++] = (struct store_gate){request_fields[w], s->req[w].t_ms, 0, -(double)n};
+			g[k++] =
+			    (struct store_gate){request_fields[w], s->req[w].t_ms, 0, -(double)n};
 	if (k == 0)
 		return;
 	char key[KEY_MAX], leases[KEY_MAX];
@@ -259,9 +268,9 @@ bool shared_pump(struct shared *sh, struct sched_lane *lane, struct shared_lane 
 		*slp = sl;
 	}
 	bool up = store_up(sh->store);
-	enum sched_gates_mode want = up                                 ? SCHED_GATES_SHARED
+	enum sched_gates_mode want = up                                    ? SCHED_GATES_SHARED
 	                             : sh->on_error == STORE_ON_ERROR_FAIL ? SCHED_GATES_SHARED
-	                                                                  : SCHED_GATES_FALLBACK;
+	                                                                   : SCHED_GATES_FALLBACK;
 	if (sched_lane_gates_mode(lane) != want)
 		sched_set_gates_mode(lane, want, 1.0 / sh->replicas, now_ms);
 	if (!up && want == SCHED_GATES_FALLBACK && !sl->fell_back) {
@@ -336,8 +345,8 @@ void shared_observed(struct shared *sh, struct sched_lane *lane)
 		if (v.pace_per_min <= 0 || v.capacity <= 0 || v.remaining < 0)
 			continue;
 		struct store_cmd cmd;
-		store_cmd_observe(&cmd, key, sh->idle_ms, learned_fields[b], 60000.0 / v.pace_per_min,
-		                  v.capacity, v.remaining);
+		store_cmd_observe(&cmd, key, sh->idle_ms, learned_fields[b],
+		                  60000.0 / v.pace_per_min, v.capacity, v.remaining);
 		store_send(sh->store, &cmd, NULL, NULL);
 	}
 }
@@ -363,12 +372,12 @@ void shared_quota(struct shared *sh, struct sched_lane *lane, bool out)
 	send_simple(sh, lane, build_quota, &out);
 }
 
-void shared_tokens_used(struct shared *sh, struct sched_lane *lane, double d_tokens,
-                        double d_input, double d_output)
+void shared_tokens_used(struct shared *sh, struct sched_lane *lane, double d_tokens, double d_input,
+                        double d_output)
 {
 	char key[KEY_MAX], leases[KEY_MAX];
-	if (sh == NULL || sched_lane_gates_mode(lane) != SCHED_GATES_SHARED || !store_up(sh->store) ||
-	    !lane_keys(sh, lane, key, leases))
+	if (sh == NULL || sched_lane_gates_mode(lane) != SCHED_GATES_SHARED ||
+	    !store_up(sh->store) || !lane_keys(sh, lane, key, leases))
 		return;
 	const struct gates *s = sched_lane_gates(lane);
 	struct store_gate g[3 + RLH_N_BUDGETS];

@@ -2,13 +2,15 @@
  * writes, label escaping, the per-provider table across a reload, and the
  * top_lanes cut of the per-lane series. */
 #include <check.h>
+#include <event2/buffer.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/config.h"
 #include "admin/metrics.h"
+#include "core/config.h"
+#include "core/stats.h"
 #include "sched/registry.h"
 #include "sched/sched_lane-t.h"
 #include "unit.h"
@@ -35,11 +37,11 @@ static size_t count_of(const char *hay, const char *needle)
 
 START_TEST(hist_buckets_are_cumulative)
 {
-	struct metrics_hist h;
-	metrics_hist_init(&h, b5, 5);
+	struct stats_hist h;
+	stats_hist_init(&h, b5, 5);
 	double v[] = {1, 1.5, 2, 4, 7, 11, 0.2};
 	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
-		metrics_hist_observe(&h, v[i]);
+		stats_hist_observe(&h, v[i]);
 	/* <=1: 1, 0.2; <=2: + 1.5, 2; <=3: same; <=5: + 4; <=10: + 7; +Inf: + 11 */
 	ck_assert_uint_eq(h.counts[0], 2);
 	ck_assert_uint_eq(h.counts[1], 4);
@@ -55,11 +57,11 @@ END_TEST
 
 START_TEST(hist_nan_ignored_negative_is_zero)
 {
-	struct metrics_hist h;
-	metrics_hist_init(&h, b5, 5);
-	metrics_hist_observe(&h, NAN);
+	struct stats_hist h;
+	stats_hist_init(&h, b5, 5);
+	stats_hist_observe(&h, NAN);
 	ck_assert_uint_eq(h.count, 0);
-	metrics_hist_observe(&h, -3);
+	stats_hist_observe(&h, -3);
 	ck_assert_uint_eq(h.count, 1);
 	ck_assert_uint_eq(h.counts[0], 1);
 	ck_assert(h.sum == 0);
@@ -68,24 +70,24 @@ END_TEST
 
 START_TEST(hist_bounds_capped)
 {
-	double many[METRICS_MAX_BUCKETS + 4];
+	double many[STATS_HIST_MAX_BUCKETS + 4];
 	for (size_t i = 0; i < sizeof(many) / sizeof(many[0]); i++)
 		many[i] = (double)i;
-	struct metrics_hist h;
-	metrics_hist_init(&h, many, sizeof(many) / sizeof(many[0]));
-	ck_assert_uint_eq(h.n_bounds, METRICS_MAX_BUCKETS);
-	metrics_hist_observe(&h, 1000);
+	struct stats_hist h;
+	stats_hist_init(&h, many, sizeof(many) / sizeof(many[0]));
+	ck_assert_uint_eq(h.n_bounds, STATS_HIST_MAX_BUCKETS);
+	stats_hist_observe(&h, 1000);
 	ck_assert_uint_eq(h.count, 1);
-	ck_assert_uint_eq(h.counts[METRICS_MAX_BUCKETS - 1], 0);
+	ck_assert_uint_eq(h.counts[STATS_HIST_MAX_BUCKETS - 1], 0);
 }
 END_TEST
 
 START_TEST(hist_text)
 {
-	struct metrics_hist h;
-	metrics_hist_init(&h, b5, 5);
-	metrics_hist_observe(&h, 2);
-	metrics_hist_observe(&h, 20);
+	struct stats_hist h;
+	stats_hist_init(&h, b5, 5);
+	stats_hist_observe(&h, 2);
+	stats_hist_observe(&h, 20);
 	struct evbuffer *b = evbuffer_new();
 	metrics_hist_write(b, "x_attempts", "provider=\"p\"", &h);
 	metrics_hist_write(b, "y", "", &h);
