@@ -36,9 +36,9 @@ enum sched_state {
 	SCHED_IN_FLIGHT,  /* dispatched, holds a concurrency slot */
 };
 
-struct sched_lane;        /* sched_lane-t.h */
-struct sched_idle_list;   /* sched_lane-t.h: the registry's idle lanes */
-struct gates;             /* gcra.h */
+struct sched_lane;      /* sched_lane-t.h */
+struct sched_idle_list; /* sched_lane-t.h: the registry's idle lanes */
+struct gates;           /* gcra.h */
 
 struct sched_item {
 	struct sched_lane *lane;
@@ -282,8 +282,8 @@ struct sched_lane_view {
 	unsigned burst, max_concurrent;
 	double max_requests_per_day, max_tokens_per_day;
 	/* Queue, flight and limits now. */
-	size_t queue_depth;         /* sched_queue_depth */
-	size_t retry_waiting;       /* retries waiting for their time */
+	size_t queue_depth;   /* sched_queue_depth */
+	size_t retry_waiting; /* retries waiting for their time */
 	size_t in_flight;
 	unsigned concurrency_limit; /* sched_concurrency_limit */
 	int64_t dispatch_delay_ms;  /* the dispatch-delay AIMD's delay */
@@ -299,7 +299,7 @@ struct sched_lane_view {
 	bool has_learned[RLH_N_BUDGETS];
 	struct learned_view learned[RLH_N_BUDGETS];
 	/* The daily budget: the rest is 0 unless day_limited. */
-	bool day_limited; /* sched_day_limited */
+	bool day_limited;                /* sched_day_limited */
 	double day_requests, day_tokens; /* spent this day */
 	int64_t day_resets_in_ms;        /* 0: passed or not set yet */
 };
