@@ -13,15 +13,19 @@
 #include <string.h>
 #include <strings.h>
 
-#include "core/clock.h"
-#include "http/httpd.h"
-#include "core/log.h"
 #include "admin/metrics.h"
-#include "sched/registry.h"
-#include "proxy/server.h"
-#include "store/shared.h"
-
+#include "core/clock.h"
+#include "core/config.h"
+#include "core/stats.h"
 #include "core/version.h"
+#include "http/httpd.h"
+#include "provider/ratelimit_headers.h"
+#include "proxy/server.h"
+#include "sched/learned.h"
+#include "sched/registry.h"
+#include "sched/sched.h"
+#include "store/shared.h"
+#include "store/store.h"
 
 struct admin {
 	struct server *srv;
@@ -73,29 +77,28 @@ static json_t *error_json(const char *code, const char *message)
 
 /* ---- /status ---- */
 
-static json_t *learned_json(const struct learned *l, int64_t now)
+static json_t *learned_json(const struct learned_view *v)
 {
-	struct learned_view v;
-	learned_view(l, now, &v);
-	return json_pack("{s:s,s:f,s:f,s:f,s:f,s:f,s:I,s:i}", "shape", learned_shape_name(v.shape),
-	                 "limit", v.limit, "capacity", v.capacity, "rate_per_min", v.rate_per_min,
-	                 "pace_per_min", v.pace_per_min, "remaining", v.remaining, "reset_in_ms",
-	                 (json_int_t)v.reset_in_ms, "observations", (int)v.observations);
+	return json_pack("{s:s,s:f,s:f,s:f,s:f,s:f,s:I,s:i}", "shape", learned_shape_name(v->shape),
+	                 "limit", v->limit, "capacity", v->capacity, "rate_per_min",
+	                 v->rate_per_min, "pace_per_min", v->pace_per_min, "remaining",
+	                 v->remaining, "reset_in_ms", (json_int_t)v->reset_in_ms, "observations",
+	                 (int)v->observations);
 }
 
 /* What waits per priority, highest first, with the wait a request of a new
  * agent would see there (fair share lets it in after one turn of each agent
  * waiting at its priority, after everything of the higher ones). */
-static json_t *priorities_json(const struct sched_lane *lane, int64_t now)
+static json_t *priorities_json(const struct sched_lane *lane, size_t n_levels, int64_t now)
 {
 	json_t *a = json_array();
-	for (size_t i = 0; i < lane->fq.n_levels; i++) {
-		struct fairq_level_view v;
-		fairq_level_at(&lane->fq, i, &v);
-		json_array_append_new(
-		    a, json_pack("{s:i,s:I,s:I,s:I}", "priority", v.priority, "queued",
-		                 (json_int_t)v.waiting, "agents", (json_int_t)v.flows, "eta_ms",
-		                 (json_int_t)sched_priority_eta_ms(lane, v.priority, now)));
+	for (size_t i = 0; i < n_levels; i++) {
+		struct sched_level_view v;
+		sched_lane_level(lane, i, now, &v);
+		json_array_append_new(a, json_pack("{s:i,s:I,s:I,s:I}", "priority", v.priority,
+		                                   "queued", (json_int_t)v.queued, "agents",
+		                                   (json_int_t)v.agents, "eta_ms",
+		                                   (json_int_t)v.eta_ms));
 	}
 	return a;
 }
@@ -104,12 +107,13 @@ static void lane_status(struct sched_lane *lane, void *arg)
 {
 	json_t *lanes = arg;
 	int64_t now = clock_now_ms();
-	const struct sched_lane_stats *st = &lane->stats;
+	struct sched_lane_view lv;
+	sched_lane_view(lane, now, &lv);
+	const struct sched_lane_stats *st = &lv.stats;
 	json_t *learned = json_object();
 	for (int b = 0; b < RLH_N_BUDGETS; b++)
-		if (sched_learned(lane, b) != NULL)
-			json_object_set_new(learned, budget_names[b],
-			                    learned_json(sched_learned(lane, b), now));
+		if (lv.has_learned[b])
+			json_object_set_new(learned, budget_names[b], learned_json(&lv.learned[b]));
 	json_t *counters =
 	    json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "dispatched",
 	              (json_int_t)st->dispatched, "succeeded", (json_int_t)st->succeeded,
@@ -124,38 +128,31 @@ static void lane_status(struct sched_lane *lane, void *arg)
 	json_object_set_new(counters, "quota_refused", json_integer((json_int_t)st->quota_refused));
 	json_object_set_new(counters, "drained", json_integer((json_int_t)st->drained));
 	json_object_set_new(counters, "day_refused", json_integer((json_int_t)st->day_refused));
-	const struct plan_conf *p = lane->plan;
 	json_t *gates = json_pack(
-	    "{s:f,s:f,s:f,s:f,s:i,s:f,s:i}", "max_requests_per_second", p->max_requests_per_second,
-	    "max_requests_per_minute", p->max_requests_per_minute, "max_requests_per_hour",
-	    p->max_requests_per_hour, "min_ms_per_request", p->min_ms_per_request, "burst",
-	    (int)p->burst, "max_tokens_per_minute", p->max_tokens_per_minute, "max_concurrent",
-	    (int)p->max_concurrent);
-	int64_t hold = lane->hold_until_ms > now ? lane->hold_until_ms - now : 0;
-	json_t *j =
-	    json_pack("{s:s,s:s,s:s,s:I,s:I,s:I,s:i,s:I,s:I,s:I,s:I,s:o,s:o,s:o}", "provider",
-	              lane->provider->name, "key", lane->key_id, "plan", p->name, "queue_depth",
-	              (json_int_t)sched_queue_depth(lane), "retry_waiting",
-	              (json_int_t)lane->waiting.n, "in_flight", (json_int_t)lane->in_flight,
-	              "concurrency_limit", (int)sched_concurrency_limit(lane), "dispatch_delay_ms",
-	              (json_int_t)aimd_delay_ms(&lane->delay), "hold_ms", (json_int_t)hold,
-	              "queue_eta_ms", (json_int_t)sched_queue_eta_ms(lane, NULL, now), "idle_ms",
-	              (json_int_t)(now - lane->last_active_ms), "gates", gates, "learned", learned,
-	              "counters", counters);
-	if (j != NULL && sched_day_limited(lane))
+	    "{s:f,s:f,s:f,s:f,s:i,s:f,s:i}", "max_requests_per_second", lv.max_requests_per_second,
+	    "max_requests_per_minute", lv.max_requests_per_minute, "max_requests_per_hour",
+	    lv.max_requests_per_hour, "min_ms_per_request", lv.min_ms_per_request, "burst",
+	    (int)lv.burst, "max_tokens_per_minute", lv.max_tokens_per_minute, "max_concurrent",
+	    (int)lv.max_concurrent);
+	json_t *j = json_pack(
+	    "{s:s,s:s,s:s,s:I,s:I,s:I,s:i,s:I,s:I,s:I,s:I,s:o,s:o,s:o}", "provider", lv.provider,
+	    "key", lv.key_id, "plan", lv.plan, "queue_depth", (json_int_t)lv.queue_depth,
+	    "retry_waiting", (json_int_t)lv.retry_waiting, "in_flight", (json_int_t)lv.in_flight,
+	    "concurrency_limit", (int)lv.concurrency_limit, "dispatch_delay_ms",
+	    (json_int_t)lv.dispatch_delay_ms, "hold_ms", (json_int_t)lv.hold_ms, "queue_eta_ms",
+	    (json_int_t)lv.queue_eta_ms, "idle_ms", (json_int_t)lv.idle_ms, "gates", gates,
+	    "learned", learned, "counters", counters);
+	if (j != NULL && lv.day_limited)
 		json_object_set_new(j, "day",
-		                    json_pack("{s:f,s:f,s:f,s:f,s:I}", "requests",
-		                              lane->day.requests, "max_requests",
-		                              p->max_requests_per_day, "tokens", lane->day.tokens,
-		                              "max_tokens", p->max_tokens_per_day, "resets_in_ms",
-		                              (json_int_t)(lane->day.resets_at_ms > now
-		                                               ? lane->day.resets_at_ms - now
-		                                               : 0)));
+		                    json_pack("{s:f,s:f,s:f,s:f,s:I}", "requests", lv.day_requests,
+		                              "max_requests", lv.max_requests_per_day, "tokens",
+		                              lv.day_tokens, "max_tokens", lv.max_tokens_per_day,
+		                              "resets_in_ms", (json_int_t)lv.day_resets_in_ms));
 	if (j != NULL) {
-		json_object_set_new(j, "priorities", priorities_json(lane, now));
-		json_object_set_new(j, "state", json_string(sched_lane_state(lane, now)));
+		json_object_set_new(j, "priorities", priorities_json(lane, lv.n_levels, now));
+		json_object_set_new(j, "state", json_string(lv.state));
 		static const char *const modes[] = {"local", "shared", "fallback"};
-		json_object_set_new(j, "gates_decided", json_string(modes[lane->gates_mode]));
+		json_object_set_new(j, "gates_decided", json_string(modes[lv.gates_mode]));
 		json_array_append_new(lanes, j);
 	}
 }
@@ -166,7 +163,7 @@ static json_t *store_json(struct shared *sh)
 	struct store_stats *s = shared_stats(sh);
 	if (s == NULL)
 		return json_pack("{s:s}", "kind", "local");
-	const struct metrics_hist *h = &s->latency;
+	const struct stats_hist *h = &s->latency;
 	return json_pack("{s:s,s:s,s:b,s:b,s:s,s:i,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:f}", "kind",
 	                 "redis", "address", s->address, "connected", s->connected, "fallback",
 	                 !s->connected && !shared_refusing(sh), "on_error", shared_on_error(sh),

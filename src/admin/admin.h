@@ -12,10 +12,10 @@
 #ifndef PACERD_ADMIN_H
 #define PACERD_ADMIN_H
 
-#include <event2/event.h>
 #include <stddef.h>
 
-#include "proxy/server.h"
+struct event_base; /* event2/event.h */
+struct server;     /* proxy/server.h */
 
 struct admin;
 

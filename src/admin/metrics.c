@@ -1,38 +1,21 @@
 /* metrics — histograms, the per-provider table and the text exposition. See
  * metrics.h. */
 #include "admin/metrics.h"
-#include "store/store.h"
 
-#include <math.h>
+#include <event2/buffer.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "sched/aimd.h"
+#include "core/config.h"
+#include "core/stats.h"
+#include "provider/ratelimit_headers.h"
 #include "sched/learned.h"
+#include "sched/registry.h"
 #include "sched/sched.h"
+#include "store/store.h"
 
-/* ---- histograms ---- */
-
-void metrics_hist_init(struct metrics_hist *h, const double *bounds, size_t n)
-{
-	memset(h, 0, sizeof(*h));
-	h->bounds = bounds;
-	h->n_bounds = n < METRICS_MAX_BUCKETS ? n : METRICS_MAX_BUCKETS;
-}
-
-void metrics_hist_observe(struct metrics_hist *h, double v)
-{
-	if (isnan(v))
-		return;
-	if (v < 0)
-		v = 0;
-	/* Bounds ascend: the buckets that take v are a suffix. */
-	for (size_t i = h->n_bounds; i > 0 && h->bounds[i - 1] >= v; i--)
-		h->counts[i - 1]++;
-	h->count++;
-	h->sum += v;
-}
+/* ---- text ---- */
 
 void metrics_family(struct evbuffer *out, const char *name, const char *type, const char *help)
 {
@@ -54,7 +37,7 @@ void metrics_label_value(struct evbuffer *out, const char *s)
 }
 
 void metrics_hist_write(struct evbuffer *out, const char *name, const char *labels,
-                        const struct metrics_hist *h)
+                        const struct stats_hist *h)
 {
 	const char *sep = labels[0] ? "," : "";
 	for (size_t i = 0; i < h->n_bounds; i++)
@@ -86,7 +69,7 @@ static const double attempts_bounds[] = {1, 2, 3, 5, 10};
 struct metrics_row {
 	char *name;                       /* the provider's; NULL: unused */
 	const struct provider_conf *prov; /* of the configuration last bound, or NULL */
-	struct metrics_hist queue_wait, first_byte, duration, attempts;
+	struct stats_hist queue_wait, first_byte, duration, attempts;
 	double tokens_estimated;
 	uint64_t tokens_reported;
 };
@@ -136,11 +119,10 @@ void metrics_bind(struct metrics *m, const struct config *cfg)
 				continue;
 			r = &m->rows[m->n_rows++];
 			r->name = name;
-			metrics_hist_init(&r->queue_wait, queue_bounds, N_OF(queue_bounds));
-			metrics_hist_init(&r->first_byte, first_byte_bounds,
-			                  N_OF(first_byte_bounds));
-			metrics_hist_init(&r->duration, duration_bounds, N_OF(duration_bounds));
-			metrics_hist_init(&r->attempts, attempts_bounds, N_OF(attempts_bounds));
+			stats_hist_init(&r->queue_wait, queue_bounds, N_OF(queue_bounds));
+			stats_hist_init(&r->first_byte, first_byte_bounds, N_OF(first_byte_bounds));
+			stats_hist_init(&r->duration, duration_bounds, N_OF(duration_bounds));
+			stats_hist_init(&r->attempts, attempts_bounds, N_OF(attempts_bounds));
 		}
 		r->prov = prov;
 	}
@@ -160,11 +142,11 @@ void metrics_observe(struct metrics *m, const struct provider_conf *prov,
 	if (r == NULL)
 		return;
 	if (rq->queue_ms >= 0)
-		metrics_hist_observe(&r->queue_wait, (double)rq->queue_ms / 1000.0);
+		stats_hist_observe(&r->queue_wait, (double)rq->queue_ms / 1000.0);
 	if (rq->first_byte_ms >= 0)
-		metrics_hist_observe(&r->first_byte, (double)rq->first_byte_ms / 1000.0);
-	metrics_hist_observe(&r->duration, (double)rq->duration_ms / 1000.0);
-	metrics_hist_observe(&r->attempts, (double)rq->attempts);
+		stats_hist_observe(&r->first_byte, (double)rq->first_byte_ms / 1000.0);
+	stats_hist_observe(&r->duration, (double)rq->duration_ms / 1000.0);
+	stats_hist_observe(&r->attempts, (double)rq->attempts);
 	if (rq->tokens_estimated > 0)
 		r->tokens_estimated += rq->tokens_estimated;
 	if (rq->tokens_reported > 0)
@@ -183,9 +165,10 @@ static const char *const budget_names[RLH_N_BUDGETS] = {"requests", "tokens", "i
  * in Prometheus), and the lanes that carry the traffic are the ones kept. */
 static bool more_active(const struct sched_lane *a, const struct sched_lane *b)
 {
-	if (a->stats.dispatched != b->stats.dispatched)
-		return a->stats.dispatched > b->stats.dispatched;
-	return a->last_active_ms > b->last_active_ms;
+	uint64_t da = sched_lane_stats(a)->dispatched, db = sched_lane_stats(b)->dispatched;
+	if (da != db)
+		return da > db;
+	return sched_lane_last_active_ms(a) > sched_lane_last_active_ms(b);
 }
 
 /* A min-heap (by activity) of the top lanes seen so far. */
@@ -274,31 +257,31 @@ static const struct {
      "second)."},
 };
 
-static void lane_labels(struct evbuffer *out, const char *name, const struct sched_lane *lane)
+static void lane_labels(struct evbuffer *out, const char *name, const struct sched_lane_view *lv)
 {
 	evbuffer_add_printf(out, "%s{provider=", name);
-	metrics_label_value(out, lane->provider->name);
+	metrics_label_value(out, lv->provider);
 	evbuffer_add(out, ",key=", 5);
-	metrics_label_value(out, lane->key_id);
+	metrics_label_value(out, lv->key_id);
 }
 
-static void lane_write(struct evbuffer *out, size_t f, struct sched_lane *lane, int64_t now)
+static void lane_write(struct evbuffer *out, size_t f, const struct sched_lane_view *lv)
 {
-	const struct sched_lane_stats *st = &lane->stats;
+	const struct sched_lane_stats *st = &lv->stats;
 	const char *n = lane_families[f].name;
 	double v = 0;
 	switch (lane_families[f].v) {
 	case LV_QUEUE_DEPTH:
-		v = (double)sched_queue_depth(lane);
+		v = (double)lv->queue_depth;
 		break;
 	case LV_IN_FLIGHT:
-		v = (double)lane->in_flight;
+		v = (double)lv->in_flight;
 		break;
 	case LV_CONCURRENCY_LIMIT:
-		v = sched_concurrency_limit(lane);
+		v = lv->concurrency_limit;
 		break;
 	case LV_DISPATCH_DELAY:
-		v = (double)aimd_delay_ms(&lane->delay) / 1000.0;
+		v = (double)lv->dispatch_delay_ms / 1000.0;
 		break;
 	case LV_DISPATCHED:
 		v = (double)st->dispatched;
@@ -313,27 +296,24 @@ static void lane_write(struct evbuffer *out, size_t f, struct sched_lane *lane, 
 		v = (double)st->queue_timeouts;
 		break;
 	case LV_REJECTED:
-		lane_labels(out, n, lane);
+		lane_labels(out, n, lv);
 		evbuffer_add_printf(out, ",reason=\"queue_full\"} %llu\n",
 		                    (unsigned long long)st->rejected_queue_full);
-		lane_labels(out, n, lane);
+		lane_labels(out, n, lv);
 		evbuffer_add_printf(out, ",reason=\"agent_busy\"} %llu\n",
 		                    (unsigned long long)st->rejected_agent_busy);
 		return;
 	case LV_LEARNED_RATE:
 		for (int b = 0; b < RLH_N_BUDGETS; b++) {
-			const struct learned *lb = sched_learned(lane, b);
-			if (lb == NULL)
+			if (!lv->has_learned[b])
 				continue;
-			struct learned_view lv;
-			learned_view(lb, now, &lv);
-			lane_labels(out, n, lane);
+			lane_labels(out, n, lv);
 			evbuffer_add_printf(out, ",budget=\"%s\"} %.17g\n", budget_names[b],
-			                    lv.rate_per_min / 60.0);
+			                    lv->learned[b].rate_per_min / 60.0);
 		}
 		return;
 	}
-	lane_labels(out, n, lane);
+	lane_labels(out, n, lv);
 	evbuffer_add_printf(out, "} %.17g\n", v);
 }
 
@@ -363,7 +343,7 @@ static void provider_hists(struct evbuffer *out, const struct metrics *m, const 
 		provider_label(labels, sizeof(labels), r->name);
 		metrics_hist_write(
 		    out, name, labels,
-		    (const struct metrics_hist *)(const void *)((const char *)r + off));
+		    (const struct stats_hist *)(const void *)((const char *)r + off));
 	}
 }
 
@@ -459,12 +439,19 @@ int metrics_write(struct evbuffer *out, const struct metrics *m, const struct me
 	metrics_family(out, "pacerd_lanes", "gauge", "Lanes (provider, API key) known.");
 	evbuffer_add_printf(out, "pacerd_lanes %zu\n", n_lanes);
 	struct top t = {.cap = n_lanes < top_lanes ? n_lanes : top_lanes};
+	struct sched_lane_view *views = NULL;
 	if (t.cap > 0) {
 		t.v = malloc(t.cap * sizeof(*t.v));
-		if (t.v == NULL)
+		views = malloc(t.cap * sizeof(*views));
+		if (t.v == NULL || views == NULL) {
+			free(t.v);
+			free(views);
 			return -1;
+		}
 		registry_foreach(reg, top_add, &t);
 		qsort(t.v, t.n, sizeof(*t.v), by_activity);
+		for (size_t i = 0; i < t.n; i++)
+			sched_lane_view(t.v[i], now_ms, &views[i]);
 	}
 	metrics_family(out, "pacerd_lanes_exported", "gauge",
 	               "Lanes whose pacerd_lane_* series this scrape holds (admin.top_lanes).");
@@ -473,8 +460,9 @@ int metrics_write(struct evbuffer *out, const struct metrics *m, const struct me
 		metrics_family(out, lane_families[f].name, lane_families[f].type,
 		               lane_families[f].help);
 		for (size_t i = 0; i < t.n; i++)
-			lane_write(out, f, t.v[i], now_ms);
+			lane_write(out, f, &views[i]);
 	}
+	free(views);
 	free(t.v);
 	return 0;
 }

@@ -1,9 +1,6 @@
 /* metrics — what /metrics says, in the Prometheus text format (0.0.4).
  *
- * Three parts:
- *   - metrics_hist: a histogram with fixed upper bounds, counts kept
- *     cumulative (counts[i] = observations <= bounds[i]), their sum and their
- *     number. Pure: no allocation, no clock.
+ * Two parts, over core/stats.h's histograms:
  *   - struct metrics: one fixed table of histograms and counters per provider
  *     (label `provider` only, never the key: the number of series is bounded
  *     by the number of provider names, at most METRICS_MAX_PROVIDERS).
@@ -17,35 +14,23 @@
 #ifndef PACERD_METRICS_H
 #define PACERD_METRICS_H
 
-#include <event2/buffer.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/config.h"
-#include "sched/registry.h"
+struct evbuffer;      /* event2/buffer.h */
+struct config;        /* core/config.h */
+struct provider_conf; /* core/config.h */
+struct registry;      /* sched/registry.h */
+struct stats_hist;    /* core/stats.h */
 
-#define METRICS_MAX_BUCKETS 16
 #define METRICS_MAX_PROVIDERS 64
 
-struct metrics_hist {
-	const double *bounds; /* ascending upper bounds, +Inf implied after the last */
-	size_t n_bounds;      /* <= METRICS_MAX_BUCKETS */
-	uint64_t counts[METRICS_MAX_BUCKETS]; /* cumulative: observations <= bounds[i] */
-	uint64_t count;                       /* all observations (the +Inf bucket) */
-	double sum;
-};
-
-/* bounds must outlive h and be ascending; n is capped at METRICS_MAX_BUCKETS. */
-void metrics_hist_init(struct metrics_hist *h, const double *bounds, size_t n);
-/* Counts v in every bucket whose bound is >= v. NaN is ignored; a negative
- * value (a clock step) counts as 0. */
-void metrics_hist_observe(struct metrics_hist *h, double v);
 /* Writes the family's _bucket (cumulative, le ascending, then +Inf), _sum and
  * _count lines for one series; labels is `name="value"` pairs without braces
  * ("" = none), already escaped. No HELP/TYPE: see metrics_family. */
 void metrics_hist_write(struct evbuffer *out, const char *name, const char *labels,
-                        const struct metrics_hist *h);
+                        const struct stats_hist *h);
 /* # HELP and # TYPE lines of a family. */
 void metrics_family(struct evbuffer *out, const char *name, const char *type, const char *help);
 /* Appends s as a label value (\\, \" and \n escaped). */

@@ -8,6 +8,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "cli/plan.h"
+
 /* ---- numbers, rates, durations, instants ---- */
 
 static void trim_zeros(char *s)

@@ -9,7 +9,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "cli/plan.h"
+struct plan_input;  /* cli/plan.h */
+struct plan_result; /* cli/plan.h */
 
 /* Where the constraints came from when a configuration file gave them; NULL
  * for flags only. */

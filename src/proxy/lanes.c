@@ -22,6 +22,7 @@
 #include "proxy/limiter.h"
 #include "core/daily.h"
 #include "sched/registry.h"
+#include "sched/sched_lane-t.h"
 #include "store/shared.h"
 
 #define LANE_SWEEP_S 10

@@ -4,14 +4,15 @@
 #ifndef PACERD_SERVER_H
 #define PACERD_SERVER_H
 
-#include <event2/event.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/config.h"
-#include "sched/registry.h"
-#include "proxy/upstream.h"
+struct event_base; /* event2/event.h */
+struct config;     /* core/config.h */
+struct registry;   /* sched/registry.h */
+struct upstream;   /* proxy/upstream.h */
+struct shared;     /* store/shared.h */
 
 struct server;
 struct metrics;

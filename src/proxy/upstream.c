@@ -19,6 +19,7 @@
  * at once, and libcurl's own liveness check sorts it out on reuse. */
 #include "proxy/upstream.h"
 
+#include <event2/event.h>
 #include <event2/event_struct.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +29,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/config.h"
 #include "core/grow.h"
 #include "http/headers.h"
 #include "core/log.h"

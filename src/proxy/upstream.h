@@ -12,12 +12,12 @@
 #ifndef PACERD_UPSTREAM_H
 #define PACERD_UPSTREAM_H
 
-#include <curl/curl.h>
-#include <event2/event.h>
+#include <curl/curl.h> /* up_request.headers: a curl_slist its callers build and walk */
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "core/config.h"
+struct event_base;    /* event2/event.h */
+struct provider_conf; /* core/config.h */
 
 struct upstream;
 struct up_xfer;

@@ -3,6 +3,8 @@
 
 #include <math.h>
 
+#include "core/config.h"
+
 static double clampd(double v, double lo, double hi)
 {
 	return v < lo ? lo : (v > hi ? hi : v);

@@ -42,7 +42,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/config.h"
+struct plan_conf; /* core/config.h */
 
 #define AIMD_RTT_INITIAL_MS 1000.0 /* RTT assumed before any latency is reported */
 #define AIMD_RTT_MIN_MS 50.0       /* a 429 answered in 2 ms still spans a burst */
@@ -65,8 +65,7 @@ struct aimd {
  * [min, max]. Out-of-range arguments are corrected (min >= 1, max >= min,
  * factor outside (0, 1) taken as 0.5). When adaptive is false the limit is
  * fixed at max. */
-void aimd_init(struct aimd *a, bool adaptive, unsigned min, unsigned max,
-               double decrease_factor);
+void aimd_init(struct aimd *a, bool adaptive, unsigned min, unsigned max, double decrease_factor);
 
 /* aimd_init from a plan: concurrency.{adaptive,min,decrease_factor} and
  * max_concurrent as the hard ceiling. */

@@ -3,6 +3,8 @@
 
 #include <math.h>
 
+#include "core/config.h"
+
 /* Instants far beyond any real schedule (~146 000 years): clamping there keeps the
  * double -> int64 conversion defined even for absurd costs or rates. */
 #define GCRA_FAR_MS 4.6e18

@@ -20,7 +20,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "core/config.h"
+struct plan_conf; /* core/config.h */
 
 /* Lateness of a unit still counted on schedule, at most (see gcra_charge). */
 #define GCRA_SLACK_MS 10.0
@@ -117,8 +117,8 @@ void gates_charge(struct gates *s, int64_t now_ms, double tokens, double input, 
 /* Charges (delta > 0) or refunds (delta < 0) the token gates the difference
  * between the actual usage and the estimate charged at dispatch, in all and
  * per part (0 where the usage did not say). */
-void gates_adjust_tokens(struct gates *s, int64_t now_ms, double delta_tokens,
-                         double delta_input, double delta_output);
+void gates_adjust_tokens(struct gates *s, int64_t now_ms, double delta_tokens, double delta_input,
+                         double delta_output);
 
 /* The effective minimum delay between requests, in ms, as in
  * max(min_ms, 1000/rps, 60000/rpm, 3600000/rph); 0 when no request gate is set. */

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "core/keyid.h"
+#include "sched/sched_lane-t.h"
 
 /* A provider's name, shared by its lanes: after a reload lane.provider may
  * point into an older configuration, so the lane's identity is kept here. */

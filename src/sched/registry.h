@@ -5,12 +5,13 @@
 #ifndef PACERD_REGISTRY_H
 #define PACERD_REGISTRY_H
 
-#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/config.h"
-#include "sched/sched.h"
+struct config;        /* core/config.h */
+struct provider_conf; /* core/config.h */
+struct plan_conf;     /* core/config.h */
+struct sched_lane;    /* sched/sched.h */
 
 struct registry;
 

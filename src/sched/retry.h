@@ -12,8 +12,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/config.h"
 #include "provider/ratelimit_headers.h"
+
+struct plan_conf; /* core/config.h */
 
 enum retry_class {
 	RETRY_FINAL,          /* relay as it is */

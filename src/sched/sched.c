@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "core/probe.h"
+#include "sched/sched_lane-t.h"
 
 #define ITEM_OF(n) ((struct sched_item *)(void *)((char *)(n)-offsetof(struct sched_item, hn)))
 #define ITEM_OF_FQ(n) ((struct sched_item *)(void *)((char *)(n)-offsetof(struct sched_item, fq)))

@@ -9,7 +9,11 @@
  * object; the lane links it into its lists but never frees it. What a lane
  * allocates for itself (sched_lane_release frees it) is only what few lanes
  * need. No call looks at every request of a lane: each costs O(1) or
- * O(log n) in the requests waiting (see sched.c). */
+ * O(log n) in the requests waiting (see sched.c).
+ *
+ * The lane itself is opaque here: its fields are sched's (sched_lane-t.h says
+ * who else may include it). Readers outside take sched_lane_view(), a copy of
+ * what /status and /metrics show, or the few accessors below. */
 #ifndef PACERD_SCHED_H
 #define PACERD_SCHED_H
 
@@ -17,13 +21,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sched/aimd.h"
 #include "core/config.h"
+#include "provider/ratelimit_headers.h"
 #include "sched/fairq.h"
-#include "sched/gcra.h"
 #include "sched/learned.h"
 #include "sched/pheap.h"
-#include "provider/ratelimit_headers.h"
 
 #define SCHED_NEVER INT64_MAX
 
@@ -34,7 +36,9 @@ enum sched_state {
 	SCHED_IN_FLIGHT,  /* dispatched, holds a concurrency slot */
 };
 
-struct sched_lane;
+struct sched_lane;      /* sched_lane-t.h */
+struct sched_idle_list; /* sched_lane-t.h: the registry's idle lanes */
+struct gates;           /* gcra.h */
 
 struct sched_item {
 	struct sched_lane *lane;
@@ -93,17 +97,6 @@ struct sched_lane_stats {
 	int64_t queue_wait_max_ms;
 };
 
-/* The idle lanes of a registry, least recently active first: a lane is on it
- * exactly while sched_lane_idle() holds, so evicting the coldest one, or every
- * one idle for longer than a TTL, never looks at a busy lane (nginx limit_req's
- * LRU queue). Owned by the registry; sched keeps it up to date. */
-struct sched_idle_list {
-	struct sched_lane *cold, *hot;
-	size_t n;
-};
-
-struct sched_agents; /* agents with requests in flight or passed over (sched.c) */
-
 /* Where a lane's rate gates are decided (store.kind: redis; shared.c). */
 enum sched_gates_mode {
 	SCHED_GATES_LOCAL,    /* here, at the plan's limits (store.kind: local) */
@@ -113,90 +106,6 @@ enum sched_gates_mode {
 
 /* Decisions asked of the store at once per lane, at most. */
 #define SCHED_PERMITS_MAX 16
-
-/* A lane. It takes a few hundred bytes; what only some lanes need is
- * allocated when first needed: the learned budgets when a response first
- * reports one, the agent table when agents.mode first serializes or rejects
- * an agent. sched_lane_release() frees them. */
-struct sched_lane {
-	/* Identity (set by the registry). */
-	const struct provider_conf *provider;
-	const struct plan_conf *plan;
-	char key_id[16];
-	char key_hash[65];
-	bool fine_resets;  /* the dialect reports resets to the ms (OpenAI) */
-	bool idle_linked;  /* on idle_list */
-	bool probe_needed; /* a hold ended: the next dispatch is the probe (below) */
-	bool quota;        /* the quota is out (below) */
-	bool day_out;      /* the daily budget is spent (below) */
-	enum agents_mode agents_mode;
-	unsigned holds_pending; /* capacity answers whose headers hold the lane */
-
-	/* Queue. SCHED_QUEUED items are in the ready heap in dispatch order,
-	 * or parked on their busy agent's heap (serialize); new ones are also
-	 * in fairq, which orders and counts them (fq.n: the queue's depth). */
-	struct pheap ready;
-	struct fairq fq;
-	size_t n_due;         /* due retries queued (ready or parked) */
-	struct pheap waiting; /* retries waiting for their time, by (ready_ms, seq) */
-	size_t n_parked;
-	uint32_t park_epoch; /* items parked in an older epoch are not (unpark_all) */
-	uint64_t seq;        /* numbers items as they enter a heap */
-
-	size_t in_flight;
-	struct sched_agents *agents; /* NULL until agents.mode needs it */
-
-	/* Gates. */
-	struct gates gates; /* request-rate windows and the token gate */
-	/* RLH_N_BUDGETS budgets the headers report, allocated when a response
-	 * first reports one; until then a shared, read-only set that has
-	 * observed nothing (n_obs 0). Prefer sched_learned(). */
-	struct learned *learned;
-	double charged[RLH_N_BUDGETS]; /* units dispatched per budget: learned's marks */
-	struct aimd conc;              /* adaptive concurrency */
-	struct aimd_delay delay;       /* dispatch-delay AIMD */
-	int64_t last_dispatch_ms;
-	int64_t hold_until_ms; /* server said wait (retry-after on a capacity error) */
-	/* Holds. A capacity answer holds the lane from its headers until its
-	 * body is decided (holds_pending); a hold that ends (hold_until_ms, or a
-	 * learned budget at 0 until its reset) lets one request go first, the
-	 * probe, and the rest only once a request sent after the hold succeeded. */
-	int64_t pending_until_ms; /* the longest a pending hold lasts */
-	uint64_t probe_seq;       /* dispatch number of the probe in flight; 0: none */
-	uint64_t hold_seq;        /* dispatch number when the lane was last held */
-	/* Quota: a final answer said the account cannot be served. New requests
-	 * are refused (SCHED_QUOTA) but one every plan->quota_probe_s, which goes
-	 * upstream; a success sent after quota_seq ends it. */
-	int64_t quota_probe_at_ms;
-	uint64_t quota_seq;
-	/* The plan's daily budget (max_requests_per_day, max_tokens_per_day):
-	 * what this day spent, and when it starts over (set by the caller,
-	 * sched_day_reset; 0: not yet). day_out once the next request does
-	 * not fit: until the reset, the lane refuses and drains. */
-	struct {
-		double requests, tokens;
-		int64_t resets_at_ms;
-	} day;
-	/* The shared store. While SHARED, a request leaves only with a permit
-	 * (a "go" the store gave): the shell asks for as many as could leave
-	 * now (sched_permits_wanted), several in flight at once; a "not before"
-	 * holds the lane until shared_until_ms. The local gates stay charged by
-	 * this replica's own dispatches: at the full limit they never hold back
-	 * what the shared gates allow, and they say how many to ask for. */
-	enum sched_gates_mode gates_mode;
-	double gates_scale; /* the share of the plan the local gates apply (0: all) */
-	unsigned permits, asking;
-	int64_t shared_until_ms;
-	/* Dispatches are numbered; a capacity error counts only from a request
-	 * sent after the lane last reacted (its number above signal_seq). */
-	uint64_t dispatch_seq, signal_seq;
-
-	struct sched_lane_stats stats;
-	int64_t last_active_ms; /* for idle eviction */
-	void *shell;            /* the event-loop side's state (its timer) */
-	struct sched_idle_list *idle_list;
-	struct sched_lane *idle_prev, *idle_next; /* toward cold, toward hot */
-};
 
 /* Sets up a lane for `plan` at now_ms (the registry calls this) on memory that
  * holds no lane, or a released one. */
@@ -222,10 +131,7 @@ enum sched_submit_result sched_submit(struct sched_lane *lane, struct sched_item
                                       struct sched_item **evicted);
 
 /* Requests waiting to go (not retries): the queue's depth. */
-static inline size_t sched_queue_depth(const struct sched_lane *lane)
-{
-	return lane->fq.n;
-}
+size_t sched_queue_depth(const struct sched_lane *lane);
 
 /* The next request to send now, or NULL. The caller must then dispatch it (the
  * item is already counted in flight and the gates are charged). */
@@ -359,5 +265,73 @@ bool sched_lane_idle(const struct sched_lane *lane);
 /* What the lane learned of budget b (enum rlh_budget) from rate-limit
  * headers, or NULL while no response reported it. */
 const struct learned *sched_learned(const struct sched_lane *lane, int b);
+
+/* ---- what a lane shows (/status, /metrics, the shared store) ---- */
+
+/* A copy of what the operator sees of a lane at one instant. The strings
+ * point into the lane and its configuration: valid until the lane is evicted
+ * or the configuration freed (read the view at once). */
+struct sched_lane_view {
+	/* Identity. */
+	const char *provider; /* the provider's name */
+	const char *key_id;   /* the key's short id (route_key_id) */
+	const char *plan;     /* the plan's name */
+	/* The plan's limits, as configured (/status "gates" and "day"). */
+	double max_requests_per_second, max_requests_per_minute, max_requests_per_hour;
+	double min_ms_per_request, max_tokens_per_minute;
+	unsigned burst, max_concurrent;
+	double max_requests_per_day, max_tokens_per_day;
+	/* Queue, flight and limits now. */
+	size_t queue_depth;   /* sched_queue_depth */
+	size_t retry_waiting; /* retries waiting for their time */
+	size_t in_flight;
+	unsigned concurrency_limit; /* sched_concurrency_limit */
+	int64_t dispatch_delay_ms;  /* the dispatch-delay AIMD's delay */
+	int64_t hold_ms;            /* until a retry-after hold ends; 0: none */
+	int64_t queue_eta_ms;       /* sched_queue_eta_ms(lane, NULL, now) */
+	int64_t idle_ms;            /* since the lane's last activity */
+	const char *state;          /* sched_lane_state */
+	enum sched_gates_mode gates_mode;
+	size_t n_levels; /* priorities with requests waiting: sched_lane_level() */
+	struct sched_lane_stats stats;
+	/* What the headers taught, per budget (enum rlh_budget): learned[b] is
+	 * meaningful only where has_learned[b] (sched_learned() is not NULL). */
+	bool has_learned[RLH_N_BUDGETS];
+	struct learned_view learned[RLH_N_BUDGETS];
+	/* The daily budget: the rest is 0 unless day_limited. */
+	bool day_limited;                /* sched_day_limited */
+	double day_requests, day_tokens; /* spent this day */
+	int64_t day_resets_in_ms;        /* 0: passed or not set yet */
+};
+
+/* Fills *v with what the lane shows at now_ms. O(budgets + priorities
+ * waiting): fine per scrape for the lanes shown, not for every lane of a big
+ * table (rank those with sched_lane_stats/sched_lane_last_active_ms). */
+void sched_lane_view(const struct sched_lane *lane, int64_t now_ms, struct sched_lane_view *v);
+
+/* One priority with requests waiting, i in [0, view.n_levels), highest
+ * first: how many wait there, from how many agents, and the wait a request
+ * of a new agent would see there (sched_priority_eta_ms). */
+struct sched_level_view {
+	int priority;
+	size_t queued, agents;
+	int64_t eta_ms;
+};
+void sched_lane_level(const struct sched_lane *lane, size_t i, int64_t now_ms,
+                      struct sched_level_view *v);
+
+/* Accessors, O(1): for code that reads one thing of many lanes (ranking
+ * them for /metrics) or that applies a lane's limits elsewhere (the shared
+ * store, shared.c, which is the store's side of a lane, not the lane's). */
+const struct provider_conf *sched_lane_provider(const struct sched_lane *lane);
+const struct plan_conf *sched_lane_plan(const struct sched_lane *lane);
+const char *sched_lane_key_id(const struct sched_lane *lane);
+const struct sched_lane_stats *sched_lane_stats(const struct sched_lane *lane);
+int64_t sched_lane_last_active_ms(const struct sched_lane *lane);
+/* The lane's local gates (request windows, token gates): their parameters. */
+const struct gates *sched_lane_gates(const struct sched_lane *lane);
+enum sched_gates_mode sched_lane_gates_mode(const struct sched_lane *lane);
+/* Permits (SHARED: "go"s from the store) not yet used by a dispatch. */
+unsigned sched_lane_permits(const struct sched_lane *lane);
 
 #endif

@@ -1,6 +1,12 @@
-/* shared — lanes' gates in the shared store; see shared.h. */
+/* shared — lanes' gates in the shared store; see shared.h.
+ *
+ * It reads a lane through sched.h's accessors, not its fields: it is the
+ * store's side of a lane (keys, decisions, leases), driven by the lanes'
+ * owner like the scheduler is, and it only copies the lane's limits into the
+ * store's scripts; the lane's state changes only through sched's functions. */
 #include "store/shared.h"
 
+#include <event2/event.h>
 #include <event2/event_struct.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,8 +15,14 @@
 #include <unistd.h>
 
 #include "core/clock.h"
-#include "sched/learned.h"
+#include "core/config.h"
 #include "core/log.h"
+#include "provider/ratelimit_headers.h"
+#include "sched/gcra.h"
+#include "sched/learned.h"
+#include "sched/sched.h"
+#include "store/store.h"
+#include "store/store_script.h"
 
 #define KEY_MAX 192
 #define MEMBER_MAX 96
@@ -43,7 +55,7 @@ struct shared {
 	double idle_ms, lease_ms;
 	enum store_on_error on_error;
 	unsigned replicas;
-	char replica[64];     /* names this process's leases */
+	char replica[64]; /* names this process's leases */
 	uint64_t lease_seq;
 	struct shared_lease *leases;
 	struct event renew;
@@ -61,8 +73,8 @@ struct decision {
 static bool lane_keys(const struct shared *sh, const struct sched_lane *lane, char *key,
                       char *leases)
 {
-	return store_lane_keys(sh->prefix, lane->provider->name, lane->key_id, key, KEY_MAX, leases,
-	                       KEY_MAX);
+	return store_lane_keys(sh->prefix, sched_lane_provider(lane)->name, sched_lane_key_id(lane),
+	                       key, KEY_MAX, leases, KEY_MAX);
 }
 
 static void member_of(const struct shared *sh, uint64_t seq, char *out)
@@ -136,14 +148,15 @@ void shared_release(struct shared *sh, struct shared_lease *l)
  * limits: the store holds every replica's charges) and the learned budgets.
  * A learned budget this replica has no pace for goes with t_ms 0: the store
  * applies what another replica learned, if any did. */
-static size_t lane_gates(const struct sched_lane *lane, const struct sched_costs *c,
-                         int64_t now_ms, struct store_gate *g)
+static size_t lane_gates(const struct sched_lane *lane, const struct sched_costs *c, int64_t now_ms,
+                         struct store_gate *g)
 {
 	size_t n = 0;
-	const struct gates *s = &lane->gates;
+	const struct gates *s = sched_lane_gates(lane);
 	for (int w = 0; w < GATES_N_WINDOWS; w++)
 		if (gcra_enabled(&s->req[w]))
-			g[n++] = (struct store_gate){request_fields[w], s->req[w].t_ms, s->req[w].burst, 1};
+			g[n++] = (struct store_gate){request_fields[w], s->req[w].t_ms,
+			                             s->req[w].burst, 1};
 	if (gcra_enabled(&s->tokens) && c->tokens > 0)
 		g[n++] = (struct store_gate){"t", s->tokens.t_ms, s->tokens.burst, c->tokens};
 	if (gcra_enabled(&s->input) && c->prompt > 0)
@@ -224,12 +237,13 @@ static void give_back(struct shared *sh, struct sched_lane *lane, struct shared_
 	}
 	if (!store_up(sh->store))
 		return;
+	const struct gates *s = sched_lane_gates(lane);
 	struct store_gate g[GATES_N_WINDOWS];
 	size_t k = 0;
 	for (int w = 0; w < GATES_N_WINDOWS; w++)
-		if (gcra_enabled(&lane->gates.req[w]))
-			g[k++] = (struct store_gate){request_fields[w], lane->gates.req[w].t_ms, 0,
-			                             -(double)n};
+		if (gcra_enabled(&s->req[w]))
+			g[k++] =
+			    (struct store_gate){request_fields[w], s->req[w].t_ms, 0, -(double)n};
 	if (k == 0)
 		return;
 	char key[KEY_MAX], leases[KEY_MAX];
@@ -254,10 +268,10 @@ bool shared_pump(struct shared *sh, struct sched_lane *lane, struct shared_lane 
 		*slp = sl;
 	}
 	bool up = store_up(sh->store);
-	enum sched_gates_mode want = up                                 ? SCHED_GATES_SHARED
+	enum sched_gates_mode want = up                                    ? SCHED_GATES_SHARED
 	                             : sh->on_error == STORE_ON_ERROR_FAIL ? SCHED_GATES_SHARED
-	                                                                  : SCHED_GATES_FALLBACK;
-	if (lane->gates_mode != want)
+	                                                                   : SCHED_GATES_FALLBACK;
+	if (sched_lane_gates_mode(lane) != want)
 		sched_set_gates_mode(lane, want, 1.0 / sh->replicas, now_ms);
 	if (!up && want == SCHED_GATES_FALLBACK && !sl->fell_back) {
 		sl->fell_back = true;
@@ -266,7 +280,7 @@ bool shared_pump(struct shared *sh, struct sched_lane *lane, struct shared_lane 
 		sl->fell_back = false;
 	}
 	unsigned unused = sched_permits_unused(lane);
-	if (unused > 0 || (sl->granted_n > 0 && lane->permits == 0))
+	if (unused > 0 || (sl->granted_n > 0 && sched_lane_permits(lane) == 0))
 		give_back(sh, lane, sl, unused);
 	if (!up)
 		return sh->on_error == STORE_ON_ERROR_LOCAL;
@@ -280,7 +294,7 @@ bool shared_pump(struct shared *sh, struct sched_lane *lane, struct shared_lane 
 		return true;
 	struct store_gate g[STORE_MAX_GATES];
 	size_t ng = lane_gates(lane, &head, now_ms, g);
-	unsigned cap = lane->plan->max_concurrent_global;
+	unsigned cap = sched_lane_plan(lane)->max_concurrent_global;
 	unsigned sent = 0;
 	for (; sent < n && sl->asked_n < SCHED_PERMITS_MAX; sent++) {
 		struct decision *d = malloc(sizeof(*d));
@@ -331,8 +345,8 @@ void shared_observed(struct shared *sh, struct sched_lane *lane)
 		if (v.pace_per_min <= 0 || v.capacity <= 0 || v.remaining < 0)
 			continue;
 		struct store_cmd cmd;
-		store_cmd_observe(&cmd, key, sh->idle_ms, learned_fields[b], 60000.0 / v.pace_per_min,
-		                  v.capacity, v.remaining);
+		store_cmd_observe(&cmd, key, sh->idle_ms, learned_fields[b],
+		                  60000.0 / v.pace_per_min, v.capacity, v.remaining);
 		store_send(sh->store, &cmd, NULL, NULL);
 	}
 }
@@ -358,14 +372,14 @@ void shared_quota(struct shared *sh, struct sched_lane *lane, bool out)
 	send_simple(sh, lane, build_quota, &out);
 }
 
-void shared_tokens_used(struct shared *sh, struct sched_lane *lane, double d_tokens,
-                        double d_input, double d_output)
+void shared_tokens_used(struct shared *sh, struct sched_lane *lane, double d_tokens, double d_input,
+                        double d_output)
 {
 	char key[KEY_MAX], leases[KEY_MAX];
-	if (sh == NULL || lane->gates_mode != SCHED_GATES_SHARED || !store_up(sh->store) ||
-	    !lane_keys(sh, lane, key, leases))
+	if (sh == NULL || sched_lane_gates_mode(lane) != SCHED_GATES_SHARED ||
+	    !store_up(sh->store) || !lane_keys(sh, lane, key, leases))
 		return;
-	const struct gates *s = &lane->gates;
+	const struct gates *s = sched_lane_gates(lane);
 	struct store_gate g[3 + RLH_N_BUDGETS];
 	size_t n = 0;
 	if (gcra_enabled(&s->tokens) && d_tokens != 0)

@@ -24,13 +24,16 @@
 #ifndef PACERD_SHARED_H
 #define PACERD_SHARED_H
 
-#include <event2/event.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
-#include "core/config.h"
-#include "sched/sched.h"
+/* shared_stats() hands its callers the store's counters to read. */
 #include "store/store.h"
+
+struct event_base; /* event2/event.h */
+struct config;     /* core/config.h */
+struct sched_lane; /* sched/sched.h */
 
 struct shared;
 struct shared_lane;  /* a lane's decisions and leases, kept by the lane's shell */
@@ -38,10 +41,10 @@ struct shared_lease; /* one max_concurrent_global lease held by a request in fli
 
 /* What shared needs from the lanes' owner (exchange.c). */
 struct shared_hooks {
-	void (*kick)(struct sched_lane *lane);      /* a decision came back: run the lane */
-	void (*quota_out)(struct sched_lane *lane); /* another replica found the quota out */
+	void (*kick)(struct sched_lane *lane);       /* a decision came back: run the lane */
+	void (*quota_out)(struct sched_lane *lane);  /* another replica found the quota out */
 	void (*quota_back)(struct sched_lane *lane); /* ... and back */
-	void (*store_changed)(void *arg, bool up);  /* every lane must look again */
+	void (*store_changed)(void *arg, bool up);   /* every lane must look again */
 	void *arg;
 };
 
@@ -73,8 +76,8 @@ void shared_hold(struct shared *sh, struct sched_lane *lane, int64_t hold_ms);
 /* This replica found the quota out (true) or back (false). */
 void shared_quota(struct shared *sh, struct sched_lane *lane, bool out);
 /* The token gates' correction: actual usage minus the estimate charged. */
-void shared_tokens_used(struct shared *sh, struct sched_lane *lane, double d_tokens,
-                        double d_input, double d_output);
+void shared_tokens_used(struct shared *sh, struct sched_lane *lane, double d_tokens, double d_input,
+                        double d_output);
 
 /* The lane is gone (evicted): its leases too. */
 void shared_lane_free(struct shared *sh, struct shared_lane *sl);

@@ -1,6 +1,7 @@
 /* store — the Redis connection of the shared store; see store.h. */
 #include "store/store.h"
 
+#include <event2/event.h>
 #include <event2/event_struct.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +17,9 @@
 #include <adapters/libevent.h>
 #pragma GCC diagnostic pop
 
+#include "core/config.h"
 #include "core/log.h"
+#include "store/store_script.h"
 
 #define RECONNECT_MIN_MS 50
 #define RECONNECT_MAX_MS 500
@@ -148,7 +151,7 @@ static void pending_answer(struct pending *p, const redisReply *r)
 		return;
 	p->answered = true;
 	struct store *st = p->st;
-	metrics_hist_observe(&st->stats.latency, (double)(mono_us() - p->sent_us) / 1e6);
+	stats_hist_observe(&st->stats.latency, (double)(mono_us() - p->sent_us) / 1e6);
 	if (r == NULL)
 		st->stats.errors++;
 	if (p->fn != NULL)
@@ -506,8 +509,8 @@ struct store *store_new(struct event_base *base, const struct config *cfg,
 	st->stats.address = st->address;
 	st->timeout_ms = cfg->store.redis.timeout_ms;
 	st->backoff_ms = RECONNECT_MIN_MS;
-	metrics_hist_init(&st->stats.latency, latency_bounds,
-	                  sizeof(latency_bounds) / sizeof(latency_bounds[0]));
+	stats_hist_init(&st->stats.latency, latency_bounds,
+	                sizeof(latency_bounds) / sizeof(latency_bounds[0]));
 	evtimer_assign(&st->reconnect, base, on_reconnect, st);
 	evtimer_assign(&st->watchdog, base, on_watchdog, st);
 	int rc = check_scripts(st->address, st->timeout_ms, cfg->store.redis.key_prefix, err, errlen);

@@ -14,28 +14,29 @@
 #ifndef PACERD_STORE_H
 #define PACERD_STORE_H
 
-#include <event2/event.h>
 #include <hiredis.h>
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "core/config.h"
-#include "admin/metrics.h"
-#include "store/store_script.h"
+#include "core/stats.h"
+
+struct event_base; /* event2/event.h */
+struct config;     /* core/config.h */
+struct store_cmd;  /* store/store_script.h */
 
 struct store;
 
 /* What /status and /metrics show. */
 struct store_stats {
-	bool connected;     /* up: scripts loaded, answering */
+	bool connected; /* up: scripts loaded, answering */
 	const char *address;
-	uint64_t commands;  /* sent */
-	uint64_t errors;    /* failed: an error reply, a timeout, a lost connection */
+	uint64_t commands; /* sent */
+	uint64_t errors;   /* failed: an error reply, a timeout, a lost connection */
 	uint64_t timeouts;
 	uint64_t decisions_go, decisions_wait;
-	uint64_t fallbacks; /* decisions made locally because the store was down */
-	uint64_t refused;   /* requests answered 503 store_unavailable (on_error: fail) */
-	struct metrics_hist latency; /* seconds per command, reply or failure */
+	uint64_t fallbacks;        /* decisions made locally because the store was down */
+	uint64_t refused;          /* requests answered 503 store_unavailable (on_error: fail) */
+	struct stats_hist latency; /* seconds per command, reply or failure */
 };
 
 /* A command's outcome: the reply (never an error reply), or NULL when it
@@ -51,8 +52,8 @@ typedef void (*store_state_fn)(void *arg, bool up);
  * that does not answer is not: the store starts down and keeps trying.
  * on_state is called from the loop on every change (not for this first
  * state). */
-struct store *store_new(struct event_base *base, const struct config *cfg,
-                        store_state_fn on_state, void *arg, char *err, size_t errlen);
+struct store *store_new(struct event_base *base, const struct config *cfg, store_state_fn on_state,
+                        void *arg, char *err, size_t errlen);
 /* Fails every command in flight (their callbacks get NULL) and closes the
  * connection; on_state is not called. */
 void store_free(struct store *st);

@@ -1,6 +1,7 @@
 /* Unit tests for aimd: adaptive concurrency and the dispatch delay. */
 #include <string.h>
 
+#include "core/config.h"
 #include "sched/aimd.h"
 #include "unit.h"
 

@@ -2,6 +2,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/config.h"
 #include "sched/gcra.h"
 #include "unit.h"
 

@@ -8,6 +8,7 @@
 
 #include "core/config.h"
 #include "sched/registry.h"
+#include "sched/sched_lane-t.h"
 #include "unit.h"
 
 static struct config *cfg;

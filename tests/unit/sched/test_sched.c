@@ -6,6 +6,7 @@
 
 #include "core/config.h"
 #include "sched/sched.h"
+#include "sched/sched_lane-t.h"
 #include "unit.h"
 
 static struct config *cfg;
@@ -1352,6 +1353,119 @@ START_TEST(fallback_paces_at_the_replicas_share)
 }
 END_TEST
 
+/* What /status and /metrics show of a lane is what the lane says: after
+ * dispatches, a capacity signal, a retry, a hold, a learned budget and a day's
+ * spending, every field of the view against the lane's own fields and
+ * functions, and the numbers this history must give. */
+START_TEST(the_view_says_what_the_lane_says)
+{
+	plan.max_requests_per_day = 100;
+	init_lane(AGENTS_OFF);
+	memcpy(lane.key_id, "k-1", 4);
+	sched_day_reset(&lane, 90000, false);
+	struct sched_item *ev;
+	for (int i = 0; i < 4; i++)
+		submit_rq(&items[i], 0, 1, 0, 1000, &ev);
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(idx(sched_next(&lane, 1000)), i);
+	submit_rq(&items[4], 0, 1, 0, 1050, &ev);
+	submit_rq(&items[5], 5, 2, 0, 1050, &ev);
+	struct rlh_result h;
+	memset(&h, 0, sizeof(h));
+	h.budget[RLH_REQUESTS] = (struct rlh_budget){.has_limit = true,
+	                                             .has_remaining = true,
+	                                             .has_reset = true,
+	                                             .limit = 100,
+	                                             .remaining = 10,
+	                                             .reset_ms = 60000};
+	sched_observe(&lane, &items[0], &h, 1100);
+	sched_complete(&lane, &items[0], SCHED_CAPACITY, 1100);
+	sched_retry(&lane, &items[0], 3000);
+	sched_complete(&lane, &items[1], SCHED_SUCCESS, 1150);
+	sched_hold(&lane, 5000);
+
+	struct sched_lane_view v;
+	sched_lane_view(&lane, 1200, &v);
+	ck_assert_str_eq(v.provider, "openai");
+	ck_assert_str_eq(v.key_id, "k-1");
+	ck_assert_str_eq(v.plan, "default");
+	ck_assert(v.max_requests_per_second == plan.max_requests_per_second);
+	ck_assert(v.max_requests_per_minute == plan.max_requests_per_minute);
+	ck_assert(v.max_requests_per_hour == plan.max_requests_per_hour);
+	ck_assert(v.min_ms_per_request == plan.min_ms_per_request);
+	ck_assert(v.max_tokens_per_minute == plan.max_tokens_per_minute);
+	ck_assert_uint_eq(v.burst, plan.burst);
+	ck_assert_uint_eq(v.max_concurrent, 64);
+	ck_assert(v.max_requests_per_day == 100);
+
+	ck_assert_uint_eq(v.queue_depth, 2);
+	ck_assert_uint_eq(v.queue_depth, sched_queue_depth(&lane));
+	ck_assert_uint_eq(v.retry_waiting, 1);
+	ck_assert_uint_eq(v.retry_waiting, lane.waiting.n);
+	ck_assert_uint_eq(v.in_flight, 2);
+	ck_assert_uint_eq(v.in_flight, lane.in_flight);
+	ck_assert_uint_eq(v.concurrency_limit, 2); /* 4 in flight at the signal x 0.5 */
+	ck_assert_uint_eq(v.concurrency_limit, sched_concurrency_limit(&lane));
+	ck_assert_int_eq(v.dispatch_delay_ms, aimd_delay_ms(&lane.delay));
+	ck_assert_int_eq(v.hold_ms, 3800);
+	ck_assert_int_eq(v.queue_eta_ms, sched_queue_eta_ms(&lane, NULL, 1200));
+	ck_assert_int_eq(v.idle_ms, 1200 - lane.last_active_ms);
+	ck_assert_str_eq(v.state, "held");
+	ck_assert_str_eq(v.state, sched_lane_state(&lane, 1200));
+	ck_assert_int_eq(v.gates_mode, SCHED_GATES_LOCAL);
+
+	ck_assert_uint_eq(v.stats.dispatched, 4);
+	ck_assert_uint_eq(v.stats.succeeded, 1);
+	ck_assert_uint_eq(v.stats.capacity_signals, 1);
+	ck_assert_mem_eq(&v.stats, &lane.stats, sizeof(v.stats));
+	ck_assert_mem_eq(&v.stats, sched_lane_stats(&lane), sizeof(v.stats));
+	ck_assert_int_eq(sched_lane_last_active_ms(&lane), lane.last_active_ms);
+
+	for (int b = 0; b < RLH_N_BUDGETS; b++)
+		ck_assert(v.has_learned[b] == (b == RLH_REQUESTS));
+	struct learned_view lv;
+	learned_view(sched_learned(&lane, RLH_REQUESTS), 1200, &lv);
+	ck_assert_uint_eq(v.learned[RLH_REQUESTS].observations, 1);
+	ck_assert(v.learned[RLH_REQUESTS].limit == 100);
+	ck_assert_mem_eq(&v.learned[RLH_REQUESTS], &lv, sizeof(lv));
+
+	ck_assert(v.day_limited);
+	ck_assert(v.day_requests == lane.day.requests);
+	ck_assert(v.day_requests == 4);
+	ck_assert(v.day_tokens == lane.day.tokens);
+	ck_assert_int_eq(v.day_resets_in_ms, 88800);
+
+	/* priority 5 first, then 0; one request and one agent each */
+	ck_assert_uint_eq(v.n_levels, 2);
+	struct sched_level_view l0, l1;
+	sched_lane_level(&lane, 0, 1200, &l0);
+	sched_lane_level(&lane, 1, 1200, &l1);
+	ck_assert_int_eq(l0.priority, 5);
+	ck_assert_uint_eq(l0.queued, 1);
+	ck_assert_uint_eq(l0.agents, 1);
+	ck_assert_int_eq(l0.eta_ms, sched_priority_eta_ms(&lane, 5, 1200));
+	ck_assert_int_eq(l1.priority, 0);
+	ck_assert_uint_eq(l1.queued, 1);
+	ck_assert_uint_eq(l1.agents, 1);
+	ck_assert_int_eq(l1.eta_ms, sched_priority_eta_ms(&lane, 0, 1200));
+
+	/* The accessors read the same lane. */
+	ck_assert_ptr_eq(sched_lane_provider(&lane), prov);
+	ck_assert_ptr_eq(sched_lane_plan(&lane), &plan);
+	ck_assert_str_eq(sched_lane_key_id(&lane), "k-1");
+	ck_assert_ptr_eq(sched_lane_gates(&lane), &lane.gates);
+	ck_assert_int_eq(sched_lane_gates_mode(&lane), SCHED_GATES_LOCAL);
+	ck_assert_uint_eq(sched_lane_permits(&lane), 0);
+
+	/* Empty the lane for teardown. */
+	sched_complete(&lane, &items[2], SCHED_SUCCESS, 1300);
+	sched_complete(&lane, &items[3], SCHED_SUCCESS, 1300);
+	while (sched_drain(&lane) != NULL)
+		;
+	ck_assert(sched_lane_idle(&lane));
+}
+END_TEST
+
 static Suite *sched_suite(void)
 {
 	Suite *s = suite_create("sched");
@@ -1398,6 +1512,7 @@ static Suite *sched_suite(void)
 	tcase_add_test(tc, the_oldest_expires_first_whatever_its_priority);
 	tcase_add_test(tc, the_eta_is_per_priority_and_fair_share);
 	tcase_add_test(tc, tokens_weigh_the_share_on_a_token_lane);
+	tcase_add_test(tc, the_view_says_what_the_lane_says);
 	tcase_add_test(tc, shared_lanes_dispatch_only_with_a_permit);
 	tcase_add_test(tc, shared_lanes_ask_as_many_as_the_local_gates_allow);
 	tcase_add_test(tc, unused_permits_are_given_back);

@@ -1,0 +1,120 @@
+/* sched_lane-t — the lane's type, private to the scheduler (sched.c and its
+ * views, sched_view.c), the lane table (registry.c) and the lanes module that
+ * drives lanes (today still exchange.c, which the lead is moving to
+ * accessors). Everyone else holds a struct sched_lane * as an opaque handle and
+ * reads it through sched.h: the functions, the accessors and
+ * sched_lane_view() (HAProxy's types-apart-from-functions: include/haproxy/
+ * <x>-t.h beside <x>.h). Unit tests of sched and of the registry include it
+ * to build lanes on the stack and to check their size. */
+#ifndef PACERD_SCHED_LANE_T_H
+#define PACERD_SCHED_LANE_T_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/config.h"
+#include "provider/ratelimit_headers.h"
+#include "sched/aimd.h"
+#include "sched/fairq.h"
+#include "sched/gcra.h"
+#include "sched/learned.h"
+#include "sched/pheap.h"
+#include "sched/sched.h"
+
+/* The idle lanes of a registry, least recently active first: a lane is on it
+ * exactly while sched_lane_idle() holds, so evicting the coldest one, or every
+ * one idle for longer than a TTL, never looks at a busy lane (nginx limit_req's
+ * LRU queue). Owned by the registry; sched keeps it up to date. */
+struct sched_idle_list {
+	struct sched_lane *cold, *hot;
+	size_t n;
+};
+
+struct sched_agents; /* agents with requests in flight or passed over (sched.c) */
+
+/* A lane. It takes a few hundred bytes; what only some lanes need is
+ * allocated when first needed: the learned budgets when a response first
+ * reports one, the agent table when agents.mode first serializes or rejects
+ * an agent. sched_lane_release() frees them. */
+struct sched_lane {
+	/* Identity (set by the registry). */
+	const struct provider_conf *provider;
+	const struct plan_conf *plan;
+	char key_id[16];
+	char key_hash[65];
+	bool fine_resets;  /* the dialect reports resets to the ms (OpenAI) */
+	bool idle_linked;  /* on idle_list */
+	bool probe_needed; /* a hold ended: the next dispatch is the probe (below) */
+	bool quota;        /* the quota is out (below) */
+	bool day_out;      /* the daily budget is spent (below) */
+	enum agents_mode agents_mode;
+	unsigned holds_pending; /* capacity answers whose headers hold the lane */
+
+	/* Queue. SCHED_QUEUED items are in the ready heap in dispatch order,
+	 * or parked on their busy agent's heap (serialize); new ones are also
+	 * in fairq, which orders and counts them (fq.n: the queue's depth). */
+	struct pheap ready;
+	struct fairq fq;
+	size_t n_due;         /* due retries queued (ready or parked) */
+	struct pheap waiting; /* retries waiting for their time, by (ready_ms, seq) */
+	size_t n_parked;
+	uint32_t park_epoch; /* items parked in an older epoch are not (unpark_all) */
+	uint64_t seq;        /* numbers items as they enter a heap */
+
+	size_t in_flight;
+	struct sched_agents *agents; /* NULL until agents.mode needs it */
+
+	/* Gates. */
+	struct gates gates; /* request-rate windows and the token gate */
+	/* RLH_N_BUDGETS budgets the headers report, allocated when a response
+	 * first reports one; until then a shared, read-only set that has
+	 * observed nothing (n_obs 0). Prefer sched_learned(). */
+	struct learned *learned;
+	double charged[RLH_N_BUDGETS]; /* units dispatched per budget: learned's marks */
+	struct aimd conc;              /* adaptive concurrency */
+	struct aimd_delay delay;       /* dispatch-delay AIMD */
+	int64_t last_dispatch_ms;
+	int64_t hold_until_ms; /* server said wait (retry-after on a capacity error) */
+	/* Holds. A capacity answer holds the lane from its headers until its
+	 * body is decided (holds_pending); a hold that ends (hold_until_ms, or a
+	 * learned budget at 0 until its reset) lets one request go first, the
+	 * probe, and the rest only once a request sent after the hold succeeded. */
+	int64_t pending_until_ms; /* the longest a pending hold lasts */
+	uint64_t probe_seq;       /* dispatch number of the probe in flight; 0: none */
+	uint64_t hold_seq;        /* dispatch number when the lane was last held */
+	/* Quota: a final answer said the account cannot be served. New requests
+	 * are refused (SCHED_QUOTA) but one every plan->quota_probe_s, which goes
+	 * upstream; a success sent after quota_seq ends it. */
+	int64_t quota_probe_at_ms;
+	uint64_t quota_seq;
+	/* The plan's daily budget (max_requests_per_day, max_tokens_per_day):
+	 * what this day spent, and when it starts over (set by the caller,
+	 * sched_day_reset; 0: not yet). day_out once the next request does
+	 * not fit: until the reset, the lane refuses and drains. */
+	struct {
+		double requests, tokens;
+		int64_t resets_at_ms;
+	} day;
+	/* The shared store. While SHARED, a request leaves only with a permit
+	 * (a "go" the store gave): the shell asks for as many as could leave
+	 * now (sched_permits_wanted), several in flight at once; a "not before"
+	 * holds the lane until shared_until_ms. The local gates stay charged by
+	 * this replica's own dispatches: at the full limit they never hold back
+	 * what the shared gates allow, and they say how many to ask for. */
+	enum sched_gates_mode gates_mode;
+	double gates_scale; /* the share of the plan the local gates apply (0: all) */
+	unsigned permits, asking;
+	int64_t shared_until_ms;
+	/* Dispatches are numbered; a capacity error counts only from a request
+	 * sent after the lane last reacted (its number above signal_seq). */
+	uint64_t dispatch_seq, signal_seq;
+
+	struct sched_lane_stats stats;
+	int64_t last_active_ms; /* for idle eviction */
+	void *shell;            /* the event-loop side's state (its timer) */
+	struct sched_idle_list *idle_list;
+	struct sched_lane *idle_prev, *idle_next; /* toward cold, toward hot */
+};
+
+#endif

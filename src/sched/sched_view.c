@@ -1,0 +1,111 @@
+/* sched_view — what a lane shows to those who may not read it: the view and
+ * the accessors of sched.h. Apart from sched.c because they only read the
+ * lane: none of sched's decisions lives here. */
+#include "sched/sched.h"
+
+#include <string.h>
+
+#include "sched/aimd.h"
+#include "sched/sched_lane-t.h"
+
+size_t sched_queue_depth(const struct sched_lane *lane)
+{
+	return lane->fq.n;
+}
+
+void sched_lane_view(const struct sched_lane *lane, int64_t now_ms, struct sched_lane_view *v)
+{
+	const struct plan_conf *p = lane->plan;
+	memset(v, 0, sizeof(*v));
+	v->provider = lane->provider->name;
+	v->key_id = lane->key_id;
+	v->plan = p->name;
+	v->max_requests_per_second = p->max_requests_per_second;
+	v->max_requests_per_minute = p->max_requests_per_minute;
+	v->max_requests_per_hour = p->max_requests_per_hour;
+	v->min_ms_per_request = p->min_ms_per_request;
+	v->max_tokens_per_minute = p->max_tokens_per_minute;
+	v->burst = p->burst;
+	v->max_concurrent = p->max_concurrent;
+	v->max_requests_per_day = p->max_requests_per_day;
+	v->max_tokens_per_day = p->max_tokens_per_day;
+
+	v->queue_depth = sched_queue_depth(lane);
+	v->retry_waiting = lane->waiting.n;
+	v->in_flight = lane->in_flight;
+	v->concurrency_limit = sched_concurrency_limit(lane);
+	v->dispatch_delay_ms = aimd_delay_ms(&lane->delay);
+	v->hold_ms = lane->hold_until_ms > now_ms ? lane->hold_until_ms - now_ms : 0;
+	v->queue_eta_ms = sched_queue_eta_ms(lane, NULL, now_ms);
+	v->idle_ms = now_ms - lane->last_active_ms;
+	v->state = sched_lane_state(lane, now_ms);
+	v->gates_mode = lane->gates_mode;
+	v->n_levels = lane->fq.n_levels;
+	v->stats = lane->stats;
+
+	for (int b = 0; b < RLH_N_BUDGETS; b++) {
+		const struct learned *l = sched_learned(lane, b);
+		v->has_learned[b] = l != NULL;
+		if (l != NULL)
+			learned_view(l, now_ms, &v->learned[b]);
+	}
+
+	v->day_limited = sched_day_limited(lane);
+	if (v->day_limited) {
+		v->day_requests = lane->day.requests;
+		v->day_tokens = lane->day.tokens;
+		v->day_resets_in_ms =
+		    lane->day.resets_at_ms > now_ms ? lane->day.resets_at_ms - now_ms : 0;
+	}
+}
+
+void sched_lane_level(const struct sched_lane *lane, size_t i, int64_t now_ms,
+                      struct sched_level_view *v)
+{
+	struct fairq_level_view fl;
+	fairq_level_at(&lane->fq, i, &fl);
+	v->priority = fl.priority;
+	v->queued = fl.waiting;
+	v->agents = fl.flows;
+	v->eta_ms = sched_priority_eta_ms(lane, fl.priority, now_ms);
+}
+
+const struct provider_conf *sched_lane_provider(const struct sched_lane *lane)
+{
+	return lane->provider;
+}
+
+const struct plan_conf *sched_lane_plan(const struct sched_lane *lane)
+{
+	return lane->plan;
+}
+
+const char *sched_lane_key_id(const struct sched_lane *lane)
+{
+	return lane->key_id;
+}
+
+const struct sched_lane_stats *sched_lane_stats(const struct sched_lane *lane)
+{
+	return &lane->stats;
+}
+
+int64_t sched_lane_last_active_ms(const struct sched_lane *lane)
+{
+	return lane->last_active_ms;
+}
+
+const struct gates *sched_lane_gates(const struct sched_lane *lane)
+{
+	return &lane->gates;
+}
+
+enum sched_gates_mode sched_lane_gates_mode(const struct sched_lane *lane)
+{
+	return lane->gates_mode;
+}
+
+unsigned sched_lane_permits(const struct sched_lane *lane)
+{
+	return lane->permits;
+}
