@@ -10,10 +10,13 @@
 #include "core/config.h"
 #include "core/stats.h"
 #include "provider/ratelimit_headers.h"
+#include "proxy/reqstats.h"
 #include "sched/learned.h"
 #include "sched/registry.h"
 #include "sched/sched.h"
 #include "store/store.h"
+
+#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
 
 /* ---- text ---- */
 
@@ -52,106 +55,6 @@ void metrics_hist_write(struct evbuffer *out, const char *name, const char *labe
 }
 
 /* ---- the per-provider table ---- */
-
-/* Queueing may last minutes (queue.max_wait_s, retry waits); an upstream
- * answers its head within a minute or gives up (timeouts.first_byte_s);
- * a long stream lasts minutes. */
-static const double queue_bounds[] = {0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
-                                      1,     2.5,   5,    10,    30,   60,  120,  300};
-static const double first_byte_bounds[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
-                                           1,     2.5,  5,     10,   30,  60};
-static const double duration_bounds[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
-                                         2.5,   5,    10,    30,   60,  120,  300, 600};
-static const double attempts_bounds[] = {1, 2, 3, 5, 10};
-
-#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
-
-struct metrics_row {
-	char *name;                       /* the provider's; NULL: unused */
-	const struct provider_conf *prov; /* of the configuration last bound, or NULL */
-	struct stats_hist queue_wait, first_byte, duration, attempts;
-	double tokens_estimated;
-	uint64_t tokens_reported;
-};
-
-struct metrics {
-	struct metrics_row rows[METRICS_MAX_PROVIDERS];
-	size_t n_rows;
-};
-
-struct metrics *metrics_new(void)
-{
-	return calloc(1, sizeof(struct metrics));
-}
-
-void metrics_free(struct metrics *m)
-{
-	if (m == NULL)
-		return;
-	for (size_t i = 0; i < m->n_rows; i++)
-		free(m->rows[i].name);
-	free(m);
-}
-
-static struct metrics_row *row_named(struct metrics *m, const char *name)
-{
-	for (size_t i = 0; i < m->n_rows; i++)
-		if (strcmp(m->rows[i].name, name) == 0)
-			return &m->rows[i];
-	return NULL;
-}
-
-void metrics_bind(struct metrics *m, const struct config *cfg)
-{
-	/* The previous configuration's pointers are forgotten: its memory may be
-	 * reused by a later one for another provider. */
-	for (size_t i = 0; i < m->n_rows; i++)
-		m->rows[i].prov = NULL;
-	for (size_t p = 0; p < cfg->n_providers; p++) {
-		const struct provider_conf *prov = &cfg->providers[p];
-		struct metrics_row *r = row_named(m, prov->name);
-		if (r == NULL) {
-			/* Full: the provider goes unmeasured rather than unbounded. */
-			if (m->n_rows == METRICS_MAX_PROVIDERS)
-				continue;
-			char *name = strdup(prov->name);
-			if (name == NULL)
-				continue;
-			r = &m->rows[m->n_rows++];
-			r->name = name;
-			stats_hist_init(&r->queue_wait, queue_bounds, N_OF(queue_bounds));
-			stats_hist_init(&r->first_byte, first_byte_bounds, N_OF(first_byte_bounds));
-			stats_hist_init(&r->duration, duration_bounds, N_OF(duration_bounds));
-			stats_hist_init(&r->attempts, attempts_bounds, N_OF(attempts_bounds));
-		}
-		r->prov = prov;
-	}
-}
-
-void metrics_observe(struct metrics *m, const struct provider_conf *prov,
-                     const struct metrics_request *rq)
-{
-	if (prov == NULL)
-		return;
-	struct metrics_row *r = NULL;
-	for (size_t i = 0; i < m->n_rows && r == NULL; i++)
-		if (m->rows[i].prov == prov)
-			r = &m->rows[i];
-	if (r == NULL) /* accepted under an older configuration */
-		r = row_named(m, prov->name);
-	if (r == NULL)
-		return;
-	if (rq->queue_ms >= 0)
-		stats_hist_observe(&r->queue_wait, (double)rq->queue_ms / 1000.0);
-	if (rq->first_byte_ms >= 0)
-		stats_hist_observe(&r->first_byte, (double)rq->first_byte_ms / 1000.0);
-	stats_hist_observe(&r->duration, (double)rq->duration_ms / 1000.0);
-	stats_hist_observe(&r->attempts, (double)rq->attempts);
-	if (rq->tokens_estimated > 0)
-		r->tokens_estimated += rq->tokens_estimated;
-	if (rq->tokens_reported > 0)
-		r->tokens_reported += (uint64_t)rq->tokens_reported;
-}
 
 /* ---- lanes ---- */
 
@@ -333,12 +236,12 @@ static void provider_label(char *buf, size_t cap, const char *name)
 	buf[n] = '\0';
 }
 
-static void provider_hists(struct evbuffer *out, const struct metrics *m, const char *name,
+static void provider_hists(struct evbuffer *out, const struct reqstats *m, const char *name,
                            const char *help, size_t off)
 {
 	metrics_family(out, name, "histogram", help);
 	for (size_t i = 0; i < m->n_rows; i++) {
-		const struct metrics_row *r = &m->rows[i];
+		const struct reqstats_row *r = &m->rows[i];
 		char labels[256];
 		provider_label(labels, sizeof(labels), r->name);
 		metrics_hist_write(
@@ -383,7 +286,7 @@ static void store_families(struct evbuffer *out, const struct store_stats *s)
 	metrics_hist_write(out, "pacerd_store_command_seconds", "", &s->latency);
 }
 
-int metrics_write(struct evbuffer *out, const struct metrics *m, const struct metrics_process *p,
+int metrics_write(struct evbuffer *out, const struct reqstats *m, const struct metrics_process *p,
                   struct registry *reg, unsigned top_lanes, int64_t now_ms)
 {
 	metrics_family(out, "pacerd_up", "gauge", "1 while pacerd runs.");
@@ -407,15 +310,15 @@ int metrics_write(struct evbuffer *out, const struct metrics *m, const struct me
 
 	provider_hists(out, m, "pacerd_queue_wait_seconds",
 	               "Time from arrival to the first dispatch upstream, per finished request.",
-	               offsetof(struct metrics_row, queue_wait));
+	               offsetof(struct reqstats_row, queue_wait));
 	provider_hists(out, m, "pacerd_upstream_first_byte_seconds",
 	               "Time from the last dispatch to the upstream's answer head.",
-	               offsetof(struct metrics_row, first_byte));
+	               offsetof(struct reqstats_row, first_byte));
 	provider_hists(out, m, "pacerd_request_duration_seconds",
 	               "Time from arrival to the end of the answer.",
-	               offsetof(struct metrics_row, duration));
+	               offsetof(struct reqstats_row, duration));
 	provider_hists(out, m, "pacerd_request_attempts", "Upstream attempts per finished request.",
-	               offsetof(struct metrics_row, attempts));
+	               offsetof(struct reqstats_row, attempts));
 	metrics_family(out, "pacerd_tokens_estimated_total", "counter",
 	               "Tokens estimated before dispatch (on token-paced lanes).");
 	for (size_t i = 0; i < m->n_rows; i++) {

@@ -39,7 +39,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "admin/metrics.h"
+#include "proxy/reqstats.h"
 #include "core/clock.h"
 #include "core/grow.h"
 #include "core/log.h"
@@ -135,7 +135,7 @@ struct exchanges {
 	struct upstream *up;
 	struct config_ref *cref; /* the current configuration */
 	struct lanes *lanes;
-	struct metrics *metrics; /* per provider: what /metrics reports */
+	struct reqstats *stats; /* per provider: what /metrics reports */
 	struct event *reap;
 	struct exchange *live;
 	struct exchange *reap_list;
@@ -285,7 +285,7 @@ static void log_request(struct exchange *x)
 static void observe(const struct exchange *x)
 {
 	int64_t now = now_ms();
-	struct metrics_request r = {
+	struct reqstats_request r = {
 	    .queue_ms = x->t_first_dispatch ? x->t_first_dispatch - x->t_start : -1,
 	    .first_byte_ms =
 	        x->t_dispatch && x->t_headers >= x->t_dispatch ? x->t_headers - x->t_dispatch : -1,
@@ -294,7 +294,7 @@ static void observe(const struct exchange *x)
 	    .tokens_estimated = x->tokens_estimated,
 	    .tokens_reported = x->tokens_used,
 	};
-	metrics_observe(x->xs->metrics, x->route.provider, &r);
+	reqstats_observe(x->xs->stats, x->route.provider, &r);
 }
 
 /* ---- the one teardown ---- */
@@ -1205,7 +1205,7 @@ void exchanges_reconfigure(struct exchanges *xs, struct config_ref *cref)
 {
 	struct config_ref *old = xs->cref;
 	xs->cref = config_ref_get(cref);
-	metrics_bind(xs->metrics, cref->cfg);
+	reqstats_bind(xs->stats, cref->cfg);
 	lanes_reconfigure(xs->lanes, cref);
 	config_ref_put(old);
 }
@@ -1230,13 +1230,13 @@ struct exchanges *exchanges_new(struct event_base *base, struct upstream *up,
 	xs->base = base;
 	xs->up = up;
 	xs->cref = config_ref_get(cref);
-	xs->metrics = metrics_new();
-	if (xs->metrics != NULL)
-		metrics_bind(xs->metrics, cref->cfg);
+	xs->stats = reqstats_new();
+	if (xs->stats != NULL)
+		reqstats_bind(xs->stats, cref->cfg);
 	xs->reap = event_new(base, -1, 0, on_reap, xs);
 	xs->idle = evtimer_new(base, on_idle, xs);
 	xs->rng = ((uint64_t)arc4random() << 32) | arc4random() | 1;
-	if (xs->metrics == NULL || xs->reap == NULL || xs->idle == NULL) {
+	if (xs->stats == NULL || xs->reap == NULL || xs->idle == NULL) {
 		snprintf(err, errlen, "out of memory");
 		exchanges_free(xs);
 		return NULL;
@@ -1283,9 +1283,9 @@ struct shared *exchanges_shared(const struct exchanges *xs)
 	return lanes_shared(xs->lanes);
 }
 
-const struct metrics *exchanges_metrics(const struct exchanges *xs)
+const struct reqstats *exchanges_metrics(const struct exchanges *xs)
 {
-	return xs->metrics;
+	return xs->stats;
 }
 
 void exchanges_on_idle(struct exchanges *xs, unsigned ms, void (*fn)(void *), void *arg)
@@ -1325,7 +1325,7 @@ void exchanges_free(struct exchanges *xs)
 		event_free(xs->reap);
 	if (xs->idle != NULL)
 		event_free(xs->idle);
-	metrics_free(xs->metrics);
+	reqstats_free(xs->stats);
 	config_ref_put(xs->cref);
 	free(xs);
 }

@@ -19,7 +19,7 @@
 #include "proxy/upstream.h"
 
 struct exchanges;
-struct metrics;
+struct reqstats;
 
 /* What intake found out about a request. */
 struct exchange_intake {
@@ -62,6 +62,6 @@ struct registry *exchanges_lanes(const struct exchanges *xs);
 /* The shared store (NULL: store.kind local), for /status and /metrics. */
 struct shared *exchanges_shared(const struct exchanges *xs);
 /* Per-provider histograms and counters, read-only, for /metrics. */
-const struct metrics *exchanges_metrics(const struct exchanges *xs);
+const struct reqstats *exchanges_metrics(const struct exchanges *xs);
 
 #endif

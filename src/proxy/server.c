@@ -424,7 +424,7 @@ struct shared *server_shared(const struct server *srv)
 	return exchanges_shared(srv->xs);
 }
 
-const struct metrics *server_metrics(const struct server *srv)
+const struct reqstats *server_metrics(const struct server *srv)
 {
 	return exchanges_metrics(srv->xs);
 }

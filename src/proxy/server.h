@@ -15,7 +15,7 @@ struct upstream;   /* proxy/upstream.h */
 struct shared;     /* store/shared.h */
 
 struct server;
-struct metrics;
+struct reqstats;
 
 /* Binds cfg->listen and starts accepting. The server takes the configuration
  * over (it frees it, also on failure). NULL with err set on failure. */
@@ -51,7 +51,7 @@ void server_get_stats(const struct server *srv, struct server_stats *st);
 /* The lane table, for /status and /metrics. */
 struct registry *server_lanes(const struct server *srv);
 /* Per-provider histograms and counters, for /metrics. */
-const struct metrics *server_metrics(const struct server *srv);
+const struct reqstats *server_metrics(const struct server *srv);
 /* The shared store, NULL with store.kind: local. */
 struct shared *server_shared(const struct server *srv);
 

@@ -9,6 +9,7 @@
 #include "admin/metrics.h"
 #include "core/config.h"
 #include "core/stats.h"
+#include "proxy/reqstats.h"
 #include "sched/registry.h"
 #include "sched/sched_lane-t.h"
 #include "unit.h"
@@ -84,7 +85,7 @@ static struct config *defaults(void)
 	return cfg;
 }
 
-static char *scrape(struct metrics *m, struct registry *reg, unsigned top)
+static char *scrape(struct reqstats *m, struct registry *reg, unsigned top)
 {
 	struct metrics_process p = {0};
 	struct evbuffer *b = evbuffer_new();
@@ -97,26 +98,26 @@ static char *scrape(struct metrics *m, struct registry *reg, unsigned top)
 START_TEST(series_survive_reload_by_name)
 {
 	struct config *a = defaults(), *c = defaults();
-	struct metrics *m = metrics_new();
+	struct reqstats *m = reqstats_new();
 	struct registry *reg = registry_new();
-	metrics_bind(m, a);
+	reqstats_bind(m, a);
 	const struct provider_conf *pa = &a->providers[0];
-	struct metrics_request rq = {.queue_ms = 5,
+	struct reqstats_request rq = {.queue_ms = 5,
 	                             .first_byte_ms = 100,
 	                             .duration_ms = 150,
 	                             .attempts = 2,
 	                             .tokens_estimated = 40,
 	                             .tokens_reported = 30};
-	metrics_observe(m, pa, &rq);
+	reqstats_observe(m, pa, &rq);
 	/* A reload: a new configuration with the same names. A request accepted
 	 * under the old one still counts in its provider's row. */
-	metrics_bind(m, c);
-	metrics_observe(m, pa, &rq);
+	reqstats_bind(m, c);
+	reqstats_observe(m, pa, &rq);
 	rq.queue_ms = -1;
 	rq.first_byte_ms = -1;
 	rq.tokens_reported = -1;
-	metrics_observe(m, &c->providers[0], &rq);
-	metrics_observe(m, NULL, &rq);
+	reqstats_observe(m, &c->providers[0], &rq);
+	reqstats_observe(m, NULL, &rq);
 
 	char *s = scrape(m, reg, 100);
 	char line[256];
@@ -149,7 +150,7 @@ START_TEST(series_survive_reload_by_name)
 	ck_assert(strstr(s, "_ms") == NULL);
 	free(s);
 	registry_free(reg, NULL, NULL);
-	metrics_free(m);
+	reqstats_free(m);
 	config_free(a);
 	config_free(c);
 }
@@ -158,8 +159,8 @@ END_TEST
 START_TEST(top_lanes_most_dispatched)
 {
 	struct config *cfg = defaults();
-	struct metrics *m = metrics_new();
-	metrics_bind(m, cfg);
+	struct reqstats *m = reqstats_new();
+	reqstats_bind(m, cfg);
 	struct registry *reg = registry_new();
 	const struct provider_conf *prov = &cfg->providers[0];
 	for (int i = 0; i < 10; i++) {
@@ -188,7 +189,7 @@ START_TEST(top_lanes_most_dispatched)
 	ck_assert_uint_eq(count_of(s, "pacerd_lane_rejected_total{"), 20);
 	free(s);
 	registry_free(reg, NULL, NULL);
-	metrics_free(m);
+	reqstats_free(m);
 	config_free(cfg);
 }
 END_TEST
