@@ -44,11 +44,6 @@ declare -A IMPORTS=(
 	[cli]="core sched provider"
 )
 
-# Includes that break the layers today, as "file header". To be removed by
-# issue 17 (the types they need are moving down); the list only shrinks.
-IMPORTS_ALLOWED=(
-)
-
 BANNED="sprintf vsprintf strcpy strcat atoi atol gets strncpy strtok"
 
 JOBS=${LINT_JOBS:-2}
@@ -140,8 +135,7 @@ check_cppcheck() {
 }
 
 check_imports() {
-	local f dir hdr target rc=0 allowed entry
-	local -A used=()
+	local f dir hdr target rc=0
 	while IFS=: read -r f line hdr; do
 		hdr=${hdr#*\"}; hdr=${hdr%%\"*}
 		dir=${f#src/}; dir=${dir%%/*}
@@ -158,18 +152,9 @@ check_imports() {
 		[ -d "src/$target" ] || continue
 		[ "$target" = "$dir" ] && continue
 		case " ${IMPORTS[$dir]-} " in *" $target "*) continue ;; esac
-		allowed=0
-		for entry in "${IMPORTS_ALLOWED[@]}"; do
-			if [ "$entry" = "$f $hdr" ]; then allowed=1; used[$entry]=1; fi
-		done
-		[ $allowed = 1 ] && continue
 		echo "$f:$line: $dir includes \"$hdr\": $dir may include only ${IMPORTS[$dir]:-itself} (DESIGN §8; scripts/lint.sh)"
 		rc=1
 	done < <(grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' src/*/*.[ch] src/*.c)
-	for entry in "${IMPORTS_ALLOWED[@]}"; do
-		[ -n "${used[$entry]-}" ] ||
-			echo "imports: \"$entry\" is allowed but no longer included: remove it from IMPORTS_ALLOWED"
-	done
 	return $rc
 }
 

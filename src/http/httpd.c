@@ -46,7 +46,9 @@
 #include "core/clock.h"
 #include "core/config.h"
 #include "core/grow.h"
+#include "core/list.h"
 #include "core/log.h"
+#include "core/pool.h"
 
 #define LISTEN_BACKLOG 4096
 #define READ_CHUNK (64 * 1024)
@@ -109,13 +111,12 @@ struct hconn {
 	int reject; /* an answer a parser callback decided on (status) */
 	const char *reject_code, *reject_msg;
 	int64_t head_start_ms, last_read_ms, last_write_ms, linger_start_ms;
-	int64_t body_start_ms; /* the head ended: the body's allowance counts from here */
+	int64_t body_start_ms;       /* the head ended: the body's allowance counts from here */
 	char peer[INET6_ADDRSTRLEN]; /* the client's address; "" when not known */
 	bool close_after;
 	bool flush_queued, reap_queued;
-	struct hconn *next_flush, *next_reap;
-	struct hconn *prev, *next; /* h->conns */
-	struct hconn *next_free;
+	struct list flush_link; /* h->flushq while flush_queued */
+	struct list link;       /* h->conns while open, then h->reaped, then h->pool */
 };
 
 struct httpd {
@@ -129,13 +130,12 @@ struct httpd {
 	bool accept_backoff;  /* out of fds: waiting for accept_retry */
 	bool closing;
 	struct event *flush_ev;
-	struct hconn *flush_head, *flush_tail;
+	struct list flushq; /* connections with output to write this turn, in order */
 	struct event *reap_ev;
-	struct hconn *reap_list;
-	struct hconn *conns;
-	struct hconn *pool;
-	size_t n_conns, n_pool, n_active;
-	size_t pool_low; /* the fewest pooled since the last httpd_trim */
+	struct list reaped; /* closed this turn: pooled on the next */
+	struct list conns;
+	struct pool pool; /* closed connections with their buffers */
+	size_t n_conns, n_active;
 	uint64_t accepted;
 	uint64_t responses[6];
 	unsigned id_prefix;
@@ -145,6 +145,7 @@ struct httpd {
 
 static const http_parser_settings parser_settings;
 static void conn_close(struct hconn *c);
+static void conn_destroy(void *obj);
 static void conn_queue_flush(struct hconn *c);
 static void conn_arm(struct hconn *c);
 static void conn_parse_pending(struct hconn *c);
@@ -995,14 +996,12 @@ static void on_flush(evutil_socket_t fd, short what, void *arg)
 	struct httpd *h = arg;
 	(void)fd;
 	(void)what;
-	while (h->flush_head != NULL) {
-		struct hconn *c = h->flush_head;
-		h->flush_head = c->next_flush;
-		if (h->flush_head == NULL)
-			h->flush_tail = NULL;
+	/* The first each time: writing may close (and unlink) any other. */
+	struct list *first;
+	while ((first = list_first(&h->flushq)) != NULL) {
+		struct hconn *c = LIST_ITEM(first, struct hconn, flush_link);
+		list_remove(first);
 		c->flush_queued = false;
-		if (c->state == HC_DEAD)
-			continue;
 		conn_write(c);
 		/* Pipelined requests go on once the answer before them ended
 		 * and its client keeps up. */
@@ -1023,12 +1022,7 @@ static void conn_queue_flush(struct hconn *c)
 		return;
 	struct httpd *h = c->h;
 	c->flush_queued = true;
-	c->next_flush = NULL;
-	if (h->flush_tail != NULL)
-		h->flush_tail->next_flush = c;
-	else
-		h->flush_head = c;
-	h->flush_tail = c;
+	list_insert_tail(&h->flushq, &c->flush_link);
 	event_active(h->flush_ev, EV_TIMEOUT, 1);
 }
 
@@ -1144,13 +1138,13 @@ static void on_reap(evutil_socket_t fd, short what, void *arg)
 	struct httpd *h = arg;
 	(void)fd;
 	(void)what;
-	while (h->reap_list != NULL) {
-		struct hconn *c = h->reap_list;
-		h->reap_list = c->next_reap;
+	struct list *first;
+	while ((first = list_first(&h->reaped)) != NULL) {
+		struct hconn *c = LIST_ITEM(first, struct hconn, link);
+		list_remove(first);
 		c->reap_queued = false;
-		c->next_free = h->pool;
-		h->pool = c;
-		h->n_pool++;
+		if (!pool_put(&h->pool, c))
+			conn_destroy(c);
 	}
 }
 
@@ -1181,16 +1175,15 @@ static void conn_close(struct hconn *c)
 		c->pend = NULL;
 		c->pend_cap = 0;
 	}
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		h->conns = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
-	c->prev = c->next = NULL;
+	/* Off the flush queue now, rather than skipped there later: a pooled
+	 * (or reused) connection is on no queue. */
+	if (c->flush_queued) {
+		list_remove(&c->flush_link);
+		c->flush_queued = false;
+	}
+	list_remove(&c->link);
 	h->n_conns--;
-	c->next_reap = h->reap_list;
-	h->reap_list = c;
+	list_insert_head(&h->reaped, &c->link);
 	c->reap_queued = true;
 	event_active(h->reap_ev, EV_TIMEOUT, 1);
 	update_listener(h);
@@ -1198,14 +1191,9 @@ static void conn_close(struct hconn *c)
 
 static struct hconn *conn_get(struct httpd *h)
 {
-	struct hconn *c = h->pool;
-	if (c != NULL) {
-		h->pool = c->next_free;
-		h->n_pool--;
-		if (h->n_pool < h->pool_low)
-			h->pool_low = h->n_pool;
+	struct hconn *c = pool_get(&h->pool);
+	if (c != NULL)
 		return c;
-	}
 	c = calloc(1, sizeof(*c));
 	if (c == NULL)
 		return NULL;
@@ -1220,8 +1208,9 @@ static struct hconn *conn_get(struct httpd *h)
 	return c;
 }
 
-static void conn_destroy(struct hconn *c)
+static void conn_destroy(void *obj)
 {
+	struct hconn *c = obj;
 	free(c->req.head);
 	free(c->req.hdrs);
 	free(c->req.body);
@@ -1273,11 +1262,7 @@ static int adopt(struct httpd *h, evutil_socket_t fd, const struct sockaddr *pee
 	evtimer_assign(&c->timer, h->base, on_timer, c);
 	c->rd_added = event_add(&c->rd, NULL) == 0;
 	c->wr_added = false;
-	c->prev = NULL;
-	c->next = h->conns;
-	if (h->conns)
-		h->conns->prev = c;
-	h->conns = c;
+	list_insert_head(&h->conns, &c->link);
 	h->n_conns++;
 	h->accepted++;
 	conn_arm(c);
@@ -1400,6 +1385,10 @@ struct httpd *httpd_new(struct event_base *base, const char *listen, const struc
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
+	list_init(&h->flushq);
+	list_init(&h->reaped);
+	list_init(&h->conns);
+	pool_init(&h->pool, offsetof(struct hconn, link), 0);
 	h->base = base;
 	h->conf = *conf;
 	h->on_request = on_request;
@@ -1446,14 +1435,11 @@ void httpd_free(struct httpd *h)
 {
 	if (h == NULL)
 		return;
-	while (h->conns != NULL)
-		conn_gone(h->conns);
+	struct list *first;
+	while ((first = list_first(&h->conns)) != NULL)
+		conn_gone(LIST_ITEM(first, struct hconn, link));
 	on_reap(-1, 0, h);
-	while (h->pool != NULL) {
-		struct hconn *c = h->pool;
-		h->pool = c->next_free;
-		conn_destroy(c);
-	}
+	pool_trim(&h->pool, true, conn_destroy);
 	if (h->listener != NULL)
 		evconnlistener_free(h->listener);
 	if (h->flush_ev != NULL)
@@ -1467,22 +1453,7 @@ void httpd_free(struct httpd *h)
 
 size_t httpd_trim(struct httpd *h, bool all)
 {
-	size_t n = 0, want = all ? h->n_pool : h->pool_low;
-	struct hconn **pp = &h->pool;
-	while (n < want && *pp != NULL) {
-		struct hconn *c = *pp;
-		if (c->flush_queued) {
-			/* Closed while queued for a flush: on_flush still reads it. */
-			pp = &c->next_free;
-			continue;
-		}
-		*pp = c->next_free;
-		h->n_pool--;
-		conn_destroy(c);
-		n++;
-	}
-	h->pool_low = h->n_pool;
-	return n;
+	return pool_trim(&h->pool, all, conn_destroy);
 }
 
 void httpd_get_stats(const struct httpd *h, struct httpd_stats *st)
@@ -1492,11 +1463,14 @@ void httpd_get_stats(const struct httpd *h, struct httpd_stats *st)
 	st->connections = h->n_conns;
 	st->active = h->n_active;
 	st->busy = 0;
-	for (const struct hconn *c = h->conns; c != NULL; c = c->next)
+	struct list *node, *tmp;
+	LIST_FOR_EACH_SAFE(node, tmp, &h->conns) {
+		const struct hconn *c = LIST_ITEM(node, struct hconn, link);
 		if (c->state == HC_READING || c->state == HC_ACTIVE ||
 		    (c->state == HC_CLOSING && evbuffer_get_length(c->out) > 0) ||
 		    (c->state == HC_IDLE && c->pend_len > 0))
 			st->busy++;
+	}
 }
 
 /* ---- the request, read side ---- */

@@ -42,7 +42,9 @@
 #include "proxy/reqstats.h"
 #include "core/clock.h"
 #include "core/grow.h"
+#include "core/list.h"
 #include "core/log.h"
+#include "core/pool.h"
 #include "http/headers.h"
 #include "provider/tokens.h"
 #include "provider/usage_strip.h"
@@ -116,8 +118,7 @@ struct exchange {
 	 * on; NULL otherwise. Static. */
 	const char *retry_stop;
 	bool client_closed;
-	struct exchange *prev, *next; /* xs->live */
-	struct exchange *next_reap;   /* xs->reap_list, then xs->pool */
+	struct list link; /* on xs->live, then xs->reap_list, then in xs->pool */
 
 	/* Kept across uses (exchanges are pooled): no allocation per request
 	 * once warm. */
@@ -137,11 +138,10 @@ struct exchanges {
 	struct lanes *lanes;
 	struct reqstats *stats; /* per provider: what /metrics reports */
 	struct event *reap;
-	struct exchange *live;
-	struct exchange *reap_list;
-	struct exchange *pool; /* finished exchanges kept for reuse */
-	size_t n_live, n_pool;
-	size_t pool_low;    /* the fewest pooled since the last exchanges_trim */
+	struct list live;      /* exchanges not finished */
+	struct list reap_list; /* finished, recycled on the next loop turn */
+	struct pool pool;      /* recycled, kept for reuse */
+	size_t n_live;
 	struct event *idle; /* armed when the last exchange in flight ends */
 	unsigned idle_ms;
 	void (*idle_fn)(void *);
@@ -344,32 +344,24 @@ static void on_reap(evutil_socket_t fd, short what, void *arg)
 	struct exchanges *xs = arg;
 	(void)fd;
 	(void)what;
-	while (xs->reap_list != NULL) {
-		struct exchange *x = xs->reap_list;
-		xs->reap_list = x->next_reap;
-		exchange_recycle(x);
-		if (xs->n_pool >= POOL_MAX) {
+	while (!list_empty(&xs->reap_list)) {
+		struct exchange *x = LIST_ITEM(list_first(&xs->reap_list), struct exchange, link);
+		list_remove(&x->link);
+		exchange_recycle(x); /* clears the link too: the pool links it again */
+		if (!pool_put(&xs->pool, x))
 			exchange_destroy(x);
-			continue;
-		}
-		x->next_reap = xs->pool;
-		xs->pool = x;
-		xs->n_pool++;
 	}
 }
 
 static struct exchange *exchange_get(struct exchanges *xs)
 {
-	struct exchange *x = xs->pool;
-	if (x != NULL) {
-		xs->pool = x->next_reap;
-		x->next_reap = NULL;
-		xs->n_pool--;
-		if (xs->n_pool < xs->pool_low)
-			xs->pool_low = xs->n_pool;
-		return x;
-	}
-	return calloc(1, sizeof(*x));
+	struct exchange *x = pool_get(&xs->pool);
+	return x != NULL ? x : calloc(1, sizeof(*x));
+}
+
+static void exchange_destroy_cb(void *x)
+{
+	exchange_destroy(x);
 }
 
 /* Ends the exchange, undoing what its state holds: a transfer that still
@@ -405,20 +397,14 @@ static void finish(struct exchange *x)
 	observe(x);
 	x->client = NULL;
 	x->body = NULL;
-	if (x->prev)
-		x->prev->next = x->next;
-	else
-		xs->live = x->next;
-	if (x->next)
-		x->next->prev = x->prev;
+	list_remove(&x->link);
 	xs->n_live--;
 	if (xs->n_live == 0 && xs->idle_fn != NULL) {
 		struct timeval tv = {(time_t)(xs->idle_ms / 1000),
 		                     (suseconds_t)(xs->idle_ms % 1000 * 1000)};
 		evtimer_add(xs->idle, &tv);
 	}
-	x->next_reap = xs->reap_list;
-	xs->reap_list = x;
+	list_insert_tail(&xs->reap_list, &x->link);
 	event_active(xs->reap, EV_TIMEOUT, 1);
 }
 
@@ -745,10 +731,7 @@ void exchange_start(struct exchanges *xs, struct hreq *client, const struct exch
 		copy_str(x->agent, sizeof(x->agent), in->agent);
 	x->priority = in->priority;
 	tokens_sse_init(&x->sse_scan);
-	x->next = xs->live;
-	if (xs->live)
-		xs->live->prev = x;
-	xs->live = x;
+	list_insert_head(&xs->live, &x->link);
 	if (xs->n_live++ == 0)
 		evtimer_del(xs->idle);
 	hreq_set_events(client, &client_events, x);
@@ -1230,6 +1213,9 @@ struct exchanges *exchanges_new(struct event_base *base, struct upstream *up,
 	xs->base = base;
 	xs->up = up;
 	xs->cref = config_ref_get(cref);
+	list_init(&xs->live);
+	list_init(&xs->reap_list);
+	pool_init(&xs->pool, offsetof(struct exchange, link), POOL_MAX);
 	xs->stats = reqstats_new();
 	if (xs->stats != NULL)
 		reqstats_bind(xs->stats, cref->cfg);
@@ -1255,8 +1241,8 @@ struct exchanges *exchanges_new(struct event_base *base, struct upstream *up,
 
 void exchanges_abort_all(struct exchanges *xs)
 {
-	while (xs->live != NULL) {
-		struct exchange *x = xs->live;
+	while (!list_empty(&xs->live)) {
+		struct exchange *x = LIST_ITEM(list_first(&xs->live), struct exchange, link);
 		/* answer() cuts a response that has begun. */
 		answer(x, 503, "shutting_down", "pacerd stopped before the upstream answered",
 		       1000);
@@ -1297,29 +1283,17 @@ void exchanges_on_idle(struct exchanges *xs, unsigned ms, void (*fn)(void *), vo
 
 size_t exchanges_trim(struct exchanges *xs, bool all)
 {
-	size_t n = all ? xs->n_pool : xs->pool_low;
-	for (size_t i = 0; i < n && xs->pool != NULL; i++) {
-		struct exchange *x = xs->pool;
-		xs->pool = x->next_reap;
-		xs->n_pool--;
-		exchange_destroy(x);
-	}
-	xs->pool_low = xs->n_pool;
-	return n;
+	return pool_trim(&xs->pool, all, exchange_destroy_cb);
 }
 
 void exchanges_free(struct exchanges *xs)
 {
 	if (xs == NULL)
 		return;
-	while (xs->live != NULL)
-		finish(xs->live);
+	while (!list_empty(&xs->live))
+		finish(LIST_ITEM(list_first(&xs->live), struct exchange, link));
 	on_reap(-1, 0, xs);
-	while (xs->pool != NULL) {
-		struct exchange *x = xs->pool;
-		xs->pool = x->next_reap;
-		exchange_destroy(x);
-	}
+	pool_trim(&xs->pool, true, exchange_destroy_cb);
 	lanes_free(xs->lanes);
 	if (xs->reap != NULL)
 		event_free(xs->reap);

@@ -31,8 +31,10 @@
 #include "core/clock.h"
 #include "core/config.h"
 #include "core/grow.h"
-#include "http/headers.h"
+#include "core/list.h"
 #include "core/log.h"
+#include "core/pool.h"
+#include "http/headers.h"
 
 #define UP_HEADER_BYTES_MAX (64 * 1024)
 #define UP_HEADERS_MAX 256
@@ -43,9 +45,10 @@ struct sock_ev {
 	struct event ev; /* assigned again only when the mask changes */
 	struct upstream *up;
 	curl_socket_t fd;
-	int what;    /* CURL_POLL_IN / OUT / INOUT registered; 0: none */
-	bool parked; /* libcurl removed it, but it is a pooled connection's */
-	struct sock_ev *next_free;
+	int what;         /* CURL_POLL_IN / OUT / INOUT registered; 0: none */
+	bool parked;      /* libcurl removed it, but it is a pooled connection's */
+	/* cppcheck-suppress unusedStructMember ; the pool links through it (offsetof) */
+	struct list link; /* up->sock_pool while unused */
 };
 
 struct hdr_off {
@@ -70,11 +73,10 @@ struct up_xfer {
 	size_t hoff_cap;
 	size_t nh;
 	bool headers_done, paused, aborted, too_large;
-	bool active; /* added to the multi handle */
-	bool doomed; /* aborted with libcurl on the stack: on up->doomed */
-	struct up_xfer *next_free;
-	struct up_xfer *next_doomed;
-	struct up_xfer *prev_active, *next_active;
+	bool active;      /* added to the multi handle */
+	bool doomed;      /* aborted with libcurl on the stack: on up->doomed */
+	struct list link; /* up->active while active, else up->xfer_pool */
+	struct list doomed_link;
 };
 
 struct upstream {
@@ -82,16 +84,14 @@ struct upstream {
 	CURLM *multi;
 	CURLSH *share;
 	struct event *timer;
-	struct event *reap; /* removes transfers aborted inside libcurl callbacks */
-	struct up_xfer *free_list;
-	size_t n_free;
-	size_t free_low; /* the fewest on free_list since the last upstream_trim */
-	struct up_xfer *active;
-	struct up_xfer *doomed; /* aborted while libcurl was on the stack */
-	int in_curl; /* > 0 while a libcurl call that may run callbacks is on the stack */
+	struct event *reap;    /* removes transfers aborted inside libcurl callbacks */
+	struct pool xfer_pool; /* transfers that ended, with their easy handles */
+	struct list active;
+	struct list doomed; /* aborted while libcurl was on the stack */
+	int in_curl;        /* > 0 while a libcurl call that may run callbacks is on the stack */
 	struct sock_ev **socks; /* by fd; NULL where we watch nothing */
 	size_t n_socks;
-	struct sock_ev *sock_free;
+	struct pool sock_pool; /* not trimmed: small, one per socket open at the peak */
 	/* "Soon" timeouts run in the same loop turn; this many in a row at
 	 * most before one waits for the next turn, so that a libcurl asking
 	 * for 0 again and again cannot starve the loop. */
@@ -150,10 +150,8 @@ static struct sock_ev *sock_get(struct upstream *up, curl_socket_t fd)
 		up->socks = t;
 		up->n_socks = n;
 	}
-	struct sock_ev *s = up->sock_free;
-	if (s != NULL)
-		up->sock_free = s->next_free;
-	else if ((s = calloc(1, sizeof(*s))) == NULL)
+	struct sock_ev *s = pool_get(&up->sock_pool);
+	if (s == NULL && (s = calloc(1, sizeof(*s))) == NULL)
 		return NULL;
 	s->up = up;
 	s->fd = fd;
@@ -170,8 +168,8 @@ static void sock_put(struct sock_ev *s)
 	if (s->what != 0)
 		event_del(&s->ev);
 	up->socks[s->fd] = NULL;
-	s->next_free = up->sock_free;
-	up->sock_free = s;
+	if (!pool_put(&up->sock_pool, s))
+		free(s);
 }
 
 static void socket_action(struct upstream *up, curl_socket_t fd, int flags)
@@ -375,8 +373,9 @@ static void reap_doomed(evutil_socket_t fd, short what, void *arg)
 	struct upstream *up = arg;
 	(void)fd;
 	(void)what;
-	while (up->doomed != NULL)
-		xfer_release(up->doomed); /* unlinks it */
+	struct list *first;
+	while ((first = list_first(&up->doomed)) != NULL)
+		xfer_release(LIST_ITEM(first, struct up_xfer, doomed_link)); /* unlinks it */
 }
 
 /* ---- timeouts kept by us: first byte and idle (libcurl has only connect and
@@ -557,12 +556,8 @@ static void on_resume(evutil_socket_t fd, short what, void *arg)
 
 static struct up_xfer *xfer_get(struct upstream *up)
 {
-	struct up_xfer *x = up->free_list;
+	struct up_xfer *x = pool_get(&up->xfer_pool);
 	if (x != NULL) {
-		up->free_list = x->next_free;
-		up->n_free--;
-		if (up->n_free < up->free_low)
-			up->free_low = up->n_free;
 		curl_easy_reset(x->easy);
 		return x;
 	}
@@ -586,8 +581,9 @@ static struct up_xfer *xfer_get(struct upstream *up)
 	return x;
 }
 
-static void xfer_destroy(struct up_xfer *x)
+static void xfer_destroy(void *obj)
 {
+	struct up_xfer *x = obj;
 	curl_easy_cleanup(x->easy);
 	event_free(x->timer);
 	event_free(x->resume);
@@ -602,29 +598,20 @@ static void xfer_release(struct up_xfer *x)
 {
 	struct upstream *up = x->up;
 	if (x->doomed) {
-		struct up_xfer **pp = &up->doomed;
-		while (*pp != x)
-			pp = &(*pp)->next_doomed;
-		*pp = x->next_doomed;
+		list_remove(&x->doomed_link);
 		x->doomed = false;
 	}
 	if (x->active) {
 		curl_multi_remove_handle(up->multi, x->easy);
 		x->active = false;
-		if (x->prev_active)
-			x->prev_active->next_active = x->next_active;
-		else
-			up->active = x->next_active;
-		if (x->next_active)
-			x->next_active->prev_active = x->prev_active;
+		list_remove(&x->link);
 	}
 	evtimer_del(x->timer);
 	event_del(x->resume);
 	x->h = NULL;
 	x->ctx = NULL;
-	x->next_free = up->free_list;
-	up->free_list = x;
-	up->n_free++;
+	if (!pool_put(&up->xfer_pool, x))
+		xfer_destroy(x);
 }
 
 void upstream_abort(struct up_xfer *x)
@@ -641,8 +628,7 @@ void upstream_abort(struct up_xfer *x)
 	/* libcurl is on the stack (this came from one of our callbacks): the
 	 * callbacks now refuse data, and the handle is removed next loop turn. */
 	x->doomed = true;
-	x->next_doomed = up->doomed;
-	up->doomed = x;
+	list_insert_head(&up->doomed, &x->doomed_link);
 	event_active(up->reap, 0, 0);
 }
 
@@ -727,31 +713,18 @@ struct up_xfer *upstream_start(struct upstream *up, const struct up_request *r,
 	if (curl_multi_add_handle(up->multi, e) != CURLM_OK) {
 		evtimer_del(x->timer);
 		x->h = NULL;
-		x->next_free = up->free_list;
-		up->free_list = x;
-		up->n_free++;
+		if (!pool_put(&up->xfer_pool, x))
+			xfer_destroy(x);
 		return NULL;
 	}
 	x->active = true;
-	x->prev_active = NULL;
-	x->next_active = up->active;
-	if (up->active)
-		up->active->prev_active = x;
-	up->active = x;
+	list_insert_head(&up->active, &x->link);
 	return x;
 }
 
 size_t upstream_trim(struct upstream *up, bool all)
 {
-	size_t n = all ? up->n_free : up->free_low;
-	for (size_t i = 0; i < n && up->free_list != NULL; i++) {
-		struct up_xfer *x = up->free_list;
-		up->free_list = x->next_free;
-		up->n_free--;
-		xfer_destroy(x);
-	}
-	up->free_low = up->n_free;
-	return n;
+	return pool_trim(&up->xfer_pool, all, xfer_destroy);
 }
 
 struct upstream *upstream_new(struct event_base *base, char *err, size_t errlen)
@@ -761,6 +734,10 @@ struct upstream *upstream_new(struct event_base *base, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
+	pool_init(&up->xfer_pool, offsetof(struct up_xfer, link), 0);
+	list_init(&up->active);
+	list_init(&up->doomed);
+	pool_init(&up->sock_pool, offsetof(struct sock_ev, link), 0);
 	up->base = base;
 	up->multi = curl_multi_init();
 	up->share = curl_share_init();
@@ -788,25 +765,19 @@ void upstream_free(struct upstream *up)
 {
 	if (up == NULL)
 		return;
-	while (up->active != NULL) {
-		up->active->aborted = true;
-		xfer_release(up->active);
+	struct list *first;
+	while ((first = list_first(&up->active)) != NULL) {
+		struct up_xfer *x = LIST_ITEM(first, struct up_xfer, link);
+		x->aborted = true;
+		xfer_release(x);
 	}
-	while (up->free_list != NULL) {
-		struct up_xfer *x = up->free_list;
-		up->free_list = x->next_free;
-		xfer_destroy(x);
-	}
+	pool_trim(&up->xfer_pool, true, xfer_destroy);
 	if (up->multi)
 		curl_multi_cleanup(up->multi); /* closes the pool through close_socket_cb */
 	for (size_t fd = 0; fd < up->n_socks; fd++)
 		if (up->socks[fd] != NULL)
 			sock_put(up->socks[fd]);
-	while (up->sock_free != NULL) {
-		struct sock_ev *s = up->sock_free;
-		up->sock_free = s->next_free;
-		free(s);
-	}
+	pool_trim(&up->sock_pool, true, free);
 	free(up->socks);
 	if (up->share)
 		curl_share_cleanup(up->share);

@@ -9,8 +9,8 @@
 struct fairq_level {
 	int priority;
 	size_t n, n_flows;
-	double vtime; /* tag of this priority's last request dispatched */
-	struct fairq_node *head, *tail;
+	double vtime;        /* tag of this priority's last request dispatched */
+	struct list waiting; /* oldest first; never empty while the level exists */
 };
 
 struct fairq_flow {
@@ -24,6 +24,14 @@ struct fairq_flow {
 #define LEVELS_MIN_CAP 2
 
 /* ---- priorities: a small array, highest first ---- */
+
+/* Levels [from, n_levels) were moved in the array: their lists' ends point
+ * back at their new places. */
+static void levels_moved(struct fairq *q, size_t from)
+{
+	for (size_t i = from; i < q->n_levels; i++)
+		list_moved(&q->levels[i].waiting);
+}
 
 static struct fairq_level *level_find(const struct fairq *q, int priority)
 {
@@ -43,6 +51,7 @@ static bool levels_reserve(struct fairq *q)
 		return false;
 	q->levels = l;
 	q->levels_cap = cap;
+	levels_moved(q, 0);
 	return true;
 }
 
@@ -56,8 +65,10 @@ static struct fairq_level *level_get(struct fairq *q, int priority)
 		return &q->levels[i];
 	memmove(&q->levels[i + 1], &q->levels[i], (q->n_levels - i) * sizeof(q->levels[0]));
 	q->n_levels++;
+	levels_moved(q, i + 1);
 	memset(&q->levels[i], 0, sizeof(q->levels[i]));
 	q->levels[i].priority = priority;
+	list_init(&q->levels[i].waiting);
 	return &q->levels[i];
 }
 
@@ -66,6 +77,7 @@ static void level_delete(struct fairq *q, struct fairq_level *l)
 	size_t i = (size_t)(l - q->levels);
 	memmove(&q->levels[i], &q->levels[i + 1], (q->n_levels - i - 1) * sizeof(q->levels[0]));
 	q->n_levels--;
+	levels_moved(q, i);
 }
 
 /* ---- flows: open addressing, at most half full, backward-shift deletion ---- */
@@ -148,13 +160,7 @@ bool fairq_push(struct fairq *q, struct fairq_node *node, int priority, uint64_t
 	node->cost = cost > 0 ? cost : 1;
 	node->tag = f->finish > l->vtime ? f->finish : l->vtime;
 	f->finish = node->tag + node->cost;
-	node->next = NULL;
-	node->prev = l->tail;
-	if (l->tail != NULL)
-		l->tail->next = node;
-	else
-		l->head = node;
-	l->tail = node;
+	list_insert_tail(&l->waiting, &node->link);
 	l->n++;
 	q->n++;
 	return true;
@@ -165,15 +171,7 @@ void fairq_leave(struct fairq *q, struct fairq_node *node, bool dispatched)
 	struct fairq_level *l = level_find(q, node->priority);
 	if (dispatched && node->tag > l->vtime)
 		l->vtime = node->tag;
-	if (node->prev != NULL)
-		node->prev->next = node->next;
-	else
-		l->head = node->next;
-	if (node->next != NULL)
-		node->next->prev = node->prev;
-	else
-		l->tail = node->prev;
-	node->prev = node->next = NULL;
+	list_remove(&node->link);
 	/* A flow with nothing waiting is forgotten: its next request starts at
 	 * V, as a flow that comes back in DRR starts with no deficit. */
 	struct fairq_flow *f = flow_find(q, node->flow, node->priority);
@@ -192,7 +190,8 @@ struct fairq_node *fairq_oldest(const struct fairq *q,
 {
 	struct fairq_node *best = NULL;
 	for (size_t i = 0; i < q->n_levels; i++) {
-		struct fairq_node *h = q->levels[i].head;
+		struct fairq_node *h =
+		    LIST_ITEM(list_first(&q->levels[i].waiting), struct fairq_node, link);
 		if (best == NULL || arrived(h) < arrived(best))
 			best = h;
 	}
@@ -201,7 +200,9 @@ struct fairq_node *fairq_oldest(const struct fairq *q,
 
 struct fairq_node *fairq_newest_lowest(const struct fairq *q)
 {
-	return q->n_levels > 0 ? q->levels[q->n_levels - 1].tail : NULL;
+	if (q->n_levels == 0)
+		return NULL;
+	return LIST_ITEM(list_last(&q->levels[q->n_levels - 1].waiting), struct fairq_node, link);
 }
 
 size_t fairq_ahead(const struct fairq *q, int priority, const uint64_t *flow)

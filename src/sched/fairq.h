@@ -24,15 +24,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/list.h"
+
 #define FAIRQ_PRIORITY_MIN (-100)
 #define FAIRQ_PRIORITY_MAX 100
 
 /* Embedded in each waiting request. */
 struct fairq_node {
-	struct fairq_node *prev, *next; /* its priority's arrival order */
-	uint64_t flow;                  /* 0 is a flow like any other */
-	double tag;                     /* start tag: its order inside its priority */
-	double cost;                    /* > 0 */
+	struct list link; /* its priority's arrival order */
+	uint64_t flow;    /* 0 is a flow like any other */
+	double tag;       /* start tag: its order inside its priority */
+	double cost;      /* > 0 */
 	int priority;
 };
 

@@ -98,6 +98,7 @@ struct registry *registry_new(void)
 	struct registry *reg = calloc(1, sizeof(*reg));
 	if (reg == NULL)
 		return NULL;
+	sched_idle_list_init(&reg->idle);
 	reg->n_buckets = 64;
 	reg->buckets = calloc(reg->n_buckets, sizeof(*reg->buckets));
 	if (reg->buckets == NULL) {
@@ -221,10 +222,12 @@ size_t registry_evict_idle(struct registry *reg, int64_t now_ms, int64_t idle_ms
                            void (*on_evict)(struct sched_lane *lane, void *arg), void *arg)
 {
 	size_t evicted = 0;
+	struct sched_lane *cold;
 	/* Coldest first; the first lane not idle long enough ends the sweep,
 	 * as every lane after it was active later. */
-	while (reg->idle.cold != NULL && now_ms - reg->idle.cold->last_active_ms >= idle_ms) {
-		evict(reg, reg->idle.cold, on_evict, arg);
+	while ((cold = sched_idle_coldest(&reg->idle)) != NULL &&
+	       now_ms - cold->last_active_ms >= idle_ms) {
+		evict(reg, cold, on_evict, arg);
 		evicted++;
 	}
 	return evicted;
@@ -246,9 +249,10 @@ struct sched_lane *registry_lane(struct registry *reg, const struct config *cfg,
 
 	if (reg->count >= cfg->limits.max_lanes) {
 		/* Make room: the least recently active lane with nothing to do. */
-		if (reg->idle.cold == NULL)
+		struct sched_lane *cold = sched_idle_coldest(&reg->idle);
+		if (cold == NULL)
 			return NULL;
-		evict(reg, reg->idle.cold, on_evict, arg);
+		evict(reg, cold, on_evict, arg);
 	}
 	struct entry *e = calloc(1, sizeof(*e));
 	struct reg_name *name = e != NULL ? name_get(reg, prov->name) : NULL;

@@ -362,18 +362,9 @@ static void queue_remove(struct sched_lane *lane, struct sched_item *it, bool di
 
 static void idle_unlink(struct sched_lane *lane)
 {
-	struct sched_idle_list *l = lane->idle_list;
-	if (lane->idle_prev != NULL)
-		lane->idle_prev->idle_next = lane->idle_next;
-	else
-		l->cold = lane->idle_next;
-	if (lane->idle_next != NULL)
-		lane->idle_next->idle_prev = lane->idle_prev;
-	else
-		l->hot = lane->idle_prev;
-	lane->idle_prev = lane->idle_next = NULL;
+	list_remove(&lane->idle_link);
 	lane->idle_linked = false;
-	l->n--;
+	lane->idle_list->n--;
 }
 
 /* At the hot end. The list stays ordered by last_active_ms, so that an idle
@@ -383,15 +374,11 @@ static void idle_unlink(struct sched_lane *lane)
 static void idle_link(struct sched_lane *lane)
 {
 	struct sched_idle_list *l = lane->idle_list;
-	if (l->hot != NULL && lane->last_active_ms < l->hot->last_active_ms)
-		lane->last_active_ms = l->hot->last_active_ms;
-	lane->idle_prev = l->hot;
-	lane->idle_next = NULL;
-	if (l->hot != NULL)
-		l->hot->idle_next = lane;
-	else
-		l->cold = lane;
-	l->hot = lane;
+	struct list *last = list_last(&l->lanes);
+	const struct sched_lane *hot = last ? LIST_ITEM(last, struct sched_lane, idle_link) : NULL;
+	if (hot != NULL && lane->last_active_ms < hot->last_active_ms)
+		lane->last_active_ms = hot->last_active_ms;
+	list_insert_tail(&l->lanes, &lane->idle_link);
 	lane->idle_linked = true;
 	l->n++;
 }

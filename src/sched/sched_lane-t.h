@@ -20,6 +20,7 @@
 #include "sched/gcra.h"
 #include "sched/learned.h"
 #include "sched/pheap.h"
+#include "core/list.h"
 #include "sched/sched.h"
 
 /* The idle lanes of a registry, least recently active first: a lane is on it
@@ -27,9 +28,19 @@
  * one idle for longer than a TTL, never looks at a busy lane (nginx limit_req's
  * LRU queue). Owned by the registry; sched keeps it up to date. */
 struct sched_idle_list {
-	struct sched_lane *cold, *hot;
+	struct list lanes; /* of sched_lane.idle_link: coldest first, hottest last */
 	size_t n;
 };
+
+/* Sets up an empty list (the registry calls it once). */
+static inline void sched_idle_list_init(struct sched_idle_list *l)
+{
+	list_init(&l->lanes);
+	l->n = 0;
+}
+
+/* The least recently active idle lane, or NULL. */
+static inline struct sched_lane *sched_idle_coldest(const struct sched_idle_list *l);
 
 struct sched_agents; /* agents with requests in flight or passed over (sched.c) */
 
@@ -114,7 +125,13 @@ struct sched_lane {
 	int64_t last_active_ms; /* for idle eviction */
 	void *shell;            /* the event-loop side's state (its timer) */
 	struct sched_idle_list *idle_list;
-	struct sched_lane *idle_prev, *idle_next; /* toward cold, toward hot */
+	struct list idle_link; /* on idle_list while idle_linked */
 };
+
+static inline struct sched_lane *sched_idle_coldest(const struct sched_idle_list *l)
+{
+	struct list *first = list_first(&l->lanes);
+	return first != NULL ? LIST_ITEM(first, struct sched_lane, idle_link) : NULL;
+}
 
 #endif

@@ -16,6 +16,7 @@
 
 #include "core/clock.h"
 #include "core/config.h"
+#include "core/list.h"
 #include "core/log.h"
 #include "provider/ratelimit_headers.h"
 #include "sched/gcra.h"
@@ -31,7 +32,7 @@ static const char *const request_fields[GATES_N_WINDOWS] = {"r0", "r1", "r2", "r
 static const char *const learned_fields[RLH_N_BUDGETS] = {"l0", "l1", "l2", "l3"};
 
 struct shared_lease {
-	struct shared_lease *prev, *next; /* sh->leases: renewed while in flight */
+	struct list link; /* sh->leases: renewed while in flight */
 	uint64_t seq;
 	char leases_key[KEY_MAX];
 };
@@ -57,7 +58,7 @@ struct shared {
 	unsigned replicas;
 	char replica[64]; /* names this process's leases */
 	uint64_t lease_seq;
-	struct shared_lease *leases;
+	struct list leases; /* newest first */
 	struct event renew;
 	bool closing; /* shared_free: the lanes may be gone already */
 };
@@ -89,7 +90,11 @@ static void on_renew(evutil_socket_t fd, short what, void *arg)
 	struct shared *sh = arg;
 	(void)fd;
 	(void)what;
-	for (struct shared_lease *l = sh->leases; l != NULL && store_up(sh->store); l = l->next) {
+	struct list *node, *tmp;
+	LIST_FOR_EACH_SAFE(node, tmp, &sh->leases) {
+		if (!store_up(sh->store))
+			break;
+		const struct shared_lease *l = LIST_ITEM(node, struct shared_lease, link);
 		char member[MEMBER_MAX];
 		struct store_cmd cmd;
 		member_of(sh, l->seq, member);
@@ -121,10 +126,7 @@ struct shared_lease *shared_dispatched(struct shared *sh, struct shared_lane *sl
 	}
 	l->seq = seq;
 	memcpy(l->leases_key, sl->leases_key, KEY_MAX);
-	l->next = sh->leases;
-	if (sh->leases != NULL)
-		sh->leases->prev = l;
-	sh->leases = l;
+	list_insert_head(&sh->leases, &l->link);
 	return l;
 }
 
@@ -133,12 +135,7 @@ void shared_release(struct shared *sh, struct shared_lease *l)
 	if (sh == NULL || l == NULL)
 		return;
 	release_member(sh, l->leases_key, l->seq);
-	if (l->prev != NULL)
-		l->prev->next = l->next;
-	else
-		sh->leases = l->next;
-	if (l->next != NULL)
-		l->next->prev = l->prev;
+	list_remove(&l->link);
 	free(l);
 }
 
@@ -433,6 +430,7 @@ struct shared *shared_new(struct event_base *base, const struct config *cfg,
 		snprintf(err, errlen, "store: out of memory");
 		return NULL;
 	}
+	list_init(&sh->leases);
 	sh->hooks = *hooks;
 	snprintf(sh->prefix, sizeof(sh->prefix), "%s", cfg->store.redis.key_prefix);
 	/* A lane's keys outlive its state by the lanes' own idle time. */
@@ -467,11 +465,9 @@ void shared_free(struct shared *sh)
 		return;
 	sh->closing = true;
 	event_del(&sh->renew);
-	while (sh->leases != NULL) {
-		struct shared_lease *l = sh->leases;
-		sh->leases = l->next;
-		free(l);
-	}
+	struct list *node, *tmp;
+	LIST_FOR_EACH_SAFE(node, tmp, &sh->leases)
+		free(LIST_ITEM(node, struct shared_lease, link));
 	store_free(sh->store);
 	free(sh);
 }

@@ -18,6 +18,7 @@
 #pragma GCC diagnostic pop
 
 #include "core/config.h"
+#include "core/list.h"
 #include "core/log.h"
 #include "store/store_script.h"
 
@@ -35,7 +36,7 @@ static const double latency_bounds[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025,
  * first of reply, timeout or loss. */
 struct pending {
 	struct store *st;
-	struct pending *prev, *next;
+	struct list link; /* st->pending */
 	store_reply_fn fn;
 	void *arg;
 	bool answered;
@@ -63,7 +64,7 @@ struct store {
 	/* Every pending, oldest first. One timer watches the oldest, not one
 	 * per command: arming and disarming a timer per command cost as much
 	 * as the command itself. */
-	struct pending *oldest, *newest;
+	struct list pending;
 	struct event watchdog;
 	bool watchdog_armed;
 	struct store_stats stats;
@@ -112,35 +113,9 @@ static void set_up(struct store *st, bool up, const char *reason)
 
 /* ---- commands ---- */
 
-static void pending_unlink(struct pending *p)
-{
-	struct store *st = p->st;
-	if (p->prev != NULL)
-		p->prev->next = p->next;
-	else
-		st->oldest = p->next;
-	if (p->next != NULL)
-		p->next->prev = p->prev;
-	else
-		st->newest = p->prev;
-	p->prev = p->next = NULL;
-}
-
-static void pending_append(struct pending *p)
-{
-	struct store *st = p->st;
-	p->prev = st->newest;
-	p->next = NULL;
-	if (st->newest != NULL)
-		st->newest->next = p;
-	else
-		st->oldest = p;
-	st->newest = p;
-}
-
 static void pending_free(struct pending *p)
 {
-	pending_unlink(p);
+	list_remove(&p->link);
 	free(p);
 }
 
@@ -175,8 +150,8 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata)
 		p->lens[0] = 4;
 		p->argv[1] = store_script_source(p->script);
 		p->lens[1] = strlen(p->argv[1]);
-		pending_unlink(p);
-		pending_append(p);
+		list_remove(&p->link);
+		list_insert_tail(&st->pending, &p->link);
 		if (submit(st, p))
 			return;
 	}
@@ -201,6 +176,17 @@ static void arm_watchdog(struct store *st, int64_t in_us)
 	st->watchdog_armed = true;
 }
 
+static struct pending *oldest_unanswered(struct store *st)
+{
+	struct list *node, *tmp;
+	LIST_FOR_EACH_SAFE(node, tmp, &st->pending) {
+		struct pending *p = LIST_ITEM(node, struct pending, link);
+		if (!p->answered)
+			return p;
+	}
+	return NULL;
+}
+
 /* The oldest command not answered yet decides: past timeout_ms, the store
  * counts as down; else the watchdog sleeps until that command's deadline. */
 static void on_watchdog(evutil_socket_t fd, short what, void *arg)
@@ -212,9 +198,7 @@ static void on_watchdog(evutil_socket_t fd, short what, void *arg)
 	int64_t limit = (int64_t)st->timeout_ms * 1000;
 	struct pending *p = NULL;
 	for (int pass = 0; pass < 2; pass++) {
-		p = st->oldest;
-		while (p != NULL && p->answered)
-			p = p->next;
+		p = oldest_unanswered(st);
 		if (p == NULL)
 			return;
 		int64_t age = mono_us() - p->sent_us;
@@ -276,7 +260,7 @@ static struct pending *pending_new(struct store *st, int argc, const char *const
 		p->lens[i] = lens[i];
 		text += lens[i] + 1;
 	}
-	pending_append(p);
+	list_insert_tail(&st->pending, &p->link);
 	return p;
 }
 
@@ -504,6 +488,7 @@ struct store *store_new(struct event_base *base, const struct config *cfg,
 		snprintf(err, errlen, "store: out of memory");
 		return NULL;
 	}
+	list_init(&st->pending);
 	st->base = base;
 	snprintf(st->address, sizeof(st->address), "%s", cfg->store.redis.address);
 	st->stats.address = st->address;
@@ -541,8 +526,9 @@ void store_free(struct store *st)
 		st->ac = NULL;
 		redisAsyncFree(ac); /* on_reply(NULL) frees each pending */
 	}
-	while (st->oldest != NULL)
-		pending_free(st->oldest); /* not sent (never happens) */
+	struct list *first;
+	while ((first = list_first(&st->pending)) != NULL)
+		pending_free(LIST_ITEM(first, struct pending, link)); /* not sent (never happens) */
 	free(st);
 }
 

@@ -171,6 +171,41 @@ START_TEST(oldest_and_newest_lowest)
 }
 END_TEST
 
+/* Levels live in an array that grows and shifts as priorities come and go;
+ * each carries its arrival order along (the lists' ends follow the move). */
+START_TEST(levels_move_with_their_requests)
+{
+	/* Rising priorities: each new level goes first, shifting the others,
+	 * and the array grows at 2, 4 and 8. */
+	for (int p = 0; p < 9; p++) {
+		push(2 * p, p, 1, 1);
+		push(2 * p + 1, p, 2, 1);
+		ck_assert_ptr_eq(fairq_newest_lowest(&q), &reqs[1].fq);
+	}
+	ck_assert_int_eq(q.n_levels, 9);
+	/* Priority 4 empties: the levels below it shift up. */
+	for (int i = 8; i < 10; i++) {
+		pheap_remove(&heap, &reqs[i].hn);
+		fairq_leave(&q, &reqs[i].fq, false);
+	}
+	ck_assert_int_eq(q.n_levels, 8);
+	ck_assert_ptr_eq(fairq_newest_lowest(&q), &reqs[1].fq);
+	ck_assert_ptr_eq(fairq_oldest(&q, arrived), &reqs[0].fq);
+	/* A level made in the middle again, then everything in order. */
+	push(20, 4, 3, 1);
+	for (int p = 8; p >= 0; p--) {
+		if (p == 4) {
+			ck_assert_int_eq(pop(), 20);
+			continue;
+		}
+		ck_assert_int_eq(pop(), 2 * p);
+		ck_assert_int_eq(pop(), 2 * p + 1);
+	}
+	ck_assert_int_eq(pop(), -1);
+	ck_assert_int_eq(q.n_levels, 0);
+}
+END_TEST
+
 START_TEST(ahead_counts_higher_priorities_and_one_turn_per_flow)
 {
 	for (int i = 0; i < 20; i++)
@@ -267,6 +302,7 @@ static Suite *fairq_suite(void)
 	tcase_add_test(t, higher_priority_first_then_fair_inside);
 	tcase_add_test(t, costs_weigh_the_share);
 	tcase_add_test(t, oldest_and_newest_lowest);
+	tcase_add_test(t, levels_move_with_their_requests);
 	tcase_add_test(t, ahead_counts_higher_priorities_and_one_turn_per_flow);
 	tcase_add_test(t, many_flows_grow_the_table);
 	tcase_add_loop_test(t, pheap_matches_a_scan, 0, 4);

@@ -782,16 +782,17 @@ START_TEST(idle_list_follows_the_lane)
 	fixed_concurrency(1);
 	plan.queue.max_wait_s = 10;
 	init_lane(AGENTS_OFF);
+	sched_idle_list_init(&list);
 	sched_lane_init(&other, prov, &plan, AGENTS_OFF, 500);
 	sched_lane_track_idle(&other, &list);
 	sched_lane_track_idle(&lane, &list);
 	ck_assert_int_eq(list.n, 2);
-	ck_assert_ptr_eq(list.cold, &other);
-	ck_assert_ptr_eq(list.hot, &lane);
+	ck_assert_ptr_eq(sched_idle_coldest(&list), &other);
+	ck_assert_ptr_eq(LIST_ITEM(list_last(&list.lanes), struct sched_lane, idle_link), &lane);
 
 	submit(&other, &items[0], 0, 0, 0, 2000); /* queued: busy */
 	ck_assert_int_eq(list.n, 1);
-	ck_assert_ptr_eq(list.cold, &lane);
+	ck_assert_ptr_eq(sched_idle_coldest(&list), &lane);
 	ck_assert_ptr_eq(sched_next(&other, 2000), &items[0]); /* in flight */
 	ck_assert_int_eq(list.n, 1);
 	sched_complete(&other, &items[0], SCHED_TRANSIENT, 2100);
@@ -799,7 +800,7 @@ START_TEST(idle_list_follows_the_lane)
 	ck_assert_int_eq(list.n, 1);
 	sched_cancel(&other, &items[0]);
 	ck_assert_int_eq(list.n, 2);
-	ck_assert_ptr_eq(list.hot, &other);
+	ck_assert_ptr_eq(LIST_ITEM(list_last(&list.lanes), struct sched_lane, idle_link), &other);
 	/* Cancelled without a clock: active no earlier than the hottest lane. */
 	ck_assert_int_ge(other.last_active_ms, lane.last_active_ms);
 
@@ -811,8 +812,8 @@ START_TEST(idle_list_follows_the_lane)
 	ck_assert_int_eq(list.n, 1);
 	sched_complete(&lane, &items[1], SCHED_SUCCESS, 13000);
 	ck_assert_int_eq(list.n, 2);
-	ck_assert_ptr_eq(list.hot, &lane);
-	ck_assert_ptr_eq(list.cold, &other);
+	ck_assert_ptr_eq(LIST_ITEM(list_last(&list.lanes), struct sched_lane, idle_link), &lane);
+	ck_assert_ptr_eq(sched_idle_coldest(&list), &other);
 
 	/* A refused request is a use too: the lane becomes the hottest. */
 	plan.queue.max_depth = 1;
@@ -823,14 +824,14 @@ START_TEST(idle_list_follows_the_lane)
 	ck_assert_int_eq(submit(&other, &items[4], 0, 0, 0, 15000), SCHED_QUEUE_FULL);
 	ck_assert_int_eq(list.n, 1);
 	sched_cancel(&other, &items[3]);
-	ck_assert_ptr_eq(list.hot, &other);
+	ck_assert_ptr_eq(LIST_ITEM(list_last(&list.lanes), struct sched_lane, idle_link), &other);
 	sched_lane_release(&other);
 	ck_assert_int_eq(list.n, 1);
-	ck_assert_ptr_eq(list.cold, &lane);
-	ck_assert_ptr_eq(list.hot, &lane);
+	ck_assert_ptr_eq(sched_idle_coldest(&list), &lane);
+	ck_assert_ptr_eq(LIST_ITEM(list_last(&list.lanes), struct sched_lane, idle_link), &lane);
 	sched_lane_release(&lane);
 	ck_assert_int_eq(list.n, 0);
-	ck_assert_ptr_null(list.cold);
+	ck_assert_ptr_null(sched_idle_coldest(&list));
 }
 END_TEST
 
