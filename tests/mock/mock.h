@@ -91,12 +91,12 @@ struct mock_limit_in {
 	const unsigned char *key_sha; /* 32 bytes, or NULL for requests without a key */
 	long cost_tokens;             /* prompt estimate + max_tokens (or 16) */
 	long input_tokens, output_tokens; /* its parts */
-	const char *model;            /* the model of the budgets: "" for none */
-	bool messages;                /* /v1/messages: Anthropic identity headers */
+	const char *model;                /* the model of the budgets: "" for none */
+	bool messages;                    /* /v1/messages: Anthropic identity headers */
 	const char *want_project, *want_org; /* OpenAI-Project / OpenAI-Organization, or NULL */
-	bool cacheable;               /* /v1/messages with a cache_control block */
-	long prefix_tokens;           /* tokens of the cacheable prefix (in input_tokens) */
-	unsigned char prefix_sha[32]; /* SHA-256 of the prefix */
+	bool cacheable;                      /* /v1/messages with a cache_control block */
+	long prefix_tokens;                  /* tokens of the cacheable prefix (in input_tokens) */
+	unsigned char prefix_sha[32];        /* SHA-256 of the prefix */
 };
 struct mock_limit_out {
 	struct mock_key *key; /* holds a concurrency slot when status == 0 */

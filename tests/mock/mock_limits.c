@@ -255,8 +255,9 @@ static int parse_groups(json_t *v, struct group **out, int *nout, char *err, siz
 		json_t *ms = json_object_get(e, "models"), *m;
 		size_t j;
 		if (!json_is_array(ms) || json_array_size(ms) == 0) {
-			snprintf(err, errlen,
-			         "\"model_limits\" entries need \"models\": a non-empty array of names");
+			snprintf(
+			    err, errlen,
+			    "\"model_limits\" entries need \"models\": a non-empty array of names");
 			goto fail;
 		}
 		g[i].models = calloc(json_array_size(ms), sizeof(char *));
@@ -273,7 +274,8 @@ static int parse_groups(json_t *v, struct group **out, int *nout, char *err, siz
 				for (size_t b = 0; b < g[a].nmodels; b++)
 					if (strcmp(g[a].models[b], json_string_value(m)) == 0) {
 						snprintf(err, errlen,
-						         "model \"%.63s\" is in two model_limits entries",
+						         "model \"%.63s\" is in two model_limits "
+						         "entries",
 						         json_string_value(m));
 						goto fail;
 					}
@@ -306,11 +308,11 @@ static int opt_string(json_t *o, const char *k, const char *dflt, char **out, ch
 	json_t *v = json_object_get(o, k);
 	if (v == NULL && dflt == NULL)
 		return 0;
-	if (v != NULL && (!json_is_string(v) || json_string_length(v) == 0 ||
-	                  json_string_length(v) >= 128 ||
-	                  strspn(json_string_value(v), "abcdefghijklmnopqrstuvwxyz"
-	                                               "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:-") !=
-	                      json_string_length(v))) {
+	if (v != NULL &&
+	    (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) >= 128 ||
+	     strspn(json_string_value(v),
+	            "abcdefghijklmnopqrstuvwxyz"
+	            "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:-") != json_string_length(v))) {
 		snprintf(err, errlen,
 		         "\"%s\" of a project must be 1..127 characters of [A-Za-z0-9._:-]", k);
 		return -1;
@@ -373,7 +375,8 @@ static int parse_projects(json_t *v, int ngroups, struct project **out, int *nou
 		json_array_foreach(ks, j, k)
 		{
 			if (!json_is_string(k) || json_string_length(k) == 0) {
-				snprintf(err, errlen, "\"keys\" of a project must be non-empty strings");
+				snprintf(err, errlen,
+				         "\"keys\" of a project must be non-empty strings");
 				goto fail;
 			}
 			unsigned int len = 0;
@@ -407,28 +410,17 @@ int mock_limits_configure(const char *text, size_t len, char *err, size_t errlen
 		json_decref(o);
 		return -1;
 	}
-	static const char *known[] = {"style",
-	                              "rpm",
-	                              "tpm",
-	                              "burst",
-	                              "itpm",
-	                              "otpm",
-	                              "lockout",
-	                              "window_grace_ms",
-	                              "concurrency",
-	                              "latency_ms",
-	                              "retry_after",
-	                              "retry_after_s",
-	                              "headers",
-	                              "quota_exhausted",
-	                              "capacity",
-	                              "overload_status",
-	                              "error_rate",
-	                              "error_status",
-	                              "seed",
-	                              "model_limits",
-	                              "projects",
-	                              "cache_ttl_ms"};
+	static const char *known[] = {"style",       "rpm",
+	                              "tpm",         "burst",
+	                              "itpm",        "otpm",
+	                              "lockout",     "window_grace_ms",
+	                              "concurrency", "latency_ms",
+	                              "retry_after", "retry_after_s",
+	                              "headers",     "quota_exhausted",
+	                              "capacity",    "overload_status",
+	                              "error_rate",  "error_status",
+	                              "seed",        "model_limits",
+	                              "projects",    "cache_ttl_ms"};
 	json_t *v;
 	struct cfg c = {.retry_after = true,
 	                .headers = true,
@@ -835,9 +827,9 @@ static json_t *cnt_add(json_t *obj, const char *name, const struct cnt *c)
 	const uint64_t v[] = {c->requests, c->passed, c->rate_limited, c->cache_reads,
 	                      c->cache_creations};
 	for (int i = 0; i < 5; i++)
-		json_object_set_new(e, f[i],
-		                    json_integer(json_integer_value(json_object_get(e, f[i])) +
-		                                 (json_int_t)v[i]));
+		json_object_set_new(
+		    e, f[i],
+		    json_integer(json_integer_value(json_object_get(e, f[i])) + (json_int_t)v[i]));
 	return e;
 }
 
@@ -959,8 +951,8 @@ static void budget_headers(struct evkeyvalq *h, const char *what, double limit, 
 
 /* The headers describe the model group's budget where it has one, else the top level's.
  * Input and output tokens only for a model group, Anthropic style. */
-static void ratelimit_headers(struct evkeyvalq *h, const struct budget *top,
-                              const struct group *g, const struct budget *gb)
+static void ratelimit_headers(struct evkeyvalq *h, const struct budget *top, const struct group *g,
+                              const struct budget *gb)
 {
 	if (g != NULL && g->l.rpm > 0)
 		budget_headers(h, "requests", g->l.rpm, gb->rq_level, rq_capacity(&g->l));
@@ -1139,14 +1131,15 @@ static int resolve_scope(const struct mock_limit_in *in, struct mock_key *k, str
 	struct project *pick = NULL;
 	for (int i = 0; i < cfg.nprojects && pick == NULL; i++) {
 		struct project *p = &cfg.projects[i];
-		if ((wp == NULL || strcmp(p->id, wp) == 0) && (wo == NULL || strcmp(p->org, wo) == 0) &&
-		    project_has(p, in->key_sha))
+		if ((wp == NULL || strcmp(p->id, wp) == 0) &&
+		    (wo == NULL || strcmp(p->org, wo) == 0) && project_has(p, in->key_sha))
 			pick = p;
 	}
 	if (pick == NULL && (wp != NULL || wo != NULL)) {
 		*code = wp != NULL ? "mismatched_project" : "mismatched_organization";
-		*msg = wp != NULL ? "OpenAI-Project header should match project for API key"
-		                  : "OpenAI-Organization header should match organization for API key";
+		*msg = wp != NULL
+		           ? "OpenAI-Project header should match project for API key"
+		           : "OpenAI-Organization header should match organization for API key";
 		return 401;
 	}
 	if (pick != NULL) {
@@ -1227,12 +1220,13 @@ static bool buckets_refuse(const struct limits *l, const struct budget *b, const
 			         "(%s) of %.0f requests per minute. Please try again later.",
 			         nm->org_a, l->rpm);
 		else
-			snprintf(msg, sizeof(msg),
-			         "Rate limit reached for requests in organization %s on requests "
-			         "per min (RPM): Limit %.0f, Used %.0f, Requested 1. Please try again "
-			         "in %s. Visit https://platform.openai.com/account/rate-limits to "
-			         "learn more.",
-			         nm->org, l->rpm, l->rpm - floor(b->rq_level), dur);
+			snprintf(
+			    msg, sizeof(msg),
+			    "Rate limit reached for requests in organization %s on requests "
+			    "per min (RPM): Limit %.0f, Used %.0f, Requested 1. Please try again "
+			    "in %s. Visit https://platform.openai.com/account/rate-limits to "
+			    "learn more.",
+			    nm->org, l->rpm, l->rpm - floor(b->rq_level), dur);
 		refuse(out, "requests", msg, rid);
 		return true;
 	}
@@ -1245,18 +1239,20 @@ static bool buckets_refuse(const struct limits *l, const struct budget *b, const
 			         "(%s) of %.0f tokens per minute. Please try again later.",
 			         nm->org_a, l->tpm);
 		else
-			snprintf(msg, sizeof(msg),
-			         "Rate limit reached for %s in organization %s on tokens per min "
-			         "(TPM): Limit %.0f, Used %.0f, Requested %ld. Please try again in %s. "
-			         "Visit https://platform.openai.com/account/rate-limits to learn more.",
-			         nm->model, nm->org, l->tpm, l->tpm - floor(b->tk_level), c->total, dur);
+			snprintf(
+			    msg, sizeof(msg),
+			    "Rate limit reached for %s in organization %s on tokens per min "
+			    "(TPM): Limit %.0f, Used %.0f, Requested %ld. Please try again in %s. "
+			    "Visit https://platform.openai.com/account/rate-limits to learn more.",
+			    nm->model, nm->org, l->tpm, l->tpm - floor(b->tk_level), c->total, dur);
 		refuse(out, "tokens", msg, rid);
 		return true;
 	}
 	bool input = l->itpm > 0 && b->in_level < (double)c->input;
 	if (input || (l->otpm > 0 && b->out_level < (double)c->output)) {
 		double per_min = input ? l->itpm : l->otpm;
-		double lack = input ? (double)c->input - b->in_level : (double)c->output - b->out_level;
+		double lack =
+		    input ? (double)c->input - b->in_level : (double)c->output - b->out_level;
 		*wait = (uint64_t)ceil(lack * 60000.0 / per_min);
 		snprintf(msg, sizeof(msg),
 		         "This request would exceed the rate limit for your organization (%s) of "
@@ -1378,12 +1374,12 @@ void mock_limits_check(const struct mock_limit_in *in, struct evkeyvalq *h, cons
 		wait = cfg.retry_after_s > 0 ? (uint64_t)(cfg.retry_after_s * 1000.0)
 		                             : wb->window_end_ms - now;
 		out->status = 429;
-		out->body = mock_error_body(cfg.anthropic,
-		                            cfg.anthropic ? "rate_limit_error" : "requests",
-		                            "rate_limit_exceeded",
-		                            "Rate limit reached: requests inside the retry-after "
-		                            "window are refused.",
-		                            NULL, rid);
+		out->body =
+		    mock_error_body(cfg.anthropic, cfg.anthropic ? "rate_limit_error" : "requests",
+		                    "rate_limit_exceeded",
+		                    "Rate limit reached: requests inside the retry-after "
+		                    "window are refused.",
+		                    NULL, rid);
 	} else if (cfg.concurrency > 0 && k->in_flight >= cfg.concurrency) {
 		out->status = 429;
 		snprintf(msg, sizeof(msg),

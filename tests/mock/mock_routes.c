@@ -294,7 +294,8 @@ static void llm_parse(struct evhttp_request *req, struct llm_in *li, const char 
 	json_t *m = json_object_get(j, "model");
 	if (json_is_string(m) && model_echoable(json_string_value(m), json_string_length(m)))
 		snprintf(li->model, sizeof(li->model), "%s", json_string_value(m));
-	if (json_is_string(m) && json_string_length(m) < sizeof(li->bmodel) && li->bmodel[0] == '\0')
+	if (json_is_string(m) && json_string_length(m) < sizeof(li->bmodel) &&
+	    li->bmodel[0] == '\0')
 		snprintf(li->bmodel, sizeof(li->bmodel), "%s", json_string_value(m));
 	size_t i;
 	json_t *msg, *msgs = json_object_get(j, "messages");
