@@ -52,6 +52,8 @@ struct mock_req {
 	long prompt_tokens, completion_tokens;
 	bool include_usage, truncated;
 	bool reset_now; /* the timer fires the body-mode reset */
+	bool cache_usage; /* /v1/messages with cache_control: usage names the cache fields */
+	long cache_read, cache_creation;
 	char model[64];
 };
 
@@ -89,11 +91,18 @@ struct mock_limit_in {
 	const unsigned char *key_sha; /* 32 bytes, or NULL for requests without a key */
 	long cost_tokens;             /* prompt estimate + max_tokens (or 16) */
 	long input_tokens, output_tokens; /* its parts */
+	const char *model;                /* the model of the budgets: "" for none */
+	bool messages;                    /* /v1/messages: Anthropic identity headers */
+	const char *want_project, *want_org; /* OpenAI-Project / OpenAI-Organization, or NULL */
+	bool cacheable;                      /* /v1/messages with a cache_control block */
+	long prefix_tokens;                  /* tokens of the cacheable prefix (in input_tokens) */
+	unsigned char prefix_sha[32];        /* SHA-256 of the prefix */
 };
 struct mock_limit_out {
 	struct mock_key *key; /* holds a concurrency slot when status == 0 */
 	int status;           /* 0: go on; else answer this status with body */
 	struct evbuffer *body;
+	long cache_read, cache_creation; /* when cacheable and status == 0 */
 };
 int mock_limits_configure(const char *json, size_t len, char *err, size_t errlen);
 long mock_limits_latency_ms(void);
@@ -103,6 +112,8 @@ void mock_limits_release(struct mock_key *key);
 void mock_limits_reset(void);
 void mock_limits_free(void);
 void mock_limits_stats_json(json_t *keys);
+/* "models", "scopes", "cache_reads", "cache_creations" of /_mock/stats */
+void mock_limits_stats_more(json_t *root);
 void mock_go_duration(uint64_t ms, char *out, size_t outlen);
 struct evbuffer *mock_error_body(bool anthropic, const char *type, const char *code,
                                  const char *message, const char *details_code,

@@ -11,24 +11,60 @@
 
 #include <event2/buffer.h>
 #include <event2/http.h>
+#include <openssl/evp.h>
 
 #define MAX_PHASES 64
 #define MAX_OVERLOAD 16
 #define KEY_BUCKETS 4096
 #define MAX_KEYS 100000 /* random keys must not exhaust memory; beyond: anonymous lane */
+#define MAX_GROUPS 256
+#define MAX_PROJECTS 1024
+#define CACHE_BUCKETS 65536
+#define MAX_CACHE 200000
+#define CNT_SLOTS 4096 /* (scope, model) counters; beyond: under "other" */
+
+/* The limits of one budget. The top-level ones (per key, or per project) keep their
+ * historical itpm/otpm buckets of one second's worth; a model group's hold a minute's. */
+struct limits {
+	double rpm, burst, tpm, itpm, otpm;
+	bool minute; /* itpm/otpm buckets hold a full minute's worth */
+};
+
+/* The state of one budget: bucket levels and the last advertised window. */
+struct budget {
+	double rq_level, tk_level;  /* bucket contents */
+	double in_level, out_level; /* input and output token buckets (itpm, otpm) */
+	uint64_t last_ms;
+	bool fresh;              /* buckets not initialised since the last (re)config */
+	uint64_t window_end_ms;  /* end of the window the last 429 advertised */
+	uint64_t window_open_ms; /* when the open window (extended or not) was first advertised */
+};
 
 struct mock_key {
 	struct mock_key *next;
 	unsigned char sha[32];
 	char hex[13];
-	double rq_level, tk_level; /* bucket contents */
-	double in_level, out_level; /* input and output token buckets (itpm, otpm) */
-	uint64_t last_ms;
-	bool fresh; /* buckets not initialised since the last (re)config */
+	struct budget b;       /* the top-level budget when the key is its own scope */
+	struct budget *groups; /* per model group, when the key is its own scope (lazy) */
 	long in_flight;
-	uint64_t window_end_ms;  /* end of the window the last 429 advertised */
-	uint64_t window_open_ms; /* when the open window (extended or not) was first advertised */
 	uint64_t requests, rate_limited;
+};
+
+/* Models sharing one budget (model_limits entry). "*": every model no entry names;
+ * "": requests without a model. */
+struct group {
+	struct limits l;
+	char **models;
+	size_t nmodels;
+};
+
+/* A scope that owns budgets instead of the key: keys of one project share them. */
+struct project {
+	char *id, *org, *ws;
+	unsigned char (*keys)[32];
+	size_t nkeys;
+	struct budget top;
+	struct budget *groups;
 };
 
 struct phase {
@@ -38,9 +74,7 @@ struct phase {
 
 static struct cfg {
 	bool anthropic;
-	double rpm, tpm;
-	double itpm, otpm; /* input / output tokens per minute, buckets of one second's worth */
-	double burst; /* capacity of the request bucket; 0: rpm (a minute's worth) */
+	struct limits top; /* rpm, tpm, burst, itpm, otpm of the top level */
 	bool lockout; /* inside an advertised window every request is refused again */
 	long window_grace_ms;
 	long concurrency, latency_ms;
@@ -54,16 +88,22 @@ static struct cfg {
 	double error_rate;
 	int error_status;
 	uint64_t seed;
+	struct group *groups;
+	int ngroups;
+	struct project *projects;
+	int nprojects;
+	long cache_ttl_ms;
 } cfg = {.retry_after = true,
          .headers = true,
          .overload = {429},
          .noverload = 1,
          .error_status = 503,
-         .seed = 1};
+         .seed = 1,
+         .cache_ttl_ms = 300000};
 
 static struct mock_key *table[KEY_BUCKETS];
 static size_t nkeys;
-static struct mock_key anon = {.hex = "anonymous", .fresh = true};
+static struct mock_key anon = {.hex = "anonymous", .b = {.fresh = true}};
 
 /* Global capacity schedule state. */
 static double cap_level;
@@ -80,15 +120,33 @@ static double rand01(void)
 	return (double)((rng * 2685821657736338717ull) >> 11) / 9007199254740992.0;
 }
 
+static void cache_clear(void);
+
+static void budget_restart(struct budget *b)
+{
+	b->fresh = true;
+	b->window_end_ms = 0;
+}
+
+/* Every bucket full again, no window open, the prompt cache empty. A key's per-group
+ * budgets are dropped: the number of groups may have changed. */
 static void restart_state(void)
 {
 	for (size_t i = 0; i < KEY_BUCKETS; i++)
 		for (struct mock_key *k = table[i]; k != NULL; k = k->next) {
-			k->fresh = true;
-			k->window_end_ms = 0;
+			budget_restart(&k->b);
+			free(k->groups);
+			k->groups = NULL;
 		}
-	anon.fresh = true;
-	anon.window_end_ms = 0;
+	budget_restart(&anon.b);
+	free(anon.groups);
+	anon.groups = NULL;
+	for (int p = 0; p < cfg.nprojects; p++) {
+		budget_restart(&cfg.projects[p].top);
+		for (int g = 0; g < cfg.ngroups; g++)
+			budget_restart(&cfg.projects[p].groups[g]);
+	}
+	cache_clear();
 	cap_origin_ms = cap_last_ms = mock_now_ms();
 	cap_level = -1; /* full at the first request */
 	overload_turn = 0;
@@ -129,6 +187,214 @@ static int get_bool(json_t *o, const char *k, bool *out, char *err, size_t errle
 	return 0;
 }
 
+static void free_groups(struct group *g, int n)
+{
+	for (int i = 0; i < n && g != NULL; i++) {
+		for (size_t j = 0; j < g[i].nmodels; j++)
+			free(g[i].models[j]);
+		free(g[i].models);
+	}
+	free(g);
+}
+
+static void free_projects(struct project *p, int n)
+{
+	for (int i = 0; i < n && p != NULL; i++) {
+		free(p[i].id);
+		free(p[i].org);
+		free(p[i].ws);
+		free(p[i].keys);
+		free(p[i].groups);
+	}
+	free(p);
+}
+
+/* Only the names given may appear in o. */
+static int only_fields(json_t *o, const char *const *known, size_t n, const char *what, char *err,
+                       size_t errlen)
+{
+	const char *k;
+	json_t *v;
+	json_object_foreach(o, k, v)
+	{
+		size_t i;
+		for (i = 0; i < n; i++)
+			if (strcmp(k, known[i]) == 0)
+				break;
+		if (i == n) {
+			snprintf(err, errlen, "unknown field \"%s\"%s", k, what);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* "model_limits": [{"models": [...], "rpm", "burst", "tpm", "itpm", "otpm"}, ...] */
+static int parse_groups(json_t *v, struct group **out, int *nout, char *err, size_t errlen)
+{
+	static const char *const known[] = {"models", "rpm", "burst", "tpm", "itpm", "otpm"};
+	if (!json_is_array(v) || json_array_size(v) > MAX_GROUPS) {
+		snprintf(err, errlen, "\"model_limits\" must be an array of at most %d entries",
+		         MAX_GROUPS);
+		return -1;
+	}
+	size_t n = json_array_size(v), i;
+	struct group *g = calloc(n ? n : 1, sizeof(*g));
+	json_t *e;
+	if (g == NULL)
+		goto oom;
+	json_array_foreach(v, i, e)
+	{
+		if (!json_is_object(e)) {
+			snprintf(err, errlen, "\"model_limits\" entries must be objects");
+			goto fail;
+		}
+		if (only_fields(e, known, sizeof(known) / sizeof(known[0]), " in model_limits", err,
+		                errlen))
+			goto fail;
+		json_t *ms = json_object_get(e, "models"), *m;
+		size_t j;
+		if (!json_is_array(ms) || json_array_size(ms) == 0) {
+			snprintf(
+			    err, errlen,
+			    "\"model_limits\" entries need \"models\": a non-empty array of names");
+			goto fail;
+		}
+		g[i].models = calloc(json_array_size(ms), sizeof(char *));
+		if (g[i].models == NULL)
+			goto oom;
+		json_array_foreach(ms, j, m)
+		{
+			if (!json_is_string(m) || json_string_length(m) >= 64) {
+				snprintf(err, errlen,
+				         "\"models\" entries must be strings of at most 63 bytes");
+				goto fail;
+			}
+			for (int a = 0; a < (int)i; a++)
+				for (size_t b = 0; b < g[a].nmodels; b++)
+					if (strcmp(g[a].models[b], json_string_value(m)) == 0) {
+						snprintf(err, errlen,
+						         "model \"%.63s\" is in two model_limits "
+						         "entries",
+						         json_string_value(m));
+						goto fail;
+					}
+			g[i].models[j] = strdup(json_string_value(m));
+			if (g[i].models[j] == NULL)
+				goto oom;
+			g[i].nmodels = j + 1;
+		}
+		g[i].l.minute = true;
+		if (get_num(e, "rpm", 0, 1e9, &g[i].l.rpm, err, errlen) ||
+		    get_num(e, "burst", 0, 1e9, &g[i].l.burst, err, errlen) ||
+		    get_num(e, "tpm", 0, 1e12, &g[i].l.tpm, err, errlen) ||
+		    get_num(e, "itpm", 0, 1e12, &g[i].l.itpm, err, errlen) ||
+		    get_num(e, "otpm", 0, 1e12, &g[i].l.otpm, err, errlen))
+			goto fail;
+	}
+	*out = g;
+	*nout = (int)n;
+	return 0;
+oom:
+	snprintf(err, errlen, "out of memory");
+fail:
+	free_groups(g, (int)n);
+	return -1;
+}
+
+static int opt_string(json_t *o, const char *k, const char *dflt, char **out, char *err,
+                      size_t errlen)
+{
+	json_t *v = json_object_get(o, k);
+	if (v == NULL && dflt == NULL)
+		return 0;
+	if (v != NULL &&
+	    (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) >= 128 ||
+	     strspn(json_string_value(v),
+	            "abcdefghijklmnopqrstuvwxyz"
+	            "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:-") != json_string_length(v))) {
+		snprintf(err, errlen,
+		         "\"%s\" of a project must be 1..127 characters of [A-Za-z0-9._:-]", k);
+		return -1;
+	}
+	*out = strdup(v != NULL ? json_string_value(v) : dflt);
+	if (*out == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	return 0;
+}
+
+/* "projects": [{"id", "organization", "workspace", "keys": [...]}, ...] */
+static int parse_projects(json_t *v, int ngroups, struct project **out, int *nout, char *err,
+                          size_t errlen)
+{
+	static const char *const known[] = {"id", "organization", "workspace", "keys"};
+	if (!json_is_array(v) || json_array_size(v) > MAX_PROJECTS) {
+		snprintf(err, errlen, "\"projects\" must be an array of at most %d entries",
+		         MAX_PROJECTS);
+		return -1;
+	}
+	size_t n = json_array_size(v), i;
+	struct project *p = calloc(n ? n : 1, sizeof(*p));
+	json_t *e;
+	if (p == NULL)
+		goto oom;
+	json_array_foreach(v, i, e)
+	{
+		if (!json_is_object(e)) {
+			snprintf(err, errlen, "\"projects\" entries must be objects");
+			goto fail;
+		}
+		if (only_fields(e, known, sizeof(known) / sizeof(known[0]), " in projects", err,
+		                errlen))
+			goto fail;
+		if (json_object_get(e, "id") == NULL) {
+			snprintf(err, errlen, "\"projects\" entries need an \"id\"");
+			goto fail;
+		}
+		if (opt_string(e, "id", NULL, &p[i].id, err, errlen) ||
+		    opt_string(e, "organization", "org-mock", &p[i].org, err, errlen) ||
+		    opt_string(e, "workspace", NULL, &p[i].ws, err, errlen))
+			goto fail;
+		for (size_t a = 0; a < i; a++)
+			if (strcmp(p[a].id, p[i].id) == 0) {
+				snprintf(err, errlen, "project \"%s\" is given twice", p[i].id);
+				goto fail;
+			}
+		json_t *ks = json_object_get(e, "keys"), *k;
+		size_t j;
+		if (!json_is_array(ks)) {
+			snprintf(err, errlen, "\"keys\" of a project must be an array of API keys");
+			goto fail;
+		}
+		p[i].keys = calloc(json_array_size(ks) ? json_array_size(ks) : 1, 32);
+		p[i].groups = calloc(ngroups ? (size_t)ngroups : 1, sizeof(struct budget));
+		if (p[i].keys == NULL || p[i].groups == NULL)
+			goto oom;
+		json_array_foreach(ks, j, k)
+		{
+			if (!json_is_string(k) || json_string_length(k) == 0) {
+				snprintf(err, errlen,
+				         "\"keys\" of a project must be non-empty strings");
+				goto fail;
+			}
+			unsigned int len = 0;
+			EVP_Digest(json_string_value(k), json_string_length(k), p[i].keys[j], &len,
+			           EVP_sha256(), NULL);
+		}
+		p[i].nkeys = json_array_size(ks);
+	}
+	*out = p;
+	*nout = (int)n;
+	return 0;
+oom:
+	snprintf(err, errlen, "out of memory");
+fail:
+	free_projects(p, (int)n);
+	return -1;
+}
+
 static int status_ok(json_t *v)
 {
 	return json_is_integer(v) && json_integer_value(v) >= 400 && json_integer_value(v) <= 599;
@@ -144,44 +410,27 @@ int mock_limits_configure(const char *text, size_t len, char *err, size_t errlen
 		json_decref(o);
 		return -1;
 	}
-	static const char *known[] = {"style",
-	                              "rpm",
-	                              "tpm",
-	                              "burst",
-	                              "itpm",
-	                              "otpm",
-	                              "lockout",
-	                              "window_grace_ms",
-	                              "concurrency",
-	                              "latency_ms",
-	                              "retry_after",
-	                              "retry_after_s",
-	                              "headers",
-	                              "quota_exhausted",
-	                              "capacity",
-	                              "overload_status",
-	                              "error_rate",
-	                              "error_status",
-	                              "seed"};
-	const char *k;
+	static const char *known[] = {"style",       "rpm",
+	                              "tpm",         "burst",
+	                              "itpm",        "otpm",
+	                              "lockout",     "window_grace_ms",
+	                              "concurrency", "latency_ms",
+	                              "retry_after", "retry_after_s",
+	                              "headers",     "quota_exhausted",
+	                              "capacity",    "overload_status",
+	                              "error_rate",  "error_status",
+	                              "seed",        "model_limits",
+	                              "projects",    "cache_ttl_ms"};
 	json_t *v;
-	json_object_foreach(o, k, v)
-	{
-		size_t i;
-		for (i = 0; i < sizeof(known) / sizeof(known[0]); i++)
-			if (strcmp(k, known[i]) == 0)
-				break;
-		if (i == sizeof(known) / sizeof(known[0])) {
-			snprintf(err, errlen, "unknown field \"%s\"", k);
-			goto fail;
-		}
-	}
 	struct cfg c = {.retry_after = true,
 	                .headers = true,
 	                .overload = {429},
 	                .noverload = 1,
 	                .error_status = 503,
-	                .seed = 1};
+	                .seed = 1,
+	                .cache_ttl_ms = 300000};
+	if (only_fields(o, known, sizeof(known) / sizeof(known[0]), "", err, errlen))
+		goto fail;
 	double d;
 	v = json_object_get(o, "style");
 	if (v != NULL) {
@@ -192,11 +441,11 @@ int mock_limits_configure(const char *text, size_t len, char *err, size_t errlen
 			goto fail;
 		}
 	}
-	if (get_num(o, "rpm", 0, 1e9, &c.rpm, err, errlen) ||
-	    get_num(o, "tpm", 0, 1e12, &c.tpm, err, errlen) ||
-	    get_num(o, "burst", 0, 1e9, &c.burst, err, errlen) ||
-	    get_num(o, "itpm", 0, 1e12, &c.itpm, err, errlen) ||
-	    get_num(o, "otpm", 0, 1e12, &c.otpm, err, errlen) ||
+	if (get_num(o, "rpm", 0, 1e9, &c.top.rpm, err, errlen) ||
+	    get_num(o, "tpm", 0, 1e12, &c.top.tpm, err, errlen) ||
+	    get_num(o, "burst", 0, 1e9, &c.top.burst, err, errlen) ||
+	    get_num(o, "itpm", 0, 1e12, &c.top.itpm, err, errlen) ||
+	    get_num(o, "otpm", 0, 1e12, &c.top.otpm, err, errlen) ||
 	    get_bool(o, "lockout", &c.lockout, err, errlen) ||
 	    get_num(o, "retry_after_s", 0, 1e7, &c.retry_after_s, err, errlen) ||
 	    get_num(o, "error_rate", 0, 1, &c.error_rate, err, errlen) ||
@@ -220,6 +469,10 @@ int mock_limits_configure(const char *text, size_t len, char *err, size_t errlen
 	if (get_num(o, "seed", 0, 9e15, &d, err, errlen))
 		goto fail;
 	c.seed = (uint64_t)d;
+	d = 300000;
+	if (get_num(o, "cache_ttl_ms", 1, 86400000, &d, err, errlen))
+		goto fail;
+	c.cache_ttl_ms = (long)d;
 	v = json_object_get(o, "error_status");
 	if (v != NULL) {
 		if (!status_ok(v)) {
@@ -274,7 +527,17 @@ int mock_limits_configure(const char *text, size_t len, char *err, size_t errlen
 		}
 		c.ncap = (int)json_array_size(v);
 	}
+	v = json_object_get(o, "model_limits");
+	if (v != NULL && parse_groups(v, &c.groups, &c.ngroups, err, errlen))
+		goto fail;
+	v = json_object_get(o, "projects");
+	if (v != NULL && parse_projects(v, c.ngroups, &c.projects, &c.nprojects, err, errlen)) {
+		free_groups(c.groups, c.ngroups);
+		goto fail;
+	}
 	json_decref(o);
+	free_groups(cfg.groups, cfg.ngroups);
+	free_projects(cfg.projects, cfg.nprojects);
 	cfg = c;
 	restart_state();
 	return 0;
@@ -304,7 +567,7 @@ static struct mock_key *key_get(const unsigned char *sha)
 		k->hex[2 * i] = hex[sha[i] >> 4];
 		k->hex[2 * i + 1] = hex[sha[i] & 15];
 	}
-	k->fresh = true;
+	k->b.fresh = true;
 	k->next = table[h];
 	table[h] = k;
 	nkeys++;
@@ -312,35 +575,181 @@ static struct mock_key *key_get(const unsigned char *sha)
 }
 
 /* The request bucket holds `burst` requests, a minute's worth by default. */
-static double rq_capacity(void)
+static double rq_capacity(const struct limits *l)
 {
-	return cfg.burst > 0 ? cfg.burst : cfg.rpm;
+	return l->burst > 0 ? l->burst : l->rpm;
 }
 
-/* Continuous refill: capacity C (rq_capacity, tpm), rate limit / 60000 per ms. */
-static void refill(struct mock_key *k, uint64_t now)
+static double in_capacity(const struct limits *l)
+{
+	return l->minute ? l->itpm : l->itpm / 60;
+}
+
+static double out_capacity(const struct limits *l)
+{
+	return l->minute ? l->otpm : l->otpm / 60;
+}
+
+/* Continuous refill: capacity C (rq_capacity, tpm, …), rate limit / 60000 per ms. */
+static void refill(const struct limits *l, struct budget *k, uint64_t now)
 {
 	if (k->fresh) {
-		k->rq_level = rq_capacity();
-		k->tk_level = cfg.tpm;
-		k->in_level = cfg.itpm / 60;
-		k->out_level = cfg.otpm / 60;
+		k->rq_level = rq_capacity(l);
+		k->tk_level = l->tpm;
+		k->in_level = in_capacity(l);
+		k->out_level = out_capacity(l);
 		k->last_ms = now;
 		k->fresh = false;
 		return;
 	}
 	double dt = (double)(now - k->last_ms);
 	k->last_ms = now;
-	k->rq_level = fmin(rq_capacity(), k->rq_level + dt * cfg.rpm / 60000.0);
-	k->tk_level = fmin(cfg.tpm, k->tk_level + dt * cfg.tpm / 60000.0);
-	k->in_level = fmin(cfg.itpm / 60, k->in_level + dt * cfg.itpm / 60000.0);
-	k->out_level = fmin(cfg.otpm / 60, k->out_level + dt * cfg.otpm / 60000.0);
+	k->rq_level = fmin(rq_capacity(l), k->rq_level + dt * l->rpm / 60000.0);
+	k->tk_level = fmin(l->tpm, k->tk_level + dt * l->tpm / 60000.0);
+	k->in_level = fmin(in_capacity(l), k->in_level + dt * l->itpm / 60000.0);
+	k->out_level = fmin(out_capacity(l), k->out_level + dt * l->otpm / 60000.0);
+}
+
+/* The per-group budgets of a key that is its own scope; NULL when out of memory. */
+static struct budget *key_groups(struct mock_key *k)
+{
+	if (k->groups == NULL && cfg.ngroups > 0) {
+		k->groups = calloc((size_t)cfg.ngroups, sizeof(struct budget));
+		if (k->groups != NULL)
+			for (int g = 0; g < cfg.ngroups; g++)
+				k->groups[g].fresh = true;
+	}
+	return k->groups;
 }
 
 void mock_limits_release(struct mock_key *key)
 {
 	if (key != NULL && key->in_flight > 0)
 		key->in_flight--;
+}
+
+/* ---------- (scope, model) counters ---------- */
+
+struct cnt {
+	char scope[64], model[64];
+	bool used;
+	uint64_t requests, passed, rate_limited, cache_reads, cache_creations;
+};
+static struct cnt *cnts; /* CNT_SLOTS, allocated at the first request */
+static size_t ncnts;
+static struct cnt cnt_other = {.model = "other", .used = true};
+static uint64_t cache_reads_total, cache_creations_total;
+
+/* Open addressing on FNV-1a of scope NUL model; full (3/4): the "other" entry. */
+static struct cnt *cnt_get(const char *scope, const char *model)
+{
+	if (cnts == NULL) {
+		cnts = calloc(CNT_SLOTS, sizeof(*cnts));
+		if (cnts == NULL)
+			return &cnt_other;
+	}
+	uint32_t h = 2166136261u;
+	for (const char *p = scope; *p; p++)
+		h = (h ^ (unsigned char)*p) * 16777619u;
+	h = (h ^ 0xffu) * 16777619u;
+	for (const char *p = model; *p; p++)
+		h = (h ^ (unsigned char)*p) * 16777619u;
+	for (size_t i = 0; i < CNT_SLOTS; i++) {
+		struct cnt *c = &cnts[(h + i) % CNT_SLOTS];
+		if (!c->used) {
+			if (ncnts >= CNT_SLOTS * 3 / 4)
+				return &cnt_other;
+			c->used = true;
+			snprintf(c->scope, sizeof(c->scope), "%s", scope);
+			snprintf(c->model, sizeof(c->model), "%s", model);
+			ncnts++;
+			return c;
+		}
+		if (strcmp(c->model, model) == 0 && strcmp(c->scope, scope) == 0)
+			return c;
+	}
+	return &cnt_other;
+}
+
+/* ---------- the prompt cache (Anthropic's cache_control) ---------- */
+
+struct centry {
+	struct centry *next;
+	unsigned char key[32];
+	uint64_t expires_ms;
+};
+static struct centry **ctable; /* CACHE_BUCKETS, allocated at the first cacheable request */
+static size_t ncentries;
+
+static void cache_clear(void)
+{
+	if (ctable == NULL)
+		return;
+	for (size_t i = 0; i < CACHE_BUCKETS; i++) {
+		struct centry *e = ctable[i];
+		while (e != NULL) {
+			struct centry *n = e->next;
+			free(e);
+			e = n;
+		}
+		ctable[i] = NULL;
+	}
+	ncentries = 0;
+}
+
+static void cache_sweep(uint64_t now)
+{
+	for (size_t i = 0; i < CACHE_BUCKETS; i++)
+		for (struct centry **pp = &ctable[i]; *pp != NULL;) {
+			struct centry *e = *pp;
+			if (e->expires_ms <= now) {
+				*pp = e->next;
+				free(e);
+				ncentries--;
+			} else {
+				pp = &e->next;
+			}
+		}
+}
+
+/* The live entry of key, or NULL. */
+static struct centry *cache_find(const unsigned char key[32], uint64_t now)
+{
+	if (ctable == NULL)
+		return NULL;
+	unsigned h = ((unsigned)key[0] | (unsigned)key[1] << 8) % CACHE_BUCKETS;
+	for (struct centry *e = ctable[h]; e != NULL; e = e->next)
+		if (memcmp(e->key, key, 32) == 0)
+			return e->expires_ms > now ? e : NULL;
+	return NULL;
+}
+
+/* Writes or refreshes key's entry: it lives cache_ttl_ms from now. */
+static void cache_put(const unsigned char key[32], uint64_t now)
+{
+	if (ctable == NULL) {
+		ctable = calloc(CACHE_BUCKETS, sizeof(*ctable));
+		if (ctable == NULL)
+			return;
+	}
+	unsigned h = ((unsigned)key[0] | (unsigned)key[1] << 8) % CACHE_BUCKETS;
+	for (struct centry *e = ctable[h]; e != NULL; e = e->next)
+		if (memcmp(e->key, key, 32) == 0) {
+			e->expires_ms = now + (uint64_t)cfg.cache_ttl_ms;
+			return;
+		}
+	if (ncentries >= MAX_CACHE)
+		cache_sweep(now);
+	if (ncentries >= MAX_CACHE)
+		cache_clear();
+	struct centry *e = malloc(sizeof(*e));
+	if (e == NULL)
+		return;
+	memcpy(e->key, key, 32);
+	e->expires_ms = now + (uint64_t)cfg.cache_ttl_ms;
+	e->next = ctable[h];
+	ctable[h] = e;
+	ncentries++;
 }
 
 /* Keys stay allocated (a deferred request may hold one for its concurrency slot);
@@ -351,6 +760,12 @@ void mock_limits_reset(void)
 		for (struct mock_key *k = table[i]; k != NULL; k = k->next)
 			k->requests = k->rate_limited = 0;
 	anon.requests = anon.rate_limited = 0;
+	if (cnts != NULL)
+		memset(cnts, 0, CNT_SLOTS * sizeof(*cnts));
+	ncnts = 0;
+	cnt_other.requests = cnt_other.passed = cnt_other.rate_limited = 0;
+	cnt_other.cache_reads = cnt_other.cache_creations = 0;
+	cache_reads_total = cache_creations_total = 0;
 	restart_state();
 }
 
@@ -360,12 +775,25 @@ void mock_limits_free(void)
 		struct mock_key *k = table[i];
 		while (k != NULL) {
 			struct mock_key *n = k->next;
+			free(k->groups);
 			free(k);
 			k = n;
 		}
 		table[i] = NULL;
 	}
 	nkeys = 0;
+	free(anon.groups);
+	anon.groups = NULL;
+	cache_clear();
+	free(ctable);
+	ctable = NULL;
+	free(cnts);
+	cnts = NULL;
+	free_groups(cfg.groups, cfg.ngroups);
+	free_projects(cfg.projects, cfg.nprojects);
+	cfg.groups = NULL;
+	cfg.projects = NULL;
+	cfg.ngroups = cfg.nprojects = 0;
 }
 
 void mock_limits_stats_json(json_t *keys)
@@ -381,6 +809,61 @@ void mock_limits_stats_json(json_t *keys)
 		json_object_set_new(keys, anon.hex,
 		                    json_pack("{s:I,s:I}", "requests", (json_int_t)anon.requests,
 		                              "rate_limited", (json_int_t)anon.rate_limited));
+}
+
+/* Adds c's numbers to the entry name of obj (created with zeros first). */
+static json_t *cnt_add(json_t *obj, const char *name, const struct cnt *c)
+{
+	json_t *e = json_object_get(obj, name);
+	if (e == NULL) {
+		e = json_pack("{s:I,s:I,s:I,s:I,s:I}", "requests", (json_int_t)0, "passed",
+		              (json_int_t)0, "rate_limited", (json_int_t)0, "cache_reads",
+		              (json_int_t)0, "cache_creations", (json_int_t)0);
+		if (e == NULL || json_object_set_new(obj, name, e) != 0)
+			return NULL; /* a name that is not UTF-8 */
+	}
+	static const char *const f[] = {"requests", "passed", "rate_limited", "cache_reads",
+	                                "cache_creations"};
+	const uint64_t v[] = {c->requests, c->passed, c->rate_limited, c->cache_reads,
+	                      c->cache_creations};
+	for (int i = 0; i < 5; i++)
+		json_object_set_new(
+		    e, f[i],
+		    json_integer(json_integer_value(json_object_get(e, f[i])) + (json_int_t)v[i]));
+	return e;
+}
+
+static void cnt_json(json_t *models, json_t *scopes, const struct cnt *c)
+{
+	if (c->requests == 0)
+		return;
+	if (c->model[0] != '\0')
+		cnt_add(models, c->model, c);
+	if (c->scope[0] != '\0') {
+		json_t *s = cnt_add(scopes, c->scope, c);
+		if (s != NULL && c->model[0] != '\0') {
+			json_t *sm = json_object_get(s, "models");
+			if (sm == NULL) {
+				sm = json_object();
+				json_object_set_new(s, "models", sm);
+			}
+			cnt_add(sm, c->model, c);
+		}
+	}
+}
+
+void mock_limits_stats_more(json_t *root)
+{
+	json_t *models = json_object(), *scopes = json_object();
+	for (size_t i = 0; cnts != NULL && i < CNT_SLOTS; i++)
+		if (cnts[i].used)
+			cnt_json(models, scopes, &cnts[i]);
+	cnt_json(models, scopes, &cnt_other);
+	json_object_set_new(root, "models", models);
+	json_object_set_new(root, "scopes", scopes);
+	json_object_set_new(root, "cache_reads", json_integer((json_int_t)cache_reads_total));
+	json_object_set_new(root, "cache_creations",
+	                    json_integer((json_int_t)cache_creations_total));
 }
 
 /* ---------- formats ---------- */
@@ -443,30 +926,46 @@ static void add_num(struct evkeyvalq *h, const char *name, double x)
 	evhttp_add_header(h, name, v);
 }
 
-static void ratelimit_headers(struct evkeyvalq *h, const struct mock_key *k)
+/* One budget's three headers: "requests"/"tokens"/"input-tokens"/"output-tokens". */
+static void budget_headers(struct evkeyvalq *h, const char *what, double limit, double level,
+                           double capacity)
 {
-	const char *p = cfg.anthropic ? "anthropic-ratelimit-" : "x-ratelimit-";
 	char n[64];
-	if (cfg.rpm > 0) {
-		double rem = floor(k->rq_level);
-		snprintf(n, sizeof(n), cfg.anthropic ? "%srequests-limit" : "%slimit-requests", p);
-		add_num(h, n, cfg.rpm);
-		snprintf(n, sizeof(n),
-		         cfg.anthropic ? "%srequests-remaining" : "%sremaining-requests", p);
-		add_num(h, n, rem < 0 ? 0 : rem);
-		snprintf(n, sizeof(n), cfg.anthropic ? "%srequests-reset" : "%sreset-requests", p);
-		add_reset(h, n, (uint64_t)ceil((rq_capacity() - k->rq_level) * 60000.0 / cfg.rpm));
-	}
-	if (cfg.tpm > 0) {
-		double rem = floor(k->tk_level);
-		snprintf(n, sizeof(n), cfg.anthropic ? "%stokens-limit" : "%slimit-tokens", p);
-		add_num(h, n, cfg.tpm);
-		snprintf(n, sizeof(n), cfg.anthropic ? "%stokens-remaining" : "%sremaining-tokens",
-		         p);
-		add_num(h, n, rem < 0 ? 0 : rem);
-		snprintf(n, sizeof(n), cfg.anthropic ? "%stokens-reset" : "%sreset-tokens", p);
-		add_reset(h, n, (uint64_t)ceil((cfg.tpm - k->tk_level) * 60000.0 / cfg.tpm));
-	}
+	double rem = floor(level);
+	if (cfg.anthropic)
+		snprintf(n, sizeof(n), "anthropic-ratelimit-%s-limit", what);
+	else
+		snprintf(n, sizeof(n), "x-ratelimit-limit-%s", what);
+	add_num(h, n, limit);
+	if (cfg.anthropic)
+		snprintf(n, sizeof(n), "anthropic-ratelimit-%s-remaining", what);
+	else
+		snprintf(n, sizeof(n), "x-ratelimit-remaining-%s", what);
+	add_num(h, n, rem < 0 ? 0 : rem);
+	if (cfg.anthropic)
+		snprintf(n, sizeof(n), "anthropic-ratelimit-%s-reset", what);
+	else
+		snprintf(n, sizeof(n), "x-ratelimit-reset-%s", what);
+	add_reset(h, n, (uint64_t)ceil((capacity - level) * 60000.0 / limit));
+}
+
+/* The headers describe the model group's budget where it has one, else the top level's.
+ * Input and output tokens only for a model group, Anthropic style. */
+static void ratelimit_headers(struct evkeyvalq *h, const struct budget *top, const struct group *g,
+                              const struct budget *gb)
+{
+	if (g != NULL && g->l.rpm > 0)
+		budget_headers(h, "requests", g->l.rpm, gb->rq_level, rq_capacity(&g->l));
+	else if (cfg.top.rpm > 0)
+		budget_headers(h, "requests", cfg.top.rpm, top->rq_level, rq_capacity(&cfg.top));
+	if (g != NULL && g->l.tpm > 0)
+		budget_headers(h, "tokens", g->l.tpm, gb->tk_level, g->l.tpm);
+	else if (cfg.top.tpm > 0)
+		budget_headers(h, "tokens", cfg.top.tpm, top->tk_level, cfg.top.tpm);
+	if (g != NULL && cfg.anthropic && g->l.itpm > 0)
+		budget_headers(h, "input-tokens", g->l.itpm, gb->in_level, in_capacity(&g->l));
+	if (g != NULL && cfg.anthropic && g->l.otpm > 0)
+		budget_headers(h, "output-tokens", g->l.otpm, gb->out_level, out_capacity(&g->l));
 }
 
 static void retry_headers(struct evkeyvalq *h, uint64_t wait_ms)
@@ -580,28 +1079,282 @@ static bool capacity_exceeded(uint64_t now)
 	return true;
 }
 
+/* ---------- scopes, model groups, budgets ---------- */
+
+/* Where the budgets of a request live: its project, or its key. */
+struct scope {
+	const char *name; /* project id or key hex: stats, cache, openai-project */
+	const char *org, *ws;
+	struct budget *top, *groups; /* groups: NULL without model_limits (or memory) */
+	bool project;
+};
+
+/* The model group of a model: its entry, else "*" (for a named model), else none. */
+static int find_group(const char *model)
+{
+	int star = -1;
+	for (int g = 0; g < cfg.ngroups; g++)
+		for (size_t i = 0; i < cfg.groups[g].nmodels; i++) {
+			const char *m = cfg.groups[g].models[i];
+			if (strcmp(m, model) == 0)
+				return g;
+			if (m[0] == '*' && m[1] == '\0')
+				star = g;
+		}
+	return model[0] != '\0' ? star : -1;
+}
+
+static bool project_has(const struct project *p, const unsigned char *sha)
+{
+	if (sha == NULL)
+		return false;
+	for (size_t i = 0; i < p->nkeys; i++)
+		if (memcmp(p->keys[i], sha, 32) == 0)
+			return true;
+	return false;
+}
+
+/* The scope of a request: the first project that lists its key (and matches the
+ * OpenAI-Project / OpenAI-Organization it names), else the key itself. Returns 401
+ * when it names a project or organization its key may not bill. */
+static int resolve_scope(const struct mock_limit_in *in, struct mock_key *k, struct scope *sc,
+                         const char **code, const char **msg)
+{
+	sc->name = k->hex;
+	sc->org = "org-mock";
+	sc->ws = NULL;
+	sc->top = &k->b;
+	sc->groups = cfg.ngroups > 0 ? key_groups(k) : NULL;
+	sc->project = false;
+	if (cfg.nprojects == 0)
+		return 0;
+	const char *wp = in->want_project, *wo = in->want_org;
+	struct project *pick = NULL;
+	for (int i = 0; i < cfg.nprojects && pick == NULL; i++) {
+		struct project *p = &cfg.projects[i];
+		if ((wp == NULL || strcmp(p->id, wp) == 0) &&
+		    (wo == NULL || strcmp(p->org, wo) == 0) && project_has(p, in->key_sha))
+			pick = p;
+	}
+	if (pick == NULL && (wp != NULL || wo != NULL)) {
+		*code = wp != NULL ? "mismatched_project" : "mismatched_organization";
+		*msg = wp != NULL
+		           ? "OpenAI-Project header should match project for API key"
+		           : "OpenAI-Organization header should match organization for API key";
+		return 401;
+	}
+	if (pick != NULL) {
+		sc->name = pick->id;
+		sc->org = pick->org;
+		sc->ws = pick->ws;
+		sc->top = &pick->top;
+		sc->groups = cfg.ngroups > 0 ? pick->groups : NULL;
+		sc->project = true;
+	}
+	return 0;
+}
+
+/* What a request charges: tokens (tpm), input tokens (itpm), output tokens (otpm).
+ * Cache reads are not in any of them. */
+struct costs {
+	long total, input, output;
+};
+
+/* How messages name things: the model of the budget, the organization. */
+struct names {
+	const char *model, *org, *org_a; /* org_a: "(mock)" of the Anthropic messages */
+};
+
+static void refuse(struct mock_limit_out *out, const char *type, const char *msg, const char *rid)
+{
+	out->status = 429;
+	out->body = mock_error_body(cfg.anthropic, cfg.anthropic ? "rate_limit_error" : type,
+	                            "rate_limit_exceeded", msg, NULL, rid);
+}
+
+/* A request the budget can never admit: 429 without retry-after. */
+static bool too_large(const struct limits *l, const struct costs *c, const struct names *nm,
+                      const char *rid, struct mock_limit_out *out)
+{
+	char msg[512];
+	const char *what = NULL;
+	double limit = 0;
+	long req = 0;
+	if (l->tpm > 0 && (double)c->total > l->tpm) {
+		snprintf(msg, sizeof(msg),
+		         "Request too large for %s in organization %s on tokens per min (TPM): "
+		         "Limit %.0f, Requested %ld. The input or output tokens must be reduced in "
+		         "order to run successfully.",
+		         nm->model, nm->org, l->tpm, c->total);
+		refuse(out, "tokens", msg, rid);
+		return true;
+	}
+	if (l->minute && l->itpm > 0 && (double)c->input > l->itpm) {
+		what = "input", limit = l->itpm, req = c->input;
+	} else if (l->minute && l->otpm > 0 && (double)c->output > l->otpm) {
+		what = "output", limit = l->otpm, req = c->output;
+	} else {
+		return false;
+	}
+	snprintf(msg, sizeof(msg),
+	         "Request too large for %s in organization %s: %ld %s tokens, the limit is %.0f "
+	         "%s tokens per minute. The input or output tokens must be reduced in order to "
+	         "run successfully.",
+	         nm->model, nm->org, req, what, limit, what);
+	refuse(out, "tokens", msg, rid);
+	return true;
+}
+
+/* The request and token buckets of one budget: false when they admit the request;
+ * else a 429 in out and the time until it could pass in *wait. */
+static bool buckets_refuse(const struct limits *l, const struct budget *b, const struct costs *c,
+                           const struct names *nm, const char *rid, struct mock_limit_out *out,
+                           uint64_t *wait)
+{
+	char msg[512], dur[32];
+	if (l->rpm > 0 && b->rq_level < 1) {
+		*wait = (uint64_t)ceil((1 - b->rq_level) * 60000.0 / l->rpm);
+		mock_go_duration(*wait, dur, sizeof(dur));
+		if (cfg.anthropic)
+			snprintf(msg, sizeof(msg),
+			         "This request would exceed the rate limit for your organization "
+			         "(%s) of %.0f requests per minute. Please try again later.",
+			         nm->org_a, l->rpm);
+		else
+			snprintf(
+			    msg, sizeof(msg),
+			    "Rate limit reached for requests in organization %s on requests "
+			    "per min (RPM): Limit %.0f, Used %.0f, Requested 1. Please try again "
+			    "in %s. Visit https://platform.openai.com/account/rate-limits to "
+			    "learn more.",
+			    nm->org, l->rpm, l->rpm - floor(b->rq_level), dur);
+		refuse(out, "requests", msg, rid);
+		return true;
+	}
+	if (l->tpm > 0 && b->tk_level < (double)c->total) {
+		*wait = (uint64_t)ceil(((double)c->total - b->tk_level) * 60000.0 / l->tpm);
+		mock_go_duration(*wait, dur, sizeof(dur));
+		if (cfg.anthropic)
+			snprintf(msg, sizeof(msg),
+			         "This request would exceed the rate limit for your organization "
+			         "(%s) of %.0f tokens per minute. Please try again later.",
+			         nm->org_a, l->tpm);
+		else
+			snprintf(
+			    msg, sizeof(msg),
+			    "Rate limit reached for %s in organization %s on tokens per min "
+			    "(TPM): Limit %.0f, Used %.0f, Requested %ld. Please try again in %s. "
+			    "Visit https://platform.openai.com/account/rate-limits to learn more.",
+			    nm->model, nm->org, l->tpm, l->tpm - floor(b->tk_level), c->total, dur);
+		refuse(out, "tokens", msg, rid);
+		return true;
+	}
+	bool input = l->itpm > 0 && b->in_level < (double)c->input;
+	if (input || (l->otpm > 0 && b->out_level < (double)c->output)) {
+		double per_min = input ? l->itpm : l->otpm;
+		double lack =
+		    input ? (double)c->input - b->in_level : (double)c->output - b->out_level;
+		*wait = (uint64_t)ceil(lack * 60000.0 / per_min);
+		snprintf(msg, sizeof(msg),
+		         "This request would exceed the rate limit for your organization (%s) of "
+		         "%.0f %s tokens per minute. Please try again later.",
+		         nm->org_a, per_min, input ? "input" : "output");
+		refuse(out, "tokens", msg, rid);
+		return true;
+	}
+	return false;
+}
+
+static void charge(const struct limits *l, struct budget *b, const struct costs *c)
+{
+	if (l->rpm > 0)
+		b->rq_level -= 1;
+	if (l->tpm > 0)
+		b->tk_level -= (double)c->total;
+	if (l->itpm > 0)
+		b->in_level -= (double)c->input;
+	if (l->otpm > 0)
+		b->out_level -= (double)c->output;
+}
+
+static bool in_window(const struct budget *b, uint64_t now)
+{
+	return b != NULL && b->window_end_ms != 0 && now >= b->window_open_ms &&
+	       now < b->window_end_ms;
+}
+
+/* A request already on its way when the 429 left can not be recalled:
+ * window_grace_ms after a window opened, arrivals are not counted. */
+static bool violates(const struct budget *b, uint64_t now)
+{
+	return in_window(b, now) && now >= b->window_open_ms + (uint64_t)cfg.window_grace_ms;
+}
+
+/* The key of a prefix in the prompt cache: prefix, model and scope. */
+static void cache_key(const struct mock_limit_in *in, const char *scope, unsigned char out[32])
+{
+	unsigned char buf[32 + 64 + 1 + 64];
+	size_t ml = strnlen(in->model, 63), sl = strnlen(scope, 63), n = 0;
+	memcpy(buf, in->prefix_sha, 32);
+	n = 32;
+	memcpy(buf + n, in->model, ml);
+	n += ml;
+	buf[n++] = '\0';
+	memcpy(buf + n, scope, sl);
+	n += sl;
+	unsigned int len = 0;
+	EVP_Digest(buf, n, out, &len, EVP_sha256(), NULL);
+}
+
 /* Decides the fate of one LLM request at arrival; charges the buckets when it passes. */
 void mock_limits_check(const struct mock_limit_in *in, struct evkeyvalq *h, const char *rid,
                        struct mock_limit_out *out)
 {
 	uint64_t now = mock_now_ms();
 	struct mock_key *k = key_get(in->key_sha);
-	char msg[512], dur[32];
+	char msg[512];
 	uint64_t wait = 0;
-	bool windowed = false;
+	struct budget *wb = NULL; /* the budget whose window a 429 advertises */
+	const char *model = in->model != NULL ? in->model : "";
 
 	out->key = NULL;
 	out->status = 0;
 	out->body = NULL;
+	out->cache_read = out->cache_creation = 0;
 	k->requests++;
-	bool in_window = k->window_end_ms != 0 && now >= k->window_open_ms && now < k->window_end_ms;
-	/* A request already on its way when the 429 left can not be recalled:
-	 * window_grace_ms after a window opened, arrivals are not counted. */
-	if (in_window && now >= k->window_open_ms + (uint64_t)cfg.window_grace_ms)
-		mock_stats.window_violations++;
-	refill(k, now);
 
-	if (cfg.quota) {
+	struct scope sc;
+	const char *ecode = NULL, *emsg = NULL;
+	int deny = resolve_scope(in, k, &sc, &ecode, &emsg);
+	int gi = cfg.ngroups > 0 ? find_group(model) : -1;
+	const struct group *g = gi >= 0 && sc.groups != NULL ? &cfg.groups[gi] : NULL;
+	struct budget *gb = g != NULL ? &sc.groups[gi] : NULL;
+	struct cnt *cn = cnt_get(cfg.nprojects > 0 ? sc.name : "", model);
+	cn->requests++;
+
+	/* The prompt cache: a live prefix is read, not charged. */
+	unsigned char ckey[32];
+	struct centry *hit = NULL;
+	if (in->cacheable) {
+		cache_key(in, sc.name, ckey);
+		hit = cache_find(ckey, now);
+	}
+	long cread = hit != NULL ? in->prefix_tokens : 0;
+	struct costs c = {in->cost_tokens - cread, in->input_tokens - cread, in->output_tokens};
+	struct names top_nm = {"gpt-mock", sc.org, sc.project ? sc.org : "mock"};
+	struct names g_nm = {model, sc.org, sc.project ? sc.org : "mock"};
+
+	bool top_win = in_window(sc.top, now), g_win = in_window(gb, now);
+	if (violates(sc.top, now) || violates(gb, now))
+		mock_stats.window_violations++;
+	refill(&cfg.top, sc.top, now);
+	if (gb != NULL)
+		refill(&g->l, gb, now);
+
+	if (deny != 0) {
+		out->status = deny;
+		out->body = mock_error_body(false, "invalid_request_error", ecode, emsg, NULL, rid);
+	} else if (cfg.quota) {
 		out->status = 429;
 		out->body = cfg.anthropic
 		                ? mock_error_body(true, "rate_limit_error", NULL,
@@ -616,18 +1369,18 @@ void mock_limits_check(const struct mock_limit_in *in, struct evkeyvalq *h, cons
 		                                  "https://platform.openai.com/docs/guides/"
 		                                  "error-codes/api-errors.",
 		                                  NULL, rid);
-	} else if (cfg.lockout && in_window) {
+	} else if (cfg.lockout && (top_win || g_win)) {
 		/* A provider that punishes: refused again, and the window starts over. */
+		wb = top_win ? sc.top : gb;
 		wait = cfg.retry_after_s > 0 ? (uint64_t)(cfg.retry_after_s * 1000.0)
-		                             : k->window_end_ms - now;
+		                             : wb->window_end_ms - now;
 		out->status = 429;
-		out->body = mock_error_body(cfg.anthropic,
-		                            cfg.anthropic ? "rate_limit_error" : "requests",
-		                            "rate_limit_exceeded",
-		                            "Rate limit reached: requests inside the retry-after "
-		                            "window are refused.",
-		                            NULL, rid);
-		windowed = true;
+		out->body =
+		    mock_error_body(cfg.anthropic, cfg.anthropic ? "rate_limit_error" : "requests",
+		                    "rate_limit_exceeded",
+		                    "Rate limit reached: requests inside the retry-after "
+		                    "window are refused.",
+		                    NULL, rid);
 	} else if (cfg.concurrency > 0 && k->in_flight >= cfg.concurrency) {
 		out->status = 429;
 		snprintf(msg, sizeof(msg),
@@ -637,89 +1390,26 @@ void mock_limits_check(const struct mock_limit_in *in, struct evkeyvalq *h, cons
 		    mock_error_body(cfg.anthropic, cfg.anthropic ? "rate_limit_error" : "requests",
 		                    "rate_limit_exceeded", msg, NULL, rid);
 		retry_headers(h, 1000);
-	} else if (cfg.tpm > 0 && (double)in->cost_tokens > cfg.tpm) {
-		out->status = 429;
-		snprintf(
-		    msg, sizeof(msg),
-		    "Request too large for gpt-mock in organization org-mock on tokens per min "
-		    "(TPM): Limit %.0f, Requested %ld. The input or output tokens must be "
-		    "reduced in order to run successfully.",
-		    cfg.tpm, in->cost_tokens);
-		out->body =
-		    mock_error_body(cfg.anthropic, cfg.anthropic ? "rate_limit_error" : "tokens",
-		                    "rate_limit_exceeded", msg, NULL, rid);
-	} else if (cfg.rpm > 0 && k->rq_level < 1) {
-		wait = (uint64_t)ceil((1 - k->rq_level) * 60000.0 / cfg.rpm);
-		mock_go_duration(wait, dur, sizeof(dur));
-		if (cfg.anthropic)
-			snprintf(msg, sizeof(msg),
-			         "This request would exceed the rate limit for your organization "
-			         "(mock) of %.0f requests per minute. Please try again later.",
-			         cfg.rpm);
-		else
-			snprintf(
-			    msg, sizeof(msg),
-			    "Rate limit reached for requests in organization org-mock on "
-			    "requests per min (RPM): Limit %.0f, Used %.0f, Requested 1. Please "
-			    "try again in %s. Visit https://platform.openai.com/account/"
-			    "rate-limits to learn more.",
-			    cfg.rpm, cfg.rpm - floor(k->rq_level), dur);
-		out->status = 429;
-		out->body =
-		    mock_error_body(cfg.anthropic, cfg.anthropic ? "rate_limit_error" : "requests",
-		                    "rate_limit_exceeded", msg, NULL, rid);
-		windowed = true;
-	} else if (cfg.tpm > 0 && k->tk_level < (double)in->cost_tokens) {
-		wait = (uint64_t)ceil(((double)in->cost_tokens - k->tk_level) * 60000.0 / cfg.tpm);
-		mock_go_duration(wait, dur, sizeof(dur));
-		if (cfg.anthropic)
-			snprintf(msg, sizeof(msg),
-			         "This request would exceed the rate limit for your organization "
-			         "(mock) of %.0f tokens per minute. Please try again later.",
-			         cfg.tpm);
-		else
-			snprintf(
-			    msg, sizeof(msg),
-			    "Rate limit reached for gpt-mock in organization org-mock on tokens "
-			    "per min (TPM): Limit %.0f, Used %.0f, Requested %ld. Please try "
-			    "again in %s. Visit https://platform.openai.com/account/rate-limits "
-			    "to learn more.",
-			    cfg.tpm, cfg.tpm - floor(k->tk_level), in->cost_tokens, dur);
-		out->status = 429;
-		out->body =
-		    mock_error_body(cfg.anthropic, cfg.anthropic ? "rate_limit_error" : "tokens",
-		                    "rate_limit_exceeded", msg, NULL, rid);
-		windowed = true;
-	} else if ((cfg.itpm > 0 && k->in_level < (double)in->input_tokens) ||
-	           (cfg.otpm > 0 && k->out_level < (double)in->output_tokens)) {
-		bool input = cfg.itpm > 0 && k->in_level < (double)in->input_tokens;
-		double per_min = input ? cfg.itpm : cfg.otpm;
-		double lack = input ? (double)in->input_tokens - k->in_level
-		                    : (double)in->output_tokens - k->out_level;
-		wait = (uint64_t)ceil(lack * 60000.0 / per_min);
-		snprintf(msg, sizeof(msg),
-		         "This request would exceed the rate limit for your organization (mock) of "
-		         "%.0f %s tokens per minute. Please try again later.",
-		         per_min, input ? "input" : "output");
-		out->status = 429;
-		out->body = mock_error_body(cfg.anthropic, cfg.anthropic ? "rate_limit_error" : "tokens",
-		                            "rate_limit_exceeded", msg, NULL, rid);
-		windowed = true;
+	} else if (too_large(&cfg.top, &c, &top_nm, rid, out) ||
+	           (g != NULL && too_large(&g->l, &c, &g_nm, rid, out))) {
+		/* out is set: no retry-after, it can never pass */
+	} else if (buckets_refuse(&cfg.top, sc.top, &c, &top_nm, rid, out, &wait)) {
+		wb = sc.top;
+	} else if (g != NULL && buckets_refuse(&g->l, gb, &c, &g_nm, rid, out, &wait)) {
+		wb = gb;
 	} else {
-		if (cfg.rpm > 0)
-			k->rq_level -= 1;
-		if (cfg.tpm > 0)
-			k->tk_level -= (double)in->cost_tokens;
-		if (cfg.itpm > 0)
-			k->in_level -= (double)in->input_tokens;
-		if (cfg.otpm > 0)
-			k->out_level -= (double)in->output_tokens;
+		charge(&cfg.top, sc.top, &c);
+		if (gb != NULL)
+			charge(&g->l, gb, &c);
 	}
 
 	if (out->status != 0) {
-		mock_stats.rate_limited++;
-		k->rate_limited++;
-		if (windowed) {
+		if (out->status == 429) {
+			mock_stats.rate_limited++;
+			k->rate_limited++;
+			cn->rate_limited++;
+		}
+		if (wb != NULL) {
 			retry_headers(h, wait);
 			uint64_t adv = cfg.retry_after && cfg.retry_after_s > 0
 			                   ? (uint64_t)(cfg.retry_after_s * 1000.0)
@@ -727,10 +1417,10 @@ void mock_limits_check(const struct mock_limit_in *in, struct evkeyvalq *h, cons
 			/* The window opens when the 429 leaves (after latency_ms): a
 			 * client can not know of it before. */
 			uint64_t sent = now + (uint64_t)cfg.latency_ms;
-			if (now >= k->window_end_ms)
-				k->window_open_ms = sent;
-			if (sent + adv > k->window_end_ms)
-				k->window_end_ms = sent + adv;
+			if (now >= wb->window_end_ms)
+				wb->window_open_ms = sent;
+			if (sent + adv > wb->window_end_ms)
+				wb->window_end_ms = sent + adv;
 		}
 	} else if (capacity_exceeded(now)) {
 		out->status = cfg.overload[overload_turn++ % (unsigned)cfg.noverload];
@@ -738,16 +1428,41 @@ void mock_limits_check(const struct mock_limit_in *in, struct evkeyvalq *h, cons
 		if (out->status == 429) {
 			mock_stats.rate_limited++;
 			k->rate_limited++;
+			cn->rate_limited++;
 			retry_headers(h, 1000);
 		}
 	} else if (cfg.error_rate > 0 && rand01() < cfg.error_rate) {
 		out->status = cfg.error_status;
 		out->body = status_body(out->status, rid);
 	}
-	if (cfg.headers)
-		ratelimit_headers(h, k);
+	if (cfg.headers && deny == 0)
+		ratelimit_headers(h, sc.top, g, gb);
+	if (cfg.nprojects > 0 && deny == 0) {
+		if (in->messages) {
+			evhttp_add_header(h, "anthropic-organization-id", sc.org);
+			if (sc.ws != NULL)
+				evhttp_add_header(h, "anthropic-workspace-id", sc.ws);
+		} else {
+			evhttp_add_header(h, "openai-organization", sc.org);
+			evhttp_add_header(h, "openai-project", sc.name);
+		}
+	}
 	if (out->status == 0) {
 		k->in_flight++;
 		out->key = k;
+		cn->passed++;
+		if (in->cacheable) {
+			if (hit != NULL) {
+				hit->expires_ms = now + (uint64_t)cfg.cache_ttl_ms;
+				out->cache_read = in->prefix_tokens;
+				cn->cache_reads++;
+				cache_reads_total++;
+			} else {
+				cache_put(ckey, now);
+				out->cache_creation = in->prefix_tokens;
+				cn->cache_creations++;
+				cache_creations_total++;
+			}
+		}
 	}
 }

@@ -157,7 +157,7 @@ json_t *mock_record_stats_json(void)
 	}
 	json_t *keys = json_object();
 	mock_limits_stats_json(keys);
-	return json_pack(
+	json_t *root = json_pack(
 	    "{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:o,s:I,s:I,s:o}", "requests", (json_int_t)s->requests,
 	    "in_flight", (json_int_t)s->in_flight, "in_flight_max", (json_int_t)s->in_flight_max,
 	    "connections_opened", (json_int_t)s->connections_opened, "connections_closed",
@@ -165,6 +165,9 @@ json_t *mock_record_stats_json(void)
 	    (json_int_t)s->streams_completed, "streams_aborted", (json_int_t)s->streams_aborted,
 	    "responses", resp, "rate_limited", (json_int_t)s->rate_limited, "window_violations",
 	    (json_int_t)s->window_violations, "keys", keys);
+	if (root != NULL)
+		mock_limits_stats_more(root);
+	return root;
 }
 
 void mock_record_reset(void)

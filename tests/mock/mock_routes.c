@@ -124,6 +124,8 @@ static bool key_sha(struct evhttp_request *req, unsigned char sha[32])
 		k += 7;
 	else if (k == NULL)
 		k = evhttp_find_header(in, "x-api-key");
+	if (k == NULL)
+		k = evhttp_find_header(in, "api-key"); /* Azure */
 	if (k == NULL || *k == '\0')
 		return false;
 	unsigned int len = 0;
@@ -145,7 +147,11 @@ struct llm_in {
 	long max_tokens; /* 0 when absent */
 	long chars;      /* characters of all message contents (or embedding inputs) */
 	long inputs;     /* embeddings: number of inputs */
-	char model[64];
+	char model[64];  /* echoed in the answer */
+	char bmodel[64]; /* the model of the budgets: the body's (or the path's), "" for none */
+	bool cacheable;  /* /v1/messages: a block carries cache_control */
+	long prefix_chars;
+	unsigned char prefix_sha[32];
 };
 
 static long content_chars(json_t *content)
@@ -165,10 +171,106 @@ static long content_chars(json_t *content)
 	return n;
 }
 
-static void llm_parse(struct evhttp_request *req, struct llm_in *li, const char *model)
+/* Anthropic's blocks in order: the system prompt, then every message's content. A string
+ * is one block without cache_control. The cacheable prefix runs up to and including the
+ * last block with cache_control; stop >= 0: hash the blocks up to index stop. */
+struct walk {
+	long idx, last_cc, chars, prefix_chars, stop;
+	EVP_MD_CTX *md;
+};
+
+static void walk_block(struct walk *w, const char *role, json_t *block)
+{
+	const char *text = NULL;
+	if (json_is_string(block))
+		text = json_string_value(block);
+	else if (json_is_string(json_object_get(block, "text")))
+		text = json_string_value(json_object_get(block, "text"));
+	long c = text != NULL ? utf8_chars(text) : 0;
+	if (w->md != NULL && w->idx <= w->stop) {
+		EVP_DigestUpdate(w->md, role, strlen(role) + 1);
+		if (text != NULL) {
+			EVP_DigestUpdate(w->md, text, strlen(text) + 1);
+		} else {
+			/* another kind of block (image, tool use): its whole JSON */
+			char *d = json_dumps(block, JSON_COMPACT | JSON_SORT_KEYS);
+			if (d != NULL)
+				EVP_DigestUpdate(w->md, d, strlen(d) + 1);
+			free(d);
+		}
+	}
+	if (json_is_object(json_object_get(block, "cache_control"))) {
+		w->last_cc = w->idx;
+		w->prefix_chars = w->chars + c;
+	}
+	w->chars += c;
+	w->idx++;
+}
+
+static void walk_content(struct walk *w, const char *role, json_t *content)
+{
+	size_t i = 0;
+	json_t *b = NULL;
+	if (json_is_string(content))
+		walk_block(w, role, content);
+	else
+		json_array_foreach(content, i, b)
+		{
+			walk_block(w, role, b);
+		}
+}
+
+static void walk_messages(struct walk *w, json_t *j)
+{
+	size_t i;
+	json_t *msg;
+	walk_content(w, "system", json_object_get(j, "system"));
+	json_array_foreach(json_object_get(j, "messages"), i, msg)
+	{
+		json_t *r = json_object_get(msg, "role");
+		walk_content(w, json_is_string(r) ? json_string_value(r) : "",
+		             json_object_get(msg, "content"));
+	}
+}
+
+/* /v1/messages: characters of the system prompt and the messages, and the cacheable
+ * prefix (its characters, the SHA-256 of its blocks). */
+static void messages_parse(json_t *j, struct llm_in *li)
+{
+	struct walk w = {.last_cc = -1, .stop = -1};
+	walk_messages(&w, j);
+	li->chars = w.chars;
+	if (w.last_cc < 0)
+		return;
+	li->cacheable = true;
+	li->prefix_chars = w.prefix_chars;
+	struct walk h = {.last_cc = -1, .stop = w.last_cc, .md = EVP_MD_CTX_new()};
+	if (h.md == NULL)
+		return;
+	EVP_DigestInit_ex(h.md, EVP_sha256(), NULL);
+	walk_messages(&h, j);
+	unsigned int len = 0;
+	EVP_DigestFinal_ex(h.md, li->prefix_sha, &len);
+	EVP_MD_CTX_free(h.md);
+}
+
+static bool model_echoable(const char *m, size_t n)
+{
+	return n > 0 && n < 64 &&
+	       strspn(m, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	                 "0123456789._:/-@") == n;
+}
+
+static void llm_parse(struct evhttp_request *req, struct llm_in *li, const char *model,
+                      enum mock_kind kind, const char *path_model)
 {
 	memset(li, 0, sizeof(*li));
 	snprintf(li->model, sizeof(li->model), "%s", model);
+	if (path_model != NULL) { /* Azure: the deployment names the model */
+		snprintf(li->bmodel, sizeof(li->bmodel), "%s", path_model);
+		if (model_echoable(path_model, strlen(path_model)))
+			snprintf(li->model, sizeof(li->model), "%s", path_model);
+	}
 	struct evbuffer *b = evhttp_request_get_input_buffer(req);
 	size_t len = evbuffer_get_length(b);
 	if (len == 0)
@@ -190,17 +292,20 @@ static void llm_parse(struct evhttp_request *req, struct llm_in *li, const char 
 		    json_integer_value(mt) > MAX_CHUNKS ? MAX_CHUNKS : (long)json_integer_value(mt);
 	/* The model name is echoed only when it needs no JSON escaping. */
 	json_t *m = json_object_get(j, "model");
-	if (json_is_string(m) && json_string_length(m) > 0 &&
-	    json_string_length(m) < sizeof(li->model) &&
-	    strspn(json_string_value(m), "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-	                                 "0123456789._:/-@") == json_string_length(m))
+	if (json_is_string(m) && model_echoable(json_string_value(m), json_string_length(m)))
 		snprintf(li->model, sizeof(li->model), "%s", json_string_value(m));
+	if (json_is_string(m) && json_string_length(m) < sizeof(li->bmodel) &&
+	    li->bmodel[0] == '\0')
+		snprintf(li->bmodel, sizeof(li->bmodel), "%s", json_string_value(m));
 	size_t i;
 	json_t *msg, *msgs = json_object_get(j, "messages");
-	json_array_foreach(msgs, i, msg)
-	{
-		li->chars += content_chars(json_object_get(msg, "content"));
-	}
+	if (kind == MOCK_K_MESSAGES)
+		messages_parse(j, li);
+	else
+		json_array_foreach(msgs, i, msg)
+		{
+			li->chars += content_chars(json_object_get(msg, "content"));
+		}
 	json_t *input = json_object_get(j, "input");
 	if (json_is_string(input)) {
 		li->inputs = 1;
@@ -256,7 +361,7 @@ static void chat_body(struct evbuffer *b, const struct llm_in *li, long prompt, 
 	       "\"model\":\"");
 	evbuffer_add(b, li->model, strlen(li->model));
 	PUT(b, "\",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"");
-	for (long i = 0; i < completion; i++)
+	for (long i = 0; i < completion ; i++)
 		put_chunk_text(b, chunk_bytes);
 	PUT(b, "\"},\"logprobs\":null,\"finish_reason\":\"");
 	if (truncated)
@@ -266,19 +371,19 @@ static void chat_body(struct evbuffer *b, const struct llm_in *li, long prompt, 
 	PUT(b, "\"}],\"usage\":{\"prompt_tokens\":");
 	put_long(b, prompt);
 	PUT(b, ",\"completion_tokens\":");
-	put_long(b, completion);
+	put_long(b, completion );
 	PUT(b, ",\"total_tokens\":");
-	put_long(b, prompt + completion);
+	put_long(b, prompt + completion );
 	PUT(b, "}}");
 }
 
 static void messages_body(struct evbuffer *b, const struct llm_in *li, long prompt, long completion,
-                          long chunk_bytes, bool truncated)
+                          long chunk_bytes, bool truncated, const struct mock_limit_out *lo)
 {
 	PUT(b, "{\"id\":\"msg_mock\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"");
 	evbuffer_add(b, li->model, strlen(li->model));
 	PUT(b, "\",\"content\":[{\"type\":\"text\",\"text\":\"");
-	for (long i = 0; i < completion; i++)
+	for (long i = 0; i < completion ; i++)
 		put_chunk_text(b, chunk_bytes);
 	PUT(b, "\"}],\"stop_reason\":\"");
 	if (truncated)
@@ -287,8 +392,14 @@ static void messages_body(struct evbuffer *b, const struct llm_in *li, long prom
 		PUT(b, "end_turn");
 	PUT(b, "\",\"stop_sequence\":null,\"usage\":{\"input_tokens\":");
 	put_long(b, prompt);
+	if (li->cacheable) {
+		PUT(b, ",\"cache_creation_input_tokens\":");
+		put_long(b, lo->cache_creation);
+		PUT(b, ",\"cache_read_input_tokens\":");
+		put_long(b, lo->cache_read);
+	}
 	PUT(b, ",\"output_tokens\":");
-	put_long(b, completion);
+	put_long(b, completion );
 	PUT(b, "}}");
 }
 
@@ -580,6 +691,26 @@ static void admin(struct evhttp_request *req, const char *path)
 
 /* ---------- intake ---------- */
 
+/* Azure OpenAI: /openai/deployments/NAME/chat/completions or …/embeddings; the
+ * deployment NAME goes to dep (at most 63 bytes). */
+static enum mock_kind azure_route(enum evhttp_cmd_type m, const char *path, char dep[64])
+{
+	static const char pre[] = "/openai/deployments/";
+	if (m != EVHTTP_REQ_POST || strncmp(path, pre, sizeof(pre) - 1) != 0)
+		return MOCK_K_OTHER;
+	const char *name = path + sizeof(pre) - 1, *slash = strchr(name, '/');
+	if (slash == NULL || slash == name || slash - name >= 64)
+		return MOCK_K_OTHER;
+	enum mock_kind k = strcmp(slash, "/chat/completions") == 0 ? MOCK_K_CHAT
+	                   : strcmp(slash, "/embeddings") == 0     ? MOCK_K_EMBED
+	                                                           : MOCK_K_OTHER;
+	if (k != MOCK_K_OTHER) {
+		memcpy(dep, name, (size_t)(slash - name));
+		dep[slash - name] = '\0';
+	}
+	return k;
+}
+
 static enum mock_kind route(enum evhttp_cmd_type m, const char *path)
 {
 	if (m == EVHTTP_REQ_POST && strcmp(path, "/v1/chat/completions") == 0)
@@ -642,23 +773,46 @@ void mock_routes_handle(struct evhttp_request *req, void *arg)
 	struct mock_req tmpl;
 	memset(&tmpl, 0, sizeof(tmpl));
 	enum mock_kind kind = route(method, path);
+	char dep[64];
+	bool azure = false;
+	if (kind == MOCK_K_OTHER && path[1] == 'o') {
+		kind = azure_route(method, path, dep);
+		azure = kind != MOCK_K_OTHER;
+	}
 	int status = 200;
 	const char *ctype = "application/json";
 	struct mock_limit_out lo = {0};
 
 	if (kind != MOCK_K_OTHER) {
 		struct llm_in li;
-		llm_parse(req, &li, kind == MOCK_K_MESSAGES ? "claude-mock" : "gpt-mock");
+		llm_parse(req, &li, kind == MOCK_K_MESSAGES ? "claude-mock" : "gpt-mock", kind,
+		          azure ? dep : NULL);
 		long prompt = li.chars / 4 > 0 ? li.chars / 4 : 1;
+		long prefix = li.prefix_chars / 4 < prompt ? li.prefix_chars / 4 : prompt;
 		long completion = c.chunks;
-		bool truncated = li.max_tokens > 0 && li.max_tokens < completion;
+		bool truncated = li.max_tokens > 0 && li.max_tokens < completion ;
 		if (truncated)
 			completion = li.max_tokens;
 		unsigned char sha[32];
 		long out_tokens = li.max_tokens > 0 ? li.max_tokens : 16;
-		struct mock_limit_in lin = {key_sha(req, sha) ? sha : NULL, prompt + out_tokens, prompt,
-		                            out_tokens};
+		struct evkeyvalq *ih = evhttp_request_get_input_headers(req);
+		const char *wp = evhttp_find_header(ih, "openai-project");
+		const char *wo = evhttp_find_header(ih, "openai-organization");
+		struct mock_limit_in lin = {.key_sha = key_sha(req, sha) ? sha : NULL,
+		                            .cost_tokens = prompt + out_tokens,
+		                            .input_tokens = prompt,
+		                            .output_tokens = out_tokens,
+		                            .model = li.bmodel,
+		                            .messages = kind == MOCK_K_MESSAGES,
+		                            .want_project = wp != NULL && *wp ? wp : NULL,
+		                            .want_org = wo != NULL && *wo ? wo : NULL,
+		                            .cacheable = li.cacheable,
+		                            .prefix_tokens = prefix};
+		memcpy(lin.prefix_sha, li.prefix_sha, 32);
 		mock_limits_check(&lin, oh, rid, &lo);
+		/* usage: input_tokens is what is neither read from nor written to the cache */
+		if (li.cacheable)
+			prompt -= prefix;
 		if (lo.status != 0) {
 			status = lo.status;
 			evbuffer_add_buffer(out_buf, lo.body);
@@ -673,18 +827,21 @@ void mock_routes_handle(struct evhttp_request *req, void *arg)
 		} else if (li.stream) {
 			tmpl.streaming = true;
 			tmpl.kind = kind;
-			tmpl.chunks = completion;
+			tmpl.chunks = completion ;
 			tmpl.chunk_ms = c.chunk_ms;
 			tmpl.chunk_bytes = c.chunk_bytes;
 			tmpl.prompt_tokens = prompt;
-			tmpl.completion_tokens = completion;
+			tmpl.completion_tokens = completion ;
 			tmpl.include_usage = li.include_usage;
 			tmpl.truncated = truncated;
+			tmpl.cache_usage = li.cacheable;
+			tmpl.cache_read = lo.cache_read;
+			tmpl.cache_creation = lo.cache_creation;
 			memcpy(tmpl.model, li.model, sizeof(tmpl.model));
 		} else if (kind == MOCK_K_CHAT) {
 			chat_body(out_buf, &li, prompt, completion, c.chunk_bytes, truncated);
 		} else {
-			messages_body(out_buf, &li, prompt, completion, c.chunk_bytes, truncated);
+			messages_body(out_buf, &li, prompt, completion, c.chunk_bytes, truncated, &lo);
 		}
 	} else if (c.status != 0 && c.status != 200) {
 		status = c.status;

@@ -59,6 +59,12 @@ static void head_events(struct evbuffer *b, const struct mock_req *mr)
 	PUT(b, "\",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":"
 	       "{\"input_tokens\":");
 	mock_put_long(b, mr->prompt_tokens);
+	if (mr->cache_usage) {
+		PUT(b, ",\"cache_creation_input_tokens\":");
+		mock_put_long(b, mr->cache_creation);
+		PUT(b, ",\"cache_read_input_tokens\":");
+		mock_put_long(b, mr->cache_read);
+	}
 	PUT(b, ",\"output_tokens\":1}}}\n\n"
 	       "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,"
 	       "\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n");
