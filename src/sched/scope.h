@@ -37,10 +37,11 @@
  * an open-addressing table of 32-bit slots at most half full (backward-shift
  * deletion, core/probe.h): 48 bytes per slot of capacity, which doubles from 8
  * at first use, so 48 to 96 bytes per key (63 at 100,000 keys: tests/bench/
- * bench_cost.c); O(1) expected per call (18 ns for scope_of at 100,000 keys). Learned entries are bounded by
- * max_learned, least recently used first out, and dropped after idle_ttl_ms
- * without a request or answer (checked at the LRU's tail on each call: O(1));
- * configured entries are pinned (the config bounds them). */
+ * bench_cost.c); O(1) expected per call (18 ns for scope_of at 100,000 keys).
+ * Learned entries are bounded by max_learned, least recently used first out,
+ * and dropped after idle_ttl_ms without a request or answer (checked at the
+ * LRU's tail on each call: O(1)); configured entries are pinned (the config
+ * bounds them). */
 #ifndef PACERD_SCOPE_H
 #define PACERD_SCOPE_H
 
