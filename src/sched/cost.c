@@ -1,0 +1,225 @@
+/* cost — what a request is charged; see cost.h for the model. */
+#include "sched/cost.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* One prompt of a lane. key 0: a free slot. */
+struct cost_prompt {
+	uint64_t key;
+	int64_t last_ms; /* when the request of its newest answer went upstream */
+	float s_charged; /* decayed Σ charged input of its answers */
+	float s_est;     /* decayed Σ input estimate of the same answers */
+};
+
+struct cost_outputs {
+	uint32_t v[COST_OUTPUTS]; /* ring of the newest answers' output tokens */
+	uint16_t head;            /* next slot written */
+	uint16_t n;               /* slots filled, <= COST_OUTPUTS */
+};
+
+/* Agent hashes and prompt hashes live in one table: keep them apart. */
+#define COST_AGENT_SALT 0x6a09e667f3bcc909ULL
+
+void cost_lane_init(struct cost_lane *c)
+{
+	memset(c, 0, sizeof(*c));
+}
+
+void cost_lane_free(struct cost_lane *c)
+{
+	free(c->prompts);
+	free(c->outputs);
+	cost_lane_init(c);
+}
+
+size_t cost_lane_heap_bytes(const struct cost_lane *c)
+{
+	return (c->prompts ? COST_PROMPTS * sizeof(struct cost_prompt) : 0) +
+	       (c->outputs ? sizeof(struct cost_outputs) : 0);
+}
+
+/* The table key of a request: its prompt, else its agent, else 0 (none). */
+static uint64_t prompt_key(const struct cost_request *r)
+{
+	if (r->prompt_key != 0)
+		return r->prompt_key;
+	if (r->agent == 0)
+		return 0;
+	uint64_t k = r->agent ^ COST_AGENT_SALT;
+	return k != 0 ? k : 1;
+}
+
+static struct cost_prompt *prompt_find(const struct cost_lane *c, uint64_t key)
+{
+	if (c->prompts == NULL || key == 0)
+		return NULL;
+	for (size_t i = 0; i < COST_PROMPTS; i++)
+		if (c->prompts[i].key == key)
+			return &c->prompts[i];
+	return NULL;
+}
+
+/* The entry of key, made when missing in a free slot or in place of the least
+ * recently answered prompt. */
+static struct cost_prompt *prompt_get(struct cost_lane *c, uint64_t key, bool *made)
+{
+	*made = false;
+	struct cost_prompt *victim = &c->prompts[0];
+	for (size_t i = 0; i < COST_PROMPTS; i++) {
+		struct cost_prompt *p = &c->prompts[i];
+		if (p->key == key)
+			return p;
+		if (victim->key != 0 && (p->key == 0 || p->last_ms < victim->last_ms))
+			victim = p;
+	}
+	memset(victim, 0, sizeof(*victim));
+	victim->key = key;
+	*made = true;
+	return victim;
+}
+
+static int64_t ttl_or_default(int64_t ttl_ms)
+{
+	return ttl_ms > 0 ? ttl_ms : COST_CACHE_TTL_MS;
+}
+
+/* The share of r's estimate to charge at now_ms; 1 when nothing warm is known. */
+static double input_share(const struct cost_lane *c, const struct cost_request *r,
+                          int64_t cache_ttl_ms, int64_t now_ms)
+{
+	const struct cost_prompt *p = prompt_find(c, prompt_key(r));
+	if (p == NULL || p->s_est <= 0 || now_ms - p->last_ms > ttl_or_default(cache_ttl_ms))
+		return 1;
+	double share = (double)p->s_charged / p->s_est;
+	double floor = COST_SHARE_MIN;
+	if (r->prefix_tokens > 0 && r->input_estimate > 0 && r->prefix_tokens < r->input_estimate) {
+		double added = (double)(r->input_estimate - r->prefix_tokens) / r->input_estimate;
+		if (added > floor)
+			floor = added;
+	}
+	if (!(share >= floor)) /* NaN too */
+		share = floor;
+	return share < 1 ? share : 1;
+}
+
+double cost_input_share(const struct cost_lane *c, const struct cost_request *r,
+                        int64_t cache_ttl_ms, int64_t now_ms)
+{
+	return input_share(c, r, cache_ttl_ms, now_ms);
+}
+
+int64_t cost_output_percentile(const struct cost_lane *c)
+{
+	return c->outputs != NULL && c->outputs->n > 0 ? (int64_t)c->output_pct : -1;
+}
+
+void cost_charge(const struct cost_lane *c, const struct cost_request *r, bool cached_input_free,
+                 unsigned default_output, int64_t cache_ttl_ms, int64_t now_ms,
+                 struct cost_charge *out)
+{
+	double input = r->input_estimate > 0 ? (double)r->input_estimate : 0;
+	double share = cached_input_free ? input_share(c, r, cache_ttl_ms, now_ms) : 1;
+	out->input = input * share;
+	out->input_scaled = share < 1;
+	out->output_learned = false;
+	if (r->max_output >= 0) {
+		out->output = (double)r->max_output;
+	} else if (cost_output_percentile(c) >= 0) {
+		out->output = c->output_pct;
+		out->output_learned = true;
+	} else {
+		out->output = default_output;
+	}
+}
+
+/* ---- the output percentile ---- */
+
+/* Sorts a[0..n-1] (n <= COST_OUTPUTS: an insertion sort is a microsecond, once
+ * per answer). */
+static void sort_small(uint32_t *a, size_t n)
+{
+	for (size_t i = 1; i < n; i++) {
+		uint32_t v = a[i];
+		size_t j = i;
+		for (; j > 0 && a[j - 1] > v; j--)
+			a[j] = a[j - 1];
+		a[j] = v;
+	}
+}
+
+static void outputs_record(struct cost_lane *c, uint32_t v)
+{
+	struct cost_outputs *o = c->outputs;
+	o->v[o->head] = v;
+	o->head = (uint16_t)((o->head + 1) % COST_OUTPUTS);
+	if (o->n < COST_OUTPUTS)
+		o->n++;
+	uint32_t tmp[COST_OUTPUTS];
+	memcpy(tmp, o->v, o->n * sizeof(tmp[0]));
+	/* nearest rank: the ceil(p × n)-th smallest */
+	size_t rank = (size_t)(COST_OUTPUT_PCT * o->n + 0.999999);
+	if (rank < 1)
+		rank = 1;
+	sort_small(tmp, o->n);
+	c->output_pct = tmp[rank - 1];
+}
+
+static int observe_output(struct cost_lane *c, const struct cost_usage *u)
+{
+	if (u->output < 0)
+		return 0;
+	uint32_t v = u->output > UINT32_MAX ? UINT32_MAX : (uint32_t)u->output;
+	if (c->outputs == NULL) {
+		c->outputs = calloc(1, sizeof(*c->outputs));
+		if (c->outputs == NULL)
+			return -1;
+	} else if (u->output_capped && v < c->output_pct) {
+		return 0; /* "at least v": nothing about the tail */
+	}
+	outputs_record(c, v);
+	return 0;
+}
+
+/* ---- the input share ---- */
+
+static int observe_input(struct cost_lane *c, const struct cost_request *r,
+                         const struct cost_usage *u, int64_t sent_ms)
+{
+	uint64_t key = prompt_key(r);
+	if (key == 0 || r->input_estimate <= 0 || u->charged_input < 0)
+		return 0;
+	int64_t read = u->cache_read > 0 ? u->cache_read : 0;
+	int64_t wrote = u->cache_creation > 0 ? u->cache_creation : 0;
+	if (wrote > u->charged_input)
+		wrote = u->charged_input;
+	if (c->prompts == NULL) {
+		if (read == 0 && wrote == 0)
+			return 0; /* no cached prompt seen yet: nothing to keep */
+		c->prompts = calloc(COST_PROMPTS, sizeof(*c->prompts));
+		if (c->prompts == NULL)
+			return -1;
+	}
+	bool made;
+	struct cost_prompt *p = prompt_get(c, key, &made);
+	float est = (float)r->input_estimate;
+	if (read == 0 && wrote > 0) {
+		/* a cold call: the next one reads what this one wrote */
+		p->s_charged = (float)(u->charged_input - wrote);
+		p->s_est = est;
+	} else {
+		p->s_charged = (float)(p->s_charged * COST_DECAY + u->charged_input);
+		p->s_est = (float)(p->s_est * COST_DECAY + est);
+	}
+	if (made || p->last_ms < sent_ms) /* answers may come back out of order */
+		p->last_ms = sent_ms;
+	return 0;
+}
+
+int cost_observe(struct cost_lane *c, const struct cost_request *r, const struct cost_usage *u,
+                 int64_t sent_ms)
+{
+	int rc_in = observe_input(c, r, u, sent_ms);
+	int rc_out = observe_output(c, u);
+	return rc_in == 0 && rc_out == 0 ? 0 : -1;
+}

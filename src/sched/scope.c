@@ -1,0 +1,318 @@
+/* scope — which limit scope a key's requests belong to; see scope.h. */
+#include "sched/scope.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/probe.h"
+
+struct scope_entry {
+	uint64_t key;
+	uint64_t named;      /* configured scope's name hash, 0: none (then in the LRU) */
+	uint64_t learned;    /* identity the newest answer carried, 0: none */
+	int64_t last_ms;     /* last request or answer */
+	uint32_t prev, next; /* LRU neighbours, slab position + 1; 0: none */
+};
+
+#define SCOPE_MIN_CAP 8
+#define SCOPE_MAX_LEARNED ((size_t)1 << 30) /* positions are 32-bit */
+#define SCOPE_EXPIRE_PER_CALL 2
+
+uint64_t scope_id(enum scope_kind kind, uint64_t hash)
+{
+	return (hash & ~(uint64_t)3) | (uint64_t)kind;
+}
+
+enum scope_kind scope_kind_of(uint64_t id)
+{
+	switch (id & 3) {
+	case SCOPE_NAMED:
+		return SCOPE_NAMED;
+	case SCOPE_IDENTITY:
+		return SCOPE_IDENTITY;
+	default:
+		return SCOPE_KEY;
+	}
+}
+
+int scope_format(uint64_t id, char *buf, size_t len)
+{
+	static const char *const names[] = {"key", "scope", "id"};
+	return snprintf(buf, len, "%s:%012" PRIx64, names[scope_kind_of(id)], id >> 16);
+}
+
+void scope_init(struct scope_table *t, size_t max_learned, int64_t idle_ttl_ms)
+{
+	memset(t, 0, sizeof(*t));
+	t->max_learned = max_learned == 0                  ? 1
+	                 : max_learned > SCOPE_MAX_LEARNED ? SCOPE_MAX_LEARNED
+	                                                   : max_learned;
+	t->idle_ttl_ms = idle_ttl_ms;
+}
+
+void scope_free(struct scope_table *t)
+{
+	free(t->slab);
+	free(t->index);
+	scope_init(t, t->max_learned, t->idle_ttl_ms);
+}
+
+size_t scope_count(const struct scope_table *t)
+{
+	return t->n;
+}
+
+size_t scope_heap_bytes(const struct scope_table *t)
+{
+	return t->slab_cap * (sizeof(struct scope_entry) + 2 * sizeof(uint32_t));
+}
+
+/* ---- the index: open addressing over slab positions ---- */
+
+static size_t home(const struct scope_table *t, uint64_t key)
+{
+	uint64_t h = key * 0x9e3779b97f4a7c15ULL;
+	return (size_t)(h ^ (h >> 29)) & (2 * t->slab_cap - 1);
+}
+
+/* The slot of key: the one that holds it, or the empty one where it would go. */
+static uint32_t *slot_of(const struct scope_table *t, uint64_t key)
+{
+	size_t mask = 2 * t->slab_cap - 1;
+	for (size_t i = home(t, key);; i = (i + 1) & mask) {
+		uint32_t *s = &t->index[i];
+		if (*s == 0 || t->slab[*s - 1].key == key)
+			return s;
+	}
+}
+
+static struct scope_entry *find(const struct scope_table *t, uint64_t key)
+{
+	if (t->n == 0)
+		return NULL;
+	uint32_t *s = slot_of(t, key);
+	return *s != 0 ? &t->slab[*s - 1] : NULL;
+}
+
+static void index_delete(struct scope_table *t, uint64_t key)
+{
+	size_t mask = 2 * t->slab_cap - 1, i = (size_t)(slot_of(t, key) - t->index);
+	for (size_t j = (i + 1) & mask; t->index[j] != 0; j = (j + 1) & mask) {
+		if (!probe_may_fill(i, j, home(t, t->slab[t->index[j] - 1].key)))
+			continue;
+		t->index[i] = t->index[j];
+		i = j;
+	}
+	t->index[i] = 0;
+}
+
+/* Room for one more entry: slab and index doubled together. */
+static bool reserve(struct scope_table *t)
+{
+	if (t->n < t->slab_cap)
+		return true;
+	size_t cap = t->slab_cap ? 2 * t->slab_cap : SCOPE_MIN_CAP;
+	if (cap > UINT32_MAX / 2)
+		return false;
+	struct scope_entry *slab = realloc(t->slab, cap * sizeof(*slab));
+	if (slab == NULL)
+		return false;
+	t->slab = slab;
+	uint32_t *index = calloc(2 * cap, sizeof(*index));
+	if (index == NULL)
+		return false;
+	free(t->index);
+	t->index = index;
+	t->slab_cap = cap;
+	for (size_t p = 0; p < t->n; p++)
+		*slot_of(t, t->slab[p].key) = (uint32_t)(p + 1);
+	return true;
+}
+
+/* ---- the LRU of learned entries ---- */
+
+static uint32_t pos1(const struct scope_table *t, const struct scope_entry *e)
+{
+	return (uint32_t)(e - t->slab) + 1;
+}
+
+static bool in_lru(const struct scope_entry *e)
+{
+	return e->named == 0;
+}
+
+static void lru_unlink(struct scope_table *t, struct scope_entry *e)
+{
+	if (e->prev)
+		t->slab[e->prev - 1].next = e->next;
+	else
+		t->lru_head = e->next;
+	if (e->next)
+		t->slab[e->next - 1].prev = e->prev;
+	else
+		t->lru_tail = e->prev;
+	e->prev = e->next = 0;
+	t->n_learned--;
+}
+
+static void lru_push(struct scope_table *t, struct scope_entry *e)
+{
+	uint32_t p = pos1(t, e);
+	e->prev = 0;
+	e->next = t->lru_head;
+	if (t->lru_head)
+		t->slab[t->lru_head - 1].prev = p;
+	else
+		t->lru_tail = p;
+	t->lru_head = p;
+	t->n_learned++;
+}
+
+static void touch(struct scope_table *t, struct scope_entry *e, int64_t now_ms)
+{
+	if (now_ms > e->last_ms)
+		e->last_ms = now_ms;
+	if (in_lru(e) && t->lru_head != pos1(t, e)) {
+		lru_unlink(t, e);
+		lru_push(t, e);
+	}
+}
+
+/* Removes an entry; the last of the slab moves into its place. */
+static void entry_delete(struct scope_table *t, struct scope_entry *e)
+{
+	if (in_lru(e))
+		lru_unlink(t, e);
+	index_delete(t, e->key);
+	struct scope_entry *last = &t->slab[t->n - 1];
+	if (e != last) {
+		uint32_t to = pos1(t, e);
+		*slot_of(t, last->key) = to;
+		*e = *last;
+		if (in_lru(e)) {
+			if (e->prev)
+				t->slab[e->prev - 1].next = to;
+			else
+				t->lru_head = to;
+			if (e->next)
+				t->slab[e->next - 1].prev = to;
+			else
+				t->lru_tail = to;
+		}
+	}
+	t->n--;
+}
+
+/* Drops learned entries idle for longer than the TTL, a few from the LRU's tail. */
+static void expire(struct scope_table *t, int64_t now_ms)
+{
+	if (t->idle_ttl_ms <= 0)
+		return;
+	for (int i = 0; i < SCOPE_EXPIRE_PER_CALL && t->lru_tail; i++) {
+		struct scope_entry *e = &t->slab[t->lru_tail - 1];
+		if (now_ms - e->last_ms <= t->idle_ttl_ms)
+			return;
+		entry_delete(t, e);
+	}
+}
+
+/* A new entry for key (room reserved), not in the LRU. */
+static struct scope_entry *entry_add(struct scope_table *t, uint64_t key)
+{
+	struct scope_entry *e = &t->slab[t->n];
+	memset(e, 0, sizeof(*e));
+	e->key = key;
+	*slot_of(t, key) = (uint32_t)(t->n + 1);
+	t->n++;
+	return e;
+}
+
+/* ---- the scope ---- */
+
+static uint64_t entry_scope(const struct scope_entry *e, uint64_t key)
+{
+	if (e != NULL && e->named != 0)
+		return scope_id(SCOPE_NAMED, e->named);
+	if (e != NULL && e->learned != 0)
+		return scope_id(SCOPE_IDENTITY, e->learned);
+	return scope_id(SCOPE_KEY, key);
+}
+
+uint64_t scope_peek(const struct scope_table *t, uint64_t key_id, uint64_t request_identity)
+{
+	if (request_identity != 0)
+		return scope_id(SCOPE_IDENTITY, request_identity);
+	return entry_scope(find(t, key_id), key_id);
+}
+
+uint64_t scope_of(struct scope_table *t, uint64_t key_id, uint64_t request_identity, int64_t now_ms)
+{
+	expire(t, now_ms);
+	struct scope_entry *e = find(t, key_id);
+	if (e != NULL)
+		touch(t, e, now_ms);
+	if (request_identity != 0)
+		return scope_id(SCOPE_IDENTITY, request_identity);
+	return entry_scope(e, key_id);
+}
+
+int scope_learn(struct scope_table *t, uint64_t key_id, uint64_t request_identity,
+                uint64_t answer_identity, int64_t now_ms)
+{
+	if (answer_identity == 0 || request_identity != 0)
+		return 0;
+	expire(t, now_ms);
+	struct scope_entry *e = find(t, key_id);
+	if (e != NULL) {
+		uint64_t before = entry_scope(e, key_id);
+		e->learned = answer_identity;
+		touch(t, e, now_ms);
+		return entry_scope(e, key_id) != before;
+	}
+	if (t->n_learned >= t->max_learned)
+		entry_delete(t, &t->slab[t->lru_tail - 1]);
+	if (!reserve(t))
+		return -1;
+	e = entry_add(t, key_id);
+	e->learned = answer_identity;
+	e->last_ms = now_ms;
+	lru_push(t, e);
+	return 1;
+}
+
+int scope_configure(struct scope_table *t, uint64_t key_id, uint64_t name_hash)
+{
+	struct scope_entry *e = find(t, key_id);
+	if (name_hash == 0) {
+		if (e == NULL || e->named == 0)
+			return 0;
+		if (e->learned == 0) {
+			entry_delete(t, e);
+			return 0;
+		}
+		e->named = 0;
+		lru_push(t, e);
+		while (t->n_learned > t->max_learned)
+			entry_delete(t, &t->slab[t->lru_tail - 1]);
+		return 0;
+	}
+	if (e == NULL) {
+		if (!reserve(t))
+			return -1;
+		e = entry_add(t, key_id);
+	} else if (in_lru(e)) {
+		lru_unlink(t, e);
+	}
+	e->named = name_hash;
+	return 0;
+}
+
+void scope_clear_configured(struct scope_table *t)
+{
+	/* from the end: a deletion moves the last entry, already seen, into the hole */
+	for (size_t p = t->n; p-- > 0;)
+		if (t->slab[p].named != 0)
+			scope_configure(t, t->slab[p].key, 0);
+}

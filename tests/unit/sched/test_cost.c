@@ -1,0 +1,469 @@
+/* Unit tests for cost: input charged by the learned cache share, output by the
+ * lane's percentile. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "sched/cost.h"
+#include "sched/gcra.h"
+#include "unit.h"
+
+#define PROMPT_A 0x1111222233334444ULL
+#define PROMPT_B 0x5555666677778888ULL
+#define TTL COST_CACHE_TTL_MS
+
+static struct cost_request req(int64_t est, uint64_t prompt, uint64_t agent, int64_t max_output)
+{
+	struct cost_request r = {est, 0, prompt, agent, max_output};
+	return r;
+}
+
+static struct cost_usage usage(int64_t charged, int64_t creation, int64_t read, int64_t output)
+{
+	struct cost_usage u = {charged, creation, read, output, false};
+	return u;
+}
+
+static struct cost_charge charge(const struct cost_lane *c, const struct cost_request *r,
+                                 int64_t now)
+{
+	struct cost_charge ch;
+	cost_charge(c, r, true, 1024, TTL, now, &ch);
+	return ch;
+}
+
+/* The Anthropic shape: one answer that read 9,500 of a 10,000-token prompt from
+ * the cache and was charged 500. */
+static void learn_warm(struct cost_lane *c, uint64_t prompt, int64_t sent)
+{
+	struct cost_request r = req(10000, prompt, 0, 200);
+	struct cost_usage u = usage(500, 0, 9500, 150);
+	ck_assert_int_eq(cost_observe(c, &r, &u, sent), 0);
+}
+
+START_TEST(first_prompt_full)
+{
+	struct cost_lane c;
+	cost_lane_init(&c);
+	struct cost_request r = req(10000, PROMPT_A, 0, 200);
+	struct cost_charge ch = charge(&c, &r, 0);
+	ck_assert(ch.input == 10000);
+	ck_assert(!ch.input_scaled);
+	ck_assert(ch.output == 200);
+	ck_assert_uint_eq(cost_lane_heap_bytes(&c), 0);
+	cost_lane_free(&c);
+}
+END_TEST
+
+START_TEST(warm_prompt_scaled)
+{
+	struct cost_lane c;
+	cost_lane_init(&c);
+	learn_warm(&c, PROMPT_A, 1000);
+	struct cost_request r = req(10000, PROMPT_A, 0, 200);
+	struct cost_charge ch = charge(&c, &r, 2000);
+	ck_assert(ch.input_scaled);
+	ck_assert_double_eq_tol(ch.input, 500, 1e-3);
+	/* scaled by the share, not a fixed amount: a longer question costs more */
+	r.input_estimate = 12000;
+	ch = charge(&c, &r, 2000);
+	ck_assert_double_eq_tol(ch.input, 600, 1e-3);
+	ck_assert_double_eq_tol(cost_input_share(&c, &r, TTL, 2000), 0.05, 1e-6);
+	cost_lane_free(&c);
+}
+END_TEST
+
+START_TEST(other_prompt_full)
+{
+	struct cost_lane c;
+	cost_lane_init(&c);
+	learn_warm(&c, PROMPT_A, 1000);
+	struct cost_request r = req(10000, PROMPT_B, 0, 200);
+	struct cost_charge ch = charge(&c, &r, 2000);
+	ck_assert(ch.input == 10000);
+	ck_assert(!ch.input_scaled);
+	r = req(10000, 0, 0, 200); /* no prompt, no agent */
+	ck_assert(charge(&c, &r, 2000).input == 10000);
+	cost_lane_free(&c);
+}
+END_TEST
+
+START_TEST(expired_cache_full)
+{
+	struct cost_lane c;
+	cost_lane_init(&c);
+	learn_warm(&c, PROMPT_A, 1000);
+	struct cost_request r = req(10000, PROMPT_A, 0, 200);
+	ck_assert(charge(&c, &r, 1000 + TTL).input_scaled);
+	struct cost_charge ch = charge(&c, &r, 1000 + TTL + 1);
+	ck_assert(!ch.input_scaled);
+	ck_assert(ch.input == 10000);
+	/* a one-hour cache, told by the caller */
+	cost_charge(&c, &r, true, 1024, 3600000, 1000 + TTL + 1, &ch);
+	ck_assert(ch.input_scaled);
+	/* ttl <= 0: the default */
+	cost_charge(&c, &r, true, 1024, 0, 1000 + TTL + 1, &ch);
+	ck_assert(!ch.input_scaled);
+	/* each answer refreshes the entry, from when its request went out */
+	learn_warm(&c, PROMPT_A, 200000);
+	ck_assert(charge(&c, &r, 200000 + TTL).input_scaled);
+	/* an older answer coming back late does not move it back */
+	learn_warm(&c, PROMPT_A, 100000);
+	ck_assert(charge(&c, &r, 200000 + TTL).input_scaled);
+	cost_lane_free(&c);
+}
+END_TEST
+
+START_TEST(cache_reads_counted_full)
+{
+	struct cost_lane c;
+	cost_lane_init(&c);
+	learn_warm(&c, PROMPT_A, 1000);
+	struct cost_request r = req(10000, PROMPT_A, 0, 200);
+	struct cost_charge ch;
+	cost_charge(&c, &r, false, 1024, TTL, 2000, &ch);
+	ck_assert(ch.input == 10000);
+	ck_assert(!ch.input_scaled);
+	cost_lane_free(&c);
+}
+END_TEST
+
+START_TEST(agent_fallback)
+{
+	struct cost_lane c;
+	cost_lane_init(&c);
+	learn_warm(&c, 0, 1000); /* neither prompt nor agent: nothing kept */
+	ck_assert_ptr_null(c.prompts);
+	struct cost_request r = req(10000, 0, 77, 200);
+	struct cost_usage u = usage(2000, 0, 8000, 100);
+	cost_observe(&c, &r, &u, 1000);
+	ck_assert_double_eq_tol(charge(&c, &r, 2000).input, 2000, 1e-3);
+	struct cost_request other = req(10000, 0, 78, 200);
+	ck_assert(charge(&c, &other, 2000).input == 10000);
+	/* an agent hash equal to a prompt hash is still another entry */
+	struct cost_request as_prompt = req(10000, 77, 0, 200);
+	ck_assert(charge(&c, &as_prompt, 2000).input == 10000);
+	cost_lane_free(&c);
+}
+END_TEST
+
+START_TEST(no_table_without_cache)
+{
+	struct cost_lane c;
+	cost_lane_init(&c);
+	struct cost_request r = req(1000, PROMPT_A, 0, -1);
+	struct cost_usage u = usage(1000, 0, 0, 100);
+	cost_observe(&c, &r, &u, 0);
+	ck_assert_ptr_null(c.prompts);
+	ck_assert_uint_eq(cost_lane_heap_bytes(&c), 260);
+	ck_assert(!charge(&c, &r, 10).input_scaled);
+	cost_lane_free(&c);
+	ck_assert_uint_eq(cost_lane_heap_bytes(&c), 0);
+}
+END_TEST
+
+START_TEST(lru_bound)
+{
+	struct cost_lane c;
+	cost_lane_init(&c);
+	for (uint64_t k = 1; k <= COST_PROMPTS; k++)
+		learn_warm(&c, k, (int64_t)k * 10);
+	size_t bytes = cost_lane_heap_bytes(&c);
+	ck_assert_uint_eq(bytes, 384 + 260);
+	for (uint64_t k = 1; k <= COST_PROMPTS; k++) {
+		struct cost_request r = req(10000, k, 0, 200);
+		ck_assert(charge(&c, &r, 1000).input_scaled);
+	}
+	/* prompt 1 is refreshed: prompt 2 is now the least recently answered */
+	learn_warm(&c, 1, 500);
+	learn_warm(&c, 100, 600);
+	ck_assert_uint_eq(cost_lane_heap_bytes(&c), bytes);
+	struct cost_request r = req(10000, 2, 0, 200);
+	ck_assert(!charge(&c, &r, 1000).input_scaled);
+	r.prompt_key = 1;
+	ck_assert(charge(&c, &r, 1000).input_scaled);
+	r.prompt_key = 100;
+	ck_assert(charge(&c, &r, 1000).input_scaled);
+	/* many more: still 16 entries, the newest kept */
+	for (uint64_t k = 1000; k < 1100; k++)
+		learn_warm(&c, k, (int64_t)k);
+	ck_assert_uint_eq(cost_lane_heap_bytes(&c), bytes);
+	unsigned kept = 0;
+	for (uint64_t k = 1000; k < 1100; k++) {
+		r.prompt_key = k;
+		kept += charge(&c, &r, 2000).input_scaled;
+	}
+	ck_assert_uint_eq(kept, COST_PROMPTS);
+	r.prompt_key = 1099;
+	ck_assert(charge(&c, &r, 2000).input_scaled);
+	cost_lane_free(&c);
+}
+END_TEST
+
+START_TEST(share_floor_and_clamp)
+{
+	struct cost_lane c;
+	cost_lane_init(&c);
+	learn_warm(&c, PROMPT_A, 0); /* share 0.05 */
+	struct cost_request r = req(10000, PROMPT_A, 0, 200);
+	r.prefix_tokens = 8000; /* 2,000 tokens after the prefix: never cache reads */
+	ck_assert_double_eq_tol(charge(&c, &r, 10).input, 2000, 1e-3);
+	r.prefix_tokens = 9900;
+	ck_assert_double_eq_tol(charge(&c, &r, 10).input, 500, 1e-3);
+	r.prefix_tokens = 20000; /* nonsense: ignored */
+	ck_assert_double_eq_tol(charge(&c, &r, 10).input, 500, 1e-3);
+	/* a share learned below 2 % is charged 2 % */
+	struct cost_usage u = usage(10, 0, 9990, 10);
+	struct cost_request w = req(10000, PROMPT_B, 0, 200);
+	for (int i = 0; i < 20; i++)
+		cost_observe(&c, &w, &u, 0);
+	ck_assert_double_eq_tol(charge(&c, &w, 10).input, 10000 * COST_SHARE_MIN, 1e-3);
+	/* and never above 1: usage above the estimate */
+	u = usage(30000, 0, 100, 10);
+	for (int i = 0; i < 20; i++)
+		cost_observe(&c, &w, &u, 0);
+	ck_assert(charge(&c, &w, 10).input == 10000);
+	ck_assert(!charge(&c, &w, 10).input_scaled);
+	cost_lane_free(&c);
+}
+END_TEST
+
+/* The share follows a change within a few answers, and a cold answer (a cache
+ * write, no read) restarts it from what a warm call will cost. */
+START_TEST(share_follows_change)
+{
+	struct cost_lane c;
+	cost_lane_init(&c);
+	learn_warm(&c, PROMPT_A, 0);
+	struct cost_request r = req(10000, PROMPT_A, 0, 200);
+	struct cost_usage u = usage(3000, 0, 7000, 10); /* the questions grew */
+	for (int i = 0; i < 8; i++)
+		cost_observe(&c, &r, &u, 0);
+	ck_assert_double_eq_tol(cost_input_share(&c, &r, TTL, 0), 0.3, 0.01);
+	/* the cache expired: the answer wrote 9,000 of 10,000 again */
+	u = usage(10000, 9000, 0, 10);
+	cost_observe(&c, &r, &u, 0);
+	ck_assert_double_eq_tol(cost_input_share(&c, &r, TTL, 0), 0.1, 1e-6);
+	/* sizes weigh: a 1,000-token call at share 1 hardly moves a 10,000-token one */
+	struct cost_request small = req(1000, PROMPT_A, 0, 200);
+	u = usage(1000, 0, 0, 10);
+	cost_observe(&c, &small, &u, 0);
+	ck_assert_double_eq_tol(cost_input_share(&c, &r, TTL, 0),
+	                        (0.75 * 1000 + 1000) / (0.75 * 10000 + 1000), 1e-6);
+	cost_lane_free(&c);
+}
+END_TEST
+
+/* Issue 18's scenario: a 10,000-token system prompt marked for caching, a
+ * 100-token question, 30,000 input tokens per minute in a bucket that holds a
+ * minute's worth; 10 agents × 8 calls. */
+START_TEST(anthropic_cached_prompt_scenario)
+{
+	const double itpm = 30000;
+	const int64_t latency = 2000;
+	struct gcra gate, gate_full;
+	gcra_init(&gate, 60000.0 / itpm, itpm);
+	gcra_init(&gate_full, 60000.0 / itpm, itpm);
+	struct cost_lane c;
+	cost_lane_init(&c);
+	struct cost_request r = req(10100, PROMPT_A, 1, 500);
+	r.prefix_tokens = 10000;
+
+	/* warm-up: charged in full, its answer wrote the cache */
+	struct cost_charge ch = charge(&c, &r, 0);
+	ck_assert(ch.input == 10100);
+	gcra_charge(&gate, 0, ch.input);
+	gcra_charge(&gate_full, 0, 10100);
+	struct cost_usage u = usage(10100, 10000, 0, 300);
+	cost_observe(&c, &r, &u, 0);
+	gcra_adjust(&gate, latency, 10100 - ch.input);
+
+	/* 79 more calls from 10 agents, right after */
+	int64_t now = latency, last = 0, last_full = 0, t_full = latency;
+	double charged = 0, provider = 10100;
+	for (int i = 1; i < 80; i++) {
+		r.agent = 1 + (uint64_t)(i % 10);
+		ch = charge(&c, &r, now);
+		ck_assert(ch.input_scaled);
+		/* ≈ 100 + small: the 2 % floor of 10,100 */
+		ck_assert(ch.input >= 100 && ch.input <= 100 + 0.02 * 10100 + 1e-9);
+		int64_t at = gcra_ready_at(&gate, now, ch.input);
+		gcra_charge(&gate, at, ch.input);
+		charged += ch.input;
+		last = at;
+		/* the provider counts 100 (the question) per call */
+		u = usage(100, 0, 10000, 300);
+		provider += 100;
+		cost_observe(&c, &r, &u, at);
+		gcra_adjust(&gate, at + latency, 100 - ch.input);
+		/* what charging in full would do */
+		t_full = gcra_ready_at(&gate_full, t_full, 10100);
+		gcra_charge(&gate_full, t_full, 10100);
+		last_full = t_full;
+	}
+	/* the provider counted 18,000 of its 30,000: all 80 fit in its bucket at once */
+	ck_assert(provider <= itpm);
+	ck_assert(10100 + charged <= itpm);
+	ck_assert_int_eq(last, latency); /* none waited */
+	ck_assert_int_gt(last_full, 1000 * 1000);
+	cost_lane_free(&c);
+}
+END_TEST
+
+START_TEST(output_default_before_answers)
+{
+	struct cost_lane c;
+	cost_lane_init(&c);
+	struct cost_request r = req(100, 0, 0, -1);
+	struct cost_charge ch = charge(&c, &r, 0);
+	ck_assert(ch.output == 1024);
+	ck_assert(!ch.output_learned);
+	ck_assert_int_eq(cost_output_percentile(&c), -1);
+	/* usage without output: still nothing */
+	struct cost_usage u = usage(100, 0, 0, -1);
+	cost_observe(&c, &r, &u, 0);
+	ck_assert(charge(&c, &r, 0).output == 1024);
+	ck_assert_uint_eq(cost_lane_heap_bytes(&c), 0);
+	cost_lane_free(&c);
+}
+END_TEST
+
+START_TEST(output_max_tokens_wins)
+{
+	struct cost_lane c;
+	cost_lane_init(&c);
+	struct cost_request r = req(100, 0, 0, -1);
+	struct cost_usage u = usage(100, 0, 0, 700);
+	cost_observe(&c, &r, &u, 0);
+	r.max_output = 4096;
+	struct cost_charge ch = charge(&c, &r, 0);
+	ck_assert(ch.output == 4096);
+	ck_assert(!ch.output_learned);
+	r.max_output = 0; /* an explicit 0 (embeddings) */
+	ck_assert(charge(&c, &r, 0).output == 0);
+	r.max_output = -1;
+	ch = charge(&c, &r, 0);
+	ck_assert(ch.output == 700);
+	ck_assert(ch.output_learned);
+	cost_lane_free(&c);
+}
+END_TEST
+
+static uint32_t lcg(uint32_t *s)
+{
+	*s = *s * 1664525u + 1013904223u;
+	return *s >> 8;
+}
+
+/* 200 outputs uniform in [100, 2100]: the p90 is 1,900. */
+START_TEST(output_converges_to_p90)
+{
+	struct cost_lane c;
+	cost_lane_init(&c);
+	struct cost_request r = req(100, 0, 0, -1);
+	uint32_t seed = 12345;
+	for (int i = 0; i < 200; i++) {
+		struct cost_usage u = usage(100, 0, 0, 100 + lcg(&seed) % 2001);
+		cost_observe(&c, &r, &u, i);
+	}
+	struct cost_charge ch = charge(&c, &r, 0);
+	ck_assert(ch.output_learned);
+	ck_assert_double_eq_tol(ch.output, 1900, 190);
+	/* the distribution moves: the ring follows within its 64 answers */
+	for (int i = 0; i < COST_OUTPUTS; i++) {
+		struct cost_usage u = usage(100, 0, 0, 10 + lcg(&seed) % 101);
+		cost_observe(&c, &r, &u, i);
+	}
+	ck_assert_double_eq_tol(charge(&c, &r, 0).output, 100, 10);
+	ck_assert_uint_eq(cost_lane_heap_bytes(&c), 260);
+	cost_lane_free(&c);
+}
+END_TEST
+
+START_TEST(output_exact_ranks)
+{
+	struct cost_lane c;
+	cost_lane_init(&c);
+	struct cost_request r = req(100, 0, 0, -1);
+	/* 1..10: nearest rank of 90 % is the 9th */
+	for (int v = 10; v >= 1; v--) {
+		struct cost_usage u = usage(100, 0, 0, v);
+		cost_observe(&c, &r, &u, 0);
+	}
+	ck_assert_int_eq(cost_output_percentile(&c), 9);
+	cost_lane_free(&c);
+	cost_lane_init(&c);
+	struct cost_usage one = usage(100, 0, 0, 42);
+	cost_observe(&c, &r, &one, 0);
+	ck_assert_int_eq(cost_output_percentile(&c), 42);
+	cost_lane_free(&c);
+}
+END_TEST
+
+/* An answer cut at its max_tokens says "at least": it never pulls the
+ * percentile down, and counts when it is long. */
+START_TEST(output_capped_answers)
+{
+	struct cost_lane c;
+	cost_lane_init(&c);
+	struct cost_request r = req(100, 0, 0, -1);
+	for (int i = 0; i < 20; i++) {
+		struct cost_usage u = usage(100, 0, 0, 1000);
+		cost_observe(&c, &r, &u, 0);
+	}
+	struct cost_request capped = req(100, 0, 0, 50);
+	struct cost_usage u = usage(100, 0, 0, 50);
+	u.output_capped = true;
+	for (int i = 0; i < 200; i++)
+		cost_observe(&c, &capped, &u, 0);
+	ck_assert_int_eq(cost_output_percentile(&c), 1000);
+	u.output = 5000;
+	for (int i = 0; i < 10; i++)
+		cost_observe(&c, &capped, &u, 0);
+	ck_assert_int_eq(cost_output_percentile(&c), 5000);
+	cost_lane_free(&c);
+}
+END_TEST
+
+START_TEST(lane_is_small)
+{
+	ck_assert_uint_le(sizeof(struct cost_lane), 24);
+	struct cost_lane c;
+	cost_lane_init(&c);
+	learn_warm(&c, PROMPT_A, 0);
+	ck_assert_uint_eq(cost_lane_heap_bytes(&c), 384 + 260);
+	ck_assert_uint_lt(sizeof(c) + cost_lane_heap_bytes(&c), 700);
+	cost_lane_free(&c);
+	ck_assert_ptr_null(c.prompts);
+	ck_assert_ptr_null(c.outputs);
+}
+END_TEST
+
+static Suite *cost_suite(void)
+{
+	Suite *s = suite_create("cost");
+	TCase *in = tcase_create("input");
+	tcase_add_test(in, first_prompt_full);
+	tcase_add_test(in, warm_prompt_scaled);
+	tcase_add_test(in, other_prompt_full);
+	tcase_add_test(in, expired_cache_full);
+	tcase_add_test(in, cache_reads_counted_full);
+	tcase_add_test(in, agent_fallback);
+	tcase_add_test(in, no_table_without_cache);
+	tcase_add_test(in, lru_bound);
+	tcase_add_test(in, share_floor_and_clamp);
+	tcase_add_test(in, share_follows_change);
+	tcase_add_test(in, anthropic_cached_prompt_scenario);
+	suite_add_tcase(s, in);
+	TCase *out = tcase_create("output");
+	tcase_add_test(out, output_default_before_answers);
+	tcase_add_test(out, output_max_tokens_wins);
+	tcase_add_test(out, output_converges_to_p90);
+	tcase_add_test(out, output_exact_ranks);
+	tcase_add_test(out, output_capped_answers);
+	tcase_add_test(out, lane_is_small);
+	suite_add_tcase(s, out);
+	return s;
+}
+
+UNIT_MAIN("cost", cost_suite)
