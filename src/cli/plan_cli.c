@@ -15,7 +15,9 @@
 #include "core/config.h"
 #include "cli/plan.h"
 #include "cli/plan_report.h"
-#include "sched/registry.h"
+#include "provider/model.h"
+
+#include <jansson.h>
 
 extern char **environ;
 
@@ -31,6 +33,7 @@ struct cli {
 	const char *config_path;
 	const char *provider;
 	const char *key;
+	const char *model;
 	bool json, ascii, help;
 };
 
@@ -81,6 +84,9 @@ static const struct option_row options[] = {
     {"--key-sha256", NULL, "HEX", ARG_STRING, AT(key),
      "with -c: an API key's SHA-256, or its first 12+\n"
      "hex digits: the plan of the keys: entry it matches"},
+    {"--model", NULL, "NAME", ARG_STRING, AT(model),
+     "with -c: a model: the plan it gets (model_plans)\n"
+     "and its group; without --requests, only those"},
     {"--json", NULL, NULL, ARG_FLAG, AT(json), "print one JSON object instead of the table"},
     {"--ascii", NULL, NULL, ARG_FLAG, AT(ascii),
      "draw the table with + - | (the default when the\n"
@@ -94,6 +100,7 @@ static void usage(FILE *out)
 {
 	fputs("usage: pacerd plan --requests N [LIMITS] [--time-budget DURATION] [--json]\n"
 	      "       pacerd plan --requests N -c FILE [--provider NAME] [--key-sha256 HEX] ...\n"
+	      "       pacerd plan -c FILE [--provider NAME] [--key-sha256 HEX] --model NAME\n"
 	      "\n"
 	      "The execution plan of a run of N requests under rate limits: effective\n"
 	      "concurrency, delay per worker and stagger between workers, throughput,\n"
@@ -266,13 +273,18 @@ static int normalize_key(const char *key, char *out)
 /* The combinations a flag alone cannot reject. */
 static int check_args(const struct cli *cli, char *keybuf, char *err, size_t errlen)
 {
-	if (cli->flags.requests == 0) {
+	if (cli->config_path == NULL &&
+	    (cli->provider != NULL || cli->key != NULL || cli->model != NULL)) {
+		snprintf(err, errlen, "%s needs -c FILE",
+		         cli->provider ? "--provider" : cli->key ? "--key-sha256" : "--model");
+		return -1;
+	}
+	if (cli->flags.requests == 0 && cli->model == NULL) {
 		snprintf(err, errlen, "--requests is required");
 		return -1;
 	}
-	if (cli->config_path == NULL && (cli->provider != NULL || cli->key != NULL)) {
-		snprintf(err, errlen, "%s needs -c FILE",
-		         cli->provider ? "--provider" : "--key-sha256");
+	if (cli->model != NULL && (strlen(cli->model) == 0 || strlen(cli->model) > CONFIG_MODEL_MAX)) {
+		snprintf(err, errlen, "--model: expected 1 to %d characters", CONFIG_MODEL_MAX);
 		return -1;
 	}
 	if (cli->key != NULL && normalize_key(cli->key, keybuf) != 0) {
@@ -355,14 +367,21 @@ static struct config *plan_from_config(const struct cli *cli, const char *key,
 		*status = EXIT_USAGE;
 		return NULL;
 	}
-	const struct plan_conf *plan = registry_plan_for(cfg, prov, key);
+	/* the plan a lane for this key and model gets (config_plan_for's order) */
+	const struct key_conf *k = config_key_for(cfg, prov, key);
+	const struct model_rule *row =
+	    cli->model != NULL ? config_model_rule(prov->model_plans, prov->n_model_plans, cli->model)
+	                       : NULL;
+	const struct plan_conf *plan = config_plan_for(cfg, prov, key, cli->model);
 	input_from_plan(plan, in);
 	*src = (struct plan_source){
 	    .config = cfg->source,
 	    .provider = prov->name,
 	    .plan = plan->name,
 	    .key = key,
-	    .key_override = plan != config_plan(cfg, prov->plan),
+	    .key_override = k != NULL && k->own_plan,
+	    .model = cli->model,
+	    .model_pattern = row != NULL ? row->pattern : NULL,
 	};
 	return cfg;
 }
@@ -398,6 +417,51 @@ static int report(const struct cli *cli, const struct plan_input *in, const stru
 	return r.fits ? EXIT_FITS : EXIT_DOES_NOT_FIT;
 }
 
+/* --model without --requests: which plan and which group, nothing computed. */
+static int report_model(const struct cli *cli, const struct config *cfg,
+                        const struct plan_source *src)
+{
+	const struct provider_conf *prov = config_provider(cfg, src->provider);
+	const struct model_rule *g =
+	    config_model_rule(prov->model_groups, prov->n_model_groups, cli->model);
+	const char *how = "model_groups";
+	if (g == NULL) {
+		size_t n;
+		const struct model_rule *rows = model_builtin_groups(prov->name, &n);
+		g = config_model_rule(rows, n, cli->model);
+		how = "built in";
+	}
+	const char *group = model_group(prov, cli->model);
+	if (cli->json) {
+		json_t *o = json_pack("{s:s, s:s, s:s, s:s?, s:s, s:s?, s:b}", "provider", src->provider,
+		                      "model", cli->model, "group", group ? group : cli->model,
+		                      "group_pattern", g ? g->pattern : NULL, "plan", src->plan,
+		                      "plan_pattern", src->model_pattern, "key_override",
+		                      src->key_override);
+		int rc = o != NULL ? json_dumpf(o, stdout, JSON_INDENT(2)) : -1;
+		json_decref(o);
+		if (rc != 0 || fputc('\n', stdout) == EOF)
+			return EXIT_ERROR;
+	} else {
+		printf("provider  %s\nmodel     %s\n", src->provider, cli->model);
+		if (g != NULL)
+			printf("group     %s (%s: '%s')\n", group, how, g->pattern);
+		else
+			printf("group     %s (its own: no model_groups row)\n", cli->model);
+		if (src->key_override)
+			printf("plan      %s (keys: entry for key %s)\n", src->plan, src->key);
+		else if (src->model_pattern != NULL)
+			printf("plan      %s (model_plans: '%s')\n", src->plan, src->model_pattern);
+		else
+			printf("plan      %s (provider %s)\n", src->plan, src->provider);
+	}
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		fprintf(stderr, "pacerd plan: cannot write the report\n");
+		return EXIT_ERROR;
+	}
+	return EXIT_FITS;
+}
+
 int plan_main(int argc, char **argv)
 {
 	struct cli cli;
@@ -424,6 +488,11 @@ int plan_main(int argc, char **argv)
 			fprintf(stderr, "pacerd plan: %s\n", err);
 			return status;
 		}
+	}
+	if (cli.flags.requests == 0) { /* --model alone (check_args) */
+		int rc = report_model(&cli, cfg, &src);
+		config_free(cfg);
+		return rc;
 	}
 	overlay_flags(&cli.flags, &in);
 	int rc = report(&cli, &in, cfg ? &src : NULL);

@@ -223,7 +223,13 @@ static void add_heading(struct table *t, const struct plan_input *in, const stru
 	add_row(t, "pacerd plan", "%s requests", fmt_count((double)in->requests, n, sizeof(n)));
 	if (src == NULL)
 		return;
-	if (src->key == NULL)
+	if (src->model_pattern != NULL && !src->key_override)
+		add_row(t, "plan", "%s (model_plans '%s' for model %s, provider %s)", src->plan,
+		        src->model_pattern, src->model, src->provider);
+	else if (src->model != NULL && !src->key_override)
+		add_row(t, "plan", "%s (provider %s; no model_plans row for model %s)", src->plan,
+		        src->provider, src->model);
+	else if (src->key == NULL)
 		add_row(t, "plan", "%s (provider %s)", src->plan, src->provider);
 	else if (src->key_override)
 		add_row(t, "plan", "%s (keys: entry for %s, key %s)", src->plan, src->provider,
@@ -490,6 +496,8 @@ static json_t *json_source(const struct plan_source *src)
 	rc |= put(o, "plan", json_str_or_null(src->plan));
 	rc |= put(o, "key_sha256", json_str_or_null(src->key));
 	rc |= put(o, "key_override", json_boolean(src->key_override));
+	rc |= put(o, "model", json_str_or_null(src->model));
+	rc |= put(o, "model_pattern", json_str_or_null(src->model_pattern));
 	if (rc != 0) {
 		json_decref(o);
 		return NULL;

@@ -20,6 +20,8 @@ struct plan_source {
 	const char *plan;     /* the name of the plan it got */
 	const char *key;      /* the --key-sha256 asked for, or NULL */
 	bool key_override;    /* a keys: entry gave the plan */
+	const char *model;    /* the --model asked for, or NULL */
+	const char *model_pattern; /* the model_plans row that gave the plan, or NULL */
 };
 
 /* The table, then what it cannot say in a row: the budget warning with its

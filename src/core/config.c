@@ -18,6 +18,7 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <fnmatch.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -40,6 +41,7 @@ _Static_assert(sizeof(enum dialect) == sizeof(int), "enum size");
 _Static_assert(sizeof(enum jitter_mode) == sizeof(int), "enum size");
 _Static_assert(sizeof(enum agents_mode) == sizeof(int), "enum size");
 _Static_assert(sizeof(enum fair_share) == sizeof(int), "enum size");
+_Static_assert(sizeof(enum cached_input) == sizeof(int), "enum size");
 
 struct ctx;
 
@@ -53,6 +55,8 @@ enum opt_type {
 	OPT_STRLIST, /* char ** at off, size_t count at off2, each element through ->check */
 	OPT_SECTION, /* nested mapping, ->sub applies to the same base struct */
 	OPT_CUSTOM,  /* ->parse handles the value node itself */
+	OPT_RULES,   /* {pattern: value} mapping: struct model_rule * at off, size_t count
+	              * at off2, each value through ->check */
 };
 
 #define OPT_LO_OPEN 1u
@@ -202,6 +206,12 @@ static const char *const agents_mode_names[] = {"off", "serialize", "reject", NU
 static const char *const fair_share_names[] = {"agent_or_address", "agent", "address", "off", NULL};
 static const char *const store_kind_names[] = {"local", "redis", NULL};
 static const char *const store_on_error_names[] = {"local", "fail", NULL};
+static const char *const cached_input_names[] = {"free", "charged", NULL};
+
+const char *config_cached_input_name(enum cached_input c)
+{
+	return (unsigned)c < 2 ? cached_input_names[c] : "?";
+}
 
 const char *config_key_source_name(enum key_source k)
 {
@@ -448,6 +458,105 @@ static int check_name(const char *in, char **out, char *msg, size_t len)
 	}
 	*out = strdup(in);
 	return 0;
+}
+
+/* A byte a model name, a pattern or a group may hold: printable ASCII but
+ * space, '"' and '\\' (tokens.h takes the same names from requests). */
+static bool model_byte(unsigned char c)
+{
+	return c > 0x20 && c < 0x7f && c != '"' && c != '\\';
+}
+
+/* A model_groups value: a group name, named like a model. */
+static int check_group(const char *in, char **out, char *msg, size_t len)
+{
+	char b[80];
+	size_t n = strlen(in);
+	bool ok = n > 0 && n <= CONFIG_MODEL_MAX;
+	for (size_t i = 0; ok && i < n; i++)
+		ok = model_byte((unsigned char)in[i]);
+	if (!ok) {
+		snprintf(msg, len,
+		         "expected a group name of 1 to %d printable characters (no space, '\"' "
+		         "or '\\\\'), got '%s'",
+		         CONFIG_MODEL_MAX, shown(in, b, sizeof(b)));
+		return -1;
+	}
+	*out = strdup(in);
+	return 0;
+}
+
+int config_model_pattern(const char *pat, struct model_rule *rule, char *msg, size_t len)
+{
+	char b[80];
+	size_t n = strlen(pat);
+	unsigned literal = 0, prefix = 0;
+	bool wild = false;
+	if (n == 0 || n > CONFIG_MODEL_MAX) {
+		snprintf(msg, len, "expected a model pattern of 1 to %d characters, got '%s'",
+		         CONFIG_MODEL_MAX, shown(pat, b, sizeof(b)));
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)pat[i];
+		if (!model_byte(c)) {
+			snprintf(msg, len,
+			         "model pattern '%s': character %zu cannot be in a model name "
+			         "(printable ASCII but space, '\"' and '\\\\')",
+			         shown(pat, b, sizeof(b)), i + 1);
+			return -1;
+		}
+		if (c == '[') {
+			/* fnmatch: [!...] or [^...] negate; a ']' first is a member */
+			size_t j = i + 1;
+			if (j < n && (pat[j] == '!' || pat[j] == '^'))
+				j++;
+			if (j < n && pat[j] == ']')
+				j++;
+			while (j < n && pat[j] != ']')
+				j++;
+			if (j >= n) {
+				snprintf(msg, len, "model pattern '%s': '[' at character %zu is not closed",
+				         shown(pat, b, sizeof(b)), i + 1);
+				return -1;
+			}
+			i = j;
+			wild = true;
+		} else if (c == '*' || c == '?') {
+			wild = true;
+		} else {
+			literal++;
+			if (!wild)
+				prefix++;
+		}
+	}
+	rule->literal = literal;
+	rule->prefix = prefix;
+	rule->exact = !wild;
+	return 0;
+}
+
+const struct model_rule *config_model_rule(const struct model_rule *rules, size_t n,
+                                           const char *model)
+{
+	const struct model_rule *best = NULL;
+	if (model == NULL)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		const struct model_rule *r = &rules[i];
+		if (r->exact) {
+			if (strcmp(r->pattern, model) == 0)
+				return r;
+			continue;
+		}
+		if (best != NULL && (best->exact || r->literal <= best->literal))
+			continue;
+		/* the literal start first: most rows fail there, without fnmatch */
+		if (strncmp(r->pattern, model, r->prefix) != 0 || fnmatch(r->pattern, model, 0) != 0)
+			continue;
+		best = r;
+	}
+	return best;
 }
 
 /* Characters allowed in paths: printable ASCII but space, '?' and '#'. */
@@ -697,15 +806,29 @@ static const struct opt provider_opts[] = {
     SEC("tls", tls_opts),
     SEC("timeouts", timeouts_opts),
     B("http2", struct provider_conf, http2, 0),
+    {.key = "model_groups",
+     .type = OPT_RULES,
+     .off = offsetof(struct provider_conf, model_groups),
+     .off2 = offsetof(struct provider_conf, n_model_groups),
+     .check = check_group},
+    {.key = "model_plans",
+     .type = OPT_RULES,
+     .off = offsetof(struct provider_conf, model_plans),
+     .off2 = offsetof(struct provider_conf, n_model_plans),
+     .check = check_name},
+    E("cached_input", struct provider_conf, cached_input, cached_input_names,
+      CACHED_INPUT_CHARGED),
     END,
 };
 
-/* provider and key_sha256 are required (checked after parsing); plan defaults to
- * "default" so that an entry can just pin a key to the default plan's lane rules. */
+/* provider and key_sha256 are required (checked after parsing). Without plan
+ * an entry pins its key to "default", as it always has, unless it gives a
+ * scope: then the key has no plan of its own (parse_keys). */
 static const struct opt key_opts[] = {
     S("provider", struct key_conf, provider, check_name, NULL),
     S("key_sha256", struct key_conf, key_sha256, check_hex, NULL),
-    S("plan", struct key_conf, plan, check_name, "default"),
+    S("plan", struct key_conf, plan, check_name, NULL),
+    S("scope", struct key_conf, scope, check_name, NULL),
     END,
 };
 
@@ -786,21 +909,22 @@ static const struct builtin {
 	const char *name, *upstream, *prefix, *host;
 	enum key_source key;
 	enum dialect dialect;
+	bool cache_free; /* cached_input: free (PROVIDERS.md §10) */
 } builtins[] = {
-    {"openai", "https://api.openai.com", "/", "api.openai.com", KEY_AUTHORIZATION, DIALECT_OPENAI},
+    {"openai", "https://api.openai.com", "/", "api.openai.com", KEY_AUTHORIZATION, DIALECT_OPENAI, false},
     {"anthropic", "https://api.anthropic.com", "/anthropic", "api.anthropic.com", KEY_X_API_KEY,
-     DIALECT_ANTHROPIC},
-    {"azure", NULL, "/azure", NULL, KEY_API_KEY, DIALECT_AZURE},
+     DIALECT_ANTHROPIC, true},
+    {"azure", NULL, "/azure", NULL, KEY_API_KEY, DIALECT_AZURE, false},
     {"gemini", "https://generativelanguage.googleapis.com", "/gemini",
-     "generativelanguage.googleapis.com", KEY_X_GOOG_API_KEY, DIALECT_NONE},
+     "generativelanguage.googleapis.com", KEY_X_GOOG_API_KEY, DIALECT_NONE, false},
     {"openrouter", "https://openrouter.ai/api", "/openrouter", "openrouter.ai", KEY_AUTHORIZATION,
-     DIALECT_OPENAI},
+     DIALECT_OPENAI, false},
     {"groq", "https://api.groq.com/openai", "/groq", "api.groq.com", KEY_AUTHORIZATION,
-     DIALECT_OPENAI},
+     DIALECT_OPENAI, true},
     {"mistral", "https://api.mistral.ai", "/mistral", "api.mistral.ai", KEY_AUTHORIZATION,
-     DIALECT_OPENAI},
+     DIALECT_OPENAI, false},
     {"together", "https://api.together.xyz", "/together", "api.together.xyz", KEY_AUTHORIZATION,
-     DIALECT_OPENAI},
+     DIALECT_OPENAI, false},
 };
 #define N_BUILTINS (sizeof(builtins) / sizeof(builtins[0]))
 
@@ -829,9 +953,25 @@ static const struct env_opt {
 
 /* ------------------------------------------------- defaults and freeing */
 
+static void free_rules(struct model_rule *r, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(r[i].pattern);
+		free(r[i].value);
+	}
+	free(r);
+}
+
 static void opts_free(const struct opt *t, void *base)
 {
 	for (; t->key; t++) {
+		if (t->type == OPT_RULES) {
+			struct model_rule **p = field_at(base, t->off);
+			size_t *n = field_at(base, t->off2);
+			free_rules(*p, *n);
+			*p = NULL;
+			*n = 0;
+		}
 		if (t->type == OPT_STR) {
 			char **p = field_at(base, t->off);
 			free(*p);
@@ -878,6 +1018,7 @@ static int opts_defaults(const struct opt *t, void *base)
 			break;
 		case OPT_STRLIST:
 		case OPT_CUSTOM:
+		case OPT_RULES:
 			break;
 		}
 	}
@@ -959,6 +1100,39 @@ const struct plan_conf *config_plan(const struct config *cfg, const char *name)
 	return NULL;
 }
 
+const struct key_conf *config_key_for(const struct config *cfg, const struct provider_conf *prov,
+                                      const char *key_hash)
+{
+	if (key_hash == NULL || key_hash[0] == '\0')
+		return NULL;
+	for (size_t i = 0; i < cfg->n_keys; i++) {
+		const struct key_conf *k = &cfg->keys[i];
+		if (strcmp(k->provider, prov->name) == 0 &&
+		    strncmp(k->key_sha256, key_hash, strlen(k->key_sha256)) == 0)
+			return k;
+	}
+	return NULL;
+}
+
+const struct plan_conf *config_plan_for(const struct config *cfg, const struct provider_conf *prov,
+                                        const char *key_hash, const char *model)
+{
+	const struct key_conf *k = config_key_for(cfg, prov, key_hash);
+	const struct model_rule *r;
+	if (k != NULL && k->own_plan)
+		return config_plan(cfg, k->plan);
+	if (model != NULL && (r = config_model_rule(prov->model_plans, prov->n_model_plans, model)))
+		return config_plan(cfg, r->value);
+	return config_plan(cfg, prov->plan);
+}
+
+const char *config_scope_for(const struct config *cfg, const struct provider_conf *prov,
+                             const char *key_hash)
+{
+	const struct key_conf *k = config_key_for(cfg, prov, key_hash);
+	return k != NULL ? k->scope : NULL;
+}
+
 static struct plan_conf *find_plan(struct config *cfg, const char *name)
 {
 	return (struct plan_conf *)config_plan(cfg, name);
@@ -993,6 +1167,8 @@ static int provider_init(struct provider_conf *p, const char *name)
 	}
 	p->key_source = b->key;
 	p->dialect = b->dialect;
+	if (b->cache_free)
+		p->cached_input = CACHED_INPUT_FREE;
 	if (!(p->prefix = strdup(b->prefix)) ||
 	    (b->upstream && !(p->upstream = strdup(b->upstream))))
 		return -1;
@@ -1230,6 +1406,13 @@ static int check_pair_key(struct ctx *c, yaml_node_t *map, yaml_node_pair_t *pai
 	return 0;
 }
 
+static size_t map_size(const yaml_node_t *n)
+{
+	return n->type == YAML_MAPPING_NODE
+	           ? (size_t)(n->data.mapping.pairs.top - n->data.mapping.pairs.start)
+	           : 0;
+}
+
 static const struct opt *find_opt(const struct opt *t, const char *key)
 {
 	for (; t->key; t++)
@@ -1280,6 +1463,49 @@ static int apply_strlist(struct ctx *c, const struct opt *o, void *base, yaml_no
 	return 0;
 }
 
+/* A {pattern: value} mapping (model_groups, model_plans): each pattern checked
+ * by config_model_pattern(), each value by o->check; a plan's existence is
+ * checked after parsing, at the value's position (its origin). */
+static int apply_rules(struct ctx *c, const struct opt *o, void *base, yaml_node_t *v,
+                       const char *path)
+{
+	struct model_rule **list = field_at(base, o->off);
+	size_t *count = field_at(base, o->off2), n = map_size(v);
+	char msg[MSG_LEN], sub[PATH_LEN];
+	if (check_mapping_node(c, v, path) != 0)
+		return -1;
+	free_rules(*list, *count);
+	*list = NULL;
+	*count = 0;
+	if (n == 0)
+		return 0;
+	if (!(*list = calloc(n, sizeof(**list))))
+		return fail_mark(c, v->start_mark, path, "out of memory");
+	for (yaml_node_pair_t *p = v->data.mapping.pairs.start; p < v->data.mapping.pairs.top; p++) {
+		yaml_node_t *k = yaml_document_get_node(c->doc, p->key);
+		yaml_node_t *val = yaml_document_get_node(c->doc, p->value);
+		struct model_rule *r = &(*list)[*count];
+		if (check_pair_key(c, v, p, path) != 0)
+			return -1;
+		if (config_model_pattern(scalar(k), r, msg, sizeof(msg)) != 0)
+			return fail_mark(c, k->start_mark, path, msg);
+		join_path(sub, sizeof(sub), path, scalar(k));
+		if (check_scalar_node(c, val, sub) != 0)
+			return -1;
+		if (o->check(is_null(val) ? "" : scalar(val), &r->value, msg, sizeof(msg)) != 0)
+			return fail_mark(c, val->start_mark, sub, msg);
+		if (!r->value || !(r->pattern = strdup(scalar(k)))) {
+			free(r->value);
+			r->value = NULL;
+			return fail_mark(c, k->start_mark, path, "out of memory");
+		}
+		(*count)++;
+		if (add_origin(c, &r->value, NULL, val->start_mark) != 0)
+			return -1;
+	}
+	return 0;
+}
+
 /* Applies one value node to the option that its key named. */
 static int apply_opt(struct ctx *c, const struct opt *o, void *base, yaml_node_t *k, yaml_node_t *v,
                      const char *path)
@@ -1294,6 +1520,10 @@ static int apply_opt(struct ctx *c, const struct opt *o, void *base, yaml_node_t
 		return o->parse(c, k, v);
 	case OPT_STRLIST:
 		if (apply_strlist(c, o, base, v, path) != 0)
+			return -1;
+		break;
+	case OPT_RULES:
+		if (apply_rules(c, o, base, v, path) != 0)
 			return -1;
 		break;
 	default:
@@ -1358,13 +1588,6 @@ static int walk_map(struct ctx *c, yaml_node_t *map, const struct opt *t, void *
 			return -1;
 	}
 	return 0;
-}
-
-static size_t map_size(const yaml_node_t *n)
-{
-	return n->type == YAML_MAPPING_NODE
-	           ? (size_t)(n->data.mapping.pairs.top - n->data.mapping.pairs.start)
-	           : 0;
 }
 
 /* The name of a named entry (a provider, a plan): a key checked like a name. */
@@ -1490,6 +1713,11 @@ static int parse_keys(struct ctx *c, yaml_node_t *key, yaml_node_t *value)
 			return fail_mark(c, e->start_mark, path,
 			                 kc->provider ? "'key_sha256' is required"
 			                              : "'provider' is required");
+		/* no plan: "default" as always, unless the entry only gives a scope
+		 * (check_keys puts the provider's plan in then) */
+		kc->own_plan = kc->plan != NULL || kc->scope == NULL;
+		if (!kc->plan && !kc->scope && !(kc->plan = strdup("default")))
+			return fail_mark(c, e->start_mark, path, "out of memory");
 	}
 	return 0;
 }
@@ -1749,6 +1977,12 @@ static int check_provider_plans(struct ctx *c)
 		join_path(path, sizeof(path), "providers", p->name);
 		if (check_plan_ref(c, &p->plan, provider_mark(c, i), path) != 0)
 			return -1;
+		for (size_t j = 0; j < p->n_model_plans; j++) {
+			char sub[PATH_LEN];
+			join_path(sub, sizeof(sub), path, "model_plans");
+			if (check_plan_ref(c, &p->model_plans[j].value, provider_mark(c, i), sub) != 0)
+				return -1;
+		}
 	}
 	return 0;
 }
@@ -1863,8 +2097,15 @@ static int check_keys(struct ctx *c)
 			snprintf(msg, sizeof(msg), "'%s' is not an active provider", k->provider);
 			return fail_field(c, &k->provider, &c->key_marks[i], path, msg);
 		}
-		if (check_plan_ref(c, &k->plan, &c->key_marks[i], path) != 0)
+		if (k->own_plan && check_plan_ref(c, &k->plan, &c->key_marks[i], path) != 0)
 			return -1;
+		/* registry_plan_for() reads k->plan: without a plan of its own the key
+		 * gets the provider's, as it would without the entry */
+		if (!k->own_plan && !k->plan &&
+		    !(k->plan = strdup(find_provider(cfg, k->provider)->plan))) {
+			set_err(c, "%s: out of memory", c->file);
+			return -1;
+		}
 	}
 	if (cfg->n_keys < 2)
 		return 0;

@@ -87,6 +87,23 @@ struct plan_conf {
 	} retry;
 };
 
+/* One row of a provider's model_groups or model_plans: a model name pattern
+ * and what the models it matches get. */
+struct model_rule {
+	char *pattern;    /* an fnmatch(3) glob (* ? [...]), or an exact name */
+	char *value;      /* the group name, or the plan's name (validated) */
+	unsigned literal; /* characters outside wildcards: the more, the more specific */
+	unsigned prefix;  /* the literal characters before the first wildcard */
+	bool exact;       /* no wildcard: beats every pattern */
+};
+
+/* Longest pattern or group name (the longest model name tokens.h takes). */
+#define CONFIG_MODEL_MAX 128
+
+/* Whether cache reads of a prompt count toward a provider's input-token
+ * limits (PROVIDERS.md §10): free at Anthropic and Groq. */
+enum cached_input { CACHED_INPUT_FREE, CACHED_INPUT_CHARGED };
+
 struct provider_conf {
 	char *name;
 	char *upstream; /* http(s)://host[:port][/base/path], no trailing '/' */
@@ -106,12 +123,21 @@ struct provider_conf {
 		unsigned idle_s;
 	} timeouts;
 	bool http2; /* opt-in HTTP/2 to the upstream (DESIGN §11: 1.1 by default) */
+	struct model_rule *model_groups; /* models that share a budget (model.h adds built-ins) */
+	size_t n_model_groups;
+	struct model_rule *model_plans; /* plans by model pattern */
+	size_t n_model_plans;
+	enum cached_input cached_input; /* free for anthropic and groq, else charged */
 };
 
 struct key_conf {
 	char *provider;
 	char *key_sha256; /* lower-case hex prefix, 12 to 64 digits */
-	char *plan;
+	char *plan;       /* never NULL: the entry's plan, or the provider's when !own_plan */
+	char *scope;      /* keys of one provider with the same scope share one budget
+	                   * per model group; NULL: the key is its own scope */
+	bool own_plan;    /* the entry named a plan (or named neither plan nor scope:
+	                   * then "default", as always) */
 };
 
 struct config {
@@ -194,7 +220,32 @@ int config_split_hostport(const char *s, char *host, size_t hostlen, unsigned *p
 /* Whether a listen host is a loopback address (127.0.0.0/8, ::1, localhost). */
 bool config_host_is_loopback(const char *host);
 
+/* The best rule of rules[0..n) for `model` (NUL-terminated): an exact name
+ * first, then the pattern with the most literal characters, ties to the first
+ * in the file. NULL when none matches. */
+const struct model_rule *config_model_rule(const struct model_rule *rules, size_t n,
+                                           const char *model);
+/* Checks a model pattern and fills rule->literal, prefix and exact (pattern and
+ * value untouched). 0, or -1 with the reason in msg: empty, longer than
+ * CONFIG_MODEL_MAX, a character a model name cannot hold (space, control,
+ * non-ASCII, '"', '\\'), or a '[' left open. */
+int config_model_pattern(const char *pattern, struct model_rule *rule, char *msg, size_t msglen);
+
+/* The keys: entry for (prov, key_hash): the first whose key_sha256 prefixes
+ * key_hash; NULL when none does (or key_hash is NULL or ""). */
+const struct key_conf *config_key_for(const struct config *cfg, const struct provider_conf *prov,
+                                      const char *key_hash);
+/* The plan a request for `model` (NULL: none) with key key_hash gets at prov:
+ * the key's own plan; else the provider's model_plans row that matches best;
+ * else the provider's plan. Never NULL for a loaded configuration. */
+const struct plan_conf *config_plan_for(const struct config *cfg, const struct provider_conf *prov,
+                                        const char *key_hash, const char *model);
+/* The scope named by the key's keys: entry, or NULL: the key is its own. */
+const char *config_scope_for(const struct config *cfg, const struct provider_conf *prov,
+                             const char *key_hash);
+
 const char *config_key_source_name(enum key_source k);
+const char *config_cached_input_name(enum cached_input c);
 const char *config_dialect_name(enum dialect d);
 
 #endif

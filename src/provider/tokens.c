@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "core/grow.h"
+#include "core/intern.h"
 
 #define MAX_N 128
 /* A requested maximum above this is a typo or an attack, not a plan. */
@@ -548,10 +549,13 @@ static size_t js_key_find(const struct js_str *key, const struct js_name *names,
 
 /* Text of a content value: a string, an array of parts or strings, or one part
  * ({"text"}, {"content": ...} of a tool result, {"parts": [...]} of Gemini);
- * an integer is a token id. Deeper than MAX_DEPTH nothing counts. */
-static int64_t scan_content(struct js *s, int depth)
+ * an integer is a token id. Deeper than MAX_DEPTH nothing counts. *mark: a
+ * part in it (counted, so not deeper than MAX_DEPTH) carries a "cache_control"
+ * object, each member as its last occurrence says. */
+static int64_t scan_content(struct js *s, int depth, bool *mark)
 {
 	char c = js_peek(s);
+	*mark = false;
 	if (depth > MAX_DEPTH) {
 		js_skip(s);
 		return 0;
@@ -563,11 +567,13 @@ static int64_t scan_content(struct js *s, int depth)
 		return js_int(s, &id) ? CHARS_PER_TOKEN : 0;
 	}
 	int64_t n = 0;
-	bool first = true;
+	bool first = true, m;
 	if (c == '[') {
 		js_enter(s, '[');
-		while (js_element(s, &first))
-			n += scan_content(s, depth + 1);
+		while (js_element(s, &first)) {
+			n += scan_content(s, depth + 1, &m);
+			*mark |= m;
+		}
 		return n;
 	}
 	if (c != '{') {
@@ -575,18 +581,24 @@ static int64_t scan_content(struct js *s, int depth)
 		return 0;
 	}
 	int64_t text = 0, content = 0, parts = 0;
+	bool cc = false, content_mark = false, parts_mark = false;
 	struct js_str k;
 	js_enter(s, '{');
 	while (js_member(s, &first, &k)) {
-		if (js_key_is(&k, "text"))
+		if (js_key_is(&k, "text")) {
 			text = js_chars(s);
-		else if (js_key_is(&k, "content"))
-			content = scan_content(s, depth + 1);
-		else if (js_key_is(&k, "parts"))
-			parts = scan_content(s, depth + 1);
-		else
+		} else if (js_key_is(&k, "content")) {
+			content = scan_content(s, depth + 1, &content_mark);
+		} else if (js_key_is(&k, "parts")) {
+			parts = scan_content(s, depth + 1, &parts_mark);
+		} else if (js_key_is(&k, "cache_control")) {
+			cc = js_peek(s) == '{';
 			js_skip(s);
+		} else {
+			js_skip(s);
+		}
 	}
+	*mark = cc || content_mark || parts_mark;
 	return text + content + parts;
 }
 
@@ -625,28 +637,104 @@ static int64_t scan_tool_calls(struct js *s)
 	return n;
 }
 
-static int64_t scan_messages(struct js *s)
+/* Where the cacheable prefix of "system" or "messages" ends: raw spans of the
+ * body (hashed only once the scan knows which one keys the prompt) and the
+ * characters counted up to them. Elements are the granularity: a block of
+ * "system", a whole message of "messages". */
+struct prefix {
+	const char *start, *end; /* the field's value */
+	int64_t chars;           /* all of it */
+	const char *first_end, *last_end; /* after the first and last marked element; NULL: none */
+	int64_t first_chars, last_chars;
+	const char *m0_end;  /* messages: the end of the first message */
+	int64_t m0_chars;    /* its characters */
+	bool m0_system;      /* its role is "system" or "developer" */
+};
+
+static void prefix_mark(struct prefix *px, const char *end, int64_t chars)
+{
+	if (px->first_end == NULL) {
+		px->first_end = end;
+		px->first_chars = chars;
+	}
+	px->last_end = end;
+	px->last_chars = chars;
+}
+
+/* "system": counted as scan_content counts it, block by block when an array. */
+static int64_t scan_system(struct js *s, struct prefix *px)
+{
+	bool m, first = true;
+	memset(px, 0, sizeof *px);
+	js_peek(s);
+	px->start = s->p;
+	if (js_peek(s) != '[') {
+		px->chars = scan_content(s, 0, &m);
+		if (m)
+			prefix_mark(px, s->p, px->chars);
+	} else {
+		js_enter(s, '[');
+		while (js_element(s, &first)) {
+			px->chars += scan_content(s, 1, &m);
+			if (m)
+				prefix_mark(px, s->p, px->chars);
+		}
+	}
+	px->end = s->p;
+	return px->chars;
+}
+
+/* A message's "role" names the system prompt ("developer" in newer OpenAI APIs). */
+static bool scan_system_role(struct js *s)
+{
+	struct js_str str;
+	if (js_peek(s) != '"') {
+		js_skip(s);
+		return false;
+	}
+	if (!js_room(s))
+		return false;
+	js_string(s, &str);
+	return !s->bad && (js_key_is(&str, "system") || js_key_is(&str, "developer"));
+}
+
+static int64_t scan_messages(struct js *s, struct prefix *px)
 {
 	int64_t n = 0;
 	bool first = true;
+	memset(px, 0, sizeof *px);
+	js_peek(s);
+	px->start = s->p;
 	if (!js_enter(s, '['))
-		return 0;
+		goto out;
 	while (js_element(s, &first)) {
 		int64_t content = 0, calls = 0;
-		bool f1 = true;
+		bool f1 = true, mark = false, sys = false, m0 = px->m0_end == NULL;
 		struct js_str k;
-		if (!js_enter(s, '{'))
-			continue;
-		while (js_member(s, &f1, &k)) {
-			if (js_key_is(&k, "content"))
-				content = scan_content(s, 1);
-			else if (js_key_is(&k, "tool_calls"))
-				calls = scan_tool_calls(s);
-			else
-				js_skip(s);
+		if (js_enter(s, '{')) {
+			while (js_member(s, &f1, &k)) {
+				if (js_key_is(&k, "content"))
+					content = scan_content(s, 1, &mark);
+				else if (js_key_is(&k, "tool_calls"))
+					calls = scan_tool_calls(s);
+				else if (m0 && js_key_is(&k, "role"))
+					sys = scan_system_role(s);
+				else
+					js_skip(s);
+			}
 		}
 		n += content + calls;
+		if (m0) {
+			px->m0_end = s->p;
+			px->m0_chars = content + calls;
+			px->m0_system = sys;
+		}
+		if (mark)
+			prefix_mark(px, s->p, n);
 	}
+out:
+	px->end = s->p;
+	px->chars = n;
 	return n;
 }
 
@@ -659,42 +747,72 @@ static int64_t scan_positive(struct js *s, int64_t cap)
 	return v > cap ? cap : v;
 }
 
-/* A "model" whose name contains "embed": an embedding request. */
-static bool scan_embedding_model(struct js *s)
-{
-	struct js_str str;
-	if (js_peek(s) != '"') {
-		js_skip(s);
-		return false;
-	}
-	if (!js_room(s))
-		return false;
-	js_string(s, &str);
-	if (s->bad)
-		return false;
-	if (!str.esc)
-		return memmem(str.b, str.n, "embed", 5) != NULL;
-	char small[256];
-	char *buf = str.n <= sizeof small ? small : malloc(str.n);
-	if (buf == NULL)
-		return false;
-	size_t n = js_unescape(&str, buf, str.n);
-	bool found = memmem(buf, n, "embed", 5) != NULL;
-	if (buf != small)
-		free(buf);
-	return found;
-}
-
 /* What the estimate reads of the top-level object; each member as its last
  * occurrence says. */
 struct est_fields {
 	int64_t messages;
 	int64_t text[7]; /* input, prompt, system, contents, instructions, systemInstruction,
 	                    system_instruction */
-	int64_t max[3];  /* max_tokens, max_completion_tokens, max_output_tokens */
+	const char *text_start[7], *text_end[7];
+	int64_t max[3]; /* max_tokens, max_completion_tokens, max_output_tokens */
 	int64_t n, gen_max, gen_cand;
 	bool embedding;
+	struct js_str model; /* model.b == NULL: none, or not a valid name */
+	struct prefix sys, msgs;
 };
+
+enum { TF_INPUT, TF_PROMPT, TF_SYSTEM, TF_CONTENTS, TF_INSTRUCTIONS, TF_SYS_INSTR, TF_SYS_INSTR2 };
+
+/* A byte a model name may hold: printable ASCII but space, '"' and '\\' (it
+ * names lanes in logs, metrics labels and store keys). */
+static bool model_byte(unsigned char c)
+{
+	return c > 0x20 && c < 0x7f && c != '"' && c != '\\';
+}
+
+static bool model_valid(const char *p, size_t n)
+{
+	if (n == 0 || n > TOKENS_MODEL_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!model_byte((unsigned char)p[i]))
+			return false;
+	return true;
+}
+
+/* "model": the name (kept when valid, see tokens.h) and whether it names an
+ * embedding model (contains "embed", valid name or not). */
+static void scan_model(struct js *s, struct est_fields *f)
+{
+	struct js_str str;
+	f->embedding = false;
+	f->model.b = NULL;
+	if (js_peek(s) != '"') {
+		js_skip(s);
+		return;
+	}
+	if (!js_room(s))
+		return;
+	js_string(s, &str);
+	if (s->bad)
+		return;
+	if (!str.esc) {
+		f->embedding = memmem(str.b, str.n, "embed", 5) != NULL;
+		if (model_valid(str.b, str.n))
+			f->model = str;
+		return;
+	}
+	char small[256];
+	char *buf = str.n <= sizeof small ? small : malloc(str.n);
+	if (buf == NULL)
+		return;
+	size_t n = js_unescape(&str, buf, str.n);
+	f->embedding = memmem(buf, n, "embed", 5) != NULL;
+	if (model_valid(buf, n))
+		f->model = str;
+	if (buf != small)
+		free(buf);
+}
 
 static void scan_generation_config(struct js *s, struct est_fields *f)
 {
@@ -727,7 +845,7 @@ static bool scan_request(const char *body, size_t len, struct est_fields *f)
 	static const struct js_name max_fields[] = {
 	    JS_NAME("max_tokens"), JS_NAME("max_completion_tokens"), JS_NAME("max_output_tokens")};
 	struct js s = {body, body + len, 0, false};
-	bool first = true;
+	bool first = true, m;
 	struct js_str k;
 
 	memset(f, 0, sizeof *f);
@@ -737,11 +855,14 @@ static bool scan_request(const char *body, size_t len, struct est_fields *f)
 	while (js_member(&s, &first, &k)) {
 		size_t i;
 		if (js_key_is(&k, "messages")) {
-			f->messages = scan_messages(&s);
+			f->messages = scan_messages(&s, &f->msgs);
 			continue;
 		}
 		if ((i = js_key_find(&k, text_fields, 7)) < 7) {
-			f->text[i] = scan_content(&s, 0);
+			js_peek(&s);
+			f->text_start[i] = s.p;
+			f->text[i] = i == TF_SYSTEM ? scan_system(&s, &f->sys) : scan_content(&s, 0, &m);
+			f->text_end[i] = s.p;
 			continue;
 		}
 		if ((i = js_key_find(&k, max_fields, 3)) < 3)
@@ -751,7 +872,7 @@ static bool scan_request(const char *body, size_t len, struct est_fields *f)
 		else if (js_key_is(&k, "generationConfig"))
 			scan_generation_config(&s, f);
 		else if (js_key_is(&k, "model"))
-			f->embedding = scan_embedding_model(&s);
+			scan_model(&s, f);
 		else
 			js_skip(&s);
 	}
@@ -773,6 +894,69 @@ static int64_t output_tokens(const struct est_fields *f, unsigned default_output
 	return n > 1 ? out * n : out;
 }
 
+/* A fixed seed: the same prompt has the same key in every replica. */
+#define PROMPT_SEED UINT64_C(0x70616365726470)
+
+static uint64_t span_hash(const char *b, const char *e, uint64_t seed)
+{
+	return b != NULL && e > b ? intern_hash(b, (size_t)(e - b), seed) : seed;
+}
+
+static uint64_t nonzero(uint64_t h)
+{
+	return h != 0 ? h : 1;
+}
+
+/* The cacheable prefix (tokens.h): keys and their estimates. Each span is
+ * hashed once at most (hashing is the one cost here that grows with the
+ * prompt). */
+static void prompt_prefix(const struct est_fields *f, struct tokens_cost *c)
+{
+	const struct prefix *sys = &f->sys, *msgs = &f->msgs;
+	c->cache_marked = sys->last_end != NULL || msgs->last_end != NULL;
+	if (c->cache_marked) {
+		if (msgs->last_end == NULL) { /* marks in "system" only */
+			c->prompt_key = nonzero(span_hash(sys->start, sys->last_end, PROMPT_SEED));
+			c->prefix_tokens = (sys->last_chars + 3) / 4;
+		} else {
+			uint64_t hs = span_hash(sys->start, sys->end, PROMPT_SEED);
+			c->prompt_key = nonzero(span_hash(msgs->start, msgs->last_end, hs));
+			c->prefix_tokens = (sys->chars + msgs->last_chars + 3) / 4;
+			if (sys->first_end == NULL) {
+				c->head_key = msgs->first_end == msgs->last_end
+				                  ? c->prompt_key
+				                  : nonzero(span_hash(msgs->start, msgs->first_end, hs));
+				c->head_tokens = (sys->chars + msgs->first_chars + 3) / 4;
+				return;
+			}
+		}
+		c->head_key = sys->first_end == sys->last_end && msgs->last_end == NULL
+		                  ? c->prompt_key
+		                  : nonzero(span_hash(sys->start, sys->first_end, PROMPT_SEED));
+		c->head_tokens = (sys->first_chars + 3) / 4;
+		return;
+	}
+	/* No marks: the system prompt, else a long first message. */
+	static const int order[] = {TF_SYSTEM, TF_INSTRUCTIONS, TF_SYS_INSTR, TF_SYS_INSTR2};
+	const char *b = NULL, *e = NULL;
+	int64_t chars = 0;
+	for (size_t i = 0; i < sizeof order / sizeof order[0] && chars == 0; i++) {
+		b = f->text_start[order[i]];
+		e = f->text_end[order[i]];
+		chars = f->text[order[i]];
+	}
+	if (chars == 0 && msgs->m0_end != NULL &&
+	    (msgs->m0_system || msgs->m0_chars >= TOKENS_LONG_PREFIX_CHARS)) {
+		b = msgs->start;
+		e = msgs->m0_end;
+		chars = msgs->m0_chars;
+	}
+	if (chars > 0) {
+		c->prompt_key = c->head_key = nonzero(span_hash(b, e, PROMPT_SEED));
+		c->prefix_tokens = c->head_tokens = (chars + 3) / 4;
+	}
+}
+
 int64_t tokens_estimate(const char *body, size_t len, unsigned default_output_tokens,
                         struct tokens_cost *detail)
 {
@@ -787,6 +971,12 @@ int64_t tokens_estimate(const char *body, size_t len, unsigned default_output_to
 				chars += f.text[i];
 			c.prompt = (chars + 3) / 4;
 			c.output = output_tokens(&f, default_output_tokens);
+			if (f.model.b != NULL) {
+				c.model = f.model.b;
+				c.model_len = f.model.n;
+				c.model_escaped = f.model.esc;
+			}
+			prompt_prefix(&f, &c);
 		} else {
 			c.output = default_output_tokens;
 		}
@@ -795,6 +985,21 @@ int64_t tokens_estimate(const char *body, size_t len, unsigned default_output_to
 	if (detail != NULL)
 		*detail = c;
 	return c.total;
+}
+
+const char *tokens_model_name(const struct tokens_cost *c, char *buf, size_t *len)
+{
+	if (c->model == NULL) {
+		*len = 0;
+		return NULL;
+	}
+	if (!c->model_escaped) {
+		*len = c->model_len;
+		return c->model;
+	}
+	struct js_str str = {c->model, c->model_len, true};
+	*len = js_unescape(&str, buf, TOKENS_MODEL_MAX); /* <= the cap: checked by the scan */
+	return buf;
 }
 
 /* ---------- usage ---------- */

@@ -10,11 +10,52 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Longest model name taken from a request; a longer one is no model at all
+ * (truncating would merge different names into one lane). */
+#define TOKENS_MODEL_MAX 128
+/* A first message this long (1024 tokens' worth of characters) is worth a
+ * prompt key: OpenAI and Groq cache prompt prefixes from 1024 tokens on. */
+#define TOKENS_LONG_PREFIX_CHARS 4096
+
 struct tokens_cost {
 	int64_t prompt; /* characters of the prompt text / 4, rounded up */
 	int64_t output; /* requested output tokens times n, or the default */
 	int64_t total;  /* prompt + output */
 	bool json;      /* the body parsed as a JSON object */
+
+	/* The top-level "model" (the last one, as for every member): raw bytes of
+	 * the JSON string inside the body, quotes excluded; NULL/0 when there is
+	 * none, it is not a string, or it is not a valid name: 1 to
+	 * TOKENS_MODEL_MAX bytes once unescaped, each printable ASCII but space,
+	 * '"' and '\\'. A "model" nested anywhere else is never taken. When
+	 * model_escaped, the raw bytes hold JSON escapes: read the name with
+	 * tokens_model_name(). */
+	const char *model;
+	size_t model_len;
+	bool model_escaped;
+
+	/* The cacheable prompt prefix, for the cost model (PROVIDERS.md §10).
+	 * cache_marked: a block in "system" or "messages" carries a
+	 * "cache_control" object (Anthropic prompt caching). Then prompt_key hashes
+	 * the prompt up to and including the last marked element (a block of
+	 * "system", a whole message of "messages"; "system" comes first, as
+	 * Anthropic reads it), and prefix_tokens estimates that prefix; head_key
+	 * and head_tokens are the same up to the first marked element (stable
+	 * while an agent moves its last breakpoint from call to call).
+	 * Without marks (automatic prefix caching, OpenAI and Groq): the key
+	 * hashes the system prompt ("system", else "instructions", else Gemini's
+	 * "systemInstruction"/"system_instruction", else a first message whose
+	 * role is "system" or "developer"), or lacking one a first message of at
+	 * least TOKENS_LONG_PREFIX_CHARS characters; head_* equal prompt_* then.
+	 * 0 (and 0 tokens) when there is nothing worth keying. Keys hash the raw
+	 * JSON text of the prefix (so a client that re-encodes the same prompt
+	 * differently makes another key), with a fixed seed: replicas agree. A
+	 * marked prompt's key is never 0. */
+	uint64_t prompt_key;
+	int64_t prefix_tokens;
+	uint64_t head_key;
+	int64_t head_tokens;
+	bool cache_marked;
 };
 
 /* Estimates the token cost of a request body.
@@ -40,6 +81,12 @@ struct tokens_cost {
  * Returns the total; fills *detail when it is not NULL. */
 int64_t tokens_estimate(const char *body, size_t len, unsigned default_output_tokens,
                         struct tokens_cost *detail);
+
+/* The model name of c (tokens_estimate()'s detail, while the body it scanned
+ * is alive): c->model itself, or decoded into buf (TOKENS_MODEL_MAX bytes)
+ * when escaped. Not NUL-terminated; *len its length. NULL (*len 0) when
+ * there is no model. */
+const char *tokens_model_name(const struct tokens_cost *c, char *buf, size_t *len);
 
 struct tokens_usage {
 	bool present; /* some usage was found */

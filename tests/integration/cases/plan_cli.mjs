@@ -1,5 +1,5 @@
 // `pacerd plan`, the pre-flight report: the table, the budget warning, --json,
-// --ascii, exit codes 0 / 3 / 2 / 1, and -c FILE taking a provider's or a key's plan.
+// --ascii, exit codes 0 / 3 / 2 / 1, and -c FILE taking a provider's, a key's or a model's plan.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -184,6 +184,65 @@ export const tests = [
     },
   },
   {
+    name: '-c FILE --model: the plan a model gets (a key\'s own, then model_plans, then the provider\'s) and its group',
+    fn: async (t) => {
+      const f = writeConfig(t, 'models.yaml', `listen: 127.0.0.1:1
+admin: { listen: "" }
+providers:
+  openai:
+    plan: big
+    model_groups: { "gpt-4o-mini*": gpt-4o-mini }
+    model_plans: { "gpt-4o-mini*": small, "gpt-4o-mini-2024-07-18": big, "o[134]*": small }
+  anthropic: {}
+plans:
+  big: { max_requests_per_second: 2 }
+  small: { max_requests_per_second: 20 }
+keys:
+  - { provider: openai, key_sha256: 3f9a1c0b7d2e, plan: default }
+  - { provider: openai, key_sha256: aaaaaaaaaaaa, scope: proj-1 }
+`);
+      // Without --requests: only the choice.
+      const m = await plan(t, ['-c', f, '--provider', 'openai', '--model', 'gpt-4o-mini']);
+      assert.equal(m.code, 0, m.stderr);
+      assert.match(m.stdout, /^plan +small \(model_plans: 'gpt-4o-mini\*'\)$/m);
+      assert.match(m.stdout, /^group +gpt-4o-mini \(model_groups: 'gpt-4o-mini\*'\)$/m);
+      const exact = await planJson(t, ['-c', f, '--model', 'gpt-4o-mini-2024-07-18']);
+      assert.equal(exact.j.plan, 'big');
+      assert.equal(exact.j.plan_pattern, 'gpt-4o-mini-2024-07-18');
+      const none = await planJson(t, ['-c', f, '--model', 'gpt-4.1']);
+      assert.equal(none.j.plan, 'big');
+      assert.equal(none.j.plan_pattern, null);
+      assert.equal(none.j.group, 'gpt-4.1');
+      // A key's own plan wins over the model's; a scope-only entry does not.
+      const key = await planJson(t, ['-c', f, '--model', 'o3-mini', '--key-sha256', '3f9a1c0b7d2e']);
+      assert.equal(key.j.plan, 'default');
+      assert.equal(key.j.key_override, true);
+      const scoped = await planJson(t, ['-c', f, '--model', 'o3-mini', '--key-sha256', 'aaaaaaaaaaaa']);
+      assert.equal(scoped.j.plan, 'small');
+      assert.equal(scoped.j.key_override, false);
+      // Anthropic's built-in classes.
+      const a = await planJson(t, ['-c', f, '--provider', 'anthropic', '--model', 'claude-sonnet-4-5-20250929']);
+      assert.equal(a.j.group, 'claude-sonnet-4');
+      assert.equal(a.j.group_pattern, 'claude-sonnet-4*');
+      // With --requests: the report, its plan row naming the row that chose.
+      const r = await plan(t, ['-c', f, '--model', 'gpt-4o-mini', '--requests', '100']);
+      assert.equal(r.code, 0, r.stderr);
+      assert.equal(row(r.stdout, 'plan'), "small (model_plans 'gpt-4o-mini*' for model gpt-4o-mini, provider openai)");
+      assert.equal(row(r.stdout, 'binding constraint'), 'rps 20');
+      const j = await planJson(t, ['-c', f, '--model', 'gpt-4o-mini', '--requests', '100']);
+      assert.equal(j.j.source.model, 'gpt-4o-mini');
+      assert.equal(j.j.source.model_pattern, 'gpt-4o-mini*');
+      // --model needs -c; a bad pattern in the file is reported at line:column.
+      const u = await plan(t, ['--model', 'x']);
+      assert.equal(u.code, 2);
+      assert.match(u.stderr, /--model needs -c FILE/);
+      const bad = writeConfig(t, 'badpat.yaml', 'providers:\n  openai:\n    model_plans:\n      "gpt-[4o*": default\n');
+      const b = await plan(t, ['-c', bad, '--model', 'gpt-4o']);
+      assert.equal(b.code, 1);
+      assert.match(b.stderr, /badpat\.yaml:4:7: providers\.openai\.model_plans: model pattern 'gpt-\[4o\*': '\[' at character 5 is not closed/);
+    },
+  },
+  {
     name: '-c FILE: an unknown provider exits 2, an invalid file exits 1 with file:line:column',
     fn: async (t) => {
       const f = writeConfig(t);
@@ -205,7 +264,7 @@ export const tests = [
       const h = await plan(t, ['--help']);
       assert.equal(h.code, 0);
       for (const flag of ['--requests', '--rps', '--rpm', '--rph', '--min-ms', '--tpm', '--concurrency',
-        '--latency-ms', '--avg-tokens', '--time-budget', '--config', '--provider', '--key-sha256', '--json',
+        '--latency-ms', '--avg-tokens', '--time-budget', '--config', '--provider', '--key-sha256', '--model', '--json',
         '--ascii']) {
         assert.match(h.stdout, new RegExp(`^  (-c, )?${flag}\\b`, 'm'), flag);
       }

@@ -545,12 +545,165 @@ START_TEST(many_keys)
 }
 END_TEST
 
+/* ------------------------------------------------ models and scopes */
+
+START_TEST(models_and_scopes)
+{
+	struct config *c = load_ok("plans:\n"
+	                           "  small: {max_requests_per_second: 20}\n"
+	                           "  big: {max_requests_per_second: 2}\n"
+	                           "  pinned: {}\n"
+	                           "providers:\n"
+	                           "  openai:\n"
+	                           "    plan: big\n"
+	                           "    model_groups:\n"
+	                           "      \"gpt-4o*\": gpt-4o\n"
+	                           "      \"gpt-4o-mini*\": gpt-4o-mini\n"
+	                           "    model_plans:\n"
+	                           "      \"gpt-4o-mini*\": small\n"
+	                           "      \"gpt-4o-mini-2024-07-18\": big\n"
+	                           "      \"o[134]*\": small\n"
+	                           "  anthropic: {cached_input: charged}\n"
+	                           "  groq: {}\n"
+	                           "keys:\n"
+	                           "  - {provider: openai, key_sha256: aaaaaaaaaaaa, scope: proj-1}\n"
+	                           "  - {provider: openai, key_sha256: bbbbbbbbbbbb, scope: proj-1}\n"
+	                           "  - {provider: openai, key_sha256: cccccccccccc, plan: pinned}\n"
+	                           "  - {provider: openai, key_sha256: dddddddddddd}\n",
+	                           NULL);
+	const struct provider_conf *o = config_provider(c, "openai");
+	ck_assert_uint_eq(o->n_model_groups, 2);
+	ck_assert_str_eq(o->model_groups[1].pattern, "gpt-4o-mini*");
+	ck_assert_str_eq(o->model_groups[1].value, "gpt-4o-mini");
+	ck_assert_uint_eq(o->model_groups[1].literal, 11);
+	ck_assert_uint_eq(o->model_groups[1].prefix, 11);
+	ck_assert(!o->model_groups[1].exact);
+	ck_assert(o->model_plans[1].exact);
+	ck_assert_int_eq(o->cached_input, CACHED_INPUT_CHARGED);
+	ck_assert_int_eq(config_provider(c, "anthropic")->cached_input, CACHED_INPUT_CHARGED);
+	ck_assert_int_eq(config_provider(c, "groq")->cached_input, CACHED_INPUT_FREE);
+	ck_assert_str_eq(config_model_rule(o->model_groups, 2, "gpt-4o-mini-tts")->value,
+	                 "gpt-4o-mini");
+	ck_assert_str_eq(config_model_rule(o->model_groups, 2, "gpt-4o")->value, "gpt-4o");
+	/* plans: the key's own, then by model, then the provider's */
+	const char *kh = "aaaaaaaaaaaa0123456789";
+	ck_assert_str_eq(config_plan_for(c, o, kh, "gpt-4o-mini")->name, "small");
+	ck_assert_str_eq(config_plan_for(c, o, kh, "gpt-4o-mini-2024-07-18")->name, "big");
+	ck_assert_str_eq(config_plan_for(c, o, kh, "o3-mini")->name, "small");
+	ck_assert_str_eq(config_plan_for(c, o, kh, "gpt-4.1")->name, "big");
+	ck_assert_str_eq(config_plan_for(c, o, kh, NULL)->name, "big");
+	ck_assert_str_eq(config_plan_for(c, o, NULL, "gpt-4o-mini")->name, "small");
+	ck_assert_str_eq(config_plan_for(c, o, "cccccccccccc99", "gpt-4o-mini")->name, "pinned");
+	/* an entry without plan and scope pins "default", as it always has */
+	ck_assert_str_eq(config_plan_for(c, o, "dddddddddddd", "gpt-4o-mini")->name, "default");
+	/* scopes */
+	ck_assert_str_eq(config_scope_for(c, o, kh), "proj-1");
+	ck_assert_str_eq(config_scope_for(c, o, "bbbbbbbbbbbb"), "proj-1");
+	ck_assert_ptr_null(config_scope_for(c, o, "cccccccccccc"));
+	ck_assert_ptr_null(config_scope_for(c, o, "eeeeeeeeeeee"));
+	ck_assert_ptr_null(config_scope_for(c, o, NULL));
+	/* a scope-only entry: no plan of its own; registry_plan_for sees the provider's */
+	const struct key_conf *k = config_key_for(c, o, kh);
+	ck_assert(!k->own_plan);
+	ck_assert_str_eq(k->plan, "big");
+	ck_assert(config_key_for(c, o, "cccccccccccc")->own_plan);
+	config_free(c);
+	/* built-in defaults: cache reads free at anthropic and groq only; no rows */
+	c = load_ok(NULL, NULL);
+	for (size_t i = 0; i < c->n_providers; i++) {
+		const struct provider_conf *p = &c->providers[i];
+		bool free_ = !strcmp(p->name, "anthropic") || !strcmp(p->name, "groq");
+		ck_assert_int_eq(p->cached_input, free_ ? CACHED_INPUT_FREE : CACHED_INPUT_CHARGED);
+		ck_assert_uint_eq(p->n_model_groups, 0);
+		ck_assert_uint_eq(p->n_model_plans, 0);
+	}
+	ck_assert_str_eq(config_cached_input_name(CACHED_INPUT_FREE), "free");
+	ck_assert_str_eq(config_cached_input_name(CACHED_INPUT_CHARGED), "charged");
+	config_free(c);
+	/* an empty table, and a table set twice in one provider is a duplicate key */
+	c = load_ok("providers:\n  openai:\n    model_groups: {}\n    model_plans:\n", NULL);
+	ck_assert_uint_eq(config_provider(c, "openai")->n_model_groups, 0);
+	config_free(c);
+}
+END_TEST
+
+START_TEST(model_patterns)
+{
+	struct model_rule r;
+	char msg[256];
+	ck_assert_int_eq(config_model_pattern("claude-sonnet-4*", &r, msg, sizeof msg), 0);
+	ck_assert_uint_eq(r.literal, 15);
+	ck_assert_uint_eq(r.prefix, 15);
+	ck_assert_int_eq(config_model_pattern("gpt-[!3]?-*x", &r, msg, sizeof msg), 0);
+	ck_assert_uint_eq(r.literal, 6);
+	ck_assert_uint_eq(r.prefix, 4);
+	ck_assert(!r.exact);
+	ck_assert_int_eq(config_model_pattern("a[]b]c", &r, msg, sizeof msg), 0); /* ']' first is a member */
+	ck_assert_uint_eq(r.literal, 2);
+	ck_assert_int_eq(config_model_pattern("meta-llama/Llama-3.3-70B", &r, msg, sizeof msg), 0);
+	ck_assert(r.exact);
+	char longp[CONFIG_MODEL_MAX + 2];
+	memset(longp, 'a', sizeof longp);
+	longp[CONFIG_MODEL_MAX + 1] = '\0';
+	ck_assert_int_eq(config_model_pattern(longp, &r, msg, sizeof msg), -1);
+	longp[CONFIG_MODEL_MAX] = '\0';
+	ck_assert_int_eq(config_model_pattern(longp, &r, msg, sizeof msg), 0);
+	ck_assert_int_eq(config_model_pattern("a\\*", &r, msg, sizeof msg), -1);
+	ck_assert_int_eq(config_model_pattern("caf\xc3\xa9", &r, msg, sizeof msg), -1);
+	/* ties: the first row */
+	struct model_rule rows[2];
+	rows[0].pattern = (char *)"gpt-4?";
+	rows[0].value = (char *)"first";
+	rows[1].pattern = (char *)"gpt-?o";
+	rows[1].value = (char *)"second";
+	config_model_pattern(rows[0].pattern, &rows[0], msg, sizeof msg);
+	config_model_pattern(rows[1].pattern, &rows[1], msg, sizeof msg);
+	ck_assert_str_eq(config_model_rule(rows, 2, "gpt-4o")->value, "first");
+	ck_assert_ptr_null(config_model_rule(rows, 2, NULL));
+	ck_assert_ptr_null(config_model_rule(rows, 2, "gpt-4"));
+}
+END_TEST
+
 /* ------------------------------------------------------ rejected files */
 
 static const struct bad {
 	const char *yaml;
 	const char *error; /* after "FILE:" */
 } bad_files[] = {
+    /* model_groups, model_plans, cached_input, keys' scope (issue 18) */
+    {"providers:\n  openai:\n    model_groups:\n      \"\": g\n",
+     "4:7: providers.openai.model_groups: expected a model pattern of 1 to 128 characters, got ''"},
+    {"providers:\n  openai:\n    model_groups: {\"gpt 4o*\": g}\n",
+     "3:20: providers.openai.model_groups: model pattern 'gpt 4o*': character 4 cannot be in a "
+     "model name (printable ASCII but space, '\"' and '\\\\')"},
+    {"providers:\n  openai:\n    model_groups:\n      \"gpt-[45o*\": g\n",
+     "4:7: providers.openai.model_groups: model pattern 'gpt-[45o*': '[' at character 5 is not "
+     "closed"},
+    {"providers:\n  openai:\n    model_groups:\n      \"gpt-[]*\": g\n",
+     "4:7: providers.openai.model_groups: model pattern 'gpt-[]*': '[' at character 5 is not "
+     "closed"},
+    {"providers:\n  openai:\n    model_groups:\n      gpt-4o*: \"a b\"\n",
+     "4:16: providers.openai.model_groups.gpt-4o*: expected a group name of 1 to 128 printable "
+     "characters (no space, '\"' or '\\\\'), got 'a b'"},
+    {"providers:\n  openai:\n    model_groups:\n      gpt-4o*: [a]\n",
+     "4:16: providers.openai.model_groups.gpt-4o*: expected a scalar, got a list"},
+    {"providers:\n  openai:\n    model_groups: [a]\n",
+     "3:19: providers.openai.model_groups: expected a mapping, got a list"},
+    {"providers:\n  openai:\n    model_groups:\n      a*: x\n      a*: y\n",
+     "5:7: duplicate key 'a*' in 'providers.openai.model_groups'"},
+    {"providers:\n  openai:\n    model_plans:\n      \"gpt-4o-mini*\": small\n",
+     "4:23: providers.openai.model_plans: unknown plan 'small'"},
+    {"plans: {small: {}}\nproviders:\n  openai:\n    model_plans:\n      \"gpt-4o-mini*\": "
+     "sm@ll\n",
+     "5:23: providers.openai.model_plans.gpt-4o-mini*: expected a name of 1 to 64 letters, "
+     "digits, '.', '-' or '_', got 'sm@ll'"},
+    {"providers:\n  anthropic:\n    cached_input: sometimes\n",
+     "3:19: providers.anthropic.cached_input: expected one of free, charged, got 'sometimes'"},
+    {"keys:\n  - {provider: openai, key_sha256: 3f9a1c0b7d2e, scope: \"team a\"}\n",
+     "2:57: keys[0].scope: expected a name of 1 to 64 letters, digits, '.', '-' or '_', got "
+     "'team a'"},
+    {"keys:\n  - {provider: openai, key_sha256: 3f9a1c0b7d2e, scope: a, plan: nope}\n",
+     "2:66: keys[0]: unknown plan 'nope'"},
     /* unknown keys, at several depths */
     {"lisen: 1\n", "1:1: unknown key 'lisen' at the top level"},
     {"limits:\n  max_body_bytes: 5\n  lisen: 1\n", "3:3: unknown key 'lisen' in 'limits'"},
@@ -1102,6 +1255,8 @@ static Suite *config_suite(void)
 	tcase_add_test(t, reopen_follows_idle_ttl_when_unset);
 	tcase_add_test(t, aliases_and_null_values);
 	tcase_add_test(t, many_keys);
+	tcase_add_test(t, models_and_scopes);
+	tcase_add_test(t, model_patterns);
 	tcase_add_loop_test(t, rejected_file, 0, COUNT(bad_files));
 	tcase_add_test(t, io_errors);
 	tcase_add_test(t, messages_stay_on_one_line);

@@ -1,5 +1,6 @@
 /* Unit tests for tokens: estimates, usage in JSON responses, and the SSE
  * scanner fed at every possible split point. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -442,7 +443,8 @@ static void compare_one(const char *b, size_t n)
 	tokens_usage_json(b, n, &ua);
 	ref_tokens_usage_json(b, n, &ur);
 	bool same = a.json == r.json && a.prompt == r.prompt && a.output == r.output &&
-	            a.total == r.total && memcmp(&ua, &ur, sizeof ua) == 0;
+	            a.total == r.total && memcmp(&ua, &ur, sizeof ua) == 0 &&
+	            ref_prefix_agrees(b, n, &a);
 	/* The SSE path: a data: line that mentions "error" is always parsed. */
 	if (memmem(b, n, "\"error\"", 7) != NULL && memchr(b, '\n', n) == NULL &&
 	    memchr(b, '\r', n) == NULL) {
@@ -495,6 +497,10 @@ static void compare_mutations(const char *body)
 }
 
 static const char *const agree_bodies[] = {
+    "{\"model\":\"claude-x\",\"system\":[{\"text\":\"abcdef\",\"cache_control\":{}},"
+    "{\"text\":\"gh\"}],\"messages\":[{\"role\":\"user\",\"content\":[{\"text\":\"ij\","
+    "\"cache_control\":{\"type\":\"ephemeral\"}}]},{\"role\":\"user\",\"content\":\"k\"}]}",
+    "{\"messages\":[{\"role\":\"developer\",\"content\":\"abcdefgh\"}],\"model\":\"o\\/3\"}",
     "{\"model\":\"gpt-4o\",\"messages\":[{\"role\":\"system\",\"content\":\"You help.\"},"
     "{\"role\":\"user\",\"content\":\"Hello there!\"}],\"max_tokens\":100,\"n\":2}",
     "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"ab\"},"
@@ -577,6 +583,156 @@ START_TEST(agrees_at_the_limits)
 }
 END_TEST
 
+/* The model name as tokens_model_name() reads it, or "" when none. */
+static const char *model_of(const char *body, char *out)
+{
+	struct tokens_cost c;
+	char buf[TOKENS_MODEL_MAX];
+	size_t n;
+	tokens_estimate(body, strlen(body), 1024, &c);
+	const char *m = tokens_model_name(&c, buf, &n);
+	memcpy(out, m ? m : "", n);
+	out[n] = '\0';
+	return out;
+}
+
+START_TEST(estimate_model)
+{
+	char out[TOKENS_MODEL_MAX + 1];
+	ck_assert_str_eq(model_of("{\"model\":\"gpt-4o-mini\",\"messages\":[]}", out), "gpt-4o-mini");
+	/* Anthropic, after the messages; the last one wins as for every member */
+	ck_assert_str_eq(model_of("{\"messages\":[],\"model\":\"x\",\"model\":\"claude-sonnet-4-5\"}",
+	                          out),
+	                 "claude-sonnet-4-5");
+	/* escapes are decoded (PHP writes "\/" for "/") */
+	ck_assert_str_eq(model_of("{\"model\":\"meta-llama\\/Llama-3.3-70B\\u002dInstruct\"}", out),
+	                 "meta-llama/Llama-3.3-70B-Instruct");
+	/* nested models are not the request's */
+	ck_assert_str_eq(model_of("{\"messages\":[{\"role\":\"user\",\"model\":\"gpt-4o\","
+	                          "\"content\":\"hi\"}],\"metadata\":{\"model\":\"o3\"}}",
+	                          out),
+	                 "");
+	/* no model, not a string, empty, a space, a control character, not JSON */
+	ck_assert_str_eq(model_of("{\"messages\":[]}", out), "");
+	ck_assert_str_eq(model_of("{\"model\":42}", out), "");
+	ck_assert_str_eq(model_of("{\"model\":{\"name\":\"gpt-4o\"}}", out), "");
+	ck_assert_str_eq(model_of("{\"model\":\"\"}", out), "");
+	ck_assert_str_eq(model_of("{\"model\":\"gpt 4o\"}", out), "");
+	ck_assert_str_eq(model_of("{\"model\":\"gpt\\n4o\"}", out), "");
+	ck_assert_str_eq(model_of("{\"model\":\"caf\xc3\xa9\"}", out), "");
+	ck_assert_str_eq(model_of("{\"model\":\"gpt-4o\"", out), ""); /* truncated */
+	ck_assert_str_eq(model_of("--boundary\r\nmodel: gpt-4o", out), "");
+	ck_assert_str_eq(model_of("[{\"model\":\"gpt-4o\"}]", out), "");
+	/* 128 bytes are a name; 129 are none (not a truncated name) */
+	char body[400];
+	char name[TOKENS_MODEL_MAX + 2];
+	memset(name, 'm', sizeof name);
+	name[TOKENS_MODEL_MAX] = '\0';
+	snprintf(body, sizeof body, "{\"model\":\"%s\"}", name);
+	ck_assert_str_eq(model_of(body, out), name);
+	name[TOKENS_MODEL_MAX] = 'm';
+	name[TOKENS_MODEL_MAX + 1] = '\0';
+	snprintf(body, sizeof body, "{\"model\":\"%s\"}", name);
+	ck_assert_str_eq(model_of(body, out), "");
+	/* the pointer is into the body */
+	const char *b = "{\"model\":\"o3\"}";
+	struct tokens_cost c;
+	tokens_estimate(b, strlen(b), 1024, &c);
+	ck_assert_ptr_eq(c.model, b + 10);
+	ck_assert_uint_eq(c.model_len, 2);
+	ck_assert(!c.model_escaped);
+	/* an embedding model still generates nothing, a valid name or not */
+	tokens_estimate("{\"model\":\"text embedding\"}", 26, 1024, &c);
+	ck_assert_int_eq(c.output, 0);
+	ck_assert_ptr_null(c.model);
+}
+END_TEST
+
+static struct tokens_cost cost_of(const char *body)
+{
+	struct tokens_cost c;
+	tokens_estimate(body, strlen(body), 1024, &c);
+	return c;
+}
+
+START_TEST(estimate_prompt_prefix)
+{
+	/* Anthropic: a marked system block; the question after it is not in the prefix */
+	const char *a1 = "{\"model\":\"claude-sonnet-4-5\",\"system\":[{\"type\":\"text\",\"text\":"
+	                 "\"0123456789abcdef\",\"cache_control\":{\"type\":\"ephemeral\"}},"
+	                 "{\"type\":\"text\",\"text\":\"today\"}],\"messages\":[{\"role\":\"user\","
+	                 "\"content\":\"What now?\"}],\"max_tokens\":100}";
+	const char *a2 = "{\"model\":\"claude-sonnet-4-5\",\"system\":[{\"type\":\"text\",\"text\":"
+	                 "\"0123456789abcdef\",\"cache_control\":{\"type\":\"ephemeral\"}},"
+	                 "{\"type\":\"text\",\"text\":\"today\"}],\"messages\":[{\"role\":\"user\","
+	                 "\"content\":\"And then? Another question.\"}],\"max_tokens\":100}";
+	struct tokens_cost c1 = cost_of(a1), c2 = cost_of(a2);
+	ck_assert(c1.cache_marked);
+	ck_assert_uint_ne(c1.prompt_key, 0);
+	ck_assert_uint_eq(c1.prompt_key, c2.prompt_key); /* same prefix, other question */
+	ck_assert_int_eq(c1.prefix_tokens, 4);           /* 16 characters */
+	ck_assert_uint_eq(c1.head_key, c1.prompt_key);
+	ck_assert_int_eq(c1.head_tokens, 4);
+	/* a changed byte in the prefix is another prompt */
+	char a3[600];
+	snprintf(a3, sizeof a3, "%s", a1);
+	*strstr(a3, "abcdef") = 'A';
+	ck_assert_uint_ne(cost_of(a3).prompt_key, c1.prompt_key);
+	/* a breakpoint on the last message: the prefix runs through it; the head
+	 * stays at the system block */
+	const char *a4 = "{\"system\":[{\"type\":\"text\",\"text\":\"0123456789abcdef\","
+	                 "\"cache_control\":{\"type\":\"ephemeral\"}}],\"messages\":["
+	                 "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"12345678\","
+	                 "\"cache_control\":{\"type\":\"ephemeral\"}}]},{\"role\":\"assistant\","
+	                 "\"content\":\"abcd\"}]}";
+	struct tokens_cost c4 = cost_of(a4);
+	ck_assert(c4.cache_marked);
+	ck_assert_int_eq(c4.prefix_tokens, 6); /* 16 + 8 */
+	ck_assert_int_eq(c4.head_tokens, 4);
+	ck_assert_uint_ne(c4.prompt_key, c4.head_key);
+	ck_assert_int_eq(c4.prompt, 7);
+	/* marks only in messages, "system" after them in the body: system counts first */
+	const char *a5 = "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"tool_result\","
+	                 "\"content\":[{\"type\":\"text\",\"text\":\"abcdefgh\",\"cache_control\":"
+	                 "{\"type\":\"ephemeral\"}}]}]}],\"system\":\"0123\"}";
+	struct tokens_cost c5 = cost_of(a5);
+	ck_assert(c5.cache_marked);
+	ck_assert_int_eq(c5.prefix_tokens, 3); /* 4 + 8 = 12 characters */
+	ck_assert_uint_eq(c5.head_key, c5.prompt_key);
+	/* cache_control that is not an object, or nested too deep, is no mark */
+	struct tokens_cost c6 =
+	    cost_of("{\"system\":[{\"text\":\"abcd\",\"cache_control\":null}],\"messages\":[]}");
+	ck_assert(!c6.cache_marked);
+	ck_assert_int_eq(c6.prefix_tokens, 1); /* keyed by the system text */
+	/* OpenAI: the system message keys the prompt, whatever its length */
+	const char *o1 = "{\"model\":\"gpt-4o\",\"messages\":[{\"role\":\"developer\",\"content\":"
+	                 "\"You help.\"},{\"role\":\"user\",\"content\":\"Hello there!\"}]}";
+	struct tokens_cost co = cost_of(o1);
+	ck_assert(!co.cache_marked);
+	ck_assert_uint_ne(co.prompt_key, 0);
+	ck_assert_int_eq(co.prefix_tokens, 3);
+	/* a short first user message is not worth a key; a long one is */
+	ck_assert_uint_eq(cost_of("{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}").prompt_key,
+	                  0);
+	static char big[TOKENS_LONG_PREFIX_CHARS + 200];
+	int k = snprintf(big, sizeof big, "{\"messages\":[{\"role\":\"user\",\"content\":\"");
+	memset(big + k, 'x', TOKENS_LONG_PREFIX_CHARS);
+	snprintf(big + k + TOKENS_LONG_PREFIX_CHARS, 100, "\"},{\"role\":\"user\",\"content\":\"q\"}]}");
+	struct tokens_cost cb = cost_of(big);
+	ck_assert_uint_ne(cb.prompt_key, 0);
+	ck_assert_int_eq(cb.prefix_tokens, TOKENS_LONG_PREFIX_CHARS / 4);
+	/* Responses API instructions; Gemini systemInstruction */
+	ck_assert_int_eq(cost_of("{\"instructions\":\"abcdefgh\",\"input\":\"q\"}").prefix_tokens, 2);
+	ck_assert_int_eq(
+	    cost_of("{\"systemInstruction\":{\"parts\":[{\"text\":\"abcd\"}]},\"contents\":[]}")
+	        .prefix_tokens,
+	    1);
+	/* not JSON, or nothing to key */
+	ck_assert_uint_eq(cost_of("not json \"cache_control\"").prompt_key, 0);
+	ck_assert_uint_eq(cost_of("{\"input\":\"short\"}").prompt_key, 0);
+}
+END_TEST
+
 static Suite *tokens_suite(void)
 {
 	Suite *s = suite_create("tokens");
@@ -587,6 +743,8 @@ static Suite *tokens_suite(void)
 	tcase_add_test(e, estimate_anthropic);
 	tcase_add_test(e, estimate_other_apis);
 	tcase_add_test(e, estimate_not_json);
+	tcase_add_test(e, estimate_model);
+	tcase_add_test(e, estimate_prompt_prefix);
 	suite_add_tcase(s, e);
 	TCase *u = tcase_create("usage");
 	tcase_add_test(u, usage_json_responses);

@@ -1,0 +1,209 @@
+/* Unit tests for model: the model of a request (path or body), and groups. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "provider/model.h"
+#include "unit.h"
+
+/* The model a path names, or "" when none. */
+static const char *from_path(const char *path, char *out)
+{
+	const char *n;
+	size_t len;
+	if (!model_from_path(path, strlen(path), &n, &len))
+		len = 0;
+	memcpy(out, n ? n : "", len);
+	out[len] = '\0';
+	return out;
+}
+
+START_TEST(path_gemini_and_azure)
+{
+	char o[TOKENS_MODEL_MAX + 1];
+	ck_assert_str_eq(from_path("/v1beta/models/gemini-2.5-flash:generateContent", o),
+	                 "gemini-2.5-flash");
+	ck_assert_str_eq(
+	    from_path("/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse", o),
+	    "gemini-2.5-pro");
+	ck_assert_str_eq(from_path("/v1/models/gemini-1.5-flash-002:countTokens", o),
+	                 "gemini-1.5-flash-002");
+	ck_assert_str_eq(from_path("/v1alpha/models/text-embedding-004:embedContent", o),
+	                 "text-embedding-004");
+	ck_assert_str_eq(from_path("/gemini/v1beta/tunedModels/my-model-x1:generateContent", o),
+	                 "my-model-x1");
+	ck_assert_str_eq(from_path("/v1/projects/p/locations/us-central1/publishers/google/models/"
+	                           "gemini-2.0-flash-001:generateContent",
+	                           o),
+	                 "gemini-2.0-flash-001");
+	/* no method, no name, a listing, a query that only looks like one */
+	ck_assert_str_eq(from_path("/v1beta/models/gemini-2.5-pro", o), "");
+	ck_assert_str_eq(from_path("/v1beta/models/gemini-2.5-pro:", o), "");
+	ck_assert_str_eq(from_path("/v1beta/models/:generateContent", o), "");
+	ck_assert_str_eq(from_path("/v1beta/models", o), "");
+	ck_assert_str_eq(from_path("/v1/models", o), "");
+	ck_assert_str_eq(from_path("/v1/files?x=/models/a:b", o), "");
+	ck_assert_str_eq(from_path("/v1/chat/completions", o), "");
+	ck_assert_str_eq(from_path("", o), "");
+	/* Azure */
+	ck_assert_str_eq(
+	    from_path("/openai/deployments/my-gpt4o/chat/completions?api-version=2024-10-21", o),
+	    "my-gpt4o");
+	ck_assert_str_eq(from_path("/azure/openai/deployments/emb_3/embeddings", o), "emb_3");
+	ck_assert_str_eq(from_path("/openai/deployments/d1", o), "d1");
+	ck_assert_str_eq(from_path("/openai/deployments/", o), "");
+	ck_assert_str_eq(from_path("/openai/v1/chat/completions", o), "");
+	ck_assert_str_eq(from_path("/other/deployments/x/chat", o), "");
+	/* a huge name is no name */
+	char path[400], name[TOKENS_MODEL_MAX + 2];
+	memset(name, 'g', sizeof name);
+	name[TOKENS_MODEL_MAX] = '\0';
+	snprintf(path, sizeof path, "/v1beta/models/%s:generateContent", name);
+	ck_assert_str_eq(from_path(path, o), name);
+	name[TOKENS_MODEL_MAX] = 'g';
+	name[TOKENS_MODEL_MAX + 1] = '\0';
+	snprintf(path, sizeof path, "/v1beta/models/%s:generateContent", name);
+	ck_assert_str_eq(from_path(path, o), "");
+	/* the length given is the end, not a NUL */
+	const char *p = "/openai/deployments/abcdef/chat";
+	const char *n;
+	size_t len;
+	ck_assert(model_from_path(p, 23, &n, &len));
+	ck_assert_uint_eq(len, 3);
+}
+END_TEST
+
+START_TEST(path_first_then_body)
+{
+	char buf[TOKENS_MODEL_MAX];
+	const char *name;
+	size_t len;
+	struct tokens_cost c;
+	const char *body = "{\"model\":\"gpt-4o\",\"messages\":[]}";
+	tokens_estimate(body, strlen(body), 1024, &c);
+	const char *path = "/openai/deployments/dep1/chat/completions";
+	ck_assert_int_eq(model_of_request(path, strlen(path), &c, buf, &name, &len), MODEL_PATH);
+	ck_assert_uint_eq(len, 4);
+	ck_assert(memcmp(name, "dep1", 4) == 0);
+	ck_assert_int_eq(model_of_request("/v1/chat/completions", 20, &c, buf, &name, &len),
+	                 MODEL_BODY);
+	ck_assert_ptr_eq(name, body + 10);
+	ck_assert_uint_eq(len, 6);
+	/* escaped: decoded into buf */
+	const char *esc = "{\"model\":\"a\\/b\"}";
+	tokens_estimate(esc, strlen(esc), 1024, &c);
+	ck_assert_int_eq(model_of_request("/v1/chat/completions", 20, &c, buf, &name, &len),
+	                 MODEL_BODY);
+	ck_assert_ptr_eq(name, buf);
+	ck_assert_uint_eq(len, 3);
+	ck_assert(memcmp(name, "a/b", 3) == 0);
+	/* no model anywhere: a listing, a body that is not JSON, no body */
+	tokens_estimate("not json", 8, 1024, &c);
+	ck_assert_int_eq(model_of_request("/v1/models", 10, &c, buf, &name, &len), MODEL_NONE);
+	ck_assert_ptr_null(name);
+	ck_assert_uint_eq(len, 0);
+	ck_assert_int_eq(model_of_request("/v1/models", 10, NULL, buf, &name, &len), MODEL_NONE);
+}
+END_TEST
+
+static void rule(struct model_rule *r, const char *pattern, const char *value)
+{
+	char msg[256];
+	r->pattern = (char *)pattern;
+	r->value = (char *)value;
+	ck_assert_int_eq(config_model_pattern(pattern, r, msg, sizeof msg), 0);
+}
+
+START_TEST(groups_most_specific_wins)
+{
+	struct model_rule rows[5];
+	rule(&rows[0], "gpt-4o*", "four-o");
+	rule(&rows[1], "gpt-4o-mini*", "mini");
+	rule(&rows[2], "gpt-4o-mini-2024-07-18", "exact");
+	rule(&rows[3], "gpt-?o-mini*", "other-minis"); /* one literal fewer than [1] */
+	rule(&rows[4], "o[13]*", "o-series");
+	struct provider_conf p = {.name = (char *)"openai", .model_groups = rows, .n_model_groups = 5};
+	ck_assert_str_eq(model_group(&p, "gpt-4o-2024-08-06"), "four-o");
+	ck_assert_str_eq(model_group(&p, "gpt-4o-mini"), "mini");
+	ck_assert_str_eq(model_group(&p, "gpt-4o-mini-2024-07-18"), "exact");
+	ck_assert_str_eq(model_group(&p, "gpt-5o-mini"), "other-minis");
+	ck_assert_str_eq(model_group(&p, "o3-mini"), "o-series");
+	ck_assert_ptr_null(model_group(&p, "o2"));
+	ck_assert_ptr_null(model_group(&p, "gpt-4.1")); /* its own group */
+	/* '*' matches '/' too: model names hold slashes */
+	struct model_rule slash[1];
+	rule(&slash[0], "meta-llama/*", "llama");
+	struct provider_conf q = {.name = (char *)"together", .model_groups = slash, .n_model_groups = 1};
+	ck_assert_str_eq(model_group(&q, "meta-llama/Llama-3.3-70B-Instruct-Turbo"), "llama");
+}
+END_TEST
+
+START_TEST(groups_builtin_anthropic)
+{
+	struct provider_conf a = {.name = (char *)"anthropic"};
+	ck_assert_str_eq(model_group(&a, "claude-sonnet-4-5-20250929"), "claude-sonnet-4");
+	ck_assert_str_eq(model_group(&a, "claude-sonnet-4-20250514"), "claude-sonnet-4");
+	ck_assert_str_eq(model_group(&a, "claude-sonnet-4-5"), "claude-sonnet-4");
+	ck_assert_str_eq(model_group(&a, "claude-opus-4-1-20250805"), "claude-opus-4");
+	ck_assert_str_eq(model_group(&a, "claude-haiku-4-5"), "claude-haiku-4-5");
+	ck_assert_str_eq(model_group(&a, "claude-3-7-sonnet-latest"), "claude-3-7-sonnet");
+	ck_assert_ptr_null(model_group(&a, "claude-3-5-sonnet-20241022"));
+	/* the user's rows come first */
+	struct model_rule mine[1];
+	rule(&mine[0], "claude-sonnet-4-5*", "sonnet-4-5-alone");
+	a.model_groups = mine;
+	a.n_model_groups = 1;
+	ck_assert_str_eq(model_group(&a, "claude-sonnet-4-5-20250929"), "sonnet-4-5-alone");
+	ck_assert_str_eq(model_group(&a, "claude-sonnet-4-20250514"), "claude-sonnet-4");
+	/* other providers have none built in */
+	struct provider_conf o = {.name = (char *)"openai"};
+	ck_assert_ptr_null(model_group(&o, "claude-sonnet-4-5"));
+	size_t n;
+	ck_assert_ptr_null(model_builtin_groups("openai", &n));
+	ck_assert_uint_eq(n, 0);
+	const struct model_rule *rows = model_builtin_groups("anthropic", &n);
+	ck_assert_uint_gt(n, 0);
+	for (size_t i = 0; i < n; i++) {
+		struct model_rule r;
+		char msg[256];
+		ck_assert_int_eq(config_model_pattern(rows[i].pattern, &r, msg, sizeof msg), 0);
+		ck_assert_uint_eq(r.literal, rows[i].literal);
+	}
+}
+END_TEST
+
+START_TEST(groups_interned)
+{
+	struct intern *t = intern_new(3);
+	struct provider_conf a = {.name = (char *)"anthropic"};
+	const char *g1 = model_group_intern(t, &a, "claude-sonnet-4-5xyz", 17);
+	const char *g2 = model_group_intern(t, &a, "claude-sonnet-4-20250514", 24);
+	const char *g3 = model_group_intern(t, &a, "claude-3-5-sonnet", 17);
+	ck_assert_ptr_eq(g1, g2);
+	ck_assert_str_eq(g1, "claude-sonnet-4");
+	ck_assert_str_eq(g3, "claude-3-5-sonnet");
+	ck_assert_uint_eq(intern_count(t), 2);
+	ck_assert_ptr_null(model_group_intern(t, &a, "x", 0));
+	ck_assert_ptr_null(model_group_intern(t, &a, "x", TOKENS_MODEL_MAX + 1));
+	intern_put(t, g1);
+	intern_put(t, g2);
+	intern_put(t, g3);
+	ck_assert_uint_eq(intern_count(t), 0);
+	intern_free(t);
+}
+END_TEST
+
+static Suite *model_suite(void)
+{
+	Suite *s = suite_create("model");
+	TCase *c = tcase_create("model");
+	tcase_add_test(c, path_gemini_and_azure);
+	tcase_add_test(c, path_first_then_body);
+	tcase_add_test(c, groups_most_specific_wins);
+	tcase_add_test(c, groups_builtin_anthropic);
+	tcase_add_test(c, groups_interned);
+	suite_add_tcase(s, c);
+	return s;
+}
+
+UNIT_MAIN("model", model_suite)
