@@ -18,13 +18,13 @@
 #include <unistd.h>
 
 #include "admin/admin.h"
+#include "cli/plan_cli.h"
+#include "cli/top.h"
 #include "core/clock.h"
 #include "core/config.h"
 #include "core/log.h"
 #include "core/notify.h"
-#include "cli/plan_cli.h"
 #include "proxy/server.h"
-#include "cli/top.h"
 #include "proxy/upstream.h"
 
 #include "core/version.h"

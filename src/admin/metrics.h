@@ -19,7 +19,6 @@ struct provider_conf; /* core/config.h */
 struct registry;      /* sched/registry.h */
 struct stats_hist;    /* core/stats.h */
 
-
 /* Writes the family's _bucket (cumulative, le ascending, then +Inf), _sum and
  * _count lines for one series; labels is `name="value"` pairs without braces
  * ("" = none), already escaped. No HELP/TYPE: see metrics_family. */

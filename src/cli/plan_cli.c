@@ -12,9 +12,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/config.h"
 #include "cli/plan.h"
 #include "cli/plan_report.h"
+#include "core/config.h"
 #include "provider/model.h"
 
 #include <jansson.h>
@@ -276,14 +276,17 @@ static int check_args(const struct cli *cli, char *keybuf, char *err, size_t err
 	if (cli->config_path == NULL &&
 	    (cli->provider != NULL || cli->key != NULL || cli->model != NULL)) {
 		snprintf(err, errlen, "%s needs -c FILE",
-		         cli->provider ? "--provider" : cli->key ? "--key-sha256" : "--model");
+		         cli->provider ? "--provider"
+		         : cli->key    ? "--key-sha256"
+		                       : "--model");
 		return -1;
 	}
 	if (cli->flags.requests == 0 && cli->model == NULL) {
 		snprintf(err, errlen, "--requests is required");
 		return -1;
 	}
-	if (cli->model != NULL && (strlen(cli->model) == 0 || strlen(cli->model) > CONFIG_MODEL_MAX)) {
+	if (cli->model != NULL &&
+	    (strlen(cli->model) == 0 || strlen(cli->model) > CONFIG_MODEL_MAX)) {
 		snprintf(err, errlen, "--model: expected 1 to %d characters", CONFIG_MODEL_MAX);
 		return -1;
 	}
@@ -370,8 +373,9 @@ static struct config *plan_from_config(const struct cli *cli, const char *key,
 	/* the plan a lane for this key and model gets (config_plan_for's order) */
 	const struct key_conf *k = config_key_for(cfg, prov, key);
 	const struct model_rule *row =
-	    cli->model != NULL ? config_model_rule(prov->model_plans, prov->n_model_plans, cli->model)
-	                       : NULL;
+	    cli->model != NULL
+	        ? config_model_rule(prov->model_plans, prov->n_model_plans, cli->model)
+	        : NULL;
 	const struct plan_conf *plan = config_plan_for(cfg, prov, key, cli->model);
 	input_from_plan(plan, in);
 	*src = (struct plan_source){
@@ -433,11 +437,11 @@ static int report_model(const struct cli *cli, const struct config *cfg,
 	}
 	const char *group = model_group(prov, cli->model);
 	if (cli->json) {
-		json_t *o = json_pack("{s:s, s:s, s:s, s:s?, s:s, s:s?, s:b}", "provider", src->provider,
-		                      "model", cli->model, "group", group ? group : cli->model,
-		                      "group_pattern", g ? g->pattern : NULL, "plan", src->plan,
-		                      "plan_pattern", src->model_pattern, "key_override",
-		                      src->key_override);
+		json_t *o = json_pack("{s:s, s:s, s:s, s:s?, s:s, s:s?, s:b}", "provider",
+		                      src->provider, "model", cli->model, "group",
+		                      group ? group : cli->model, "group_pattern",
+		                      g ? g->pattern : NULL, "plan", src->plan, "plan_pattern",
+		                      src->model_pattern, "key_override", src->key_override);
 		int rc = o != NULL ? json_dumpf(o, stdout, JSON_INDENT(2)) : -1;
 		json_decref(o);
 		if (rc != 0 || fputc('\n', stdout) == EOF)

@@ -15,12 +15,12 @@ struct plan_result; /* cli/plan.h */
 /* Where the constraints came from when a configuration file gave them; NULL
  * for flags only. */
 struct plan_source {
-	const char *config;   /* the file, as loaded */
-	const char *provider; /* the provider's name */
-	const char *plan;     /* the name of the plan it got */
-	const char *key;      /* the --key-sha256 asked for, or NULL */
-	bool key_override;    /* a keys: entry gave the plan */
-	const char *model;    /* the --model asked for, or NULL */
+	const char *config;        /* the file, as loaded */
+	const char *provider;      /* the provider's name */
+	const char *plan;          /* the name of the plan it got */
+	const char *key;           /* the --key-sha256 asked for, or NULL */
+	bool key_override;         /* a keys: entry gave the plan */
+	const char *model;         /* the --model asked for, or NULL */
 	const char *model_pattern; /* the model_plans row that gave the plan, or NULL */
 };
 

@@ -17,8 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/clock.h"
 #include "cli/top_model.h"
+#include "core/clock.h"
 
 #define EXIT_OK 0
 #define EXIT_ERROR 1

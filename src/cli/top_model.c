@@ -218,7 +218,9 @@ static void header_from_status(struct top_header *h, const json_t *status, const
 		bool up = json_is_true(json_object_get(store, "connected"));
 		bool fallback = json_is_true(json_object_get(store, "fallback"));
 		snprintf(h->store, sizeof(h->store), "store redis %s",
-		         up ? "up" : fallback ? "DOWN (local gates)" : "DOWN (refusing)");
+		         up         ? "up"
+		         : fallback ? "DOWN (local gates)"
+		                    : "DOWN (refusing)");
 	}
 	size_t i;
 	const json_t *lane;
@@ -429,8 +431,8 @@ void top_format_header(const struct top_model *m, int line, const char *admin, c
 	rate(rps, sizeof(rps), h);
 	if (line == 0)
 		snprintf(buf, TOP_LINE_MAX,
-		         "pacerd %s  up %s  in flight %lld  req/s %s  lanes %lld  %s%ssort: %s", admin,
-		         up, h->in_flight, rps, h->lanes, h->store, h->store[0] ? "  " : "",
+		         "pacerd %s  up %s  in flight %lld  req/s %s  lanes %lld  %s%ssort: %s",
+		         admin, up, h->in_flight, rps, h->lanes, h->store, h->store[0] ? "  " : "",
 		         top_sort_name(m->sort));
 	else
 		snprintf(buf, TOP_LINE_MAX,

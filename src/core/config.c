@@ -403,7 +403,8 @@ static int check_store_address(const char *in, char **out, char *msg, size_t len
 	unsigned char addr[16];
 	if (strncmp(in, "unix:", 5) == 0) {
 		if (in[5] != '/' || strlen(in + 5) >= 100) {
-			snprintf(msg, len, "expected unix:/absolute/path (under 100 bytes), got '%s'",
+			snprintf(msg, len,
+			         "expected unix:/absolute/path (under 100 bytes), got '%s'",
 			         shown(in, b, sizeof(b)));
 			return -1;
 		}
@@ -428,7 +429,8 @@ static int check_key_prefix(const char *in, char **out, char *msg, size_t len)
 	for (size_t i = 0; ok && i < n; i++)
 		ok = in[i] > 0x20 && in[i] < 0x7f;
 	if (!ok) {
-		snprintf(msg, len, "expected up to 64 printable characters without spaces, got '%s'",
+		snprintf(msg, len,
+		         "expected up to 64 printable characters without spaces, got '%s'",
 		         shown(in, b, sizeof(b)));
 		return -1;
 	}
@@ -516,7 +518,8 @@ int config_model_pattern(const char *pat, struct model_rule *rule, char *msg, si
 			while (j < n && pat[j] != ']')
 				j++;
 			if (j >= n) {
-				snprintf(msg, len, "model pattern '%s': '[' at character %zu is not closed",
+				snprintf(msg, len,
+				         "model pattern '%s': '[' at character %zu is not closed",
 				         shown(pat, b, sizeof(b)), i + 1);
 				return -1;
 			}
@@ -552,7 +555,8 @@ const struct model_rule *config_model_rule(const struct model_rule *rules, size_
 		if (best != NULL && (best->exact || r->literal <= best->literal))
 			continue;
 		/* the literal start first: most rows fail there, without fnmatch */
-		if (strncmp(r->pattern, model, r->prefix) != 0 || fnmatch(r->pattern, model, 0) != 0)
+		if (strncmp(r->pattern, model, r->prefix) != 0 ||
+		    fnmatch(r->pattern, model, 0) != 0)
 			continue;
 		best = r;
 	}
@@ -816,8 +820,7 @@ static const struct opt provider_opts[] = {
      .off = offsetof(struct provider_conf, model_plans),
      .off2 = offsetof(struct provider_conf, n_model_plans),
      .check = check_name},
-    E("cached_input", struct provider_conf, cached_input, cached_input_names,
-      CACHED_INPUT_CHARGED),
+    E("cached_input", struct provider_conf, cached_input, cached_input_names, CACHED_INPUT_CHARGED),
     END,
 };
 
@@ -911,7 +914,8 @@ static const struct builtin {
 	enum dialect dialect;
 	bool cache_free; /* cached_input: free (PROVIDERS.md §10) */
 } builtins[] = {
-    {"openai", "https://api.openai.com", "/", "api.openai.com", KEY_AUTHORIZATION, DIALECT_OPENAI, false},
+    {"openai", "https://api.openai.com", "/", "api.openai.com", KEY_AUTHORIZATION, DIALECT_OPENAI,
+     false},
     {"anthropic", "https://api.anthropic.com", "/anthropic", "api.anthropic.com", KEY_X_API_KEY,
      DIALECT_ANTHROPIC, true},
     {"azure", NULL, "/azure", NULL, KEY_API_KEY, DIALECT_AZURE, false},
@@ -1481,7 +1485,8 @@ static int apply_rules(struct ctx *c, const struct opt *o, void *base, yaml_node
 		return 0;
 	if (!(*list = calloc(n, sizeof(**list))))
 		return fail_mark(c, v->start_mark, path, "out of memory");
-	for (yaml_node_pair_t *p = v->data.mapping.pairs.start; p < v->data.mapping.pairs.top; p++) {
+	for (yaml_node_pair_t *p = v->data.mapping.pairs.start; p < v->data.mapping.pairs.top;
+	     p++) {
 		yaml_node_t *k = yaml_document_get_node(c->doc, p->key);
 		yaml_node_t *val = yaml_document_get_node(c->doc, p->value);
 		struct model_rule *r = &(*list)[*count];
@@ -1980,7 +1985,8 @@ static int check_provider_plans(struct ctx *c)
 		for (size_t j = 0; j < p->n_model_plans; j++) {
 			char sub[PATH_LEN];
 			join_path(sub, sizeof(sub), path, "model_plans");
-			if (check_plan_ref(c, &p->model_plans[j].value, provider_mark(c, i), sub) != 0)
+			if (check_plan_ref(c, &p->model_plans[j].value, provider_mark(c, i), sub) !=
+			    0)
 				return -1;
 		}
 	}
@@ -2169,7 +2175,8 @@ static int apply_env_store(struct ctx *c, const char *val)
 	const char *a = strncmp(val, "redis://", 8) == 0 ? val + 8 : val;
 	if ((a == val && strncmp(val, "unix:", 5) != 0) ||
 	    check_store_address(a, &addr, msg, sizeof(msg)) != 0) {
-		set_err(c, "PACERD_STORE: expected redis://IP:PORT, unix:/path or local, got '%s'", val);
+		set_err(c, "PACERD_STORE: expected redis://IP:PORT, unix:/path or local, got '%s'",
+		        val);
 		return -1;
 	}
 	if (!addr)

@@ -55,7 +55,7 @@ struct plan_conf {
 	char *day_time_zone;  /* IANA name, "UTC" by default */
 	int day_reset_minute; /* day_resets_at in minutes after midnight (resolved at load) */
 	unsigned default_output_tokens;
-	unsigned max_concurrent; /* >= 1, hard ceiling */
+	unsigned max_concurrent;        /* >= 1, hard ceiling */
 	unsigned max_concurrent_global; /* 0 = none; across replicas (store.kind: redis) */
 	struct {
 		bool adaptive;
@@ -180,10 +180,11 @@ struct config {
 		struct {
 			char *address; /* IP:port, [v6]:port or unix:/path */
 			char *key_prefix;
-			unsigned timeout_ms;  /* per command */
+			unsigned timeout_ms; /* per command */
 			enum store_on_error on_error;
-			unsigned replicas;    /* >= 1: local fallback gates at limit / replicas */
-			unsigned lease_ms;    /* max_concurrent_global leases live this long unrenewed */
+			unsigned replicas; /* >= 1: local fallback gates at limit / replicas */
+			unsigned
+			    lease_ms; /* max_concurrent_global leases live this long unrenewed */
 		} redis;
 	} store;
 };

@@ -91,7 +91,6 @@ bool hdr_forward_response(const char *name, const char *connection)
 	return !hdr_is_hop_by_hop(name) && !hdr_in_connection(connection, name);
 }
 
-
 bool hdr_split_line(const char *line, size_t len, const char **name, size_t *name_len,
                     const char **value, size_t *value_len)
 {

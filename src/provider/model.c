@@ -70,7 +70,8 @@ const struct model_rule *model_builtin_groups(const char *provider, size_t *n)
 
 const char *model_group(const struct provider_conf *prov, const char *model)
 {
-	const struct model_rule *r = config_model_rule(prov->model_groups, prov->n_model_groups, model);
+	const struct model_rule *r =
+	    config_model_rule(prov->model_groups, prov->n_model_groups, model);
 	size_t n;
 	if (r == NULL) {
 		const struct model_rule *rows = model_builtin_groups(prov->name, &n);
@@ -129,7 +130,8 @@ bool model_from_path(const char *path, size_t len, const char **name, size_t *na
 		size_t n = (size_t)(p - seg);
 		if (n == 0)
 			break;
-		if (prev != NULL && (seg_is(prev, prev_n, "models") || seg_is(prev, prev_n, "tunedModels"))) {
+		if (prev != NULL &&
+		    (seg_is(prev, prev_n, "models") || seg_is(prev, prev_n, "tunedModels"))) {
 			const char *colon = memchr(seg, ':', n);
 			if (colon != NULL && colon > seg && colon + 1 < seg + n &&
 			    name_valid(seg, (size_t)(colon - seg))) {
@@ -154,8 +156,8 @@ bool model_from_path(const char *path, size_t len, const char **name, size_t *na
 }
 
 enum model_source model_of_request(const char *path, size_t path_len,
-                                   const struct tokens_cost *cost, char *buf,
-                                   const char **name, size_t *len)
+                                   const struct tokens_cost *cost, char *buf, const char **name,
+                                   size_t *len)
 {
 	if (path != NULL && model_from_path(path, path_len, name, len))
 		return MODEL_PATH;

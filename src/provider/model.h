@@ -35,8 +35,8 @@ enum model_source { MODEL_NONE, MODEL_PATH, MODEL_BODY };
  * decoded); not NUL-terminated. MODEL_NONE (*name NULL, *len 0): the request
  * has no model (listing models, files): the scope's model-less lane. */
 enum model_source model_of_request(const char *path, size_t path_len,
-                                   const struct tokens_cost *cost, char *buf,
-                                   const char **name, size_t *len);
+                                   const struct tokens_cost *cost, char *buf, const char **name,
+                                   size_t *len);
 
 /* The group of `model` (NUL-terminated) at prov: the best row of
  * prov->model_groups, else of the built-in rows for prov->name (same rules:

@@ -642,13 +642,13 @@ static int64_t scan_tool_calls(struct js *s)
  * characters counted up to them. Elements are the granularity: a block of
  * "system", a whole message of "messages". */
 struct prefix {
-	const char *start, *end; /* the field's value */
-	int64_t chars;           /* all of it */
+	const char *start, *end;          /* the field's value */
+	int64_t chars;                    /* all of it */
 	const char *first_end, *last_end; /* after the first and last marked element; NULL: none */
 	int64_t first_chars, last_chars;
-	const char *m0_end;  /* messages: the end of the first message */
-	int64_t m0_chars;    /* its characters */
-	bool m0_system;      /* its role is "system" or "developer" */
+	const char *m0_end; /* messages: the end of the first message */
+	int64_t m0_chars;   /* its characters */
+	bool m0_system;     /* its role is "system" or "developer" */
 };
 
 static void prefix_mark(struct prefix *px, const char *end, int64_t chars)
@@ -861,7 +861,8 @@ static bool scan_request(const char *body, size_t len, struct est_fields *f)
 		if ((i = js_key_find(&k, text_fields, 7)) < 7) {
 			js_peek(&s);
 			f->text_start[i] = s.p;
-			f->text[i] = i == TF_SYSTEM ? scan_system(&s, &f->sys) : scan_content(&s, 0, &m);
+			f->text[i] =
+			    i == TF_SYSTEM ? scan_system(&s, &f->sys) : scan_content(&s, 0, &m);
 			f->text_end[i] = s.p;
 			continue;
 		}
@@ -923,9 +924,10 @@ static void prompt_prefix(const struct est_fields *f, struct tokens_cost *c)
 			c->prompt_key = nonzero(span_hash(msgs->start, msgs->last_end, hs));
 			c->prefix_tokens = (sys->chars + msgs->last_chars + 3) / 4;
 			if (sys->first_end == NULL) {
-				c->head_key = msgs->first_end == msgs->last_end
-				                  ? c->prompt_key
-				                  : nonzero(span_hash(msgs->start, msgs->first_end, hs));
+				c->head_key =
+				    msgs->first_end == msgs->last_end
+				        ? c->prompt_key
+				        : nonzero(span_hash(msgs->start, msgs->first_end, hs));
 				c->head_tokens = (sys->chars + msgs->first_chars + 3) / 4;
 				return;
 			}

@@ -39,7 +39,6 @@
 #include <string.h>
 #include <strings.h>
 
-#include "proxy/reqstats.h"
 #include "core/clock.h"
 #include "core/grow.h"
 #include "core/list.h"
@@ -49,6 +48,7 @@
 #include "provider/tokens.h"
 #include "provider/usage_strip.h"
 #include "proxy/lanes.h"
+#include "proxy/reqstats.h"
 #include "proxy/xstate.h"
 #include "sched/retry.h"
 
@@ -92,7 +92,8 @@ struct exchange {
 	/* The current attempt. */
 	struct up_xfer *xfer; /* the transfer running, or NULL */
 	int status;
-	struct evbuffer *held; /* XS_HELD: its head (name\0value\0 …) and body, at most RETRY_BODY_CAP */
+	struct evbuffer
+	    *held; /* XS_HELD: its head (name\0value\0 …) and body, at most RETRY_BODY_CAP */
 	size_t held_n, held_head_len;
 	char held_reason[64];
 	struct rlh_result rlh;
@@ -128,8 +129,7 @@ struct exchange {
 	size_t hdr_nodes_cap;
 };
 
-#define X_OF_TICKET(t)                                                                            \
-	((struct exchange *)(void *)((char *)(t)-offsetof(struct exchange, ticket)))
+#define X_OF_TICKET(t) ((struct exchange *)(void *)((char *)(t)-offsetof(struct exchange, ticket)))
 
 struct exchanges {
 	struct event_base *base;
@@ -507,23 +507,26 @@ static void on_lane_refuse(struct lane_ticket *t, const struct lane_refusal_info
 		       "pacerd tracks as many API keys as limits.max_lanes allows", r->wait_ms);
 		return;
 	case LANE_REFUSE_STORE_DOWN:
-		answer(x, 503, "store_unavailable",
-		       "the shared store (store.redis) does not answer, and store.redis.on_error is "
-		       "fail",
-		       r->wait_ms < 1000 ? 1000 : r->wait_ms);
+		answer(
+		    x, 503, "store_unavailable",
+		    "the shared store (store.redis) does not answer, and store.redis.on_error is "
+		    "fail",
+		    r->wait_ms < 1000 ? 1000 : r->wait_ms);
 		return;
 	case LANE_REFUSE_DEADLINE:
 		log_lane_event(x, "rejected", LOG_INFO, "eta_ms", (long long)r->wait_ms);
-		snprintf(msg, sizeof(msg),
-		         "the queue of this API key needs about %lld ms, more than the %lld ms this "
-		         "request allows",
-		         (long long)r->wait_ms, (long long)(x->retry_deadline - x->t_start));
+		snprintf(
+		    msg, sizeof(msg),
+		    "the queue of this API key needs about %lld ms, more than the %lld ms this "
+		    "request allows",
+		    (long long)r->wait_ms, (long long)(x->retry_deadline - x->t_start));
 		answer(x, 503, "deadline_unreachable", msg, r->wait_ms <= 60000 ? r->wait_ms : -1);
 		return;
 	case LANE_REFUSE_QUEUE_FULL:
 	case LANE_REFUSE_EVICTED: {
 		bool evicted = r->why == LANE_REFUSE_EVICTED;
-		log_lane_event(x, evicted ? "evicted" : "rejected", LOG_INFO, "queue_depth", r->depth);
+		log_lane_event(x, evicted ? "evicted" : "rejected", LOG_INFO, "queue_depth",
+		               r->depth);
 		answer(x, 503, "queue_full",
 		       evicted ? "the queue of this API key is full, and requests of a higher "
 		                 "priority took this one's place"
@@ -533,7 +536,8 @@ static void on_lane_refuse(struct lane_ticket *t, const struct lane_refusal_info
 	}
 	case LANE_REFUSE_QUEUE_TIMEOUT:
 		log_lane_event(x, "timeout", LOG_INFO, "timeout_s", r->limit_s);
-		snprintf(msg, sizeof(msg), "waited %llds in the queue of this key without being sent",
+		snprintf(msg, sizeof(msg),
+		         "waited %llds in the queue of this key without being sent",
 		         (long long)(now_ms() - x->ticket.item.arrived_ms) / 1000);
 		answer(x, 504, "queue_timeout", msg, -1);
 		return;
@@ -554,7 +558,8 @@ static void on_lane_refuse(struct lane_ticket *t, const struct lane_refusal_info
 		         "the daily budget of this API key is spent (max_requests_per_day, "
 		         "max_tokens_per_day); it starts over in %llds",
 		         (long long)(r->wait_ms + 999) / 1000);
-		answer(x, 429, "daily_budget_exhausted", msg, r->wait_ms <= 60000 ? r->wait_ms : -1);
+		answer(x, 429, "daily_budget_exhausted", msg,
+		       r->wait_ms <= 60000 ? r->wait_ms : -1);
 		return;
 	}
 }
@@ -991,8 +996,8 @@ static void relay_held(struct exchange *x)
 static void quota_begin(struct exchange *x, const char *why)
 {
 	bool fresh;
-	size_t drained = lanes_quota(x->xs->lanes, &x->ticket, x->held, x->held_n,
-	                             x->held_head_len, x->status, x->held_reason, &fresh);
+	size_t drained = lanes_quota(x->xs->lanes, &x->ticket, x->held, x->held_n, x->held_head_len,
+	                             x->status, x->held_reason, &fresh);
 	if (!fresh && drained == 0)
 		return;
 	struct log_line l;
@@ -1051,7 +1056,7 @@ static void on_retry_deadline(evutil_socket_t fd, short what, void *arg)
 	struct sched_lane *lane = x->ticket.lane;
 	x->retry_stop = "deadline";
 	if (x->up_error == UP_OK) { /* its answer was held (XS_HELD) */
-		relay_held(x); /* finish() takes it out of the lane */
+		relay_held(x);      /* finish() takes it out of the lane */
 	} else {
 		char detail[sizeof(x->up_detail)];
 		copy_str(detail, sizeof(detail), x->up_detail);

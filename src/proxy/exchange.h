@@ -14,9 +14,9 @@
 
 #include "core/config.h"
 #include "http/httpd.h"
-#include "sched/registry.h"
 #include "proxy/route.h"
 #include "proxy/upstream.h"
+#include "sched/registry.h"
 
 struct exchanges;
 struct reqstats;

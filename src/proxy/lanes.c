@@ -18,9 +18,9 @@
 
 #include "core/clock.h"
 #include "core/config.h"
+#include "core/daily.h"
 #include "core/log.h"
 #include "proxy/limiter.h"
-#include "core/daily.h"
 #include "sched/registry.h"
 #include "sched/sched_lane-t.h"
 #include "store/shared.h"
@@ -37,7 +37,7 @@ struct lane_shell {
 	struct sched_lane *lane;
 	struct config_ref *cref; /* the configuration lane->provider and lane->plan point into */
 	struct event timer;
-	int64_t armed_ms; /* instant the timer is set for; SCHED_NEVER = not armed */
+	int64_t armed_ms;    /* instant the timer is set for; SCHED_NEVER = not armed */
 	unsigned last_limit; /* the concurrency limit last reported (lane_change) */
 	/* While the lane's quota is out: the upstream's refusal, replayed to
 	 * every request the lane refuses (a held answer's layout: head
@@ -58,7 +58,8 @@ struct lanes {
 	struct shared *shared; /* store.kind: redis; NULL: local */
 };
 
-#define T_OF_ITEM(it) ((struct lane_ticket *)(void *)((char *)(it)-offsetof(struct lane_ticket, item)))
+#define T_OF_ITEM(it)                                                                              \
+	((struct lane_ticket *)(void *)((char *)(it)-offsetof(struct lane_ticket, item)))
 
 static int64_t now_ms(void)
 {

@@ -11,9 +11,8 @@ bool limiter_pump(struct shared *sh, struct sched_lane *lane, struct shared_lane
 	return shared_pump(sh, lane, sl, now_ms);
 }
 
-struct sched_item *limiter_next(struct shared *sh, struct sched_lane *lane,
-                                struct shared_lane *sl, int64_t now_ms,
-                                struct shared_lease **lease)
+struct sched_item *limiter_next(struct shared *sh, struct sched_lane *lane, struct shared_lane *sl,
+                                int64_t now_ms, struct shared_lease **lease)
 {
 	struct sched_item *it = sched_next(lane, now_ms);
 	*lease = it != NULL ? shared_dispatched(sh, sl) : NULL;

@@ -69,7 +69,7 @@ void reqstats_bind(struct reqstats *m, const struct config *cfg)
 }
 
 void reqstats_observe(struct reqstats *m, const struct provider_conf *prov,
-                     const struct reqstats_request *rq)
+                      const struct reqstats_request *rq)
 {
 	if (prov == NULL)
 		return;
@@ -92,4 +92,3 @@ void reqstats_observe(struct reqstats *m, const struct provider_conf *prov,
 	if (rq->tokens_reported > 0)
 		r->tokens_reported += (uint64_t)rq->tokens_reported;
 }
-

@@ -53,6 +53,6 @@ void reqstats_free(struct reqstats *m);
 void reqstats_bind(struct reqstats *m, const struct config *cfg);
 /* Counts one finished request of prov (NULL: ignored). No allocation. */
 void reqstats_observe(struct reqstats *m, const struct provider_conf *prov,
-                     const struct reqstats_request *r);
+                      const struct reqstats_request *r);
 
 #endif

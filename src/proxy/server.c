@@ -13,11 +13,11 @@
 #include <string.h>
 #include <strings.h>
 
-#include "proxy/exchange.h"
+#include "core/log.h"
 #include "core/priority.h"
 #include "http/headers.h"
 #include "http/httpd.h"
-#include "core/log.h"
+#include "proxy/exchange.h"
 #include "proxy/route.h"
 #include "proxy/upstream.h"
 

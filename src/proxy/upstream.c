@@ -45,8 +45,8 @@ struct sock_ev {
 	struct event ev; /* assigned again only when the mask changes */
 	struct upstream *up;
 	curl_socket_t fd;
-	int what;         /* CURL_POLL_IN / OUT / INOUT registered; 0: none */
-	bool parked;      /* libcurl removed it, but it is a pooled connection's */
+	int what;    /* CURL_POLL_IN / OUT / INOUT registered; 0: none */
+	bool parked; /* libcurl removed it, but it is a pooled connection's */
 	/* cppcheck-suppress unusedStructMember ; the pool links through it (offsetof) */
 	struct list link; /* up->sock_pool while unused */
 };

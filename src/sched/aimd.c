@@ -20,8 +20,7 @@ static void set_bounds(struct aimd *a, unsigned min, unsigned max, double decrea
 	        : 0.5;
 }
 
-void aimd_init(struct aimd *a, bool adaptive, unsigned min, unsigned max,
-               double decrease_factor)
+void aimd_init(struct aimd *a, bool adaptive, unsigned min, unsigned max, double decrease_factor)
 {
 	set_bounds(a, min, max, decrease_factor);
 	a->adaptive = adaptive;

@@ -188,8 +188,7 @@ void gates_reconfigure_scaled(struct gates *s, const struct plan_conf *plan, dou
 	for (int w = 0; w < GATES_N_WINDOWS; w++)
 		gcra_set_rate(&s->req[w], now_ms, plan_interval(plan, (enum gates_window)w) / scale,
 		              fmax(1, floor(plan_burst(plan, (enum gates_window)w) * scale)));
-	gcra_set_rate(&s->tokens, now_ms,
-	              per_window(60000.0, plan->max_tokens_per_minute * scale),
+	gcra_set_rate(&s->tokens, now_ms, per_window(60000.0, plan->max_tokens_per_minute * scale),
 	              plan_token_burst(plan) * scale);
 	gcra_set_rate(&s->input, now_ms,
 	              per_window(60000.0, plan->max_input_tokens_per_minute * scale),
@@ -212,7 +211,8 @@ unsigned gates_requests_available(const struct gates *s, int64_t now_ms, unsigne
 		double tolerance = g->burst * g->t_ms;
 		if (g->t_ms < 1.0 && tolerance < 1.0)
 			tolerance = 1.0;
-		double left = (tolerance - (fmax(g->tat, (double)now_ms) - (double)now_ms)) / g->t_ms;
+		double left =
+		    (tolerance - (fmax(g->tat, (double)now_ms) - (double)now_ms)) / g->t_ms;
 		unsigned k = left <= 0 ? 0 : left >= cap ? cap : (unsigned)floor(left + 1e-9);
 		if (k < n)
 			n = k;
@@ -255,8 +255,8 @@ void gates_charge(struct gates *s, int64_t now_ms, double tokens, double input, 
 	gcra_charge(&s->output, now_ms, output);
 }
 
-void gates_adjust_tokens(struct gates *s, int64_t now_ms, double delta_tokens,
-                         double delta_input, double delta_output)
+void gates_adjust_tokens(struct gates *s, int64_t now_ms, double delta_tokens, double delta_input,
+                         double delta_output)
 {
 	gcra_adjust(&s->tokens, now_ms, delta_tokens);
 	gcra_adjust(&s->input, now_ms, delta_input);

@@ -142,7 +142,7 @@ static bool free_fit(const struct learned *l, double *rho, double *cap)
 	double cov = l->s_rR / l->s_w - mr * mR;
 	if (var <= q * q || var <= 0)
 		return false;
-	*rho = -var / cov; /* 1 / the ms a unit takes to come back */
+	*rho = -var / cov;     /* 1 / the ms a unit takes to come back */
 	*cap = mR + *rho * mr; /* the line passes through the means */
 	return isfinite(*rho) && *rho > 0 && isfinite(*cap) && *cap > 0;
 }

@@ -68,12 +68,12 @@
 
 #include "sched/gcra.h"
 
-#define LEARNED_PENALTY 0.8        /* paced rate multiplier per capacity signal */
+#define LEARNED_PENALTY 0.8         /* paced rate multiplier per capacity signal */
 #define LEARNED_PENALTY_HINTED 0.95 /* ... for one that said when (retry-after, a reset) */
-#define LEARNED_PENALTY_FLOOR 0.25 /* the correction never goes below this */
-#define LEARNED_RECOVERY 0.05      /* share of the gap to 1 recovered per healthy answer */
-#define LEARNED_SHORT_MIN_OBS 2    /* observations before a limit may be found too large */
-#define LEARNED_SHORT_SHARE 0.5    /* ... when remaining and the free fit stay below this × L */
+#define LEARNED_PENALTY_FLOOR 0.25  /* the correction never goes below this */
+#define LEARNED_RECOVERY 0.05       /* share of the gap to 1 recovered per healthy answer */
+#define LEARNED_SHORT_MIN_OBS 2     /* observations before a limit may be found too large */
+#define LEARNED_SHORT_SHARE 0.5     /* ... when remaining and the free fit stay below this × L */
 
 enum learned_shape { LEARNED_UNKNOWN, LEARNED_CONTINUOUS, LEARNED_WINDOW };
 
@@ -121,8 +121,8 @@ struct learned {
 	double s_dr, s_r2;                /* anchored fit: Σ (L − R)·r, Σ r² */
 	double rho;                       /* units per ms, 0: unknown */
 	bool short_window; /* L is a per-window figure over a smaller bucket (learned.c) */
-	double capacity;                  /* inferred C, 0: unknown */
-	double correction;                /* from 429s, in [LEARNED_PENALTY_FLOOR, 1] */
+	double capacity;   /* inferred C, 0: unknown */
+	double correction; /* from 429s, in [LEARNED_PENALTY_FLOOR, 1] */
 	/* dispatches, for the in-flight correction and the spreading */
 	double cum_cost; /* total cost dispatched: the marks */
 	int64_t last_pass_ms;

@@ -14,13 +14,13 @@
 #include <stdint.h>
 
 #include "core/config.h"
+#include "core/list.h"
 #include "provider/ratelimit_headers.h"
 #include "sched/aimd.h"
 #include "sched/fairq.h"
 #include "sched/gcra.h"
 #include "sched/learned.h"
 #include "sched/pheap.h"
-#include "core/list.h"
 #include "sched/sched.h"
 
 /* The idle lanes of a registry, least recently active first: a lane is on it

@@ -52,7 +52,7 @@ struct store {
 	char address[128];
 	unsigned timeout_ms;
 	redisAsyncContext *ac;
-	bool up;         /* connected and scripts loaded */
+	bool up; /* connected and scripts loaded */
 	bool ever_up;
 	bool freeing;
 	unsigned loading; /* SCRIPT LOAD replies awaited after a connect */
@@ -296,7 +296,8 @@ static void schedule_reconnect(struct store *st)
 	if (st->freeing)
 		return;
 	int64_t ms = st->backoff_ms;
-	st->backoff_ms = st->backoff_ms * 2 > RECONNECT_MAX_MS ? RECONNECT_MAX_MS : st->backoff_ms * 2;
+	st->backoff_ms =
+	    st->backoff_ms * 2 > RECONNECT_MAX_MS ? RECONNECT_MAX_MS : st->backoff_ms * 2;
 	st->reconnect_at_ms = mono_us() / 1000 + ms;
 	struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
 	evtimer_add(&st->reconnect, &tv);
@@ -420,8 +421,8 @@ static void on_reconnect(evutil_socket_t fd, short what, void *arg)
 /* Blocking, before the loop runs: does this Redis run our scripts? Returns
  * 1 yes, 0 it does not answer (not an error: it may come later), -1 it
  * refuses (err says how). */
-static int check_scripts(const char *address, unsigned timeout_ms, const char *prefix,
-                         char *err, size_t errlen)
+static int check_scripts(const char *address, unsigned timeout_ms, const char *prefix, char *err,
+                         size_t errlen)
 {
 	struct timeval tv = {(time_t)(timeout_ms * 4 / 1000),
 	                     (suseconds_t)(timeout_ms * 4 % 1000) * 1000};
@@ -450,8 +451,9 @@ static int check_scripts(const char *address, unsigned timeout_ms, const char *p
 			rc = 0;
 		} else if (r->type != REDIS_REPLY_STRING ||
 		           strcmp(r->str, store_script_sha(id)) != 0) {
-			snprintf(err, errlen, "store: the Redis at %s refuses scripts (SCRIPT LOAD: %s)",
-			         address, r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+			snprintf(
+			    err, errlen, "store: the Redis at %s refuses scripts (SCRIPT LOAD: %s)",
+			    address, r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
 			rc = -1;
 		}
 		if (r != NULL)
@@ -469,8 +471,9 @@ static int check_scripts(const char *address, unsigned timeout_ms, const char *p
 		if (r == NULL) {
 			rc = 0;
 		} else if (r->type != REDIS_REPLY_ARRAY) {
-			snprintf(err, errlen, "store: the Redis at %s refuses scripts (EVALSHA: %s)",
-			         address, r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+			snprintf(err, errlen,
+			         "store: the Redis at %s refuses scripts (EVALSHA: %s)", address,
+			         r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
 			rc = -1;
 		}
 		if (r != NULL)
@@ -480,8 +483,8 @@ static int check_scripts(const char *address, unsigned timeout_ms, const char *p
 	return rc;
 }
 
-struct store *store_new(struct event_base *base, const struct config *cfg,
-                        store_state_fn on_state, void *arg, char *err, size_t errlen)
+struct store *store_new(struct event_base *base, const struct config *cfg, store_state_fn on_state,
+                        void *arg, char *err, size_t errlen)
 {
 	struct store *st = calloc(1, sizeof(*st));
 	if (st == NULL) {
@@ -498,7 +501,8 @@ struct store *store_new(struct event_base *base, const struct config *cfg,
 	                sizeof(latency_bounds) / sizeof(latency_bounds[0]));
 	evtimer_assign(&st->reconnect, base, on_reconnect, st);
 	evtimer_assign(&st->watchdog, base, on_watchdog, st);
-	int rc = check_scripts(st->address, st->timeout_ms, cfg->store.redis.key_prefix, err, errlen);
+	int rc =
+	    check_scripts(st->address, st->timeout_ms, cfg->store.redis.key_prefix, err, errlen);
 	if (rc < 0) {
 		free(st);
 		return NULL;

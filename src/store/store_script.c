@@ -10,27 +10,28 @@
 /* What every script starts with: the server's clock in ms, and keep(), which
  * makes a key live at least `ms` more (never shortens what another call
  * set: a hold or a debt may outlast this call's own state). */
-#define LUA_PRELUDE                                                                           \
-	"local t = redis.call('TIME')\n"                                                          \
-	"local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000\n"                             \
-	"local function keep(k, ms)\n"                                                            \
-	"  ms = math.ceil(ms)\n"                                                                  \
-	"  local cur = redis.call('PTTL', k)\n"                                                   \
-	"  if cur < ms then redis.call('PEXPIRE', k, ms) end\n"                                   \
-	"end\n"                                                                                   \
-	"local function fmt(x) return string.format('%.3f', x) end\n"                             \
-	/* gcra.c's charge: from the TAT while behind schedule or late by less than the slack */ \
-	"local function charged(tat, T, cost)\n"                                                  \
-	"  local slack = math.max(1, math.min(10, cost * T / 2))\n"                               \
-	"  local base = now\n"                                                                    \
-	"  if tat and now < tat + slack then base = tat end\n"                                    \
-	"  return base + cost * T\n"                                                              \
+#define LUA_PRELUDE                                                                                \
+	"local t = redis.call('TIME')\n"                                                           \
+	"local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000\n"                              \
+	"local function keep(k, ms)\n"                                                             \
+	"  ms = math.ceil(ms)\n"                                                                   \
+	"  local cur = redis.call('PTTL', k)\n"                                                    \
+	"  if cur < ms then redis.call('PEXPIRE', k, ms) end\n"                                    \
+	"end\n"                                                                                    \
+	"local function fmt(x) return string.format('%.3f', x) end\n" /* gcra.c's charge: from the \
+	                                                                 TAT while behind schedule \
+	                                                                 or late by less than the  \
+	                                                                 slack */                  \
+	"local function charged(tat, T, cost)\n"                                                   \
+	"  local slack = math.max(1, math.min(10, cost * T / 2))\n"                                \
+	"  local base = now\n"                                                                     \
+	"  if tat and now < tat + slack then base = tat end\n"                                     \
+	"  return base + cost * T\n"                                                               \
 	"end\n"
 
 /* KEYS: lane hash, leases. ARGV: idle_ms, lease_cap, member, lease_ms, n, then
  * n × (field, T, burst, cost). Reply: {go, wait_ms as a string, quota}. */
-static const char decide_src[] =
-    LUA_PRELUDE
+static const char decide_src[] = LUA_PRELUDE
     "local key, idle = KEYS[1], tonumber(ARGV[1])\n"
     "local cap, n = tonumber(ARGV[2]), tonumber(ARGV[5])\n"
     "local wait, horizon = 0, now\n"
@@ -90,65 +91,60 @@ static const char decide_src[] =
 /* KEYS: lane hash. ARGV: idle_ms, n, then n × (field, T, delta). A refund
  * never moves a TAT below now (gcra_adjust). */
 static const char adjust_src[] =
-    LUA_PRELUDE
-    "local key, idle, n = KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2])\n"
-    "local horizon = now\n"
-    "for i = 0, n - 1 do\n"
-    "  local a = 3 + i * 3\n"
-    "  local f, T, d = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])\n"
-    "  local v = redis.call('HMGET', key, f, f .. ':T')\n"
-    "  if T <= 0 then T = tonumber(v[2]) or 0 end\n"
-    "  local tat = tonumber(v[1])\n"
-    "  local nt = nil\n"
-    "  if T > 0 and d > 0 then nt = charged(tat, T, d)\n"
-    "  elseif T > 0 and d < 0 and tat then nt = math.max(tat + d * T, now) end\n"
-    "  if nt then\n"
-    "    redis.call('HSET', key, f, fmt(nt))\n"
-    "    if nt > horizon then horizon = nt end\n"
-    "  end\n"
-    "end\n"
-    "keep(key, horizon - now + idle)\n"
-    "return 1\n";
+    LUA_PRELUDE "local key, idle, n = KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2])\n"
+                "local horizon = now\n"
+                "for i = 0, n - 1 do\n"
+                "  local a = 3 + i * 3\n"
+                "  local f, T, d = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])\n"
+                "  local v = redis.call('HMGET', key, f, f .. ':T')\n"
+                "  if T <= 0 then T = tonumber(v[2]) or 0 end\n"
+                "  local tat = tonumber(v[1])\n"
+                "  local nt = nil\n"
+                "  if T > 0 and d > 0 then nt = charged(tat, T, d)\n"
+                "  elseif T > 0 and d < 0 and tat then nt = math.max(tat + d * T, now) end\n"
+                "  if nt then\n"
+                "    redis.call('HSET', key, f, fmt(nt))\n"
+                "    if nt > horizon then horizon = nt end\n"
+                "  end\n"
+                "end\n"
+                "keep(key, horizon - now + idle)\n"
+                "return 1\n";
 
 /* KEYS: lane hash. ARGV: idle_ms, field, T, capacity, remaining. The bucket
  * holds `remaining` now (TAT = now + (capacity - remaining) T) unless the
  * charges of every replica already say it holds less: evidence only ever
  * slows the shared gate; the charges speed it up again as it refills. */
 static const char observe_src[] =
-    LUA_PRELUDE
-    "local key, idle, f = KEYS[1], tonumber(ARGV[1]), ARGV[2]\n"
-    "local T, cap, rem = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])\n"
-    "if not (T > 0 and cap > 0) then return 0 end\n"
-    "if rem < 0 then rem = 0 end\n"
-    "if rem > cap then rem = cap end\n"
-    "local tat = tonumber(redis.call('HGET', key, f))\n"
-    "local obs = now + (cap - rem) * T\n"
-    "redis.call('HSET', key, f .. ':T', fmt(T), f .. ':B', fmt(cap))\n"
-    "if not tat or obs > tat then redis.call('HSET', key, f, fmt(obs)); tat = obs end\n"
-    "keep(key, math.max(tat - now, 0) + idle)\n"
-    "return 1\n";
+    LUA_PRELUDE "local key, idle, f = KEYS[1], tonumber(ARGV[1]), ARGV[2]\n"
+                "local T, cap, rem = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])\n"
+                "if not (T > 0 and cap > 0) then return 0 end\n"
+                "if rem < 0 then rem = 0 end\n"
+                "if rem > cap then rem = cap end\n"
+                "local tat = tonumber(redis.call('HGET', key, f))\n"
+                "local obs = now + (cap - rem) * T\n"
+                "redis.call('HSET', key, f .. ':T', fmt(T), f .. ':B', fmt(cap))\n"
+                "if not tat or obs > tat then redis.call('HSET', key, f, fmt(obs)); tat = obs end\n"
+                "keep(key, math.max(tat - now, 0) + idle)\n"
+                "return 1\n";
 
 /* KEYS: lane hash. ARGV: idle_ms, hold_ms. */
 static const char hold_src[] =
-    LUA_PRELUDE
-    "local key, idle = KEYS[1], tonumber(ARGV[1])\n"
-    "local h = now + tonumber(ARGV[2])\n"
-    "local cur = tonumber(redis.call('HGET', key, 'hold'))\n"
-    "if not cur or h > cur then redis.call('HSET', key, 'hold', fmt(h)); cur = h end\n"
-    "keep(key, cur - now + idle)\n"
-    "return 1\n";
+    LUA_PRELUDE "local key, idle = KEYS[1], tonumber(ARGV[1])\n"
+                "local h = now + tonumber(ARGV[2])\n"
+                "local cur = tonumber(redis.call('HGET', key, 'hold'))\n"
+                "if not cur or h > cur then redis.call('HSET', key, 'hold', fmt(h)); cur = h end\n"
+                "keep(key, cur - now + idle)\n"
+                "return 1\n";
 
 /* KEYS: lane hash. ARGV: idle_ms, '1' (out) or '0' (back). */
-static const char quota_src[] =
-    LUA_PRELUDE
-    "local key, idle = KEYS[1], tonumber(ARGV[1])\n"
-    "if ARGV[2] == '1' then\n"
-    "  redis.call('HSET', key, 'quota', '1')\n"
-    "  keep(key, idle)\n"
-    "else\n"
-    "  redis.call('HDEL', key, 'quota')\n"
-    "end\n"
-    "return 1\n";
+static const char quota_src[] = LUA_PRELUDE "local key, idle = KEYS[1], tonumber(ARGV[1])\n"
+                                            "if ARGV[2] == '1' then\n"
+                                            "  redis.call('HSET', key, 'quota', '1')\n"
+                                            "  keep(key, idle)\n"
+                                            "else\n"
+                                            "  redis.call('HDEL', key, 'quota')\n"
+                                            "end\n"
+                                            "return 1\n";
 
 /* KEYS: leases. ARGV: lease_ms, member. XX: a lease already expired (and
  * perhaps taken by another replica) is not brought back. XX alone does not
@@ -156,17 +152,16 @@ static const char quota_src[] =
  * ZADD XX would revive it (test_store_script caught that), so the expired
  * ones go first, as in decide. */
 static const char renew_src[] =
-    LUA_PRELUDE
-    "local lease = tonumber(ARGV[1])\n"
-    "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n"
-    "local r = redis.call('ZADD', KEYS[1], 'XX', 'CH', now + lease, ARGV[2])\n"
-    "keep(KEYS[1], lease)\n"
-    "return r\n";
+    LUA_PRELUDE "local lease = tonumber(ARGV[1])\n"
+                "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n"
+                "local r = redis.call('ZADD', KEYS[1], 'XX', 'CH', now + lease, ARGV[2])\n"
+                "keep(KEYS[1], lease)\n"
+                "return r\n";
 
 static const struct {
 	const char *name, *src;
 } scripts[SCRIPT_N] = {
-    [SCRIPT_DECIDE] = {"decide", decide_src},   [SCRIPT_ADJUST] = {"adjust", adjust_src},
+    [SCRIPT_DECIDE] = {"decide", decide_src},    [SCRIPT_ADJUST] = {"adjust", adjust_src},
     [SCRIPT_OBSERVE] = {"observe", observe_src}, [SCRIPT_HOLD] = {"hold", hold_src},
     [SCRIPT_QUOTA] = {"quota", quota_src},       [SCRIPT_RENEW] = {"renew", renew_src},
 };
@@ -233,8 +228,8 @@ static void begin(struct store_cmd *c, enum store_script_id id, int numkeys)
 	arg_num(c, numkeys);
 }
 
-void store_cmd_decide(struct store_cmd *cmd, const char *key, const char *leases,
-                      double idle_ms, unsigned lease_cap, const char *member, double lease_ms,
+void store_cmd_decide(struct store_cmd *cmd, const char *key, const char *leases, double idle_ms,
+                      unsigned lease_cap, const char *member, double lease_ms,
                       const struct store_gate *gates, size_t n)
 {
 	if (n > STORE_MAX_GATES)
@@ -299,8 +294,7 @@ void store_cmd_quota(struct store_cmd *cmd, const char *key, double idle_ms, boo
 	arg_str(cmd, out ? "1" : "0");
 }
 
-void store_cmd_renew(struct store_cmd *cmd, const char *leases, double lease_ms,
-                     const char *member)
+void store_cmd_renew(struct store_cmd *cmd, const char *leases, double lease_ms, const char *member)
 {
 	begin(cmd, SCRIPT_RENEW, 1);
 	arg_str(cmd, leases);

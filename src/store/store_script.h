@@ -71,8 +71,8 @@ bool store_lane_keys(const char *prefix, const char *provider, const char *key_i
 
 /* EVALSHA decide: the gates (n <= STORE_MAX_GATES), a lease when lease_cap > 0
  * (member names it: replica id and dispatch number). Strings must outlive cmd. */
-void store_cmd_decide(struct store_cmd *cmd, const char *key, const char *leases,
-                      double idle_ms, unsigned lease_cap, const char *member, double lease_ms,
+void store_cmd_decide(struct store_cmd *cmd, const char *key, const char *leases, double idle_ms,
+                      unsigned lease_cap, const char *member, double lease_ms,
                       const struct store_gate *gates, size_t n);
 /* EVALSHA adjust: gate.cost is the correction (> 0 charged, < 0 refunded). */
 void store_cmd_adjust(struct store_cmd *cmd, const char *key, double idle_ms,

@@ -15,8 +15,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "http/httpd.h"
 #include "core/log.h"
+#include "http/httpd.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

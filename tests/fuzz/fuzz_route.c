@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "route_fixture.h"
 #include "proxy/route.h"
+#include "route_fixture.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tokens_ref.h"
 #include "provider/tokens.h"
+#include "tokens_ref.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -25,7 +25,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		ref_tokens_usage_json((const char *)data, size, &uref);
 		if (cost.json != ref.json || cost.prompt != ref.prompt ||
 		    cost.output != ref.output || cost.total != ref.total ||
-		    memcmp(&u, &uref, sizeof u) != 0 || !ref_prefix_agrees((const char *)data, size, &cost))
+		    memcmp(&u, &uref, sizeof u) != 0 ||
+		    !ref_prefix_agrees((const char *)data, size, &cost))
 			abort();
 	}
 

@@ -51,7 +51,7 @@ struct mock_req {
 	long chunks, sent, chunk_ms, chunk_bytes;
 	long prompt_tokens, completion_tokens;
 	bool include_usage, truncated;
-	bool reset_now; /* the timer fires the body-mode reset */
+	bool reset_now;   /* the timer fires the body-mode reset */
 	bool cache_usage; /* /v1/messages with cache_control: usage names the cache fields */
 	long cache_read, cache_creation;
 	char model[64];
@@ -88,11 +88,11 @@ void mock_sha256_hex(const void *data, size_t len, char out[65]);
 
 /* ---- mock_limits.c ---- */
 struct mock_limit_in {
-	const unsigned char *key_sha; /* 32 bytes, or NULL for requests without a key */
-	long cost_tokens;             /* prompt estimate + max_tokens (or 16) */
-	long input_tokens, output_tokens; /* its parts */
-	const char *model;                /* the model of the budgets: "" for none */
-	bool messages;                    /* /v1/messages: Anthropic identity headers */
+	const unsigned char *key_sha;        /* 32 bytes, or NULL for requests without a key */
+	long cost_tokens;                    /* prompt estimate + max_tokens (or 16) */
+	long input_tokens, output_tokens;    /* its parts */
+	const char *model;                   /* the model of the budgets: "" for none */
+	bool messages;                       /* /v1/messages: Anthropic identity headers */
 	const char *want_project, *want_org; /* OpenAI-Project / OpenAI-Organization, or NULL */
 	bool cacheable;                      /* /v1/messages with a cache_control block */
 	long prefix_tokens;                  /* tokens of the cacheable prefix (in input_tokens) */

@@ -75,7 +75,7 @@ struct phase {
 static struct cfg {
 	bool anthropic;
 	struct limits top; /* rpm, tpm, burst, itpm, otpm of the top level */
-	bool lockout; /* inside an advertised window every request is refused again */
+	bool lockout;      /* inside an advertised window every request is refused again */
 	long window_grace_ms;
 	long concurrency, latency_ms;
 	bool retry_after;

@@ -216,7 +216,8 @@ int main(int argc, char **argv)
 			host = v;
 		else if (strcmp(a, "--port") == 0 && mock_parse_long(v, 0, 65535, &port) == 0)
 			;
-		else if (strcmp(a, "--tls-port") == 0 && mock_parse_long(v, 0, 65535, &tls_port) == 0)
+		else if (strcmp(a, "--tls-port") == 0 &&
+		         mock_parse_long(v, 0, 65535, &tls_port) == 0)
 			;
 		else if (strcmp(a, "--cert") == 0)
 			cert = v;
@@ -224,7 +225,8 @@ int main(int argc, char **argv)
 			key = v;
 		else if (strcmp(a, "--config") == 0)
 			config = v;
-		else if (strcmp(a, "--record-cap") == 0 && mock_parse_long(v, 1, 10000000, &cap) == 0)
+		else if (strcmp(a, "--record-cap") == 0 &&
+		         mock_parse_long(v, 1, 10000000, &cap) == 0)
 			;
 		else {
 			usage();

@@ -93,7 +93,8 @@ static void ctl_set(struct ctl *c, struct evkeyvalq *oh, const char *name, const
 		c->chunks = n;
 	else if (strcasecmp(name, "chunk-ms") == 0 && mock_parse_long(v, 0, 86400000, &n) == 0)
 		c->chunk_ms = n;
-	else if (strcasecmp(name, "chunk-bytes") == 0 && mock_parse_long(v, 0, MAX_CHUNK_BYTES, &n) == 0)
+	else if (strcasecmp(name, "chunk-bytes") == 0 &&
+	         mock_parse_long(v, 0, MAX_CHUNK_BYTES, &n) == 0)
 		c->chunk_bytes = n;
 	else if (strcasecmp(name, "hang") == 0)
 		c->hang = parse_mode(v);
@@ -361,7 +362,7 @@ static void chat_body(struct evbuffer *b, const struct llm_in *li, long prompt, 
 	       "\"model\":\"");
 	evbuffer_add(b, li->model, strlen(li->model));
 	PUT(b, "\",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"");
-	for (long i = 0; i < completion ; i++)
+	for (long i = 0; i < completion; i++)
 		put_chunk_text(b, chunk_bytes);
 	PUT(b, "\"},\"logprobs\":null,\"finish_reason\":\"");
 	if (truncated)
@@ -371,9 +372,9 @@ static void chat_body(struct evbuffer *b, const struct llm_in *li, long prompt, 
 	PUT(b, "\"}],\"usage\":{\"prompt_tokens\":");
 	put_long(b, prompt);
 	PUT(b, ",\"completion_tokens\":");
-	put_long(b, completion );
+	put_long(b, completion);
 	PUT(b, ",\"total_tokens\":");
-	put_long(b, prompt + completion );
+	put_long(b, prompt + completion);
 	PUT(b, "}}");
 }
 
@@ -383,7 +384,7 @@ static void messages_body(struct evbuffer *b, const struct llm_in *li, long prom
 	PUT(b, "{\"id\":\"msg_mock\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"");
 	evbuffer_add(b, li->model, strlen(li->model));
 	PUT(b, "\",\"content\":[{\"type\":\"text\",\"text\":\"");
-	for (long i = 0; i < completion ; i++)
+	for (long i = 0; i < completion; i++)
 		put_chunk_text(b, chunk_bytes);
 	PUT(b, "\"}],\"stop_reason\":\"");
 	if (truncated)
@@ -399,7 +400,7 @@ static void messages_body(struct evbuffer *b, const struct llm_in *li, long prom
 		put_long(b, lo->cache_read);
 	}
 	PUT(b, ",\"output_tokens\":");
-	put_long(b, completion );
+	put_long(b, completion);
 	PUT(b, "}}");
 }
 
@@ -790,7 +791,7 @@ void mock_routes_handle(struct evhttp_request *req, void *arg)
 		long prompt = li.chars / 4 > 0 ? li.chars / 4 : 1;
 		long prefix = li.prefix_chars / 4 < prompt ? li.prefix_chars / 4 : prompt;
 		long completion = c.chunks;
-		bool truncated = li.max_tokens > 0 && li.max_tokens < completion ;
+		bool truncated = li.max_tokens > 0 && li.max_tokens < completion;
 		if (truncated)
 			completion = li.max_tokens;
 		unsigned char sha[32];
@@ -827,11 +828,11 @@ void mock_routes_handle(struct evhttp_request *req, void *arg)
 		} else if (li.stream) {
 			tmpl.streaming = true;
 			tmpl.kind = kind;
-			tmpl.chunks = completion ;
+			tmpl.chunks = completion;
 			tmpl.chunk_ms = c.chunk_ms;
 			tmpl.chunk_bytes = c.chunk_bytes;
 			tmpl.prompt_tokens = prompt;
-			tmpl.completion_tokens = completion ;
+			tmpl.completion_tokens = completion;
 			tmpl.include_usage = li.include_usage;
 			tmpl.truncated = truncated;
 			tmpl.cache_usage = li.cacheable;
@@ -841,7 +842,8 @@ void mock_routes_handle(struct evhttp_request *req, void *arg)
 		} else if (kind == MOCK_K_CHAT) {
 			chat_body(out_buf, &li, prompt, completion, c.chunk_bytes, truncated);
 		} else {
-			messages_body(out_buf, &li, prompt, completion, c.chunk_bytes, truncated, &lo);
+			messages_body(out_buf, &li, prompt, completion, c.chunk_bytes, truncated,
+			              &lo);
 		}
 	} else if (c.status != 0 && c.status != 200) {
 		status = c.status;

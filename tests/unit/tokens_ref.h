@@ -263,7 +263,8 @@ static bool ref_prefix_of(const char *body, size_t len, struct ref_prefix *r)
 	if (r->marked) {
 		r->keyed = true;
 		r->prefix_tokens = m_last >= 0 ? (sys_chars + m_last + 3) / 4 : (sys_last + 3) / 4;
-		r->head_tokens = sys_first >= 0 ? (sys_first + 3) / 4 : (sys_chars + m_first + 3) / 4;
+		r->head_tokens =
+		    sys_first >= 0 ? (sys_first + 3) / 4 : (sys_chars + m_first + 3) / 4;
 	} else {
 		static const char *const order[] = {"system", "instructions", "systemInstruction",
 		                                    "system_instruction"};

@@ -5,17 +5,16 @@
 #include <check.h>
 #include <stdio.h>
 
-#define UNIT_MAIN(name, suite_fn)                                              \
-	int main(void)                                                         \
-	{                                                                      \
-		SRunner *sr = srunner_create(suite_fn());                      \
-		srunner_set_fork_status(sr, CK_NOFORK);                        \
-		srunner_run_all(sr, CK_NORMAL);                                \
-		int run = srunner_ntests_run(sr);                              \
-		int failed = srunner_ntests_failed(sr);                        \
-		srunner_free(sr);                                              \
-		printf("unit %s: %d passed, %d failed\n", name, run - failed,  \
-		       failed);                                                \
-		return failed ? 1 : 0;                                         \
+#define UNIT_MAIN(name, suite_fn)                                                                  \
+	int main(void)                                                                             \
+	{                                                                                          \
+		SRunner *sr = srunner_create(suite_fn());                                          \
+		srunner_set_fork_status(sr, CK_NOFORK);                                            \
+		srunner_run_all(sr, CK_NORMAL);                                                    \
+		int run = srunner_ntests_run(sr);                                                  \
+		int failed = srunner_ntests_failed(sr);                                            \
+		srunner_free(sr);                                                                  \
+		printf("unit %s: %d passed, %d failed\n", name, run - failed, failed);             \
+		return failed ? 1 : 0;                                                             \
 	}
 #endif

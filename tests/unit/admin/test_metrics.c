@@ -103,11 +103,11 @@ START_TEST(series_survive_reload_by_name)
 	reqstats_bind(m, a);
 	const struct provider_conf *pa = &a->providers[0];
 	struct reqstats_request rq = {.queue_ms = 5,
-	                             .first_byte_ms = 100,
-	                             .duration_ms = 150,
-	                             .attempts = 2,
-	                             .tokens_estimated = 40,
-	                             .tokens_reported = 30};
+	                              .first_byte_ms = 100,
+	                              .duration_ms = 150,
+	                              .attempts = 2,
+	                              .tokens_estimated = 40,
+	                              .tokens_reported = 30};
 	reqstats_observe(m, pa, &rq);
 	/* A reload: a new configuration with the same names. A request accepted
 	 * under the old one still counts in its provider's row. */

@@ -89,13 +89,15 @@ START_TEST(the_header_shows_the_shared_store)
 	update(m, json_incref(doc), 0);
 	top_format_header(m, 0, "127.0.0.1:9090", buf, 200);
 	ck_assert_ptr_null(strstr(buf, "store"));
-	json_object_set_new(doc, "store", json_pack("{s:s,s:b,s:b}", "kind", "redis", "connected", 1,
-	                                            "fallback", 0));
+	json_object_set_new(
+	    doc, "store",
+	    json_pack("{s:s,s:b,s:b}", "kind", "redis", "connected", 1, "fallback", 0));
 	update(m, json_incref(doc), 1000);
 	top_format_header(m, 0, "127.0.0.1:9090", buf, 200);
 	ck_assert_ptr_nonnull(strstr(buf, "lanes 0  store redis up  sort: "));
-	json_object_set_new(doc, "store", json_pack("{s:s,s:b,s:b}", "kind", "redis", "connected", 0,
-	                                            "fallback", 1));
+	json_object_set_new(
+	    doc, "store",
+	    json_pack("{s:s,s:b,s:b}", "kind", "redis", "connected", 0, "fallback", 1));
 	update(m, json_incref(doc), 2000);
 	top_format_header(m, 0, "127.0.0.1:9090", buf, 200);
 	ck_assert_ptr_nonnull(strstr(buf, "store redis DOWN (local gates)"));

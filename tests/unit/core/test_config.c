@@ -549,28 +549,29 @@ END_TEST
 
 START_TEST(models_and_scopes)
 {
-	struct config *c = load_ok("plans:\n"
-	                           "  small: {max_requests_per_second: 20}\n"
-	                           "  big: {max_requests_per_second: 2}\n"
-	                           "  pinned: {}\n"
-	                           "providers:\n"
-	                           "  openai:\n"
-	                           "    plan: big\n"
-	                           "    model_groups:\n"
-	                           "      \"gpt-4o*\": gpt-4o\n"
-	                           "      \"gpt-4o-mini*\": gpt-4o-mini\n"
-	                           "    model_plans:\n"
-	                           "      \"gpt-4o-mini*\": small\n"
-	                           "      \"gpt-4o-mini-2024-07-18\": big\n"
-	                           "      \"o[134]*\": small\n"
-	                           "  anthropic: {cached_input: charged}\n"
-	                           "  groq: {}\n"
-	                           "keys:\n"
-	                           "  - {provider: openai, key_sha256: aaaaaaaaaaaa, scope: proj-1}\n"
-	                           "  - {provider: openai, key_sha256: bbbbbbbbbbbb, scope: proj-1}\n"
-	                           "  - {provider: openai, key_sha256: cccccccccccc, plan: pinned}\n"
-	                           "  - {provider: openai, key_sha256: dddddddddddd}\n",
-	                           NULL);
+	struct config *c =
+	    load_ok("plans:\n"
+	            "  small: {max_requests_per_second: 20}\n"
+	            "  big: {max_requests_per_second: 2}\n"
+	            "  pinned: {}\n"
+	            "providers:\n"
+	            "  openai:\n"
+	            "    plan: big\n"
+	            "    model_groups:\n"
+	            "      \"gpt-4o*\": gpt-4o\n"
+	            "      \"gpt-4o-mini*\": gpt-4o-mini\n"
+	            "    model_plans:\n"
+	            "      \"gpt-4o-mini*\": small\n"
+	            "      \"gpt-4o-mini-2024-07-18\": big\n"
+	            "      \"o[134]*\": small\n"
+	            "  anthropic: {cached_input: charged}\n"
+	            "  groq: {}\n"
+	            "keys:\n"
+	            "  - {provider: openai, key_sha256: aaaaaaaaaaaa, scope: proj-1}\n"
+	            "  - {provider: openai, key_sha256: bbbbbbbbbbbb, scope: proj-1}\n"
+	            "  - {provider: openai, key_sha256: cccccccccccc, plan: pinned}\n"
+	            "  - {provider: openai, key_sha256: dddddddddddd}\n",
+	            NULL);
 	const struct provider_conf *o = config_provider(c, "openai");
 	ck_assert_uint_eq(o->n_model_groups, 2);
 	ck_assert_str_eq(o->model_groups[1].pattern, "gpt-4o-mini*");
@@ -638,7 +639,8 @@ START_TEST(model_patterns)
 	ck_assert_uint_eq(r.literal, 6);
 	ck_assert_uint_eq(r.prefix, 4);
 	ck_assert(!r.exact);
-	ck_assert_int_eq(config_model_pattern("a[]b]c", &r, msg, sizeof msg), 0); /* ']' first is a member */
+	ck_assert_int_eq(config_model_pattern("a[]b]c", &r, msg, sizeof msg),
+	                 0); /* ']' first is a member */
 	ck_assert_uint_eq(r.literal, 2);
 	ck_assert_int_eq(config_model_pattern("meta-llama/Llama-3.3-70B", &r, msg, sizeof msg), 0);
 	ck_assert(r.exact);

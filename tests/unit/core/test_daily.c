@@ -7,7 +7,7 @@
 #include "core/daily.h"
 #include "unit.h"
 
-#define S(x) ((int64_t)(x) * 1000)
+#define S(x) ((int64_t)(x)*1000)
 #define LA "America/Los_Angeles"
 
 START_TEST(midnight_pacific_across_spring_forward)

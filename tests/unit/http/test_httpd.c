@@ -11,8 +11,8 @@
 #include <unistd.h>
 
 #include "core/clock.h"
-#include "http/httpd.h"
 #include "core/log.h"
+#include "http/httpd.h"
 #include "unit.h"
 
 static struct event_base *base;
@@ -136,8 +136,8 @@ START_TEST(chunked_framing_exact_bytes)
 	mode = ANSWER_STREAM;
 	send_str("GET /s HTTP/1.1\r\nHost: x\r\n\r\n");
 	ck_assert_str_eq(recv_all(NULL), "HTTP/1.1 200 OK\r\n"
-	                                  "transfer-encoding: chunked\r\n\r\n"
-	                                  "5\r\nhello\r\n6\r\nworld!\r\n0\r\n\r\n");
+	                                 "transfer-encoding: chunked\r\n\r\n"
+	                                 "5\r\nhello\r\n6\r\nworld!\r\n0\r\n\r\n");
 	ck_assert(!client_sees_eof()); /* keep-alive */
 }
 END_TEST
@@ -155,10 +155,10 @@ START_TEST(content_length_kept_and_keep_alive)
 {
 	send_str("POST /e HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc");
 	ck_assert_str_eq(recv_all(NULL), "HTTP/1.1 200 OK\r\nx-target: /e\r\n"
-	                                  "content-length: 3\r\n\r\nabc");
+	                                 "content-length: 3\r\n\r\nabc");
 	send_str("GET /f HTTP/1.1\r\n\r\n");
 	ck_assert_str_eq(recv_all(NULL), "HTTP/1.1 200 OK\r\nx-target: /f\r\n"
-	                                  "content-length: 0\r\n\r\n");
+	                                 "content-length: 0\r\n\r\n");
 	ck_assert_int_eq(n_requests, 2);
 }
 END_TEST
@@ -318,7 +318,7 @@ START_TEST(error_after_start_cuts)
 	hreq_error(last, 502, "upstream_unreachable", "too late", NULL, 0);
 	const char *out = recv_all(NULL);
 	ck_assert_ptr_null(strstr(out, "upstream_unreachable")); /* no second head */
-	ck_assert_ptr_null(strstr(out, "0\r\n\r\n"));          /* not a complete message */
+	ck_assert_ptr_null(strstr(out, "0\r\n\r\n"));            /* not a complete message */
 	ck_assert(client_sees_eof());
 }
 END_TEST

@@ -122,7 +122,8 @@ START_TEST(groups_most_specific_wins)
 	rule(&rows[2], "gpt-4o-mini-2024-07-18", "exact");
 	rule(&rows[3], "gpt-?o-mini*", "other-minis"); /* one literal fewer than [1] */
 	rule(&rows[4], "o[13]*", "o-series");
-	struct provider_conf p = {.name = (char *)"openai", .model_groups = rows, .n_model_groups = 5};
+	struct provider_conf p = {
+	    .name = (char *)"openai", .model_groups = rows, .n_model_groups = 5};
 	ck_assert_str_eq(model_group(&p, "gpt-4o-2024-08-06"), "four-o");
 	ck_assert_str_eq(model_group(&p, "gpt-4o-mini"), "mini");
 	ck_assert_str_eq(model_group(&p, "gpt-4o-mini-2024-07-18"), "exact");
@@ -133,7 +134,8 @@ START_TEST(groups_most_specific_wins)
 	/* '*' matches '/' too: model names hold slashes */
 	struct model_rule slash[1];
 	rule(&slash[0], "meta-llama/*", "llama");
-	struct provider_conf q = {.name = (char *)"together", .model_groups = slash, .n_model_groups = 1};
+	struct provider_conf q = {
+	    .name = (char *)"together", .model_groups = slash, .n_model_groups = 1};
 	ck_assert_str_eq(model_group(&q, "meta-llama/Llama-3.3-70B-Instruct-Turbo"), "llama");
 }
 END_TEST

@@ -599,11 +599,12 @@ static const char *model_of(const char *body, char *out)
 START_TEST(estimate_model)
 {
 	char out[TOKENS_MODEL_MAX + 1];
-	ck_assert_str_eq(model_of("{\"model\":\"gpt-4o-mini\",\"messages\":[]}", out), "gpt-4o-mini");
+	ck_assert_str_eq(model_of("{\"model\":\"gpt-4o-mini\",\"messages\":[]}", out),
+	                 "gpt-4o-mini");
 	/* Anthropic, after the messages; the last one wins as for every member */
-	ck_assert_str_eq(model_of("{\"messages\":[],\"model\":\"x\",\"model\":\"claude-sonnet-4-5\"}",
-	                          out),
-	                 "claude-sonnet-4-5");
+	ck_assert_str_eq(
+	    model_of("{\"messages\":[],\"model\":\"x\",\"model\":\"claude-sonnet-4-5\"}", out),
+	    "claude-sonnet-4-5");
 	/* escapes are decoded (PHP writes "\/" for "/") */
 	ck_assert_str_eq(model_of("{\"model\":\"meta-llama\\/Llama-3.3-70B\\u002dInstruct\"}", out),
 	                 "meta-llama/Llama-3.3-70B-Instruct");
@@ -712,17 +713,19 @@ START_TEST(estimate_prompt_prefix)
 	ck_assert_uint_ne(co.prompt_key, 0);
 	ck_assert_int_eq(co.prefix_tokens, 3);
 	/* a short first user message is not worth a key; a long one is */
-	ck_assert_uint_eq(cost_of("{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}").prompt_key,
-	                  0);
+	ck_assert_uint_eq(
+	    cost_of("{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}").prompt_key, 0);
 	static char big[TOKENS_LONG_PREFIX_CHARS + 200];
 	int k = snprintf(big, sizeof big, "{\"messages\":[{\"role\":\"user\",\"content\":\"");
 	memset(big + k, 'x', TOKENS_LONG_PREFIX_CHARS);
-	snprintf(big + k + TOKENS_LONG_PREFIX_CHARS, 100, "\"},{\"role\":\"user\",\"content\":\"q\"}]}");
+	snprintf(big + k + TOKENS_LONG_PREFIX_CHARS, 100,
+	         "\"},{\"role\":\"user\",\"content\":\"q\"}]}");
 	struct tokens_cost cb = cost_of(big);
 	ck_assert_uint_ne(cb.prompt_key, 0);
 	ck_assert_int_eq(cb.prefix_tokens, TOKENS_LONG_PREFIX_CHARS / 4);
 	/* Responses API instructions; Gemini systemInstruction */
-	ck_assert_int_eq(cost_of("{\"instructions\":\"abcdefgh\",\"input\":\"q\"}").prefix_tokens, 2);
+	ck_assert_int_eq(cost_of("{\"instructions\":\"abcdefgh\",\"input\":\"q\"}").prefix_tokens,
+	                 2);
 	ck_assert_int_eq(
 	    cost_of("{\"systemInstruction\":{\"parts\":[{\"text\":\"abcd\"}]},\"contents\":[]}")
 	        .prefix_tokens,

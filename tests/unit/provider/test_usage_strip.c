@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "unit.h"
 #include "provider/usage_strip.h"
+#include "unit.h"
 
 struct out {
 	char buf[8192];
@@ -21,10 +21,14 @@ static void collect(void *ctx, const char *data, size_t len)
 
 #define CHUNK(c) "data: {\"id\":\"x\",\"choices\":[" c "]}\n\n"
 #define CHUNK_U(c) "data: {\"id\":\"x\",\"choices\":[" c "],\"usage\":null}\n\n"
-#define USAGE "data: {\"id\":\"x\",\"choices\":[],\"usage\":{\"prompt_tokens\":6,\"completion_tokens\":5,\"total_tokens\":11}}\n\n"
+#define USAGE                                                                                      \
+	"data: "                                                                                   \
+	"{\"id\":\"x\",\"choices\":[],\"usage\":{\"prompt_tokens\":6,\"completion_tokens\":5,"     \
+	"\"total_tokens\":11}}\n\n"
 #define DONE "data: [DONE]\n\n"
 
-static const char asked[] = CHUNK("{\"delta\":{\"role\":\"assistant\"}}") CHUNK("{\"delta\":{\"content\":\"tok \"}}") DONE;
+static const char asked[] =
+    CHUNK("{\"delta\":{\"role\":\"assistant\"}}") CHUNK("{\"delta\":{\"content\":\"tok \"}}") DONE;
 static const char metered[] = CHUNK_U("{\"delta\":{\"role\":\"assistant\"}}")
     CHUNK_U("{\"delta\":{\"content\":\"tok \"}}") USAGE DONE;
 
@@ -62,7 +66,8 @@ START_TEST(other_streams_pass_untouched)
 	const char *in[] = {
 	    asked,
 	    /* Anthropic's events, CRLF lines, an event with no blank line at the end */
-	    "event: message_start\r\ndata: {\"type\":\"message_start\",\"usage\":{\"input_tokens\":3}}\r\n\r\n",
+	    "event: message_start\r\ndata: "
+	    "{\"type\":\"message_start\",\"usage\":{\"input_tokens\":3}}\r\n\r\n",
 	    "data: {\"choices\":[{\"delta\":{}}],\"usage\":nullish}\n\n",
 	    "data: {\"choices\":[],\"x\":1}\n\ndata: {\"choices\":[1]",
 	};
@@ -108,18 +113,28 @@ START_TEST(include_usage_is_added_as_the_client_wrote_it)
 {
 	char *out;
 	size_t len;
-	ck_assert_int_eq(inject("{\"model\":\"m\", \"stream\": true, \"messages\":[]}\n", &out, &len), 1);
-	ck_assert_str_eq(out, "{\"model\":\"m\", \"stream\": true, \"messages\":[],\"stream_options\":{\"include_usage\":true}}\n");
+	ck_assert_int_eq(
+	    inject("{\"model\":\"m\", \"stream\": true, \"messages\":[]}\n", &out, &len), 1);
+	ck_assert_str_eq(out, "{\"model\":\"m\", \"stream\": true, "
+	                      "\"messages\":[],\"stream_options\":{\"include_usage\":true}}\n");
 	ck_assert_uint_eq(len, strlen(out));
 	free(out);
 	/* stream_options without include_usage: set in it */
-	ck_assert_int_eq(inject("{\"stream\":true,\"stream_options\":{\"include_obfuscation\":false}}", &out, &len), 1);
-	ck_assert_str_eq(out, "{\"stream\":true,\"stream_options\":{\"include_obfuscation\":false,\"include_usage\":true}}");
+	ck_assert_int_eq(
+	    inject("{\"stream\":true,\"stream_options\":{\"include_obfuscation\":false}}", &out,
+	           &len),
+	    1);
+	ck_assert_str_eq(out, "{\"stream\":true,\"stream_options\":{\"include_obfuscation\":false,"
+	                      "\"include_usage\":true}}");
 	free(out);
 	/* nothing to do */
 	const char *same[] = {"{\"stream\":true,\"stream_options\":{\"include_usage\":true}}",
-	                      "{\"stream\":false}", "{\"messages\":[]}", "not json", "[{\"stream\":true}]",
-	                      "{\"stream\":true", ""};
+	                      "{\"stream\":false}",
+	                      "{\"messages\":[]}",
+	                      "not json",
+	                      "[{\"stream\":true}]",
+	                      "{\"stream\":true",
+	                      ""};
 	for (size_t i = 0; i < sizeof(same) / sizeof(same[0]); i++)
 		ck_assert_int_eq(inject(same[i], &out, &len), 0);
 }

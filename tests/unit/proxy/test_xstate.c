@@ -9,10 +9,12 @@ static const struct {
 	enum xstate from, to;
 } allowed[] = {
     {XS_NEW, XS_QUEUED},           {XS_NEW, XS_DONE},
-    {XS_QUEUED, XS_UPSTREAM},      {XS_QUEUED, XS_STREAMING},     {XS_QUEUED, XS_DONE},
-    {XS_UPSTREAM, XS_HELD},        {XS_UPSTREAM, XS_STREAMING},   {XS_UPSTREAM, XS_RETRY_WAIT},
-    {XS_UPSTREAM, XS_DONE},        {XS_HELD, XS_STREAMING},       {XS_HELD, XS_RETRY_WAIT},
-    {XS_HELD, XS_DONE},            {XS_STREAMING, XS_DONE},       {XS_RETRY_WAIT, XS_UPSTREAM},
+    {XS_QUEUED, XS_UPSTREAM},      {XS_QUEUED, XS_STREAMING},
+    {XS_QUEUED, XS_DONE},          {XS_UPSTREAM, XS_HELD},
+    {XS_UPSTREAM, XS_STREAMING},   {XS_UPSTREAM, XS_RETRY_WAIT},
+    {XS_UPSTREAM, XS_DONE},        {XS_HELD, XS_STREAMING},
+    {XS_HELD, XS_RETRY_WAIT},      {XS_HELD, XS_DONE},
+    {XS_STREAMING, XS_DONE},       {XS_RETRY_WAIT, XS_UPSTREAM},
     {XS_RETRY_WAIT, XS_STREAMING}, {XS_RETRY_WAIT, XS_DONE},
 };
 
@@ -28,8 +30,9 @@ START_TEST(every_pair)
 {
 	for (int f = 0; f < XS_N; f++)
 		for (int t = 0; t < XS_N; t++)
-			ck_assert_msg(xstate_allowed(f, t) == in_table(f, t), "%s -> %s: expected %s",
-			              xstate_name(f), xstate_name(t), in_table(f, t) ? "allowed" : "refused");
+			ck_assert_msg(xstate_allowed(f, t) == in_table(f, t),
+			              "%s -> %s: expected %s", xstate_name(f), xstate_name(t),
+			              in_table(f, t) ? "allowed" : "refused");
 }
 END_TEST
 
@@ -59,10 +62,10 @@ START_TEST(paths)
 	 * retried; the held answer given at the deadline; a quota refusal
 	 * replayed from the queue. */
 	const enum xstate plain[] = {XS_NEW, XS_QUEUED, XS_UPSTREAM, XS_STREAMING, XS_DONE};
-	const enum xstate retried[] = {XS_NEW,      XS_QUEUED,   XS_UPSTREAM,  XS_HELD,
+	const enum xstate retried[] = {XS_NEW,        XS_QUEUED,   XS_UPSTREAM,  XS_HELD,
 	                               XS_RETRY_WAIT, XS_UPSTREAM, XS_STREAMING, XS_DONE};
-	const enum xstate transport[] = {XS_NEW, XS_QUEUED, XS_UPSTREAM, XS_RETRY_WAIT,
-	                                 XS_UPSTREAM, XS_DONE};
+	const enum xstate transport[] = {XS_NEW,        XS_QUEUED,   XS_UPSTREAM,
+	                                 XS_RETRY_WAIT, XS_UPSTREAM, XS_DONE};
 	const enum xstate deadline[] = {XS_NEW,        XS_QUEUED,    XS_UPSTREAM, XS_HELD,
 	                                XS_RETRY_WAIT, XS_STREAMING, XS_DONE};
 	const enum xstate quota[] = {XS_NEW, XS_QUEUED, XS_STREAMING, XS_DONE};

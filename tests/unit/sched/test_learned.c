@@ -92,15 +92,17 @@ START_TEST(a_burst_at_zero_keeps_the_small_bucket_and_its_rate)
 	}
 	learned_on_capacity_signal(&l, 3, LEARNED_PENALTY_HINTED);
 	for (int k = 0; k < 40; k++) {
-		int64_t t = 120 + 120 * k; /* a little slower than the pace (0.95 × 0.95 × 600/min) */
+		int64_t t =
+		    120 + 120 * k; /* a little slower than the pace (0.95 × 0.95 × 600/min) */
 		double m = learned_charge(&l, t, 1);
 		struct learned_obs o = obs(m, 0, 905 + (k * 37) % 95, 600);
 		learned_observe(&l, t + 3, &o);
 		struct learned_view v;
 		learned_view(&l, t + 3, &v);
-		ck_assert_msg(v.capacity > 8 && v.capacity < 12, "capacity %.2f after %d", v.capacity, k);
-		ck_assert_msg(v.rate_per_min > 540 && v.rate_per_min < 660, "rate %.1f/min after %d",
-		              v.rate_per_min, k);
+		ck_assert_msg(v.capacity > 8 && v.capacity < 12, "capacity %.2f after %d",
+		              v.capacity, k);
+		ck_assert_msg(v.rate_per_min > 540 && v.rate_per_min < 660,
+		              "rate %.1f/min after %d", v.rate_per_min, k);
 		/* never held past the bucket's next unit or two (the old fit: minutes) */
 		ck_assert_int_le(learned_ready_at(&l, t + 3, 1), t + 3 + 200);
 	}
@@ -133,7 +135,7 @@ START_TEST(a_drained_bucket_with_a_known_rate_waits_for_one_unit_not_the_reset)
 	int64_t at = learned_held_until(&l, 40, 1);
 	ck_assert_int_gt(at, 40 + 150);
 	ck_assert_int_lt(at, 40 + 300);
-	ck_assert_int_ge(learned_ready_at(&l, 40, 1), at); /* (the pace gate may ask more) */
+	ck_assert_int_ge(learned_ready_at(&l, 40, 1), at);   /* (the pace gate may ask more) */
 	ck_assert_int_eq(learned_held_until(&l, at, 1), at); /* over: not held */
 }
 END_TEST
