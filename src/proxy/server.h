@@ -1,6 +1,6 @@
 /* server — the proxy's front: its HTTP/1.1 server (httpd.c), request intake
  * (routing, keys, pacerd's answers before a lane: DESIGN §6), and the
- * configuration in force; routed requests go to the exchange (exchange.c). */
+ * configuration in force; routed requests go to the exchange (exchange.h). */
 #ifndef PACERD_SERVER_H
 #define PACERD_SERVER_H
 

@@ -1,7 +1,7 @@
 /* upstream — HTTP transfers to the providers: libcurl's multi interface driven
  * by the libevent loop (DESIGN §11), streaming the response in as it arrives.
  *
- * Contract with the caller (server.c):
+ * Contract with the caller (exchange.c):
  *   - on_headers and on_body run inside libcurl callbacks: they must not
  *     start transfers; upstream_abort and upstream_resume are safe anywhere
  *     (they defer themselves to the next loop turn when needed).

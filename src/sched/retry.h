@@ -118,7 +118,7 @@ struct retry_decision retry_decide(enum retry_class cls, unsigned attempt, bool 
 /* The backoff part alone (no hint, no deadline), for tests and /status. */
 int64_t retry_backoff_ms(unsigned attempt, const struct plan_conf *plan, double rnd);
 
-/* ---- the verdict: what exchange.c does with an answer ----
+/* ---- the verdict: what the exchange does with an answer ----
  *
  * The two calls below are the whole retry policy the exchange follows: it
  * keeps no status set and no quota rule of its own. */

@@ -1,9 +1,9 @@
 /* sched — one lane per (provider, API key): its queue (priorities, fair
  * share between agents: fairq), its gates, its
  * adaptive limits, and the dispatch decision (DESIGN §3). Pure: time is an
- * argument, nothing here does I/O or owns a timer. The event-loop shell
- * (server.c) asks sched_next() for the next request to send and arms one timer
- * per lane for sched_wake_at().
+ * argument, nothing here does I/O or owns a timer. The lanes module
+ * (proxy/lanes.c) asks sched_next() for the next request to send and arms one
+ * timer per lane for sched_wake_at().
  *
  * A request is a struct sched_item embedded in the caller's own request
  * object; the lane links it into its lists but never frees it. What a lane

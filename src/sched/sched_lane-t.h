@@ -1,7 +1,6 @@
 /* sched_lane-t — the lane's type, private to the scheduler (sched.c and its
  * views, sched_view.c), the lane table (registry.c) and the lanes module that
- * drives lanes (today still exchange.c, which the lead is moving to
- * accessors). Everyone else holds a struct sched_lane * as an opaque handle and
+ * drives lanes (proxy/lanes.c). Everyone else holds a struct sched_lane * as an opaque handle and
  * reads it through sched.h: the functions, the accessors and
  * sched_lane_view() (HAProxy's types-apart-from-functions: include/haproxy/
  * <x>-t.h beside <x>.h). Unit tests of sched and of the registry include it

@@ -39,7 +39,7 @@ struct shared;
 struct shared_lane;  /* a lane's decisions and leases, kept by the lane's shell */
 struct shared_lease; /* one max_concurrent_global lease held by a request in flight */
 
-/* What shared needs from the lanes' owner (exchange.c). */
+/* What shared needs from the lanes' owner (proxy/lanes.c). */
 struct shared_hooks {
 	void (*kick)(struct sched_lane *lane);       /* a decision came back: run the lane */
 	void (*quota_out)(struct sched_lane *lane);  /* another replica found the quota out */
