@@ -149,6 +149,11 @@ static void lane_status(struct sched_lane *lane, void *arg)
 		                              lv.day_tokens, "max_tokens", lv.max_tokens_per_day,
 		                              "resets_in_ms", (json_int_t)lv.day_resets_in_ms));
 	if (j != NULL) {
+		json_object_set_new(j, "model",
+		                    lv.model != NULL ? json_string(lv.model) : json_null());
+		json_object_set_new(j, "scope_kind", json_string(lv.scope_kind));
+		json_object_set_new(j, "output_estimate",
+		                    json_integer((json_int_t)lv.output_estimate));
 		json_object_set_new(j, "priorities", priorities_json(lane, lv.n_levels, now));
 		json_object_set_new(j, "state", json_string(lv.state));
 		static const char *const modes[] = {"local", "shared", "fallback"};

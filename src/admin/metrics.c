@@ -166,6 +166,8 @@ static void lane_labels(struct evbuffer *out, const char *name, const struct sch
 	metrics_label_value(out, lv->provider);
 	evbuffer_add(out, ",key=", 5);
 	metrics_label_value(out, lv->key_id);
+	evbuffer_add(out, ",model=", 7);
+	metrics_label_value(out, lv->model != NULL ? lv->model : "");
 }
 
 static void lane_write(struct evbuffer *out, size_t f, const struct sched_lane_view *lv)

@@ -13,7 +13,7 @@
 /* The counters of one lane at one poll: enough to compute a rate later
  * without keeping the whole document. */
 struct lane_count {
-	char id[2 * TOP_NAME_MAX]; /* "provider\nkey": unique, sorted for bsearch */
+	char id[3 * TOP_NAME_MAX]; /* "provider\nkey\nmodel": unique, sorted for bsearch */
 	long long dispatched;
 	long long capacity_signals;
 };
@@ -93,7 +93,7 @@ static void str_at(const json_t *obj, const char *name, char *out, size_t len)
 
 static void lane_id(const struct top_row *r, char *out, size_t len)
 {
-	snprintf(out, len, "%s\n%s", r->provider, r->key);
+	snprintf(out, len, "%s\n%s\n%s", r->provider, r->key, r->model);
 }
 
 static int count_cmp(const void *a, const void *b)
@@ -148,6 +148,8 @@ static void row_from_lane(struct top_row *r, const json_t *lane)
 	memset(r, 0, sizeof(*r));
 	str_at(lane, "provider", r->provider, sizeof(r->provider));
 	str_at(lane, "key", r->key, sizeof(r->key));
+	const char *model = json_string_value(json_object_get(lane, "model"));
+	snprintf(r->model, sizeof(r->model), "%s", model != NULL ? model : "-");
 	str_at(lane, "plan", r->plan, sizeof(r->plan));
 	str_at(lane, "state", r->state, sizeof(r->state));
 	r->queue_depth = int_at(lane, "queue_depth");
@@ -168,7 +170,7 @@ static void rows_rates(struct top_model *m, const struct sample *prev, double el
 	double total = 0;
 	for (size_t i = 0; i < m->n_rows; i++) {
 		struct top_row *r = &m->rows[i];
-		char id[2 * TOP_NAME_MAX];
+		char id[3 * TOP_NAME_MAX];
 		lane_id(r, id, sizeof(id));
 		if (prev != NULL && elapsed_s > 0) {
 			const struct lane_count *p = sample_find(prev, id);
@@ -443,11 +445,11 @@ void top_format_header(const struct top_model *m, int line, const char *admin, c
 }
 
 /* One layout for the titles and the rows. */
-#define ROW_FORMAT "%-10.10s %-12.12s %-10.10s %6s %7s %9s %15s %9s %7s %5s %s"
+#define ROW_FORMAT "%-10.10s %-12.12s %-16.16s %-10.10s %6s %7s %9s %15s %9s %7s %5s %s"
 
 void top_format_columns(char *buf, size_t width)
 {
-	snprintf(buf, TOP_LINE_MAX, ROW_FORMAT, "PROVIDER", "KEY", "PLAN", "QUEUE", "ETA",
+	snprintf(buf, TOP_LINE_MAX, ROW_FORMAT, "PROVIDER", "KEY", "MODEL", "PLAN", "QUEUE", "ETA",
 	         "INFLIGHT", "REQ/S (LIMIT)", "REMAINING", "RESET", "429/M", "STATE");
 	top_fit(buf, width);
 }
@@ -475,8 +477,8 @@ void top_format_row(const struct top_row *r, char *buf, size_t width)
 		snprintf(reset, sizeof(reset), "-");
 	}
 	snprintf(signals, sizeof(signals), "%lld", r->signals_last_min);
-	snprintf(buf, TOP_LINE_MAX, ROW_FORMAT, r->provider, r->key, r->plan, queue, eta, infl,
-	         reqs, remaining, reset, signals, r->state);
+	snprintf(buf, TOP_LINE_MAX, ROW_FORMAT, r->provider, r->key, r->model, r->plan, queue, eta,
+	         infl, reqs, remaining, reset, signals, r->state);
 	top_fit(buf, width);
 }
 

@@ -39,6 +39,7 @@ enum top_sort {
 struct top_row {
 	char provider[TOP_NAME_MAX];
 	char key[TOP_NAME_MAX];
+	char model[TOP_NAME_MAX]; /* the lane's model group, "-" for none */
 	char plan[TOP_NAME_MAX];
 	char state[TOP_STATE_MAX];
 	long long queue_depth;

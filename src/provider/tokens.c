@@ -973,6 +973,8 @@ int64_t tokens_estimate(const char *body, size_t len, unsigned default_output_to
 				chars += f.text[i];
 			c.prompt = (chars + 3) / 4;
 			c.output = output_tokens(&f, default_output_tokens);
+			c.output_named = f.embedding || f.gen_max > 0 || f.max[0] > 0 ||
+			                 f.max[1] > 0 || f.max[2] > 0;
 			if (f.model.b != NULL) {
 				c.model = f.model.b;
 				c.model_len = f.model.n;
@@ -1010,6 +1012,7 @@ enum usage_key {
 	UK_PROMPT,       /* prompt_tokens */
 	UK_INPUT,        /* input_tokens */
 	UK_CACHE_CREATE, /* cache_creation_input_tokens */
+	UK_CACHE_READ,   /* cache_read_input_tokens */
 	UK_COMPLETION,   /* completion_tokens */
 	UK_OUTPUT,       /* output_tokens */
 	UK_TOTAL,        /* total_tokens */
@@ -1033,6 +1036,7 @@ static void scan_usage_obj(struct js *s, struct usage_obj *u)
 	static const struct js_name names[UK_N] = {JS_NAME("prompt_tokens"),
 	                                           JS_NAME("input_tokens"),
 	                                           JS_NAME("cache_creation_input_tokens"),
+	                                           JS_NAME("cache_read_input_tokens"),
 	                                           JS_NAME("completion_tokens"),
 	                                           JS_NAME("output_tokens"),
 	                                           JS_NAME("total_tokens"),
@@ -1099,6 +1103,11 @@ static void merge_usage(const struct usage_obj *o, struct tokens_usage *u, bool 
 		in = o->has[UK_PROMPT] ? o->v[UK_PROMPT] : o->v[UK_INPUT];
 		if (has_in && o->has[UK_CACHE_CREATE])
 			in += o->v[UK_CACHE_CREATE];
+		if (o->has[UK_CACHE_CREATE] || o->has[UK_CACHE_READ]) {
+			u->has_cache = true;
+			u->cache_creation = o->has[UK_CACHE_CREATE] ? o->v[UK_CACHE_CREATE] : 0;
+			u->cache_read = o->has[UK_CACHE_READ] ? o->v[UK_CACHE_READ] : 0;
+		}
 		has_out = o->has[UK_COMPLETION] || o->has[UK_OUTPUT];
 		out = o->has[UK_COMPLETION] ? o->v[UK_COMPLETION] : o->v[UK_OUTPUT];
 		has_total = o->has[UK_TOTAL];

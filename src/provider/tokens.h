@@ -18,10 +18,12 @@
 #define TOKENS_LONG_PREFIX_CHARS 4096
 
 struct tokens_cost {
-	int64_t prompt; /* characters of the prompt text / 4, rounded up */
-	int64_t output; /* requested output tokens times n, or the default */
-	int64_t total;  /* prompt + output */
-	bool json;      /* the body parsed as a JSON object */
+	int64_t prompt;    /* characters of the prompt text / 4, rounded up */
+	int64_t output;    /* requested output tokens times n, or the default */
+	bool output_named; /* the request named its output (max_tokens, …; an
+	                    * embedding's 0): else output is the default */
+	int64_t total;     /* prompt + output */
+	bool json;         /* the body parsed as a JSON object */
 
 	/* The top-level "model" (the last one, as for every member): raw bytes of
 	 * the JSON string inside the body, quotes excluded; NULL/0 when there is
@@ -94,6 +96,12 @@ struct tokens_usage {
 	int64_t input;  /* prompt / input tokens */
 	int64_t output; /* completion / output tokens (thoughts included) */
 	int64_t total;  /* total_tokens when sent, else input + output */
+	/* Anthropic's prompt cache: what input counts (input_tokens +
+	 * cache_creation_input_tokens, the rate limit's count) and the cache
+	 * reads it does not count (cache_read_input_tokens); has_cache when the
+	 * answer reported either. */
+	bool has_cache;
+	int64_t cache_creation, cache_read;
 };
 
 /* Reads the usage of a JSON response body: OpenAI usage.prompt_tokens /

@@ -45,6 +45,7 @@
 #include "core/log.h"
 #include "core/pool.h"
 #include "http/headers.h"
+#include "provider/model.h"
 #include "provider/tokens.h"
 #include "provider/usage_strip.h"
 #include "proxy/lanes.h"
@@ -77,7 +78,9 @@ struct exchange {
 	char key_id[KEYID_NAME_SIZE];
 	char request_id[HREQ_ID_MAX + 1];
 	char agent[AGENT_MAX];
-	int priority; /* x-pacer-priority or the agent's; logged when not 0 */
+	int priority;                     /* x-pacer-priority or the agent's; logged when not 0 */
+	char model[TOKENS_MODEL_MAX + 1]; /* as sent; "": none */
+	uint64_t identity; /* lanes_identity() of its OpenAI-Project/-Organization; 0: none */
 
 	/* Scheduling. */
 	struct lane_ticket ticket;
@@ -254,6 +257,8 @@ static void log_request(struct exchange *x)
 		return;
 	int64_t now = now_ms();
 	log_str(&l, "method", x->method);
+	if (x->model[0])
+		log_str(&l, "model", x->model);
 	/* The path only: a query string may carry an API key (?key=). */
 	if (x->route.path != NULL && x->client != NULL)
 		log_strn(&l, "path", x->route.path, strcspn(x->route.path, "?"));
@@ -711,6 +716,20 @@ static bool build_upstream_request(struct exchange *x, struct hreq *client)
 	return true;
 }
 
+/* The identity a request names for itself: a key may bill several OpenAI
+ * projects (OpenAI-Project) or organizations (OpenAI-Organization), each with
+ * its own budget. The narrowest wins, as on answers (learn_identity). */
+static uint64_t request_identity(const struct provider_conf *prov, struct hreq *client)
+{
+	const char *v = hreq_header(client, "openai-project");
+	if (v != NULL && v[0])
+		return lanes_identity(prov, "project", v, strlen(v));
+	v = hreq_header(client, "openai-organization");
+	if (v != NULL && v[0])
+		return lanes_identity(prov, "org", v, strlen(v));
+	return 0;
+}
+
 void exchange_start(struct exchanges *xs, struct hreq *client, const struct exchange_intake *in)
 {
 	int64_t now = now_ms();
@@ -745,8 +764,24 @@ void exchange_start(struct exchanges *xs, struct hreq *client, const struct exch
 		answer(x, 503, "out_of_memory", "pacerd is out of memory", -1);
 		return;
 	}
-	const struct plan_conf *plan =
-	    lanes_find(xs->lanes, &x->ticket, x->route.provider, x->key_hash, now);
+	/* The one scan of the body: the model, and what the request costs. */
+	const struct provider_conf *prov = x->route.provider;
+	struct tokens_cost cost;
+	tokens_estimate(x->body, x->body_len, 0, &cost);
+	char model_buf[TOKENS_MODEL_MAX];
+	const char *model;
+	size_t model_len;
+	model_of_request(x->route.path, x->route.path_len, &cost, model_buf, &model, &model_len);
+	memcpy(x->model, model, model_len);
+	x->model[model_len] = '\0';
+	x->identity = request_identity(prov, client);
+	struct lane_request lr = {
+	    .key_hash = x->key_hash[0] ? x->key_hash : NULL,
+	    .model = model_len > 0 ? x->model : NULL,
+	    .model_len = model_len,
+	    .identity = x->identity,
+	};
+	const struct plan_conf *plan = lanes_find(xs->lanes, &x->ticket, prov, &lr, now);
 	if (plan == NULL)
 		return; /* refused (on_lane_refuse) */
 	/* The request's deadline: the earlier of the plan's retry.deadline_s
@@ -759,16 +794,19 @@ void exchange_start(struct exchanges *xs, struct hreq *client, const struct exch
 	struct sched_request rq = {
 	    .agent = in->agent_id, .flow = in->flow, .priority = in->priority};
 
-	/* The token estimate reads the body: only when a token budget paces
-	 * this lane. */
-	struct tokens_cost cost = {0};
+	/* What the provider will count of it, when a token budget paces the
+	 * lane: then its usage is read too. */
+	struct lane_cost lc = {
+	    .input = cost.prompt,
+	    .prefix = cost.cache_marked ? cost.head_tokens : cost.prefix_tokens,
+	    .prompt_key = cost.cache_marked ? cost.head_key : cost.prompt_key,
+	    .max_output = cost.output_named ? cost.output : -1,
+	};
+	lanes_charge(&x->ticket, &rq, &lc, now);
 	if (lanes_wants_tokens(&x->ticket)) {
-		tokens_estimate(x->body, x->body_len, plan->default_output_tokens, &cost);
 		x->want_usage = true;
 		meter_stream(x, plan);
 	}
-	rq.cost_prompt = (double)cost.prompt;
-	rq.cost_output = (double)cost.output;
 	x->tokens_estimated = rq.cost_prompt + rq.cost_output;
 
 	set_state(x, XS_QUEUED);
@@ -873,6 +911,32 @@ static void start_held(struct exchange *x, const char **body, size_t *body_len)
 	*body_len = total - x->held_head_len;
 }
 
+/* The answer names whose budget it billed (PROVIDERS.md §10): OpenAI's
+ * openai-project (else openai-organization), Anthropic's
+ * anthropic-workspace-id (else anthropic-organization-id). The key's next
+ * requests share that identity's lanes with every key whose answers name it. */
+static void learn_identity(struct exchange *x, const struct up_header *h, size_t n)
+{
+	static const struct {
+		const char *header, *kind;
+	} names[] = {{"openai-project", "project"},
+	             {"anthropic-workspace-id", "workspace"},
+	             {"openai-organization", "org"},
+	             {"anthropic-organization-id", "org"}};
+	if (x->key_hash[0] == '\0')
+		return;
+	for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
+		const char *v = find_up_header(h, n, names[k].header);
+		if (v == NULL || v[0] == '\0')
+			continue;
+		struct lane_request lr = {.key_hash = x->key_hash, .identity = x->identity};
+		lanes_learn_identity(x->xs->lanes, x->route.provider, &lr,
+		                     lanes_identity(x->route.provider, names[k].kind, v, strlen(v)),
+		                     x->t_headers);
+		return;
+	}
+}
+
 static bool on_up_headers(void *ctx, int status, const char *reason, const struct up_header *h,
                           size_t n)
 {
@@ -887,6 +951,7 @@ static bool on_up_headers(void *ctx, int status, const char *reason, const struc
 	for (size_t i = 0; i < n && nr < sizeof(rh) / sizeof(rh[0]); i++)
 		rh[nr++] = (struct rlh_header){h[i].name, h[i].value, h[i].value_len};
 	rlh_parse(x->route.provider->dialect, rh, nr, clock_wall_ms(), &x->rlh);
+	learn_identity(x, h, n);
 	struct retry_head_verdict hv = retry_verdict_head(status, &x->rlh);
 	if (lanes_headers(x->xs->lanes, &x->ticket, &x->rlh, &hv, x->t_headers))
 		log_limit_learned(x);
@@ -971,9 +1036,7 @@ static void settle_tokens(struct exchange *x)
 	if (!u.present)
 		return;
 	x->tokens_used = u.total;
-	lanes_tokens_used(x->xs->lanes, &x->ticket, (double)u.total,
-	                  u.has_input ? (double)u.input : -1, u.has_output ? (double)u.output : -1,
-	                  now_ms());
+	lanes_tokens_used(x->xs->lanes, &x->ticket, &u, now_ms());
 }
 
 static void relay_held(struct exchange *x)

@@ -19,10 +19,15 @@
 #include "core/clock.h"
 #include "core/config.h"
 #include "core/daily.h"
+#include "core/intern.h"
+#include "core/keyid.h"
 #include "core/log.h"
+#include "provider/model.h"
+#include "provider/tokens.h"
 #include "proxy/limiter.h"
 #include "sched/registry.h"
 #include "sched/sched_lane-t.h"
+#include "sched/scope.h"
 #include "store/shared.h"
 
 #define LANE_SWEEP_S 10
@@ -55,8 +60,17 @@ struct lanes {
 	struct registry *reg;
 	struct event *sweep; /* idle lane eviction */
 	struct lanes_events ev;
-	struct shared *shared; /* store.kind: redis; NULL: local */
+	struct shared *shared;     /* store.kind: redis; NULL: local */
+	struct scope_table scopes; /* the identities keys' answers named */
 };
+
+/* Identities a key's answers named, kept at most (least recently used out),
+ * and forgotten after a day without use. */
+#define SCOPES_MAX 100000
+#define SCOPE_IDLE_MS (24 * 3600 * 1000)
+/* Identity hashes and the key ids of the scope table: a fixed seed, so that
+ * replicas name the same scope the same (the shared store's keys). */
+#define IDENTITY_SEED UINT64_C(0x7061636572642d69)
 
 #define T_OF_ITEM(it)                                                                              \
 	((struct lane_ticket *)(void *)((char *)(it)-offsetof(struct lane_ticket, item)))
@@ -230,16 +244,97 @@ void lanes_pump(struct lanes *ls, struct sched_lane *lane)
 
 /* ---- entry ---- */
 
+uint64_t lanes_identity(const struct provider_conf *prov, const char *kind, const char *value,
+                        size_t value_len)
+{
+	char buf[256];
+	if (value == NULL || value_len == 0)
+		return 0;
+	int n = snprintf(buf, sizeof(buf), "%s:%s:%.*s", prov->name, kind,
+	                 (int)(value_len < 200 ? value_len : 200), value);
+	if (n <= 0)
+		return 0;
+	uint64_t h =
+	    intern_hash(buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1, IDENTITY_SEED);
+	return h != 0 ? h : 1;
+}
+
+/* The key's id in the scope table: its whole hash, and the provider (an API
+ * key sent to two providers is two keys). */
+static uint64_t scope_key(const struct provider_conf *prov, const char *key_hash)
+{
+	uint64_t h = intern_hash(key_hash, strlen(key_hash), IDENTITY_SEED);
+	uint64_t p = intern_hash(prov->name, strlen(prov->name), IDENTITY_SEED);
+	return scope_id(SCOPE_KEY, h ^ p);
+}
+
+void lanes_learn_identity(struct lanes *ls, const struct provider_conf *prov,
+                          const struct lane_request *r, uint64_t answer_identity, int64_t now)
+{
+	if (answer_identity == 0 || r->key_hash == NULL)
+		return;
+	uint64_t key = scope_key(prov, r->key_hash);
+	if (scope_learn(&ls->scopes, key, r->identity, answer_identity, now) != 1)
+		return;
+	char kid[KEYID_NAME_SIZE], sid[32];
+	keyid_name(r->key_hash, kid);
+	scope_format(scope_id(SCOPE_IDENTITY, answer_identity), sid, sizeof(sid));
+	struct log_line l;
+	if (log_begin(&l, LOG_INFO, "scope_learned")) {
+		log_str(&l, "provider", prov->name);
+		log_str(&l, "key", kid);
+		log_str(&l, "scope", sid);
+		log_end(&l);
+	}
+}
+
+/* The scope of r (lanes_find) and its name. */
+static uint64_t scope_of_request(struct lanes *ls, const struct provider_conf *prov,
+                                 const struct lane_request *r, int64_t now, char *name, size_t cap)
+{
+	uint64_t scope;
+	const char *named;
+	if (r->identity != 0) {
+		scope = scope_id(SCOPE_IDENTITY, r->identity);
+	} else if ((named = config_scope_for(ls->cref->cfg, prov, r->key_hash)) != NULL) {
+		snprintf(name, cap, "scope:%s", named);
+		return scope_id(SCOPE_NAMED, intern_hash(named, strlen(named), IDENTITY_SEED));
+	} else if (r->key_hash == NULL || r->key_hash[0] == '\0') {
+		keyid_name(NULL, name);
+		return registry_key_scope(NULL);
+	} else {
+		uint64_t key = scope_key(prov, r->key_hash);
+		scope = scope_of(&ls->scopes, key, 0, now);
+		if (scope == key) { /* the key is its own scope */
+			keyid_name(r->key_hash, name);
+			return registry_key_scope(r->key_hash);
+		}
+	}
+	scope_format(scope, name, cap);
+	return scope;
+}
+
 const struct plan_conf *lanes_find(struct lanes *ls, struct lane_ticket *t,
-                                   const struct provider_conf *prov, const char *key_hash,
+                                   const struct provider_conf *prov, const struct lane_request *r,
                                    int64_t now)
 {
 	if (shared_refusing(ls->shared)) {
 		refuse_store_down(ls, t);
 		return NULL;
 	}
+	struct intern *names = registry_intern(ls->reg);
+	const char *group =
+	    r->model != NULL ? model_group_intern(names, prov, r->model, r->model_len) : NULL;
+	char scope_name[32];
+	struct registry_lane_id id = {
+	    .scope = scope_of_request(ls, prov, r, now, scope_name, sizeof(scope_name)),
+	    .scope_name = scope_name,
+	    .model = group,
+	    .key_hash = r->key_hash,
+	};
 	struct sched_lane *lane =
-	    registry_lane(ls->reg, ls->cref->cfg, prov, key_hash, now, lane_evicted, ls);
+	    registry_lane(ls->reg, ls->cref->cfg, prov, &id, now, lane_evicted, ls);
+	intern_put(names, group); /* the lane holds its own reference */
 	if (lane == NULL || lane_shell_of(ls, lane) == NULL) {
 		refuse(ls, t, LANE_REFUSE_TOO_MANY_LANES, 1000);
 		return NULL;
@@ -256,6 +351,28 @@ const struct plan_conf *lanes_plan(const struct lane_ticket *t)
 bool lanes_wants_tokens(const struct lane_ticket *t)
 {
 	return sched_wants_tokens(t->lane);
+}
+
+void lanes_charge(struct lane_ticket *t, struct sched_request *rq, const struct lane_cost *c,
+                  int64_t now)
+{
+	struct sched_lane *lane = t->lane;
+	t->cost = (struct cost_request){
+	    .input_estimate = c->input,
+	    .prefix_tokens = c->prefix,
+	    .prompt_key = c->prompt_key,
+	    .agent = rq->agent,
+	    .max_output = c->max_output,
+	};
+	if (!sched_wants_tokens(lane)) {
+		rq->cost_prompt = rq->cost_output = 0;
+		return;
+	}
+	struct cost_charge ch;
+	cost_charge(&lane->cost, &t->cost, lane->provider->cached_input == CACHED_INPUT_FREE,
+	            lane->plan->default_output_tokens, COST_CACHE_TTL_MS, now, &ch);
+	rq->cost_prompt = ch.input;
+	rq->cost_output = ch.output;
 }
 
 size_t lanes_submit(struct lanes *ls, struct lane_ticket *t, const struct sched_request *rq,
@@ -326,6 +443,8 @@ void lanes_log_learned(const struct lane_ticket *t, struct log_line *l, int64_t 
 {
 	static const char *const names[RLH_N_BUDGETS] = {"requests", "tokens", "input_tokens",
 	                                                 "output_tokens"};
+	if (t->lane->model != NULL)
+		log_str(l, "model", t->lane->model);
 	for (int b = 0; b < RLH_N_BUDGETS; b++) {
 		const struct learned *lb = sched_learned(t->lane, b);
 		if (lb == NULL)
@@ -372,10 +491,22 @@ void lanes_complete(struct lanes *ls, struct lane_ticket *t, enum retry_lane_out
 		limiter_hold(ls->shared, lane, hold_ms, clock_fresh_ms());
 }
 
-void lanes_tokens_used(struct lanes *ls, struct lane_ticket *t, double total, double input,
-                       double output, int64_t now)
+void lanes_tokens_used(struct lanes *ls, struct lane_ticket *t, const struct tokens_usage *u,
+                       int64_t now)
 {
-	limiter_tokens_used(ls->shared, t->lane, &t->item, total, input, output, now);
+	struct sched_lane *lane = t->lane;
+	limiter_tokens_used(ls->shared, lane, &t->item, (double)u->total,
+	                    u->has_input ? (double)u->input : -1,
+	                    u->has_output ? (double)u->output : -1, now);
+	struct cost_usage cu = {
+	    .charged_input = u->has_input ? u->input : -1,
+	    .cache_creation = u->has_cache ? u->cache_creation : -1,
+	    .cache_read = u->has_cache ? u->cache_read : -1,
+	    .output = u->has_output ? u->output : -1,
+	    .output_capped =
+	        u->has_output && t->cost.max_output > 0 && u->output >= t->cost.max_output,
+	};
+	cost_observe(&lane->cost, &t->cost, &cu, t->item.dispatched_ms);
 }
 
 void lanes_retry(struct lanes *ls, struct lane_ticket *t, int64_t ready_ms)
@@ -523,7 +654,8 @@ static void reconfigure_lane(struct sched_lane *lane, void *arg)
 		return; /* its provider is gone: it keeps its old plan until it empties */
 	lane->provider = prov;
 	lane->agents_mode = cfg->agents.mode;
-	sched_lane_set_plan(lane, registry_plan_for(cfg, prov, lane->key_hash), now_ms());
+	sched_lane_set_plan(lane, config_plan_for(cfg, prov, lane->key_hash, lane->model),
+	                    now_ms());
 	config_ref_put(sh->cref);
 	sh->cref = config_ref_get(ls->cref);
 	lane_kick(lane); /* the new limits may open a gate now */
@@ -609,7 +741,8 @@ struct lanes *lanes_new(struct event_base *base, struct config_ref *cref,
 	ls->base = base;
 	ls->ev = *ev;
 	ls->cref = config_ref_get(cref);
-	ls->reg = registry_new();
+	ls->reg = registry_new(((uint64_t)arc4random() << 32) | arc4random());
+	scope_init(&ls->scopes, SCOPES_MAX, SCOPE_IDLE_MS);
 	ls->sweep = event_new(base, -1, EV_PERSIST, on_sweep, ls);
 	if (ls->reg == NULL || ls->sweep == NULL) {
 		snprintf(err, errlen, "out of memory");
@@ -640,6 +773,7 @@ void lanes_free(struct lanes *ls)
 	if (ls->reg != NULL)
 		registry_free(ls->reg, lane_evicted, ls);
 	shared_free(ls->shared);
+	scope_free(&ls->scopes);
 	if (ls->sweep != NULL)
 		event_free(ls->sweep);
 	config_ref_put(ls->cref);

@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sched/cost.h"
 #include "sched/retry.h"
 #include "sched/sched.h"
 
@@ -34,12 +35,33 @@ struct provider_conf;
 struct registry;
 struct shared;
 struct shared_lease;
+struct tokens_usage;
 
 /* A request's place in its lane. */
 struct lane_ticket {
 	struct sched_item item;     /* its place in the scheduler */
 	struct sched_lane *lane;    /* NULL until lanes_find found its lane */
 	struct shared_lease *lease; /* max_concurrent_global: held while in flight */
+	struct cost_request cost;   /* what it was charged for (lanes_submit), for cost_observe */
+};
+
+/* What picks a request's lane (DESIGN §2): the provider's limit scope and
+ * model group. */
+struct lane_request {
+	const char *key_hash; /* 64 hex digits; NULL: no key (the anonymous scope) */
+	const char *model;    /* as sent, model_len bytes (not NUL-terminated); NULL: none */
+	size_t model_len;
+	uint64_t identity; /* lanes_identity() of its own OpenAI-Project or
+	                    * OpenAI-Organization header; 0: none */
+};
+
+/* What a request would be charged (cost.h), before its lane's share and
+ * percentile apply. */
+struct lane_cost {
+	int64_t input;       /* the input estimate (tokens.h) */
+	int64_t prefix;      /* of which the cacheable prefix */
+	uint64_t prompt_key; /* the prefix's key; 0: none */
+	int64_t max_output;  /* the output the request names; -1: none */
 };
 
 /* Why the lanes answer a request themselves. */
@@ -82,16 +104,34 @@ void lanes_free(struct lanes *ls);
  * their next dispatch; the others keep theirs until they empty. */
 void lanes_reconfigure(struct lanes *ls, struct config_ref *cref);
 
-/* Finds (or makes) the lane of (prov, key_hash) for t: its plan, or NULL when
- * the lanes refused t (the refuse callback has run). */
+/* Finds (or makes) t's lane: the scope (the request's own identity, else
+ * the key's configured scope, else the identity its answers named, else the
+ * key) and the model group of r at prov. Its plan, or NULL when the lanes
+ * refused t (the refuse callback has run). */
 const struct plan_conf *lanes_find(struct lanes *ls, struct lane_ticket *t,
-                                   const struct provider_conf *prov, const char *key_hash,
+                                   const struct provider_conf *prov, const struct lane_request *r,
                                    int64_t now_ms);
+/* The hash of an identity a provider names (kind: "project", "org",
+ * "workspace"; the narrowest one the request or answer gives), the same in
+ * every replica; value is value_len bytes. 0 when value is empty. */
+uint64_t lanes_identity(const struct provider_conf *prov, const char *kind, const char *value,
+                        size_t value_len);
+/* An answer to a request made with key_hash (r: as lanes_find took it) named
+ * the identity whose budget it billed: the key's next requests go to that
+ * identity's lanes, shared with every key whose answers name it. */
+void lanes_learn_identity(struct lanes *ls, const struct provider_conf *prov,
+                          const struct lane_request *r, uint64_t answer_identity, int64_t now_ms);
 /* The plan t's lane applies now (a reload may change it). */
 const struct plan_conf *lanes_plan(const struct lane_ticket *t);
 /* Whether a token budget paces t's lane: the caller then estimates the cost. */
 bool lanes_wants_tokens(const struct lane_ticket *t);
-/* Queues t (its cost in rq) and runs the lane; or refuses it through the
+/* What t will be charged, into rq's costs: when a token budget paces the
+ * lane (lanes_wants_tokens), what the provider will count of c (cost.h: the
+ * prompt's cache share where cache reads are free, the lane's output
+ * percentile when no maximum is named); else nothing. */
+void lanes_charge(struct lane_ticket *t, struct sched_request *rq, const struct lane_cost *c,
+                  int64_t now_ms);
+/* Queues t (charged rq's costs) and runs the lane; or refuses it through the
  * callback (queue full, agent busy, quota, day out, or — with client_ms > 0,
  * the client's own timeout — a wait that would end after deadline_ms).
  * Returns the queue's depth when t had to wait (0: it went at once or was
@@ -115,10 +155,10 @@ struct lane_change {
  * the answer asked the whole lane to wait (a capacity hint). */
 void lanes_complete(struct lanes *ls, struct lane_ticket *t, enum retry_lane_outcome outcome,
                     bool hinted, int64_t hold_ms, int64_t now_ms, struct lane_change *ch);
-/* The usage the answer reported corrects the token gates: in all, and the
- * input and output parts (< 0: not reported). */
-void lanes_tokens_used(struct lanes *ls, struct lane_ticket *t, double total, double input,
-                       double output, int64_t now_ms);
+/* The usage the answer reported (tokens.h) corrects the token gates, and
+ * teaches the lane what its requests cost (cost.h). */
+void lanes_tokens_used(struct lanes *ls, struct lane_ticket *t, const struct tokens_usage *u,
+                       int64_t now_ms);
 /* t waits without a slot until ready_ms, then queues again ahead of the new. */
 void lanes_retry(struct lanes *ls, struct lane_ticket *t, int64_t ready_ms);
 

@@ -157,22 +157,30 @@ static double plan_burst(const struct plan_conf *plan, enum gates_window w)
 	return plan->burst;
 }
 
-static double plan_token_burst(const struct plan_conf *plan)
+static double plan_token_burst(const struct plan_conf *plan, double burst_s)
 {
-	return plan->token_burst > 0 ? plan->token_burst : plan->max_tokens_per_minute / 60.0;
+	return plan->token_burst > 0 ? plan->token_burst
+	                             : plan->max_tokens_per_minute / 60.0 * burst_s;
 }
 
 void gates_init(struct gates *s, const struct plan_conf *plan)
 {
+	gates_init_burst(s, plan, 1);
+}
+
+void gates_init_burst(struct gates *s, const struct plan_conf *plan, double token_burst_s)
+{
+	s->token_burst_s = token_burst_s >= 1 ? token_burst_s : 1;
+	double b = s->token_burst_s;
 	for (int w = 0; w < GATES_N_WINDOWS; w++)
 		gcra_init(&s->req[w], plan_interval(plan, (enum gates_window)w),
 		          plan_burst(plan, (enum gates_window)w));
 	gcra_init(&s->tokens, per_window(60000.0, plan->max_tokens_per_minute),
-	          plan_token_burst(plan));
+	          plan_token_burst(plan, b));
 	gcra_init(&s->input, per_window(60000.0, plan->max_input_tokens_per_minute),
-	          plan->max_input_tokens_per_minute / 60.0);
+	          plan->max_input_tokens_per_minute / 60.0 * b);
 	gcra_init(&s->output, per_window(60000.0, plan->max_output_tokens_per_minute),
-	          plan->max_output_tokens_per_minute / 60.0);
+	          plan->max_output_tokens_per_minute / 60.0 * b);
 }
 
 void gates_reconfigure(struct gates *s, const struct plan_conf *plan, int64_t now_ms)
@@ -185,17 +193,18 @@ void gates_reconfigure_scaled(struct gates *s, const struct plan_conf *plan, dou
 {
 	if (!(scale > 0 && scale <= 1))
 		scale = 1;
+	double b = s->token_burst_s >= 1 ? s->token_burst_s : 1;
 	for (int w = 0; w < GATES_N_WINDOWS; w++)
 		gcra_set_rate(&s->req[w], now_ms, plan_interval(plan, (enum gates_window)w) / scale,
 		              fmax(1, floor(plan_burst(plan, (enum gates_window)w) * scale)));
 	gcra_set_rate(&s->tokens, now_ms, per_window(60000.0, plan->max_tokens_per_minute * scale),
-	              plan_token_burst(plan) * scale);
+	              plan_token_burst(plan, b) * scale);
 	gcra_set_rate(&s->input, now_ms,
 	              per_window(60000.0, plan->max_input_tokens_per_minute * scale),
-	              plan->max_input_tokens_per_minute * scale / 60.0);
+	              plan->max_input_tokens_per_minute * scale / 60.0 * b);
 	gcra_set_rate(&s->output, now_ms,
 	              per_window(60000.0, plan->max_output_tokens_per_minute * scale),
-	              plan->max_output_tokens_per_minute * scale / 60.0);
+	              plan->max_output_tokens_per_minute * scale / 60.0 * b);
 }
 
 unsigned gates_requests_available(const struct gates *s, int64_t now_ms, unsigned cap)

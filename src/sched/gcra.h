@@ -82,6 +82,12 @@ struct gates {
 	struct gcra req[GATES_N_WINDOWS]; /* cost 1 per request */
 	struct gcra tokens;               /* cost = tokens; T = 60000 / tpm */
 	struct gcra input, output;        /* cost = the prompt's / the output's part */
+	/* Seconds' worth of tokens a token gate tolerates when the plan names
+	 * no token_burst: 1 (Azure checks per-minute limits over 1 s or 10 s
+	 * windows), or 60 where the provider's bucket refills continuously up to
+	 * a full minute's worth (Anthropic: PROVIDERS.md §10), so that a burst
+	 * the provider would take is not spread over a minute. */
+	double token_burst_s;
 };
 
 /* Builds the gates from a plan: T = 1000 / rps, 60000 / rpm, 3600000 / rph,
@@ -91,6 +97,9 @@ struct gates {
  * and output token gates (max_input_tokens_per_minute, max_output_tokens_per_minute:
  * Anthropic limits them apart) have one second's worth each. */
 void gates_init(struct gates *s, const struct plan_conf *plan);
+/* gates_init with token gates that tolerate token_burst_s seconds' worth of
+ * tokens (above) where the plan names no token_burst. */
+void gates_init_burst(struct gates *s, const struct plan_conf *plan, double token_burst_s);
 
 /* Applies a changed plan (reload) at now_ms, keeping each gate's debt
  * (gcra_set_rate). */

@@ -1,6 +1,6 @@
 /* registry — lane table. See registry.h.
  *
- * Chained hash table keyed by provider name and key hash; it doubles when the
+ * Chained hash table keyed by provider name, scope and model group; it doubles when the
  * load passes 1. Eviction never scans it: sched keeps every idle lane on the
  * registry's idle list, least recently active first, so a new key at the cap
  * takes the place of the coldest idle lane, and the periodic sweep stops at the
@@ -11,8 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/config.h"
+#include "core/intern.h"
 #include "core/keyid.h"
 #include "sched/sched_lane-t.h"
+#include "sched/scope.h"
 
 /* A provider's name, shared by its lanes: after a reload lane.provider may
  * point into an older configuration, so the lane's identity is kept here. */
@@ -35,6 +38,7 @@ struct registry {
 	size_t count;
 	struct sched_idle_list idle;
 	struct reg_name *names; /* a handful: one per provider with lanes */
+	struct intern *models;  /* the lanes' model groups */
 };
 
 static struct entry *entry_of(struct sched_lane *lane)
@@ -51,11 +55,13 @@ static uint64_t fnv1a(uint64_t h, const char *s)
 	return h;
 }
 
-static uint64_t lane_hash(const char *provider, const char *key_hash)
+/* An interned model is one pointer per name: its address is its identity. */
+static uint64_t lane_hash(const char *provider, uint64_t scope, const char *model)
 {
 	uint64_t h = fnv1a(14695981039346656037ULL, provider);
-	h = fnv1a(h ^ 0xff, key_hash);
-	return h;
+	h = (h ^ scope) * 1099511628211ULL;
+	h = (h ^ (uint64_t)(uintptr_t)model) * 1099511628211ULL;
+	return h ^ (h >> 29);
 }
 
 static struct reg_name *name_find(const struct registry *reg, const char *name)
@@ -93,15 +99,21 @@ static void name_put(struct registry *reg, struct reg_name *n)
 	free(n);
 }
 
-struct registry *registry_new(void)
+struct registry *registry_new(uint64_t seed)
 {
 	struct registry *reg = calloc(1, sizeof(*reg));
 	if (reg == NULL)
 		return NULL;
+	reg->models = intern_new(seed);
+	if (reg->models == NULL) {
+		free(reg);
+		return NULL;
+	}
 	sched_idle_list_init(&reg->idle);
 	reg->n_buckets = 64;
 	reg->buckets = calloc(reg->n_buckets, sizeof(*reg->buckets));
 	if (reg->buckets == NULL) {
+		intern_free(reg->models);
 		free(reg);
 		return NULL;
 	}
@@ -126,6 +138,7 @@ static void entry_free(struct registry *reg, struct entry *e,
 {
 	if (on_free)
 		on_free(&e->lane, arg);
+	intern_put(reg->models, e->lane.model);
 	sched_lane_release(&e->lane);
 	name_put(reg, e->provider);
 	free(e);
@@ -145,7 +158,13 @@ void registry_free(struct registry *reg, void (*on_free)(struct sched_lane *lane
 		}
 	}
 	free(reg->buckets);
+	intern_free(reg->models);
 	free(reg);
+}
+
+struct intern *registry_intern(struct registry *reg)
+{
+	return reg->models;
 }
 
 size_t registry_count(const struct registry *reg)
@@ -164,24 +183,11 @@ size_t registry_heap_bytes(const struct registry *reg)
 	           reg->count * sizeof(struct entry);
 	for (const struct reg_name *p = reg->names; p != NULL; p = p->next)
 		n += sizeof(*p) + strlen(p->name) + 1;
+	n += intern_bytes(reg->models);
 	for (size_t i = 0; i < reg->n_buckets; i++)
 		for (const struct entry *e = reg->buckets[i]; e != NULL; e = e->next)
 			n += sched_lane_heap_bytes(&e->lane);
 	return n;
-}
-
-const struct plan_conf *registry_plan_for(const struct config *cfg,
-                                          const struct provider_conf *prov, const char *key_hash)
-{
-	if (key_hash != NULL && key_hash[0] != '\0') {
-		for (size_t i = 0; i < cfg->n_keys; i++) {
-			const struct key_conf *k = &cfg->keys[i];
-			if (strcmp(k->provider, prov->name) == 0 &&
-			    strncmp(k->key_sha256, key_hash, strlen(k->key_sha256)) == 0)
-				return config_plan(cfg, k->plan);
-		}
-	}
-	return config_plan(cfg, prov->plan);
 }
 
 static void grow(struct registry *reg)
@@ -233,18 +239,28 @@ size_t registry_evict_idle(struct registry *reg, int64_t now_ms, int64_t idle_ms
 	return evicted;
 }
 
-struct sched_lane *registry_lane(struct registry *reg, const struct config *cfg,
-                                 const struct provider_conf *prov, const char *key_hash,
-                                 int64_t now_ms, void (*on_evict)(struct sched_lane *, void *),
-                                 void *arg)
+/* A key's own scope is the first 64 bits of its hash: the rest is compared
+ * too, so that two keys never share a lane by a prefix alone. */
+static bool same_key(const struct sched_lane *lane, const struct registry_lane_id *id)
 {
-	const char *kh = key_hash != NULL ? key_hash : "";
-	uint64_t h = lane_hash(prov->name, kh);
+	if (scope_kind_of(lane->scope) != SCOPE_KEY)
+		return true;
+	const char *kh = id->key_hash != NULL ? id->key_hash : "";
+	return strcmp(lane->key_hash, kh) == 0;
+}
+
+struct sched_lane *registry_lane(struct registry *reg, const struct config *cfg,
+                                 const struct provider_conf *prov,
+                                 const struct registry_lane_id *id, int64_t now_ms,
+                                 void (*on_evict)(struct sched_lane *, void *), void *arg)
+{
+	uint64_t h = lane_hash(prov->name, id->scope, id->model);
 	const struct reg_name *pn = name_find(reg, prov->name);
 	if (pn != NULL)
 		for (struct entry *e = reg->buckets[h & (reg->n_buckets - 1)]; e != NULL;
 		     e = e->next)
-			if (e->hash == h && e->provider == pn && strcmp(e->lane.key_hash, kh) == 0)
+			if (e->hash == h && e->provider == pn && e->lane.scope == id->scope &&
+			    e->lane.model == id->model && same_key(&e->lane, id))
 				return &e->lane;
 
 	if (reg->count >= cfg->limits.max_lanes) {
@@ -263,10 +279,14 @@ struct sched_lane *registry_lane(struct registry *reg, const struct config *cfg,
 	name->lanes++;
 	e->provider = name;
 	e->hash = h;
-	const struct plan_conf *plan = registry_plan_for(cfg, prov, kh);
+	const char *kh = id->key_hash != NULL ? id->key_hash : "";
+	const struct plan_conf *plan = config_plan_for(cfg, prov, kh, id->model);
 	sched_lane_init(&e->lane, prov, plan, cfg->agents.mode, now_ms);
+	e->lane.scope = id->scope;
+	e->lane.model = id->model != NULL ? intern_ref(id->model) : NULL;
 	memcpy(e->lane.key_hash, kh, strnlen(kh, sizeof(e->lane.key_hash) - 1));
-	keyid_name(kh[0] ? kh : NULL, e->lane.key_id);
+	const char *sn = id->scope_name != NULL ? id->scope_name : "anonymous";
+	memcpy(e->lane.key_id, sn, strnlen(sn, sizeof(e->lane.key_id) - 1));
 	sched_lane_track_idle(&e->lane, &reg->idle);
 	e->next = reg->buckets[h & (reg->n_buckets - 1)];
 	reg->buckets[h & (reg->n_buckets - 1)] = e;
@@ -274,4 +294,29 @@ struct sched_lane *registry_lane(struct registry *reg, const struct config *cfg,
 	if (reg->count > reg->n_buckets)
 		grow(reg);
 	return &e->lane;
+}
+
+uint64_t registry_key_scope(const char *key_hash)
+{
+	uint64_t v = 0;
+	for (size_t i = 0; key_hash != NULL && i < 16 && key_hash[i] != '\0'; i++) {
+		char c = key_hash[i];
+		v = v << 4 | (uint64_t)(c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10);
+	}
+	return scope_id(SCOPE_KEY, v);
+}
+
+struct sched_lane *registry_key_lane(struct registry *reg, const struct config *cfg,
+                                     const struct provider_conf *prov, const char *key_hash,
+                                     int64_t now_ms, void (*on_evict)(struct sched_lane *, void *),
+                                     void *arg)
+{
+	char name[KEYID_NAME_SIZE];
+	keyid_name(key_hash != NULL && key_hash[0] ? key_hash : NULL, name);
+	struct registry_lane_id id = {
+	    .scope = registry_key_scope(key_hash),
+	    .scope_name = name,
+	    .key_hash = key_hash,
+	};
+	return registry_lane(reg, cfg, prov, &id, now_ms, on_evict, arg);
 }

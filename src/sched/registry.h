@@ -1,5 +1,5 @@
-/* registry — the table of lanes, one per (provider, API key hash): created on
- * first use, evicted when idle for limits.idle_ttl_s, capped at
+/* registry — the table of lanes, one per (provider, limit scope, model group)
+ * (DESIGN §2): created on first use, evicted when idle for limits.idle_ttl_s, capped at
  * limits.max_lanes so that random keys cannot exhaust memory (DESIGN §2).
  * Lookup, creation and each eviction cost O(1), whatever the number of lanes. */
 #ifndef PACERD_REGISTRY_H
@@ -13,22 +13,45 @@ struct provider_conf; /* core/config.h */
 struct plan_conf;     /* core/config.h */
 struct sched_lane;    /* sched/sched.h */
 
+struct intern;
 struct registry;
 
-struct registry *registry_new(void);
+/* Who a lane belongs to. */
+struct registry_lane_id {
+	uint64_t scope;         /* scope.h's scope_id(): a key, a configured scope, an identity */
+	const char *scope_name; /* its name in logs, /status, /metrics and the store (< 24 bytes
+	                         * kept): "3f9a1c0b7d2e", "scope:NAME", "id:…" */
+	const char *model;      /* the model group, interned in registry_intern(); NULL: none */
+	const char *key_hash;   /* the key of the request that makes the lane (its own plan);
+	                         * NULL or "": none */
+};
+
+/* seed: for the table of model names (names come from requests). */
+struct registry *registry_new(uint64_t seed);
 /* Calls on_free for every lane, then frees the table. */
 void registry_free(struct registry *reg, void (*on_free)(struct sched_lane *lane, void *arg),
                    void *arg);
 
-/* The lane of (prov, key_hash), created when new (key_hash NULL or "" = the
- * provider's anonymous lane). The plan comes from cfg->keys (a matching
- * key_sha256 prefix) or else the provider's plan. At cfg->limits.max_lanes a
- * new lane takes the place of the least recently active idle lane (on_evict
- * is called for it first); NULL when no lane is idle. */
+/* The lane of (prov, id->scope, id->model), created when new with the plan
+ * config_plan_for(cfg, prov, id->key_hash, id->model) gives. At
+ * cfg->limits.max_lanes a new lane takes the place of the least recently
+ * active idle lane (on_evict is called for it first); NULL when no lane is
+ * idle (or out of memory). The lane keeps a reference to id->model. */
 struct sched_lane *registry_lane(struct registry *reg, const struct config *cfg,
-                                 const struct provider_conf *prov, const char *key_hash,
-                                 int64_t now_ms, void (*on_evict)(struct sched_lane *, void *),
-                                 void *arg);
+                                 const struct provider_conf *prov,
+                                 const struct registry_lane_id *id, int64_t now_ms,
+                                 void (*on_evict)(struct sched_lane *, void *), void *arg);
+/* The lane of a key alone and no model: (prov, the key's scope, none); key_hash
+ * NULL or "": the provider's anonymous lane. */
+struct sched_lane *registry_key_lane(struct registry *reg, const struct config *cfg,
+                                     const struct provider_conf *prov, const char *key_hash,
+                                     int64_t now_ms, void (*on_evict)(struct sched_lane *, void *),
+                                     void *arg);
+/* The scope of a key alone (scope.h's SCOPE_KEY): its hash's first 64 bits
+ * ("" or NULL: the anonymous lane's). */
+uint64_t registry_key_scope(const char *key_hash);
+/* The table model groups are interned in, for registry_lane_id.model. */
+struct intern *registry_intern(struct registry *reg);
 
 /* Evicts lanes idle for at least idle_ms; returns how many. Looks only at
  * those lanes and one more (now_ms is expected not to go backwards). */
@@ -43,10 +66,5 @@ size_t registry_idle_count(const struct registry *reg);
 size_t registry_heap_bytes(const struct registry *reg);
 void registry_foreach(struct registry *reg, void (*fn)(struct sched_lane *lane, void *arg),
                       void *arg);
-
-/* The plan for a key of a provider: the first cfg->keys entry whose provider
- * matches and whose key_sha256 is a prefix of key_hash, else the provider's. */
-const struct plan_conf *registry_plan_for(const struct config *cfg,
-                                          const struct provider_conf *prov, const char *key_hash);
 
 #endif

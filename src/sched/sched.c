@@ -452,7 +452,8 @@ void sched_lane_init(struct sched_lane *lane, const struct provider_conf *prov,
 	lane->agents_mode = agents;
 	lane->fine_resets = prov->dialect == DIALECT_OPENAI;
 	lane->learned = (struct learned *)sched_no_learned;
-	gates_init(&lane->gates, plan);
+	gates_init_burst(&lane->gates, plan, prov->dialect == DIALECT_ANTHROPIC ? 60 : 1);
+	cost_lane_init(&lane->cost);
 	aimd_init_plan(&lane->conc, plan);
 	aimd_delay_init_plan(&lane->delay, plan);
 	lane->last_dispatch_ms = INT64_MIN / 2;
@@ -473,6 +474,7 @@ void sched_lane_release(struct sched_lane *lane)
 	free(lane->agents);
 	lane->agents = NULL;
 	fairq_release(&lane->fq);
+	cost_lane_free(&lane->cost);
 }
 
 void sched_lane_track_idle(struct sched_lane *lane, struct sched_idle_list *list)
@@ -490,7 +492,7 @@ size_t sched_lane_heap_bytes(const struct sched_lane *lane)
 		n += RLH_N_BUDGETS * sizeof(struct learned);
 	if (lane->agents != NULL)
 		n += agents_bytes(lane->agents->cap);
-	return n + fairq_heap_bytes(&lane->fq);
+	return n + fairq_heap_bytes(&lane->fq) + cost_lane_heap_bytes(&lane->cost);
 }
 
 void sched_lane_set_plan(struct sched_lane *lane, const struct plan_conf *plan, int64_t now_ms)

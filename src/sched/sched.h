@@ -274,8 +274,15 @@ const struct learned *sched_learned(const struct sched_lane *lane, int b);
 struct sched_lane_view {
 	/* Identity. */
 	const char *provider; /* the provider's name */
-	const char *key_id;   /* the key's short id (route_key_id) */
-	const char *plan;     /* the plan's name */
+	const char
+	    *key_id; /* the scope's name: a key's short id (keyid_name), "scope:NAME", "id:…" */
+	const char *plan;       /* the plan's name */
+	const char *model;      /* the model group; NULL: the scope's model-less lane */
+	const char *scope_kind; /* "key", "configured" or "identity" */
+	/* The output tokens a request that names no maximum is charged now: the
+	 * p90 of what the lane's answers reported, or default_output_tokens
+	 * before any (cost.h). */
+	int64_t output_estimate;
 	/* The plan's limits, as configured (/status "gates" and "day"). */
 	double max_requests_per_second, max_requests_per_minute, max_requests_per_hour;
 	double min_ms_per_request, max_tokens_per_minute;
@@ -326,6 +333,9 @@ void sched_lane_level(const struct sched_lane *lane, size_t i, int64_t now_ms,
 const struct provider_conf *sched_lane_provider(const struct sched_lane *lane);
 const struct plan_conf *sched_lane_plan(const struct sched_lane *lane);
 const char *sched_lane_key_id(const struct sched_lane *lane);
+/* The model group (NULL: none) and the scope (scope.h's id) of the lane. */
+const char *sched_lane_model(const struct sched_lane *lane);
+uint64_t sched_lane_scope(const struct sched_lane *lane);
 const struct sched_lane_stats *sched_lane_stats(const struct sched_lane *lane);
 int64_t sched_lane_last_active_ms(const struct sched_lane *lane);
 /* The lane's local gates (request windows, token gates): their parameters. */

@@ -16,6 +16,7 @@
 #include "core/list.h"
 #include "provider/ratelimit_headers.h"
 #include "sched/aimd.h"
+#include "sched/cost.h"
 #include "sched/fairq.h"
 #include "sched/gcra.h"
 #include "sched/learned.h"
@@ -51,8 +52,11 @@ struct sched_lane {
 	/* Identity (set by the registry). */
 	const struct provider_conf *provider;
 	const struct plan_conf *plan;
-	char key_id[16];
-	char key_hash[65];
+	/* A lane is (provider, limit scope, model group): DESIGN §2. */
+	uint64_t scope;    /* scope_id(): the key, a configured scope, an identity */
+	const char *model; /* the model group, interned (registry); NULL: none */
+	char key_id[24];   /* the scope's name: "3f9a1c0b7d2e", "scope:NAME", "id:…" */
+	char key_hash[65]; /* the key that made the lane: its own plan applies */
 	bool fine_resets;  /* the dialect reports resets to the ms (OpenAI) */
 	bool idle_linked;  /* on idle_list */
 	bool probe_needed; /* a hold ended: the next dispatch is the probe (below) */
@@ -121,6 +125,7 @@ struct sched_lane {
 	uint64_t dispatch_seq, signal_seq;
 
 	struct sched_lane_stats stats;
+	struct cost_lane cost;  /* what its requests are charged (cost.h) */
 	int64_t last_active_ms; /* for idle eviction */
 	void *shell;            /* the event-loop side's state (its timer) */
 	struct sched_idle_list *idle_list;

@@ -7,6 +7,7 @@
 
 #include "sched/aimd.h"
 #include "sched/sched_lane-t.h"
+#include "sched/scope.h"
 
 size_t sched_queue_depth(const struct sched_lane *lane)
 {
@@ -20,6 +21,13 @@ void sched_lane_view(const struct sched_lane *lane, int64_t now_ms, struct sched
 	v->provider = lane->provider->name;
 	v->key_id = lane->key_id;
 	v->plan = p->name;
+	v->model = lane->model;
+	static const char *const kinds[] = {
+	    [SCOPE_KEY] = "key", [SCOPE_NAMED] = "configured", [SCOPE_IDENTITY] = "identity"};
+	enum scope_kind kind = scope_kind_of(lane->scope);
+	v->scope_kind = (unsigned)kind < 3 ? kinds[kind] : "key";
+	int64_t p90 = cost_output_percentile(&lane->cost);
+	v->output_estimate = p90 >= 0 ? p90 : (int64_t)p->default_output_tokens;
 	v->max_requests_per_second = p->max_requests_per_second;
 	v->max_requests_per_minute = p->max_requests_per_minute;
 	v->max_requests_per_hour = p->max_requests_per_hour;
@@ -83,6 +91,16 @@ const struct plan_conf *sched_lane_plan(const struct sched_lane *lane)
 const char *sched_lane_key_id(const struct sched_lane *lane)
 {
 	return lane->key_id;
+}
+
+const char *sched_lane_model(const struct sched_lane *lane)
+{
+	return lane->model;
+}
+
+uint64_t sched_lane_scope(const struct sched_lane *lane)
+{
+	return lane->scope;
 }
 
 const struct sched_lane_stats *sched_lane_stats(const struct sched_lane *lane)

@@ -25,7 +25,7 @@
 #include "store/store.h"
 #include "store/store_script.h"
 
-#define KEY_MAX 192
+#define KEY_MAX 384 /* prefix, provider, scope, a model group of up to 128 bytes */
 #define MEMBER_MAX 96
 
 static const char *const request_fields[GATES_N_WINDOWS] = {"r0", "r1", "r2", "r3"};
@@ -75,7 +75,7 @@ static bool lane_keys(const struct shared *sh, const struct sched_lane *lane, ch
                       char *leases)
 {
 	return store_lane_keys(sh->prefix, sched_lane_provider(lane)->name, sched_lane_key_id(lane),
-	                       key, KEY_MAX, leases, KEY_MAX);
+	                       sched_lane_model(lane), key, KEY_MAX, leases, KEY_MAX);
 }
 
 static void member_of(const struct shared *sh, uint64_t seq, char *out)

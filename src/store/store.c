@@ -464,7 +464,7 @@ static int check_scripts(const char *address, unsigned timeout_ms, const char *p
 		 * gate (it reads, writes nothing). */
 		char key[192], leases[200];
 		struct store_cmd cmd;
-		store_lane_keys(prefix, "pacerd", "startup-check", key, sizeof(key), leases,
+		store_lane_keys(prefix, "pacerd", "startup-check", NULL, key, sizeof(key), leases,
 		                sizeof(leases));
 		store_cmd_decide(&cmd, key, leases, 1000, 0, "", 0, NULL, 0);
 		redisReply *r = redisCommandArgv(c, cmd.argc, cmd.argv, cmd.argvlen);

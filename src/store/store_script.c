@@ -192,12 +192,20 @@ const char *store_script_sha(enum store_script_id id)
 	return shas[id];
 }
 
-bool store_lane_keys(const char *prefix, const char *provider, const char *key_id, char *key,
-                     size_t keylen, char *leases, size_t leaseslen)
+bool store_lane_keys(const char *prefix, const char *provider, const char *key_id,
+                     const char *model, char *key, size_t keylen, char *leases, size_t leaseslen)
 {
 	const char *id = key_id != NULL && key_id[0] != '\0' ? key_id : "-";
-	int a = snprintf(key, keylen, "%s%s:%s", prefix, provider, id);
-	int b = snprintf(leases, leaseslen, "%s%s:%s:leases", prefix, provider, id);
+	int a, b;
+	if (model != NULL && model[0] != '\0') {
+		a = snprintf(key, keylen, "%s%s:%s:m%zu:%s", prefix, provider, id, strlen(model),
+		             model);
+		b = snprintf(leases, leaseslen, "%s%s:%s:m%zu:%s:leases", prefix, provider, id,
+		             strlen(model), model);
+	} else {
+		a = snprintf(key, keylen, "%s%s:%s", prefix, provider, id);
+		b = snprintf(leases, leaseslen, "%s%s:%s:leases", prefix, provider, id);
+	}
 	return a > 0 && (size_t)a < keylen && b > 0 && (size_t)b < leaseslen;
 }
 

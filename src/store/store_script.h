@@ -64,10 +64,14 @@ struct store_cmd {
 	char buf[STORE_MAX_ARGS][STORE_ARG_LEN]; /* numbers formatted here */
 };
 
-/* The key names of a lane: prefix + provider + ':' + key id ("-" for the
- * anonymous lane), and the same + ":leases". Returns false when they do not fit. */
-bool store_lane_keys(const char *prefix, const char *provider, const char *key_id, char *key,
-                     size_t keylen, char *leases, size_t leaseslen);
+/* The key names of a lane: prefix + provider + ':' + its scope's name ("-"
+ * for the anonymous lane), then for a lane of a model group ':m' + the
+ * group's length + ':' + the group (the length keeps a group named like the
+ * suffix apart), and the same + ":leases". Every replica names a lane the
+ * same: scopes and groups come from the configuration, the answers and
+ * fixed-seed hashes. Returns false when they do not fit. */
+bool store_lane_keys(const char *prefix, const char *provider, const char *key_id,
+                     const char *model, char *key, size_t keylen, char *leases, size_t leaseslen);
 
 /* EVALSHA decide: the gates (n <= STORE_MAX_GATES), a lease when lease_cap > 0
  * (member names it: replica id and dispatch number). Strings must outlive cmd. */

@@ -90,12 +90,12 @@ static struct bench_lanes_result bench_lanes(struct config *cfg, unsigned n)
 
 	cfg->limits.max_lanes = n;
 	size_t heap0 = bench_heap();
-	struct registry *reg = registry_new();
+	struct registry *reg = registry_new(1);
 	if (reg == NULL)
 		bench_fail("registry_new failed");
 	for (unsigned i = 0; i < n; i++) {
 		bench_key(i, key);
-		if (registry_lane(reg, cfg, prov, key, now, NULL, NULL) == NULL)
+		if (registry_key_lane(reg, cfg, prov, key, now, NULL, NULL) == NULL)
 			bench_fail("registry_lane refused a lane under max_lanes");
 	}
 	size_t heap1 = bench_heap();
@@ -109,7 +109,7 @@ static struct bench_lanes_result bench_lanes(struct config *cfg, unsigned n)
 	do {
 		for (int k = 0; k < 1024; k++, cycles++, now++) {
 			struct sched_lane *lane =
-			    registry_lane(reg, cfg, prov, probe, now, NULL, NULL);
+			    registry_key_lane(reg, cfg, prov, probe, now, NULL, NULL);
 			if (lane == NULL || sched_submit(lane, &it, &(struct sched_request){0}, now,
 			                                 &evicted) != SCHED_OK)
 				bench_fail("submit refused");
@@ -134,11 +134,11 @@ static double bench_queue(struct config *cfg, unsigned depth)
 	cfg->limits.max_lanes = 1;
 	int64_t now = 1000000;
 
-	struct registry *reg = registry_new();
+	struct registry *reg = registry_new(1);
 	struct sched_item *items = calloc(depth, sizeof(*items));
 	if (reg == NULL || items == NULL)
 		bench_fail("out of memory");
-	struct sched_lane *lane = registry_lane(reg, cfg, prov, NULL, now, NULL, NULL);
+	struct sched_lane *lane = registry_key_lane(reg, cfg, prov, NULL, now, NULL, NULL);
 	if (lane == NULL)
 		bench_fail("registry_lane failed");
 	for (unsigned i = 0; i < depth; i++)
@@ -186,10 +186,10 @@ static struct sched_lane *bench_one_lane(struct config *cfg, struct registry **r
 	plan->queue.max_depth = depth + 1;
 	plan->queue.max_wait_s = 86400;
 	cfg->limits.max_lanes = 1;
-	*reg = registry_new();
+	*reg = registry_new(1);
 	if (*reg == NULL)
 		bench_fail("out of memory");
-	struct sched_lane *lane = registry_lane(*reg, cfg, prov, NULL, now, NULL, NULL);
+	struct sched_lane *lane = registry_key_lane(*reg, cfg, prov, NULL, now, NULL, NULL);
 	if (lane == NULL)
 		bench_fail("registry_lane failed");
 	return lane;

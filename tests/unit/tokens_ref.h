@@ -333,6 +333,14 @@ static bool ref_merge_usage(json_t *usage, struct tokens_usage *u, bool gemini)
 		         ref_get_count(usage, "input_tokens", &in);
 		if (has_in && ref_get_count(usage, "cache_creation_input_tokens", &extra))
 			in += extra;
+		int64_t cc = 0, cr = 0;
+		bool hcc = ref_get_count(usage, "cache_creation_input_tokens", &cc);
+		bool hcr = ref_get_count(usage, "cache_read_input_tokens", &cr);
+		if (hcc || hcr) {
+			u->has_cache = true;
+			u->cache_creation = hcc ? cc : 0;
+			u->cache_read = hcr ? cr : 0;
+		}
 		has_out = ref_get_count(usage, "completion_tokens", &out) ||
 		          ref_get_count(usage, "output_tokens", &out);
 		has_total = ref_get_count(usage, "total_tokens", &total);

@@ -108,8 +108,8 @@ export const tests = [
       for (const l of first.split('\n')) if (l.trim()) console.log(`#   | ${l}`);
       assert.match(first, /^pacerd 127\.0\.0\.1:\d+ {2}up \d+s {2}in flight \d+ {2}req\/s \d+\.\d {2}lanes 2 {2}sort: activity/m);
       assert.match(first, /^responses 2xx \d+ {2}4xx \d+ {2}5xx \d+ {2}429s absorbed \d+/m);
-      assert.match(first, /PROVIDER +KEY +PLAN +QUEUE +ETA +INFLIGHT +REQ\/S \(LIMIT\) +REMAINING +RESET +429\/M +STATE/);
-      assert.match(first, new RegExp(`^openai +${keyHash(fast)} +fast +\\d+ +\\S+ +\\d+/\\d+ +\\d+\\.\\d/20\\.0 .* (open|adaptive|held|probing)`, 'm'));
+      assert.match(first, /PROVIDER +KEY +MODEL +PLAN +QUEUE +ETA +INFLIGHT +REQ\/S \(LIMIT\) +REMAINING +RESET +429\/M +STATE/);
+      assert.match(first, new RegExp(`^openai +${keyHash(fast)} +\\S+ +fast +\\d+ +\\S+ +\\d+/\\d+ +\\d+\\.\\d/20\\.0 .* (open|adaptive|held|probing)`, 'm'));
       assert.deepEqual(rowOrder(first), [keyHash(fast), keyHash(slow)], 'by activity: the fast lane first');
 
       await sleep(2200);

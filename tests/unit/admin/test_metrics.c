@@ -99,7 +99,7 @@ START_TEST(series_survive_reload_by_name)
 {
 	struct config *a = defaults(), *c = defaults();
 	struct reqstats *m = reqstats_new();
-	struct registry *reg = registry_new();
+	struct registry *reg = registry_new(1);
 	reqstats_bind(m, a);
 	const struct provider_conf *pa = &a->providers[0];
 	struct reqstats_request rq = {.queue_ms = 5,
@@ -161,12 +161,13 @@ START_TEST(top_lanes_most_dispatched)
 	struct config *cfg = defaults();
 	struct reqstats *m = reqstats_new();
 	reqstats_bind(m, cfg);
-	struct registry *reg = registry_new();
+	struct registry *reg = registry_new(1);
 	const struct provider_conf *prov = &cfg->providers[0];
 	for (int i = 0; i < 10; i++) {
 		char hash[65];
 		snprintf(hash, sizeof(hash), "%064x", i + 1);
-		struct sched_lane *lane = registry_lane(reg, cfg, prov, hash, 1000 + i, NULL, NULL);
+		struct sched_lane *lane =
+		    registry_key_lane(reg, cfg, prov, hash, 1000 + i, NULL, NULL);
 		ck_assert_ptr_nonnull(lane);
 		lane->stats.dispatched = (uint64_t)((i * 7) % 10); /* 0 7 4 1 8 5 2 9 6 3 */
 	}

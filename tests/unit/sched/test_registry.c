@@ -14,7 +14,7 @@
 static struct config *cfg;
 static struct registry *reg;
 static int evicted;
-static char evicted_keys[8][16]; /* key_id of the first evicted lanes, in order */
+static char evicted_keys[8][24]; /* key_id of the first evicted lanes, in order */
 static struct sched_item *ev;    /* what sched_submit evicted: never, here */
 
 static void count_evicted(struct sched_lane *lane, void *arg)
@@ -46,7 +46,7 @@ static void setup(void)
 	           "  slow: { max_requests_per_second: 5 }\n"
 	           "keys:\n"
 	           "  - { provider: openai, key_sha256: ba7816bf8f01, plan: slow }\n");
-	reg = registry_new();
+	reg = registry_new(1);
 	evicted = 0;
 }
 
@@ -63,8 +63,8 @@ static const char *OTHER = "0000000000000000000000000000000000000000000000000000
 START_TEST(same_key_same_lane)
 {
 	const struct provider_conf *openai = config_provider(cfg, "openai");
-	struct sched_lane *a = registry_lane(reg, cfg, openai, ABC, 1000, count_evicted, NULL);
-	struct sched_lane *b = registry_lane(reg, cfg, openai, ABC, 1001, count_evicted, NULL);
+	struct sched_lane *a = registry_key_lane(reg, cfg, openai, ABC, 1000, count_evicted, NULL);
+	struct sched_lane *b = registry_key_lane(reg, cfg, openai, ABC, 1001, count_evicted, NULL);
 	ck_assert_ptr_nonnull(a);
 	ck_assert_ptr_eq(a, b);
 	ck_assert_int_eq(registry_count(reg), 1);
@@ -76,28 +76,28 @@ START_TEST(providers_and_anonymous_are_separate)
 {
 	const struct provider_conf *openai = config_provider(cfg, "openai");
 	const struct provider_conf *anthropic = config_provider(cfg, "anthropic");
-	struct sched_lane *a = registry_lane(reg, cfg, openai, ABC, 1000, NULL, NULL);
-	struct sched_lane *b = registry_lane(reg, cfg, anthropic, ABC, 1000, NULL, NULL);
+	struct sched_lane *a = registry_key_lane(reg, cfg, openai, ABC, 1000, NULL, NULL);
+	struct sched_lane *b = registry_key_lane(reg, cfg, anthropic, ABC, 1000, NULL, NULL);
 	ck_assert_ptr_ne(a, b);
 	teardown();
 	setup();
 	openai = config_provider(cfg, "openai");
-	struct sched_lane *anon = registry_lane(reg, cfg, openai, NULL, 1000, NULL, NULL);
+	struct sched_lane *anon = registry_key_lane(reg, cfg, openai, NULL, 1000, NULL, NULL);
 	ck_assert_ptr_nonnull(anon);
 	ck_assert_str_eq(anon->key_id, "anonymous");
-	ck_assert_ptr_eq(anon, registry_lane(reg, cfg, openai, "", 1000, NULL, NULL));
+	ck_assert_ptr_eq(anon, registry_key_lane(reg, cfg, openai, "", 1000, NULL, NULL));
 }
 END_TEST
 
 START_TEST(plan_by_key_prefix)
 {
 	const struct provider_conf *openai = config_provider(cfg, "openai");
-	ck_assert_str_eq(registry_plan_for(cfg, openai, ABC)->name, "slow");
-	ck_assert_str_eq(registry_plan_for(cfg, openai, OTHER)->name, "default");
-	ck_assert_str_eq(registry_plan_for(cfg, openai, NULL)->name, "default");
-	ck_assert_str_eq(registry_plan_for(cfg, config_provider(cfg, "anthropic"), ABC)->name,
+	ck_assert_str_eq(config_plan_for(cfg, openai, ABC, NULL)->name, "slow");
+	ck_assert_str_eq(config_plan_for(cfg, openai, OTHER, NULL)->name, "default");
+	ck_assert_str_eq(config_plan_for(cfg, openai, NULL, NULL)->name, "default");
+	ck_assert_str_eq(config_plan_for(cfg, config_provider(cfg, "anthropic"), ABC, NULL)->name,
 	                 "default");
-	struct sched_lane *l = registry_lane(reg, cfg, openai, ABC, 1000, NULL, NULL);
+	struct sched_lane *l = registry_key_lane(reg, cfg, openai, ABC, 1000, NULL, NULL);
 	ck_assert_str_eq(l->plan->name, "slow");
 }
 END_TEST
@@ -105,10 +105,11 @@ END_TEST
 START_TEST(cap_evicts_one_idle_lane)
 {
 	const struct provider_conf *openai = config_provider(cfg, "openai");
-	ck_assert_ptr_nonnull(registry_lane(reg, cfg, openai, ABC, 1000, count_evicted, NULL));
-	ck_assert_ptr_nonnull(registry_lane(reg, cfg, openai, OTHER, 1001, count_evicted, NULL));
+	ck_assert_ptr_nonnull(registry_key_lane(reg, cfg, openai, ABC, 1000, count_evicted, NULL));
+	ck_assert_ptr_nonnull(
+	    registry_key_lane(reg, cfg, openai, OTHER, 1001, count_evicted, NULL));
 	/* Both idle: a third key takes the place of the older one only. */
-	ck_assert_ptr_nonnull(registry_lane(reg, cfg, openai, NULL, 1002, count_evicted, NULL));
+	ck_assert_ptr_nonnull(registry_key_lane(reg, cfg, openai, NULL, 1002, count_evicted, NULL));
 	ck_assert_int_eq(evicted, 1);
 	ck_assert_str_eq(evicted_keys[0], "ba7816bf8f01");
 	ck_assert_int_eq(registry_count(reg), 2);
@@ -142,7 +143,7 @@ START_TEST(cap_evicts_the_least_recently_used)
 	struct sched_lane *l[4];
 	for (int i = 0; i < 4; i++) {
 		key(i, k);
-		l[i] = registry_lane(reg, cfg, openai, k, 1000 + i, count_evicted, NULL);
+		l[i] = registry_key_lane(reg, cfg, openai, k, 1000 + i, count_evicted, NULL);
 		ck_assert_ptr_nonnull(l[i]);
 	}
 	/* Used in the order 2, 0, 3, 1: 2 is now the least recently used. */
@@ -152,11 +153,11 @@ START_TEST(cap_evicts_the_least_recently_used)
 	use(l[1], 2003);
 	/* A lookup of a known key is not a new lane: nothing goes. */
 	key(3, k);
-	ck_assert_ptr_eq(registry_lane(reg, cfg, openai, k, 2004, count_evicted, NULL), l[3]);
+	ck_assert_ptr_eq(registry_key_lane(reg, cfg, openai, k, 2004, count_evicted, NULL), l[3]);
 	ck_assert_int_eq(evicted, 0);
 
 	key(4, k);
-	ck_assert_ptr_nonnull(registry_lane(reg, cfg, openai, k, 2005, count_evicted, NULL));
+	ck_assert_ptr_nonnull(registry_key_lane(reg, cfg, openai, k, 2005, count_evicted, NULL));
 	ck_assert_int_eq(evicted, 1);
 	ck_assert_str_eq(evicted_keys[0], "000000000002");
 	/* The others are the same lanes as before. */
@@ -164,15 +165,15 @@ START_TEST(cap_evicts_the_least_recently_used)
 		if (i == 2)
 			continue;
 		key(i, k);
-		ck_assert_ptr_eq(registry_lane(reg, cfg, openai, k, 2006, count_evicted, NULL),
+		ck_assert_ptr_eq(registry_key_lane(reg, cfg, openai, k, 2006, count_evicted, NULL),
 		                 l[i]);
 	}
 	ck_assert_int_eq(evicted, 1);
 	/* Next in line: 0, then 3 (1 was used last, the new lane 4 after it). */
 	key(5, k);
-	registry_lane(reg, cfg, openai, k, 2007, count_evicted, NULL);
+	registry_key_lane(reg, cfg, openai, k, 2007, count_evicted, NULL);
 	key(6, k);
-	registry_lane(reg, cfg, openai, k, 2008, count_evicted, NULL);
+	registry_key_lane(reg, cfg, openai, k, 2008, count_evicted, NULL);
 	ck_assert_int_eq(evicted, 3);
 	ck_assert_str_eq(evicted_keys[1], "000000000000");
 	ck_assert_str_eq(evicted_keys[2], "000000000003");
@@ -190,7 +191,7 @@ START_TEST(a_busy_lane_is_never_evicted)
 	struct sched_lane *l[4];
 	for (int i = 0; i < 4; i++) {
 		key(i, k);
-		l[i] = registry_lane(reg, cfg, openai, k, 1000 + i, count_evicted, NULL);
+		l[i] = registry_key_lane(reg, cfg, openai, k, 1000 + i, count_evicted, NULL);
 	}
 	/* The three oldest busy three ways: queued, in flight, retry waiting. */
 	sched_submit(l[0], &q, &(struct sched_request){0}, 1000, &ev);
@@ -203,32 +204,32 @@ START_TEST(a_busy_lane_is_never_evicted)
 	ck_assert_int_eq(registry_idle_count(reg), 1);
 
 	key(10, k);
-	ck_assert_ptr_nonnull(registry_lane(reg, cfg, openai, k, 5000, count_evicted, NULL));
+	ck_assert_ptr_nonnull(registry_key_lane(reg, cfg, openai, k, 5000, count_evicted, NULL));
 	ck_assert_int_eq(evicted, 1);
 	ck_assert_str_eq(evicted_keys[0], "000000000003"); /* the idle one */
 	/* The new lane 10 is idle: the next new key takes its place... */
 	key(11, k);
-	ck_assert_ptr_nonnull(registry_lane(reg, cfg, openai, k, 5001, count_evicted, NULL));
+	ck_assert_ptr_nonnull(registry_key_lane(reg, cfg, openai, k, 5001, count_evicted, NULL));
 	ck_assert_int_eq(evicted, 2);
 	ck_assert_str_eq(evicted_keys[1], "00000000000a");
 	/* ...and once it is busy too, a new key is refused. */
 	struct sched_item x;
-	sched_submit(registry_lane(reg, cfg, openai, k, 5002, count_evicted, NULL), &x,
+	sched_submit(registry_key_lane(reg, cfg, openai, k, 5002, count_evicted, NULL), &x,
 	             &(struct sched_request){0}, 5002, &ev);
 	key(12, k);
-	ck_assert_ptr_null(registry_lane(reg, cfg, openai, k, 5003, count_evicted, NULL));
+	ck_assert_ptr_null(registry_key_lane(reg, cfg, openai, k, 5003, count_evicted, NULL));
 	ck_assert_int_eq(evicted, 2);
 	ck_assert_int_eq(registry_evict_idle(reg, 1000000, 1, count_evicted, NULL), 0);
 	for (int i = 0; i < 3; i++) {
 		key(i, k);
-		ck_assert_ptr_eq(registry_lane(reg, cfg, openai, k, 5004, count_evicted, NULL),
+		ck_assert_ptr_eq(registry_key_lane(reg, cfg, openai, k, 5004, count_evicted, NULL),
 		                 l[i]);
 	}
 	sched_cancel(l[0], &q);
 	sched_complete(l[1], &f, SCHED_SUCCESS, 5005);
 	sched_cancel(l[2], &w);
 	key(11, k);
-	sched_cancel(registry_lane(reg, cfg, openai, k, 5006, count_evicted, NULL), &x);
+	sched_cancel(registry_key_lane(reg, cfg, openai, k, 5006, count_evicted, NULL), &x);
 	ck_assert_int_eq(registry_idle_count(reg), 4);
 }
 END_TEST
@@ -242,15 +243,16 @@ START_TEST(idle_sweep_evicts_exactly_the_expired)
 	struct sched_item busy_item;
 	/* Lane 0 busy since 500; lanes 1..5 last used at 1000, 2000, ... 5000. */
 	key(0, k);
-	struct sched_lane *busy = registry_lane(reg, cfg, openai, k, 500, count_evicted, NULL);
+	struct sched_lane *busy = registry_key_lane(reg, cfg, openai, k, 500, count_evicted, NULL);
 	sched_submit(busy, &busy_item, &(struct sched_request){0}, 500, &ev);
 	for (int i = 5; i >= 1; i--) { /* created in reverse: the list follows use */
 		key(i, k);
-		registry_lane(reg, cfg, openai, k, 600, count_evicted, NULL);
+		registry_key_lane(reg, cfg, openai, k, 600, count_evicted, NULL);
 	}
 	for (int i = 1; i <= 5; i++) {
 		key(i, k);
-		use(registry_lane(reg, cfg, openai, k, i * 1000, count_evicted, NULL), i * 1000);
+		use(registry_key_lane(reg, cfg, openai, k, i * 1000, count_evicted, NULL),
+		    i * 1000);
 	}
 	ck_assert_int_eq(registry_evict_idle(reg, 10999, 10000, count_evicted, NULL), 0);
 	/* At 12500 with a TTL of 10 s: idle since 1000 and 2000 expire, 3000 not. */
@@ -264,7 +266,7 @@ START_TEST(idle_sweep_evicts_exactly_the_expired)
 	ck_assert_int_eq(registry_evict_idle(reg, 15000, 10000, count_evicted, NULL), 3);
 	ck_assert_int_eq(registry_count(reg), 1); /* the busy lane, idle-aged or not */
 	key(0, k);
-	ck_assert_ptr_eq(registry_lane(reg, cfg, openai, k, 15000, count_evicted, NULL), busy);
+	ck_assert_ptr_eq(registry_key_lane(reg, cfg, openai, k, 15000, count_evicted, NULL), busy);
 	sched_cancel(busy, &busy_item);
 	ck_assert_int_eq(registry_evict_idle(reg, 15000, 0, count_evicted, NULL), 1);
 	ck_assert_int_eq(registry_count(reg), 0);
@@ -284,24 +286,25 @@ START_TEST(a_lane_takes_at_most_1_kib)
 	const int n = 1000;
 	registry_free(reg, NULL, NULL);
 	struct mallinfo2 m0 = mallinfo2();
-	reg = registry_new();
+	reg = registry_new(1);
 	for (int i = 0; i < n; i++) {
 		key(i, k);
-		ck_assert_ptr_nonnull(registry_lane(reg, cfg, openai, k, 1000, NULL, NULL));
+		ck_assert_ptr_nonnull(registry_key_lane(reg, cfg, openai, k, 1000, NULL, NULL));
 	}
 	struct mallinfo2 m1 = mallinfo2();
 	size_t counted = registry_heap_bytes(reg);
 	ck_assert_uint_le(counted / n, 1024);
 	size_t grown = (m1.uordblks + m1.hblkhd) - (m0.uordblks + m0.hblkhd);
 	ck_assert_uint_le(grown / n, 1024);
-	/* The struct itself, with room left for the registry's entry and the
-	 * allocator's header within the 1 KiB (it is 816 B with the input and
-	 * output token gates, the holds, the quota and the daily budget). */
-	ck_assert_uint_le(sizeof(struct sched_lane), 896);
+	/* The struct itself, with room left for the registry's entry (24 B)
+	 * and the allocator's header within the 1 KiB (it is 952 B with the
+	 * input and output token gates, the holds, the quota, the daily budget,
+	 * and since issue 18 the scope, the model group and the cost model). */
+	ck_assert_uint_le(sizeof(struct sched_lane), 960);
 
 	/* What a lane allocates later is counted, and freed with it. */
 	key(0, k);
-	struct sched_lane *l = registry_lane(reg, cfg, openai, k, 1000, NULL, NULL);
+	struct sched_lane *l = registry_key_lane(reg, cfg, openai, k, 1000, NULL, NULL);
 	struct sched_item it;
 	use(l, 1000);
 	struct rlh_result h;
@@ -323,11 +326,12 @@ START_TEST(cap_refuses_when_nothing_is_idle)
 {
 	const struct provider_conf *openai = config_provider(cfg, "openai");
 	struct sched_item a, b;
-	struct sched_lane *la = registry_lane(reg, cfg, openai, ABC, 1000, count_evicted, NULL);
-	struct sched_lane *lb = registry_lane(reg, cfg, openai, OTHER, 1000, count_evicted, NULL);
+	struct sched_lane *la = registry_key_lane(reg, cfg, openai, ABC, 1000, count_evicted, NULL);
+	struct sched_lane *lb =
+	    registry_key_lane(reg, cfg, openai, OTHER, 1000, count_evicted, NULL);
 	sched_submit(la, &a, &(struct sched_request){0}, 1000, &ev);
 	sched_submit(lb, &b, &(struct sched_request){0}, 1000, &ev);
-	ck_assert_ptr_null(registry_lane(reg, cfg, openai, NULL, 1000, count_evicted, NULL));
+	ck_assert_ptr_null(registry_key_lane(reg, cfg, openai, NULL, 1000, count_evicted, NULL));
 	ck_assert_int_eq(evicted, 0);
 	sched_cancel(la, &a);
 	sched_cancel(lb, &b);
@@ -338,8 +342,8 @@ START_TEST(idle_ttl)
 {
 	const struct provider_conf *openai = config_provider(cfg, "openai");
 	struct sched_item it;
-	struct sched_lane *busy = registry_lane(reg, cfg, openai, ABC, 1000, NULL, NULL);
-	registry_lane(reg, cfg, openai, OTHER, 1000, NULL, NULL);
+	struct sched_lane *busy = registry_key_lane(reg, cfg, openai, ABC, 1000, NULL, NULL);
+	registry_key_lane(reg, cfg, openai, OTHER, 1000, NULL, NULL);
 	sched_submit(busy, &it, &(struct sched_request){0}, 1000, &ev);
 	ck_assert_int_eq(registry_evict_idle(reg, 5000, 10000, count_evicted, NULL), 0);
 	ck_assert_int_eq(registry_evict_idle(reg, 11000, 10000, count_evicted, NULL), 1);
@@ -357,14 +361,14 @@ START_TEST(grows_past_initial_buckets)
 	struct sched_lane *first = NULL;
 	for (int i = 0; i < 1000; i++) {
 		snprintf(key, sizeof(key), "%064x", i);
-		struct sched_lane *l = registry_lane(reg, cfg, openai, key, 1000, NULL, NULL);
+		struct sched_lane *l = registry_key_lane(reg, cfg, openai, key, 1000, NULL, NULL);
 		ck_assert_ptr_nonnull(l);
 		if (i == 0)
 			first = l;
 	}
 	ck_assert_int_eq(registry_count(reg), 1000);
 	snprintf(key, sizeof(key), "%064x", 0);
-	ck_assert_ptr_eq(registry_lane(reg, cfg, openai, key, 1000, NULL, NULL), first);
+	ck_assert_ptr_eq(registry_key_lane(reg, cfg, openai, key, 1000, NULL, NULL), first);
 }
 END_TEST
 

@@ -239,8 +239,8 @@ static char key[128], leases[128];
 static void lane(const char *key_id)
 {
 	key[0] = '\0';
-	ck_assert(
-	    store_lane_keys("pacerd:", "prov", key_id, key, sizeof(key), leases, sizeof(leases)));
+	ck_assert(store_lane_keys("pacerd:", "prov", key_id, NULL, key, sizeof(key), leases,
+	                          sizeof(leases)));
 }
 
 static struct store_verdict decide_full(unsigned cap, const char *member, double lease_ms,
@@ -1161,7 +1161,7 @@ START_TEST(every_key_expires)
 	struct store_cmd c;
 	/* the key names are what the caller passes: provider and key id (a hash
 	 * prefix), never the API key */
-	ck_assert(store_lane_keys("pacerd:", "openai", "3f9a1c", key, sizeof(key), leases,
+	ck_assert(store_lane_keys("pacerd:", "openai", "3f9a1c", NULL, key, sizeof(key), leases,
 	                          sizeof(leases)));
 	ck_assert_str_eq(key, "pacerd:openai:3f9a1c");
 	ck_assert_str_eq(leases, "pacerd:openai:3f9a1c:leases");
@@ -1238,22 +1238,32 @@ END_TEST
 START_TEST(lane_keys)
 {
 	char k[64], l[64];
-	ck_assert(store_lane_keys("pacerd:", "anthropic", NULL, k, sizeof(k), l, sizeof(l)));
+	ck_assert(store_lane_keys("pacerd:", "anthropic", NULL, NULL, k, sizeof(k), l, sizeof(l)));
 	ck_assert_str_eq(k, "pacerd:anthropic:-");
 	ck_assert_str_eq(l, "pacerd:anthropic:-:leases");
-	ck_assert(store_lane_keys("pacerd:", "anthropic", "", k, sizeof(k), l, sizeof(l)));
+	ck_assert(store_lane_keys("pacerd:", "anthropic", "", NULL, k, sizeof(k), l, sizeof(l)));
 	ck_assert_str_eq(k, "pacerd:anthropic:-");
-	ck_assert(store_lane_keys("", "p", "ab12", k, sizeof(k), l, sizeof(l)));
+	ck_assert(store_lane_keys("", "p", "ab12", NULL, k, sizeof(k), l, sizeof(l)));
 	ck_assert_str_eq(k, "p:ab12");
 	ck_assert_str_eq(l, "p:ab12:leases");
 	/* exactly fitting, and one byte short for either */
-	ck_assert(store_lane_keys("", "p", "ab12", k, 7, l, 14));
-	ck_assert(!store_lane_keys("", "p", "ab12", k, 6, l, 14));
-	ck_assert(!store_lane_keys("", "p", "ab12", k, 7, l, 13));
+	ck_assert(store_lane_keys("", "p", "ab12", NULL, k, 7, l, 14));
+	ck_assert(!store_lane_keys("", "p", "ab12", NULL, k, 6, l, 14));
+	ck_assert(!store_lane_keys("", "p", "ab12", NULL, k, 7, l, 13));
 	char longname[200];
 	memset(longname, 'x', sizeof(longname) - 1);
 	longname[sizeof(longname) - 1] = '\0';
-	ck_assert(!store_lane_keys("pacerd:", longname, "k", k, sizeof(k), l, sizeof(l)));
+	ck_assert(!store_lane_keys("pacerd:", longname, "k", NULL, k, sizeof(k), l, sizeof(l)));
+	/* a lane of a model group: the group after its length, so that a group
+	 * named like the leases suffix cannot meet another lane's keys */
+	ck_assert(store_lane_keys("pacerd:", "openai", "3f9a1c0b7d2e", "gpt-4o", k, sizeof(k), l,
+	                          sizeof(l)));
+	ck_assert_str_eq(k, "pacerd:openai:3f9a1c0b7d2e:m6:gpt-4o");
+	ck_assert_str_eq(l, "pacerd:openai:3f9a1c0b7d2e:m6:gpt-4o:leases");
+	ck_assert(store_lane_keys("", "p", "id:00aa", "x:leases", k, sizeof(k), l, sizeof(l)));
+	ck_assert_str_eq(k, "p:id:00aa:m8:x:leases");
+	ck_assert(store_lane_keys("", "p", "id:00aa", "", k, sizeof(k), l, sizeof(l)));
+	ck_assert_str_eq(k, "p:id:00aa");
 }
 END_TEST
 
