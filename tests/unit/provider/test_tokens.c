@@ -296,6 +296,49 @@ static const char anthropic_stream[] =
     "event: message_stop\n"
     "data: {\"type\":\"message_stop\"}\n\n";
 
+/* Whether the request named its output (the cost model then charges that, or
+ * else the lane's percentile), and Anthropic's cache counts in the usage. */
+START_TEST(output_named_and_cache_usage)
+{
+	struct tokens_cost c;
+	tokens_estimate("{\"messages\":[{\"content\":\"abcd\"}],\"max_tokens\":7}",
+	                strlen("{\"messages\":[{\"content\":\"abcd\"}],\"max_tokens\":7}"), 1024,
+	                &c);
+	ck_assert(c.output_named);
+	ck_assert_int_eq(c.output, 7);
+	tokens_estimate("{\"messages\":[{\"content\":\"abcd\"}]}",
+	                strlen("{\"messages\":[{\"content\":\"abcd\"}]}"), 1024, &c);
+	ck_assert(!c.output_named);
+	ck_assert_int_eq(c.output, 1024);
+	tokens_estimate("{\"model\":\"text-embedding-3\",\"input\":\"abcd\"}",
+	                strlen("{\"model\":\"text-embedding-3\",\"input\":\"abcd\"}"), 1024, &c);
+	ck_assert(c.output_named); /* an embedding names its output: none */
+	ck_assert_int_eq(c.output, 0);
+	tokens_estimate("not json", strlen("not json"), 1024, &c);
+	ck_assert(!c.output_named);
+
+	struct tokens_usage u;
+	static const char warm[] =
+	    "{\"usage\":{\"input_tokens\":100,\"cache_creation_input_tokens\":0,"
+	    "\"cache_read_input_tokens\":10000,\"output_tokens\":5}}";
+	ck_assert(tokens_usage_json(warm, sizeof(warm) - 1, &u));
+	ck_assert(u.has_cache);
+	ck_assert_int_eq(u.input, 100); /* reads do not count */
+	ck_assert_int_eq(u.cache_read, 10000);
+	ck_assert_int_eq(u.cache_creation, 0);
+	static const char cold[] = "{\"usage\":{\"input_tokens\":100,"
+	                           "\"cache_creation_input_tokens\":10000,\"output_tokens\":5}}";
+	ck_assert(tokens_usage_json(cold, sizeof(cold) - 1, &u));
+	ck_assert(u.has_cache);
+	ck_assert_int_eq(u.input, 10100); /* creation counts */
+	ck_assert_int_eq(u.cache_creation, 10000);
+	ck_assert_int_eq(u.cache_read, 0);
+	static const char plain[] = "{\"usage\":{\"prompt_tokens\":13,\"completion_tokens\":7}}";
+	ck_assert(tokens_usage_json(plain, sizeof(plain) - 1, &u));
+	ck_assert(!u.has_cache);
+}
+END_TEST
+
 START_TEST(sse_anthropic_cumulative)
 {
 	check_splits(anthropic_stream, 25, 15, 40, false);
@@ -748,6 +791,7 @@ static Suite *tokens_suite(void)
 	tcase_add_test(e, estimate_not_json);
 	tcase_add_test(e, estimate_model);
 	tcase_add_test(e, estimate_prompt_prefix);
+	tcase_add_test(e, output_named_and_cache_usage);
 	suite_add_tcase(s, e);
 	TCase *u = tcase_create("usage");
 	tcase_add_test(u, usage_json_responses);

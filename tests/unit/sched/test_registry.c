@@ -7,8 +7,10 @@
 #include <unistd.h>
 
 #include "core/config.h"
+#include "core/intern.h"
 #include "sched/registry.h"
 #include "sched/sched_lane-t.h"
+#include "sched/scope.h"
 #include "unit.h"
 
 static struct config *cfg;
@@ -372,6 +374,82 @@ START_TEST(grows_past_initial_buckets)
 }
 END_TEST
 
+/* A lane is (provider, scope, model group): the same key's requests for two
+ * models are two lanes; two keys in one scope and model share one; a model
+ * group is interned once however many lanes name it; the plan follows the
+ * model (model_plans). */
+START_TEST(lanes_by_scope_and_model)
+{
+	teardown();
+	cfg = load("plans:\n"
+	           "  small: { max_requests_per_second: 20 }\n"
+	           "  big: { max_requests_per_second: 2 }\n"
+	           "providers:\n"
+	           "  openai:\n"
+	           "    model_plans: { \"gpt-big*\": big, \"gpt-small\": small }\n");
+	reg = registry_new(7);
+	evicted = 0;
+	const struct provider_conf *openai = config_provider(cfg, "openai");
+	struct intern *names = registry_intern(reg);
+	const char *big = intern_get(names, "gpt-big", 7);
+	const char *small = intern_get(names, "gpt-small", 9);
+	struct registry_lane_id id = {
+	    .scope = registry_key_scope(ABC), .scope_name = "ba7816bf8f01", .key_hash = ABC};
+	id.model = big;
+	struct sched_lane *lb = registry_lane(reg, cfg, openai, &id, 1000, NULL, NULL);
+	id.model = small;
+	struct sched_lane *ls = registry_lane(reg, cfg, openai, &id, 1000, NULL, NULL);
+	id.model = NULL;
+	struct sched_lane *ln = registry_lane(reg, cfg, openai, &id, 1000, NULL, NULL);
+	ck_assert_ptr_nonnull(lb);
+	ck_assert_ptr_nonnull(ls);
+	ck_assert_ptr_nonnull(ln);
+	ck_assert_ptr_ne(lb, ls);
+	ck_assert_ptr_ne(lb, ln);
+	ck_assert_ptr_ne(ls, ln);
+	ck_assert_str_eq(lb->plan->name, "big");
+	ck_assert_str_eq(ls->plan->name, "small");
+	ck_assert_str_eq(ln->plan->name, "default");
+	ck_assert_str_eq(sched_lane_model(lb), "gpt-big");
+	ck_assert_ptr_null(sched_lane_model(ln));
+	ck_assert_ptr_eq(ln, registry_key_lane(reg, cfg, openai, ABC, 1000, NULL, NULL));
+
+	/* Two keys in one identity scope, one model: one lane, named by the
+	 * scope; each key alone is another. */
+	struct registry_lane_id shared = {.scope = scope_id(SCOPE_IDENTITY, 0xabcdef12345678),
+	                                  .scope_name = "id:00abcdef1234",
+	                                  .model = big,
+	                                  .key_hash = ABC};
+	struct sched_lane *s1 = registry_lane(reg, cfg, openai, &shared, 1000, NULL, NULL);
+	shared.key_hash = OTHER;
+	struct sched_lane *s2 = registry_lane(reg, cfg, openai, &shared, 1000, NULL, NULL);
+	ck_assert_ptr_eq(s1, s2);
+	ck_assert_ptr_ne(s1, lb);
+	ck_assert_str_eq(s1->key_id, "id:00abcdef1234");
+	ck_assert_int_eq(registry_count(reg), 4);
+
+	/* The lanes hold the names: the caller's references can go. */
+	intern_put(names, big);
+	intern_put(names, small);
+	ck_assert_uint_eq(intern_count(names), 2);
+	ck_assert_ptr_eq(registry_lane(reg, cfg, openai, &shared, 1000, NULL, NULL), s1);
+}
+END_TEST
+
+/* Keys whose hashes share their first 64 bits are still two lanes. */
+START_TEST(key_lanes_compare_the_whole_hash)
+{
+	const struct provider_conf *openai = config_provider(cfg, "openai");
+	const char *k1 = "1111111111111111000000000000000000000000000000000000000000000001";
+	const char *k2 = "1111111111111111000000000000000000000000000000000000000000000002";
+	ck_assert_uint_eq(registry_key_scope(k1), registry_key_scope(k2));
+	struct sched_lane *a = registry_key_lane(reg, cfg, openai, k1, 1000, NULL, NULL);
+	struct sched_lane *b = registry_key_lane(reg, cfg, openai, k2, 1000, NULL, NULL);
+	ck_assert_ptr_ne(a, b);
+	ck_assert_ptr_eq(a, registry_key_lane(reg, cfg, openai, k1, 1000, NULL, NULL));
+}
+END_TEST
+
 static Suite *registry_suite(void)
 {
 	Suite *s = suite_create("registry");
@@ -388,6 +466,8 @@ static Suite *registry_suite(void)
 	tcase_add_test(tc, cap_refuses_when_nothing_is_idle);
 	tcase_add_test(tc, idle_ttl);
 	tcase_add_test(tc, grows_past_initial_buckets);
+	tcase_add_test(tc, lanes_by_scope_and_model);
+	tcase_add_test(tc, key_lanes_compare_the_whole_hash);
 	suite_add_tcase(s, tc);
 	return s;
 }
