@@ -806,6 +806,8 @@ void exchange_start(struct exchanges *xs, struct hreq *client, const struct exch
 	if (lanes_wants_tokens(&x->ticket)) {
 		x->want_usage = true;
 		meter_stream(x, plan);
+	} else if (lanes_learns_cost(&x->ticket, &lc)) {
+		x->want_usage = true;
 	}
 	x->tokens_estimated = rq.cost_prompt + rq.cost_output;
 
@@ -930,7 +932,7 @@ static void learn_identity(struct exchange *x, const struct up_header *h, size_t
 		if (v == NULL || v[0] == '\0')
 			continue;
 		struct lane_request lr = {.key_hash = x->key_hash, .identity = x->identity};
-		lanes_learn_identity(x->xs->lanes, x->route.provider, &lr,
+		lanes_learn_identity(x->xs->lanes, &x->ticket, x->route.provider, &lr,
 		                     lanes_identity(x->route.provider, names[k].kind, v, strlen(v)),
 		                     x->t_headers);
 		return;

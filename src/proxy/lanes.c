@@ -268,7 +268,7 @@ static uint64_t scope_key(const struct provider_conf *prov, const char *key_hash
 	return scope_id(SCOPE_KEY, h ^ p);
 }
 
-void lanes_learn_identity(struct lanes *ls, const struct provider_conf *prov,
+void lanes_learn_identity(struct lanes *ls, struct lane_ticket *t, const struct provider_conf *prov,
                           const struct lane_request *r, uint64_t answer_identity, int64_t now)
 {
 	if (answer_identity == 0 || r->key_hash == NULL)
@@ -278,7 +278,22 @@ void lanes_learn_identity(struct lanes *ls, const struct provider_conf *prov,
 		return;
 	char kid[KEYID_NAME_SIZE], sid[32];
 	keyid_name(r->key_hash, kid);
-	scope_format(scope_id(SCOPE_IDENTITY, answer_identity), sid, sizeof(sid));
+	uint64_t scope = scope_id(SCOPE_IDENTITY, answer_identity);
+	scope_format(scope, sid, sizeof(sid));
+	/* The identity's lane for this model, made now from what this key's
+	 * lane knows of the budget (the headers it has seen describe the
+	 * identity's budget, not the key's), unless it exists already; not for
+	 * a key whose configured scope wins over what answers say. */
+	if (config_scope_for(ls->cref->cfg, prov, r->key_hash) == NULL) {
+		struct registry_lane_id id = {.scope = scope,
+		                              .scope_name = sid,
+		                              .model = t->lane->model,
+		                              .key_hash = r->key_hash};
+		struct sched_lane *lane =
+		    registry_lane(ls->reg, ls->cref->cfg, prov, &id, now, lane_evicted, ls);
+		if (lane != NULL && lane_shell_of(ls, lane) != NULL)
+			sched_lane_inherit(lane, t->lane);
+	}
 	struct log_line l;
 	if (log_begin(&l, LOG_INFO, "scope_learned")) {
 		log_str(&l, "provider", prov->name);
@@ -353,6 +368,11 @@ bool lanes_wants_tokens(const struct lane_ticket *t)
 	return sched_wants_tokens(t->lane);
 }
 
+bool lanes_learns_cost(const struct lane_ticket *t, const struct lane_cost *c)
+{
+	return c->prompt_key != 0 && t->lane->provider->cached_input == CACHED_INPUT_FREE;
+}
+
 void lanes_charge(struct lane_ticket *t, struct sched_request *rq, const struct lane_cost *c,
                   int64_t now)
 {
@@ -364,7 +384,8 @@ void lanes_charge(struct lane_ticket *t, struct sched_request *rq, const struct 
 	    .agent = rq->agent,
 	    .max_output = c->max_output,
 	};
-	if (!sched_wants_tokens(lane)) {
+	t->metered = sched_wants_tokens(lane);
+	if (!t->metered) {
 		rq->cost_prompt = rq->cost_output = 0;
 		return;
 	}
@@ -495,9 +516,10 @@ void lanes_tokens_used(struct lanes *ls, struct lane_ticket *t, const struct tok
                        int64_t now)
 {
 	struct sched_lane *lane = t->lane;
-	limiter_tokens_used(ls->shared, lane, &t->item, (double)u->total,
-	                    u->has_input ? (double)u->input : -1,
-	                    u->has_output ? (double)u->output : -1, now);
+	if (t->metered)
+		limiter_tokens_used(ls->shared, lane, &t->item, (double)u->total,
+		                    u->has_input ? (double)u->input : -1,
+		                    u->has_output ? (double)u->output : -1, now);
 	struct cost_usage cu = {
 	    .charged_input = u->has_input ? u->input : -1,
 	    .cache_creation = u->has_cache ? u->cache_creation : -1,

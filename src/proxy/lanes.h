@@ -42,7 +42,8 @@ struct lane_ticket {
 	struct sched_item item;     /* its place in the scheduler */
 	struct sched_lane *lane;    /* NULL until lanes_find found its lane */
 	struct shared_lease *lease; /* max_concurrent_global: held while in flight */
-	struct cost_request cost;   /* what it was charged for (lanes_submit), for cost_observe */
+	struct cost_request cost;   /* what it was charged for (lanes_charge), for cost_observe */
+	bool metered;               /* a token budget paces its lane: its gates were charged */
 };
 
 /* What picks a request's lane (DESIGN §2): the provider's limit scope and
@@ -116,15 +117,22 @@ const struct plan_conf *lanes_find(struct lanes *ls, struct lane_ticket *t,
  * every replica; value is value_len bytes. 0 when value is empty. */
 uint64_t lanes_identity(const struct provider_conf *prov, const char *kind, const char *value,
                         size_t value_len);
-/* An answer to a request made with key_hash (r: as lanes_find took it) named
- * the identity whose budget it billed: the key's next requests go to that
- * identity's lanes, shared with every key whose answers name it. */
-void lanes_learn_identity(struct lanes *ls, const struct provider_conf *prov,
+/* The answer to t (r: its request as lanes_find took it) named the identity
+ * whose budget it billed: the key's next requests go to that identity's
+ * lanes, shared with every key whose answers name it. A lane the identity
+ * gets this way starts with what t's lane learned (sched_lane_inherit). */
+void lanes_learn_identity(struct lanes *ls, struct lane_ticket *t, const struct provider_conf *prov,
                           const struct lane_request *r, uint64_t answer_identity, int64_t now_ms);
 /* The plan t's lane applies now (a reload may change it). */
 const struct plan_conf *lanes_plan(const struct lane_ticket *t);
-/* Whether a token budget paces t's lane: the caller then estimates the cost. */
+/* Whether a token budget paces t's lane: the caller then reads the answer's
+ * usage (lanes_tokens_used) and meters streams. */
 bool lanes_wants_tokens(const struct lane_ticket *t);
+/* Whether the answer's usage would teach t's lane what a prompt costs even
+ * though no token budget paces it yet: a cacheable prompt where cache reads
+ * are free, so that the lane knows the cache's share by the time a budget
+ * is learned (a coding agent's first wave is not charged ten full prompts). */
+bool lanes_learns_cost(const struct lane_ticket *t, const struct lane_cost *c);
 /* What t will be charged, into rq's costs: when a token budget paces the
  * lane (lanes_wants_tokens), what the provider will count of c (cost.h: the
  * prompt's cache share where cache reads are free, the lane's output

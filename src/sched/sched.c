@@ -434,6 +434,23 @@ static bool lane_learn_start(struct sched_lane *lane)
 	return true;
 }
 
+bool sched_lane_inherit(struct sched_lane *to, const struct sched_lane *from)
+{
+	if (to == from || to->dispatch_seq > 0 || lane_learns(to) || !lane_learns(from))
+		return false;
+	struct learned *l = malloc(RLH_N_BUDGETS * sizeof(*l));
+	if (l == NULL)
+		return false;
+	memcpy(l, from->learned, RLH_N_BUDGETS * sizeof(*l));
+	to->learned = l;
+	memcpy(to->charged, from->charged, sizeof(to->charged));
+	to->conc = from->conc;
+	to->delay = from->delay;
+	if (from->hold_until_ms > to->hold_until_ms)
+		to->hold_until_ms = from->hold_until_ms;
+	return true;
+}
+
 const struct learned *sched_learned(const struct sched_lane *lane, int b)
 {
 	if (!lane_learns(lane) || b < 0 || b >= RLH_N_BUDGETS || lane->learned[b].n_obs == 0)

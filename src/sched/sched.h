@@ -262,6 +262,13 @@ unsigned sched_concurrency_limit(const struct sched_lane *lane);
  * no decision asked of the store. */
 bool sched_lane_idle(const struct sched_lane *lane);
 
+/* A fresh lane (nothing dispatched, nothing learned) takes what `from`
+ * learned of the provider's budgets, its adaptive limits and its hold: the
+ * lane of a scope that keys were just found to share starts where the lane
+ * of the key that found it was, instead of sending a fresh lane's first
+ * burst into a budget already spent. False when it took nothing. */
+bool sched_lane_inherit(struct sched_lane *to, const struct sched_lane *from);
+
 /* What the lane learned of budget b (enum rlh_budget) from rate-limit
  * headers, or NULL while no response reported it. */
 const struct learned *sched_learned(const struct sched_lane *lane, int b);

@@ -3,7 +3,8 @@
 import assert from 'node:assert/strict';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
-import { SLOW, keyHash, recHeader, waitFor } from '../lib.mjs';
+import { SLOW, freePort, keyHash, recHeader, request, tryConnect, waitFor } from '../lib.mjs';
+import { startPacerdFor } from '../load.mjs';
 
 const openai = (p, apiKey = 'sk-test-openai-sdk-0001') =>
   new OpenAI({ apiKey, baseURL: `${p.url}/v1`, maxRetries: 0, timeout: 10000 * SLOW });
@@ -12,6 +13,18 @@ const anthropic = (p, apiKey = 'sk-ant-test-sdk-0001') =>
 
 // @anthropic-ai/sdk 0.x sent `x-api-key`; 1.x sends `Authorization: Bearer <apiKey>`.
 const anthropicKeyOf = (rec) => recHeader(rec, 'x-api-key') ?? recHeader(rec, 'authorization')?.replace(/^Bearer /, '');
+
+/** A pacerd of the test's own with an admin port, openai and anthropic upstream at a mock of its own (issue 18). */
+async function pacerdWithStatus(t) {
+  const mock = await t.startMock();
+  const aport = await freePort();
+  const p = await startPacerdFor(t, mock, { admin: { listen: `127.0.0.1:${aport}` }, providers: { anthropic: { upstream: mock.url } } });
+  await waitFor(async () => (await tryConnect(aport)) === 'open', { timeout_ms: 10000 * SLOW, what: 'the admin port' });
+  const lanes = async (provider, key) => JSON.parse((await request(`http://127.0.0.1:${aport}/status`)).body.toString())
+    .lanes.filter((l) => l.provider === provider && l.key === keyHash(key));
+  return { mock, p, lanes };
+}
+const laneModels = (ls) => ls.map((l) => JSON.stringify({ model: l.model, scope_kind: l.scope_kind, dispatched: l.counters?.dispatched })).join(' ');
 
 export const tests = [
   {
@@ -134,6 +147,52 @@ export const tests = [
       const line = await waitFor(() => p.logs().slice(before).find((l) => l.event === 'request' && l.provider === 'anthropic'),
         { timeout_ms: 2000 * SLOW, what: 'the request log line' });
       assert.equal(line.key, keyHash(key), `the SDK sends the key as ${sent}; pacerd's anthropic provider logged key "${line.key}"`);
+    },
+  },
+  {
+    // Issue 18: a lane per (provider, scope, model group). Two models through the SDK:
+    // both answer, and /status shows the key's two lanes, one per model.
+    name: 'openai: two models through the SDK, two lanes in /status (model gpt-4o and gpt-4o-mini)',
+    fn: async (t) => {
+      const { p, lanes } = await pacerdWithStatus(t);
+      const key = 'sk-test-openai-sdk-models';
+      const c = openai(p, key);
+      for (const model of ['gpt-4o', 'gpt-4o-mini', 'gpt-4o']) {
+        const r = await c.chat.completions.create({ model, messages: [{ role: 'user', content: `hello ${model}` }] });
+        assert.equal(r.model, model);
+        assert.equal(r.choices[0].message.content, 'tok tok tok tok tok ');
+      }
+      const ls = await lanes('openai', key);
+      console.log(`# openai SDK, two models: lanes ${laneModels(ls)}`);
+      assert.deepEqual(ls.map((l) => l.model).sort(), ['gpt-4o', 'gpt-4o-mini'], `lanes: ${laneModels(ls)}`);
+      assert.deepEqual(Object.fromEntries(ls.map((l) => [l.model, l.counters.dispatched])), { 'gpt-4o': 2, 'gpt-4o-mini': 1 });
+      for (const l of ls) assert.equal(l.scope_kind, 'key');
+    },
+  },
+  {
+    // Anthropic's built-in model classes: claude-sonnet-4-5 and claude-3-5-haiku-20241022
+    // are two groups (two lanes); claude-sonnet-4 and claude-sonnet-4-5 are one class,
+    // the lane "claude-sonnet-4".
+    name: 'anthropic: two model classes through the SDK, two lanes; claude-sonnet-4 and claude-sonnet-4-5 share the lane "claude-sonnet-4"',
+    fn: async (t) => {
+      const { p, lanes } = await pacerdWithStatus(t);
+      const key = 'sk-ant-test-sdk-models';
+      const c = anthropic(p, key);
+      const warn = console.warn;
+      console.warn = () => {}; // the SDK's model deprecation notices
+      try {
+        for (const model of ['claude-sonnet-4-5', 'claude-3-5-haiku-20241022', 'claude-sonnet-4']) {
+          const m = await c.messages.create({ model, max_tokens: 3, messages: [{ role: 'user', content: `hello ${model}` }] });
+          assert.equal(m.model, model);
+          assert.equal(m.content[0].text, 'tok tok tok ');
+        }
+      } finally {
+        console.warn = warn;
+      }
+      const ls = await lanes('anthropic', key);
+      console.log(`# anthropic SDK, two classes: lanes ${laneModels(ls)}`);
+      assert.deepEqual(ls.map((l) => l.model).sort(), ['claude-3-5-haiku', 'claude-sonnet-4'], `lanes: ${laneModels(ls)}`);
+      assert.deepEqual(Object.fromEntries(ls.map((l) => [l.model, l.counters.dispatched])), { 'claude-sonnet-4': 2, 'claude-3-5-haiku': 1 });
     },
   },
 ];

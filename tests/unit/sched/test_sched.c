@@ -775,6 +775,51 @@ START_TEST(learned_budgets_allocated_on_first_report)
 }
 END_TEST
 
+/* A scope's lane made when keys are found to share it starts with what the
+ * lane of the key that found it learned (sched_lane_inherit); never over a
+ * lane that has dispatched or learned already. */
+START_TEST(a_fresh_lane_inherits_what_was_learned)
+{
+	init_lane(AGENTS_OFF);
+	for (int i = 0; i < 3; i++) {
+		submit(&lane, &items[i], 0, 0, 0, 1000);
+		ck_assert_ptr_nonnull(sched_next(&lane, 1000));
+	}
+	struct rlh_result h;
+	memset(&h, 0, sizeof(h));
+	h.budget[RLH_REQUESTS] = (struct rlh_budget){.has_limit = true,
+	                                             .has_remaining = true,
+	                                             .has_reset = true,
+	                                             .limit = 100,
+	                                             .remaining = 10,
+	                                             .reset_ms = 60000};
+	ck_assert(sched_observe(&lane, &items[0], &h, 1100));
+	static struct sched_lane fresh, busy;
+	sched_lane_init(&fresh, prov, &plan, AGENTS_OFF, 1100);
+	ck_assert_ptr_null(sched_learned(&fresh, RLH_REQUESTS));
+	ck_assert(sched_lane_inherit(&fresh, &lane));
+	const struct learned *l = sched_learned(&fresh, RLH_REQUESTS);
+	ck_assert_ptr_nonnull(l);
+	struct learned_view v, w;
+	learned_view(l, 1100, &v);
+	learned_view(sched_learned(&lane, RLH_REQUESTS), 1100, &w);
+	ck_assert(v.remaining == w.remaining);
+	ck_assert(!sched_lane_inherit(&fresh, &lane)); /* it has learned now */
+	/* a lane that has dispatched keeps its own */
+	sched_lane_init(&busy, prov, &plan, AGENTS_OFF, 1100);
+	struct sched_item it;
+	submit(&busy, &it, 0, 0, 0, 1100);
+	ck_assert_ptr_nonnull(sched_next(&busy, 1100));
+	ck_assert(!sched_lane_inherit(&busy, &lane));
+	ck_assert_ptr_null(sched_learned(&busy, RLH_REQUESTS));
+	sched_complete(&busy, &it, SCHED_SUCCESS, 1200);
+	sched_lane_release(&busy);
+	sched_lane_release(&fresh);
+	for (int i = 0; i < 3; i++)
+		sched_complete(&lane, &items[i], SCHED_SUCCESS, 1200);
+}
+END_TEST
+
 START_TEST(idle_list_follows_the_lane)
 {
 	static struct sched_idle_list list; /* outlives the test: teardown unlinks */
@@ -1507,6 +1552,7 @@ static Suite *sched_suite(void)
 	tcase_add_test(tc, many_agents_are_all_serialized);
 	tcase_add_test(tc, learned_budgets_allocated_on_first_report);
 	tcase_add_test(tc, idle_list_follows_the_lane);
+	tcase_add_test(tc, a_fresh_lane_inherits_what_was_learned);
 	tcase_add_test(tc, priority_and_fair_share_order_the_queue);
 	tcase_add_test(tc, a_due_retry_goes_first_in_its_own_priority);
 	tcase_add_test(tc, a_full_queue_evicts_the_newest_of_the_lowest_priority);
