@@ -772,7 +772,8 @@ void exchange_start(struct exchanges *xs, struct hreq *client, const struct exch
 	const char *model;
 	size_t model_len;
 	model_of_request(x->route.path, x->route.path_len, &cost, model_buf, &model, &model_len);
-	memcpy(x->model, model, model_len);
+	if (model_len > 0)
+		memcpy(x->model, model, model_len);
 	x->model[model_len] = '\0';
 	x->identity = request_identity(prov, client);
 	struct lane_request lr = {
