@@ -804,7 +804,7 @@ void exchange_start(struct exchanges *xs, struct hreq *client, const struct exch
 	    .max_output = cost.output_named ? cost.output : -1,
 	};
 	lanes_charge(&x->ticket, &rq, &lc, now);
-	if (lanes_wants_tokens(&x->ticket)) {
+	if (x->ticket.metered) {
 		x->want_usage = true;
 		meter_stream(x, plan);
 	} else if (lanes_learns_cost(&x->ticket, &lc)) {

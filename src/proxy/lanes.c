@@ -363,11 +363,6 @@ const struct plan_conf *lanes_plan(const struct lane_ticket *t)
 	return t->lane->plan;
 }
 
-bool lanes_wants_tokens(const struct lane_ticket *t)
-{
-	return sched_wants_tokens(t->lane);
-}
-
 bool lanes_learns_cost(const struct lane_ticket *t, const struct lane_cost *c)
 {
 	return c->prompt_key != 0 && t->lane->provider->cached_input == CACHED_INPUT_FREE;
@@ -642,11 +637,6 @@ unsigned lanes_concurrency(const struct lane_ticket *t)
 int64_t lanes_dispatch_delay_ms(const struct lane_ticket *t)
 {
 	return aimd_delay_ms(&t->lane->delay);
-}
-
-size_t lanes_queue_depth(const struct lane_ticket *t)
-{
-	return sched_queue_depth(t->lane);
 }
 
 size_t lanes_count(const struct lanes *ls)

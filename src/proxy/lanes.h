@@ -43,7 +43,7 @@ struct lane_ticket {
 	struct sched_lane *lane;    /* NULL until lanes_find found its lane */
 	struct shared_lease *lease; /* max_concurrent_global: held while in flight */
 	struct cost_request cost;   /* what it was charged for (lanes_charge), for cost_observe */
-	bool metered;               /* a token budget paces its lane: its gates were charged */
+	bool metered; /* a token budget paced its lane at lanes_charge: its gates were charged */
 };
 
 /* What picks a request's lane (DESIGN §2): the provider's limit scope and
@@ -125,16 +125,14 @@ void lanes_learn_identity(struct lanes *ls, struct lane_ticket *t, const struct 
                           const struct lane_request *r, uint64_t answer_identity, int64_t now_ms);
 /* The plan t's lane applies now (a reload may change it). */
 const struct plan_conf *lanes_plan(const struct lane_ticket *t);
-/* Whether a token budget paces t's lane: the caller then reads the answer's
- * usage (lanes_tokens_used) and meters streams. */
-bool lanes_wants_tokens(const struct lane_ticket *t);
 /* Whether the answer's usage would teach t's lane what a prompt costs even
  * though no token budget paces it yet: a cacheable prompt where cache reads
  * are free, so that the lane knows the cache's share by the time a budget
  * is learned (a coding agent's first wave is not charged ten full prompts). */
 bool lanes_learns_cost(const struct lane_ticket *t, const struct lane_cost *c);
 /* What t will be charged, into rq's costs: when a token budget paces the
- * lane (lanes_wants_tokens), what the provider will count of c (cost.h: the
+ * lane (then t->metered: the caller reads the answer's usage and meters
+ * streams), what the provider will count of c (cost.h: the
  * prompt's cache share where cache reads are free, the lane's output
  * percentile when no maximum is named); else nothing. */
 void lanes_charge(struct lane_ticket *t, struct sched_request *rq, const struct lane_cost *c,
@@ -191,7 +189,6 @@ void lanes_pump(struct lanes *ls, struct sched_lane *lane);
 size_t lanes_in_flight(const struct lane_ticket *t);
 unsigned lanes_concurrency(const struct lane_ticket *t);
 int64_t lanes_dispatch_delay_ms(const struct lane_ticket *t);
-size_t lanes_queue_depth(const struct lane_ticket *t);
 
 size_t lanes_count(const struct lanes *ls);
 /* The lanes, read-only, for /status and /metrics. */
