@@ -1,6 +1,7 @@
 /* clock — see clock.h. */
 #include "core/clock.h"
 
+#include <math.h>
 #include <stdbool.h>
 #include <time.h>
 
@@ -39,12 +40,22 @@ long long clock_fresh_ms(void)
 	return clock_mono_cache;
 }
 
-long long clock_us_until(long long at_ms)
+double clock_precise_ms(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	long long us = at_ms * 1000 - ((long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000);
-	return us > 0 ? us : 0;
+	clock_mono_cache = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	clock_mono_valid = true;
+	return (double)ts.tv_sec * 1000.0 + (double)ts.tv_nsec / 1e6;
+}
+
+long long clock_us_until(double at_ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	/* Rounded up: a timer never fires before its instant. */
+	double us = ceil(at_ms * 1000.0) - ((double)ts.tv_sec * 1e6 + (double)(ts.tv_nsec / 1000));
+	return us > 0 ? (long long)us : 0;
 }
 
 void clock_turn_end(void)

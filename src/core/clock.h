@@ -30,8 +30,16 @@ long long clock_fresh_ms(void);
 /* Microseconds from now until the monotonic instant at_ms (0 when past), read
  * now, not cached: a timer for a paced lane is set to the microsecond, so that
  * it fires at its millisecond instead of up to one millisecond after it (the
- * millisecond clock's truncation would otherwise be added to every wake-up). */
-long long clock_us_until(long long at_ms);
+ * millisecond clock's truncation would otherwise be added to every wake-up).
+ * at_ms may carry a fraction: the paced lanes' gates open between two
+ * milliseconds. */
+long long clock_us_until(double at_ms);
+
+/* CLOCK_MONOTONIC read now, in milliseconds with their fraction (to the
+ * microsecond), and cached as the turn's time like clock_fresh_ms: for the
+ * paced lanes, whose gates space requests to the fraction of a millisecond
+ * (a whole-millisecond clock would cost up to one per interval). */
+double clock_precise_ms(void);
 
 /* CLOCK_REALTIME in milliseconds since the epoch: log timestamps and the
  * "now" that provider dates (HTTP-date, RFC 3339 resets) are measured from. */

@@ -1247,10 +1247,17 @@ static void on_up_done(void *ctx, enum up_error err, const char *detail)
 	lanes_pump(x->xs->lanes, lane);
 }
 
+static void on_up_sent(void *ctx)
+{
+	struct exchange *x = ctx;
+	lanes_sent(x->xs->lanes, &x->ticket);
+}
+
 static const struct up_handler relay_handler = {
     .on_headers = on_up_headers,
     .on_body = on_up_body,
     .on_done = on_up_done,
+    .on_sent = on_up_sent,
 };
 
 /* ---- the set ---- */

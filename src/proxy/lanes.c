@@ -42,7 +42,7 @@ struct lane_shell {
 	struct sched_lane *lane;
 	struct config_ref *cref; /* the configuration lane->provider and lane->plan point into */
 	struct event timer;
-	int64_t armed_ms;    /* instant the timer is set for; SCHED_NEVER = not armed */
+	double armed_ms;     /* instant the timer is set for; SCHED_NEVER = not armed */
 	unsigned last_limit; /* the concurrency limit last reported (lane_change) */
 	/* While the lane's quota is out: the upstream's refusal, replayed to
 	 * every request the lane refuses (a held answer's layout: head
@@ -99,7 +99,7 @@ static void on_lane_timer(evutil_socket_t fd, short what, void *arg)
 	struct lane_shell *sh = arg;
 	(void)fd;
 	(void)what;
-	sh->armed_ms = SCHED_NEVER;
+	sh->armed_ms = (double)SCHED_NEVER;
 	lane_pump(sh);
 }
 
@@ -114,7 +114,7 @@ static struct lane_shell *lane_shell_of(struct lanes *ls, struct sched_lane *lan
 	sh->ls = ls;
 	sh->lane = lane;
 	sh->cref = config_ref_get(ls->cref);
-	sh->armed_ms = SCHED_NEVER;
+	sh->armed_ms = (double)SCHED_NEVER;
 	sh->last_limit = sched_concurrency_limit(lane);
 	lane->shell = sh;
 	return sh;
@@ -135,12 +135,12 @@ static void lane_evicted(struct sched_lane *lane, void *arg)
 	lane->shell = NULL;
 }
 
-static void lane_arm(struct lane_shell *sh, int64_t wake, int64_t now)
+static void lane_arm(struct lane_shell *sh, double wake, double now)
 {
 	if (wake == sh->armed_ms)
 		return;
 	sh->armed_ms = wake;
-	if (wake == SCHED_NEVER) {
+	if (wake >= (double)SCHED_NEVER) {
 		evtimer_del(&sh->timer);
 		return;
 	}
@@ -164,14 +164,14 @@ static void lane_kick(struct sched_lane *lane)
 /* A paced lane decides on a fresh clock: the turn's cached one may be late
  * by however long the turn has run, and every dispatch charged that early
  * would shorten the spacing. An unpaced lane takes the turn's time. */
-static int64_t pump_now(const struct sched_lane *lane)
+static double pump_now(const struct sched_lane *lane)
 {
 	if (gates_enabled(&lane->gates) || lane->gates_mode == SCHED_GATES_SHARED)
-		return clock_fresh_ms();
+		return clock_precise_ms();
 	for (int b = 0; b < RLH_N_BUDGETS; b++)
 		if (sched_learned(lane, b) != NULL)
-			return clock_fresh_ms();
-	return now_ms();
+			return clock_precise_ms();
+	return (double)now_ms();
 }
 
 /* Keeps the daily budget's day: when the lane has none yet, or its reset has
@@ -209,7 +209,8 @@ static void lane_pump(struct lane_shell *sh)
 {
 	struct lanes *ls = sh->ls;
 	struct sched_lane *lane = sh->lane;
-	int64_t now = pump_now(lane);
+	double precise = pump_now(lane);
+	int64_t now = (int64_t)precise;
 	struct sched_item *it;
 	day_tick(lane, now);
 	while ((it = sched_expired(lane, now)) != NULL)
@@ -220,19 +221,20 @@ static void lane_pump(struct lane_shell *sh)
 			refuse_store_down(ls, T_OF_ITEM(it));
 	}
 	struct shared_lease *lease;
-	while ((it = limiter_next(ls->shared, lane, sh->shared, now, &lease)) != NULL) {
+	while ((it = limiter_next(ls->shared, lane, sh->shared, precise, &lease)) != NULL) {
 		struct lane_ticket *t = T_OF_ITEM(it);
 		t->lease = lease;
+		t->dispatched_at = precise;
 		ls->ev.dispatch(t);
 	}
 	/* A day's budget spent: what waits could only wait for tomorrow. */
 	if (sched_day_out(lane))
 		while ((it = sched_drain(lane)) != NULL)
 			refuse(ls, T_OF_ITEM(it), LANE_REFUSE_DAY_OUT, day_left_ms(lane));
-	int64_t wake = sched_wake_at(lane, now);
-	if (sched_day_limited(lane) && lane->day.resets_at_ms < wake)
-		wake = lane->day.resets_at_ms;
-	lane_arm(sh, wake, now);
+	double wake = sched_wake_at(lane, precise);
+	if (sched_day_limited(lane) && (double)lane->day.resets_at_ms < wake)
+		wake = (double)lane->day.resets_at_ms;
+	lane_arm(sh, wake, precise);
 }
 
 void lanes_pump(struct lanes *ls, struct sched_lane *lane)
@@ -530,6 +532,17 @@ void lanes_retry(struct lanes *ls, struct lane_ticket *t, int64_t ready_ms)
 {
 	(void)ls;
 	sched_retry(t->lane, &t->item, ready_ms);
+}
+
+void lanes_sent(struct lanes *ls, struct lane_ticket *t)
+{
+	struct sched_lane *lane = t->lane;
+	/* Only a paced lane spaces its sends; the others need not read the
+	 * clock. */
+	if (lane == NULL ||
+	    !(gates_enabled(&lane->gates) || lane->gates_mode == SCHED_GATES_SHARED))
+		return;
+	limiter_sent(ls->shared, lane, &t->item, clock_precise_ms());
 }
 
 void lanes_cancel(struct lanes *ls, struct lane_ticket *t)

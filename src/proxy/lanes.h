@@ -44,6 +44,7 @@ struct lane_ticket {
 	struct shared_lease *lease; /* max_concurrent_global: held while in flight */
 	struct cost_request cost;   /* what it was charged for (lanes_charge), for cost_observe */
 	bool metered; /* a token budget paced its lane at lanes_charge: its gates were charged */
+	double dispatched_at; /* the instant the lane let it go, ms with their fraction */
 };
 
 /* What picks a request's lane (DESIGN §2): the provider's limit scope and
@@ -178,6 +179,11 @@ size_t lanes_quota(struct lanes *ls, struct lane_ticket *t, struct evbuffer *ans
  * quota was found out by another replica). */
 bool lanes_quota_answer(const struct lane_ticket *t, struct evbuffer *dst, size_t *n,
                         size_t *head_len, int *status, const char **reason);
+
+/* t's request is being written to the provider now (the upstream's
+ * connection is ready): a paced lane's gates keep their distance from this
+ * instant, where the provider counts, rather than from the dispatch. */
+void lanes_sent(struct lanes *ls, struct lane_ticket *t);
 
 /* The client left, or the exchange ended otherwise: t leaves its lane
  * wherever it is (queued, waiting for a retry, in flight). */

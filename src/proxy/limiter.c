@@ -12,11 +12,18 @@ bool limiter_pump(struct shared *sh, struct sched_lane *lane, struct shared_lane
 }
 
 struct sched_item *limiter_next(struct shared *sh, struct sched_lane *lane, struct shared_lane *sl,
-                                int64_t now_ms, struct shared_lease **lease)
+                                double now_ms, struct shared_lease **lease)
 {
 	struct sched_item *it = sched_next(lane, now_ms);
 	*lease = it != NULL ? shared_dispatched(sh, sl) : NULL;
 	return it;
+}
+
+void limiter_sent(struct shared *sh, struct sched_lane *lane, const struct sched_item *it,
+                  double sent_ms)
+{
+	(void)sh;
+	sched_sent(lane, it, sent_ms);
 }
 
 bool limiter_observe(struct shared *sh, struct sched_lane *lane, const struct sched_item *it,

@@ -521,6 +521,20 @@ static size_t header_cb(char *data, size_t size, size_t n, void *arg)
 	return len;
 }
 
+/* libcurl has its connection (made or reused) and writes the request next:
+ * the instant the request leaves, as near as pacerd can see it. */
+static int prereq_cb(void *arg, char *primary_ip, char *local_ip, int primary_port, int local_port)
+{
+	struct up_xfer *x = arg;
+	(void)primary_ip;
+	(void)local_ip;
+	(void)primary_port;
+	(void)local_port;
+	if (!x->aborted && x->h->on_sent != NULL)
+		x->h->on_sent(x->ctx);
+	return CURL_PREREQFUNC_OK;
+}
+
 static size_t write_cb(char *data, size_t size, size_t n, void *arg)
 {
 	struct up_xfer *x = arg;
@@ -693,6 +707,8 @@ struct up_xfer *upstream_start(struct upstream *up, const struct up_request *r,
 	curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->headers);
 	curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, header_cb);
 	curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
+	curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, prereq_cb);
+	curl_easy_setopt(e, CURLOPT_PREREQDATA, x);
 	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, write_cb);
 	curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
 	/* Bytes in, bytes out: no decompression, no path normalisation. */

@@ -62,6 +62,9 @@ struct up_handler {
 	bool (*on_body)(void *ctx, const char *data, size_t len);
 	/* The transfer ended: UP_OK when the whole response arrived. */
 	void (*on_done)(void *ctx, enum up_error err, const char *detail);
+	/* The connection is ready and the request is written next (libcurl's
+	 * PREREQFUNCTION): where pacing is measured. Optional (NULL). */
+	void (*on_sent)(void *ctx);
 };
 
 struct upstream *upstream_new(struct event_base *base, char *err, size_t errlen);

@@ -48,7 +48,7 @@ bool gcra_enabled(const struct gcra *g)
 	return g->t_ms > 0;
 }
 
-int64_t gcra_ready_at(const struct gcra *g, int64_t now_ms, double cost)
+double gcra_ready_at_precise(const struct gcra *g, double now_ms, double cost)
 {
 	if (!gcra_enabled(g) || g->tat == -INFINITY)
 		return now_ms;
@@ -62,39 +62,69 @@ int64_t gcra_ready_at(const struct gcra *g, int64_t now_ms, double cost)
 	double tolerance = g->burst * g->t_ms;
 	if (g->t_ms < 1.0 && tolerance < 1.0)
 		tolerance = 1.0;
-	int64_t at = ceil_ms(g->tat + c * g->t_ms - tolerance);
+	double at = fmin(g->tat + c * g->t_ms - tolerance, GCRA_FAR_MS);
+	return at > now_ms ? at : now_ms;
+}
+
+int64_t gcra_ready_at(const struct gcra *g, int64_t now_ms, double cost)
+{
+	int64_t at = ceil_ms(gcra_ready_at_precise(g, (double)now_ms, cost));
 	return at > now_ms ? at : now_ms;
 }
 
 /* How late after the TAT a unit may pass and still count as on schedule:
- * timer wake-ups and the millisecond clock are late by a millisecond or two,
- * and a gate that restarted from every late instant would add that to every
- * interval (10 req/s became 9.7). Below half an interval, so that a unit
- * counted on schedule can never let two pass within one interval of the
- * schedule (any window W still admits at most burst + W / T); at least 1 ms,
- * the clock's own step. */
+ * timer wake-ups are late by a fraction of a millisecond, and a gate that
+ * restarted from every late instant would add that to every interval (10
+ * req/s became 9.7). But only within the tolerance the burst grants: a unit
+ * counted on schedule lets the next one pass that much sooner after it, and
+ * a provider's bucket of `burst` forgives (burst − cost) intervals of that,
+ * no more. So a gate of burst 1 (and a token gate whose tolerance is one
+ * request's worth) has no slack at all: a late unit restarts the schedule
+ * from its own instant, and no two units are ever closer than T. At most
+ * GCRA_SLACK_MS. */
 static double charge_slack(const struct gcra *g, double cost)
 {
-	return fmax(1.0, fmin(GCRA_SLACK_MS, cost * g->t_ms / 2));
+	double grant = (g->burst - fmin(cost, g->burst)) * g->t_ms;
+	return fmin(GCRA_SLACK_MS, grant);
 }
 
 /* The instant a charge of `cost` starts from: the TAT while the gate is
  * behind schedule or late by less than the slack, else now (real idleness).
  * The slack is measured in the interval this charge stands for (a token
  * gate's unit is a token, its charge a request's worth of them). */
-static double charge_base(const struct gcra *g, int64_t now_ms, double cost)
+static double charge_base(const struct gcra *g, double now_ms, double cost)
 {
-	double now = (double)now_ms;
-	return now < g->tat + charge_slack(g, cost) ? g->tat : now;
+	if (now_ms <= g->tat)
+		return g->tat;
+	return now_ms < g->tat + charge_slack(g, cost) ? g->tat : now_ms;
 }
 
-void gcra_charge(struct gcra *g, int64_t now_ms, double cost)
+void gcra_charge(struct gcra *g, double now_ms, double cost)
 {
 	if (!gcra_enabled(g))
 		return;
 	double c = sane_cost(cost);
 	double base = charge_base(g, now_ms, c);
 	g->tat = fmin(base + c * g->t_ms, GCRA_FAR_MS);
+}
+
+void gcra_sent(struct gcra *g, double sent_ms, double cost)
+{
+	if (!gcra_enabled(g) || !isfinite(sent_ms))
+		return;
+	double c = sane_cost(cost);
+	double slack = charge_slack(g, c);
+	double at = sent_ms + c * g->t_ms - slack;
+	/* A strict gate (no slack) keeps GCRA_STRICT_MARGIN of the interval
+	 * beyond it: the network and the provider's own receiving add a
+	 * fraction of a millisecond that differs from one request to the next
+	 * (a new connection's first request arrives later after its send than
+	 * one on a warm connection), and a bucket of one refuses a request
+	 * that arrives even that much early. */
+	if (slack <= 0)
+		at += fmin(c * g->t_ms * GCRA_STRICT_MARGIN, GCRA_SLACK_MS);
+	if (at > g->tat)
+		g->tat = fmin(at, GCRA_FAR_MS);
 }
 
 void gcra_adjust(struct gcra *g, int64_t now_ms, double delta_units)
@@ -237,31 +267,36 @@ bool gates_enabled(const struct gates *s)
 	return gcra_enabled(&s->tokens) || gcra_enabled(&s->input) || gcra_enabled(&s->output);
 }
 
-int64_t gates_ready_at(const struct gates *s, int64_t now_ms, double tokens, double input,
-                       double output)
+double gates_ready_at(const struct gates *s, double now_ms, double tokens, double input,
+                      double output)
 {
-	int64_t at = gcra_ready_at(&s->tokens, now_ms, tokens);
-	int64_t in = gcra_ready_at(&s->input, now_ms, input);
-	int64_t out = gcra_ready_at(&s->output, now_ms, output);
-	if (in > at)
-		at = in;
-	if (out > at)
-		at = out;
-	for (int w = 0; w < GATES_N_WINDOWS; w++) {
-		int64_t r = gcra_ready_at(&s->req[w], now_ms, 1);
-		if (r > at)
-			at = r;
-	}
+	double at = gcra_ready_at_precise(&s->tokens, now_ms, tokens);
+	at = fmax(at, gcra_ready_at_precise(&s->input, now_ms, input));
+	at = fmax(at, gcra_ready_at_precise(&s->output, now_ms, output));
+	for (int w = 0; w < GATES_N_WINDOWS; w++)
+		at = fmax(at, gcra_ready_at_precise(&s->req[w], now_ms, 1));
 	return at;
 }
 
-void gates_charge(struct gates *s, int64_t now_ms, double tokens, double input, double output)
+void gates_charge(struct gates *s, double now_ms, double tokens, double input, double output)
 {
 	for (int w = 0; w < GATES_N_WINDOWS; w++)
 		gcra_charge(&s->req[w], now_ms, 1);
 	gcra_charge(&s->tokens, now_ms, tokens);
 	gcra_charge(&s->input, now_ms, input);
 	gcra_charge(&s->output, now_ms, output);
+}
+
+void gates_sent(struct gates *s, double sent_ms, double tokens, double input, double output)
+{
+	for (int w = 0; w < GATES_N_WINDOWS; w++)
+		gcra_sent(&s->req[w], sent_ms, 1);
+	if (tokens > 0)
+		gcra_sent(&s->tokens, sent_ms, tokens);
+	if (input > 0)
+		gcra_sent(&s->input, sent_ms, input);
+	if (output > 0)
+		gcra_sent(&s->output, sent_ms, output);
 }
 
 void gates_adjust_tokens(struct gates *s, int64_t now_ms, double delta_tokens, double delta_input,

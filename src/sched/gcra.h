@@ -24,6 +24,9 @@ struct plan_conf; /* core/config.h */
 
 /* Lateness of a unit still counted on schedule, at most (see gcra_charge). */
 #define GCRA_SLACK_MS 10.0
+/* What a strict gate (burst 1) keeps beyond its interval between two sends,
+ * as a fraction of it (see gcra_sent): the rate is 99 % of the limit. */
+#define GCRA_STRICT_MARGIN 0.01
 
 struct gcra {
 	double t_ms;  /* emission interval per unit, ms; 0 = disabled (always open) */
@@ -46,14 +49,27 @@ bool gcra_enabled(const struct gcra *g);
  * never let through early. A gate faster than the clock (T < 1 ms) admits a
  * millisecond's worth of units at once (at least 1 ms of tolerance). */
 int64_t gcra_ready_at(const struct gcra *g, int64_t now_ms, double cost);
+/* The same, to the fraction of a millisecond and not rounded: for a caller
+ * whose clock and timers are finer than the millisecond (the lanes' paced
+ * dispatch), so that strict spacing costs no rounding per interval. */
+double gcra_ready_at_precise(const struct gcra *g, double now_ms, double cost);
 
 /* Records that `cost` units passed at now_ms. Charging before gcra_ready_at allows
  * it is permitted (the gate goes into debt and later units wait). A unit passing
- * less than the slack after the TAT (GCRA_SLACK_MS, at most cost × T / 2, at least 1 ms)
- * is counted as on schedule: the gate advances from its own schedule, not from
- * the late instant its timer fired, so late wake-ups never make the rate drift;
- * only real idleness restarts it from now. */
-void gcra_charge(struct gcra *g, int64_t now_ms, double cost);
+ * less than the slack after the TAT (GCRA_SLACK_MS, at most the (burst − cost)
+ * intervals the tolerance grants: none at burst 1) is counted as on schedule: the
+ * gate advances from its own schedule, not from the late instant its timer fired,
+ * so late wake-ups never make the rate drift where the burst forgives them;
+ * beyond that, and on a gate of burst 1, the schedule restarts from now. */
+void gcra_charge(struct gcra *g, double now_ms, double cost);
+
+/* The `cost` units charged at their dispatch actually left at sent_ms (the
+ * request's bytes went to the provider then, a little after the decision):
+ * the schedule moves so that the next units keep their distance from this
+ * instant, where the provider measures, not from the decision (within the
+ * same slack as gcra_charge; a strict gate keeps GCRA_STRICT_MARGIN more).
+ * Never moves the TAT back. */
+void gcra_sent(struct gcra *g, double sent_ms, double cost);
 
 /* Corrects an earlier charge once the actual cost is known: delta_units > 0 is
  * charged as at now_ms; delta_units < 0 is refunded, but the TAT never moves below
@@ -116,12 +132,16 @@ unsigned gates_requests_available(const struct gates *s, int64_t now_ms, unsigne
 bool gates_enabled(const struct gates *s);
 /* Earliest instant >= now_ms at which a request estimated at `tokens` tokens
  * (`input` of them the prompt's, `output` the requested output's) may pass every
- * gate: the maximum over the gates (most restrictive wins). */
-int64_t gates_ready_at(const struct gates *s, int64_t now_ms, double tokens, double input,
-                       double output);
+ * gate: the maximum over the gates (most restrictive wins), to the fraction of
+ * a millisecond (gcra_ready_at_precise). */
+double gates_ready_at(const struct gates *s, double now_ms, double tokens, double input,
+                      double output);
 
 /* Records that such a request passed at now_ms. */
-void gates_charge(struct gates *s, int64_t now_ms, double tokens, double input, double output);
+void gates_charge(struct gates *s, double now_ms, double tokens, double input, double output);
+/* Such a request, charged at its dispatch, left for the provider at sent_ms
+ * (gcra_sent). */
+void gates_sent(struct gates *s, double sent_ms, double tokens, double input, double output);
 
 /* Charges (delta > 0) or refunds (delta < 0) the token gates the difference
  * between the actual usage and the estimate charged at dispatch, in all and

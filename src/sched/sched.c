@@ -644,26 +644,27 @@ static double budget_cost(const struct sched_item *it, int budget)
 
 /* Earliest instant `it` may leave, by every time gate (concurrency and agents
  * are checked separately). */
-static int64_t lane_ready_at(const struct sched_lane *lane, const struct sched_item *it,
-                             int64_t now_ms)
+static double lane_ready_at(const struct sched_lane *lane, const struct sched_item *it,
+                            double precise_ms)
 {
-	int64_t t =
-	    gates_ready_at(&lane->gates, now_ms, it->cost_tokens, it->cost_prompt, it->cost_output);
+	int64_t now_ms = (int64_t)precise_ms;
+	double t = gates_ready_at(&lane->gates, precise_ms, it->cost_tokens, it->cost_prompt,
+	                          it->cost_output);
 	/* A budget no response reported lets everything pass. */
 	for (int b = 0; lane_learns(lane) && b < RLH_N_BUDGETS; b++) {
 		/* A token budget without a token estimate cannot be paced. */
 		double cost = budget_cost(it, b);
 		if (b != RLH_REQUESTS && cost <= 0)
 			continue;
-		int64_t g = learned_ready_at(&lane->learned[b], now_ms, cost);
+		double g = (double)learned_ready_at(&lane->learned[b], now_ms, cost);
 		if (g > t)
 			t = g;
 	}
-	if (lane->hold_until_ms > t)
-		t = lane->hold_until_ms;
-	if (lane->gates_mode == SCHED_GATES_SHARED && lane->shared_until_ms > t)
-		t = lane->shared_until_ms;
-	int64_t d = aimd_delay_ready_at(&lane->delay, now_ms);
+	if ((double)lane->hold_until_ms > t)
+		t = (double)lane->hold_until_ms;
+	if (lane->gates_mode == SCHED_GATES_SHARED && (double)lane->shared_until_ms > t)
+		t = (double)lane->shared_until_ms;
+	double d = (double)aimd_delay_ready_at(&lane->delay, now_ms);
 	if (d > t)
 		t = d;
 	return t;
@@ -766,15 +767,16 @@ bool sched_day_out(const struct sched_lane *lane)
 	return lane->day_out;
 }
 
-struct sched_item *sched_next(struct sched_lane *lane, int64_t now_ms)
+struct sched_item *sched_next(struct sched_lane *lane, double precise_ms)
 {
+	int64_t now_ms = (int64_t)precise_ms;
 	promote_due_retries(lane, now_ms);
 	if (lane->in_flight >= aimd_limit(&lane->conc) || held_back(lane, now_ms))
 		return NULL;
 	struct sched_item *it = first_eligible(lane);
 	if (it == NULL)
 		return NULL;
-	if (lane_ready_at(lane, it, now_ms) > now_ms) {
+	if (lane_ready_at(lane, it, precise_ms) > precise_ms) {
 		note_learned_hold(lane, it, now_ms);
 		return NULL;
 	}
@@ -805,7 +807,7 @@ struct sched_item *sched_next(struct sched_lane *lane, int64_t now_ms)
 	lane->in_flight++;
 	it->saturated = lane->in_flight >= aimd_limit(&lane->conc);
 	agent_count(lane, it);
-	gates_charge(&lane->gates, now_ms, it->cost_tokens, it->cost_prompt, it->cost_output);
+	gates_charge(&lane->gates, precise_ms, it->cost_tokens, it->cost_prompt, it->cost_output);
 	for (int b = 0; b < RLH_N_BUDGETS; b++) {
 		/* The same sum learned_charge keeps, for budgets learned later. */
 		double cost = budget_cost(it, b);
@@ -822,28 +824,36 @@ struct sched_item *sched_next(struct sched_lane *lane, int64_t now_ms)
 	return it;
 }
 
-int64_t sched_wake_at(struct sched_lane *lane, int64_t now_ms)
+void sched_sent(struct sched_lane *lane, const struct sched_item *it, double sent_ms)
 {
-	int64_t wake = SCHED_NEVER;
+	if (it->state != SCHED_IN_FLIGHT)
+		return;
+	gates_sent(&lane->gates, sent_ms, it->cost_tokens, it->cost_prompt, it->cost_output);
+}
+
+double sched_wake_at(struct sched_lane *lane, double precise_ms)
+{
+	int64_t now_ms = (int64_t)precise_ms;
+	double wake = (double)SCHED_NEVER;
 	if (lane->waiting.root != NULL)
-		wake = ITEM_OF(lane->waiting.root)->ready_ms;
+		wake = (double)ITEM_OF(lane->waiting.root)->ready_ms;
 	/* Queued requests time out after queue.max_wait_s. Retries are bounded
 	 * by their own deadline, decided elsewhere. */
 	const struct fairq_node *oldest = fairq_oldest(&lane->fq, fq_arrived);
 	if (oldest != NULL && lane->plan->queue.max_wait_s > 0) {
 		int64_t t = fq_arrived(oldest) + (int64_t)lane->plan->queue.max_wait_s * 1000;
-		if (t < wake)
-			wake = t;
+		if ((double)t < wake)
+			wake = (double)t;
 	}
-	if (pending_hold(lane, now_ms) && lane->pending_until_ms < wake)
-		wake = lane->pending_until_ms;
+	if (pending_hold(lane, now_ms) && (double)lane->pending_until_ms < wake)
+		wake = (double)lane->pending_until_ms;
 	if (lane->in_flight < aimd_limit(&lane->conc) && !held_back(lane, now_ms) &&
 	    !lane->day_out) {
 		const struct sched_item *it = first_eligible(lane);
 		if (it != NULL) {
-			int64_t t = lane_ready_at(lane, it, now_ms);
+			double t = lane_ready_at(lane, it, precise_ms);
 			/* Ready but for the store's answer: its reply wakes the lane. */
-			bool deciding = lane->gates_mode == SCHED_GATES_SHARED && t <= now_ms &&
+			bool deciding = lane->gates_mode == SCHED_GATES_SHARED && t <= precise_ms &&
 			                lane->permits == 0 && lane->asking > 0;
 			if (t < wake && !deciding)
 				wake = t;
@@ -1089,7 +1099,7 @@ unsigned sched_permits_wanted(struct sched_lane *lane, int64_t now_ms, struct sc
 	if (lane->in_flight >= limit || held_back(lane, now_ms) || lane->day_out)
 		return 0;
 	struct sched_item *it = first_eligible(lane);
-	if (it == NULL || lane_ready_at(lane, it, now_ms) > now_ms)
+	if (it == NULL || lane_ready_at(lane, it, (double)now_ms) > (double)now_ms)
 		return 0;
 	/* As many as could leave now: free slots, requests waiting, what the
 	 * local gates (this replica's own dispatches) would let through; one at
@@ -1166,7 +1176,7 @@ static int64_t eta_for(const struct sched_lane *lane, size_t ahead, int64_t now_
 	ahead += lane->n_due + lane->waiting.n;
 	int64_t eta = (int64_t)(per_request_ms * (double)ahead);
 	struct sched_item probe = {.cost_tokens = 0};
-	int64_t gate = lane_ready_at(lane, &probe, now_ms) - now_ms;
+	int64_t gate = (int64_t)ceil(lane_ready_at(lane, &probe, (double)now_ms)) - now_ms;
 	return eta + (gate > 0 ? gate : 0);
 }
 

@@ -134,15 +134,21 @@ enum sched_submit_result sched_submit(struct sched_lane *lane, struct sched_item
 size_t sched_queue_depth(const struct sched_lane *lane);
 
 /* The next request to send now, or NULL. The caller must then dispatch it (the
- * item is already counted in flight and the gates are charged). */
-struct sched_item *sched_next(struct sched_lane *lane, int64_t now_ms);
+ * item is already counted in flight and the gates are charged). now_ms may
+ * carry a fraction of a millisecond: the gates space requests that finely. */
+struct sched_item *sched_next(struct sched_lane *lane, double now_ms);
+/* `it`, dispatched, left for the provider at sent_ms (its bytes were written):
+ * the gates keep their distance from that instant (gates_sent), since the
+ * provider counts arrivals, not decisions. */
+void sched_sent(struct sched_lane *lane, const struct sched_item *it, double sent_ms);
 
 /* The earliest instant something may change without outside input: a gate
  * opens for the head of the queue, a retry becomes due, or a queued request
- * reaches its max wait. SCHED_NEVER when nothing is waiting for time. Not
+ * reaches its max wait; to the fraction of a millisecond where a gate opens.
+ * SCHED_NEVER (as a double) when nothing is waiting for time. Not
  * const: with agents.mode serialize it records the requests it passes over,
  * as sched_next does, so that no call looks at them again. */
-int64_t sched_wake_at(struct sched_lane *lane, int64_t now_ms);
+double sched_wake_at(struct sched_lane *lane, double now_ms);
 
 /* Removes and returns one queued request whose max wait has passed (504
  * queue_timeout), or NULL. Call until NULL. O(priorities waiting): only the

@@ -90,8 +90,10 @@ export const tests = [
   {
     // 2. Pacing without drift at 50 req/s: a late timer (a millisecond or two) must not be
     // added to every interval. 300 requests from 40 clients; the mock bucket (50 req/s,
-    // holding 2, no rate-limit headers) answers 429 to anything faster than the plan
-    // beyond one request of slack.
+    // holding 3, no rate-limit headers) answers 429 to anything faster than the plan
+    // beyond one request of slack. The plan has a burst of 2: the schedule is kept
+    // within what that burst forgives (a plan of burst 1 spaces strictly instead, every
+    // gap at least 20 ms and the mean a little above: precision.mjs).
     // The issue's target for the jitter is p99 <= 2 ms (printed; 0.3-2.5 ms measured here,
     // 2.8 ms in a fresh podman container, 3.3-4 ms before precise timers); the assertion
     // allows 5 ms, since the load generator, the mock and pacerd share two cores. The
@@ -99,13 +101,13 @@ export const tests = [
     name: '2. 50 req/s: mean interval at the mock within 1 % of 20 ms, p99 |interval - 20 ms| <= 5 ms, no 429',
     timeout_ms: 30000,
     fn: async (t) => {
-      const mock = await t.startMock({ config: { style: 'openai', rpm: 3000, burst: 2, headers: false } });
+      const mock = await t.startMock({ config: { style: 'openai', rpm: 3000, burst: 3, headers: false } });
       const key = 'sk-drift-50-0001';
-      const p = await startPacerdFor(t, mock, { plans: { r50: { max_requests_per_second: 50 } }, keys: [keyEntry(key, 'r50')] });
+      const p = await startPacerdFor(t, mock, { plans: { r50: { max_requests_per_second: 50, burst: 2 } }, keys: [keyEntry(key, 'r50')] });
       const run = await runLoad({ base: p.url, n: 300, concurrency: 40, makeRequest: chat(key), deadline_ms: 20000 });
       const sum = summarize(run);
       const st = await mock.stats();
-      const g = gaps(await arrivals(mock));
+      const g = gaps(await arrivals(mock)).slice(1); // the first two leave together (the burst)
       const mean = g.reduce((a, b) => a + b, 0) / g.length;
       const dev = percentile(g.map((x) => Math.abs(x - 20)), 99);
       console.log(`#   2: 50 req/s: mean interval ${mean.toFixed(3)} ms, p99 |interval - 20| ${dev.toFixed(3)} ms, min ${Math.min(...g).toFixed(2)} max ${Math.max(...g).toFixed(2)}; mock ${JSON.stringify(st.responses)}`);
@@ -122,16 +124,17 @@ export const tests = [
   {
     // 2. The same for the token gate: each request costs 13 tokens (32 characters / 4 +
     // max_tokens 5; the mock's usage says 13 too, so no correction moves the gate) and the
-    // plan allows 39 000 tokens per minute, 13 at once: 50 requests per second.
+    // plan allows 39 000 tokens per minute, 26 at once (two requests' worth, as above):
+    // 50 requests per second.
     name: '2. token gate at 50 req/s worth of tokens: mean interval within 1 % of 20 ms, p99 deviation <= 5 ms',
     timeout_ms: 30000,
     fn: async (t) => {
       const mock = await t.startMock();
       const key = 'sk-drift-tpm-0001';
-      const p = await startPacerdFor(t, mock, { plans: { t50: { max_tokens_per_minute: 39000, token_burst: 13 } }, keys: [keyEntry(key, 't50')] });
+      const p = await startPacerdFor(t, mock, { plans: { t50: { max_tokens_per_minute: 39000, token_burst: 26 } }, keys: [keyEntry(key, 't50')] });
       const run = await runLoad({ base: p.url, n: 300, concurrency: 40, makeRequest: chat(key, {}, { max_tokens: 5 }), deadline_ms: 20000 });
       const sum = summarize(run);
-      const g = gaps(await arrivals(mock));
+      const g = gaps(await arrivals(mock)).slice(1); // the first two leave together (the burst)
       const mean = g.reduce((a, b) => a + b, 0) / g.length;
       const dev = percentile(g.map((x) => Math.abs(x - 20)), 99);
       console.log(`#   2: token gate: mean interval ${mean.toFixed(3)} ms, p99 |interval - 20| ${dev.toFixed(3)} ms, min ${Math.min(...g).toFixed(2)} max ${Math.max(...g).toFixed(2)}`);

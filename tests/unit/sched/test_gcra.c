@@ -146,20 +146,32 @@ START_TEST(fractional_interval_rounds_up)
 	gcra_init(&g, 1000.0 / 3, 1);
 	gcra_charge(&g, 0, 1);
 	ck_assert_int_eq(gcra_ready_at(&g, 0, 1), 334);
-	gcra_charge(&g, 334, 1);
-	/* schedule kept at 666.67, not 334 + 333.33 */
+	/* on the precise clock the unit leaves at 333.33 and the next one
+	 * 333.33 later: no rounding is carried into the schedule */
+	ck_assert(gcra_ready_at_precise(&g, 0, 1) > 333.33 &&
+	          gcra_ready_at_precise(&g, 0, 1) < 333.34);
+	gcra_charge(&g, gcra_ready_at_precise(&g, 0, 1), 1);
 	ck_assert_int_eq(gcra_ready_at(&g, 334, 1), 667);
+	/* on the millisecond clock a burst-1 gate charged at 334 (0.67 ms
+	 * late) restarts from there: 667.33, rounded up */
+	gcra_init(&g, 1000.0 / 3, 1);
+	gcra_charge(&g, 0, 1);
+	gcra_charge(&g, 334, 1);
+	ck_assert_int_eq(gcra_ready_at(&g, 334, 1), 668);
 }
 END_TEST
 
 START_TEST(no_drift_with_fractional_interval)
 {
 	struct gcra g;
-	gcra_init(&g, 1000.0 / 3, 1); /* 3 rps */
-	int64_t last = run_gate(&g, 301, 1);
+	gcra_init(&g, 1000.0 / 3, 1); /* 3 rps, on the precise clock */
+	double t = 0;
+	for (int i = 0; i < 301; i++) {
+		t = gcra_ready_at_precise(&g, t, 1);
+		gcra_charge(&g, t, 1);
+	}
 	/* 300 intervals of 333.33 ms: 100 s, within a millisecond */
-	ck_assert_int_ge(last, 99999);
-	ck_assert_int_le(last, 100001);
+	ck_assert(t >= 99999 && t <= 100001);
 }
 END_TEST
 
@@ -209,23 +221,86 @@ static int late_jitter(int i)
 
 START_TEST(late_wakeups_do_not_drift)
 {
-	/* 10 req/s, every dispatch 0-4 ms late: the schedule holds, so 300
+	/* 10 req/s with a burst of 2, every dispatch 0-4 ms late: the schedule
+	 * holds (the burst forgives a request's worth of lateness), so 300
 	 * requests span 299 intervals plus at most one lateness (not 299 of
 	 * them: 9.7 req/s), and no 1-s window holds more than burst + 10. */
 	struct gcra g;
-	gcra_init(&g, 100, 1);
+	gcra_init(&g, 100, 2);
 	int64_t t[300];
+	gcra_charge(&g, 0, 1); /* the burst spent: every unit waits its turn */
 	run_late(&g, 300, t, late_jitter);
 	ck_assert_int_ge(t[299] - t[0], 29900 - 4);
 	ck_assert_int_le(t[299] - t[0], 29900 + 4);
 	for (int i = 0, j = 0; i < 300; i++) {
 		while (t[i] - t[j] >= 1000)
 			j++;
-		ck_assert_int_le(i - j + 1, 11);
+		ck_assert_int_le(i - j + 1, 12);
 	}
-	/* and never two within half an interval of each other */
+}
+END_TEST
+
+START_TEST(burst_one_never_spaces_closer_than_t)
+{
+	/* Burst 1: a provider's bucket of one refuses anything sooner than T
+	 * after the previous arrival, so a late unit is not counted on
+	 * schedule: every gap is at least T, and the lateness shows in the
+	 * rate instead (before: a unit 4 ms late let the next go 96 ms after). */
+	struct gcra g;
+	gcra_init(&g, 100, 1);
+	int64_t t[300];
+	run_late(&g, 300, t, late_jitter);
 	for (int i = 1; i < 300; i++)
-		ck_assert_int_ge(t[i] - t[i - 1], 100 - 4);
+		ck_assert_int_ge(t[i] - t[i - 1], 100);
+	ck_assert_int_le(t[299] - t[0], 299 * 104);
+}
+END_TEST
+
+START_TEST(sent_keeps_the_distance_from_the_send)
+{
+	/* Charged at its dispatch (0), the request left 0.8 ms later: the next
+	 * goes T (and the strict margin) after the send, not after the
+	 * decision. */
+	struct gcra g;
+	gcra_init(&g, 100, 1);
+	gcra_charge(&g, 0, 1);
+	ck_assert(gcra_ready_at_precise(&g, 0, 1) == 100);
+	gcra_sent(&g, 0.8, 1);
+	double at = gcra_ready_at_precise(&g, 0, 1);
+	ck_assert(at >= 100.8 + 100 * GCRA_STRICT_MARGIN - 1e-9);
+	ck_assert(at <= 100.8 + 100 * GCRA_STRICT_MARGIN + 1e-9);
+	ck_assert_int_eq(gcra_ready_at(&g, 0, 1), 102);
+	/* a send reported late (after later charges) never moves it back */
+	gcra_charge(&g, 102, 1);
+	double tat = gcra_ready_at_precise(&g, 0, 1);
+	gcra_sent(&g, 0.9, 1);
+	ck_assert(gcra_ready_at_precise(&g, 0, 1) == tat);
+	/* with a burst of 2 the slack covers a send 5 ms after its decision:
+	 * nothing moves (the schedule stays drift-free) */
+	gcra_init(&g, 100, 2);
+	gcra_charge(&g, 0, 1);
+	gcra_charge(&g, 0, 1);
+	double before = gcra_ready_at_precise(&g, 0, 1);
+	gcra_sent(&g, 5, 1);
+	ck_assert(gcra_ready_at_precise(&g, 0, 1) == before);
+	/* a disabled gate ignores it */
+	gcra_init(&g, 0, 1);
+	gcra_sent(&g, 5, 1);
+	ck_assert_int_eq(gcra_ready_at(&g, 0, 1), 0);
+}
+END_TEST
+
+START_TEST(precise_ready_is_not_rounded)
+{
+	/* 3 req/s: T = 333.33 ms; the precise instant keeps the fraction, the
+	 * millisecond one rounds it up */
+	struct gcra g;
+	gcra_init(&g, 1000.0 / 3, 1);
+	gcra_charge(&g, 0.25, 1);
+	double at = gcra_ready_at_precise(&g, 0, 1);
+	ck_assert(at > 333.58 && at < 333.59);
+	ck_assert_int_eq(gcra_ready_at(&g, 0, 1), 334);
+	ck_assert(gcra_ready_at_precise(&g, 400.5, 1) == 400.5);
 }
 END_TEST
 
@@ -247,23 +322,36 @@ START_TEST(real_idleness_restarts_the_schedule)
 }
 END_TEST
 
-START_TEST(slack_is_below_half_an_interval)
+START_TEST(slack_is_what_the_burst_grants)
 {
-	/* T = 4 ms: a unit 3 ms late is past the slack (2 ms): the next waits a
-	 * whole interval from it, never 1 ms */
+	/* Burst 1: no slack at all: 2 ms late at T = 100 restarts from the
+	 * late instant */
 	struct gcra g;
-	gcra_init(&g, 4, 1);
-	gcra_charge(&g, 0, 1);
-	gcra_charge(&g, 7, 1); /* TAT was 4: 3 ms late */
-	ck_assert_int_eq(gcra_ready_at(&g, 7, 1), 11);
-	/* 2 ms late at T = 100 ms is on schedule */
 	gcra_init(&g, 100, 1);
 	gcra_charge(&g, 0, 1);
 	gcra_charge(&g, 102, 1);
-	ck_assert_int_eq(gcra_ready_at(&g, 102, 1), 200);
+	ck_assert_int_eq(gcra_ready_at(&g, 102, 1), 202);
+	/* Burst 2 at T = 4 ms grants 4 ms: 3 ms late is on schedule */
+	gcra_init(&g, 4, 2);
+	gcra_charge(&g, 0, 1);
+	gcra_charge(&g, 0, 1);  /* TAT 8 */
+	gcra_charge(&g, 11, 1); /* 3 ms late: TAT 12 */
+	ck_assert_int_eq(gcra_ready_at(&g, 11, 1), 11);
+	gcra_charge(&g, 11, 1); /* TAT 16 */
+	ck_assert_int_eq(gcra_ready_at(&g, 11, 1), 12);
+	/* 2 ms late at T = 100 ms with a burst of 2 is on schedule */
+	gcra_init(&g, 100, 2);
+	gcra_charge(&g, 0, 1);
+	gcra_charge(&g, 0, 1); /* TAT 200 */
+	gcra_charge(&g, 202, 1);
+	ck_assert_int_eq(gcra_ready_at(&g, 202, 1), 202);
+	gcra_charge(&g, 202, 1); /* TAT 400 */
+	ck_assert_int_eq(gcra_ready_at(&g, 202, 1), 300);
 	/* 10 ms is the most: 11 ms late restarts */
-	gcra_charge(&g, 211, 1);
-	ck_assert_int_eq(gcra_ready_at(&g, 211, 1), 311);
+	gcra_charge(&g, 411, 1);
+	ck_assert_int_eq(gcra_ready_at(&g, 411, 1), 411);
+	gcra_charge(&g, 411, 1);
+	ck_assert_int_eq(gcra_ready_at(&g, 411, 1), 511);
 }
 END_TEST
 
@@ -672,7 +760,10 @@ static Suite *gcra_suite(void)
 	tcase_add_test(g, no_drift_with_fractional_interval);
 	tcase_add_test(g, late_wakeups_do_not_drift);
 	tcase_add_test(g, real_idleness_restarts_the_schedule);
-	tcase_add_test(g, slack_is_below_half_an_interval);
+	tcase_add_test(g, slack_is_what_the_burst_grants);
+	tcase_add_test(g, burst_one_never_spaces_closer_than_t);
+	tcase_add_test(g, sent_keeps_the_distance_from_the_send);
+	tcase_add_test(g, precise_ready_is_not_rounded);
 	tcase_add_test(g, simulation_1000_requests_600rpm);
 	tcase_add_test(g, simulation_with_late_timer);
 	tcase_add_test(g, token_weighting);

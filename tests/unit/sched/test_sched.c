@@ -2,12 +2,21 @@
  * the concurrency and rate gates, queue limits, holds, the idle list, what a
  * lane allocates, and the dispatch order checked against a full scan under
  * random operations. Clock injected. */
+#include <math.h>
 #include <string.h>
 
 #include "core/config.h"
 #include "sched/sched.h"
 #include "sched/sched_lane-t.h"
 #include "unit.h"
+
+/* sched_wake_at on the millisecond clock the tests keep: the instant rounded
+ * up (a gate may open between two milliseconds), SCHED_NEVER as it is. */
+static int64_t wake_ms(struct sched_lane *lane, int64_t now)
+{
+	double w = sched_wake_at(lane, (double)now);
+	return w >= (double)SCHED_NEVER ? SCHED_NEVER : (int64_t)ceil(w);
+}
 
 static struct config *cfg;
 static struct plan_conf plan;
@@ -86,7 +95,7 @@ START_TEST(concurrency_gate)
 	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 1);
 	ck_assert_ptr_null(sched_next(&lane, 1000));
 	/* Blocked by concurrency only: nothing to wake for but the max wait. */
-	ck_assert_int_eq(sched_wake_at(&lane, 1000), 1000 + (int64_t)plan.queue.max_wait_s * 1000);
+	ck_assert_int_eq(wake_ms(&lane, 1000), 1000 + (int64_t)plan.queue.max_wait_s * 1000);
 	sched_complete(&lane, &items[0], SCHED_SUCCESS, 1200);
 	ck_assert_int_eq(idx(sched_next(&lane, 1200)), 2);
 }
@@ -100,7 +109,7 @@ START_TEST(rate_gate_spaces_requests)
 		submit(&lane, &items[i], 0, 0, 0, 1000);
 	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 0);
 	ck_assert_ptr_null(sched_next(&lane, 1000));
-	int64_t wake = sched_wake_at(&lane, 1000);
+	int64_t wake = wake_ms(&lane, 1000);
 	ck_assert_int_ge(wake, 1099);
 	ck_assert_int_le(wake, 1100);
 	ck_assert_ptr_null(sched_next(&lane, 1050));
@@ -132,7 +141,7 @@ START_TEST(queue_timeout)
 	submit(&lane, &items[0], 0, 0, 0, 1000);
 	submit(&lane, &items[1], 0, 0, 0, 1500);
 	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 0);
-	ck_assert_int_eq(sched_wake_at(&lane, 1000), 3500);
+	ck_assert_int_eq(wake_ms(&lane, 1000), 3500);
 	ck_assert_ptr_null(sched_expired(&lane, 3499));
 	ck_assert_int_eq(idx(sched_expired(&lane, 3500)), 1);
 	ck_assert_ptr_null(sched_expired(&lane, 3500));
@@ -191,7 +200,7 @@ START_TEST(retry_goes_back_to_the_head)
 	/* The slot is free while the retry waits: the next request uses it. */
 	ck_assert_int_eq(lane.in_flight, 0);
 	ck_assert_int_eq(idx(sched_next(&lane, 1100)), 1);
-	ck_assert_int_eq(sched_wake_at(&lane, 1100), 1600);
+	ck_assert_int_eq(wake_ms(&lane, 1100), 1600);
 	sched_complete(&lane, &items[1], SCHED_SUCCESS, 1700);
 	/* Due now: the retry goes before request 2, which waited longer. */
 	ck_assert_int_eq(idx(sched_next(&lane, 1700)), 0);
@@ -243,7 +252,7 @@ START_TEST(hold_blocks_the_lane)
 	sched_hold(&lane, 4000);
 	submit(&lane, &items[0], 0, 0, 0, 1000);
 	ck_assert_ptr_null(sched_next(&lane, 1000));
-	ck_assert_int_eq(sched_wake_at(&lane, 1000), 4000);
+	ck_assert_int_eq(wake_ms(&lane, 1000), 4000);
 	ck_assert_ptr_null(sched_next(&lane, 3999));
 	ck_assert_int_eq(idx(sched_next(&lane, 4000)), 0);
 }
@@ -301,12 +310,12 @@ START_TEST(capacity_headers_hold_until_decided)
 	ck_assert_ptr_null(sched_next(&lane, 1001));
 	ck_assert_str_eq(sched_lane_state(&lane, 1001), "held");
 	/* the only instant to wake for: the pending hold's cap */
-	ck_assert_int_eq(sched_wake_at(&lane, 1001), 2001);
+	ck_assert_int_eq(wake_ms(&lane, 1001), 2001);
 	/* decided: a capacity error with retry-after 2 s */
 	sched_complete(&lane, &items[0], SCHED_CAPACITY, 1002);
 	sched_hold(&lane, 3002);
 	ck_assert_ptr_null(sched_next(&lane, 1002));
-	ck_assert_int_eq(sched_wake_at(&lane, 1002), 3002);
+	ck_assert_int_eq(wake_ms(&lane, 1002), 3002);
 	/* the hold ends: one goes alone (the probe) */
 	ck_assert_int_eq(idx(sched_next(&lane, 3002)), 1);
 	ck_assert_ptr_null(sched_next(&lane, 3002));
@@ -350,7 +359,7 @@ START_TEST(a_refused_probe_holds_again)
 	ck_assert_ptr_null(sched_next(&lane, 5010));
 	/* a probe that dies (client gone) lets another probe go */
 	sched_complete(&lane, &items[1], SCHED_ABORTED, 5020);
-	int64_t t = sched_wake_at(&lane, 5020); /* the dispatch delay after two refusals */
+	int64_t t = wake_ms(&lane, 5020); /* the dispatch delay after two refusals */
 	ck_assert_int_le(t, 5010 + 200);
 	ck_assert_int_eq(idx(sched_next(&lane, t)), 2);
 	ck_assert_int_eq(lane.stats.probes, 3);
@@ -391,7 +400,7 @@ START_TEST(a_learned_budget_at_zero_ends_with_a_probe)
 	sched_observe(&lane, &items[0], &h, 1100);
 	sched_complete(&lane, &items[0], SCHED_SUCCESS, 1100);
 	ck_assert_ptr_null(sched_next(&lane, 1100));
-	ck_assert_int_eq(sched_wake_at(&lane, 1100), 3100);
+	ck_assert_int_eq(wake_ms(&lane, 1100), 3100);
 	ck_assert_int_eq(idx(sched_next(&lane, 3100)), 1);
 	ck_assert_ptr_null(sched_next(&lane, 3100)); /* alone */
 	sched_complete(&lane, &items[1], SCHED_SUCCESS, 3200);
@@ -420,7 +429,7 @@ START_TEST(a_refusal_that_says_when_cuts_the_learned_rate_by_a_margin_only)
 	items[1].hinted = true;
 	sched_complete(&lane, &items[1], SCHED_CAPACITY, 1200);
 	ck_assert(lane.learned[RLH_REQUESTS].correction == LEARNED_PENALTY_HINTED);
-	ck_assert_int_eq(idx(sched_next(&lane, sched_wake_at(&lane, 1200))), 2);
+	ck_assert_int_eq(idx(sched_next(&lane, wake_ms(&lane, 1200))), 2);
 	sched_complete(&lane, &items[2], SCHED_CAPACITY, 5000);
 	ck_assert(lane.learned[RLH_REQUESTS].correction ==
 	          LEARNED_PENALTY_HINTED * LEARNED_PENALTY);
@@ -485,7 +494,7 @@ START_TEST(a_daily_budget_is_spent_then_refused_until_the_reset)
 	ck_assert_ptr_null(sched_next(&lane, 1000));
 	ck_assert(sched_day_out(&lane));
 	ck_assert_str_eq(sched_lane_state(&lane, 1000), "daily_budget_exhausted");
-	ck_assert_int_eq(sched_wake_at(&lane, 1000), 1000 + (int64_t)plan.queue.max_wait_s * 1000);
+	ck_assert_int_eq(wake_ms(&lane, 1000), 1000 + (int64_t)plan.queue.max_wait_s * 1000);
 	/* what waits is drained; new requests are refused */
 	ck_assert_int_eq(idx(sched_drain(&lane)), 3);
 	ck_assert_int_eq(idx(sched_drain(&lane)), 4);
@@ -524,7 +533,7 @@ END_TEST
 START_TEST(empty_lane_never_wakes)
 {
 	init_lane(AGENTS_OFF);
-	ck_assert_int_eq(sched_wake_at(&lane, 1000), SCHED_NEVER);
+	ck_assert_int_eq(wake_ms(&lane, 1000), SCHED_NEVER);
 	ck_assert(sched_lane_idle(&lane));
 	ck_assert_ptr_null(sched_next(&lane, 1000));
 }
@@ -558,7 +567,7 @@ START_TEST(a_burst_of_capacity_errors_is_one_signal)
 	ck_assert_int_eq(sched_concurrency_limit(&lane), 2); /* 4 x 0.5, once */
 	ck_assert_int_eq(aimd_delay_ms(&lane.delay), 100);   /* from 0: 100 ms, once */
 	/* A request sent after the reaction that fails again is news. */
-	int64_t t = sched_wake_at(&lane, 1300);
+	int64_t t = wake_ms(&lane, 1300);
 	ck_assert_int_eq(idx(sched_next(&lane, t)), 4);
 	sched_complete(&lane, &items[4], SCHED_CAPACITY, t + 2000);
 	ck_assert_int_eq(lane.stats.capacity_reactions, 2);
@@ -585,11 +594,11 @@ START_TEST(retries_leave_in_ready_order)
 		sched_retry(&lane, &items[i], ready[i]);
 	}
 	ck_assert_int_eq(lane.waiting.n, 12);
-	ck_assert_int_eq(sched_wake_at(&lane, 1100), 1500);
+	ck_assert_int_eq(wake_ms(&lane, 1100), 1500);
 	sched_cancel(&lane, &items[5]);
 	sched_cancel(&lane, &items[4]);
 	ck_assert_int_eq(lane.waiting.n, 10);
-	ck_assert_int_eq(sched_wake_at(&lane, 1100), 1500); /* item 7 */
+	ck_assert_int_eq(wake_ms(&lane, 1100), 1500); /* item 7 */
 	static const int expect[10] = {7, 8, 10, 1, 2, 11, 0, 6, 3, 9};
 	ck_assert_ptr_null(sched_next(&lane, 1499));
 	for (int k = 0; k < 10; k++)
@@ -666,7 +675,7 @@ START_TEST(parked_requests_expire_from_the_head)
 	ck_assert_int_eq(idx(sched_next(&lane, 1300)), 0);
 	ck_assert_int_eq(idx(sched_next(&lane, 1300)), 2);
 	ck_assert_int_eq(lane.n_parked, 1); /* 1; the scan stopped at 2 */
-	ck_assert_int_eq(sched_wake_at(&lane, 1300), 3100);
+	ck_assert_int_eq(wake_ms(&lane, 1300), 3100);
 	ck_assert_int_eq(lane.n_parked, 2); /* 3 too, looking for one to wake for */
 	ck_assert_ptr_null(sched_expired(&lane, 3099));
 	ck_assert_int_eq(idx(sched_expired(&lane, 3300)), 1);
@@ -695,7 +704,7 @@ START_TEST(expiry_takes_the_fifo_in_order)
 	ck_assert_int_eq(idx(sched_expired(&lane, 2250)), 1);
 	ck_assert_int_eq(idx(sched_expired(&lane, 2250)), 2);
 	ck_assert_ptr_null(sched_expired(&lane, 2250));
-	ck_assert_int_eq(sched_wake_at(&lane, 2250), 2300);
+	ck_assert_int_eq(wake_ms(&lane, 2250), 2300);
 	ck_assert_int_eq(submit(&lane, &items[4], 0, 0, 0, 2250), SCHED_OK);
 	ck_assert_int_eq(sched_queue_depth(&lane), 2);
 	ck_assert_int_eq(lane.stats.rejected_queue_full, 1);
@@ -968,12 +977,12 @@ START_TEST(the_oldest_expires_first_whatever_its_priority)
 	submit_rq(&items[1], -3, 1, 0, 1100, &ev);
 	submit_rq(&items[2], 9, 1, 0, 1200, &ev);
 	submit_rq(&items[3], -3, 2, 0, 1300, &ev);
-	ck_assert_int_eq(sched_wake_at(&lane, 1500), 2100);
+	ck_assert_int_eq(wake_ms(&lane, 1500), 2100);
 	ck_assert_ptr_null(sched_expired(&lane, 2099));
 	ck_assert_ptr_eq(sched_expired(&lane, 2250), &items[1]);
 	ck_assert_ptr_eq(sched_expired(&lane, 2250), &items[2]);
 	ck_assert_ptr_null(sched_expired(&lane, 2250));
-	ck_assert_int_eq(sched_wake_at(&lane, 2250), 2300);
+	ck_assert_int_eq(wake_ms(&lane, 2250), 2300);
 }
 END_TEST
 
@@ -1293,7 +1302,7 @@ START_TEST(dispatch_order_matches_a_full_scan)
 			if ((unsigned)ref_count(SCHED_IN_FLIGHT) < limit && ref_eligible() >= 0 &&
 			    now < want)
 				want = now;
-			ck_assert_int_eq(sched_wake_at(&lane, now), want);
+			ck_assert_int_eq(wake_ms(&lane, now), want);
 		}
 		ck_assert_int_eq(lane.in_flight, ref_count(SCHED_IN_FLIGHT));
 		ck_assert_int_eq(lane.waiting.n, ref_count(SCHED_RETRY_WAIT));
@@ -1327,7 +1336,7 @@ START_TEST(shared_lanes_dispatch_only_with_a_permit)
 	ck_assert(!sched_lane_idle(&lane));
 	/* Waiting for the answers: the lane's timer is not what wakes it
 	 * (only the queue's max wait is left). */
-	ck_assert_int_eq(sched_wake_at(&lane, 1000), 1000 + (int64_t)plan.queue.max_wait_s * 1000);
+	ck_assert_int_eq(wake_ms(&lane, 1000), 1000 + (int64_t)plan.queue.max_wait_s * 1000);
 	sched_permit_answer(&lane, SCHED_PERMIT_GO, 0);
 	ck_assert_int_eq(idx(sched_next(&lane, 1001)), 0);
 	ck_assert_ptr_null(sched_next(&lane, 1001));
@@ -1336,7 +1345,7 @@ START_TEST(shared_lanes_dispatch_only_with_a_permit)
 	sched_permit_answer(&lane, SCHED_PERMIT_FAILED, 0);
 	ck_assert_uint_eq(lane.asking, 0);
 	ck_assert_uint_eq(sched_permits_wanted(&lane, 1050, &head), 0);
-	ck_assert_int_eq(sched_wake_at(&lane, 1050), 1100);
+	ck_assert_int_eq(wake_ms(&lane, 1050), 1100);
 	ck_assert_uint_eq(sched_permits_wanted(&lane, 1100, &head), 2);
 }
 END_TEST
@@ -1391,11 +1400,11 @@ START_TEST(fallback_paces_at_the_replicas_share)
 		ck_assert_int_eq(submit(&lane, &items[i], 0, 0, 0, 1000), SCHED_OK);
 	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 0);
 	ck_assert_ptr_null(sched_next(&lane, 1399));
-	ck_assert_int_eq(sched_wake_at(&lane, 1001), 1400); /* 10 / 4 per second */
+	ck_assert_int_eq(wake_ms(&lane, 1001), 1400); /* 10 / 4 per second */
 	ck_assert_int_eq(idx(sched_next(&lane, 1400)), 1);
 	/* Back to the full rate when the store returns (local gates, SHARED). */
 	sched_set_gates_mode(&lane, SCHED_GATES_LOCAL, 1, 1400);
-	ck_assert_int_eq(sched_wake_at(&lane, 1401), 1500);
+	ck_assert_int_eq(wake_ms(&lane, 1401), 1500);
 }
 END_TEST
 
