@@ -211,3 +211,17 @@ void usage_strip_finish(struct usage_strip *s, usage_strip_emit emit, void *ctx)
 		emit_event(s->buf, s->buf + s->len, emit, ctx);
 	s->len = 0;
 }
+
+bool usage_api_is_chat_completions(const char *path, size_t len)
+{
+	static const char tail[] = "/chat/completions";
+	const size_t n = sizeof(tail) - 1;
+	if (path == NULL)
+		return false;
+	const char *q = memchr(path, '?', len);
+	if (q != NULL)
+		len = (size_t)(q - path);
+	while (len > 0 && path[len - 1] == '/')
+		len--;
+	return len >= n && memcmp(path + len - n, tail, n) == 0;
+}

@@ -27,6 +27,15 @@
  * of memory. */
 int usage_inject_request(const char *body, size_t len, char **out, size_t *out_len);
 
+/* Whether a request to `path` (len bytes, a query string allowed) speaks the
+ * OpenAI chat-completions API, whose streams say what they cost only when
+ * asked (stream_options.include_usage): its path ends in /chat/completions.
+ * That is OpenAI's, Azure's deployments', and every OpenAI-compatible
+ * provider's (Groq, Mistral, Together, vLLM, Gemini's compatibility layer),
+ * whatever rate-limit headers they send: the API a request speaks and the
+ * headers a provider answers with are two different things. */
+bool usage_api_is_chat_completions(const char *path, size_t len);
+
 typedef void (*usage_strip_emit)(void *ctx, const char *data, size_t len);
 
 struct usage_strip {

@@ -620,15 +620,16 @@ static void on_lane_dispatch(struct lane_ticket *t)
 
 /* ---- entry ---- */
 
-/* An OpenAI chat completion streamed without include_usage on a token-paced
- * lane never says what it cost: ask for the usage (the body pacerd sends
- * upstream gets stream_options.include_usage), and give the client the
- * stream it asked for (usage_strip). A body that is not JSON goes as it is. */
+/* A chat completion streamed without include_usage on a token-paced lane
+ * never says what it cost: ask for the usage (the body pacerd sends upstream
+ * gets stream_options.include_usage), and give the client the stream it asked
+ * for (usage_strip). Keyed on the API the request speaks, not on the
+ * provider's rate-limit header dialect (an OpenAI-compatible provider may
+ * send none). A body that is not JSON goes as it is. */
 static void meter_stream(struct exchange *x, const struct plan_conf *plan)
 {
 	if (plan->stream_usage != STREAM_USAGE_INJECT ||
-	    x->route.provider->dialect != DIALECT_OPENAI || x->route.path == NULL ||
-	    strstr(x->route.path, "/chat/completions") == NULL)
+	    !usage_api_is_chat_completions(x->route.path, x->route.path_len))
 		return;
 	char *body;
 	size_t len;

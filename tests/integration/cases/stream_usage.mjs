@@ -3,7 +3,7 @@
 // the way up, and the client gets back exactly the stream it asked for.
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
-import { recHeader, streamRequest, waitFor } from '../lib.mjs';
+import { keyHash, recHeader, streamRequest, waitFor } from '../lib.mjs';
 import { events, keyEntry, startPacerdFor } from '../load.mjs';
 
 const metered = 'sk-metered-0001'; // its plan has a token gate
@@ -66,6 +66,35 @@ export const tests = [
       assert.equal(m.length, u.length);
       assert.deepEqual(m, u);
       assert.ok(m.every((c) => c.usage === undefined && c.choices.length === 1), 'an extra or usage-bearing chunk reached the SDK');
+    },
+  },
+  {
+    // Issue 19: metering keys on the API a request speaks, not on the rate-limit header
+    // dialect. An OpenAI-compatible provider that sends no rate-limit headers
+    // (dialect: none, as many do) still streams chat completions the OpenAI way: its
+    // token-paced lane asks for the usage and learns what the stream cost. Before, only
+    // providers of dialect openai were metered: the same stream went up unchanged and
+    // the request line had no tokens.
+    name: 'a chat completion stream on an OpenAI-compatible provider with dialect: none is metered like OpenAI\'s',
+    fn: async (t) => {
+      const mock = await t.startMock();
+      const key = 'sk-compat-metered-0001';
+      const p = await startPacerdFor(t, mock, {
+        providers: { compat: { upstream: mock.url, prefix: '/compat', dialect: 'none' } },
+        plans: { metered: { max_tokens_per_minute: 1000000 } },
+        keys: [{ provider: 'compat', key_sha256: keyHash(key), plan: 'metered' }],
+      });
+      const body = JSON.stringify({ model: 'gpt-mock', stream: true, max_tokens: 16, messages: [{ role: 'user', content: 'Say hello to the stream test.' }] });
+      const r = await streamRequest(`${p.url}/compat/v1/chat/completions`, { body, headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'x-mock-chunks': '4' }, timeout_ms: 5000 });
+      assert.equal(r.status, 200);
+      const text = (await r.done).toString('latin1');
+      assert.ok(!text.includes('"usage"'), 'a usage field reached the client');
+      const rec = (await mock.requests()).find((x) => recHeader(x, 'authorization') === `Bearer ${key}`);
+      assert.equal(rec.uri, '/v1/chat/completions');
+      assert.equal(rec.body_len, Buffer.byteLength(body) + added, 'include_usage was not added on the dialect: none provider');
+      await waitFor(() => events(p, 'request').length >= 1, { what: 'the request line' });
+      const line = events(p, 'request')[0];
+      assert.equal(line.tokens, 11, `the request line: ${JSON.stringify(line)}`);
     },
   },
 ];

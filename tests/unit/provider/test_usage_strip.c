@@ -109,6 +109,25 @@ static int inject(const char *body, char **out, size_t *len)
 	return usage_inject_request(body, strlen(body), out, len);
 }
 
+START_TEST(chat_completions_is_the_api_not_the_dialect)
+{
+#define IS(p) usage_api_is_chat_completions(p, strlen(p))
+	ck_assert(IS("/v1/chat/completions"));
+	ck_assert(IS("/openai/deployments/gpt-4o/chat/completions?api-version=2024-10-21"));
+	ck_assert(IS("/openai/v1/chat/completions"));     /* Groq */
+	ck_assert(IS("/v1beta/openai/chat/completions")); /* Gemini's OpenAI layer */
+	ck_assert(IS("/v1/chat/completions/"));
+	ck_assert(!IS("/v1/completions"));
+	ck_assert(!IS("/v1/messages"));
+	ck_assert(!IS("/v1/chat/completions/abc123")); /* a stored completion */
+	ck_assert(!IS("/v1/chat/completionsx"));
+	ck_assert(!IS("/x?next=/chat/completions"));
+	ck_assert(!IS(""));
+	ck_assert(!usage_api_is_chat_completions(NULL, 0));
+#undef IS
+}
+END_TEST
+
 START_TEST(include_usage_is_added_as_the_client_wrote_it)
 {
 	char *out;
@@ -148,6 +167,7 @@ static Suite *usage_strip_suite(void)
 	tcase_add_test(tc, other_streams_pass_untouched);
 	tcase_add_test(tc, an_event_over_the_cap_passes_through);
 	tcase_add_test(tc, include_usage_is_added_as_the_client_wrote_it);
+	tcase_add_test(tc, chat_completions_is_the_api_not_the_dialect);
 	suite_add_tcase(s, tc);
 	return s;
 }
