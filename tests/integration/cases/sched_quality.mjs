@@ -25,38 +25,57 @@ export const tests = [
   {
     // 1. No limit configured, no capacity signal seen: the lane lets everything through
     // up to max_concurrent (64). 20 concurrent 1-s streams (10 chunks 100 ms apart) go
-    // to the mock directly, then through a fresh lane: time to the first byte within
-    // 5 ms (median), and not one request waited in the queue.
-    name: '1. a fresh lane is open: 20 concurrent 1-s streams, none queued, first byte as fast as going direct (5 ms target, 50 ms bound)',
-    timeout_ms: 20000,
+    // to the mock directly, then through a fresh lane; then the same with 20 more streams
+    // already running on the key (a busy lane; the direct round has the same 20 running
+    // against the mock): time to the first byte (sub-millisecond clock) within 3 ms of
+    // going direct at the median (issue 19's target; printed), and not one request waited
+    // in the queue.
+    name: '1. a fresh or busy lane is open: 20 concurrent 1-s streams, none queued, first byte as fast as going direct (3 ms target, 50 ms bound)',
+    timeout_ms: 30000,
     fn: async (t) => {
       const mock = await t.startMock();
       const p = await startPacerdFor(t, mock);
-      const round = async (base, key) => Promise.all(Array.from({ length: 20 }, async () => {
+      const streams = (base, key, n, chunks = 10) => Array.from({ length: n }, async () => {
         let first = null;
         const r = await streamRequest(`${base}/v1/chat/completions`, {
-          body: chatBody({ max_tokens: 16, stream: true }),
-          headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'x-mock-chunks': '10', 'x-mock-chunk-ms': '100' },
+          body: chatBody({ max_tokens: 64, stream: true }),
+          headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'x-mock-chunks': String(chunks), 'x-mock-chunk-ms': '100' },
           timeout_ms: 10000,
           onChunk: (c, ms) => { if (first === null && c.length > 0) first = ms; },
         });
         await r.done;
         assert.equal(r.status, 200);
         return { ms: first, queue: r.headers['x-pacer-queue-ms'] };
-      }));
+      });
+      const round = (base, key) => Promise.all(streams(base, key, 20));
+      const busy = async (base, key) => {
+        const background = Promise.all(streams(base, key, 20, 20));
+        await sleep(300);
+        const r = await round(base, key);
+        await background;
+        return r;
+      };
       await round(p.url, 'sk-open-warmup'); // pacerd's own warm-up, another lane
       const direct = await round(mock.url, 'sk-open-direct');
       const before = (await mock.stats()).in_flight_max;
       const through = await round(p.url, 'sk-open-fresh-lane');
       const st = await mock.stats();
-      const d = direct.map((r) => r.ms), th = through.map((r) => r.ms);
-      console.log(`#   1: TTFB direct median ${median(d)} ms (max ${Math.max(...d)}), through a fresh lane median ${median(th)} ms ` +
-        `(max ${Math.max(...th)}); x-pacer-queue-ms ${[...new Set(through.map((r) => r.queue))].join(',')}; mock in_flight_max ${st.in_flight_max} (before ${before})`);
-      // The target is 5 ms (met here: 5-7 ms either way); asserted with room for a loaded
-      // machine (a fresh podman container measured 22 vs 6 ms). Before, a fresh lane
-      // held the 20 streams behind 4 slots: 2022 ms.
-      assert.ok(median(th) - median(d) <= 50 * SLOW, `median TTFB through a fresh lane ${median(th)} ms vs ${median(d)} ms direct\n${logDigest(p)}`);
-      assert.deepEqual([...new Set(through.map((r) => r.queue))], ['0'], 'a request waited in the queue of a fresh lane');
+      const directBusy = await busy(mock.url, 'sk-open-direct-busy');
+      const throughBusy = await busy(p.url, 'sk-open-busy-lane');
+      const ms = (rs) => rs.map((r) => r.ms);
+      const d = ms(direct), th = ms(through), db = ms(directBusy), tb = ms(throughBusy);
+      const f = (x) => x.toFixed(1);
+      const msg = `TTFB median direct ${f(median(d))} ms, fresh lane ${f(median(th))} ms (+${f(median(th) - median(d))}); ` +
+        `with 20 streams running: direct ${f(median(db))} ms, busy lane ${f(median(tb))} ms (+${f(median(tb) - median(db))}); ` +
+        `x-pacer-queue-ms ${[...new Set([...through, ...throughBusy].map((r) => r.queue))].join(',')}; mock in_flight_max ${st.in_flight_max} (before ${before})`;
+      console.log(`#   1: ${msg}`);
+      t.note?.(`1: ${msg}`);
+      // The target is 3 ms; asserted with room for a loaded machine (a fresh podman
+      // container measured 22 vs 6 ms). Before issue 16 a fresh lane held the 20 streams
+      // behind 4 slots: 2022 ms.
+      assert.ok(median(th) - median(d) <= 50 * SLOW, `median TTFB through a fresh lane ${f(median(th))} ms vs ${f(median(d))} ms direct\n${logDigest(p)}`);
+      assert.ok(median(tb) - median(db) <= 50 * SLOW, `median TTFB through a busy lane ${f(median(tb))} ms vs ${f(median(db))} ms direct\n${logDigest(p)}`);
+      assert.deepEqual([...new Set([...through, ...throughBusy].map((r) => r.queue))], ['0'], 'a request waited in the queue of an open lane');
       const queued = events(p, 'queueing'); // debug lines: a request that had to wait in its lane
       assert.equal(queued.length, 0, `queueing log lines: ${JSON.stringify(queued.slice(0, 3))}`);
       assert.ok(st.in_flight_max >= 20, `the mock saw at most ${st.in_flight_max} streams at once`);
@@ -145,6 +164,41 @@ export const tests = [
         assert.ok(Math.abs(mean - 20) <= 0.2 * SLOW, `mean interval ${mean.toFixed(3)} ms (20 ms ± 1 %)`);
         assert.ok(dev <= 5 * SLOW, `p99 |interval - 20 ms| = ${dev.toFixed(3)} ms (> 5 ms)`);
       }
+    },
+  },
+  {
+    // 2. Burst 1 is exact (issue 19): a plan of 600 RPM with the default burst of 1 in front
+    // of a provider that enforces exactly 600 RPM with no burst at all (a bucket of one
+    // request, refilled every 100 ms, no rate-limit headers: nothing to learn). 150
+    // requests from 30 clients: no two may reach it closer than 100 ms, or it refuses.
+    // Before: a dispatch late by up to 10 ms was counted on schedule, and the schedule ran
+    // from the decision, not from the send: 5 refusals in 300 requests at 9.43 req/s (each
+    // refusal also holds the lane); the issue measured 33 at 7.8 req/s. Now: 0 refusals at
+    // ~9.85 req/s (the 1 % margin beyond T, and the send's own fraction of a millisecond).
+    // A warm-up request on another key opens the upstream connection first: the first
+    // request of a new connection reaches the mock's handler ~1-2 ms later after its send
+    // than one on a warm connection (the mock's accept), which no sender can see.
+    name: '2. burst 1 is exact: 600 RPM against a bucket of one, 150 requests from 30 clients: no 429, rate within 2 % of 10 req/s',
+    timeout_ms: 40000,
+    fn: async (t) => {
+      const mock = await t.startMock({ config: { style: 'openai', rpm: 600, burst: 1, headers: false } });
+      const key = 'sk-exact-600-0001';
+      const p = await startPacerdFor(t, mock, { plans: { r600: { max_requests_per_minute: 600 } }, keys: [keyEntry(key, 'r600')] });
+      const warm = await send(`${p.url}/v1/chat/completions`, { headers: { authorization: 'Bearer sk-exact-warm-0001', 'content-type': 'application/json' }, body: chatBody() });
+      assert.equal(warm.status, 200);
+      await mock.reset();
+      const run = await runLoad({ base: p.url, n: 150, concurrency: 30, makeRequest: chat(key), deadline_ms: 30000 });
+      const sum = summarize(run);
+      const st = await mock.stats();
+      const at = await arrivals(mock);
+      const g = gaps(at);
+      const rate = (at.length - 1) / ((at[at.length - 1] - at[0]) / 1000);
+      console.log(`#   2: burst 1: ${at.length} arrivals at ${rate.toFixed(3)} req/s, min gap ${Math.min(...g).toFixed(3)} ms, ` +
+        `p1 ${percentile(g, 1).toFixed(3)} ms; mock ${JSON.stringify(st.responses)}; statuses ${JSON.stringify(sum.statuses)}`);
+      assert.equal(sum.client_errors, 0, JSON.stringify(sum.statuses));
+      assert.ok((st.responses['429'] ?? 0) <= EXACT_BUCKET_429S, `upstream 429s from a bucket of one: ${JSON.stringify(st.responses)}\n${logDigest(p)}`);
+      assert.ok(rate <= 10 * 1.02, `${rate.toFixed(3)} req/s: faster than 600 RPM`);
+      if (!VALGRIND) assert.ok(rate >= 10 * 0.98, `${rate.toFixed(3)} req/s: more than 2 % below 600 RPM`);
     },
   },
   {

@@ -47,11 +47,11 @@ export function request(url, { method = 'GET', headers = {}, body, timeout_ms = 
  */
 export function streamRequest(url, { method = 'POST', headers = {}, body, timeout_ms = 20000, onChunk } = {}) {
   return new Promise((resolve, reject) => {
-    const t0 = Date.now();
+    const t0 = performance.now(); // ms with their fraction: first-byte figures are a few ms
     const req = http.request(url, { method, headers, agent: false }, (res) => {
       const chunks = [];
       const done = new Promise((res2, rej2) => {
-        res.on('data', (c) => { chunks.push(c); onChunk?.(c, Date.now() - t0, res); });
+        res.on('data', (c) => { chunks.push(c); onChunk?.(c, performance.now() - t0, res); });
         res.on('end', () => { clearTimeout(timer); res2(Buffer.concat(chunks)); });
         res.on('error', (e) => { clearTimeout(timer); rej2(e); });
         res.on('aborted', () => { clearTimeout(timer); rej2(new Error('response aborted')); });
