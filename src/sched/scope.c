@@ -10,8 +10,7 @@
 
 struct scope_entry {
 	uint64_t key;
-	uint64_t named;      /* configured scope's name hash, 0: none (then in the LRU) */
-	uint64_t learned;    /* identity the newest answer carried, 0: none */
+	uint64_t learned;    /* identity the newest answer carried */
 	int64_t last_ms;     /* last request or answer */
 	uint32_t prev, next; /* LRU neighbours, slab position + 1; 0: none */
 };
@@ -138,11 +137,6 @@ static uint32_t pos1(const struct scope_table *t, const struct scope_entry *e)
 	return (uint32_t)(e - t->slab) + 1;
 }
 
-static bool in_lru(const struct scope_entry *e)
-{
-	return e->named == 0;
-}
-
 static void lru_unlink(struct scope_table *t, struct scope_entry *e)
 {
 	if (e->prev)
@@ -174,7 +168,7 @@ static void touch(struct scope_table *t, struct scope_entry *e, int64_t now_ms)
 {
 	if (now_ms > e->last_ms)
 		e->last_ms = now_ms;
-	if (in_lru(e) && t->lru_head != pos1(t, e)) {
+	if (t->lru_head != pos1(t, e)) {
 		lru_unlink(t, e);
 		lru_push(t, e);
 	}
@@ -183,24 +177,21 @@ static void touch(struct scope_table *t, struct scope_entry *e, int64_t now_ms)
 /* Removes an entry; the last of the slab moves into its place. */
 static void entry_delete(struct scope_table *t, struct scope_entry *e)
 {
-	if (in_lru(e))
-		lru_unlink(t, e);
+	lru_unlink(t, e);
 	index_delete(t, e->key);
 	struct scope_entry *last = &t->slab[t->n - 1];
 	if (e != last) {
 		uint32_t to = pos1(t, e);
 		*slot_of(t, last->key) = to;
 		*e = *last;
-		if (in_lru(e)) {
-			if (e->prev)
-				t->slab[e->prev - 1].next = to;
-			else
-				t->lru_head = to;
-			if (e->next)
-				t->slab[e->next - 1].prev = to;
-			else
-				t->lru_tail = to;
-		}
+		if (e->prev)
+			t->slab[e->prev - 1].next = to;
+		else
+			t->lru_head = to;
+		if (e->next)
+			t->slab[e->next - 1].prev = to;
+		else
+			t->lru_tail = to;
 	}
 	t->n--;
 }
@@ -233,8 +224,6 @@ static struct scope_entry *entry_add(struct scope_table *t, uint64_t key)
 
 static uint64_t entry_scope(const struct scope_entry *e, uint64_t key)
 {
-	if (e != NULL && e->named != 0)
-		return scope_id(SCOPE_NAMED, e->named);
 	if (e != NULL && e->learned != 0)
 		return scope_id(SCOPE_IDENTITY, e->learned);
 	return scope_id(SCOPE_KEY, key);
@@ -280,39 +269,4 @@ int scope_learn(struct scope_table *t, uint64_t key_id, uint64_t request_identit
 	e->last_ms = now_ms;
 	lru_push(t, e);
 	return 1;
-}
-
-int scope_configure(struct scope_table *t, uint64_t key_id, uint64_t name_hash)
-{
-	struct scope_entry *e = find(t, key_id);
-	if (name_hash == 0) {
-		if (e == NULL || e->named == 0)
-			return 0;
-		if (e->learned == 0) {
-			entry_delete(t, e);
-			return 0;
-		}
-		e->named = 0;
-		lru_push(t, e);
-		while (t->n_learned > t->max_learned)
-			entry_delete(t, &t->slab[t->lru_tail - 1]);
-		return 0;
-	}
-	if (e == NULL) {
-		if (!reserve(t))
-			return -1;
-		e = entry_add(t, key_id);
-	} else if (in_lru(e)) {
-		lru_unlink(t, e);
-	}
-	e->named = name_hash;
-	return 0;
-}
-
-void scope_clear_configured(struct scope_table *t)
-{
-	/* from the end: a deletion moves the last entry, already seen, into the hole */
-	for (size_t p = t->n; p-- > 0;)
-		if (t->slab[p].named != 0)
-			scope_configure(t, t->slab[p].key, 0);
 }

@@ -9,7 +9,9 @@
  *     headers): a key that bills two projects has two budgets, so this names the
  *     scope of that request alone and is never learned from;
  *  2. a configured scope (keys: entries with `scope: NAME`): the operator's word,
- *     from the start, over anything inferred (a wrong one is fixed in the config);
+ *     from the start, over anything inferred (a wrong one is fixed in the config).
+ *     The caller applies it (proxy/lanes.c reads the configuration, so a reload
+ *     needs no table update): this table never holds one;
  *  3. the identity the answers to the key carry (OpenAI openai-organization +
  *     openai-project, Anthropic anthropic-organization-id + anthropic-workspace-id):
  *     from the first such answer on, the key's requests belong to that identity's
@@ -29,19 +31,18 @@
  * key's SHA-256, a key's own scope shows as the key's own 12-hex-digit name.
  * Identities are handled like key hashes: logs and /status show scope_format's
  * "id:3fa2b1c0d9e8", never the raw organization or project (a configured scope
- * may be shown by its name instead, which the caller has).
+ * is shown by its name instead, which the caller has).
  *
- * Memory. Only keys with a configured scope or a learned identity have an entry:
- * a key that is its own scope costs nothing (a flood of random keys whose answers
- * carry no identity adds none). Entries live in a slab (40 bytes each) indexed by
- * an open-addressing table of 32-bit slots at most half full (backward-shift
- * deletion, core/probe.h): 48 bytes per slot of capacity, which doubles from 8
- * at first use, so 48 to 96 bytes per key (63 at 100,000 keys: tests/bench/
+ * Memory. Only keys with a learned identity have an entry: a key that is its own
+ * scope costs nothing (a flood of random keys whose answers carry no identity
+ * adds none). Entries live in a slab (32 bytes each) indexed by an
+ * open-addressing table of 32-bit slots at most half full (backward-shift
+ * deletion, core/probe.h): 40 bytes per slot of capacity, which doubles from 8
+ * at first use, so 40 to 80 bytes per key (52 at 100,000 keys: tests/bench/
  * bench_cost.c); O(1) expected per call (18 ns for scope_of at 100,000 keys).
- * Learned entries are bounded by max_learned, least recently used first out,
- * and dropped after idle_ttl_ms without a request or answer (checked at the
- * LRU's tail on each call: O(1)); configured entries are pinned (the config
- * bounds them). */
+ * Entries are bounded by max_learned, least recently used first out, and
+ * dropped after idle_ttl_ms without a request or answer (checked at the LRU's
+ * tail on each call: O(1)). */
 #ifndef PACERD_SCOPE_H
 #define PACERD_SCOPE_H
 
@@ -61,7 +62,7 @@ struct scope_table {
 	struct scope_entry *slab;    /* entries at positions [0, n): kept dense */
 	uint32_t *index;             /* slab position + 1; 0: an empty slot */
 	size_t n, slab_cap;          /* index_cap = 2 × slab_cap: at most half full */
-	uint32_t lru_head, lru_tail; /* learned (not configured) entries, newest first, + 1 */
+	uint32_t lru_head, lru_tail; /* the entries, newest first, slab position + 1 */
 	size_t n_learned, max_learned;
 	int64_t idle_ttl_ms; /* <= 0: learned entries never expire */
 };
@@ -78,14 +79,6 @@ int scope_format(uint64_t scope_id, char *buf, size_t len);
  * dropped after idle_ttl_ms without use (<= 0: never). Allocates nothing. */
 void scope_init(struct scope_table *t, size_t max_learned, int64_t idle_ttl_ms);
 void scope_free(struct scope_table *t);
-
-/* Puts key_id in the configured scope named by name_hash (the hash of the name),
- * or takes it out of its configured scope with name_hash 0. Returns 0, or -1 when
- * memory ran out. */
-int scope_configure(struct scope_table *t, uint64_t key_id, uint64_t name_hash);
-/* Takes every key out of its configured scope (a reload sets them again);
- * what was learned stays. */
-void scope_clear_configured(struct scope_table *t);
 
 /* The scope of a request made with key_id at now_ms; request_identity: the hash
  * of the identity its own headers name, 0: none. Marks the key used. Never
@@ -105,7 +98,7 @@ uint64_t scope_peek(const struct scope_table *t, uint64_t key_id, uint64_t reque
 int scope_learn(struct scope_table *t, uint64_t key_id, uint64_t request_identity,
                 uint64_t answer_identity, int64_t now_ms);
 
-/* Entries held (configured or learned), and the heap bytes they take. */
+/* Entries held, and the heap bytes they take. */
 size_t scope_count(const struct scope_table *t);
 size_t scope_heap_bytes(const struct scope_table *t);
 

@@ -1,5 +1,6 @@
-/* Unit tests for scope: keys joining the scope their answers name, configured
- * scopes, the request's own identity, and the table's bounds. */
+/* Unit tests for scope: keys joining the scope their answers name, the
+ * request's own identity, and the table's bounds. (Configured scopes are the
+ * caller's: proxy/lanes.c.) */
 #include <stdint.h>
 #include <string.h>
 
@@ -85,50 +86,15 @@ START_TEST(identity_changes_followed)
 }
 END_TEST
 
-START_TEST(configured_scope)
-{
-	struct scope_table t;
-	scope_init(&t, 100, 0);
-	ck_assert_int_eq(scope_configure(&t, K1, TEAM), 0);
-	ck_assert_int_eq(scope_configure(&t, K2, TEAM), 0);
-	uint64_t team = scope_id(SCOPE_NAMED, TEAM);
-	ck_assert_uint_eq(scope_of(&t, K1, 0, 0), team); /* from the start */
-	ck_assert_uint_eq(scope_of(&t, K2, 0, 0), team);
-	ck_assert_uint_eq(scope_of(&t, K3, 0, 0), scope_id(SCOPE_KEY, K3));
-	/* the operator's word over what answers say: learned, but not applied */
-	ck_assert_int_eq(scope_learn(&t, K1, 0, PROJ_A, 5), 0);
-	ck_assert_uint_eq(scope_of(&t, K1, 0, 6), team);
-	/* a reload without the scope: what was learned applies */
-	scope_clear_configured(&t);
-	ck_assert_uint_eq(scope_of(&t, K1, 0, 7), scope_id(SCOPE_IDENTITY, PROJ_A));
-	ck_assert_uint_eq(scope_of(&t, K2, 0, 7), scope_id(SCOPE_KEY, K2));
-	ck_assert_uint_eq(scope_count(&t), 1);
-	/* configured entries are pinned: no bound or expiry drops them */
-	struct scope_table u;
-	scope_init(&u, 1, 100);
-	scope_configure(&u, K1, TEAM);
-	for (uint64_t k = 100; k < 200; k++)
-		scope_learn(&u, k, 0, PROJ_A, (int64_t)k * 1000);
-	ck_assert_uint_eq(scope_of(&u, K1, 0, 199000), team);
-	ck_assert_uint_eq(scope_count(&u), 2); /* K1 and the newest learned */
-	ck_assert_uint_eq(scope_of(&u, K1, 0, 1000000), team);
-	ck_assert_uint_eq(scope_count(&u), 1); /* that one expired */
-	scope_free(&u);
-	scope_free(&t);
-}
-END_TEST
-
 START_TEST(request_identity_first)
 {
 	struct scope_table t;
 	scope_init(&t, 100, 0);
-	scope_configure(&t, K1, TEAM);
 	scope_learn(&t, K2, 0, PROJ_A, 0);
 	/* a key billing two projects has two budgets */
 	ck_assert_uint_eq(scope_of(&t, K3, PROJ_A, 1), scope_id(SCOPE_IDENTITY, PROJ_A));
 	ck_assert_uint_eq(scope_of(&t, K3, PROJ_B, 1), scope_id(SCOPE_IDENTITY, PROJ_B));
-	/* over a configured and a learned scope */
-	ck_assert_uint_eq(scope_of(&t, K1, PROJ_B, 1), scope_id(SCOPE_IDENTITY, PROJ_B));
+	/* over a learned scope */
 	ck_assert_uint_eq(scope_of(&t, K2, PROJ_B, 1), scope_id(SCOPE_IDENTITY, PROJ_B));
 	/* and a request naming the project its key's answers name shares that budget */
 	ck_assert_uint_eq(scope_of(&t, K3, PROJ_A, 1), scope_of(&t, K2, 0, 1));
@@ -195,14 +161,12 @@ END_TEST
 
 struct ref_key {
 	bool present;
-	uint64_t named, learned;
-	uint64_t seq; /* LRU order of learned entries */
+	uint64_t learned;
+	uint64_t seq; /* LRU order of the entries */
 };
 
 static uint64_t ref_scope(const struct ref_key *r, uint64_t key)
 {
-	if (r->present && r->named)
-		return scope_id(SCOPE_NAMED, r->named);
 	if (r->present && r->learned)
 		return scope_id(SCOPE_IDENTITY, r->learned);
 	return scope_id(SCOPE_KEY, key);
@@ -212,7 +176,7 @@ static void ref_evict(struct ref_key *ref)
 {
 	size_t n = 0, victim = REF_KEYS;
 	for (size_t i = 0; i < REF_KEYS; i++) {
-		if (!ref[i].present || ref[i].named)
+		if (!ref[i].present)
 			continue;
 		n++;
 		if (victim == REF_KEYS || ref[i].seq < ref[victim].seq)
@@ -246,49 +210,27 @@ START_TEST(matches_reference_model)
 		size_t i = rnd(&s) % REF_KEYS;
 		uint64_t id = 1 + rnd(&s) % 4;
 		struct ref_key *r = &ref[i];
-		switch (rnd(&s) % 5) {
+		switch (rnd(&s) % 3) {
 		case 0:
 		case 1: { /* learn */
 			uint64_t before = ref_scope(r, keys[i]);
 			if (!r->present) {
 				r->present = true;
-				r->named = 0;
 				r->seq = seq++;
 				r->learned = id;
 				ref_evict(ref);
 			} else {
 				r->learned = id;
-				if (!r->named)
-					r->seq = seq++;
+				r->seq = seq++;
 			}
 			int rc = scope_learn(&t, keys[i], 0, id, step);
 			ck_assert_int_eq(rc, ref_scope(r, keys[i]) != before);
 			break;
 		}
-		case 2: /* a request */
-			if (r->present && !r->named)
+		default: /* a request */
+			if (r->present)
 				r->seq = seq++;
 			ck_assert_uint_eq(scope_of(&t, keys[i], 0, step), ref_scope(r, keys[i]));
-			break;
-		case 3: /* configure */
-			if (!r->present) {
-				r->present = true;
-				r->learned = 0;
-			}
-			r->named = 100 + id;
-			ck_assert_int_eq(scope_configure(&t, keys[i], 100 + id), 0);
-			break;
-		default: /* unconfigure */
-			if (r->present && r->named) {
-				r->named = 0;
-				if (r->learned == 0) {
-					r->present = false;
-				} else {
-					r->seq = seq++;
-					ref_evict(ref);
-				}
-			}
-			scope_configure(&t, keys[i], 0);
 			break;
 		}
 		size_t n = 0;
@@ -298,9 +240,6 @@ START_TEST(matches_reference_model)
 		}
 		ck_assert_uint_eq(scope_count(&t), n);
 	}
-	scope_clear_configured(&t);
-	for (size_t k = 0; k < REF_KEYS; k++)
-		ck_assert_int_ne(scope_kind_of(scope_peek(&t, keys[k], 0)), SCOPE_NAMED);
 	scope_free(&t);
 }
 END_TEST
@@ -313,7 +252,6 @@ static Suite *scope_suite(void)
 	tcase_add_test(tc, two_keys_learn_one_identity);
 	tcase_add_test(tc, other_identity_apart);
 	tcase_add_test(tc, identity_changes_followed);
-	tcase_add_test(tc, configured_scope);
 	tcase_add_test(tc, request_identity_first);
 	suite_add_tcase(s, tc);
 	TCase *mem = tcase_create("memory");
