@@ -8,6 +8,7 @@
 
 #include <event2/event.h>
 #include <event2/event_struct.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,11 +23,22 @@
 #include "sched/gcra.h"
 #include "sched/learned.h"
 #include "sched/sched.h"
+#include "store/delay_bound.h"
 #include "store/store.h"
 #include "store/store_script.h"
 
-#define KEY_MAX 384 /* prefix, provider, scope, a model group of up to 128 bytes */
 #define MEMBER_MAX 96
+/* A decision asked again within this long after its "wait" keeps its place in
+ * the lease queue (decide forgets a waiter after QUEUE_STALE, 150 ms). */
+#define WAITING_REUSE_MS 100
+/* A step of the margin no sample has measured yet: a quarter of a ms, more
+ * than each step measured on one machine (a Redis round trip 0.2-0.5 ms is
+ * measured before the first go is used; the others took 0.01-0.15 ms). */
+#define MARGIN_STEP_EMPTY_MS 0.25
+/* How much before the store's instant a lane asks again after a "wait": the
+ * store answers a go for that instant (RESERVE_MS, 5, in store_script.c)
+ * where an ask on time would arrive late by its own delays. */
+#define ASK_EARLY_MS 2.0
 
 static const char *const request_fields[GATES_N_WINDOWS] = {"r0", "r1", "r2", "r3"};
 static const char *const learned_fields[RLH_N_BUDGETS] = {"l0", "l1", "l2", "l3"};
@@ -34,7 +46,21 @@ static const char *const learned_fields[RLH_N_BUDGETS] = {"l0", "l1", "l2", "l3"
 struct shared_lease {
 	struct list link; /* sh->leases: renewed while in flight */
 	uint64_t seq;
-	char leases_key[KEY_MAX];
+	char leases_key[STORE_KEY_MAX];
+};
+
+/* A decision's lease member (0: no lease asked) and when it was answered. */
+struct asked_seq {
+	uint64_t seq;
+	double at_ms;
+};
+
+/* A "go" not used yet: its lease, when it was due (the margin's
+ * answer-to-dispatch step starts there), and what bounds its send: asked at
+ * asked_ms, for wait_ms after the store's instant, with margin_ms promised. */
+struct granted {
+	uint64_t seq;
+	double due_ms, asked_ms, wait_ms, margin_ms;
 };
 
 /* Decisions asked and answered, in order: Redis answers one connection's
@@ -43,9 +69,18 @@ struct shared_lease {
 struct shared_lane {
 	uint64_t asked[SCHED_PERMITS_MAX];
 	unsigned asked_head, asked_n;
-	uint64_t granted[SCHED_PERMITS_MAX]; /* leases of "go"s not used yet */
+	/* "go"s not used yet, in the order sched uses its permits */
+	struct granted granted[SCHED_PERMITS_MAX];
 	unsigned granted_head, granted_n;
-	char leases_key[KEY_MAX];
+	/* the lane's request gates without slack, as last asked: a send later
+	 * than its margin pushes them (late_send) */
+	struct store_gate strict[GATES_N_WINDOWS];
+	size_t n_strict;
+	/* members answered "wait": asked again first, they keep their place in
+	 * the lease queue */
+	struct asked_seq waiting[SCHED_PERMITS_MAX];
+	unsigned waiting_head, waiting_n;
+	struct store_lane_names names;
 	bool fell_back; /* counted in stats.fallbacks until SHARED again */
 };
 
@@ -59,6 +94,13 @@ struct shared {
 	char replica[64]; /* names this process's leases */
 	uint64_t lease_seq;
 	struct list leases; /* newest first */
+	/* The margin's three steps, from a decision's instant in Redis to its
+	 * request on the wire: the decision's round trip (the instant is
+	 * somewhere inside it), its answer to the dispatch, the dispatch to the
+	 * write (shared_send_delay). */
+	struct delay_bound rtt, to_dispatch, to_wire;
+	struct event_base *base;
+	struct list reserved; /* decisions: goes held until their instant */
 	struct event renew;
 	bool closing; /* shared_free: the lanes may be gone already */
 };
@@ -67,15 +109,31 @@ struct decision {
 	struct shared *sh;
 	struct sched_lane *lane;
 	struct shared_lane *sl;
+	double asked_ms, margin_ms;
+	/* a go for a later instant, held until due_ms (sh->reserved) */
+	struct event ev;
+	struct list link;
+	uint64_t seq;
+	double answered_ms, due_ms;
+	bool quota;
 };
+
+/* CLOCK_MONOTONIC now, in fractional ms, not the turn's cached value: the
+ * margin's steps are fractions of a millisecond. */
+static double mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1000.0 + (double)ts.tv_nsec / 1e6;
+}
 
 /* ---- keys ---- */
 
-static bool lane_keys(const struct shared *sh, const struct sched_lane *lane, char *key,
-                      char *leases)
+static bool lane_keys(const struct shared *sh, const struct sched_lane *lane,
+                      struct store_lane_names *names)
 {
-	return store_lane_keys(sh->prefix, sched_lane_provider(lane)->name, sched_lane_key_id(lane),
-	                       sched_lane_model(lane), key, KEY_MAX, leases, KEY_MAX);
+	return store_lane_names_of(sh->prefix, sched_lane_provider(lane)->name,
+	                           sched_lane_key_id(lane), sched_lane_model(lane), names);
 }
 
 static void member_of(const struct shared *sh, uint64_t seq, char *out)
@@ -112,20 +170,51 @@ static void release_member(struct shared *sh, const char *leases_key, uint64_t s
 	store_send(sh->store, &cmd, NULL, NULL);
 }
 
+/* A request leaves later after its store's instant than the margin its
+ * decision promised (its round trip or its timer was slow: the process was
+ * not running): the gates without slack are pushed by the difference, so
+ * that the next request, whichever replica sends it, still leaves T after
+ * this one. Its store's instant was after asked_ms: the send is at most
+ * (now - asked_ms - wait_ms) + the write's bound after it. Rare, and the
+ * next decision is about T away: the push is there before it. */
+static void late_send(struct shared *sh, struct shared_lane *sl, const struct granted *g,
+                      double now)
+{
+	double late = now - g->asked_ms - g->wait_ms +
+	              delay_bound_ms(&sh->to_wire, clock_now_ms(), MARGIN_STEP_EMPTY_MS);
+	double excess = late - g->margin_ms;
+	if (excess <= 0 || sl->n_strict == 0 || !store_up(sh->store))
+		return;
+	struct store_gate push[GATES_N_WINDOWS];
+	for (size_t i = 0; i < sl->n_strict; i++) {
+		push[i] = sl->strict[i];
+		push[i].cost = excess / push[i].t_ms;
+	}
+	struct store_cmd cmd;
+	store_cmd_adjust(&cmd, sl->names.key, sh->idle_ms, push, sl->n_strict);
+	store_send(sh->store, &cmd, NULL, NULL);
+	store_stats(sh->store)->late_sends++;
+}
+
 struct shared_lease *shared_dispatched(struct shared *sh, struct shared_lane *sl)
 {
 	if (sh == NULL || sl == NULL || sl->granted_n == 0)
 		return NULL;
-	uint64_t seq = sl->granted[sl->granted_head];
+	struct granted g = sl->granted[sl->granted_head];
 	sl->granted_head = (sl->granted_head + 1) % SCHED_PERMITS_MAX;
 	sl->granted_n--;
+	double now = mono_ms();
+	delay_bound_add(&sh->to_dispatch, now - g.due_ms, clock_now_ms());
+	late_send(sh, sl, &g, now);
+	if (g.seq == 0)
+		return NULL;
 	struct shared_lease *l = calloc(1, sizeof(*l));
 	if (l == NULL) {
-		release_member(sh, sl->leases_key, seq);
+		release_member(sh, sl->names.leases, g.seq);
 		return NULL;
 	}
-	l->seq = seq;
-	memcpy(l->leases_key, sl->leases_key, KEY_MAX);
+	l->seq = g.seq;
+	memcpy(l->leases_key, sl->names.leases, STORE_KEY_MAX);
 	list_insert_head(&sh->leases, &l->link);
 	return l;
 }
@@ -179,21 +268,83 @@ static size_t lane_gates(const struct sched_lane *lane, const struct sched_costs
 	return n;
 }
 
+/* The quota flag every verdict carries, then the lane runs. */
+static void after_verdict(struct shared *sh, struct sched_lane *lane, bool quota)
+{
+	if (quota && !sched_quota_out(lane) && sh->hooks.quota_out != NULL)
+		sh->hooks.quota_out(lane);
+	else if (!quota && sched_quota_out(lane) && sh->hooks.quota_back != NULL)
+		sh->hooks.quota_back(lane);
+	sh->hooks.kick(lane);
+}
+
+/* A "go" the lane may use from now: a permit, and its lease when it has one;
+ * due_ms is when it was meant to be used (the margin's answer-to-dispatch
+ * step starts there). */
+static void grant(const struct decision *d, uint64_t seq, double due_ms, double wait_ms)
+{
+	struct shared_lane *sl = d->sl;
+	if (sl->granted_n < SCHED_PERMITS_MAX) {
+		sl->granted[(sl->granted_head + sl->granted_n) % SCHED_PERMITS_MAX] =
+		    (struct granted){seq, due_ms, d->asked_ms, wait_ms, d->margin_ms};
+		sl->granted_n++;
+	}
+	sched_permit_answer(d->lane, SCHED_PERMIT_GO, 0);
+}
+
+/* A go for a later instant (its gates open a few ms after the decision): held
+ * here until then, on a microsecond timer, as if the answer came then. */
+static void on_reserved(evutil_socket_t fd, short what, void *arg)
+{
+	struct decision *d = arg;
+	(void)fd;
+	(void)what;
+	list_remove(&d->link);
+	grant(d, d->seq, d->due_ms, d->due_ms - d->answered_ms);
+	after_verdict(d->sh, d->lane, d->quota);
+	free(d);
+}
+
+static bool reserve(struct decision *d, uint64_t seq, double answered,
+                    const struct store_verdict *v)
+{
+	d->seq = seq;
+	d->answered_ms = answered;
+	d->due_ms = answered + v->wait_ms;
+	d->quota = v->quota;
+	if (evtimer_assign(&d->ev, d->sh->base, on_reserved, d) != 0)
+		return false;
+	/* libevent counts a timer from the loop's cached time, which is as old
+	 * as this turn: the timer would fire early by the turn's work so far */
+	event_base_update_cache_time(d->sh->base);
+	double late = mono_ms() - answered;
+	int64_t us = (int64_t)((v->wait_ms - late) * 1000.0) + 1;
+	if (us < 1)
+		us = 1;
+	struct timeval tv = {(time_t)(us / 1000000), (suseconds_t)(us % 1000000)};
+	if (evtimer_add(&d->ev, &tv) != 0)
+		return false;
+	list_insert_head(&d->sh->reserved, &d->link);
+	return true;
+}
+
 static void on_decided(void *arg, const redisReply *r)
 {
 	struct decision *d = arg;
 	struct shared *sh = d->sh;
 	struct sched_lane *lane = d->lane;
 	struct shared_lane *sl = d->sl;
-	free(d);
-	if (sh->closing)
+	if (sh->closing) {
+		free(d);
 		return;
+	}
 	uint64_t seq = 0;
 	if (sl->asked_n > 0) {
 		seq = sl->asked[sl->asked_head];
 		sl->asked_head = (sl->asked_head + 1) % SCHED_PERMITS_MAX;
 		sl->asked_n--;
 	}
+	double answered = mono_ms();
 	struct store_verdict v;
 	struct store_stats *st = store_stats(sh->store);
 	bool parsed = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
@@ -202,26 +353,79 @@ static void on_decided(void *arg, const redisReply *r)
 	              r->element[2]->type == REDIS_REPLY_INTEGER &&
 	              store_parse_verdict(r->element[0]->integer, r->element[1]->str,
 	                                  r->element[1]->len, r->element[2]->integer, &v);
-	if (!parsed) {
-		sched_permit_answer(lane, SCHED_PERMIT_FAILED, 0);
-	} else if (v.go) {
+	if (parsed)
+		delay_bound_add(&sh->rtt, answered - d->asked_ms, clock_now_ms());
+	if (parsed && v.go) {
 		st->decisions_go++;
-		if (seq != 0 && sl->granted_n < SCHED_PERMITS_MAX) {
-			sl->granted[(sl->granted_head + sl->granted_n) % SCHED_PERMITS_MAX] = seq;
-			sl->granted_n++;
-		}
-		sched_permit_answer(lane, SCHED_PERMIT_GO, 0);
-	} else {
+		if (v.wait_ms > 0 && reserve(d, seq, answered, &v))
+			return; /* d is the reservation's until on_reserved */
+		grant(d, seq, answered, 0);
+	} else if (parsed) {
 		st->decisions_wait++;
-		/* Rounded up: never before the store's instant. */
-		int64_t wait = (int64_t)v.wait_ms + 1;
-		sched_permit_answer(lane, SCHED_PERMIT_WAIT, clock_fresh_ms() + wait);
+		if (seq != 0 && sl->waiting_n < SCHED_PERMITS_MAX) {
+			sl->waiting[(sl->waiting_head + sl->waiting_n) % SCHED_PERMITS_MAX] =
+			    (struct asked_seq){seq, answered};
+			sl->waiting_n++;
+		}
+		/* Asked again a little early (never more than ASK_EARLY_MS, counted
+		 * from the answer, which came after the store's instant): the
+		 * store answers a go for the exact instant. */
+		int64_t until = (int64_t)ceil(answered + v.wait_ms - ASK_EARLY_MS);
+		sched_permit_answer(lane, SCHED_PERMIT_WAIT, until);
+	} else {
+		sched_permit_answer(lane, SCHED_PERMIT_FAILED, 0);
 	}
-	if (parsed && v.quota && !sched_quota_out(lane) && sh->hooks.quota_out != NULL)
-		sh->hooks.quota_out(lane);
-	else if (parsed && !v.quota && sched_quota_out(lane) && sh->hooks.quota_back != NULL)
-		sh->hooks.quota_back(lane);
-	sh->hooks.kick(lane);
+	free(d);
+	if (parsed)
+		after_verdict(sh, lane, v.quota);
+	else
+		sh->hooks.kick(lane);
+}
+
+/* Reservations of a lane that goes, or of every lane: their leases are given
+ * back (their charges stay: the store cannot know they were not used). */
+static void cancel_reserved(struct shared *sh, const struct shared_lane *sl)
+{
+	struct list *node, *tmp;
+	LIST_FOR_EACH_SAFE(node, tmp, &sh->reserved) {
+		struct decision *d = LIST_ITEM(node, struct decision, link);
+		if (sl != NULL && d->sl != sl)
+			continue;
+		event_del(&d->ev);
+		list_remove(&d->link);
+		if (d->seq != 0 && !sh->closing)
+			release_member(sh, d->sl->names.leases, d->seq);
+		free(d);
+	}
+}
+
+/* The lease member a decision asks under: the oldest answered "wait" lately
+ * (it keeps its place in the lease queue), else a new one. */
+static uint64_t member_to_ask(struct shared *sh, struct shared_lane *sl, double now)
+{
+	while (sl->waiting_n > 0) {
+		struct asked_seq w = sl->waiting[sl->waiting_head];
+		sl->waiting_head = (sl->waiting_head + 1) % SCHED_PERMITS_MAX;
+		sl->waiting_n--;
+		if (now - w.at_ms <= WAITING_REUSE_MS)
+			return w.seq;
+	}
+	return ++sh->lease_seq;
+}
+
+double shared_margin_ms(struct shared *sh, int64_t now_ms)
+{
+	if (sh == NULL)
+		return 0;
+	return delay_bound_ms(&sh->rtt, now_ms, MARGIN_STEP_EMPTY_MS) +
+	       delay_bound_ms(&sh->to_dispatch, now_ms, MARGIN_STEP_EMPTY_MS) +
+	       delay_bound_ms(&sh->to_wire, now_ms, MARGIN_STEP_EMPTY_MS);
+}
+
+void shared_send_delay(struct shared *sh, double delay_ms)
+{
+	if (sh != NULL)
+		delay_bound_add(&sh->to_wire, delay_ms, clock_now_ms());
 }
 
 /* Permits no request needs any more: their charges and leases go back. */
@@ -229,7 +433,8 @@ static void give_back(struct shared *sh, struct sched_lane *lane, struct shared_
                       unsigned n)
 {
 	for (; sl->granted_n > 0; sl->granted_n--) {
-		release_member(sh, sl->leases_key, sl->granted[sl->granted_head]);
+		if (sl->granted[sl->granted_head].seq != 0)
+			release_member(sh, sl->names.leases, sl->granted[sl->granted_head].seq);
 		sl->granted_head = (sl->granted_head + 1) % SCHED_PERMITS_MAX;
 	}
 	if (!store_up(sh->store))
@@ -243,11 +448,8 @@ static void give_back(struct shared *sh, struct sched_lane *lane, struct shared_
 			    (struct store_gate){request_fields[w], s->req[w].t_ms, 0, -(double)n};
 	if (k == 0)
 		return;
-	char key[KEY_MAX], leases[KEY_MAX];
 	struct store_cmd cmd;
-	if (!lane_keys(sh, lane, key, leases))
-		return;
-	store_cmd_adjust(&cmd, key, sh->idle_ms, g, k);
+	store_cmd_adjust(&cmd, sl->names.key, sh->idle_ms, g, k);
 	store_send(sh->store, &cmd, NULL, NULL);
 }
 
@@ -260,8 +462,10 @@ bool shared_pump(struct shared *sh, struct sched_lane *lane, struct shared_lane 
 	if (sl == NULL) {
 		if ((sl = calloc(1, sizeof(*sl))) == NULL)
 			return true; /* local gates, as if down: better than nothing */
-		char key[KEY_MAX];
-		lane_keys(sh, lane, key, sl->leases_key);
+		if (!lane_keys(sh, lane, &sl->names)) {
+			free(sl);
+			return true;
+		}
 		*slp = sl;
 	}
 	bool up = store_up(sh->store);
@@ -286,28 +490,32 @@ bool shared_pump(struct shared *sh, struct sched_lane *lane, struct shared_lane 
 	unsigned n = sched_permits_wanted(lane, now_ms, &head);
 	if (n == 0)
 		return true;
-	char key[KEY_MAX], leases[KEY_MAX];
-	if (!lane_keys(sh, lane, key, leases))
-		return true;
 	struct store_gate g[STORE_MAX_GATES];
 	size_t ng = lane_gates(lane, &head, now_ms, g);
 	unsigned cap = sched_lane_plan(lane)->max_concurrent_global;
+	double margin = shared_margin_ms(sh, now_ms);
+	sl->n_strict = 0;
+	for (size_t i = 0; i < ng; i++)
+		if (g[i].field[0] == 'r' && g[i].burst <= 1 && g[i].t_ms > 0)
+			sl->strict[sl->n_strict++] = g[i];
 	unsigned sent = 0;
 	for (; sent < n && sl->asked_n < SCHED_PERMITS_MAX; sent++) {
 		struct decision *d = malloc(sizeof(*d));
 		if (d == NULL)
 			break;
-		*d = (struct decision){sh, lane, sl};
-		uint64_t seq = ++sh->lease_seq;
+		*d = (struct decision){
+		    .sh = sh, .lane = lane, .sl = sl, .asked_ms = mono_ms(), .margin_ms = margin};
+		uint64_t seq = cap > 0 ? member_to_ask(sh, sl, d->asked_ms) : 0;
 		char member[MEMBER_MAX];
 		member_of(sh, seq, member);
 		struct store_cmd cmd;
-		store_cmd_decide(&cmd, key, leases, sh->idle_ms, cap, member, sh->lease_ms, g, ng);
+		store_cmd_decide(&cmd, &sl->names, sh->idle_ms, cap, member, sh->lease_ms, margin,
+		                 g, ng);
 		if (!store_send(sh->store, &cmd, on_decided, d)) {
 			free(d);
 			break;
 		}
-		sl->asked[(sl->asked_head + sl->asked_n) % SCHED_PERMITS_MAX] = cap > 0 ? seq : 0;
+		sl->asked[(sl->asked_head + sl->asked_n) % SCHED_PERMITS_MAX] = seq;
 		sl->asked_n++;
 	}
 	sched_permits_asked(lane, sent);
@@ -319,18 +527,18 @@ bool shared_pump(struct shared *sh, struct sched_lane *lane, struct shared_lane 
 static void send_simple(struct shared *sh, struct sched_lane *lane,
                         void (*build)(struct store_cmd *, const char *, double, void *), void *arg)
 {
-	char key[KEY_MAX], leases[KEY_MAX];
+	struct store_lane_names names;
 	struct store_cmd cmd;
-	if (sh == NULL || !store_up(sh->store) || !lane_keys(sh, lane, key, leases))
+	if (sh == NULL || !store_up(sh->store) || !lane_keys(sh, lane, &names))
 		return;
-	build(&cmd, key, sh->idle_ms, arg);
+	build(&cmd, names.key, sh->idle_ms, arg);
 	store_send(sh->store, &cmd, NULL, NULL);
 }
 
 void shared_observed(struct shared *sh, struct sched_lane *lane)
 {
-	char key[KEY_MAX], leases[KEY_MAX];
-	if (sh == NULL || !store_up(sh->store) || !lane_keys(sh, lane, key, leases))
+	struct store_lane_names names;
+	if (sh == NULL || !store_up(sh->store) || !lane_keys(sh, lane, &names))
 		return;
 	int64_t now = clock_now_ms();
 	for (int b = 0; b < RLH_N_BUDGETS; b++) {
@@ -342,7 +550,7 @@ void shared_observed(struct shared *sh, struct sched_lane *lane)
 		if (v.pace_per_min <= 0 || v.capacity <= 0 || v.remaining < 0)
 			continue;
 		struct store_cmd cmd;
-		store_cmd_observe(&cmd, key, sh->idle_ms, learned_fields[b],
+		store_cmd_observe(&cmd, names.key, sh->idle_ms, learned_fields[b],
 		                  60000.0 / v.pace_per_min, v.capacity, v.remaining);
 		store_send(sh->store, &cmd, NULL, NULL);
 	}
@@ -372,19 +580,19 @@ void shared_quota(struct shared *sh, struct sched_lane *lane, bool out)
 void shared_tokens_used(struct shared *sh, struct sched_lane *lane, double d_tokens, double d_input,
                         double d_output)
 {
-	char key[KEY_MAX], leases[KEY_MAX];
+	struct store_lane_names names;
 	if (sh == NULL || sched_lane_gates_mode(lane) != SCHED_GATES_SHARED ||
-	    !store_up(sh->store) || !lane_keys(sh, lane, key, leases))
+	    !store_up(sh->store) || !lane_keys(sh, lane, &names))
 		return;
 	const struct gates *s = sched_lane_gates(lane);
 	struct store_gate g[3 + RLH_N_BUDGETS];
 	size_t n = 0;
 	if (gcra_enabled(&s->tokens) && d_tokens != 0)
-		g[n++] = (struct store_gate){"t", s->tokens.t_ms, 0, d_tokens};
+		g[n++] = (struct store_gate){"t", s->tokens.t_ms, s->tokens.burst, d_tokens};
 	if (gcra_enabled(&s->input) && d_input != 0)
-		g[n++] = (struct store_gate){"ti", s->input.t_ms, 0, d_input};
+		g[n++] = (struct store_gate){"ti", s->input.t_ms, s->input.burst, d_input};
 	if (gcra_enabled(&s->output) && d_output != 0)
-		g[n++] = (struct store_gate){"to", s->output.t_ms, 0, d_output};
+		g[n++] = (struct store_gate){"to", s->output.t_ms, s->output.burst, d_output};
 	/* The learned token budgets take the same correction, at the pace
 	 * stored (t_ms 0). */
 	const double d[RLH_N_BUDGETS] = {0, d_tokens, d_input, d_output};
@@ -394,7 +602,7 @@ void shared_tokens_used(struct shared *sh, struct sched_lane *lane, double d_tok
 	if (n == 0)
 		return;
 	struct store_cmd cmd;
-	store_cmd_adjust(&cmd, key, sh->idle_ms, g, n);
+	store_cmd_adjust(&cmd, names.key, sh->idle_ms, g, n);
 	store_send(sh->store, &cmd, NULL, NULL);
 }
 
@@ -402,8 +610,11 @@ void shared_lane_free(struct shared *sh, struct shared_lane *sl)
 {
 	if (sl == NULL)
 		return;
+	if (sh != NULL)
+		cancel_reserved(sh, sl);
 	for (; sh != NULL && sl->granted_n > 0; sl->granted_n--) {
-		release_member(sh, sl->leases_key, sl->granted[sl->granted_head]);
+		if (sl->granted[sl->granted_head].seq != 0)
+			release_member(sh, sl->names.leases, sl->granted[sl->granted_head].seq);
 		sl->granted_head = (sl->granted_head + 1) % SCHED_PERMITS_MAX;
 	}
 	free(sl);
@@ -431,6 +642,8 @@ struct shared *shared_new(struct event_base *base, const struct config *cfg,
 		return NULL;
 	}
 	list_init(&sh->leases);
+	list_init(&sh->reserved);
+	sh->base = base;
 	sh->hooks = *hooks;
 	snprintf(sh->prefix, sizeof(sh->prefix), "%s", cfg->store.redis.key_prefix);
 	/* A lane's keys outlive its state by the lanes' own idle time. */
@@ -465,6 +678,7 @@ void shared_free(struct shared *sh)
 		return;
 	sh->closing = true;
 	event_del(&sh->renew);
+	cancel_reserved(sh, NULL);
 	struct list *node, *tmp;
 	LIST_FOR_EACH_SAFE(node, tmp, &sh->leases)
 		free(LIST_ITEM(node, struct shared_lease, link));

@@ -14,7 +14,9 @@
  *  - the quota state: one replica's insufficient_quota stops the others, one
  *    replica's successful probe restarts them;
  *  - max_concurrent_global: leases in a sorted set, renewed while in flight,
- *    expiring by themselves when a replica dies.
+ *    expiring by themselves when a replica dies, handed out first come, first
+ *    served across replicas (a decision waiting for one keeps its place in
+ *    the store's lease queue while it asks again).
  * Concurrency (AIMD) and the probe after a hold stay per replica.
  *
  * While the store is down, on_error says what lanes do: `local` paces each
@@ -67,6 +69,18 @@ bool shared_pump(struct shared *sh, struct sched_lane *lane, struct shared_lane 
 struct shared_lease *shared_dispatched(struct shared *sh, struct shared_lane *sl);
 /* Its attempt ended: the lease goes back at once (NULL: none). */
 void shared_release(struct shared *sh, struct shared_lease *lease);
+
+/* A request dispatched under a permit is about to be written to the provider
+ * delay_ms (fractional) after its dispatch: the last step of the margin (sh
+ * NULL: nothing). */
+void shared_send_delay(struct shared *sh, double delay_ms);
+/* The margin this replica's decisions carry: a bound on the time from a
+ * decision's instant in Redis to its request on the wire, the sum of the
+ * bounds (delay_bound.h) of its three steps: the decision's round trip, its
+ * answer to the dispatch, the dispatch to the write. A gate without slack
+ * keeps it after each send, so that whichever replica decides next sends at
+ * least T after this one's request left. */
+double shared_margin_ms(struct shared *sh, int64_t now_ms);
 
 /* The lane learned from headers (sched_observe): every learned budget with a
  * known pace is shared. */

@@ -462,11 +462,10 @@ static int check_scripts(const char *address, unsigned timeout_ms, const char *p
 	if (rc == 1) {
 		/* EVALSHA can be renamed away on its own: one decision with no
 		 * gate (it reads, writes nothing). */
-		char key[192], leases[200];
+		struct store_lane_names names;
 		struct store_cmd cmd;
-		store_lane_keys(prefix, "pacerd", "startup-check", NULL, key, sizeof(key), leases,
-		                sizeof(leases));
-		store_cmd_decide(&cmd, key, leases, 1000, 0, "", 0, NULL, 0);
+		store_lane_names_of(prefix, "pacerd", "startup-check", NULL, &names);
+		store_cmd_decide(&cmd, &names, 1000, 0, "", 0, 0, NULL, 0);
 		redisReply *r = redisCommandArgv(c, cmd.argc, cmd.argv, cmd.argvlen);
 		if (r == NULL) {
 			rc = 0;

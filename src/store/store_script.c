@@ -9,7 +9,14 @@
 
 /* What every script starts with: the server's clock in ms, and keep(), which
  * makes a key live at least `ms` more (never shortens what another call
- * set: a hold or a debt may outlast this call's own state). */
+ * set: a hold or a debt may outlast this call's own state).
+ *
+ * charged(): gcra.c's charge. From the TAT while behind schedule or late by
+ * less than the slack, min(10, (burst - cost) T), none when that is not
+ * positive; else from now. A gate without slack (burst 1, min_ms) starts
+ * from now plus the deciding replica's margin, the most its request takes
+ * from this instant to the wire: the next decision, by any replica, is then
+ * at least T after that request's send. */
 #define LUA_PRELUDE                                                                                \
 	"local t = redis.call('TIME')\n"                                                           \
 	"local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000\n"                              \
@@ -18,29 +25,46 @@
 	"  local cur = redis.call('PTTL', k)\n"                                                    \
 	"  if cur < ms then redis.call('PEXPIRE', k, ms) end\n"                                    \
 	"end\n"                                                                                    \
-	"local function fmt(x) return string.format('%.3f', x) end\n" /* gcra.c's charge: from the \
-	                                                                 TAT while behind schedule \
-	                                                                 or late by less than the  \
-	                                                                 slack */                  \
-	"local function charged(tat, T, cost)\n"                                                   \
-	"  local slack = math.max(1, math.min(10, cost * T / 2))\n"                                \
+	"local function fmt(x) return string.format('%.3f', x) end\n"                              \
+	"local function charged(tat, T, cost, burst, margin)\n"                                    \
+	"  local slack = math.max(0, math.min(10, (burst - cost) * T))\n"                          \
 	"  local base = now\n"                                                                     \
 	"  if tat and now < tat + slack then base = tat end\n"                                     \
+	"  if slack == 0 then base = math.max(base, now + margin) end\n"                           \
 	"  return base + cost * T\n"                                                               \
 	"end\n"
 
-/* KEYS: lane hash, leases. ARGV: idle_ms, lease_cap, member, lease_ms, n, then
- * n × (field, T, burst, cost). Reply: {go, wait_ms as a string, quota}. */
+/* KEYS: lane hash, leases, lease queue, lease queue's last asks. ARGV: idle_ms,
+ * lease_cap, member, lease_ms, margin_ms, n, then n × (field, T, burst, cost).
+ * Reply: {go, wait_ms as a string, quota}: go after wait_ms (a go's wait is at
+ * most RESERVE_MS), or ask again after it.
+ *
+ * Leases go first come, first served: a decision that finds no lease for it
+ * (every one taken, or every free one owed to an older waiter) queues its
+ * member, scored by its first ask; asked again under the same member
+ * (shared.c keeps it while the request waits) it keeps its place, and it
+ * takes a lease only when fewer older waiters are queued than leases are free.
+ * A waiter that has not asked for QUEUE_STALE ms (its request left, its
+ * replica died) leaves the queue. A replica that gives a lease back asks with
+ * a new member: behind everyone waiting. */
+#define QUEUE_STALE "150"
+/* A decision whose gates open within this many ms is a "go" at that instant
+ * (the reply's wait): the replica sends exactly then, where asking again
+ * would come late, and a gate without slack would add that lateness to its
+ * interval. Replicas ask a little early for it (shared.c). */
+#define RESERVE_MS "5"
 static const char decide_src[] = LUA_PRELUDE
     "local key, idle = KEYS[1], tonumber(ARGV[1])\n"
-    "local cap, n = tonumber(ARGV[2]), tonumber(ARGV[5])\n"
+    "local cap, member, margin = tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[5])\n"
+    "local n = tonumber(ARGV[6])\n"
+    "if not (margin and margin > 0) then margin = 0 end\n"
     "local wait, horizon = 0, now\n"
     "local quota = redis.call('HEXISTS', key, 'quota')\n"
     "local hold = tonumber(redis.call('HGET', key, 'hold'))\n"
     "if hold and hold > now then wait = hold - now; horizon = hold end\n"
     "local gates = {}\n"
     "for i = 0, n - 1 do\n"
-    "  local a = 6 + i * 4\n"
+    "  local a = 7 + i * 4\n"
     "  local f, T, burst, cost = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), "
     "tonumber(ARGV[a + 3])\n"
     "  local v = redis.call('HMGET', key, f, f .. ':T', f .. ':B')\n"
@@ -60,19 +84,38 @@ static const char decide_src[] = LUA_PRELUDE
     "end\n"
     "local full = false\n"
     "if cap > 0 then\n"
-    "  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)\n"
-    "  if redis.call('ZCARD', KEYS[2]) >= cap then\n"
+    "  local L, Q, S = KEYS[2], KEYS[3], KEYS[4]\n"
+    "  redis.call('ZREMRANGEBYSCORE', L, '-inf', now)\n"
+    "  local gone = redis.call('ZRANGEBYSCORE', S, '-inf', now - " QUEUE_STALE ")\n"
+    "  for _, m in ipairs(gone) do redis.call('ZREM', Q, m); redis.call('ZREM', S, m) end\n"
+    "  local free = cap - redis.call('ZCARD', L)\n"
+    "  local since = redis.call('ZSCORE', Q, member)\n"
+    "  local ahead = 0\n"
+    "  if since then ahead = redis.call('ZCOUNT', Q, '-inf', '(' .. since)\n"
+    "  else ahead = redis.call('ZCARD', Q) end\n"
+    "  if free <= ahead then\n"
     "    full = true\n"
+    "    redis.call('ZADD', Q, 'NX', now, member)\n"
+    "    redis.call('ZADD', S, now, member)\n"
+    "    keep(Q, idle)\n"
+    "    keep(S, idle)\n"
     /* a lease frees when its replica gives it back (unannounced here) or
-     * expires: ask again soon, at the latest at the first expiry */
-    "    local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')\n"
-    "    local w = math.min(tonumber(first[2]) - now, 25)\n"
+     * expires, and an older waiter takes it at its next ask: ask again
+     * soon, at the latest at the first expiry */
+    "    local w = 25\n"
+    "    if free <= 0 then\n"
+    "      local first = redis.call('ZRANGE', L, 0, 0, 'WITHSCORES')\n"
+    "      w = math.min(tonumber(first[2]) - now, 25)\n"
+    "    end\n"
     "    if w > wait then wait = w end\n"
     "  end\n"
     "end\n"
-    "if wait > 0 or full then return {0, fmt(math.max(wait, 1)), quota} end\n"
+    "if full or wait > " RESERVE_MS " then return {0, fmt(math.max(wait, 1)), quota} end\n"
+    /* a go at now + wait: charged as if decided then */
+    "local at = wait\n"
+    "now = now + wait\n"
     "for _, g in ipairs(gates) do\n"
-    "  local nt = charged(g[5], g[2], g[4])\n"
+    "  local nt = charged(g[5], g[2], g[4], g[3], margin)\n"
     "  if g[6] then\n"
     "    redis.call('HSET', key, g[1], fmt(nt), g[1] .. ':T', fmt(g[2]), g[1] .. ':B', fmt(g[3]))\n"
     "  else\n"
@@ -83,24 +126,27 @@ static const char decide_src[] = LUA_PRELUDE
     "if #gates > 0 then keep(key, horizon - now + idle) end\n"
     "if cap > 0 then\n"
     "  local lease = tonumber(ARGV[4])\n"
-    "  redis.call('ZADD', KEYS[2], now + lease, ARGV[3])\n"
+    "  redis.call('ZADD', KEYS[2], now + lease, member)\n"
     "  keep(KEYS[2], lease + idle)\n"
+    "  if redis.call('ZREM', KEYS[3], member) == 1 then redis.call('ZREM', KEYS[4], member) end\n"
     "end\n"
-    "return {1, '0', quota}\n";
+    "return {1, fmt(at), quota}\n";
 
-/* KEYS: lane hash. ARGV: idle_ms, n, then n × (field, T, delta). A refund
- * never moves a TAT below now (gcra_adjust). */
+/* KEYS: lane hash. ARGV: idle_ms, n, then n × (field, T, burst, delta). A
+ * charge follows the gate's slack (gcra_adjust: gcra_charge), without a
+ * margin (it sends nothing); a refund never moves a TAT below now. */
 static const char adjust_src[] =
     LUA_PRELUDE "local key, idle, n = KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2])\n"
                 "local horizon = now\n"
                 "for i = 0, n - 1 do\n"
-                "  local a = 3 + i * 3\n"
-                "  local f, T, d = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])\n"
-                "  local v = redis.call('HMGET', key, f, f .. ':T')\n"
-                "  if T <= 0 then T = tonumber(v[2]) or 0 end\n"
+                "  local a = 3 + i * 4\n"
+                "  local f, T, B = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])\n"
+                "  local d = tonumber(ARGV[a + 3])\n"
+                "  local v = redis.call('HMGET', key, f, f .. ':T', f .. ':B')\n"
+                "  if T <= 0 then T = tonumber(v[2]) or 0; B = tonumber(v[3]) or 1 end\n"
                 "  local tat = tonumber(v[1])\n"
                 "  local nt = nil\n"
-                "  if T > 0 and d > 0 then nt = charged(tat, T, d)\n"
+                "  if T > 0 and d > 0 then nt = charged(tat, T, d, B, 0)\n"
                 "  elseif T > 0 and d < 0 and tat then nt = math.max(tat + d * T, now) end\n"
                 "  if nt then\n"
                 "    redis.call('HSET', key, f, fmt(nt))\n"
@@ -209,6 +255,17 @@ bool store_lane_keys(const char *prefix, const char *provider, const char *key_i
 	return a > 0 && (size_t)a < keylen && b > 0 && (size_t)b < leaseslen;
 }
 
+bool store_lane_names_of(const char *prefix, const char *provider, const char *key_id,
+                         const char *model, struct store_lane_names *out)
+{
+	if (!store_lane_keys(prefix, provider, key_id, model, out->key, sizeof(out->key),
+	                     out->leases, sizeof(out->leases)))
+		return false;
+	snprintf(out->queue, sizeof(out->queue), "%s:queue", out->leases);
+	snprintf(out->asked, sizeof(out->asked), "%s:asked", out->leases);
+	return true;
+}
+
 static void arg_str(struct store_cmd *c, const char *s)
 {
 	c->argv[c->argc] = s;
@@ -236,19 +293,22 @@ static void begin(struct store_cmd *c, enum store_script_id id, int numkeys)
 	arg_num(c, numkeys);
 }
 
-void store_cmd_decide(struct store_cmd *cmd, const char *key, const char *leases, double idle_ms,
-                      unsigned lease_cap, const char *member, double lease_ms,
+void store_cmd_decide(struct store_cmd *cmd, const struct store_lane_names *names, double idle_ms,
+                      unsigned lease_cap, const char *member, double lease_ms, double margin_ms,
                       const struct store_gate *gates, size_t n)
 {
 	if (n > STORE_MAX_GATES)
 		n = STORE_MAX_GATES;
-	begin(cmd, SCRIPT_DECIDE, 2);
-	arg_str(cmd, key);
-	arg_str(cmd, leases);
+	begin(cmd, SCRIPT_DECIDE, 4);
+	arg_str(cmd, names->key);
+	arg_str(cmd, names->leases);
+	arg_str(cmd, names->queue);
+	arg_str(cmd, names->asked);
 	arg_num(cmd, idle_ms);
 	arg_num(cmd, lease_cap);
 	arg_str(cmd, member != NULL ? member : "");
 	arg_num(cmd, lease_ms);
+	arg_num(cmd, margin_ms);
 	arg_num(cmd, (double)n);
 	for (size_t i = 0; i < n; i++) {
 		arg_str(cmd, gates[i].field);
@@ -270,6 +330,7 @@ void store_cmd_adjust(struct store_cmd *cmd, const char *key, double idle_ms,
 	for (size_t i = 0; i < n; i++) {
 		arg_str(cmd, gates[i].field);
 		arg_num(cmd, gates[i].t_ms);
+		arg_num(cmd, gates[i].burst);
 		arg_num(cmd, gates[i].cost);
 	}
 }
@@ -339,7 +400,7 @@ bool store_parse_verdict(long long go, const char *wait, size_t wait_len, long l
 	if (*end != '\0' || !isfinite(w) || w < 0)
 		return false;
 	v->go = go == 1;
-	v->wait_ms = v->go ? 0 : w;
+	v->wait_ms = w;
 	v->quota = quota != 0;
 	return true;
 }

@@ -5,7 +5,7 @@
  * Every decision runs on the server's clock (redis.call('TIME')), so replicas
  * whose clocks differ agree on one schedule. A gate is GCRA in the same form as
  * gcra.c (virtual scheduling: a theoretical arrival time, TAT, per gate; the
- * same tolerance, the same slack for late wake-ups), kept as one field of the
+ * same tolerance, the same slack for late decisions), kept as one field of the
  * lane's hash, as a decimal string of milliseconds on the server's clock:
  *
  *   KEY  <prefix><provider>:<key hash prefix>         a hash, one per lane
@@ -18,6 +18,10 @@
  *        hold          no request before this instant (a retry-after)
  *        quota         present while the account's quota is out
  *   KEY  <same>:leases  a sorted set: max_concurrent_global leases, scored by expiry
+ *   KEY  <same>:leases:queue  a sorted set: decisions waiting for a lease, scored
+ *                      by their first ask (served first come, first served)
+ *   KEY  <same>:leases:asked  the same members, scored by their last ask (a
+ *                      waiter that stops asking leaves the queue)
  *
  * Keys expire once their state is back to idle, plus the idle time the
  * caller passes: a gate whose TAT has passed means the same as no gate. */
@@ -44,8 +48,11 @@ const char *store_script_name(enum store_script_id id);
 
 /* Most gates a decision carries: 4 request windows, 3 token gates, 4 learned. */
 #define STORE_MAX_GATES 11
-/* Arguments of the longest command: EVALSHA sha numkeys key key + 5 + 4 per gate. */
-#define STORE_MAX_ARGS (5 + 5 + 4 * STORE_MAX_GATES)
+/* Arguments of the longest command: EVALSHA sha numkeys, 4 keys, 6 + 4 per gate. */
+#define STORE_MAX_ARGS (3 + 4 + 6 + 4 * STORE_MAX_GATES)
+/* The longest key name: prefix, provider, scope, a model group of up to 128
+ * bytes, and a suffix. */
+#define STORE_KEY_MAX 400
 #define STORE_ARG_LEN 64
 
 /* One gate of a decision or an adjustment. field: "r0".."r3", "t", "ti",
@@ -73,12 +80,26 @@ struct store_cmd {
 bool store_lane_keys(const char *prefix, const char *provider, const char *key_id,
                      const char *model, char *key, size_t keylen, char *leases, size_t leaseslen);
 
+/* Every key a decision names: store_lane_keys's two, and the lease queue's
+ * two (the leases key + ":queue", + ":asked"). */
+struct store_lane_names {
+	char key[STORE_KEY_MAX], leases[STORE_KEY_MAX];
+	char queue[STORE_KEY_MAX + 8], asked[STORE_KEY_MAX + 8];
+};
+bool store_lane_names_of(const char *prefix, const char *provider, const char *key_id,
+                         const char *model, struct store_lane_names *out);
+
 /* EVALSHA decide: the gates (n <= STORE_MAX_GATES), a lease when lease_cap > 0
- * (member names it: replica id and dispatch number). Strings must outlive cmd. */
-void store_cmd_decide(struct store_cmd *cmd, const char *key, const char *leases, double idle_ms,
-                      unsigned lease_cap, const char *member, double lease_ms,
+ * (member names it, replica id and a number, and keeps the decision's place in
+ * the lease queue while it is asked again under the same name). margin_ms:
+ * the most this replica takes from the decision's instant to its request on
+ * the wire; a gate without slack keeps it after its charge (see charged()).
+ * Strings must outlive cmd. */
+void store_cmd_decide(struct store_cmd *cmd, const struct store_lane_names *names, double idle_ms,
+                      unsigned lease_cap, const char *member, double lease_ms, double margin_ms,
                       const struct store_gate *gates, size_t n);
-/* EVALSHA adjust: gate.cost is the correction (> 0 charged, < 0 refunded). */
+/* EVALSHA adjust: gate.cost is the correction (> 0 charged, < 0 refunded),
+ * gate.burst the gate's (its slack). */
 void store_cmd_adjust(struct store_cmd *cmd, const char *key, double idle_ms,
                       const struct store_gate *gates, size_t n);
 /* EVALSHA observe: learned budget `field` has capacity `burst`, interval t_ms
@@ -97,8 +118,9 @@ void store_cmd_release(struct store_cmd *cmd, const char *leases, const char *me
 /* Replaces EVALSHA by EVAL with the script's source (after NOSCRIPT). */
 void store_cmd_as_eval(struct store_cmd *cmd, enum store_script_id id);
 
-/* A decision's answer: go, or not before wait_ms from now; quota: the shared
- * quota is out. */
+/* A decision's answer: go (send wait_ms from now: the instant its gates open,
+ * when that was a few ms ahead), or ask again wait_ms from now; quota: the
+ * shared quota is out. */
 struct store_verdict {
 	bool go;
 	double wait_ms;

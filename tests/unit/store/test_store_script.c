@@ -234,13 +234,25 @@ static struct store_verdict verdict_of(redisReply *r, char *wait_str, size_t wai
 }
 
 /* Distinct keys per test (the setup FLUSHALLs as well). */
-static char key[128], leases[128];
+static struct store_lane_names names;
+static char *const key = names.key, *const leases = names.leases;
 
 static void lane(const char *key_id)
 {
-	key[0] = '\0';
-	ck_assert(store_lane_keys("pacerd:", "prov", key_id, NULL, key, sizeof(key), leases,
-	                          sizeof(leases)));
+	ck_assert(store_lane_names_of("pacerd:", "prov", key_id, NULL, &names));
+}
+
+/* decide with a margin (ms). */
+static struct store_verdict decide_margin(unsigned cap, const char *member, double lease_ms,
+                                          double margin, const struct store_gate *g, size_t n,
+                                          char *wait_str, size_t wait_size)
+{
+	struct store_cmd c;
+	store_cmd_decide(&c, &names, 60000, cap, member, lease_ms, margin, g, n);
+	redisReply *r = send_cmd(&c);
+	struct store_verdict v = verdict_of(r, wait_str, wait_size);
+	freeReplyObject(r);
+	return v;
 }
 
 static struct store_verdict decide_full(unsigned cap, const char *member, double lease_ms,
@@ -248,7 +260,7 @@ static struct store_verdict decide_full(unsigned cap, const char *member, double
                                         size_t wait_size)
 {
 	struct store_cmd c;
-	store_cmd_decide(&c, key, leases, 60000, cap, member, lease_ms, g, n);
+	store_cmd_decide(&c, &names, 60000, cap, member, lease_ms, 0, g, n);
 	redisReply *r = send_cmd(&c);
 	struct store_verdict v = verdict_of(r, wait_str, wait_size);
 	freeReplyObject(r);
@@ -266,9 +278,9 @@ static struct store_verdict decide1(const char *field, double t_ms, double burst
 	return decide(&g, 1);
 }
 
-static void adjust1(const char *field, double t_ms, double delta)
+static void adjust1(const char *field, double t_ms, double burst, double delta)
 {
-	struct store_gate g = {field, t_ms, 0, delta};
+	struct store_gate g = {field, t_ms, burst, delta};
 	struct store_cmd c;
 	store_cmd_adjust(&c, key, 60000, &g, 1);
 	send_int(&c, 1);
@@ -418,7 +430,7 @@ END_TEST
 /* Every command of the store, once built. */
 static void build_all(struct store_cmd c[SCRIPT_N], const struct store_gate *g)
 {
-	store_cmd_decide(&c[SCRIPT_DECIDE], key, leases, 1000, 2, "r1:1", 200, g, 1);
+	store_cmd_decide(&c[SCRIPT_DECIDE], &names, 1000, 2, "r1:1", 200, 0, g, 1);
 	store_cmd_adjust(&c[SCRIPT_ADJUST], key, 1000, g, 1);
 	store_cmd_observe(&c[SCRIPT_OBSERVE], key, 1000, "l0", 100, 10, 5);
 	store_cmd_hold(&c[SCRIPT_HOLD], key, 1000, 5);
@@ -582,7 +594,7 @@ static bool clock_once(void)
 	/* the TAT is the server's TIME in ms, plus T */
 	double t0 = server_ms();
 	struct store_cmd d;
-	store_cmd_decide(&d, key, leases, 60000, 0, NULL, 0, &g, 1);
+	store_cmd_decide(&d, &names, 60000, 0, NULL, 0, 0, &g, 1);
 	redisReply *r = send_cmd(&d);
 	ck_assert(verdict_of(r, NULL, 0).go);
 	freeReplyObject(r);
@@ -631,12 +643,13 @@ static bool fractional_once(void)
 	assert_between(v.wait_ms, tat1 - t2, tat1 - t1, "fractional wait");
 	ck_assert(v.wait_ms <= 16.6667 + EPS);
 
-	/* 30 decisions paced by their waits (each a little late): a go known to be
-	 * within the slack (T / 2) of its TAT moves the TAT by exactly T, so the
-	 * rate does not drift by the lateness; none goes before its TAT */
-	int goes = 1, on_schedule = 0;
+	/* 30 decisions paced by their waits: none goes before its TAT, and each
+	 * restarts from its own instant (burst 1 has no slack: the next leaves a
+	 * whole interval after this one, however late this one was) */
+	int goes = 1;
 	double first = tat1 - T, prev = tat1;
 	while (goes < 30) {
+		double tb = server_ms();
 		v = decide1("r2", T, 1, 1);
 		double ta = server_ms();
 		if (!v.go) {
@@ -646,14 +659,10 @@ static bool fractional_once(void)
 		goes++;
 		double tat = hget("r2");
 		ck_assert_msg(tat - prev >= T - EPS, "TAT step %.4f", tat - prev);
-		if (ta < prev + T / 2) {
-			assert_between(tat - prev, T, T, "TAT step on schedule");
-			on_schedule++;
-		}
+		assert_between(tat, fmax(tb, prev) + T, ta + T, "TAT from the decision");
 		prev = tat;
 	}
 	double last = server_ms();
-	TOO_SLOW(on_schedule < 10);
 	ck_assert_msg(last - first >= 29 * T - EPS, "30 goes in %.3f ms", last - first);
 	return true;
 }
@@ -672,31 +681,35 @@ static bool fast_once(void)
 	ck_assert(decide1("t", 0.5, 1, 1).go);
 
 	/* 200 goes in a tight loop: never faster than 2 per ms (+ the 1 ms
-	 * tolerance); a wait is at most 0.5 ms, answered as the 1 ms floor */
+	 * tolerance). A go may be for an instant up to 5 ms ahead (RESERVE_MS);
+	 * the loop asks at once again, so the others wait beyond that */
 	lane("fast2");
 	double t0 = server_ms();
 	int goes = 0, waits = 0;
+	double last_at = t0;
 	while (goes < 200) {
 		char ws[64];
 		struct store_gate g = {"t", 0.5, 1, 1};
 		struct store_verdict v = decide_full(0, NULL, 0, &g, 1, ws, sizeof(ws));
 		if (v.go) {
 			goes++;
+			ck_assert_msg(v.wait_ms <= 5 + EPS, "a go %.3f ms ahead", v.wait_ms);
+			last_at = server_ms() + v.wait_ms;
 		} else {
 			waits++;
-			ck_assert_str_eq(ws, "1.000");
+			ck_assert_msg(v.wait_ms > 5 - EPS, "a wait of %.3f ms", v.wait_ms);
 		}
 		if ((goes + waits) % 32 == 0)
 			TOO_SLOW(server_ms() - t0 > 195);
 	}
 	double t1 = server_ms();
 	/* the last go at >= t0 + (200 - 2) * 0.5 */
-	ck_assert_msg(t1 - t0 >= 99 - EPS, "200 goes in %.3f ms", t1 - t0);
+	ck_assert_msg(last_at - t0 >= 99 - EPS, "200 goes in %.3f ms", last_at - t0);
 	/* and the rate is reached: capped at 1 per ms by the clock, 200 goes would
 	 * take 199 ms at least (a machine whose stalls add as much tries again) */
 	TOO_SLOW(t1 - t0 > 195);
 	double tat = hget("t");
-	assert_between(tat, t0 + 100, t1 + 1, "TAT after 200 goes");
+	assert_between(tat, t0 + 100, t1 + 5 + 1, "TAT after 200 goes");
 	return true;
 }
 
@@ -719,7 +732,8 @@ static bool window_once(void)
 		polls++;
 		t = server_ms();
 	}
-	ck_assert_msg(goes <= (t - t0) / 2 + 5 + 1, "%d goes in %.1f ms", goes, t - t0);
+	/* (a go may be for up to RESERVE_MS, 5 ms, ahead) */
+	ck_assert_msg(goes <= (t - t0 + 5) / 2 + 5 + 1, "%d goes in %.1f ms", goes, t - t0);
 	TOO_SLOW(polls < 2 * (t - t0));
 	ck_assert_msg(goes >= 0.8 * (t - t0) / 2, "%d goes in %.1f ms", goes, t - t0);
 	return true;
@@ -792,47 +806,151 @@ END_TEST
 
 /* --- the slack --------------------------------------------------------------- */
 
-static bool on_schedule_once(void)
+/* The slack (gcra.c's rule): min(10 ms, (burst - cost) T), none when that is
+ * not positive. A decision `late` ms after the TAT of a gate (T, burst);
+ * returns false when too slow to judge. on_schedule: the TAT moves one
+ * interval from the old one; else it restarts from now. */
+static bool late_once(const char *name, double t_ms, double burst, double late, bool on_schedule)
 {
-	/* T = 100 ms: 4 ms late is on schedule (slack 10 ms): the TAT advances
-	 * from the old TAT, not from now */
-	lane("slack");
-	ck_assert(decide1("r1", 100, 1, 1).go);
+	lane(name);
+	ck_assert(decide1("r1", t_ms, burst, 1).go);
 	double tat = hget("r1");
-	sleep_ms(tat - server_ms() + 4);
+	sleep_ms(tat - server_ms() + late);
 	double tb = server_ms();
-	ck_assert(decide1("r1", 100, 1, 1).go);
+	ck_assert(decide1("r1", t_ms, burst, 1).go);
 	double ta = server_ms();
-	ck_assert(tb >= tat + 4 - EPS);
-	TOO_SLOW(ta >= tat + 10); /* perhaps later than the slack */
-	assert_between(hget("r1"), tat + 100, tat + 100, "TAT on schedule");
+	double slack = fmax(0, fmin(10, (burst - 1) * t_ms));
+	ck_assert(tb >= tat + late - EPS);
+	if (on_schedule) {
+		TOO_SLOW(ta >= tat + slack); /* perhaps later than the slack */
+		assert_between(hget("r1"), tat + t_ms, tat + t_ms, "TAT on schedule");
+	} else {
+		assert_between(hget("r1"), tb + t_ms, ta + t_ms, "TAT restarted from now");
+	}
 	return true;
+}
+
+static bool slack_b2_4ms(void)
+{
+	return late_once("slack-b2", 100, 2, 4, true);
+}
+static bool slack_b2_t4(void)
+{
+	return late_once("slack-t4", 4, 2, 3, true);
 }
 
 START_TEST(late_by_less_than_the_slack_is_on_schedule)
 {
-	attempts(on_schedule_once, "slack");
-
+	/* burst 2, T = 100 ms: slack 10 ms; 4 ms late is on schedule */
+	attempts(slack_b2_4ms, "slack, burst 2");
+	/* burst 2, T = 4 ms: slack 4 ms (a whole interval): 3 ms late is on
+	 * schedule (it was not while the slack was half an interval) */
+	attempts(slack_b2_t4, "slack, T = 4");
 	/* 15 ms late is past the slack: the gate restarts from now */
-	lane("slack-late");
-	ck_assert(decide1("r1", 100, 1, 1).go);
-	double tat = hget("r1");
-	sleep_ms(tat - server_ms() + 15);
-	double tb = server_ms();
-	ck_assert(decide1("r1", 100, 1, 1).go);
-	double ta = server_ms();
-	assert_between(hget("r1"), tb + 100, ta + 100, "TAT restarted");
+	ck_assert(late_once("slack-late", 100, 2, 15, false));
+}
+END_TEST
 
-	/* T = 4 ms: the slack is half an interval (2 ms); 3 ms late restarts, and
-	 * the next waits a whole interval from it */
-	lane("slack-half");
-	ck_assert(decide1("r0", 4, 1, 1).go);
-	tat = hget("r0");
-	sleep_ms(tat - server_ms() + 3);
+/* Burst 1 (burst - cost = 0) has no slack: a decision 4 ms late restarts from
+ * now, so that the next request, whichever replica sends it, leaves a whole
+ * interval after this one (the old 10 ms slack let it leave 4 ms early). */
+START_TEST(burst_one_has_no_slack)
+{
+	ck_assert(late_once("slack-b1", 100, 1, 4, false));
+	ck_assert(late_once("slack-b1-soon", 100, 1, 0.5, false));
+	/* min_ms is a burst-1 gate too */
+	lane("slack-r0");
+	ck_assert(decide1("r0", 50, 1, 1).go);
+	double tat = hget("r0");
+	sleep_ms(tat - server_ms() + 2);
+	double tb = server_ms();
+	ck_assert(decide1("r0", 50, 1, 1).go);
+	double ta = server_ms();
+	assert_between(hget("r0"), tb + 50, ta + 50, "min_ms: TAT restarted");
+}
+END_TEST
+
+/* --- the margin -------------------------------------------------------------- */
+
+/* A gate without slack keeps the deciding replica's margin after its charge:
+ * the next decision, by any replica, waits the interval plus that margin. */
+static bool margin_once(void)
+{
+	lane("margin");
+	struct store_gate g = {"r1", 100, 1, 1};
+	double t0 = server_ms();
+	ck_assert(decide_margin(0, NULL, 0, 3.5, &g, 1, NULL, 0).go);
+	double t1 = server_ms();
+	assert_between(hget("r1"), t0 + 103.5, t1 + 103.5, "TAT with the margin");
+	/* another replica, its own margin 0.2: waits until that TAT */
+	struct store_verdict v = decide_margin(0, NULL, 0, 0.2, &g, 1, NULL, 0);
+	double t2 = server_ms();
+	TOO_SLOW(t2 - t0 > 50);
+	ck_assert(!v.go);
+	assert_between(v.wait_ms, t0 + 103.5 - t2, t1 + 103.5 - t0, "wait for the margin");
+	ck_assert_msg(v.wait_ms > 100 - (t2 - t0), "wait %.3f", v.wait_ms);
+	sleep_ms(v.wait_ms);
+	double tb = server_ms();
+	ck_assert(decide_margin(0, NULL, 0, 0.2, &g, 1, NULL, 0).go);
+	double ta = server_ms();
+	assert_between(hget("r1"), tb + 100.2, ta + 100.2, "TAT with the second margin");
+
+	/* a gate with slack (burst 2) is not moved by the margin */
+	lane("margin-burst");
+	struct store_gate g2 = {"r1", 100, 2, 1};
+	t0 = server_ms();
+	ck_assert(decide_margin(0, NULL, 0, 3.5, &g2, 1, NULL, 0).go);
+	t1 = server_ms();
+	assert_between(hget("r1"), t0 + 100, t1 + 100, "burst 2: no margin");
+	/* nor is a correction (it sends nothing) */
+	lane("margin-adjust");
+	t0 = server_ms();
+	adjust1("r1", 100, 1, 1);
+	t1 = server_ms();
+	assert_between(hget("r1"), t0 + 100, t1 + 100, "adjust: no margin");
+	return true;
+}
+
+/* A gate that opens within 5 ms answers a go for that instant, charged as if
+ * decided then (with the margin); sooner than that it answers a wait. */
+static bool reserve_once(void)
+{
+	lane("reserve");
+	struct store_gate g = {"r1", 100, 1, 1};
+	ck_assert(decide_margin(0, NULL, 0, 0.5, &g, 1, NULL, 0).go);
+	double tat = hget("r1");
+	sleep_ms(tat - server_ms() - 8);
+	double tb = server_ms();
+	struct store_verdict v = decide_margin(0, NULL, 0, 0.5, &g, 1, NULL, 0);
+	TOO_SLOW(tat - tb < 6); /* meant to ask 8 ms early */
+	ck_assert_msg(!v.go, "a go %.3f ms ahead", v.wait_ms);
+	sleep_ms(tat - server_ms() - 3);
 	tb = server_ms();
-	ck_assert(decide1("r0", 4, 1, 1).go);
-	ta = server_ms();
-	assert_between(hget("r0"), tb + 4, ta + 4, "T = 4: TAT restarted");
+	v = decide_margin(0, NULL, 0, 0.5, &g, 1, NULL, 0);
+	double ta = server_ms();
+	TOO_SLOW(ta > tat); /* meant to ask before the TAT */
+	ck_assert_msg(v.go, "no go %.3f ms before the TAT", tat - tb);
+	assert_between(v.wait_ms, tat - ta, tat - tb, "a go for the TAT");
+	assert_between(hget("r1"), tat + 100.5, tat + 100.5, "charged at the TAT, with the margin");
+	return true;
+}
+
+START_TEST(go_for_an_instant_just_ahead)
+{
+	attempts(reserve_once, "go ahead");
+}
+END_TEST
+
+START_TEST(margin_after_a_strict_gate)
+{
+	attempts(margin_once, "margin");
+	/* a margin that is not a number counts as none */
+	lane("margin-nan");
+	struct store_gate g = {"r1", 100, 1, 1};
+	double t0 = server_ms();
+	ck_assert(decide_margin(0, NULL, 0, NAN, &g, 1, NULL, 0).go);
+	double t1 = server_ms();
+	assert_between(hget("r1"), t0 + 100, t1 + 100, "no margin");
 }
 END_TEST
 
@@ -844,12 +962,12 @@ static bool adjust_once(void)
 	double t0 = server_ms();
 	ck_assert(decide1("t", 1, 1000, 600).go);
 	double tat = hget("t");
-	adjust1("t", 1, -400); /* 400 tokens fewer than estimated */
+	adjust1("t", 1, 1000, -400); /* 400 tokens fewer than estimated */
 	assert_between(hget("t"), tat - 400, tat - 400, "refunded TAT");
-	adjust1("t", 1, 300); /* more than estimated: charged from the TAT */
+	adjust1("t", 1, 1000, 300); /* more than estimated: charged from the TAT */
 	assert_between(hget("t"), tat - 100, tat - 100, "charged TAT");
 	/* a refund larger than the debt stops at now */
-	adjust1("t", 1, -100000);
+	adjust1("t", 1, 1000, -100000);
 	double t1 = server_ms();
 	assert_between(hget("t"), t0, t1, "TAT at now");
 	/* then the full burst is there, no more */
@@ -860,11 +978,11 @@ static bool adjust_once(void)
 
 	/* a refund on a gate never charged writes nothing */
 	lane("adjust-none");
-	adjust1("t", 1, -100);
+	adjust1("t", 1, 1000, -100);
 	ck_assert_int_eq(int_cmd("EXISTS %s", key, NULL), 0);
 	/* a charge on it starts from now */
 	t0 = server_ms();
-	adjust1("t", 2, 50);
+	adjust1("t", 2, 1000, 50);
 	t1 = server_ms();
 	assert_between(hget("t"), t0 + 100, t1 + 100, "charge on a fresh gate");
 	return true;
@@ -918,7 +1036,7 @@ static bool observe_once(void)
 	assert_between(hget("l0"), tat + 100, tat + 100, "learned TAT charged at the stored T");
 	assert_between(hget("l0:T"), 100, 100, "l0:T kept");
 	/* and adjusts with them */
-	adjust1("l0", 0, 2);
+	adjust1("l0", 0, 0, 2);
 	assert_between(hget("l0"), tat + 300, tat + 300, "learned TAT adjusted");
 
 	/* nothing to learn from: T or capacity 0 */
@@ -1120,6 +1238,104 @@ START_TEST(leases_renew_and_release)
 }
 END_TEST
 
+/* --- leases in turn ------------------------------------------------------------ */
+
+/* The lease queue's score of a member (its first ask); NAN when not queued. */
+static double queued_since(const char *member)
+{
+	redisReply *r = command("ZSCORE %s %s", names.queue, member);
+	double v = r->type == REDIS_REPLY_STRING ? atof(r->str) : NAN;
+	freeReplyObject(r);
+	return v;
+}
+
+/* A replica that gives its lease back and asks again at once queues behind
+ * the one that was waiting (the old decide handed it to whoever asked first
+ * after the release: always the replica that had just released). */
+START_TEST(leases_first_come_first_served)
+{
+	lane("turn");
+	ck_assert(lease(1, "A:1", 5000).go);
+	/* B waits: queued at its first ask */
+	double t0 = server_ms();
+	struct store_verdict v = lease(1, "B:1", 5000);
+	double t1 = server_ms();
+	ck_assert(!v.go);
+	ck_assert_msg(v.wait_ms > 0 && v.wait_ms <= 25 + EPS, "poll %.3f", v.wait_ms);
+	assert_between(queued_since("B:1"), t0, t1, "B's place");
+	/* A gives its lease back and asks again under a new member: behind B */
+	ck_assert_int_eq(release("A:1"), 1);
+	v = lease(1, "A:2", 5000);
+	ck_assert(!v.go);
+	ck_assert_msg(v.wait_ms > 0 && v.wait_ms <= 25 + EPS, "poll %.3f", v.wait_ms);
+	ck_assert(queued_since("A:2") >= queued_since("B:1"));
+	/* asked again, B keeps its place and takes the free lease */
+	ck_assert(lease(1, "B:1", 5000).go);
+	ck_assert(isnan(queued_since("B:1")));
+	ck_assert(!isnan(zscore("B:1")));
+	/* C comes now: behind A, which asks again and keeps its first place */
+	ck_assert(!lease(1, "C:1", 5000).go);
+	double a_since = queued_since("A:2");
+	ck_assert(!lease(1, "A:2", 5000).go); /* B still holds it */
+	assert_between(queued_since("A:2"), a_since, a_since, "A's place kept");
+	ck_assert_int_eq(release("B:1"), 1);
+	ck_assert(!lease(1, "C:1", 5000).go); /* A is older */
+	ck_assert(lease(1, "A:2", 5000).go);
+	ck_assert_int_eq(release("A:2"), 1);
+	ck_assert(lease(1, "C:1", 5000).go);
+	ck_assert_int_eq(int_cmd("ZCARD %s", names.queue, NULL), 0);
+}
+END_TEST
+
+/* Free leases go to as many waiters as there are leases: a newcomer takes one
+ * that no older waiter is owed. */
+START_TEST(leases_free_beyond_the_waiters)
+{
+	lane("turn-two");
+	ck_assert(lease(2, "A:1", 5000).go);
+	ck_assert(lease(2, "A:2", 5000).go);
+	ck_assert(!lease(2, "B:1", 5000).go);
+	ck_assert_int_eq(release("A:1"), 1);
+	ck_assert_int_eq(release("A:2"), 1);
+	/* two free, one older waiter (B): the newcomer C takes the other */
+	ck_assert(lease(2, "C:1", 5000).go);
+	/* none free for a second newcomer: B is owed the last one */
+	ck_assert(!lease(2, "D:1", 5000).go);
+	ck_assert(lease(2, "B:1", 5000).go);
+}
+END_TEST
+
+/* A waiter that stops asking (its request left, its replica died) leaves the
+ * queue after 150 ms without an ask: it holds nobody back for longer. */
+static bool stale_once(void)
+{
+	lane("turn-stale");
+	ck_assert(lease(1, "A:1", 5000).go);
+	double t0 = server_ms();
+	ck_assert(!lease(1, "B:1", 5000).go); /* B asks once, never again */
+	ck_assert_int_eq(release("A:1"), 1);
+	struct store_verdict v = lease(1, "C:1", 5000);
+	TOO_SLOW(server_ms() - t0 > 100);
+	ck_assert(!v.go); /* B might still ask */
+	sleep_ms(t0 + 160 - server_ms());
+	ck_assert(lease(1, "C:1", 5000).go);
+	ck_assert(isnan(queued_since("B:1")));
+	redisReply *r = command("ZSCORE %s %s", names.asked, "B:1");
+	ck_assert_int_eq(r->type, REDIS_REPLY_NIL);
+	freeReplyObject(r);
+	/* the queue's keys expire like the others */
+	ck_assert(!lease(1, "D:1", 5000).go);
+	ck_assert(int_cmd("PTTL %s", names.queue, NULL) > 0);
+	ck_assert(int_cmd("PTTL %s", names.asked, NULL) > 0);
+	return true;
+}
+
+START_TEST(leases_queue_forgets_who_stopped_asking)
+{
+	attempts(stale_once, "stale waiter");
+}
+END_TEST
+
 /* --- expiry ---------------------------------------------------------------------- */
 
 /* Only the lane's two keys exist; each that exists expires after more than
@@ -1161,13 +1377,12 @@ START_TEST(every_key_expires)
 	struct store_cmd c;
 	/* the key names are what the caller passes: provider and key id (a hash
 	 * prefix), never the API key */
-	ck_assert(store_lane_keys("pacerd:", "openai", "3f9a1c", NULL, key, sizeof(key), leases,
-	                          sizeof(leases)));
+	ck_assert(store_lane_names_of("pacerd:", "openai", "3f9a1c", NULL, &names));
 	ck_assert_str_eq(key, "pacerd:openai:3f9a1c");
 	ck_assert_str_eq(leases, "pacerd:openai:3f9a1c:leases");
 
 	struct store_gate g[] = {{"r1", 100, 1, 1}, {"t", 1, 1000, 300}};
-	store_cmd_decide(&c, key, leases, idle, 2, "r1:1", 200, g, 2);
+	store_cmd_decide(&c, &names, idle, 2, "r1:1", 200, 0, g, 2);
 	redisReply *r = send_cmd(&c);
 	ck_assert(verdict_of(r, NULL, 0).go);
 	freeReplyObject(r);
@@ -1210,7 +1425,7 @@ START_TEST(every_script_sets_an_expiry)
 	assert_keys(500 + idle, 0);
 
 	fresh_lane("exp-renew");
-	store_cmd_decide(&c, key, leases, idle, 1, "a", 200, NULL, 0);
+	store_cmd_decide(&c, &names, idle, 1, "a", 200, 0, NULL, 0);
 	redisReply *r = send_cmd(&c);
 	ck_assert(verdict_of(r, NULL, 0).go);
 	freeReplyObject(r);
@@ -1222,7 +1437,7 @@ START_TEST(every_script_sets_an_expiry)
 
 	/* the state really goes: idle 200 ms after a TAT 20 ms ahead */
 	fresh_lane("exp-gone");
-	store_cmd_decide(&c, key, leases, 200, 1, "a", 30, &(struct store_gate){"r0", 20, 1, 1}, 1);
+	store_cmd_decide(&c, &names, 200, 1, "a", 30, 0, &(struct store_gate){"r0", 20, 1, 1}, 1);
 	r = send_cmd(&c);
 	ck_assert(verdict_of(r, NULL, 0).go);
 	freeReplyObject(r);
@@ -1274,9 +1489,9 @@ START_TEST(parse_verdict)
 	ck_assert(v.go && v.wait_ms == 0 && !v.quota);
 	ck_assert(store_parse_verdict(0, "16.667", 6, 1, &v));
 	ck_assert(!v.go && fabs(v.wait_ms - 16.667) < 1e-9 && v.quota);
-	/* go carries no wait, whatever the string */
-	ck_assert(store_parse_verdict(1, "5", 1, 0, &v));
-	ck_assert(v.go && v.wait_ms == 0);
+	/* a go for a later instant carries its wait */
+	ck_assert(store_parse_verdict(1, "4.250", 5, 0, &v));
+	ck_assert(v.go && v.wait_ms == 4.25);
 	/* the length counts, not a terminator */
 	ck_assert(store_parse_verdict(0, "12.5xyz", 4, 0, &v));
 	ck_assert(v.wait_ms == 12.5);
@@ -1315,6 +1530,9 @@ static Suite *store_script_suite(void)
 	tcase_add_test(r, rate_holds_in_a_window);
 	tcase_add_test(r, most_restrictive_gate_wins_and_wait_charges_nothing);
 	tcase_add_test(r, late_by_less_than_the_slack_is_on_schedule);
+	tcase_add_test(r, burst_one_has_no_slack);
+	tcase_add_test(r, margin_after_a_strict_gate);
+	tcase_add_test(r, go_for_an_instant_just_ahead);
 	tcase_add_test(r, adjust_refunds_never_below_now_and_charges);
 	tcase_add_test(r, observe_learned_budget);
 	tcase_add_test(r, learned_gate_with_nothing_stored_is_skipped);
@@ -1322,6 +1540,9 @@ static Suite *store_script_suite(void)
 	tcase_add_test(r, quota_flag_in_the_verdict);
 	tcase_add_test(r, leases_cap_and_expiry);
 	tcase_add_test(r, leases_renew_and_release);
+	tcase_add_test(r, leases_first_come_first_served);
+	tcase_add_test(r, leases_free_beyond_the_waiters);
+	tcase_add_test(r, leases_queue_forgets_who_stopped_asking);
 	tcase_add_test(r, every_key_expires);
 	tcase_add_test(r, every_script_sets_an_expiry);
 	suite_add_tcase(s, r);
