@@ -268,6 +268,10 @@ static void store_families(struct evbuffer *out, const struct store_stats *s)
 	     "Lanes that fell back to local gates at limit / replicas (store down).", s->fallbacks},
 	    {"pacerd_store_refused_total",
 	     "Requests answered 503 store_unavailable (store.redis.on_error: fail).", s->refused},
+	    {"pacerd_store_late_sends_total",
+	     "Requests that left later after their decision than the margin allowed for: their "
+	     "strict gates were pushed.",
+	     s->late_sends},
 	};
 	metrics_family(out, "pacerd_store_connected", "gauge",
 	               "1 while the shared store (Redis) answers, 0 while lanes fall back.");

@@ -542,7 +542,7 @@ void lanes_sent(struct lanes *ls, struct lane_ticket *t)
 	if (lane == NULL ||
 	    !(gates_enabled(&lane->gates) || lane->gates_mode == SCHED_GATES_SHARED))
 		return;
-	limiter_sent(ls->shared, lane, &t->item, clock_precise_ms());
+	limiter_sent(ls->shared, lane, &t->item, t->dispatched_at, clock_precise_ms());
 }
 
 void lanes_cancel(struct lanes *ls, struct lane_ticket *t)

@@ -20,10 +20,11 @@ struct sched_item *limiter_next(struct shared *sh, struct sched_lane *lane, stru
 }
 
 void limiter_sent(struct shared *sh, struct sched_lane *lane, const struct sched_item *it,
-                  double sent_ms)
+                  double dispatched_ms, double sent_ms)
 {
-	(void)sh;
 	sched_sent(lane, it, sent_ms);
+	if (sched_lane_gates_mode(lane) == SCHED_GATES_SHARED)
+		shared_send_delay(sh, sent_ms - dispatched_ms);
 }
 
 bool limiter_observe(struct shared *sh, struct sched_lane *lane, const struct sched_item *it,

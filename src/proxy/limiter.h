@@ -26,10 +26,11 @@ bool limiter_pump(struct shared *sh, struct sched_lane *lane, struct shared_lane
 /* The next request the gates let go now (its lease in *lease), or NULL. */
 struct sched_item *limiter_next(struct shared *sh, struct sched_lane *lane, struct shared_lane *sl,
                                 double now_ms, struct shared_lease **lease);
-/* `it` left for the provider at sent_ms (ms with their fraction): the local
- * gates keep their distance from that instant. */
+/* `it`, dispatched at dispatched_ms, left for the provider at sent_ms (ms with
+ * their fraction): the local gates keep their distance from that instant, and
+ * the shared store's margin learns the dispatch's last step. */
 void limiter_sent(struct shared *sh, struct sched_lane *lane, const struct sched_item *it,
-                  double sent_ms);
+                  double dispatched_ms, double sent_ms);
 /* Rate-limit headers of an answer: learned by the lane, shared with the
  * replicas. True when what the lane knows changed. */
 bool limiter_observe(struct shared *sh, struct sched_lane *lane, const struct sched_item *it,
