@@ -369,6 +369,14 @@ int64_t learned_held_until(const struct learned *l, int64_t now_ms, double cost)
 	return hold_until(l, now_ms, c);
 }
 
+int64_t learned_blind_ready_at(size_t in_flight, int64_t last_dispatch_ms, int64_t now_ms)
+{
+	if (in_flight < LEARNED_BLIND_MAX)
+		return now_ms;
+	int64_t until = last_dispatch_ms + LEARNED_BLIND_WAIT_MS;
+	return until > now_ms ? until : now_ms;
+}
+
 double learned_charge(struct learned *l, int64_t now_ms, double cost)
 {
 	double c = (isfinite(cost) && cost > 0) ? cost : 0;

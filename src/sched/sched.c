@@ -659,6 +659,11 @@ static int64_t lane_ready_at(const struct sched_lane *lane, const struct sched_i
 		if (g > t)
 			t = g;
 	}
+	if (!lane->answered && !lane_learns(lane) && !gates_enabled(&lane->gates)) {
+		int64_t b = learned_blind_ready_at(lane->in_flight, lane->last_dispatch_ms, now_ms);
+		if (b > t)
+			t = b;
+	}
 	if (lane->hold_until_ms > t)
 		t = lane->hold_until_ms;
 	if (lane->gates_mode == SCHED_GATES_SHARED && lane->shared_until_ms > t)
@@ -941,6 +946,7 @@ bool sched_observe(struct sched_lane *lane, const struct sched_item *it, const s
                    int64_t now_ms)
 {
 	bool changed = false;
+	lane->answered = true;
 	for (int b = 0; b < RLH_N_BUDGETS; b++) {
 		const struct rlh_budget *rb = &h->budget[b];
 		/* Learn from (remaining, reset) pairs, never from limit alone:

@@ -62,6 +62,7 @@ struct sched_lane {
 	bool probe_needed; /* a hold ended: the next dispatch is the probe (below) */
 	bool quota;        /* the quota is out (below) */
 	bool day_out;      /* the daily budget is spent (below) */
+	bool answered;     /* an answer's headers came back (learned_blind_ready_at) */
 	enum agents_mode agents_mode;
 	unsigned holds_pending; /* capacity answers whose headers hold the lane */
 

@@ -190,6 +190,19 @@ START_TEST(a_rough_fit_does_not_shrink_a_drained_large_bucket)
 }
 END_TEST
 
+START_TEST(blind_requests_wait_for_the_first_answer)
+{
+	/* fewer than LEARNED_BLIND_MAX in flight: go */
+	ck_assert_int_eq(learned_blind_ready_at(0, 0, 500), 500);
+	ck_assert_int_eq(learned_blind_ready_at(LEARNED_BLIND_MAX - 1, 480, 500), 500);
+	/* that many: wait for an answer, at most LEARNED_BLIND_WAIT_MS after the
+	 * last blind dispatch */
+	ck_assert_int_eq(learned_blind_ready_at(LEARNED_BLIND_MAX, 480, 500),
+	                 480 + LEARNED_BLIND_WAIT_MS);
+	ck_assert_int_eq(learned_blind_ready_at(LEARNED_BLIND_MAX + 3, 480, 5000), 5000);
+}
+END_TEST
+
 START_TEST(a_full_sized_bucket_keeps_its_limit)
 {
 	/* a real 300 bucket seen drained (remaining low, resets of a minute):
@@ -805,6 +818,7 @@ static Suite *learned_suite(void)
 	tcase_add_test(inf, a_full_sized_bucket_keeps_its_limit);
 	tcase_add_test(inf, two_answers_a_unit_apart_find_the_small_bucket);
 	tcase_add_test(inf, a_rough_fit_does_not_shrink_a_drained_large_bucket);
+	tcase_add_test(inf, blind_requests_wait_for_the_first_answer);
 	tcase_add_test(inf, one_observation_with_limit_gives_rate);
 	tcase_add_test(inf, limit_change_relearns);
 	tcase_add_test(inf, observe_reports_change_once);
