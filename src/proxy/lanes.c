@@ -31,6 +31,9 @@
 #include "store/shared.h"
 
 #define LANE_SWEEP_S 10
+/* Providers whose answers' headers are remembered (a configuration has a
+ * handful; past this many, the others count as unknown). */
+#define LANES_PROVIDERS_MAX 64
 /* The longest a capacity answer's headers hold the lane while its body is
  * still coming (an error body is small: it normally takes microseconds). */
 #define PENDING_HOLD_MAX_MS 1000
@@ -62,6 +65,13 @@ struct lanes {
 	struct lanes_events ev;
 	struct shared *shared;     /* store.kind: redis; NULL: local */
 	struct scope_table scopes; /* the identities keys' answers named */
+	/* Providers whose last answer carried no rate-limit headers, by name:
+	 * their new lanes need not wait for a first answer (sched.h). */
+	struct provider_news {
+		char name[64];
+		bool silent;
+	} news[LANES_PROVIDERS_MAX];
+	size_t n_news;
 };
 
 /* Identities a key's answers named, kept at most (least recently used out),
@@ -331,6 +341,41 @@ static uint64_t scope_of_request(struct lanes *ls, const struct provider_conf *p
 	return scope;
 }
 
+static struct provider_news *provider_news(struct lanes *ls, const char *name, bool add)
+{
+	for (size_t i = 0; i < ls->n_news; i++)
+		if (strcmp(ls->news[i].name, name) == 0)
+			return &ls->news[i];
+	if (!add || ls->n_news == LANES_PROVIDERS_MAX || strlen(name) >= sizeof(ls->news[0].name))
+		return NULL;
+	struct provider_news *n = &ls->news[ls->n_news++];
+	snprintf(n->name, sizeof(n->name), "%s", name);
+	n->silent = false;
+	return n;
+}
+
+/* Whether prov's answers teach nothing: its dialect reads no rate-limit
+ * headers, or its last answer had none. Unknown (no answer yet): false. */
+static bool provider_silent(struct lanes *ls, const struct provider_conf *prov)
+{
+	if (prov->dialect == DIALECT_NONE)
+		return true;
+	const struct provider_news *n = provider_news(ls, prov->name, false);
+	return n != NULL && n->silent;
+}
+
+/* What an answer of prov said of its headers. */
+static void provider_answered(struct lanes *ls, const struct provider_conf *prov,
+                              const struct rlh_result *rlh)
+{
+	bool told = false;
+	for (int b = 0; b < RLH_N_BUDGETS && !told; b++)
+		told = rlh->budget[b].has_limit || rlh->budget[b].has_remaining;
+	struct provider_news *n = provider_news(ls, prov->name, true);
+	if (n != NULL)
+		n->silent = !told;
+}
+
 const struct plan_conf *lanes_find(struct lanes *ls, struct lane_ticket *t,
                                    const struct provider_conf *prov, const struct lane_request *r,
                                    int64_t now)
@@ -357,6 +402,8 @@ const struct plan_conf *lanes_find(struct lanes *ls, struct lane_ticket *t,
 		return NULL;
 	}
 	t->lane = lane;
+	if (!sched_answered(lane))
+		sched_set_provider_silent(lane, provider_silent(ls, prov));
 	return lane->plan;
 }
 
@@ -442,6 +489,7 @@ bool lanes_headers(struct lanes *ls, struct lane_ticket *t, const struct rlh_res
                    const struct retry_head_verdict *hv, int64_t now)
 {
 	struct sched_lane *lane = t->lane;
+	provider_answered(ls, lane->provider, rlh);
 	bool learned = limiter_observe(ls->shared, lane, &t->item, rlh, now);
 	lane_kick(lane); /* what was learned may move the lane's next instant */
 	/* A capacity answer holds the lane from its headers on: what would

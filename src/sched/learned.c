@@ -134,13 +134,12 @@ static void fit_anchored(struct learned *l)
  * more than their rounding (a steady state: every answer alike): the sums say
  * nothing new. C comes out up to a quantum low for a rounded-down remaining:
  * the safe side. */
-static bool free_fit(const struct learned *l, double *rho, double *cap)
+static bool free_fit(const struct learned *l, double min_var, double *rho, double *cap)
 {
-	double q = remaining_quantum(l);
 	double mr = l->s_r / l->s_w, mR = l->s_R / l->s_w;
 	double var = l->s_RR / l->s_w - mR * mR;
 	double cov = l->s_rR / l->s_w - mr * mR;
-	if (var <= q * q || var <= 0)
+	if (var <= min_var || var <= 0)
 		return false;
 	*rho = -var / cov;     /* 1 / the ms a unit takes to come back */
 	*cap = mR + *rho * mr; /* the line passes through the means */
@@ -150,8 +149,8 @@ static bool free_fit(const struct learned *l, double *rho, double *cap)
 /* Without L: the free fit, or the previous estimate when it says nothing. */
 static void fit_free(struct learned *l)
 {
-	double rho, cap;
-	if (free_fit(l, &rho, &cap)) {
+	double rho, cap, q = remaining_quantum(l);
+	if (free_fit(l, q * q, &rho, &cap)) {
 		l->rho = rho;
 		l->capacity = cap;
 	}
@@ -164,17 +163,28 @@ static void fit_free(struct learned *l)
  * fast from every short reset. */
 static void fit_with_limit(struct learned *l)
 {
-	double rho, cap;
-	bool fit = free_fit(l, &rho, &cap);
+	double rho, cap, q = remaining_quantum(l);
+	bool fit = free_fit(l, q * q, &rho, &cap);
+	/* A rough fit: remainings only a unit or two apart, as the first
+	 * answers to a burst (4 left, then 3). Each reset carries up to a
+	 * unit's time of rounding, so its ρ can be half the true one (or far
+	 * above) and its C as low as half the true C: it decides alone only
+	 * under half the share (a bucket it puts under L/4 holds under L/2),
+	 * and its estimate stands in only until a fit that is not rough. */
+	bool was_short = l->short_window;
+	bool rough = fit || free_fit(l, q * q / 12, &rho, &cap);
+	bool enough = l->n_obs + 1 >= LEARNED_SHORT_MIN_OBS; /* counting this one */
 	/* Evidence decides; a steady state (no free fit) keeps the last
 	 * decision and estimate: answers that all say "0 left" once the pace
 	 * matches the bucket tell nothing about its size. */
 	if (l->max_remaining >= LEARNED_SHORT_SHARE * l->limit)
 		l->short_window = false;
-	else if (fit && l->n_obs >= LEARNED_SHORT_MIN_OBS)
+	else if (fit && enough)
 		l->short_window = cap < LEARNED_SHORT_SHARE * l->limit;
+	else if (rough && enough && cap < LEARNED_SHORT_SHARE / 2 * l->limit)
+		l->short_window = true;
 	if (l->short_window) {
-		if (fit) {
+		if (fit || (rough && !was_short)) {
 			l->rho = rho;
 			l->capacity = cap;
 		}
@@ -357,6 +367,14 @@ int64_t learned_held_until(const struct learned *l, int64_t now_ms, double cost)
 	if (l->n_obs == 0)
 		return now_ms;
 	return hold_until(l, now_ms, c);
+}
+
+int64_t learned_blind_ready_at(size_t in_flight, int64_t last_dispatch_ms, int64_t now_ms)
+{
+	if (in_flight < LEARNED_BLIND_MAX)
+		return now_ms;
+	int64_t until = last_dispatch_ms + LEARNED_BLIND_WAIT_MS;
+	return until > now_ms ? until : now_ms;
 }
 
 double learned_charge(struct learned *l, int64_t now_ms, double cost)

@@ -10,7 +10,10 @@
  *    rate ρ up to a capacity C, and reset is the time until it is full again, so
  *    every observation lies on the line  R + ρ·r = C.  Two observations with
  *    different r give ρ and C; with L sent, C = L and each observation alone gives
- *    ρ = (L − R) / r. Estimates come from least squares with exponential
+ *    ρ = (L − R) / r, unless the budget never comes near L and a fit without
+ *    L puts it far below (a per-minute L enforced as a small bucket,
+ *    PROVIDERS.md §10: learned.c's fit_with_limit). Estimates come from least
+ *    squares with exponential
  *    forgetting (learned_params.forget), so rounding (Anthropic reports thousands,
  *    whole seconds) averages out and long resets, the precise ones, weigh most.
  *    Resets under 2 × time_noise_ms are left out of the fit with L: near a full
@@ -74,6 +77,8 @@
 #define LEARNED_RECOVERY 0.05       /* share of the gap to 1 recovered per healthy answer */
 #define LEARNED_SHORT_MIN_OBS 2     /* observations before a limit may be found too large */
 #define LEARNED_SHORT_SHARE 0.5     /* ... when remaining and the free fit stay below this × L */
+#define LEARNED_BLIND_MAX 4         /* requests in flight before any answer reported a budget */
+#define LEARNED_BLIND_WAIT_MS 1000  /* ... the longest the others wait for that answer */
 
 enum learned_shape { LEARNED_UNKNOWN, LEARNED_CONTINUOUS, LEARNED_WINDOW };
 
@@ -156,6 +161,19 @@ int64_t learned_held_until(const struct learned *l, int64_t now_ms, double cost)
 /* Records that `cost` units were dispatched at now_ms. Returns the mark to pass
  * back in the learned_obs of that request's answer (non-decreasing). */
 double learned_charge(struct learned *l, int64_t now_ms, double cost);
+
+/* Before the first answer. A lane with no plan that has had no answer yet
+ * knows nothing of its budget, and a burst sent blind meets whatever bucket is
+ * there: 20 clients starting at once against a bucket of 5 (a per-minute limit
+ * enforced over a shorter window, PROVIDERS.md §10) were 15 refusals, every
+ * one before the first answer came back. So at most LEARNED_BLIND_MAX requests
+ * go blind; the rest wait for the first answer's headers, which say what is
+ * left (learned_observe takes over) or that nothing is reported (the lane is
+ * open), and never longer than LEARNED_BLIND_WAIT_MS after the last blind
+ * dispatch (a non-streamed answer's headers come with its whole body).
+ * Returns the earliest instant >= now_ms the next request may go, given the
+ * requests in flight (all blind until an answer) and the last dispatch. */
+int64_t learned_blind_ready_at(size_t in_flight, int64_t last_dispatch_ms, int64_t now_ms);
 
 /* A capacity signal (429, 503, 529) reached this lane at now_ms: the paced rate
  * is multiplied by `penalty` (LEARNED_PENALTY; LEARNED_PENALTY_HINTED for a

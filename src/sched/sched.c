@@ -660,6 +660,13 @@ static double lane_ready_at(const struct sched_lane *lane, const struct sched_it
 		if (g > t)
 			t = g;
 	}
+	if (!lane->answered && !lane->provider_silent && !lane_learns(lane) &&
+	    !gates_enabled(&lane->gates)) {
+		double b =
+		    (double)learned_blind_ready_at(lane->in_flight, lane->last_dispatch_ms, now_ms);
+		if (b > t)
+			t = b;
+	}
 	if ((double)lane->hold_until_ms > t)
 		t = (double)lane->hold_until_ms;
 	if (lane->gates_mode == SCHED_GATES_SHARED && (double)lane->shared_until_ms > t)
@@ -951,6 +958,7 @@ bool sched_observe(struct sched_lane *lane, const struct sched_item *it, const s
                    int64_t now_ms)
 {
 	bool changed = false;
+	lane->answered = true;
 	for (int b = 0; b < RLH_N_BUDGETS; b++) {
 		const struct rlh_budget *rb = &h->budget[b];
 		/* Learn from (remaining, reset) pairs, never from limit alone:
@@ -979,6 +987,16 @@ bool sched_wants_tokens(const struct sched_lane *lane)
 	const struct plan_conf *p = lane->plan;
 	return p->max_tokens_per_minute > 0 || p->max_input_tokens_per_minute > 0 ||
 	       p->max_output_tokens_per_minute > 0 || p->max_tokens_per_day > 0;
+}
+
+void sched_set_provider_silent(struct sched_lane *lane, bool silent)
+{
+	lane->provider_silent = silent;
+}
+
+bool sched_answered(const struct sched_lane *lane)
+{
+	return lane->answered;
 }
 
 void sched_hold(struct sched_lane *lane, int64_t until_ms)

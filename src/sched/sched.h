@@ -173,6 +173,14 @@ bool sched_wants_tokens(const struct sched_lane *lane);
 /* The server asked to wait (retry-after on a capacity error): no request of
  * the lane leaves before until_ms, and then one goes alone first (the probe). */
 void sched_hold(struct sched_lane *lane, int64_t until_ms);
+/* Whether the lane's provider is known to answer without rate-limit headers
+ * (its last answer, on any lane, had none; or its dialect reads none). Until
+ * its first answer, a lane with no plan sends a few requests and waits for
+ * that answer's headers (learned_blind_ready_at), unless there is nothing to
+ * learn from them: then it is open from the start. */
+void sched_set_provider_silent(struct sched_lane *lane, bool silent);
+/* Whether an answer's headers came back on the lane. */
+bool sched_answered(const struct sched_lane *lane);
 
 /* The headers of a capacity answer (429, 503, 529) to `it` arrived: nothing
  * of the lane leaves until that answer is decided (sched_complete of `it`),

@@ -53,15 +53,18 @@ struct sched_lane {
 	const struct provider_conf *provider;
 	const struct plan_conf *plan;
 	/* A lane is (provider, limit scope, model group): DESIGN §2. */
-	uint64_t scope;    /* scope_id(): the key, a configured scope, an identity */
-	const char *model; /* the model group, interned (registry); NULL: none */
-	char key_id[24];   /* the scope's name: "3f9a1c0b7d2e", "scope:NAME", "id:…" */
-	char key_hash[65]; /* the key that made the lane: its own plan applies */
-	bool fine_resets;  /* the dialect reports resets to the ms (OpenAI) */
-	bool idle_linked;  /* on idle_list */
-	bool probe_needed; /* a hold ended: the next dispatch is the probe (below) */
-	bool quota;        /* the quota is out (below) */
-	bool day_out;      /* the daily budget is spent (below) */
+	uint64_t scope;       /* scope_id(): the key, a configured scope, an identity */
+	const char *model;    /* the model group, interned (registry); NULL: none */
+	char key_id[24];      /* the scope's name: "3f9a1c0b7d2e", "scope:NAME", "id:…" */
+	char key_hash[65];    /* the key that made the lane: its own plan applies */
+	bool fine_resets;     /* the dialect reports resets to the ms (OpenAI) */
+	bool idle_linked;     /* on idle_list */
+	bool probe_needed;    /* a hold ended: the next dispatch is the probe (below) */
+	bool quota;           /* the quota is out (below) */
+	bool day_out;         /* the daily budget is spent (below) */
+	bool answered;        /* an answer's headers came back (learned_blind_ready_at) */
+	bool provider_silent; /* its provider's answers carry no rate-limit headers: the
+	                       * first answer would teach nothing, so nothing waits for it */
 	enum agents_mode agents_mode;
 	unsigned holds_pending; /* capacity answers whose headers hold the lane */
 

@@ -76,7 +76,12 @@ export const tests = [
       assert.ok(median(th) - median(d) <= 50 * SLOW, `median TTFB through a fresh lane ${f(median(th))} ms vs ${f(median(d))} ms direct\n${logDigest(p)}`);
       assert.ok(median(tb) - median(db) <= 50 * SLOW, `median TTFB through a busy lane ${f(median(tb))} ms vs ${f(median(db))} ms direct\n${logDigest(p)}`);
       assert.deepEqual([...new Set([...through, ...throughBusy].map((r) => r.queue))], ['0'], 'a request waited in the queue of an open lane');
-      const queued = events(p, 'queueing'); // debug lines: a request that had to wait in its lane
+      // debug lines: a request that had to wait in its lane. The warm-up's lane may have
+      // some: the first lane of a provider not heard from yet sends 4 and waits for the
+      // first answer's headers (a lane with no plan that may learn a small bucket from
+      // them); its answers said they carry no rate-limit headers, so later lanes are open.
+      const measured = new Set(['sk-open-fresh-lane', 'sk-open-busy-lane'].map(keyHash));
+      const queued = events(p, 'queueing').filter((l) => measured.has(l.key));
       assert.equal(queued.length, 0, `queueing log lines: ${JSON.stringify(queued.slice(0, 3))}`);
       assert.ok(st.in_flight_max >= 20, `the mock saw at most ${st.in_flight_max} streams at once`);
     },

@@ -140,6 +140,69 @@ START_TEST(a_drained_bucket_with_a_known_rate_waits_for_one_unit_not_the_reset)
 }
 END_TEST
 
+/* Issue 19: the first answers to a fresh lane's blind requests (4 sent at 0
+ * into "300 RPM" enforced as a bucket of 5 refilling 5/s, 150 ms latency) say
+ * 4 then 3 left, resets 200 and 399 ms. Two answers a unit apart already tell
+ * a bucket far below L; anchored to L they read as a refill of ~45 000/min,
+ * the lane thought the bucket refilled at once and sent the next 16 into it. */
+START_TEST(two_answers_a_unit_apart_find_the_small_bucket)
+{
+	struct learned_params p;
+	learned_params_default(&p);
+	p.time_noise_ms = 50;
+	struct learned l;
+	learned_init(&l, &p);
+	double marks[4];
+	for (int i = 0; i < 4; i++)
+		marks[i] = learned_charge(&l, 0, 1);
+	struct learned_obs o1 = obs(marks[0], 4, 200, 300), o2 = obs(marks[1], 3, 399, 300);
+	learned_observe(&l, 150, &o1);
+	learned_observe(&l, 152, &o2);
+	struct learned_view v;
+	learned_view(&l, 152, &v);
+	ck_assert(l.short_window);
+	ck_assert_msg(v.capacity < 10, "capacity %.1f", v.capacity);
+	ck_assert_msg(v.rate_per_min > 150 && v.rate_per_min < 450, "rate %.1f/min",
+	              v.rate_per_min);
+	/* 3 left less the 2 still in flight: one more goes now, the next waits
+	 * for the refill (1 / (0.95 x 5/s) = 211 ms), not 2 ms */
+	ck_assert_int_eq(learned_ready_at(&l, 152, 1), 152);
+	learned_charge(&l, 152, 1);
+	ck_assert_int_gt(learned_ready_at(&l, 152, 1), 152 + 150);
+}
+END_TEST
+
+START_TEST(a_rough_fit_does_not_shrink_a_drained_large_bucket)
+{
+	/* a real 300 bucket refilling 5/s, drained: two answers a unit apart
+	 * whose resets carry a unit's rounding (true 200 ms apart, seen 390).
+	 * The rough fit says a bucket of ~200 at most: not short. */
+	struct learned l;
+	learned_init(&l, NULL);
+	learned_charge(&l, 0, 1);
+	see(&l, 0, 100, 40000, 300);
+	learned_charge(&l, 0, 1);
+	see(&l, 10, 99, 40390, 300);
+	ck_assert(!l.short_window);
+	struct learned_view v;
+	learned_view(&l, 10, &v);
+	ck_assert_double_eq(v.capacity, 300);
+}
+END_TEST
+
+START_TEST(blind_requests_wait_for_the_first_answer)
+{
+	/* fewer than LEARNED_BLIND_MAX in flight: go */
+	ck_assert_int_eq(learned_blind_ready_at(0, 0, 500), 500);
+	ck_assert_int_eq(learned_blind_ready_at(LEARNED_BLIND_MAX - 1, 480, 500), 500);
+	/* that many: wait for an answer, at most LEARNED_BLIND_WAIT_MS after the
+	 * last blind dispatch */
+	ck_assert_int_eq(learned_blind_ready_at(LEARNED_BLIND_MAX, 480, 500),
+	                 480 + LEARNED_BLIND_WAIT_MS);
+	ck_assert_int_eq(learned_blind_ready_at(LEARNED_BLIND_MAX + 3, 480, 5000), 5000);
+}
+END_TEST
+
 START_TEST(a_full_sized_bucket_keeps_its_limit)
 {
 	/* a real 300 bucket seen drained (remaining low, resets of a minute):
@@ -755,6 +818,9 @@ static Suite *learned_suite(void)
 	tcase_add_test(inf, a_burst_at_zero_keeps_the_small_bucket_and_its_rate);
 	tcase_add_test(inf, a_drained_bucket_with_a_known_rate_waits_for_one_unit_not_the_reset);
 	tcase_add_test(inf, a_full_sized_bucket_keeps_its_limit);
+	tcase_add_test(inf, two_answers_a_unit_apart_find_the_small_bucket);
+	tcase_add_test(inf, a_rough_fit_does_not_shrink_a_drained_large_bucket);
+	tcase_add_test(inf, blind_requests_wait_for_the_first_answer);
 	tcase_add_test(inf, one_observation_with_limit_gives_rate);
 	tcase_add_test(inf, limit_change_relearns);
 	tcase_add_test(inf, observe_reports_change_once);

@@ -260,12 +260,21 @@ END_TEST
 
 START_TEST(fresh_lane_is_open_up_to_max_concurrent)
 {
-	/* No capacity signal yet: 20 requests all leave at once, not 4. */
+	/* No capacity signal yet: once the first answer's headers are in, the
+	 * rest leave at once, not 4 at a time. Before that, LEARNED_BLIND_MAX
+	 * go blind (issue 19: 20 blind requests met a bucket of 5). */
 	init_lane(AGENTS_OFF);
 	for (int i = 0; i < 16; i++)
 		submit(&lane, &items[i], 0, 0, 0, 1000);
-	for (int i = 0; i < 16; i++)
+	for (int i = 0; i < LEARNED_BLIND_MAX; i++)
 		ck_assert_int_eq(idx(sched_next(&lane, 1000)), i);
+	ck_assert_ptr_null(sched_next(&lane, 1000));
+	ck_assert_int_eq(sched_wake_at(&lane, 1000), 1000 + LEARNED_BLIND_WAIT_MS);
+	struct rlh_result h; /* an answer that reports no budget */
+	memset(&h, 0, sizeof(h));
+	sched_observe(&lane, &items[0], &h, 1020);
+	for (int i = LEARNED_BLIND_MAX; i < 16; i++)
+		ck_assert_int_eq(idx(sched_next(&lane, 1020)), i);
 	ck_assert_int_eq(sched_concurrency_limit(&lane), 64);
 	/* The first signal closes it at what was in flight x 0.5. */
 	sched_complete(&lane, &items[0], SCHED_CAPACITY, 1100);
@@ -585,6 +594,7 @@ START_TEST(retries_leave_in_ready_order)
 	                                  7000, 1500, 2000, 9000, 2500, 3000};
 	fixed_concurrency(12);
 	init_lane(AGENTS_OFF);
+	lane.answered = true; /* not blind (learned_blind_ready_at) */
 	for (int i = 0; i < 12; i++)
 		submit(&lane, &items[i], 0, 0, 0, 1000);
 	for (int i = 0; i < 12; i++)
@@ -647,6 +657,7 @@ START_TEST(serialize_off_after_reload_frees_parked_requests)
 {
 	fixed_concurrency(8);
 	init_lane(AGENTS_SERIALIZE);
+	lane.answered = true; /* not blind (learned_blind_ready_at) */
 	for (int i = 0; i < 4; i++)
 		submit(&lane, &items[i], 0, 0, 7, 1000);
 	submit(&lane, &items[4], 0, 0, 8, 1000);
@@ -733,6 +744,7 @@ START_TEST(many_agents_are_all_serialized)
 	static struct sched_item many[2 * 100];
 	fixed_concurrency(1000);
 	init_lane(AGENTS_SERIALIZE);
+	lane.answered = true; /* not blind (learned_blind_ready_at) */
 	for (int i = 0; i < 100; i++) {
 		submit(&lane, &many[2 * i], 0, 0, (uint64_t)i + 1, 1000);
 		submit(&lane, &many[2 * i + 1], 0, 0, (uint64_t)i + 1, 1000);
