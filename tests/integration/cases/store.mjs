@@ -659,6 +659,15 @@ export const tests = [
       const r1 = await one(0);
       assert.equal(r1.status, 429, `replica 1: ${r1.status} ${r1.body}`);
       assert.equal(JSON.parse(r1.body).error?.code, 'insufficient_quota', r1.body);
+      // Replica 1 tells the store after answering its client: the flag may land a moment
+      // after the 429 did. What is tested is that the others obey it, so wait for it.
+      const flagged = async () => {
+        for (const k of await redis.keys(`${PREFIX}*`)) {
+          if ((await redis.command('TYPE', k)) === 'hash' && (await redis.command('HEXISTS', k, 'quota')) === 1) return true;
+        }
+        return false;
+      };
+      await waitFor(flagged, { timeout_ms: 2000 * SLOW, what: 'the quota flag in the store' });
       const why = () => `\n${ps.map((p, i) => `replica ${i + 1}:\n${logDigest(p, ['quota_exhausted', 'quota_restored', 'store_error'], 4)}`).join('\n')}`;
       for (let k = 0; k < 3; k++) {
         const r = await one(1);
