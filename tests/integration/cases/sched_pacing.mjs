@@ -30,10 +30,14 @@ export const tests = [
     // a. 300 requests at max_requests_per_second: 10 (one every 100 ms, burst 1) from 40
     // clients: the first leaves at t=0, the last at 29.9 s. The mock enforces exactly
     // 10 req/s per key with a bucket of 2 (one request of timer slack) and no rate-limit
-    // headers: anything faster than the plan is a 429. Without drift: the rate over the
-    // run (299 intervals between the first and the last arrival) is >= 99.5 % of 10 req/s
-    // (a gate restarting from every late timer made it 9.7).
-    name: 'a. 10 req/s plan, 40 clients, 300 requests: no error, no upstream 429 from an exact 10 req/s bucket, rate >= 99.5 % of the plan',
+    // headers: anything faster than the plan is a 429. The rate over the run (299
+    // intervals between the first and the last arrival) is >= 98.5 % of 10 req/s: burst 1
+    // is strict (issue 19: no two sends closer than 100 ms, each interval 1 % longer for
+    // the network and the provider's receiving, and the send's own fraction of a
+    // millisecond: 98.9 % measured; 99.9 % before, when a late dispatch could keep the
+    // schedule and leave the next one up to 10 ms early; a gate restarting from every
+    // late timer at millisecond precision made it 9.7).
+    name: 'a. 10 req/s plan, 40 clients, 300 requests: no error, no upstream 429 from an exact 10 req/s bucket, rate >= 98.5 % of the plan',
     timeout_ms: 50000,
     fn: async (t) => {
       const mock = await t.startMock({ config: { style: 'openai', rpm: 600, burst: 2, headers: false } });
@@ -55,7 +59,7 @@ export const tests = [
       assert.equal(sum.client_errors, 0, `client-visible errors: ${JSON.stringify(sum.statuses)}${why}`);
       assert.ok(up429 <= EXACT_BUCKET_429S, `upstream 429s: ${up429}${why}`);
       assert.equal(st.requests, 300, 'upstream requests');
-      assert.ok(rate >= 10 * 0.995 / SLOW, `rate over the run ${rate.toFixed(4)} req/s (< 99.5 % of 10)`);
+      assert.ok(rate >= 10 * 0.985 / SLOW, `rate over the run ${rate.toFixed(4)} req/s (< 98.5 % of 10)`);
       assert.ok(rate <= 10 * 1.005, `rate over the run ${rate.toFixed(4)} req/s: above the plan`);
       // Burst 1: evenly spaced, at most ~10 in any second (11: burst + 10 in a closed window, and clock slack).
       assert.ok(per1s <= 11, `${per1s} requests reached the mock within one second (10 req/s, burst 1)`);
