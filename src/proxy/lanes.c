@@ -151,7 +151,13 @@ static void lane_arm(struct lane_shell *sh, int64_t wake, int64_t now)
 	evtimer_add(&sh->timer, &tv);
 }
 
-/* Runs the lane on the next loop turn: safe from inside any callback. */
+/* Runs the lane later in this loop turn, after every event the turn's wait
+ * returned (event_active queues the timer behind them): safe from inside any
+ * callback, and the way a lane decides after a submit or an answer. A 429
+ * that arrived with the 200 or the new request that made room (its socket
+ * ready in the same turn) then holds the lane before anything leaves:
+ * deciding at once would send a request into the window of an answer pacerd
+ * already had. Kicks in one turn run the lane once. */
 static void lane_kick(struct sched_lane *lane)
 {
 	struct lane_shell *sh = lane->shell;
@@ -238,8 +244,8 @@ static void lane_pump(struct lane_shell *sh)
 void lanes_pump(struct lanes *ls, struct sched_lane *lane)
 {
 	(void)ls;
-	if (lane != NULL && lane->shell != NULL)
-		lane_pump(lane->shell);
+	if (lane != NULL)
+		lane_kick(lane);
 }
 
 /* ---- entry ---- */
@@ -427,11 +433,14 @@ size_t lanes_submit(struct lanes *ls, struct lane_ticket *t, const struct sched_
 		refuse(ls, t, LANE_REFUSE_DAY_OUT, day_left_ms(lane));
 		return 0;
 	}
-	size_t depth = 0;
-	if (sched_queue_depth(lane) > 1 || lane->in_flight >= sched_concurrency_limit(lane))
-		depth = sched_queue_depth(lane);
-	lane_pump(lane->shell);
-	return depth;
+	/* The lane decides later in this turn (lane_kick): the request queues
+	 * when no slot is left for it once those ahead have gone, or when those
+	 * ahead wait already (a gate, a hold). */
+	size_t depth = sched_queue_depth(lane);
+	bool no_slot = lane->in_flight + depth > sched_concurrency_limit(lane);
+	bool held = depth > 1 && sched_wake_at(lane, now) > now;
+	lane_kick(lane);
+	return no_slot || held ? depth : 0;
 }
 
 /* ---- what the exchange tells ---- */
