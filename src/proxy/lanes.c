@@ -445,6 +445,17 @@ size_t lanes_submit(struct lanes *ls, struct lane_ticket *t, const struct sched_
 
 /* ---- what the exchange tells ---- */
 
+/* A server's hint holds the lane hold_ms from now: from a fresh clock (the
+ * turn's may predate the answer's arrival: a libcurl timer can read a
+ * socket), and from the millisecond after it, because the clock truncates.
+ * The provider's window began when its answer left, before now; a hold
+ * that ends even a fraction of a millisecond before the window does sends
+ * its probe into it, and a provider that punishes starts the window over. */
+static void hold_for_hint(struct lanes *ls, struct sched_lane *lane, int64_t hold_ms)
+{
+	limiter_hold(ls->shared, lane, hold_ms, clock_fresh_ms() + 1);
+}
+
 bool lanes_headers(struct lanes *ls, struct lane_ticket *t, const struct rlh_result *rlh,
                    const struct retry_head_verdict *hv, int64_t now)
 {
@@ -456,10 +467,9 @@ bool lanes_headers(struct lanes *ls, struct lane_ticket *t, const struct rlh_res
 	 * body is decided (PENDING_HOLD_MAX_MS at most), and for the
 	 * header's retry-after, which needs no body. */
 	if (hv->capacity) {
-		int64_t fresh = clock_fresh_ms();
 		if (hv->hold_ms > 0)
-			limiter_hold(ls->shared, lane, hv->hold_ms, fresh);
-		sched_hold_pending(lane, &t->item, fresh + PENDING_HOLD_MAX_MS);
+			hold_for_hint(ls, lane, hv->hold_ms);
+		sched_hold_pending(lane, &t->item, clock_fresh_ms() + PENDING_HOLD_MAX_MS);
 	}
 	return learned;
 }
@@ -508,12 +518,9 @@ void lanes_complete(struct lanes *ls, struct lane_ticket *t, enum retry_lane_out
 	if (ch->quota_restored && sh->quota_answer != NULL)
 		evbuffer_drain(sh->quota_answer, evbuffer_get_length(sh->quota_answer));
 	/* A capacity hint speaks for the whole key: nothing of this lane goes
-	 * before it ends (the provider would refuse it anyway). From a fresh
-	 * clock: the turn's may predate the answer's arrival (a libcurl timer
-	 * can read a socket), and a hold that ends before the provider's window
-	 * does sends the next request into it. */
+	 * before it ends (the provider would refuse it anyway). */
 	if (hold_ms > 0)
-		limiter_hold(ls->shared, lane, hold_ms, clock_fresh_ms());
+		hold_for_hint(ls, lane, hold_ms);
 }
 
 void lanes_tokens_used(struct lanes *ls, struct lane_ticket *t, const struct tokens_usage *u,
