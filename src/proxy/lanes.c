@@ -161,7 +161,13 @@ static void lane_arm(struct lane_shell *sh, double wake, double now)
 	evtimer_add(&sh->timer, &tv);
 }
 
-/* Runs the lane on the next loop turn: safe from inside any callback. */
+/* Runs the lane later in this loop turn, after every event the turn's wait
+ * returned (event_active queues the timer behind them): safe from inside any
+ * callback, and the way a lane decides after a submit or an answer. A 429
+ * that arrived with the 200 or the new request that made room (its socket
+ * ready in the same turn) then holds the lane before anything leaves:
+ * deciding at once would send a request into the window of an answer pacerd
+ * already had. Kicks in one turn run the lane once. */
 static void lane_kick(struct sched_lane *lane)
 {
 	struct lane_shell *sh = lane->shell;
@@ -250,8 +256,8 @@ static void lane_pump(struct lane_shell *sh)
 void lanes_pump(struct lanes *ls, struct sched_lane *lane)
 {
 	(void)ls;
-	if (lane != NULL && lane->shell != NULL)
-		lane_pump(lane->shell);
+	if (lane != NULL)
+		lane_kick(lane);
 }
 
 /* ---- entry ---- */
@@ -476,14 +482,28 @@ size_t lanes_submit(struct lanes *ls, struct lane_ticket *t, const struct sched_
 		refuse(ls, t, LANE_REFUSE_DAY_OUT, day_left_ms(lane));
 		return 0;
 	}
-	size_t depth = 0;
-	if (sched_queue_depth(lane) > 1 || lane->in_flight >= sched_concurrency_limit(lane))
-		depth = sched_queue_depth(lane);
-	lane_pump(lane->shell);
-	return depth;
+	/* The lane decides later in this turn (lane_kick): the request queues
+	 * when no slot is left for it once those ahead have gone, or when those
+	 * ahead wait already (a gate, a hold). */
+	size_t depth = sched_queue_depth(lane);
+	bool no_slot = lane->in_flight + depth > sched_concurrency_limit(lane);
+	bool held = depth > 1 && sched_wake_at(lane, now) > now;
+	lane_kick(lane);
+	return no_slot || held ? depth : 0;
 }
 
 /* ---- what the exchange tells ---- */
+
+/* A server's hint holds the lane hold_ms from now: from a fresh clock (the
+ * turn's may predate the answer's arrival: a libcurl timer can read a
+ * socket), and from the millisecond after it, because the clock truncates.
+ * The provider's window began when its answer left, before now; a hold
+ * that ends even a fraction of a millisecond before the window does sends
+ * its probe into it, and a provider that punishes starts the window over. */
+static void hold_for_hint(struct lanes *ls, struct sched_lane *lane, int64_t hold_ms)
+{
+	limiter_hold(ls->shared, lane, hold_ms, clock_fresh_ms() + 1);
+}
 
 bool lanes_headers(struct lanes *ls, struct lane_ticket *t, const struct rlh_result *rlh,
                    const struct retry_head_verdict *hv, int64_t now)
@@ -497,10 +517,9 @@ bool lanes_headers(struct lanes *ls, struct lane_ticket *t, const struct rlh_res
 	 * body is decided (PENDING_HOLD_MAX_MS at most), and for the
 	 * header's retry-after, which needs no body. */
 	if (hv->capacity) {
-		int64_t fresh = clock_fresh_ms();
 		if (hv->hold_ms > 0)
-			limiter_hold(ls->shared, lane, hv->hold_ms, fresh);
-		sched_hold_pending(lane, &t->item, fresh + PENDING_HOLD_MAX_MS);
+			hold_for_hint(ls, lane, hv->hold_ms);
+		sched_hold_pending(lane, &t->item, clock_fresh_ms() + PENDING_HOLD_MAX_MS);
 	}
 	return learned;
 }
@@ -549,12 +568,9 @@ void lanes_complete(struct lanes *ls, struct lane_ticket *t, enum retry_lane_out
 	if (ch->quota_restored && sh->quota_answer != NULL)
 		evbuffer_drain(sh->quota_answer, evbuffer_get_length(sh->quota_answer));
 	/* A capacity hint speaks for the whole key: nothing of this lane goes
-	 * before it ends (the provider would refuse it anyway). From a fresh
-	 * clock: the turn's may predate the answer's arrival (a libcurl timer
-	 * can read a socket), and a hold that ends before the provider's window
-	 * does sends the next request into it. */
+	 * before it ends (the provider would refuse it anyway). */
 	if (hold_ms > 0)
-		limiter_hold(ls->shared, lane, hold_ms, clock_fresh_ms());
+		hold_for_hint(ls, lane, hold_ms);
 }
 
 void lanes_tokens_used(struct lanes *ls, struct lane_ticket *t, const struct tokens_usage *u,

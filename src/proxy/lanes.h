@@ -11,8 +11,9 @@
  * through a small table of callbacks (lanes_events), as the upstream does with
  * up_handler: send it now, or answer it without the upstream and why.
  *
- * Callbacks may run inside any lanes_* call that pumps a lane (lanes_submit,
- * lanes_retry, lanes_quota, lanes_pump) and from the lane's timer; a
+ * Callbacks run from the lane's timer, which lanes_submit and lanes_pump
+ * kick for later in the same loop turn (a dispatch never runs anywhere
+ * else), and, for refusals, inside lanes_submit and lanes_quota; a
  * callback may end its exchange (finish → lanes_cancel) but must not free it
  * before the next loop turn. */
 #ifndef PACERD_LANES_H
@@ -138,11 +139,12 @@ bool lanes_learns_cost(const struct lane_ticket *t, const struct lane_cost *c);
  * percentile when no maximum is named); else nothing. */
 void lanes_charge(struct lane_ticket *t, struct sched_request *rq, const struct lane_cost *c,
                   int64_t now_ms);
-/* Queues t (charged rq's costs) and runs the lane; or refuses it through the
+/* Queues t (charged rq's costs) and runs the lane later in this loop turn
+ * (lane_kick); or refuses it through the
  * callback (queue full, agent busy, quota, day out, or — with client_ms > 0,
  * the client's own timeout — a wait that would end after deadline_ms).
- * Returns the queue's depth when t had to wait (0: it went at once or was
- * refused), for the caller's queueing log line. */
+ * Returns the queue's depth when t has to wait (0: it goes in this turn or
+ * was refused), for the caller's queueing log line. */
 size_t lanes_submit(struct lanes *ls, struct lane_ticket *t, const struct sched_request *rq,
                     long long client_ms, int64_t deadline_ms, int64_t now_ms);
 
@@ -188,7 +190,8 @@ void lanes_sent(struct lanes *ls, struct lane_ticket *t);
 /* The client left, or the exchange ended otherwise: t leaves its lane
  * wherever it is (queued, waiting for a retry, in flight). */
 void lanes_cancel(struct lanes *ls, struct lane_ticket *t);
-/* Runs the lane now (after a decision that may let requests go). */
+/* Runs the lane (after a decision that may let requests go) later in this
+ * loop turn, once every answer the turn read is told (lane_kick). */
 void lanes_pump(struct lanes *ls, struct sched_lane *lane);
 
 /* For log lines and answers: the lane's in flight and limits. */

@@ -33,15 +33,24 @@ struct mock_conn {
 enum mock_kind { MOCK_K_OTHER, MOCK_K_CHAT, MOCK_K_MESSAGES, MOCK_K_EMBED, MOCK_K_MODELS };
 enum mock_mode { MOCK_MODE_NONE, MOCK_MODE_HEADERS, MOCK_MODE_BODY };
 
+/* The window a 429 held for latency_ms opens when it leaves (budget NULL: none). */
+struct budget;
+struct mock_window {
+	struct budget *budget;
+	uint64_t adv_us; /* what it advertises */
+	uint64_t gen;    /* the budgets' generation it was decided in */
+};
+
 /* A request whose answer is not sent from inside the request callback: delayed,
  * hanging, reset, or streamed. Owned by its connection slot (conn->cur). */
 struct mock_req {
 	struct evhttp_request *req;
 	struct mock_conn *conn;
-	struct mock_key *key;  /* for the per-key concurrency count, or NULL */
-	struct event *timer;   /* delay, then chunk spacing */
-	struct event *watch;   /* EV_CLOSED on the fd until the status line is out */
-	struct evbuffer *body; /* the prepared answer (non-stream) */
+	struct mock_key *key;      /* for the per-key concurrency count, or NULL */
+	struct mock_window window; /* a 429's window, opened when the status line goes */
+	struct event *timer;       /* delay, then chunk spacing */
+	struct event *watch;       /* EV_CLOSED on the fd until the status line is out */
+	struct evbuffer *body;     /* the prepared answer (non-stream) */
 	int status;
 	enum mock_mode hang, reset;
 	bool started; /* status line sent */
@@ -60,6 +69,7 @@ struct mock_req {
 /* ---- mock_main.c ---- */
 extern struct event_base *mock_base;
 uint64_t mock_now_ms(void); /* monotonic milliseconds since the mock started */
+uint64_t mock_now_us(void); /* the same in microseconds */
 struct mock_conn *mock_conn_of(struct evhttp_request *req);
 
 /* ---- mock_record.c ---- */
@@ -99,8 +109,9 @@ struct mock_limit_in {
 	unsigned char prefix_sha[32];        /* SHA-256 of the prefix */
 };
 struct mock_limit_out {
-	struct mock_key *key; /* holds a concurrency slot when status == 0 */
-	int status;           /* 0: go on; else answer this status with body */
+	struct mock_key *key;      /* holds a concurrency slot when status == 0 */
+	struct mock_window window; /* to open when the answer leaves */
+	int status;                /* 0: go on; else answer this status with body */
 	struct evbuffer *body;
 	long cache_read, cache_creation; /* when cacheable and status == 0 */
 };
@@ -109,6 +120,7 @@ long mock_limits_latency_ms(void);
 void mock_limits_check(const struct mock_limit_in *in, struct evkeyvalq *out_headers,
                        const char *request_id, struct mock_limit_out *out);
 void mock_limits_release(struct mock_key *key);
+void mock_limits_window_sent(const struct mock_window *w);
 void mock_limits_reset(void);
 void mock_limits_free(void);
 void mock_limits_stats_json(json_t *keys);

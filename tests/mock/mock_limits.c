@@ -36,8 +36,8 @@ struct budget {
 	double in_level, out_level; /* input and output token buckets (itpm, otpm) */
 	uint64_t last_ms;
 	bool fresh;              /* buckets not initialised since the last (re)config */
-	uint64_t window_end_ms;  /* end of the window the last 429 advertised */
-	uint64_t window_open_ms; /* when the open window (extended or not) was first advertised */
+	uint64_t window_end_us;  /* end of the window the last 429 advertised (mock_now_us) */
+	uint64_t window_open_us; /* when the open window (extended or not) was first advertised */
 };
 
 struct mock_key {
@@ -74,9 +74,9 @@ struct phase {
 
 static struct cfg {
 	bool anthropic;
-	struct limits top; /* rpm, tpm, burst, itpm, otpm of the top level */
-	bool lockout;      /* inside an advertised window every request is refused again */
-	long window_grace_ms;
+	struct limits top;        /* rpm, tpm, burst, itpm, otpm of the top level */
+	bool lockout;             /* inside an advertised window every request is refused again */
+	uint64_t window_grace_us; /* window_grace_ms, which may be fractional */
 	long concurrency, latency_ms;
 	bool retry_after;
 	double retry_after_s;
@@ -125,13 +125,18 @@ static void cache_clear(void);
 static void budget_restart(struct budget *b)
 {
 	b->fresh = true;
-	b->window_end_ms = 0;
+	b->window_end_us = 0;
 }
+
+/* Bumped whenever budgets are restarted or freed: a 429 still waiting for its
+ * latency_ms then opens no window (its budget may be gone). */
+static uint64_t window_gen = 1;
 
 /* Every bucket full again, no window open, the prompt cache empty. A key's per-group
  * budgets are dropped: the number of groups may have changed. */
 static void restart_state(void)
 {
+	window_gen++;
 	for (size_t i = 0; i < KEY_BUCKETS; i++)
 		for (struct mock_key *k = table[i]; k != NULL; k = k->next) {
 			budget_restart(&k->b);
@@ -464,7 +469,7 @@ int mock_limits_configure(const char *text, size_t len, char *err, size_t errlen
 	d = 0;
 	if (get_num(o, "window_grace_ms", 0, 86400000, &d, err, errlen))
 		goto fail;
-	c.window_grace_ms = (long)d;
+	c.window_grace_us = (uint64_t)(d * 1000.0);
 	d = 1;
 	if (get_num(o, "seed", 0, 9e15, &d, err, errlen))
 		goto fail;
@@ -1277,17 +1282,36 @@ static void charge(const struct limits *l, struct budget *b, const struct costs 
 		b->out_level -= (double)c->output;
 }
 
-static bool in_window(const struct budget *b, uint64_t now)
+/* Windows are kept to the microsecond: a client that waits out retry-after-ms
+ * from the 429's arrival must never be counted inside, one that is early by a
+ * fraction of a millisecond must be. */
+static bool in_window(const struct budget *b, uint64_t now_us)
 {
-	return b != NULL && b->window_end_ms != 0 && now >= b->window_open_ms &&
-	       now < b->window_end_ms;
+	return b != NULL && b->window_end_us != 0 && now_us >= b->window_open_us &&
+	       now_us < b->window_end_us;
 }
 
 /* A request already on its way when the 429 left can not be recalled:
  * window_grace_ms after a window opened, arrivals are not counted. */
-static bool violates(const struct budget *b, uint64_t now)
+static bool violates(const struct budget *b, uint64_t now_us)
 {
-	return in_window(b, now) && now >= b->window_open_ms + (uint64_t)cfg.window_grace_ms;
+	return in_window(b, now_us) && now_us >= b->window_open_us + cfg.window_grace_us;
+}
+
+/* A 429 advertising adv_us leaves now: its window opens (a new one, with its
+ * grace, when none is open) or the open one lasts at least that long. */
+static void window_open(struct budget *b, uint64_t now_us, uint64_t adv_us)
+{
+	if (now_us >= b->window_end_us)
+		b->window_open_us = now_us;
+	if (now_us + adv_us > b->window_end_us)
+		b->window_end_us = now_us + adv_us;
+}
+
+void mock_limits_window_sent(const struct mock_window *w)
+{
+	if (w->budget != NULL && w->gen == window_gen)
+		window_open(w->budget, mock_now_us(), w->adv_us);
 }
 
 /* The key of a prefix in the prompt cache: prefix, model and scope. */
@@ -1310,7 +1334,7 @@ static void cache_key(const struct mock_limit_in *in, const char *scope, unsigne
 void mock_limits_check(const struct mock_limit_in *in, struct evkeyvalq *h, const char *rid,
                        struct mock_limit_out *out)
 {
-	uint64_t now = mock_now_ms();
+	uint64_t now_us = mock_now_us(), now = now_us / 1000;
 	struct mock_key *k = key_get(in->key_sha);
 	char msg[512];
 	uint64_t wait = 0;
@@ -1321,6 +1345,7 @@ void mock_limits_check(const struct mock_limit_in *in, struct evkeyvalq *h, cons
 	out->status = 0;
 	out->body = NULL;
 	out->cache_read = out->cache_creation = 0;
+	out->window = (struct mock_window){0};
 	k->requests++;
 
 	struct scope sc;
@@ -1344,8 +1369,8 @@ void mock_limits_check(const struct mock_limit_in *in, struct evkeyvalq *h, cons
 	struct names top_nm = {"gpt-mock", sc.org, sc.project ? sc.org : "mock"};
 	struct names g_nm = {model, sc.org, sc.project ? sc.org : "mock"};
 
-	bool top_win = in_window(sc.top, now), g_win = in_window(gb, now);
-	if (violates(sc.top, now) || violates(gb, now))
+	bool top_win = in_window(sc.top, now_us), g_win = in_window(gb, now_us);
+	if (violates(sc.top, now_us) || violates(gb, now_us))
 		mock_stats.window_violations++;
 	refill(&cfg.top, sc.top, now);
 	if (gb != NULL)
@@ -1373,7 +1398,7 @@ void mock_limits_check(const struct mock_limit_in *in, struct evkeyvalq *h, cons
 		/* A provider that punishes: refused again, and the window starts over. */
 		wb = top_win ? sc.top : gb;
 		wait = cfg.retry_after_s > 0 ? (uint64_t)(cfg.retry_after_s * 1000.0)
-		                             : wb->window_end_ms - now;
+		                             : (wb->window_end_us - now_us + 999) / 1000;
 		out->status = 429;
 		out->body =
 		    mock_error_body(cfg.anthropic, cfg.anthropic ? "rate_limit_error" : "requests",
@@ -1414,13 +1439,13 @@ void mock_limits_check(const struct mock_limit_in *in, struct evkeyvalq *h, cons
 			uint64_t adv = cfg.retry_after && cfg.retry_after_s > 0
 			                   ? (uint64_t)(cfg.retry_after_s * 1000.0)
 			                   : wait;
-			/* The window opens when the 429 leaves (after latency_ms): a
-			 * client can not know of it before. */
-			uint64_t sent = now + (uint64_t)cfg.latency_ms;
-			if (now >= wb->window_end_ms)
-				wb->window_open_ms = sent;
-			if (sent + adv > wb->window_end_ms)
-				wb->window_end_ms = sent + adv;
+			/* The window opens when the 429 leaves: a client can not
+			 * know of it before. Now, or when the answer held for
+			 * latency_ms goes (mock_limits_window_sent). */
+			if (cfg.latency_ms == 0)
+				window_open(wb, now_us, adv * 1000);
+			else
+				out->window = (struct mock_window){wb, adv * 1000, window_gen};
 		}
 	} else if (capacity_exceeded(now)) {
 		out->status = cfg.overload[overload_turn++ % (unsigned)cfg.noverload];

@@ -41,6 +41,13 @@ uint64_t mock_now_ms(void)
 	return mono_ms() - start_ms;
 }
 
+uint64_t mock_now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u - start_ms * 1000u;
+}
+
 /* evhttp runs this when the connection goes away: client EOF or error (the request in
  * progress is already detached then), our own evhttp_connection_free, or evhttp_free. */
 static void conn_closed(struct evhttp_connection *evcon, void *arg)
@@ -250,6 +257,11 @@ int main(int argc, char **argv)
 	if (ecfg == NULL)
 		return 1;
 	event_config_set_flag(ecfg, EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
+	/* Timers on CLOCK_MONOTONIC, not its coarse variant (a jiffy behind, up to 4 ms):
+	 * a 429 held for latency_ms must not leave before the window it advertises opens
+	 * (mock_now_ms() + latency_ms), or a client that waits out the window from the
+	 * 429's arrival is counted inside it. */
+	event_config_set_flag(ecfg, EVENT_BASE_FLAG_PRECISE_TIMER);
 	mock_base = event_base_new_with_config(ecfg);
 	event_config_free(ecfg);
 	if (mock_base == NULL)

@@ -505,9 +505,12 @@ void mock_req_conn_closed(struct mock_req *mr)
 		evhttp_send_reply_end(req);
 }
 
+/* From the clock read now, not the loop turn's start: a burst of requests read in one
+ * turn would otherwise answer up to the turn's length early. */
 static void arm(struct mock_req *mr, long ms)
 {
 	struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+	event_base_update_cache_time(mock_base);
 	evtimer_add(mr->timer, &tv);
 }
 
@@ -580,6 +583,7 @@ static void begin(struct mock_req *mr)
 		snprintf(cl, sizeof(cl), "%zu", len);
 		evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Length", cl);
 		evhttp_send_reply_start(req, mr->status, mock_reason(mr->status));
+		mock_limits_window_sent(&mr->window);
 		mock_count_response(mr->status);
 		mr->started = true;
 		struct evbuffer *half = evbuffer_new();
@@ -593,9 +597,11 @@ static void begin(struct mock_req *mr)
 	}
 	struct evbuffer *body = mr->body;
 	int status = mr->status;
+	struct mock_window w = mr->window;
 	mr->body = NULL;
 	mock_req_done(mr);
 	evhttp_send_reply(req, status, mock_reason(status), body);
+	mock_limits_window_sent(&w);
 	mock_count_response(status);
 	evbuffer_free(body);
 }
@@ -881,6 +887,7 @@ void mock_routes_handle(struct evhttp_request *req, void *arg)
 	}
 	evhttp_add_header(oh, "Content-Type", tmpl.streaming ? "text/event-stream" : ctype);
 	tmpl.key = lo.key;
+	tmpl.window = lo.window;
 
 	long delay = mock_limits_latency_ms() + c.delay_ms;
 	bool later =
@@ -888,6 +895,7 @@ void mock_routes_handle(struct evhttp_request *req, void *arg)
 	/* defer fails only when out of memory: then an empty answer, at once */
 	if (!later || !defer(req, &c, status, delay, &tmpl)) {
 		evhttp_send_reply(req, status, mock_reason(status), out_buf);
+		mock_limits_window_sent(&lo.window);
 		mock_count_response(status);
 		mock_limits_release(lo.key);
 		mock_stats.in_flight--;
