@@ -27,38 +27,40 @@ function maxInWindow(times, ms) {
 
 export const tests = [
   {
-    // a. 300 requests at max_requests_per_second: 10 (one every 100 ms, burst 1) from 40
-    // clients: the first leaves at t=0, the last at 29.9 s. The mock enforces exactly
+    // a. 150 requests at max_requests_per_second: 10 (one every 100 ms, burst 1) from 40
+    // clients: the first leaves at t=0, the last at ~15 s (300 requests before issue 19;
+    // halved to keep make test under its time: sched_quality's burst-1 case covers the
+    // same gate against a bucket of one). The mock enforces exactly
     // 10 req/s per key with a bucket of 2 (one request of timer slack) and no rate-limit
-    // headers: anything faster than the plan is a 429. The rate over the run (299
+    // headers: anything faster than the plan is a 429. The rate over the run (149
     // intervals between the first and the last arrival) is >= 98.5 % of 10 req/s: burst 1
     // is strict (issue 19: no two sends closer than 100 ms, each interval 1 % longer for
     // the network and the provider's receiving, and the send's own fraction of a
     // millisecond: 98.9 % measured; 99.9 % before, when a late dispatch could keep the
     // schedule and leave the next one up to 10 ms early; a gate restarting from every
     // late timer at millisecond precision made it 9.7).
-    name: 'a. 10 req/s plan, 40 clients, 300 requests: no error, no upstream 429 from an exact 10 req/s bucket, rate >= 98.5 % of the plan',
+    name: 'a. 10 req/s plan, 40 clients, 150 requests: no error, no upstream 429 from an exact 10 req/s bucket, rate >= 98.5 % of the plan',
     timeout_ms: 50000,
     fn: async (t) => {
       const mock = await t.startMock({ config: { style: 'openai', rpm: 600, burst: 2, headers: false } });
       const p = await startPacerdFor(t, mock, { plans: { default: { max_requests_per_second: 10 } } });
       const key = 'sk-scen-a-0001';
-      const run = await runLoad({ base: p.url, n: 300, concurrency: 40, makeRequest: chat(key), deadline_ms: 40000 });
+      const run = await runLoad({ base: p.url, n: 150, concurrency: 40, makeRequest: chat(key), deadline_ms: 25000 });
       const sum = summarize(run);
       const st = await mock.stats();
       const recs = await mock.requests();
       const up429 = st.responses['429'] ?? 0;
-      scenarioLine('a', { sum, wall_ms: run.wall_ms, limit_rps: 10, upstream429: up429, sent: 300 });
+      scenarioLine('a', { sum, wall_ms: run.wall_ms, limit_rps: 10, upstream429: up429, sent: 150 });
       const at = recs.map((r) => r.t_mono_us / 1000).sort((x, y) => x - y);
       const rate = (at.length - 1) / ((at[at.length - 1] - at[0]) / 1000);
       const per1s = maxInWindow(recs.map((r) => r.t_ms), 1000);
       console.log(`#   a: mock requests=${st.requests}, statuses=${JSON.stringify(sum.statuses)}, rate over the run ${rate.toFixed(4)} req/s ` +
         `(${(rate / 10 * 100).toFixed(2)} % of the plan), max arrivals in any 1 s=${per1s}, in_flight_max=${st.in_flight_max}`);
       const why = `\n${sum.firstErrors.join('\n')}\n${logDigest(p)}`;
-      assert.equal(sum.unfinished, 0, `only ${sum.completed} of 300 requests answered within the 40 s bound: ${JSON.stringify(sum.statuses)}${why}`);
+      assert.equal(sum.unfinished, 0, `only ${sum.completed} of 150 requests answered within the 25 s bound: ${JSON.stringify(sum.statuses)}${why}`);
       assert.equal(sum.client_errors, 0, `client-visible errors: ${JSON.stringify(sum.statuses)}${why}`);
       assert.ok(up429 <= EXACT_BUCKET_429S, `upstream 429s: ${up429}${why}`);
-      assert.equal(st.requests, 300, 'upstream requests');
+      assert.equal(st.requests, 150, 'upstream requests');
       assert.ok(rate >= 10 * 0.985 / SLOW, `rate over the run ${rate.toFixed(4)} req/s (< 98.5 % of 10)`);
       assert.ok(rate <= 10 * 1.005, `rate over the run ${rate.toFixed(4)} req/s: above the plan`);
       // Burst 1: evenly spaced, at most ~10 in any second (11: burst + 10 in a closed window, and clock slack).
