@@ -69,13 +69,16 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM HUP
 
-# A TCP port nothing listens on (a race with another process is reported by
-# pacerd failing to bind, below).
+# A TCP port no socket uses, in any state, below the kernel's ephemeral range
+# (32768 and up by default): a port in that range may be the local end of an
+# outgoing connection made after the check (pacerd then failed to bind its
+# admin port once in a make test). A race with another process is still
+# reported by pacerd failing to bind, below.
 free_port() {
 	local p
 	for _ in $(seq 50); do
-		p=$((20000 + RANDOM % 30000))
-		[[ -z $(ss -Htln "sport = :$p" 2>/dev/null) ]] && { echo "$p"; return 0; }
+		p=$((20000 + RANDOM % 12000))
+		[[ -z $(ss -Htan "sport = :$p" 2>/dev/null) ]] && { echo "$p"; return 0; }
 	done
 	return 1
 }

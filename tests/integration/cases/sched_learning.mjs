@@ -29,6 +29,27 @@ function learnedLines(p) {
   return events(p, 'limit_learned').slice(0, 4).map((l) => JSON.stringify(l).slice(0, 260)).join('\n#     ');
 }
 
+/**
+ * The short-window bucket of the "5." cases: OpenAI headers say 300 RPM, the bucket
+ * holds 5 and refills 5/s; no plan. n requests from `clients`, the mock `latency` ms.
+ * Used: successes / (5 + 5/s × the span of the arrivals at the mock), the share of what
+ * the provider could have accepted.
+ */
+async function shortBucket(t, { key, n, clients, latency }) {
+  const mock = await t.startMock({ config: { style: 'openai', rpm: 300, burst: 5, latency_ms: latency } });
+  const p = await startPacerdFor(t, mock);
+  const run = await runLoad({ base: p.url, n, concurrency: clients, makeRequest: chat(key), deadline_ms: 45000 });
+  const sum = summarize(run);
+  const st = await mock.stats();
+  const at = (await mock.requests()).map((r) => r.t_mono_us / 1000).sort((a, b) => a - b);
+  const span = (at[at.length - 1] - at[0]) / 1000;
+  const ok = st.responses['200'] ?? 0;
+  const refused = st.responses['429'] ?? 0;
+  const used = ok / (5 + 5 * span) * 100;
+  const why = `\n${sum.firstErrors.join('\n')}\n${logDigest(p)}`;
+  return { p, sum, st, at, span, ok, refused, used, why };
+}
+
 export const tests = [
   {
     // b. The mock: 300 RPM per key (bucket of 300, full at the start, refilling 5/s), OpenAI
@@ -135,21 +156,10 @@ export const tests = [
     name: '5. no plan, 300 RPM enforced as a bucket of 5: >= 95 % of what the provider could accept, <= 7 refusals (the first burst\'s 5 + 2)',
     timeout_ms: 60000,
     fn: async (t) => {
-      const mock = await t.startMock({ config: { style: 'openai', rpm: 300, burst: 5, latency_ms: 100 } });
-      const p = await startPacerdFor(t, mock);
-      const key = 'sk-learn-short-0001';
       const N = 120;
-      const run = await runLoad({ base: p.url, n: N, concurrency: 10, makeRequest: chat(key), deadline_ms: 40000 });
-      const sum = summarize(run);
-      const st = await mock.stats();
-      const at = (await mock.requests()).map((r) => r.t_mono_us / 1000).sort((a, b) => a - b);
-      const span = (at[at.length - 1] - at[0]) / 1000;
-      const ok = st.responses['200'] ?? 0;
-      const refused = st.responses['429'] ?? 0;
-      const used = ok / (5 + 5 * span) * 100;
+      const { p, sum, span, ok, refused, used, why } = await shortBucket(t, { key: 'sk-learn-short-0001', n: N, clients: 10, latency: 100 });
       console.log(`#   5: ${ok} accepted, ${refused} refused, arrivals over ${span.toFixed(2)} s: used ${used.toFixed(1)} % of what the bucket could accept (5 + 5/s); ` +
         `client statuses ${JSON.stringify(sum.statuses)}\n#     ${learnedLines(p)}`);
-      const why = `\n${sum.firstErrors.join('\n')}\n${logDigest(p)}`;
       assert.equal(sum.ok, N, `client statuses ${JSON.stringify(sum.statuses)}${why}`);
       assert.ok(refused <= 7, `${refused} refusals (> 7: 5 in the first burst, then at most 2)${why}`);
       assert.ok(used >= 95 / SLOW, `used ${used.toFixed(1)} % of what the provider could accept (< 95 %)${why}`);
@@ -168,25 +178,14 @@ export const tests = [
     name: '5. no plan, 300 RPM enforced as a bucket of 5, 20 clients, 150 ms: <= 5 refusals at >= 90 % goodput',
     timeout_ms: 60000,
     fn: async (t) => {
-      const mock = await t.startMock({ config: { style: 'openai', rpm: 300, burst: 5, latency_ms: 150 } });
-      const p = await startPacerdFor(t, mock);
-      const key = 'sk-learn-short-0020';
       const N = 100;
-      const run = await runLoad({ base: p.url, n: N, concurrency: 20, makeRequest: chat(key), deadline_ms: 45000 });
-      const sum = summarize(run);
-      const st = await mock.stats();
-      const at = (await mock.requests()).map((r) => r.t_mono_us / 1000).sort((a, b) => a - b);
-      const span = (at[at.length - 1] - at[0]) / 1000;
-      const ok = st.responses['200'] ?? 0;
-      const refused = st.responses['429'] ?? 0;
-      const used = ok / (5 + 5 * span) * 100;
+      const { p, sum, st, at, span, ok, refused, used, why } = await shortBucket(t, { key: 'sk-learn-short-0020', n: N, clients: 20, latency: 150 });
       console.log(`#   5/20: ${ok} accepted, ${refused} refused (window_violations ${st.window_violations}), arrivals over ${span.toFixed(2)} s: ` +
         `used ${used.toFixed(1)} % of what the bucket could accept (5 + 5/s); client statuses ${JSON.stringify(sum.statuses)}\n#     ${learnedLines(p)}`);
       if (process.env.LEARN_TRACE) {
         console.log(`#   arrivals (ms from the first): ${at.map((x) => (x - at[0]).toFixed(0)).join(' ')}`);
         for (const l of p.logs().filter((x) => ['limit_learned', 'retry', 'concurrency_changed'].includes(x.event))) console.log(`#   ${JSON.stringify(l).slice(0, 400)}`);
       }
-      const why = `\n${sum.firstErrors.join('\n')}\n${logDigest(p)}`;
       assert.equal(sum.ok, N, `client statuses ${JSON.stringify(sum.statuses)}${why}`);
       assert.ok(refused <= 5, `${refused} refusals (> 5)${why}`);
       assert.ok(used >= 90 / SLOW, `used ${used.toFixed(1)} % of what the provider could accept (< 90 %)${why}`);
