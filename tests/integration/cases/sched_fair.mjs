@@ -146,7 +146,9 @@ export const tests = [
       const shared = await waitOf('agent_or_address');
       const fifo = await waitOf('off');
       console.log(`#   fair: 127.0.0.3 behind 127.0.0.2's 30: waited ${shared} ms by address, ${fifo} ms with fair_share: off`);
-      assert.ok(shared <= 2 * INTERVAL, `by address: waited ${shared} ms`);
+      // two intervals at most, each 1 % longer than 100 ms and the send's own fraction of
+      // a millisecond (burst 1 is strict: issue 19)
+      assert.ok(shared <= 2 * INTERVAL * 1.05, `by address: waited ${shared} ms`);
       assert.ok(fifo >= 20 * INTERVAL, `fair_share off: waited only ${fifo} ms behind 25+ requests`);
     },
   },

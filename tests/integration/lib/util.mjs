@@ -50,16 +50,34 @@ export async function waitFor(fn, { timeout_ms = 2000, interval_ms = 25, what = 
   throw new Error(`timed out after ${timeout_ms} ms waiting for ${what}${detail}`);
 }
 
-/** A port that was free a moment ago (bind 0, then close). */
-export function freePort() {
-  return new Promise((resolve, reject) => {
+const handedOut = new Set();
+
+/** Whether a listener can bind 127.0.0.1:port right now. */
+function bindable(port) {
+  return new Promise((resolve) => {
     const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
+    s.once('error', () => resolve(false));
+    s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
   });
+}
+
+/**
+ * A port that was free a moment ago, for a process of the test to listen on. Below
+ * the kernel's ephemeral range (32768 and up by default), not "bind 0": a port the
+ * kernel picked for us is one it may pick next for an outgoing connection (the
+ * client's, or pacerd's own to the mock) before pacerd binds it ("Address already in
+ * use" in a fresh container, once in a make test). Never the same one twice in a run.
+ */
+export async function freePort() {
+  for (let i = 0; i < 200; i++) {
+    const port = 20000 + Math.floor(Math.random() * 12000);
+    if (handedOut.has(port)) continue;
+    if (await bindable(port)) {
+      handedOut.add(port);
+      return port;
+    }
+  }
+  throw new Error('no free port below the ephemeral range');
 }
 
 /** 'open' | 'refused' | 'timeout' | other error code, for a TCP connect to 127.0.0.1:port. */
