@@ -24,18 +24,22 @@ const gaps = (t) => t.slice(1).map((x, i) => x - t[i]);
 export const tests = [
   {
     // 1. No limit configured, no capacity signal seen: the lane lets everything through
-    // up to max_concurrent (64). 20 concurrent 1-s streams (10 chunks 100 ms apart) go
-    // to the mock directly, then through a fresh lane; then the same with 20 more streams
-    // already running on the key (a busy lane; the direct round has the same 20 running
-    // against the mock): time to the first byte (sub-millisecond clock) within 3 ms of
-    // going direct at the median (issue 19's target; printed), and not one request waited
-    // in the queue.
-    name: '1. a fresh or busy lane is open: 20 concurrent 1-s streams, none queued, first byte as fast as going direct (3 ms target, 50 ms bound)',
-    timeout_ms: 30000,
+    // up to max_concurrent (64). 20 concurrent streams (5 chunks 100 ms apart) go to the
+    // mock directly and through a fresh lane; then the same with 20 more streams already
+    // running on the key (a busy lane; the direct round has the same 20 running against
+    // the mock). Time to the first byte on a sub-millisecond clock, through minus direct
+    // at the median, in 3 rounds that alternate the two paths; the figure is the median
+    // of the 3 differences: issue 19's target is 3 ms (printed), asserted within 50 ms
+    // for a loaded machine. One round alone swings by ±5 ms with the load generator
+    // (20 requests from one Node process take 1-3 ms to leave it): traced per stage on
+    // one clock, pacerd's own part of a busy-lane stream is ~1 ms from the parsed request
+    // to the relayed first chunk. And not one request waited in the queue.
+    name: '1. a fresh or busy lane is open: 20 concurrent streams, none queued, first byte as fast as going direct (3 ms target, 50 ms bound)',
+    timeout_ms: 40000,
     fn: async (t) => {
       const mock = await t.startMock();
       const p = await startPacerdFor(t, mock);
-      const streams = (base, key, n, chunks = 10) => Array.from({ length: n }, async () => {
+      const streams = (base, key, n, chunks = 5) => Array.from({ length: n }, async () => {
         let first = null;
         const r = await streamRequest(`${base}/v1/chat/completions`, {
           body: chatBody({ max_tokens: 64, stream: true }),
@@ -49,38 +53,41 @@ export const tests = [
       });
       const round = (base, key) => Promise.all(streams(base, key, 20));
       const busy = async (base, key) => {
-        const background = Promise.all(streams(base, key, 20, 20));
+        const background = Promise.all(streams(base, key, 20, 10));
         await sleep(300);
         const r = await round(base, key);
         await background;
         return r;
       };
       await round(p.url, 'sk-open-warmup'); // pacerd's own warm-up, another lane
-      const direct = await round(mock.url, 'sk-open-direct');
       const before = (await mock.stats()).in_flight_max;
-      const through = await round(p.url, 'sk-open-fresh-lane');
-      const st = await mock.stats();
-      const directBusy = await busy(mock.url, 'sk-open-direct-busy');
-      const throughBusy = await busy(p.url, 'sk-open-busy-lane');
-      const ms = (rs) => rs.map((r) => r.ms);
-      const d = ms(direct), th = ms(through), db = ms(directBusy), tb = ms(throughBusy);
+      const ms = (rs) => median(rs.map((r) => r.ms));
+      const fresh = [], busyd = [], queues = [];
+      let st = null;
+      for (let i = 0; i < 3; i++) {
+        const d = await round(mock.url, `sk-open-direct-${i}`);
+        const th = await round(p.url, `sk-open-fresh-lane-${i}`);
+        if (i === 0) st = await mock.stats();
+        const db = await busy(mock.url, `sk-open-direct-busy-${i}`);
+        const tb = await busy(p.url, `sk-open-busy-lane-${i}`);
+        fresh.push(ms(th) - ms(d));
+        busyd.push(ms(tb) - ms(db));
+        queues.push(...th.map((r) => r.queue), ...tb.map((r) => r.queue));
+      }
       const f = (x) => x.toFixed(1);
-      const msg = `TTFB median direct ${f(median(d))} ms, fresh lane ${f(median(th))} ms (+${f(median(th) - median(d))}); ` +
-        `with 20 streams running: direct ${f(median(db))} ms, busy lane ${f(median(tb))} ms (+${f(median(tb) - median(db))}); ` +
-        `x-pacer-queue-ms ${[...new Set([...through, ...throughBusy].map((r) => r.queue))].join(',')}; mock in_flight_max ${st.in_flight_max} (before ${before})`;
+      const msg = `TTFB through - direct, median of 3 rounds: fresh lane ${f(median(fresh))} ms (${fresh.map(f).join(', ')}), ` +
+        `busy lane ${f(median(busyd))} ms (${busyd.map(f).join(', ')}); x-pacer-queue-ms ${[...new Set(queues)].join(',')}; ` +
+        `mock in_flight_max ${st.in_flight_max} (before ${before})`;
       console.log(`#   1: ${msg}`);
       t.note?.(`1: ${msg}`);
-      // The target is 3 ms; asserted with room for a loaded machine (a fresh podman
-      // container measured 22 vs 6 ms). Before issue 16 a fresh lane held the 20 streams
-      // behind 4 slots: 2022 ms.
-      assert.ok(median(th) - median(d) <= 50 * SLOW, `median TTFB through a fresh lane ${f(median(th))} ms vs ${f(median(d))} ms direct\n${logDigest(p)}`);
-      assert.ok(median(tb) - median(db) <= 50 * SLOW, `median TTFB through a busy lane ${f(median(tb))} ms vs ${f(median(db))} ms direct\n${logDigest(p)}`);
-      assert.deepEqual([...new Set([...through, ...throughBusy].map((r) => r.queue))], ['0'], 'a request waited in the queue of an open lane');
+      assert.ok(median(fresh) <= 50 * SLOW, `median TTFB through a fresh lane ${f(median(fresh))} ms over direct\n${logDigest(p)}`);
+      assert.ok(median(busyd) <= 50 * SLOW, `median TTFB through a busy lane ${f(median(busyd))} ms over direct\n${logDigest(p)}`);
+      assert.deepEqual([...new Set(queues)], ['0'], 'a request waited in the queue of an open lane');
       // debug lines: a request that had to wait in its lane. The warm-up's lane may have
       // some: the first lane of a provider not heard from yet sends 4 and waits for the
       // first answer's headers (a lane with no plan that may learn a small bucket from
       // them); its answers said they carry no rate-limit headers, so later lanes are open.
-      const measured = new Set(['sk-open-fresh-lane', 'sk-open-busy-lane'].map(keyHash));
+      const measured = new Set([0, 1, 2].flatMap((i) => [`sk-open-fresh-lane-${i}`, `sk-open-busy-lane-${i}`]).map(keyHash));
       const queued = events(p, 'queueing').filter((l) => measured.has(l.key));
       assert.equal(queued.length, 0, `queueing log lines: ${JSON.stringify(queued.slice(0, 3))}`);
       assert.ok(st.in_flight_max >= 20, `the mock saw at most ${st.in_flight_max} streams at once`);
