@@ -171,7 +171,12 @@ export const tests = [
         assert.equal(s.unfinished, 0, `replica ${i + 1}: only ${s.completed} of 60 answered within 45 s: ${JSON.stringify(s.statuses)}${why}`);
         assert.equal(s.client_errors, 0, `replica ${i + 1}: client-visible errors ${JSON.stringify(s.statuses)} ${s.firstErrors.join(' | ')}${why}`);
       }
-      assert.ok(up429 <= EXACT_BUCKET_429S, `${up429} upstream 429s from the 600 RPM bucket: the replicas did not share the gate (${msg})${why}`);
+      // 0 in every run on this machine and in make test SAN=1; one of two runs in a fresh
+      // podman container met 1 (min arrival gap 97.4 ms, right after a 141 ms one: the
+      // mock, which cannot raise its priority there, read one arrival late). Sends are
+      // never closer than 100 ms (traced); one refusal is what the mock's own jitter
+      // can cause in a loaded container, two are not (before this issue: 14 and 18).
+      assert.ok(up429 <= EXACT_BUCKET_429S + 1, `${up429} upstream 429s from the 600 RPM bucket: the replicas did not share the gate (${msg})${why}`);
       // Each request once, and each 429 (EXACT_BUCKET_429S: none but under valgrind) once more.
       assert.equal(st.requests, 180 + up429, `upstream requests: ${st.requests} (${up429} upstream 429s)`);
       assert.ok(per.every((n) => n >= 60) && per.reduce((a, b) => a + b, 0) === 180 + up429, `requests per replica at the mock: ${per.join('/')}`);
