@@ -224,9 +224,12 @@ export const tests = [
     // batch arrive together.
     // What counts as inside a window (the mock's window_violations): an arrival at or
     // after the instant the 429 left the mock (to the microsecond) and before its window
-    // ends, except within window_grace_ms (1 ms) of a window opening. The rule: a request
+    // ends, except within window_grace_ms (3 ms) of a window opening. The rule: a request
     // already on the wire when the 429 left cannot be recalled by any proxy, and the grace
-    // covers only that (loopback and the mock's own turn: measured 0.1-0.5 ms); a request
+    // covers only that (loopback and the mock's own turn: measured 0.1-0.5 ms here, and
+    // beyond 1 ms once in a loaded podman container, where a 1 ms grace failed run 3 of
+    // one make test; the early probe this case guards against lands at a window's end,
+    // where no grace applies); a request
     // pacerd dispatched after the 429 was in its hands must never arrive inside. The
     // latency keeps the first burst (all dispatched before any answer) out of the count:
     // it reaches the mock before the first window opens.
@@ -250,7 +253,7 @@ export const tests = [
       ];
       const seen = [];
       for (const [i, r] of runs.entries()) {
-        const mock = await t.startMock({ config: { style: 'openai', rpm: 480, burst: r.burst, headers: false, retry_after_s: 1, lockout: true, latency_ms: 100, window_grace_ms: 1 } });
+        const mock = await t.startMock({ config: { style: 'openai', rpm: 480, burst: r.burst, headers: false, retry_after_s: 1, lockout: true, latency_ms: 100, window_grace_ms: 3 } });
         const p = await startPacerdFor(t, mock, r.slots ? { plans: { four: { max_concurrent: r.slots } }, keys: [keyEntry(key, 'four')] } : {});
         const run = await runLoad({ base: p.url, n: r.n, concurrency: r.clients, makeRequest: chat(key), deadline_ms: 20000 });
         const sum = summarize(run);
