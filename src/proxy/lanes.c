@@ -177,12 +177,19 @@ static void lane_kick(struct sched_lane *lane)
 	event_active(&sh->timer, EV_TIMEOUT, 1);
 }
 
+/* Whether the lane's own or shared request and token gates space its
+ * dispatches (then its decisions and its sends are timed finely). */
+static bool lane_gated(const struct sched_lane *lane)
+{
+	return gates_enabled(&lane->gates) || lane->gates_mode == SCHED_GATES_SHARED;
+}
+
 /* A paced lane decides on a fresh clock: the turn's cached one may be late
  * by however long the turn has run, and every dispatch charged that early
  * would shorten the spacing. An unpaced lane takes the turn's time. */
 static double pump_now(const struct sched_lane *lane)
 {
-	if (gates_enabled(&lane->gates) || lane->gates_mode == SCHED_GATES_SHARED)
+	if (lane_gated(lane))
 		return clock_precise_ms();
 	for (int b = 0; b < RLH_N_BUDGETS; b++)
 		if (sched_learned(lane, b) != NULL)
@@ -603,8 +610,7 @@ void lanes_sent(struct lanes *ls, struct lane_ticket *t)
 	struct sched_lane *lane = t->lane;
 	/* Only a paced lane spaces its sends; the others need not read the
 	 * clock. */
-	if (lane == NULL ||
-	    !(gates_enabled(&lane->gates) || lane->gates_mode == SCHED_GATES_SHARED))
+	if (lane == NULL || !lane_gated(lane))
 		return;
 	limiter_sent(ls->shared, lane, &t->item, t->dispatched_at, clock_precise_ms());
 }
