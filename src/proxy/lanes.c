@@ -244,9 +244,11 @@ static void lane_pump(struct lane_shell *sh)
 			refuse_store_down(ls, T_OF_ITEM(it));
 	}
 	struct shared_lease *lease;
-	while ((it = limiter_next(ls->shared, lane, sh->shared, precise, &lease)) != NULL) {
+	struct shared_grant grant;
+	while ((it = limiter_next(ls->shared, lane, sh->shared, precise, &lease, &grant)) != NULL) {
 		struct lane_ticket *t = T_OF_ITEM(it);
 		t->lease = lease;
+		t->grant = grant;
 		t->dispatched_at = precise;
 		ls->ev.dispatch(t);
 	}
@@ -612,7 +614,10 @@ void lanes_sent(struct lanes *ls, struct lane_ticket *t)
 	 * clock. */
 	if (lane == NULL || !lane_gated(lane))
 		return;
-	limiter_sent(ls->shared, lane, &t->item, t->dispatched_at, clock_precise_ms());
+	const struct lane_shell *shl = lane->shell;
+	struct shared_lane *sl = shl != NULL ? shl->shared : NULL;
+	limiter_sent(ls->shared, lane, sl, &t->item, &t->grant, t->dispatched_at,
+	             clock_precise_ms());
 }
 
 void lanes_cancel(struct lanes *ls, struct lane_ticket *t)

@@ -27,6 +27,7 @@
 #include "sched/cost.h"
 #include "sched/retry.h"
 #include "sched/sched.h"
+#include "store/shared.h"
 
 struct config_ref;
 struct evbuffer;
@@ -45,7 +46,8 @@ struct lane_ticket {
 	struct shared_lease *lease; /* max_concurrent_global: held while in flight */
 	struct cost_request cost;   /* what it was charged for (lanes_charge), for cost_observe */
 	bool metered; /* a token budget paced its lane at lanes_charge: its gates were charged */
-	double dispatched_at; /* the instant the lane let it go, ms with their fraction */
+	double dispatched_at;      /* the instant the lane let it go, ms with their fraction */
+	struct shared_grant grant; /* the store's "go" it left under, until its send */
 };
 
 /* What picks a request's lane (DESIGN §2): the provider's limit scope and

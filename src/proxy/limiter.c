@@ -12,19 +12,21 @@ bool limiter_pump(struct shared *sh, struct sched_lane *lane, struct shared_lane
 }
 
 struct sched_item *limiter_next(struct shared *sh, struct sched_lane *lane, struct shared_lane *sl,
-                                double now_ms, struct shared_lease **lease)
+                                double now_ms, struct shared_lease **lease,
+                                struct shared_grant *grant)
 {
 	struct sched_item *it = sched_next(lane, now_ms);
-	*lease = it != NULL ? shared_dispatched(sh, sl) : NULL;
+	grant->valid = false;
+	*lease = it != NULL ? shared_dispatched(sh, sl, grant) : NULL;
 	return it;
 }
 
-void limiter_sent(struct shared *sh, struct sched_lane *lane, const struct sched_item *it,
-                  double dispatched_ms, double sent_ms)
+void limiter_sent(struct shared *sh, struct sched_lane *lane, struct shared_lane *sl,
+                  const struct sched_item *it, struct shared_grant *grant, double dispatched_ms,
+                  double sent_ms)
 {
 	sched_sent(lane, it, sent_ms);
-	if (sched_lane_gates_mode(lane) == SCHED_GATES_SHARED)
-		shared_send_delay(sh, sent_ms - dispatched_ms);
+	shared_sent(sh, sl, grant, dispatched_ms, sent_ms);
 }
 
 bool limiter_observe(struct shared *sh, struct sched_lane *lane, const struct sched_item *it,

@@ -17,20 +17,25 @@ struct rlh_result;
 struct shared;
 struct shared_lane;
 struct shared_lease;
+struct shared_grant;
 
 /* Before the lane's dispatch loop: the store's state applied to the lane,
  * decisions asked for. False: the lane must refuse what waits (on_error:
  * fail, store down). */
 bool limiter_pump(struct shared *sh, struct sched_lane *lane, struct shared_lane **sl,
                   int64_t now_ms);
-/* The next request the gates let go now (its lease in *lease), or NULL. */
+/* The next request the gates let go now (its lease in *lease, the store's
+ * "go" it used in *grant), or NULL. */
 struct sched_item *limiter_next(struct shared *sh, struct sched_lane *lane, struct shared_lane *sl,
-                                double now_ms, struct shared_lease **lease);
+                                double now_ms, struct shared_lease **lease,
+                                struct shared_grant *grant);
 /* `it`, dispatched at dispatched_ms, left for the provider at sent_ms (ms with
  * their fraction): the local gates keep their distance from that instant, and
- * the shared store's margin learns the dispatch's last step. */
-void limiter_sent(struct shared *sh, struct sched_lane *lane, const struct sched_item *it,
-                  double dispatched_ms, double sent_ms);
+ * the shared gates are pushed by what its send took beyond its "go"
+ * (shared_sent). */
+void limiter_sent(struct shared *sh, struct sched_lane *lane, struct shared_lane *sl,
+                  const struct sched_item *it, struct shared_grant *grant, double dispatched_ms,
+                  double sent_ms);
 /* Rate-limit headers of an answer: learned by the lane, shared with the
  * replicas. True when what the lane knows changed. */
 bool limiter_observe(struct shared *sh, struct sched_lane *lane, const struct sched_item *it,

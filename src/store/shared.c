@@ -100,7 +100,7 @@ struct shared {
 	/* The margin's three steps, from a decision's instant in Redis to its
 	 * request on the wire: the decision's round trip (the instant is
 	 * somewhere inside it), its answer to the dispatch, the dispatch to the
-	 * write (shared_send_delay). */
+	 * write (shared_sent). */
 	struct delay_bound rtt, to_dispatch, to_wire;
 	struct event_base *base;
 	struct list reserved; /* decisions: goes held until their instant */
@@ -173,21 +173,19 @@ static void release_member(struct shared *sh, const char *leases_key, uint64_t s
 	store_send(sh->store, &cmd, NULL, NULL);
 }
 
-/* A request leaves later after its store's instant than the margin its
+/* A request left later after its store's instant than the margin its
  * decision promised (its round trip or its timer was slow: the process was
  * not running; or it was charged without a margin, shared_pump): the gates
  * without slack are pushed by the difference, so that the next request,
  * whichever replica sends it, still leaves T after this one. Its store's
- * instant was after asked_ms: the send is at most (now - asked_ms - wait_ms)
- * + the write's bound after it. The next decision is about T away: the push
- * is there before it. Only a send later than a promised margin counts in
- * late_sends. */
-static void late_send(struct shared *sh, struct shared_lane *sl, const struct granted *g,
-                      double now)
+ * instant was after asked_ms: the send at sent_ms is at most
+ * sent_ms - asked_ms - wait_ms after it, measured at the write itself, not
+ * bounded. The next decision is about T away: the push is there before it.
+ * Only a send later than a promised margin counts in late_sends. */
+static void late_send(struct shared *sh, struct shared_lane *sl, const struct shared_grant *g,
+                      double sent_ms)
 {
-	double late = now - g->asked_ms - g->wait_ms +
-	              delay_bound_ms(&sh->to_wire, clock_now_ms(), MARGIN_STEP_EMPTY_MS);
-	double excess = late - g->margin_ms;
+	double excess = sent_ms - g->asked_ms - g->wait_ms - g->margin_ms;
 	/* Charged without a margin: the push also keeps what a strict gate keeps
 	 * beyond T for the network and the provider's receiving (gcra_sent). */
 	bool unmargined = g->margin_ms <= 0;
@@ -207,8 +205,10 @@ static void late_send(struct shared *sh, struct shared_lane *sl, const struct gr
 		store_stats(sh->store)->late_sends++;
 }
 
-struct shared_lease *shared_dispatched(struct shared *sh, struct shared_lane *sl)
+struct shared_lease *shared_dispatched(struct shared *sh, struct shared_lane *sl,
+                                       struct shared_grant *grant)
 {
+	grant->valid = false;
 	if (sh == NULL || sl == NULL || sl->granted_n == 0)
 		return NULL;
 	struct granted g = sl->granted[sl->granted_head];
@@ -216,7 +216,8 @@ struct shared_lease *shared_dispatched(struct shared *sh, struct shared_lane *sl
 	sl->granted_n--;
 	double now = mono_ms();
 	delay_bound_add(&sh->to_dispatch, now - g.due_ms, clock_now_ms());
-	late_send(sh, sl, &g, now);
+	*grant = (struct shared_grant){
+	    .asked_ms = g.asked_ms, .wait_ms = g.wait_ms, .margin_ms = g.margin_ms, .valid = true};
 	if (g.seq == 0)
 		return NULL;
 	struct shared_lease *l = calloc(1, sizeof(*l));
@@ -228,6 +229,17 @@ struct shared_lease *shared_dispatched(struct shared *sh, struct shared_lane *sl
 	memcpy(l->leases_key, sl->names.leases, STORE_KEY_MAX);
 	list_insert_head(&sh->leases, &l->link);
 	return l;
+}
+
+void shared_sent(struct shared *sh, struct shared_lane *sl, struct shared_grant *grant,
+                 double dispatched_ms, double sent_ms)
+{
+	if (sh == NULL || !grant->valid)
+		return;
+	grant->valid = false;
+	delay_bound_add(&sh->to_wire, sent_ms - dispatched_ms, clock_now_ms());
+	if (sl != NULL)
+		late_send(sh, sl, grant, sent_ms);
 }
 
 void shared_release(struct shared *sh, struct shared_lease *l)
@@ -431,12 +443,6 @@ double shared_margin_ms(struct shared *sh, int64_t now_ms)
 	return delay_bound_ms(&sh->rtt, now_ms, MARGIN_STEP_EMPTY_MS) +
 	       delay_bound_ms(&sh->to_dispatch, now_ms, MARGIN_STEP_EMPTY_MS) +
 	       delay_bound_ms(&sh->to_wire, now_ms, MARGIN_STEP_EMPTY_MS);
-}
-
-void shared_send_delay(struct shared *sh, double delay_ms)
-{
-	if (sh != NULL)
-		delay_bound_add(&sh->to_wire, delay_ms, clock_now_ms());
 }
 
 /* Permits no request needs any more: their charges and leases go back. */

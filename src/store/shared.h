@@ -64,16 +64,29 @@ void shared_free(struct shared *sh);
 bool shared_pump(struct shared *sh, struct sched_lane *lane, struct shared_lane **sl,
                  int64_t now_ms);
 
+/* The store's "go" a dispatched request used, kept until its send
+ * (shared_sent): when it was asked, how long after its instant in Redis it
+ * said to go, and the margin it was charged with. */
+struct shared_grant {
+	double asked_ms, wait_ms, margin_ms; /* ms of the monotonic clock, with their fraction */
+	bool valid;                          /* false: none (local gates, or already sent) */
+};
+
 /* A request the lane just dispatched under a permit: its lease, when the
- * plan has max_concurrent_global (else NULL), renewed until shared_release. */
-struct shared_lease *shared_dispatched(struct shared *sh, struct shared_lane *sl);
+ * plan has max_concurrent_global (else NULL), renewed until shared_release;
+ * its "go" in *grant. */
+struct shared_lease *shared_dispatched(struct shared *sh, struct shared_lane *sl,
+                                       struct shared_grant *grant);
 /* Its attempt ended: the lease goes back at once (NULL: none). */
 void shared_release(struct shared *sh, struct shared_lease *lease);
 
-/* A request dispatched under a permit is about to be written to the provider
- * delay_ms (fractional) after its dispatch: the last step of the margin (sh
- * NULL: nothing). */
-void shared_send_delay(struct shared *sh, double delay_ms);
+/* A request dispatched under a permit at dispatched_ms is written to the
+ * provider at sent_ms (the monotonic clock, fractional ms): the last step
+ * of the margin learns it, and a send later than its "go" promised pushes
+ * the lane's gates without slack (sh NULL: nothing). Clears grant->valid:
+ * a second write of the same attempt pushes nothing more. */
+void shared_sent(struct shared *sh, struct shared_lane *sl, struct shared_grant *grant,
+                 double dispatched_ms, double sent_ms);
 /* The margin this replica's decisions carry: a bound on the time from a
  * decision's instant in Redis to its request on the wire, the sum of the
  * bounds (delay_bound.h) of its three steps: the decision's round trip, its

@@ -181,8 +181,10 @@ export const tests = [
       assert.equal(st.requests, 180 + up429, `upstream requests: ${st.requests} (${up429} upstream 429s)`);
       assert.ok(per.every((n) => n >= 60) && per.reduce((a, b) => a + b, 0) === 180 + up429, `requests per replica at the mock: ${per.join('/')}`);
       assert.ok(rate <= 10 * 1.02, `aggregate ${rate.toFixed(3)} req/s: above 10 req/s + 2 %`);
-      // Within 2 % here (98.3-98.4 %); a loaded podman container measured 97.5 % once:
-      // each dispatch's push there carries a longer round trip. Asserted at 3 %.
+      // Within 2 % here (98.5 %, pushed at the write; 98.3-98.4 % pushed at the dispatch);
+      // a loaded podman container measured 97.5 % once: each push counts the whole round
+      // trip to Redis (the decision's instant is somewhere inside it), longer there.
+      // Asserted at 3 %.
       assert.ok(rate >= 10 * 0.97 / SLOW, `aggregate ${rate.toFixed(3)} req/s: below 10 req/s − 3 %`);
     },
   },
