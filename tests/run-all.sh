@@ -1,8 +1,9 @@
 #!/bin/bash
 # make test: the lint checks (when LINT names the script: each check is one
 # test), every unit test, a short deterministic pass of every fuzzer, the
-# integration suite, then the container test when podman is installed (one line
-# says so when it is not); the last line is the total.
+# integration suite (two case files at a time, ITEST_JOBS; the timing-sensitive
+# ones alone: tests/integration/run.mjs), then the container test when podman
+# is installed (one line says so when it is not); the last line is the total.
 set -o pipefail
 BUILD=${BUILD:-build}
 unit_out=$(mktemp); fuzz_out=$(mktemp); int_out=$(mktemp); ctr_out=$(mktemp); lint_out=$(mktemp)
@@ -17,7 +18,7 @@ if [ -n "${FUZZ_BINS:-}" ]; then
 	# shellcheck disable=SC2086
 	./tests/run-fuzz.sh smoke $FUZZ_BINS | tee "$fuzz_out"; fuzz_rc=$?
 fi
-PACERD_BIN=$BUILD/pacerd MOCK_BIN=$BUILD/pacerd-mock node tests/integration/run.mjs | tee "$int_out"; int_rc=$?
+PACERD_BIN=$BUILD/pacerd MOCK_BIN=$BUILD/pacerd-mock node tests/integration/run.mjs --jobs "${ITEST_JOBS:-2}" | tee "$int_out"; int_rc=$?
 ctr_rc=0
 if command -v podman >/dev/null 2>&1; then
 	MOCK_BIN=$BUILD/pacerd-mock ./scripts/container-test.sh | tee "$ctr_out"; ctr_rc=$?

@@ -9,8 +9,15 @@
 // and optionally `config`: overrides merged into the base pacerd configuration of that
 // file (lib.baseConfig), used by t.pacerd() (or an async function ({mock, certs}) returning them). FILTER (a substring of "file: name")
 // selects tests. The last line is `integration: N passed, N failed`.
+//
+//   … run.mjs --jobs 2 [FILTER]   (make test) two case files at a time, each in a process
+//   of its own (its own mock, certificates and part of the port range); then, one at a
+//   time, the files that export `alone = true`: those that measure fine timing or
+//   learning (sched_quality, store, …), which a neighbour's load would make noisy.
+//   Output stays grouped per file; the numbers and the totals are the parent's.
 import fs from 'node:fs';
 import path from 'node:path';
+import { spawn } from 'node:child_process';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import {
   MOCK_BIN, PACERD_BIN, SLOW, VALGRIND, Mock, Pacerd, baseConfig, curl, freePort, makeCerts,
@@ -18,7 +25,12 @@ import {
 } from './lib.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const filter = process.argv[2] ?? '';
+const argv = process.argv.slice(2);
+const jobsAt = argv.indexOf('--jobs');
+const jobs = jobsAt >= 0 ? Math.max(1, Number(argv.splice(jobsAt, 2)[1]) || 1) : 1;
+const filter = argv[0] ?? '';
+// A child of --jobs: the case files it runs (comma-separated).
+const onlyFiles = process.env.ITEST_FILES ? process.env.ITEST_FILES.split(',') : null;
 let n = 0;
 let passed = 0;
 let failed = 0;
@@ -64,7 +76,7 @@ async function main() {
   try {
     const certs = makeCerts(path.join(tmp, 'certs'));
     mock = await Mock.start({ certs });
-    const files = fs.readdirSync(path.join(here, 'cases')).filter((f) => f.endsWith('.mjs')).sort();
+    const files = onlyFiles ?? caseFiles();
     for (const file of files) await runFile(file, { tmp, certs, mock });
   } catch (e) {
     report('setup (certificates, mock upstream)', e, 0);
@@ -75,6 +87,75 @@ async function main() {
     if (process.env.PACERD_ITEST_KEEP) console.log(`# kept ${tmp}`);
     else fs.rmSync(tmp, { recursive: true, force: true });
   }
+}
+
+function caseFiles() {
+  return fs.readdirSync(path.join(here, 'cases')).filter((f) => f.endsWith('.mjs')).sort();
+}
+
+// --jobs: one child process per case file, `jobs` at a time, then the `alone` ones one
+// by one. A child's lines are printed when it ends, renumbered; a child that ends
+// without its summary line is one failure.
+async function mainJobs() {
+  const together = [];
+  const alone = [];
+  for (const file of caseFiles()) {
+    let mod;
+    try {
+      mod = await import(pathToFileURL(path.join(here, 'cases', file)).href);
+    } catch (e) {
+      report(`${file.replace(/\.mjs$/, '')}: load`, e, 0);
+      continue;
+    }
+    const label = file.replace(/\.mjs$/, '');
+    if (!(mod.tests ?? []).some((t) => `${label}: ${t.name}`.includes(filter))) continue;
+    (mod.alone ? alone : together).push(file);
+  }
+  const children = new Set();
+  for (const sig of ['SIGINT', 'SIGTERM']) {
+    process.on(sig, () => {
+      console.log(`# interrupted by ${sig}`);
+      for (const c of children) c.kill('SIGTERM');
+      process.exit(130);
+    });
+  }
+  const ports = (slot) => `${20000 + slot * 6000}-${20000 + slot * 6000 + 5999}`;
+  const runChild = (file, slot) => new Promise((resolve) => {
+    const t0 = Date.now();
+    const c = spawn(process.execPath, [fileURLToPath(import.meta.url), filter], {
+      env: { ...process.env, ITEST_FILES: file, ITEST_PORTS: ports(slot) },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    children.add(c);
+    let out = '';
+    c.stdout.on('data', (d) => { out += d; });
+    c.on('close', (code, sig) => {
+      children.delete(c);
+      let summary = false;
+      for (const line of out.split('\n')) {
+        let m;
+        if ((m = /^(not ok|ok) \d+ - (.*)$/.exec(line))) {
+          n++;
+          if (m[1] === 'ok') passed++;
+          else failed++;
+          console.log(`${m[1]} ${n} - ${m[2]}`);
+        } else if (/^integration: \d+ passed, \d+ failed$/.test(line)) {
+          summary = true;
+        } else if (/^# [0-9.]+ s( |$)/.test(line)) {
+          console.log(`# ${file}: ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+        } else if (line !== '') {
+          console.log(line);
+        }
+      }
+      if (!summary) report(`${file}: its process ended without a summary (exit ${code ?? sig})`, new Error('see above'), Date.now() - t0);
+      resolve();
+    });
+  });
+  const queue = [...together];
+  await Promise.all(Array.from({ length: Math.min(jobs, queue.length) }, async (_, slot) => {
+    while (queue.length > 0) await runChild(queue.shift(), slot);
+  }));
+  for (const file of alone) await runChild(file, 0);
 }
 
 async function runFile(file, shared) {
@@ -167,7 +248,8 @@ async function runFile(file, shared) {
 
 const started = Date.now();
 try {
-  await main();
+  if (jobs > 1 && !onlyFiles) await mainJobs();
+  else await main();
 } catch (e) {
   report('harness', e, 0);
 }

@@ -6,6 +6,9 @@ import net from 'node:net';
 import { SLOW, recHeader, request, sleep } from '../lib.mjs';
 
 // One lane paced at 5 requests/s; one attempt per request.
+// Run alone under run.mjs --jobs (nothing beside it): it measures 5 ms of slack between a client leaving and its request.
+export const alone = true;
+
 export const config = {
   plans: { default: { max_requests_per_second: 5, retry: { max_attempts: 1 } } },
 };

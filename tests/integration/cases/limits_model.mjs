@@ -127,6 +127,9 @@ function labels(line) {
 
 // ---------------------------------------------------------------- the tests
 
+// Run alone under run.mjs --jobs (nothing beside it): it measures learned budgets at >= 0.9 with <= 3 refusals.
+export const alone = true;
+
 export const tests = [
   {
     // 1. The first shape: one key, a large model at 2 req/s and a small one at 20

@@ -21,6 +21,9 @@ async function arrivals(mock) {
 
 const gaps = (t) => t.slice(1).map((x, i) => x - t[i]);
 
+// Run alone under run.mjs --jobs (nothing beside it): it measures intervals, first bytes and lockout windows to the millisecond.
+export const alone = true;
+
 export const tests = [
   {
     // 1. No limit configured, no capacity signal seen: the lane lets everything through

@@ -5,6 +5,9 @@ import assert from 'node:assert/strict';
 import { SLOW, keyHash, recHeader } from '../lib.mjs';
 import { chatBody, events, logDigest, runLoad, send, startPacerdFor, summarize } from '../load.mjs';
 
+// Run alone under run.mjs --jobs (nothing beside it): it measures arrivals inside a retry-after window, to the millisecond.
+export const alone = true;
+
 export const tests = [
   {
     // d. The mock: 60 RPM per key (bucket of 60, refilling 1/s) and every rate-limit 429

@@ -68,9 +68,13 @@ function bindable(port) {
  * client's, or pacerd's own to the mock) before pacerd binds it ("Address already in
  * use" in a fresh container, once in a make test). Never the same one twice in a run.
  */
+// run.mjs --jobs gives each of its concurrent processes its own part of that range
+// (ITEST_PORTS=first-last), so that two never hand out the same port.
+const [portLo, portHi] = (process.env.ITEST_PORTS ?? '20000-31999').split('-').map(Number);
+
 export async function freePort() {
   for (let i = 0; i < 200; i++) {
-    const port = 20000 + Math.floor(Math.random() * 12000);
+    const port = portLo + Math.floor(Math.random() * (portHi - portLo + 1));
     if (handedOut.has(port)) continue;
     if (await bindable(port)) {
       handedOut.add(port);
