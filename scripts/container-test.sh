@@ -73,11 +73,12 @@ trap 'exit 143' TERM HUP
 # (32768 and up by default): a port in that range may be the local end of an
 # outgoing connection made after the check (pacerd then failed to bind its
 # admin port once in a make test). A race with another process is still
-# reported by pacerd failing to bind, below.
+# reported by pacerd failing to bind, below. 32000-32767: make test runs this
+# beside the integration suite, whose ports are 20000-31999.
 free_port() {
 	local p
 	for _ in $(seq 50); do
-		p=$((20000 + RANDOM % 12000))
+		p=$((32000 + RANDOM % 768))
 		[[ -z $(ss -Htan "sport = :$p" 2>/dev/null) ]] && { echo "$p"; return 0; }
 	done
 	return 1

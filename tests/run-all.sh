@@ -1,13 +1,15 @@
 #!/bin/bash
 # make test: the lint checks (when LINT names the script: each check is one
 # test), every unit test, a short deterministic pass of every fuzzer, the
-# integration suite (two case files at a time, ITEST_JOBS; the timing-sensitive
-# ones alone: tests/integration/run.mjs), then the container test when podman
-# is installed (one line says so when it is not); the last line is the total.
+# integration suite (two case files at a time, ITEST_JOBS, beside the container
+# test when podman is installed: one line says so when it is not; then the
+# timing-sensitive files alone: tests/integration/run.mjs); the last line is
+# the total.
 set -o pipefail
 BUILD=${BUILD:-build}
-unit_out=$(mktemp); fuzz_out=$(mktemp); int_out=$(mktemp); ctr_out=$(mktemp); lint_out=$(mktemp)
-trap 'rm -f "$unit_out" "$fuzz_out" "$int_out" "$ctr_out" "$lint_out"' EXIT
+unit_out=$(mktemp); fuzz_out=$(mktemp); int_out=$(mktemp); int2_out=$(mktemp); ctr_out=$(mktemp)
+lint_out=$(mktemp)
+trap 'rm -f "$unit_out" "$fuzz_out" "$int_out" "$int2_out" "$ctr_out" "$lint_out"' EXIT
 lint_rc=0
 if [ -n "${LINT:-}" ]; then
 	"$LINT" | tee "$lint_out"; lint_rc=$?
@@ -18,24 +20,39 @@ if [ -n "${FUZZ_BINS:-}" ]; then
 	# shellcheck disable=SC2086
 	./tests/run-fuzz.sh smoke $FUZZ_BINS | tee "$fuzz_out"; fuzz_rc=$?
 fi
-PACERD_BIN=$BUILD/pacerd MOCK_BIN=$BUILD/pacerd-mock node tests/integration/run.mjs --jobs "${ITEST_JOBS:-2}" | tee "$int_out"; int_rc=$?
-ctr_rc=0
+# The integration files that do not measure timing, two at a time, beside the
+# container test (its output follows theirs); then the timing-sensitive ones
+# alone, with nothing else running.
+export PACERD_BIN=$BUILD/pacerd MOCK_BIN=$BUILD/pacerd-mock
+ctr_pid=
 if command -v podman >/dev/null 2>&1; then
-	MOCK_BIN=$BUILD/pacerd-mock ./scripts/container-test.sh | tee "$ctr_out"; ctr_rc=$?
+	./scripts/container-test.sh >"$ctr_out" 2>&1 &
+	ctr_pid=$!
+fi
+node tests/integration/run.mjs --jobs "${ITEST_JOBS:-2}" --phase together | tee "$int_out"; int_rc=$?
+ctr_rc=0
+if [ -n "$ctr_pid" ]; then
+	wait "$ctr_pid"; ctr_rc=$?
+	cat "$ctr_out"
 else
 	echo "container: not run (podman is missing)"
 fi
+first=$(grep -cE '^(not )?ok [0-9]+ ' "$int_out")
+ITEST_NUMBER_FROM=$first node tests/integration/run.mjs --phase alone | tee "$int2_out"; int2_rc=$?
 sum() { grep -E '^[a-z]+: [0-9]+ passed, [0-9]+ failed' "$1" | tail -1 | sed -E "s/.*: ([0-9]+) passed, ([0-9]+) failed.*/\\$2/"; }
 up=$(sum "$unit_out" 1); uf=$(sum "$unit_out" 2); ip=$(sum "$int_out" 1); if_=$(sum "$int_out" 2)
+ip2=$(sum "$int2_out" 1); if2=$(sum "$int2_out" 2)
 fp=$(sum "$fuzz_out" 1); ff=$(sum "$fuzz_out" 2)
 lp=$(sum "$lint_out" 1); lf=$(sum "$lint_out" 2)
 cp=$(sum "$ctr_out" 1); cf=$(sum "$ctr_out" 2)
 [ -z "$up" ] && { up=0; uf=1; }
 [ -z "$ip" ] && { ip=0; if_=1; }
+[ -z "$ip2" ] && { ip2=0; if2=1; }
+ip=$((ip + ip2)); if_=$((if_ + if2))
 [ -z "$fp" ] && { fp=0; ff=0; }
 [ -z "$lp" ] && { lp=0; lf=$((lint_rc != 0)); }
 # No summary line from a container test that ran is one failure, never zero.
 [ -z "$cp" ] && { cp=0; cf=$((ctr_rc != 0)); }
 echo "$((lp + up + fp + ip + cp)) passed, $((lf + uf + ff + if_ + cf)) failed"
-[ "$lint_rc" -eq 0 ] && [ "$unit_rc" -eq 0 ] && [ "$fuzz_rc" -eq 0 ] && [ "$int_rc" -eq 0 ] &&
+[ "$lint_rc" -eq 0 ] && [ "$unit_rc" -eq 0 ] && [ "$fuzz_rc" -eq 0 ] && [ "$int_rc" -eq 0 ] && [ "$int2_rc" -eq 0 ] &&
 	[ "$ctr_rc" -eq 0 ] && [ $((lf + uf + ff + if_ + cf)) -eq 0 ]

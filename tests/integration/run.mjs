@@ -12,9 +12,12 @@
 //
 //   … run.mjs --jobs 2 [FILTER]   (make test) two case files at a time, each in a process
 //   of its own (its own mock, certificates and part of the port range); then, one at a
-//   time, the files that export `alone = true`: those that measure fine timing or
-//   learning (sched_quality, store, …), which a neighbour's load would make noisy.
+//   time, the tests marked `alone: true` (or in a file that exports `alone = true`):
+//   those that measure fine timing or learning (sched_quality, store a., …), which a
+//   neighbour's load would make noisy.
 //   Output stays grouped per file; the numbers and the totals are the parent's.
+//   --phase together|alone runs only one of the two (make test runs the container
+//   test beside the first); ITEST_NUMBER_FROM numbers a second run on from the first.
 import fs from 'node:fs';
 import path from 'node:path';
 import { spawn } from 'node:child_process';
@@ -28,10 +31,16 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 const argv = process.argv.slice(2);
 const jobsAt = argv.indexOf('--jobs');
 const jobs = jobsAt >= 0 ? Math.max(1, Number(argv.splice(jobsAt, 2)[1]) || 1) : 1;
+const phaseAt = argv.indexOf('--phase');
+const phase = phaseAt >= 0 ? argv.splice(phaseAt, 2)[1] : 'all';
+if (!['all', 'together', 'alone'].includes(phase)) {
+  console.log(`--phase ${phase}: together, alone or all`);
+  process.exit(2);
+}
 const filter = argv[0] ?? '';
 // A child of --jobs: the case files it runs (comma-separated).
 const onlyFiles = process.env.ITEST_FILES ? process.env.ITEST_FILES.split(',') : null;
-let n = 0;
+let n = Number(process.env.ITEST_NUMBER_FROM ?? 0) || 0;
 let passed = 0;
 let failed = 0;
 
@@ -89,6 +98,12 @@ async function main() {
   }
 }
 
+// A test runs alone when it says so (`alone: true`), or its file does and it does
+// not say otherwise (`alone: false`).
+function isAlone(mod, test) {
+  return test.alone ?? mod.alone ?? false;
+}
+
 function caseFiles() {
   return fs.readdirSync(path.join(here, 'cases')).filter((f) => f.endsWith('.mjs')).sort();
 }
@@ -108,8 +123,9 @@ async function mainJobs() {
       continue;
     }
     const label = file.replace(/\.mjs$/, '');
-    if (!(mod.tests ?? []).some((t) => `${label}: ${t.name}`.includes(filter))) continue;
-    (mod.alone ? alone : together).push(file);
+    const picked = (mod.tests ?? []).filter((t) => `${label}: ${t.name}`.includes(filter));
+    if (picked.some((t) => !isAlone(mod, t))) together.push(file);
+    if (picked.some((t) => isAlone(mod, t))) alone.push(file);
   }
   const children = new Set();
   for (const sig of ['SIGINT', 'SIGTERM']) {
@@ -120,10 +136,10 @@ async function mainJobs() {
     });
   }
   const ports = (slot) => `${20000 + slot * 6000}-${20000 + slot * 6000 + 5999}`;
-  const runChild = (file, slot) => new Promise((resolve) => {
+  const runChild = (file, slot, part) => new Promise((resolve) => {
     const t0 = Date.now();
     const c = spawn(process.execPath, [fileURLToPath(import.meta.url), filter], {
-      env: { ...process.env, ITEST_FILES: file, ITEST_PORTS: ports(slot) },
+      env: { ...process.env, ITEST_FILES: file, ITEST_PORTS: ports(slot), ITEST_PART: part },
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     children.add(c);
@@ -142,7 +158,7 @@ async function mainJobs() {
         } else if (/^integration: \d+ passed, \d+ failed$/.test(line)) {
           summary = true;
         } else if (/^# [0-9.]+ s( |$)/.test(line)) {
-          console.log(`# ${file}: ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+          console.log(`# ${file} (${part}): ${((Date.now() - t0) / 1000).toFixed(1)} s`);
         } else if (line !== '') {
           console.log(line);
         }
@@ -151,11 +167,11 @@ async function mainJobs() {
       resolve();
     });
   });
-  const queue = [...together];
+  const queue = phase === 'alone' ? [] : [...together];
   await Promise.all(Array.from({ length: Math.min(jobs, queue.length) }, async (_, slot) => {
-    while (queue.length > 0) await runChild(queue.shift(), slot);
+    while (queue.length > 0) await runChild(queue.shift(), slot, 'together');
   }));
-  for (const file of alone) await runChild(file, 0);
+  if (phase !== 'together') for (const file of alone) await runChild(file, 0, 'alone');
 }
 
 async function runFile(file, shared) {
@@ -167,7 +183,10 @@ async function runFile(file, shared) {
     report(`${label}: load`, e, 0);
     return;
   }
-  const selected = (mod.tests ?? []).filter((t) => `${label}: ${t.name}`.includes(filter));
+  // A child of --jobs runs the part of the file it was given (ITEST_PART).
+  const part = process.env.ITEST_PART;
+  const selected = (mod.tests ?? []).filter((t) => `${label}: ${t.name}`.includes(filter) &&
+    (!part || (part === 'alone') === isAlone(mod, t)));
   if (selected.length === 0) return;
   const dir = fs.mkdtempSync(path.join(shared.tmp, `${label}-`));
   const fileState = { pacerd: null, starting: null };
@@ -248,7 +267,7 @@ async function runFile(file, shared) {
 
 const started = Date.now();
 try {
-  if (jobs > 1 && !onlyFiles) await mainJobs();
+  if ((jobs > 1 || phase !== 'all') && !onlyFiles) await mainJobs();
   else await main();
 } catch (e) {
   report('harness', e, 0);

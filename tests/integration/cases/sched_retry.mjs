@@ -5,9 +5,7 @@ import assert from 'node:assert/strict';
 import { SLOW, keyHash, recHeader } from '../lib.mjs';
 import { chatBody, events, logDigest, runLoad, send, startPacerdFor, summarize } from '../load.mjs';
 
-// Run alone under run.mjs --jobs (nothing beside it): it measures arrivals inside a retry-after window, to the millisecond.
-export const alone = true;
-
+// d. runs alone under run.mjs --jobs: it measures arrivals inside a retry-after window.
 export const tests = [
   {
     // d. The mock: 60 RPM per key (bucket of 60, refilling 1/s) and every rate-limit 429
@@ -22,6 +20,7 @@ export const tests = [
     // in flight when a 429 leaves the mock, so every violation is a request pacerd
     // dispatched after it had read the 429: the queued requests of the other 7 clients,
     // not only the retried one, must wait out the window (the whole lane holds).
+    alone: true,
     name: 'd. retry-after: 3 on 429s: no request reaches the mock inside an advertised window',
     timeout_ms: 40000,
     fn: async (t) => {

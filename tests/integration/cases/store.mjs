@@ -114,9 +114,8 @@ function writeConf(dir, name, text) {
   return f;
 }
 
-// Run alone under run.mjs --jobs (nothing beside it): it measures three replicas and Redis at an exact bucket, rates within 2-3 %.
-export const alone = true;
-
+// Tests marked alone run with nothing beside them under run.mjs --jobs: they measure
+// three replicas and Redis at an exact bucket (rates within 2-3 %), learning, windows.
 export const tests = [
   {
     // a. One key, three replicas, each with max_requests_per_minute: 600 (burst 1: one
@@ -139,6 +138,7 @@ export const tests = [
     // it runs at a higher priority: lib/proc.mjs), and the first request of a new
     // connection, which reaches the mock's handler 1-2 ms later after its send than one
     // on a warm connection (the mock's accept): each replica warms its connection first.
+    alone: true,
     name: 'a. three replicas, 600 RPM each, one key: 180 requests at 10 req/s ± 2 % in aggregate, no upstream 429 from an exact 600 RPM bucket',
     timeout_ms: 60000,
     fn: async (t) => {
@@ -195,6 +195,7 @@ export const tests = [
     // a (control). The same three replicas with store.kind: local, against a mock without
     // any limit: each paces its own 600 RPM, so together they send ~30 req/s. This is what
     // test a's 10 req/s is measured against (and store.kind: local must be accepted).
+    alone: true,
     name: 'a (control). the same three replicas with store.kind: local pace apart: ~3 × 10 req/s in aggregate',
     timeout_ms: 20000,
     fn: async (t) => {
@@ -224,6 +225,7 @@ export const tests = [
     // without a store (before issue 11), 18 upstream 429s (wall 11 s); with one pacerd
     // carrying all 150 requests, 0 (wall 15.8 s). Shared learning: <= 5 upstream 429s,
     // and the clients never see one (pacerd retries).
+    alone: true,
     name: 'b. no plan, three replicas learning one 300 RPM key (bucket pre-drained to ~100): <= 5 upstream 429s in 150 requests, none seen by clients',
     timeout_ms: 60000,
     fn: async (t) => {
@@ -265,6 +267,7 @@ export const tests = [
     // the window (the mock's window_violations = 0, and every arrival >= the 429 + 3 s);
     // all of them arrive within 2 s after it ends (bucket full again: 10 >= the 9
     // waiting) and are answered 200. Replicas pacing apart send them at once.
+    alone: true,
     name: 'c. a 429 with retry-after: 3 seen by replica 1 holds replicas 2 and 3: no arrival inside the 3 s window, all arrive after it',
     timeout_ms: 30000,
     fn: async (t) => {
