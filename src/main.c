@@ -1,6 +1,7 @@
 /* main — command line, daemon lifecycle and signals.
  *
  *   pacerd [-c FILE] [--listen ADDR] [--check-config] [--version] [--help]
+ *   pacerd --config-keys             every configuration key (pacerd.yaml(5))
  *   pacerd plan --requests N [...]   the pre-flight report (plan_cli.h)
  *   pacerd top [--admin ADDR] [...]  a live view of a running pacerd (top.h)
  *
@@ -58,6 +59,7 @@ static void usage(FILE *out)
 	        "  --listen ADDR       listen address, overrides the file and PACERD_LISTEN\n"
 	        "  --check-config      validate the configuration and exit (0 = valid)\n"
 	        "  --version           print the version and exit\n"
+	        "  --config-keys       print every configuration key: type, bounds, default\n"
 	        "  plan ...            the pre-flight report of a run: duration, throughput,\n"
 	        "                      the binding limit (pacerd plan --help)\n"
 	        "  top ...             a live view of a running pacerd's admin /status: lanes,\n"
@@ -353,6 +355,9 @@ int main(int argc, char **argv)
 			check_only = true;
 		} else if (strcmp(a, "--version") == 0) {
 			printf("pacerd %s\n", PACERD_VERSION);
+			return 0;
+		} else if (strcmp(a, "--config-keys") == 0) {
+			config_keys_print(stdout);
 			return 0;
 		} else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
 			usage(stdout);
