@@ -2365,7 +2365,8 @@ static void print_table(FILE *out, const char *prefix, const struct opt *t)
 		else if (o->parse == parse_keys)
 			print_table(out, "keys[]", key_opts);
 		else if (o->parse == parse_agent_priorities)
-			fprintf(out, "%s\tmap of agent ids\t%d..%d\t-\n", path, PRIORITY_MIN, PRIORITY_MAX);
+			fprintf(out, "%s\tmap of agent ids\t%d..%d\t-\n", path, PRIORITY_MIN,
+			        PRIORITY_MAX);
 		else
 			print_row(out, path, o);
 	}
