@@ -141,10 +141,11 @@ container-test: $(BUILD)/pacerd-mock
 	BUILD=$(BUILD) ./scripts/container-test.sh
 
 # make test: set-up, then lint (scripts/lint.sh, the same as make lint), unit,
-# integration and (with podman) container tests; a failed lint check fails it;
+# integration, package (tests/package/run.sh; the Debian package with podman)
+# and (with podman) container tests; a failed lint check fails it;
 # the last line is the total.
 test: node-deps
-	$(MAKE) all $(UNIT_BINS) $(BUILD)/pacerd-mock fuzz
+	$(MAKE) all $(UNIT_BINS) $(BUILD)/pacerd-mock fuzz man
 	BUILD=$(BUILD) FUZZ_BINS="$(FUZZ_BINS)" LINT=./scripts/lint.sh ./tests/run-all.sh $(UNIT_BINS)
 
 # make lint: every check prints file:line: what; about 10 s (LINT_JOBS, 2).

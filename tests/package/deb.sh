@@ -9,7 +9,7 @@
 #
 #   tests/package/deb.sh        BUILD (build): where the package files are kept,
 #                               $BUILD/deb-test/
-# The last line is "package: N passed, M failed".
+# The last line is "deb: N passed, M failed".
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${BUILD:-build}
@@ -17,7 +17,7 @@ IMAGE=${DEB_TEST_IMAGE:-pacerd-debtest:latest}
 passed=0 failed=0
 ok() { passed=$((passed + 1)); echo "  ok   $*"; }
 bad() { failed=$((failed + 1)); echo "  FAIL $*"; }
-summary() { echo "package: $passed passed, $failed failed"; }
+summary() { echo "deb: $passed passed, $failed failed"; }
 die() { bad "$*"; summary; exit 1; }
 
 command -v podman >/dev/null || die "podman is missing"
