@@ -48,7 +48,7 @@ export ASAN_OPTIONS ?= quarantine_size_mb=8:detect_leaks=1
 export UBSAN_OPTIONS ?= print_stacktrace=1
 endif
 
-# Sources by glob: src/main.c and one folder per layer (README: Development);
+# Sources by glob: src/main.c and one folder per layer (docs/development.md);
 # the unit tests mirror the folders.
 SRC_DIRS  := core http proxy sched provider store admin cli
 SRCS      := src/main.c $(sort $(foreach d,$(SRC_DIRS),$(wildcard src/$(d)/*.c)))

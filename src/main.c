@@ -240,8 +240,8 @@ static int run(struct daemon *d)
 	 * request into one epoll_ctl each. Precise timers (timerfd,
 	 * microseconds): a paced lane's timer fires within ~0.1 ms of its
 	 * instant instead of 1-5 ms after it (epoll_wait's millisecond
-	 * timeout), for one timerfd_settime per loop turn (README:
-	 * Performance has the figures). */
+	 * timeout), for one timerfd_settime per loop turn (docs/performance.md
+	 * has the figures). */
 	struct event_config *ec = event_config_new();
 	if (ec != NULL) {
 		event_config_set_flag(ec, EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
