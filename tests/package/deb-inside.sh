@@ -23,6 +23,11 @@ else
 	bad "apt install ./pacerd_*.deb"; tail -n 20 /tmp/apt.log
 fi
 [[ -x /usr/bin/pacerd ]]; check $? "/usr/bin/pacerd is installed"
+# The package's version is the program's: debian/changelog follows
+# src/core/version.h.
+pv=$(dpkg-query -W -f='${Version}' pacerd 2>/dev/null)
+bv=$(pacerd --version 2>&1)
+[[ "pacerd ${pv%-*}" == "$bv" ]]; check $? "the package's version ${pv:-?} is the program's ($bv)"
 out=$(pacerd --check-config /etc/pacerd/pacerd.yaml 2>&1)
 check $? "pacerd --check-config /etc/pacerd/pacerd.yaml: $out"
 grep -qx /etc/pacerd/pacerd.yaml /var/lib/dpkg/info/pacerd.conffiles

@@ -4,8 +4,11 @@
 # debian:12-slim and then taken from podman's cache) tests/package/deb-inside.sh
 # builds it with `make deb`, installs it with `apt install ./pacerd_*.deb` and
 # checks it (--check-config, conffile, man -w, the unit, dpkg -r keeping the
-# edited conffile); then lintian, here, reports no error and no warning on
-# that same build (lintian is not in the image: it is large and the host has it).
+# edited conffile); a second container of the same image, with systemd as PID 1,
+# installs that same package where systemd runs (tests/package/deb-systemd.sh:
+# started by its postinst, answering, reloading, stopped by dpkg -r); then
+# lintian, here, reports no error and no warning on that build (lintian is not
+# in the image: it is large and the host has it).
 #
 #   tests/package/deb.sh        BUILD (build): where the package files are kept,
 #                               $BUILD/deb-test/
@@ -29,7 +32,10 @@ limits=(--ulimit "nofile=$hn:$hn" --ulimit "nproc=$hu:$hu")
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/pacerd-debtest.XXXXXX")
 name=pacerd-debtest-$$
-cleanup() { timeout 30 podman rm -f -t 0 "$name" >/dev/null 2>&1; rm -rf "$tmp"; }
+cleanup() {
+	timeout 30 podman rm -f -t 0 "$name" "$name-systemd" >/dev/null 2>&1
+	rm -rf "$tmp"
+}
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM HUP
@@ -56,15 +62,34 @@ timeout 900 podman run --name "$name" "${rt[@]}" "${limits[@]}" --network none \
 	-v "$tmp/src:/src:ro" -v "$tmp/out:/out" "$IMAGE" \
 	bash /src/tests/package/deb-inside.sh >"$tmp/inside.log" 2>&1
 rc=$?
-while IFS= read -r line; do
-	case $line in
-	ok\ *) ok "${line#ok }" ;;
-	FAIL\ *) bad "${line#FAIL }" ;;
-	*) echo "  | $line" ;;
-	esac
-done <"$tmp/inside.log"
+# The lines "ok …" and "FAIL …" a script in a container printed, as checks here.
+relay() {
+	local line
+	while IFS= read -r line; do
+		case $line in
+		ok\ *) ok "${line#ok }" ;;
+		FAIL\ *) bad "${line#FAIL }" ;;
+		*) echo "  | $line" ;;
+		esac
+	done <"$1"
+}
+relay "$tmp/inside.log"
 ((rc == 0)) || bad "the container exited with status $rc"
 echo "  (in the container: $((SECONDS - t0)) s)"
+
+# Where systemd runs: the same image with systemd as PID 1, the package above.
+if ls "$tmp"/out/pacerd_*_*.deb >/dev/null 2>&1; then
+	t0=$SECONDS
+	if timeout 60 podman run -d --name "$name-systemd" "${rt[@]}" "${limits[@]}" --network none \
+		--systemd=always -v "$tmp/out:/out:ro" -v "$tmp/src/tests/package:/t:ro" "$IMAGE" \
+		/lib/systemd/systemd >/dev/null 2>"$tmp/systemd.err"; then
+		timeout 120 podman exec "$name-systemd" bash /t/deb-systemd.sh >"$tmp/systemd.log" 2>&1
+		relay "$tmp/systemd.log"
+		echo "  (under systemd: $((SECONDS - t0)) s)"
+	else
+		bad "could not start a container with systemd as PID 1: $(head -c 300 "$tmp/systemd.err")"
+	fi
+fi
 
 # lintian on the package built above.
 changes=$(ls "$tmp"/out/*.changes 2>/dev/null | head -1)
