@@ -8,7 +8,7 @@ ok() { echo "ok $*"; }
 bad() { echo "FAIL $*"; }
 check() { if (($1 == 0)); then ok "$2"; else bad "$2"; fi; }
 
-cp -a /src /tmp/pacerd && cd /tmp/pacerd || { bad "copying the tree"; exit 1; }
+if ! cp -a /src /tmp/pacerd || ! cd /tmp/pacerd; then bad "copying the tree"; exit 1; fi
 t0=$SECONDS
 make deb >/tmp/build.log 2>&1
 rc=$?
@@ -41,7 +41,7 @@ warn=$(MANWIDTH=80 man --warnings pacerd.yaml 2>&1 >/dev/null)
 check $? "the examples are in /usr/share/doc/pacerd/examples/"
 v=$(systemd-analyze verify /lib/systemd/system/pacerd.service 2>&1)
 rc=$?
-[[ $rc == 0 && -z $(grep pacerd.service <<<"$v") ]]
+[[ $rc == 0 ]] && ! grep -q pacerd.service <<<"$v"
 check $? "systemd-analyze verify /lib/systemd/system/pacerd.service: clean ${v:+($v)}"
 grep -q '^ExecStart=/usr/bin/pacerd ' /lib/systemd/system/pacerd.service
 check $? "the unit runs /usr/bin/pacerd"
