@@ -42,7 +42,7 @@ check $? "the examples are in /usr/share/doc/pacerd/examples/"
 v=$(systemd-analyze verify /lib/systemd/system/pacerd.service 2>&1)
 rc=$?
 [[ $rc == 0 ]] && ! grep -q pacerd.service <<<"$v"
-check $? "systemd-analyze verify /lib/systemd/system/pacerd.service: clean ${v:+($v)}"
+check $? "systemd-analyze verify /lib/systemd/system/pacerd.service (its Documentation= man pages too): clean ${v:+($v)}"
 grep -q '^ExecStart=/usr/bin/pacerd ' /lib/systemd/system/pacerd.service
 check $? "the unit runs /usr/bin/pacerd"
 # No systemd runs in the container: postinst enables the unit (the symlink);
