@@ -6,7 +6,7 @@
 # Inside a pod, the application container reaches the sidecar on 127.0.0.1,
 # so pacerd keeps listening on loopback unless PACERD_LISTEN says otherwise
 # (an admin listener beyond loopback needs admin.token). Configuration: mount a
-# file at /etc/pacerd/pacerd.yaml, or use the PACERD_* variables (README).
+# file at /etc/pacerd/pacerd.yaml, or use the PACERD_* variables (docs/configuration.md).
 #
 # No registry on the machine: scripts/container-base.sh makes debian:12-slim
 # locally, and `podman build --pull=never` finds it (as localhost/debian:12-slim).
@@ -23,7 +23,7 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 # Only what the build reads (.dockerignore keeps everything else out of the
-# context): a change to the tests or the README does not rebuild.
+# context): a change to the tests or the docs does not rebuild.
 COPY Makefile ./
 COPY src ./src
 RUN make -j2 all

@@ -14,6 +14,8 @@
 #   make lint       scripts/lint.sh: clang-format check, banned functions, cppcheck,
 #                   the direction of includes between the folders of src/
 #   make format     clang-format -i over every source (what make lint checks)
+#   make man        the manual pages, man/*.scd -> $(BUILD)/man/ (scdoc)
+#   make deb        the Debian package, $(BUILD)/deb/pacerd_*.deb (dpkg-buildpackage)
 #
 # Every object goes to $(BUILD) so that sanitizer and plain builds never mix.
 
@@ -46,7 +48,7 @@ export ASAN_OPTIONS ?= quarantine_size_mb=8:detect_leaks=1
 export UBSAN_OPTIONS ?= print_stacktrace=1
 endif
 
-# Sources by glob: src/main.c and one folder per layer (README: Development);
+# Sources by glob: src/main.c and one folder per layer (docs/development.md);
 # the unit tests mirror the folders.
 SRC_DIRS  := core http proxy sched provider store admin cli
 SRCS      := src/main.c $(sort $(foreach d,$(SRC_DIRS),$(wildcard src/$(d)/*.c)))
@@ -69,7 +71,7 @@ FUZZ_CFLAGS   := -std=c11 -D_GNU_SOURCE -g -O1 $(WARN) $(FUZZ_SAN)
 FUZZ_SECONDS  ?= 60
 
 .PHONY: all run demo test unit integration container-test valgrind bench bench-lanes microbench \
-        deps node-deps clean format lint fuzz fuzz-run install
+        deps node-deps clean format lint fuzz fuzz-run install man deb
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/pacerd
@@ -80,7 +82,7 @@ $(BUILD)/pacerd: $(OBJS)
 # Every include names its folder ("sched/gcra.h"), so -Isrc is the one path.
 $(BUILD)/src/%.o: src/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(PKG_CFLAGS) -Isrc -c -o $@ $<
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(PKG_CFLAGS) -Isrc -c -o $@ $<
 
 $(BUILD)/tests/%.o: tests/unit/%.c
 	@mkdir -p $(dir $@)
@@ -139,10 +141,11 @@ container-test: $(BUILD)/pacerd-mock
 	BUILD=$(BUILD) ./scripts/container-test.sh
 
 # make test: set-up, then lint (scripts/lint.sh, the same as make lint), unit,
-# integration and (with podman) container tests; a failed lint check fails it;
+# integration, package (tests/package/run.sh; the Debian package with podman)
+# and (with podman) container tests; a failed lint check fails it;
 # the last line is the total.
 test: node-deps
-	$(MAKE) all $(UNIT_BINS) $(BUILD)/pacerd-mock fuzz
+	$(MAKE) all $(UNIT_BINS) $(BUILD)/pacerd-mock fuzz man
 	BUILD=$(BUILD) FUZZ_BINS="$(FUZZ_BINS)" LINT=./scripts/lint.sh ./tests/run-all.sh $(UNIT_BINS)
 
 # make lint: every check prints file:line: what; about 10 s (LINT_JOBS, 2).
@@ -185,15 +188,43 @@ microbench: $(BUILD)/bench_tokens $(BUILD)/bench_retry
 	./$(BUILD)/bench_tokens
 	./$(BUILD)/bench_retry
 
+# Manual pages: one scdoc source each in man/, rendered to $(BUILD)/man/.
+MAN_SRCS  := $(sort $(wildcard man/*.scd))
+MAN_PAGES := $(MAN_SRCS:man/%.scd=$(BUILD)/man/%)
+
+man: $(MAN_PAGES)
+
+$(BUILD)/man/%: man/%.scd
+	@mkdir -p $(dir $@)
+	scdoc <$< >$@
+
 PREFIX  ?= /usr/local
 DESTDIR ?=
-# make install: the binary, the systemd unit, and the documented configuration
-# in /etc/pacerd (an existing one is kept).
-install: all
+UNITDIR ?= /etc/systemd/system
+MANDIR  ?= $(PREFIX)/share/man
+# make install: the binary, the manual pages, the systemd unit (its paths
+# rewritten to PREFIX), and the documented configuration in /etc/pacerd (an
+# existing one is kept). The Debian package installs through this target too
+# (debian/rules: PREFIX=/usr UNITDIR=/lib/systemd/system).
+install: all man
 	install -D -m 0755 $(BUILD)/pacerd $(DESTDIR)$(PREFIX)/bin/pacerd
-	install -D -m 0644 systemd/pacerd.service $(DESTDIR)/etc/systemd/system/pacerd.service
+	for p in $(MAN_PAGES); do \
+		install -D -m 0644 $$p $(DESTDIR)$(MANDIR)/man$${p##*.}/$${p##*/} || exit 1; done
+	mkdir -p $(DESTDIR)$(UNITDIR)
+	sed 's,/usr/local/bin/,$(PREFIX)/bin/,g' systemd/pacerd.service >$(DESTDIR)$(UNITDIR)/pacerd.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/pacerd.service
 	test -e $(DESTDIR)/etc/pacerd/pacerd.yaml || \
 		install -D -m 0644 conf/pacerd.yaml $(DESTDIR)/etc/pacerd/pacerd.yaml
+
+# make deb: dpkg-buildpackage -us -uc -b in a copy of the tree under
+# $(BUILD)/deb/src, so that the package, .buildinfo and .changes land in
+# $(BUILD)/deb/ rather than beside the checkout; about 30 s.
+deb:
+	rm -rf $(BUILD)/deb && mkdir -p $(BUILD)/deb/src
+	tar --exclude='./build*' --exclude=./.git --exclude=node_modules --exclude=./tests/integration/.tmp \
+		-cf - . | tar -xf - -C $(BUILD)/deb/src
+	cd $(BUILD)/deb/src && dpkg-buildpackage -us -uc -b
+	@ls $(BUILD)/deb/*.deb
 
 format:
 	clang-format -i $(SRCS) $(HDRS) $(UNIT_SRCS) tests/unit/*.h tests/mock/*.[ch] tests/bench/*.c tests/fuzz/*.c

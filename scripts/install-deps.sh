@@ -11,9 +11,13 @@ curl openssl ca-certificates valgrind wrk
 clang libclang-rt-14-dev python3 systemd
 clang-format cppcheck
 procps tzdata prometheus tmux
-libhiredis-dev redis-server"
+libhiredis-dev redis-server
+build-essential debhelper lintian scdoc man-db"
 # prometheus: promtool checks /metrics, and a real Prometheus scrapes it (tests/integration).
 # clang-format, cppcheck: make lint (scripts/lint.sh), which make test runs.
+# build-essential, debhelper: make deb (dpkg-buildpackage; debian/control's Build-Depends);
+# lintian: the package test (tests/package/deb.sh); scdoc: make man (man/*.scd -> roff);
+# man-db: man --warnings renders the pages in tests/package/man.sh.
 # libhiredis-dev: the shared store (store.kind: redis); redis-server: its tests start one.
 # tmux: the terminal of the `pacerd top` integration test (tests/integration/cases/top.mjs).
 # tzdata: the IANA zones of plans' day_time_zone (a minimal Debian may lack them).

@@ -1,6 +1,7 @@
 /* main — command line, daemon lifecycle and signals.
  *
  *   pacerd [-c FILE] [--listen ADDR] [--check-config] [--version] [--help]
+ *   pacerd --config-keys             every configuration key (pacerd.yaml(5))
  *   pacerd plan --requests N [...]   the pre-flight report (plan_cli.h)
  *   pacerd top [--admin ADDR] [...]  a live view of a running pacerd (top.h)
  *
@@ -58,6 +59,7 @@ static void usage(FILE *out)
 	        "  --listen ADDR       listen address, overrides the file and PACERD_LISTEN\n"
 	        "  --check-config      validate the configuration and exit (0 = valid)\n"
 	        "  --version           print the version and exit\n"
+	        "  --config-keys       print every configuration key: type, bounds, default\n"
 	        "  plan ...            the pre-flight report of a run: duration, throughput,\n"
 	        "                      the binding limit (pacerd plan --help)\n"
 	        "  top ...             a live view of a running pacerd's admin /status: lanes,\n"
@@ -238,8 +240,8 @@ static int run(struct daemon *d)
 	 * request into one epoll_ctl each. Precise timers (timerfd,
 	 * microseconds): a paced lane's timer fires within ~0.1 ms of its
 	 * instant instead of 1-5 ms after it (epoll_wait's millisecond
-	 * timeout), for one timerfd_settime per loop turn (README:
-	 * Performance has the figures). */
+	 * timeout), for one timerfd_settime per loop turn (docs/performance.md
+	 * has the figures). */
 	struct event_config *ec = event_config_new();
 	if (ec != NULL) {
 		event_config_set_flag(ec, EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
@@ -353,6 +355,9 @@ int main(int argc, char **argv)
 			check_only = true;
 		} else if (strcmp(a, "--version") == 0) {
 			printf("pacerd %s\n", PACERD_VERSION);
+			return 0;
+		} else if (strcmp(a, "--config-keys") == 0) {
+			config_keys_print(stdout);
 			return 0;
 		} else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
 			usage(stdout);

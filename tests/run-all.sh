@@ -2,14 +2,15 @@
 # make test: the lint checks (when LINT names the script: each check is one
 # test), every unit test, a short deterministic pass of every fuzzer, the
 # integration suite (two case files at a time, ITEST_JOBS, beside the container
-# test when podman is installed: one line says so when it is not; then the
-# timing-sensitive files alone: tests/integration/run.mjs); the last line is
-# the total.
+# test when podman is installed, one line says so when it is not, and the
+# package stage, tests/package/run.sh: man pages, make install, alert rules and
+# dashboard, the Debian package with podman; then the timing-sensitive tests
+# alone: tests/integration/run.mjs); the last line is the total.
 set -o pipefail
 BUILD=${BUILD:-build}
 unit_out=$(mktemp); fuzz_out=$(mktemp); int_out=$(mktemp); int2_out=$(mktemp); ctr_out=$(mktemp)
-lint_out=$(mktemp)
-trap 'rm -f "$unit_out" "$fuzz_out" "$int_out" "$int2_out" "$ctr_out" "$lint_out"' EXIT
+lint_out=$(mktemp); pkg_out=$(mktemp); side_rc=$(mktemp)
+trap 'rm -f "$unit_out" "$fuzz_out" "$int_out" "$int2_out" "$ctr_out" "$lint_out" "$pkg_out" "$side_rc"' EXIT
 lint_rc=0
 if [ -n "${LINT:-}" ]; then
 	"$LINT" | tee "$lint_out"; lint_rc=$?
@@ -21,22 +22,24 @@ if [ -n "${FUZZ_BINS:-}" ]; then
 	./tests/run-fuzz.sh smoke $FUZZ_BINS | tee "$fuzz_out"; fuzz_rc=$?
 fi
 # The integration files that do not measure timing, two at a time, beside the
-# container test (its output follows theirs); then the timing-sensitive ones
-# alone, with nothing else running.
-export PACERD_BIN=$BUILD/pacerd MOCK_BIN=$BUILD/pacerd-mock
-ctr_pid=
-if command -v podman >/dev/null 2>&1; then
-	./scripts/container-test.sh >"$ctr_out" 2>&1 &
-	ctr_pid=$!
-fi
+# container test and the package stage (one after the other; their output
+# follows the integration's); then the timing-sensitive tests alone, with
+# nothing else running.
+export BUILD PACERD_BIN=$BUILD/pacerd MOCK_BIN=$BUILD/pacerd-mock
+(
+	ctr=0
+	if command -v podman >/dev/null 2>&1; then
+		./scripts/container-test.sh >"$ctr_out" 2>&1; ctr=$?
+	else
+		echo "container: not run (podman is missing)" >"$ctr_out"
+	fi
+	./tests/package/run.sh >"$pkg_out" 2>&1; echo "$ctr $?" >"$side_rc"
+) &
+side_pid=$!
 node tests/integration/run.mjs --jobs "${ITEST_JOBS:-2}" --phase together | tee "$int_out"; int_rc=$?
-ctr_rc=0
-if [ -n "$ctr_pid" ]; then
-	wait "$ctr_pid"; ctr_rc=$?
-	cat "$ctr_out"
-else
-	echo "container: not run (podman is missing)"
-fi
+wait "$side_pid"
+read -r ctr_rc pkg_rc <"$side_rc" || { ctr_rc=1; pkg_rc=1; }
+cat "$ctr_out" "$pkg_out"
 first=$(grep -cE '^(not )?ok [0-9]+ ' "$int_out")
 ITEST_NUMBER_FROM=$first node tests/integration/run.mjs --phase alone | tee "$int2_out"; int2_rc=$?
 sum() { grep -E '^[a-z]+: [0-9]+ passed, [0-9]+ failed' "$1" | tail -1 | sed -E "s/.*: ([0-9]+) passed, ([0-9]+) failed.*/\\$2/"; }
@@ -45,6 +48,7 @@ ip2=$(sum "$int2_out" 1); if2=$(sum "$int2_out" 2)
 fp=$(sum "$fuzz_out" 1); ff=$(sum "$fuzz_out" 2)
 lp=$(sum "$lint_out" 1); lf=$(sum "$lint_out" 2)
 cp=$(sum "$ctr_out" 1); cf=$(sum "$ctr_out" 2)
+pp=$(sum "$pkg_out" 1); pf=$(sum "$pkg_out" 2)
 [ -z "$up" ] && { up=0; uf=1; }
 [ -z "$ip" ] && { ip=0; if_=1; }
 [ -z "$ip2" ] && { ip2=0; if2=1; }
@@ -53,6 +57,8 @@ ip=$((ip + ip2)); if_=$((if_ + if2))
 [ -z "$lp" ] && { lp=0; lf=$((lint_rc != 0)); }
 # No summary line from a container test that ran is one failure, never zero.
 [ -z "$cp" ] && { cp=0; cf=$((ctr_rc != 0)); }
-echo "$((lp + up + fp + ip + cp)) passed, $((lf + uf + ff + if_ + cf)) failed"
-[ "$lint_rc" -eq 0 ] && [ "$unit_rc" -eq 0 ] && [ "$fuzz_rc" -eq 0 ] && [ "$int_rc" -eq 0 ] && [ "$int2_rc" -eq 0 ] &&
-	[ "$ctr_rc" -eq 0 ] && [ $((lf + uf + ff + if_ + cf)) -eq 0 ]
+[ -z "$pp" ] && { pp=0; pf=1; }
+echo "$((lp + up + fp + ip + pp + cp)) passed, $((lf + uf + ff + if_ + pf + cf)) failed"
+[ "$lint_rc" -eq 0 ] && [ "$unit_rc" -eq 0 ] && [ "$fuzz_rc" -eq 0 ] && [ "$int_rc" -eq 0 ] &&
+	[ "$int2_rc" -eq 0 ] && [ "$ctr_rc" -eq 0 ] && [ "$pkg_rc" -eq 0 ] &&
+	[ $((lf + uf + ff + if_ + pf + cf)) -eq 0 ]

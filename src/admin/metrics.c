@@ -115,6 +115,22 @@ static void top_add(struct sched_lane *lane, void *arg)
 	}
 }
 
+/* Lanes that answer every request at once, for want of money or of the day's
+ * budget: counted over every lane, not only the admin.top_lanes exported, so
+ * that an alert on an empty account sees it whatever the traffic. */
+struct refusing {
+	size_t quota, day;
+};
+
+static void count_refusing(struct sched_lane *lane, void *arg)
+{
+	struct refusing *r = arg;
+	if (sched_quota_out(lane))
+		r->quota++;
+	else if (sched_day_out(lane))
+		r->day++;
+}
+
 static int by_activity(const void *a, const void *b)
 {
 	const struct sched_lane *x = *(struct sched_lane *const *)a;
@@ -207,6 +223,12 @@ static void lane_write(struct evbuffer *out, size_t f, const struct sched_lane_v
 		lane_labels(out, n, lv);
 		evbuffer_add_printf(out, ",reason=\"agent_busy\"} %llu\n",
 		                    (unsigned long long)st->rejected_agent_busy);
+		lane_labels(out, n, lv);
+		evbuffer_add_printf(out, ",reason=\"quota_exhausted\"} %llu\n",
+		                    (unsigned long long)st->quota_refused);
+		lane_labels(out, n, lv);
+		evbuffer_add_printf(out, ",reason=\"daily_budget_exhausted\"} %llu\n",
+		                    (unsigned long long)st->day_refused);
 		return;
 	case LV_LEARNED_RATE:
 		for (int b = 0; b < RLH_N_BUDGETS; b++) {
@@ -347,6 +369,14 @@ int metrics_write(struct evbuffer *out, const struct reqstats *m, const struct m
 	size_t n_lanes = registry_count(reg);
 	metrics_family(out, "pacerd_lanes", "gauge", "Lanes (provider, API key) known.");
 	evbuffer_add_printf(out, "pacerd_lanes %zu\n", n_lanes);
+	struct refusing r = {0, 0};
+	registry_foreach(reg, count_refusing, &r);
+	metrics_family(out, "pacerd_lanes_refusing", "gauge",
+	               "Lanes answering every request at once, by state: quota_exhausted (a "
+	               "final quota answer), daily_budget_exhausted (the plan's daily budget).");
+	evbuffer_add_printf(out, "pacerd_lanes_refusing{state=\"quota_exhausted\"} %zu\n", r.quota);
+	evbuffer_add_printf(out, "pacerd_lanes_refusing{state=\"daily_budget_exhausted\"} %zu\n",
+	                    r.day);
 	struct top t = {.cap = n_lanes < top_lanes ? n_lanes : top_lanes};
 	struct sched_lane_view *views = NULL;
 	if (t.cap > 0) {

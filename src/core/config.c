@@ -2286,3 +2286,96 @@ struct config *config_load(const char *path, char *const *env, char *err, size_t
 	}
 	return cfg;
 }
+
+/* ------------------------------------------------------- the key reference */
+
+/* One bound of a number, as the man page writes it. */
+static void print_bound(FILE *out, double v)
+{
+	if (isinf(v))
+		fputs("inf", out);
+	else
+		fprintf(out, "%.15g", v);
+}
+
+/* The type, bounds and default of one row; see config_keys_print(). */
+static void print_row(FILE *out, const char *path, const struct opt *o)
+{
+	fprintf(out, "%s\t", path);
+	switch (o->type) {
+	case OPT_UINT:
+	case OPT_U64:
+		fputs("integer\t", out);
+		print_bound(out, o->lo);
+		fputs("..", out);
+		if (o->type == OPT_U64)
+			fputs("18446744073709551615", out);
+		else
+			print_bound(out, o->hi);
+		fprintf(out, "\t%.15g\n", o->dnum);
+		return;
+	case OPT_NUM:
+		fputs("number\t", out);
+		fputc((o->flags & OPT_LO_OPEN) ? '(' : '[', out);
+		print_bound(out, o->lo);
+		fputs(", ", out);
+		print_bound(out, o->hi);
+		fputc((o->flags & OPT_HI_OPEN) || isinf(o->hi) ? ')' : ']', out);
+		fprintf(out, "\t%.15g\n", o->dnum);
+		return;
+	case OPT_BOOL:
+		fprintf(out, "boolean\t-\t%s\n", o->dnum != 0 ? "true" : "false");
+		return;
+	case OPT_STR:
+		fputs("string\t-\t", out);
+		if (o->dstr == NULL)
+			fputs("-\n", out);
+		else
+			fprintf(out, "\"%s\"\n", o->dstr);
+		return;
+	case OPT_ENUM:
+		fputs("enum\t", out);
+		for (const char *const *n = o->names; *n != NULL; n++)
+			fprintf(out, "%s%s", n == o->names ? "" : "|", *n);
+		fprintf(out, "\t%s\n", o->names[(int)o->dnum]);
+		return;
+	case OPT_STRLIST:
+		fputs("list of strings\t-\t-\n", out);
+		return;
+	case OPT_RULES:
+		fputs("map of model patterns\t-\t-\n", out);
+		return;
+	case OPT_SECTION: /* print_table() walks into it */
+	case OPT_CUSTOM:
+		/* A section with a parser of its own that print_table() does not know
+		 * yet: still a line, so that the man page check asks for its heading. */
+		fputs("custom\t-\t-\n", out);
+		return;
+	}
+}
+
+static void print_table(FILE *out, const char *prefix, const struct opt *t)
+{
+	char path[PATH_LEN];
+	for (const struct opt *o = t; o->key != NULL; o++) {
+		join_path(path, sizeof(path), prefix, o->key);
+		if (o->type == OPT_SECTION)
+			print_table(out, path, o->sub);
+		else if (o->parse == parse_providers)
+			print_table(out, "providers.<name>", provider_opts);
+		else if (o->parse == parse_plans)
+			print_table(out, "plans.<name>", plan_opts);
+		else if (o->parse == parse_keys)
+			print_table(out, "keys[]", key_opts);
+		else if (o->parse == parse_agent_priorities)
+			fprintf(out, "%s\tmap of agent ids\t%d..%d\t-\n", path, PRIORITY_MIN,
+			        PRIORITY_MAX);
+		else
+			print_row(out, path, o);
+	}
+}
+
+void config_keys_print(FILE *out)
+{
+	print_table(out, "", root_opts);
+}

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 enum key_source {
 	KEY_AUTHORIZATION,  /* "authorization": Authorization: Bearer <key> */
@@ -196,6 +197,12 @@ struct config {
  * "PACERD_X: message" for a bad variable, "FILE: message" for I/O errors. */
 struct config *config_load(const char *path, char *const *env, char *err, size_t errlen);
 void config_free(struct config *cfg);
+
+/* Every key of the file, one line each: "path<TAB>type<TAB>bounds<TAB>default"
+ * ("-" where there is none), straight from the option tables, so that
+ * pacerd.yaml(5) is checked against what the parser accepts (pacerd
+ * --config-keys; tests/man/check-keys.sh). */
+void config_keys_print(FILE *out);
 
 /* A configuration and the number of its holders: the server (the current
  * one), every request accepted under it (its route points into it), and every

@@ -11,7 +11,7 @@
  * Demand: the pool remembers the fewest objects it held since the last trim
  * ("low"). That many sat unused the whole time, so pool_trim frees exactly
  * those, and a pool called on a timer follows the recent peak instead of the
- * highest concurrency ever seen (README: Development, the soak). */
+ * highest concurrency ever seen (docs/development.md, the soak). */
 #ifndef PACERD_POOL_H
 #define PACERD_POOL_H
 

@@ -51,7 +51,7 @@ const char *model_group_intern(struct intern *t, const struct provider_conf *pro
                                const char *model, size_t len);
 
 /* The built-in rows of a provider (by its name), for `pacerd plan` and the
- * README: n set to their count; NULL when it has none. */
+ * docs: n set to their count; NULL when it has none. */
 const struct model_rule *model_builtin_groups(const char *provider, size_t *n);
 
 #endif

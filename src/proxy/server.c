@@ -25,7 +25,7 @@
  * pools of client connections, exchanges and libcurl transfers keep what a
  * burst needed, for reuse (no allocation per request once warm); kept for
  * good, they would hold about 7 KiB per request ever in flight at once, and
- * the heap the pages the peak had needed (README: Development, the soak). So
+ * the heap the pages the peak had needed (docs/development.md, the soak). So
  * every TRIM_S each pool frees what stayed unused for the whole interval, and
  * once nothing has been in flight for IDLE_TRIM_MS the pools are emptied;
  * then malloc_trim hands the free pages inside the heap back to the kernel

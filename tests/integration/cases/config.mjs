@@ -88,6 +88,47 @@ export const tests = [
     },
   },
   {
+    // pacerd.yaml(5) is checked against this list (tests/package/man.sh); here, that the
+    // list is what the parser accepts: every default it prints, written into a file, passes
+    // --check-config, and one past a bound does not.
+    name: '--config-keys: one line per key (path, type, bounds, default); the printed defaults pass --check-config, a value under a bound fails',
+    fn: async (t) => {
+      const r = await t.runPacerd(['--config-keys']);
+      assert.equal(r.code, 0, r.stderr);
+      const rows = r.stdout.trim().split('\n').map((l) => l.split('\t'));
+      assert.ok(rows.length >= 70, `${rows.length} keys`);
+      for (const row of rows) assert.equal(row.length, 4, row.join('|'));
+      const byPath = new Map(rows.map(([p, ...rest]) => [p, rest]));
+      assert.deepEqual(byPath.get('plans.<name>.queue.max_depth'), ['integer', '1..4294967295', '10000']);
+      assert.deepEqual(byPath.get('log.level'), ['enum', 'debug|info|warn|error', 'info']);
+      assert.deepEqual(byPath.get('listen'), ['string', '-', '"127.0.0.1:8080"']);
+      // Every scalar default, set explicitly: providers.<name> as openai, plans.<name> as default.
+      const cfg = {};
+      const set = (p, v) => {
+        const parts = p.replace('providers.<name>', 'providers.openai').replace('plans.<name>', 'plans.default').split('.');
+        let o = cfg;
+        for (const k of parts.slice(0, -1)) o = (o[k] ??= {});
+        o[parts.at(-1)] = v;
+      };
+      let n = 0;
+      for (const [p, type, , def] of rows) {
+        if (def === '-' || p.startsWith('keys[]')) continue;
+        const v = type === 'string' ? JSON.parse(def) : type === 'boolean' ? def === 'true' : type === 'enum' ? def : Number(def);
+        set(p, v);
+        n++;
+      }
+      const f = write(t.dir, 'defaults.yaml', toYaml(cfg));
+      const ok = await t.runPacerd(['--check-config', f]);
+      assert.equal(ok.code, 0, `${n} defaults:\n${fs.readFileSync(f, 'utf8')}\n${ok.stdout}${ok.stderr}`);
+      // Under a lower bound: rejected, naming the key.
+      set('plans.<name>.queue.max_depth', 0);
+      const f2 = write(t.dir, 'under.yaml', toYaml(cfg));
+      const bad = await t.runPacerd(['--check-config', f2]);
+      assert.notEqual(bad.code, 0);
+      assert.match(bad.stderr, /max_depth/);
+    },
+  },
+  {
     name: '--version and --help exit 0; an unknown option exits non-zero',
     fn: async (t) => {
       const v = await t.runPacerd(['--version']);

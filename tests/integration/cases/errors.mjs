@@ -121,7 +121,7 @@ export const tests = [
       const r = await request(`${p.url}/v1/chat/completions`, { method: 'POST', body: '{"model":"gpt-mock"}', headers: { 'x-mock-reset': 'headers' } });
       assertPacerError(r, 502, 'upstream_unreachable');
       assert.equal(r.headers['x-pacer-attempts'], '1');
-      // Documented (README, "Limits and decisions"): libcurl 7.88 resends a request once on a
+      // Documented (docs/decisions.md): libcurl 7.88 resends a request once on a
       // fresh connection when a reused one dies before any response byte, and has no option
       // to stop it. pacerd's own retries must add nothing on top of that: exactly 2 here
       // (the reused connection, then libcurl's fresh one), never more.

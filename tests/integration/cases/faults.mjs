@@ -1,6 +1,6 @@
 // Upstream faults (issue 10), one case each: what the client sees, exactly, and
 // the log line that explains it. Each test adds a line to the catalogue printed
-// by the last test (`fault: case -> status/code -> log event`); README "Faults"
+// by the last test (`fault: case -> status/code -> log event`); docs/usage.md "Faults"
 // holds the same table.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';

@@ -225,7 +225,7 @@ export const tests = [
       const p = await pacerdWithAdmin(t, mock);
       // One request per key first, as in the two-model case: what is measured is the
       // shared budget, not a fresh lane's first burst (a lane that has heard of no limit
-      // sends up to max_concurrent at once: README, "make demo").
+      // sends up to max_concurrent at once: README.md, "make demo").
       for (const k of [k1, k2]) assert.equal((await chatOnce(p, k, 'gpt-mock')).status, 200, `warm-up ${k}`);
       const [r1, r2] = await Promise.all([
         runLoad({ base: p.url, n: 149, concurrency: 10, makeRequest: chatReq(k1, 'gpt-mock'), deadline_ms: 28000 }),

@@ -170,6 +170,9 @@ START_TEST(top_lanes_most_dispatched)
 		    registry_key_lane(reg, cfg, prov, hash, 1000 + i, NULL, NULL);
 		ck_assert_ptr_nonnull(lane);
 		lane->stats.dispatched = (uint64_t)((i * 7) % 10); /* 0 7 4 1 8 5 2 9 6 3 */
+		/* Two lanes refusing, neither among the 3 most dispatched. */
+		lane->quota = i == 0;
+		lane->day_out = i == 3;
 	}
 	char *s = scrape(m, reg, 3);
 	ck_assert_uint_eq(count_of(s, "\npacerd_lane_dispatched_total{"), 3);
@@ -180,14 +183,22 @@ START_TEST(top_lanes_most_dispatched)
 	ck_assert_msg(count_of(s, "pacerd_lane_dispatched_total{") == 3, "%s", s);
 	ck_assert(strstr(s, "pacerd_lane_dispatched_total{provider") != NULL);
 	ck_assert(strstr(s, "\"} 6\n") == NULL);
+	/* Counted over every lane, whatever admin.top_lanes exports. */
+	ck_assert_msg(strstr(s, "pacerd_lanes_refusing{state=\"quota_exhausted\"} 1\n") != NULL,
+	              "%s", s);
+	ck_assert_msg(strstr(s, "pacerd_lanes_refusing{state=\"daily_budget_exhausted\"} 1\n") !=
+	                  NULL,
+	              "%s", s);
 	free(s);
 	s = scrape(m, reg, 0);
 	ck_assert_uint_eq(count_of(s, "pacerd_lane_dispatched_total{"), 0);
+	ck_assert(strstr(s, "pacerd_lanes_refusing{state=\"quota_exhausted\"} 1\n") != NULL);
 	ck_assert_uint_eq(count_of(s, "# TYPE pacerd_lane_dispatched_total counter\n"), 1);
 	free(s);
 	s = scrape(m, reg, 100);
 	ck_assert_uint_eq(count_of(s, "pacerd_lane_dispatched_total{"), 10);
-	ck_assert_uint_eq(count_of(s, "pacerd_lane_rejected_total{"), 20);
+	/* queue_full, agent_busy, quota_exhausted, daily_budget_exhausted per lane */
+	ck_assert_uint_eq(count_of(s, "pacerd_lane_rejected_total{"), 40);
 	free(s);
 	registry_free(reg, NULL, NULL);
 	reqstats_free(m);
