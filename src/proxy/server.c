@@ -13,10 +13,13 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/ca.h"
 #include "core/log.h"
 #include "core/priority.h"
+#include "http/connect.h"
 #include "http/headers.h"
 #include "http/httpd.h"
+#include "http/tls.h"
 #include "proxy/exchange.h"
 #include "proxy/route.h"
 #include "proxy/upstream.h"
@@ -44,6 +47,9 @@ struct server {
 	bool shutting_down;
 	void (*drained)(void *);
 	void *drained_arg;
+	struct ca *ca;    /* NULL: tunnels cannot be terminated (ca_unavailable) */
+	SSL_CTX *tls_ctx; /* with ca */
+	uint64_t denied;  /* CONNECTs refused (403) */
 };
 
 static void http_conf_of(const struct config *cfg, struct httpd_conf *hc)
@@ -165,6 +171,63 @@ static size_t host_fields(const struct hreq *r)
 	return n;
 }
 
+/* CONNECT host:port (DESIGN §2): a provider's host is terminated here with a
+ * certificate of pacerd's CA, and its requests go through the same intake as
+ * any; a host in forward.tunnel passes blindly; anything else is 403. Every
+ * refusal closes the connection: the client expected a tunnel on it. */
+static void on_connect(struct server *srv, struct hreq *r)
+{
+	const struct config *cfg = srv->cref->cfg;
+	struct connect_target t;
+	hreq_close_after(r);
+	if (hreq_tunnel_host(r) != NULL) {
+		reply_early(r, 400, "bad_request", "CONNECT inside a tunnel", -1);
+		return;
+	}
+	if (!connect_parse(hreq_target(r), hreq_target_len(r), &t)) {
+		reply_early(r, 400, "bad_request", "CONNECT needs host:port as its target", -1);
+		return;
+	}
+	const struct provider_conf *prov = NULL;
+	switch (route_connect(cfg, t.host, t.port, &prov)) {
+	case CONNECT_TERMINATE:
+		break;
+	case CONNECT_BLIND:
+		reply_early(r, 501, "not_implemented",
+		            "blind tunnels (forward.tunnel) are not available in this build", -1);
+		return;
+	case CONNECT_DENY:
+		srv->denied++;
+		reply_early(
+		    r, 403, "host_not_allowed",
+		    "CONNECT only to a configured provider's host on port 443 (or a host in "
+		    "forward.tunnel); pacerd is not an open proxy",
+		    -1);
+		return;
+	}
+	X509 *leaf = srv->ca != NULL ? ca_leaf(srv->ca, t.host) : NULL;
+	SSL *ssl = leaf != NULL
+	               ? tls_conn_new(srv->tls_ctx, leaf, ca_leaf_key(srv->ca), ca_cert(srv->ca))
+	               : NULL;
+	if (ssl == NULL) {
+		reply_early(r, 503, "ca_unavailable",
+		            srv->ca == NULL ? "pacerd has no CA to terminate tunnels with (see the "
+		                              "ca_unavailable line at start, or `pacerd ca`)"
+		                            : "no certificate could be made for this host",
+		            -1);
+		return;
+	}
+	struct log_line l;
+	if (log_begin(&l, LOG_DEBUG, "tunnel")) {
+		log_str(&l, "request_id", hreq_id(r));
+		log_str(&l, "host", t.host);
+		log_str(&l, "provider", prov->name);
+		log_str(&l, "mode", "terminate");
+		log_end(&l);
+	}
+	hreq_tunnel_tls(r, ssl, t.host);
+}
+
 static void on_request(struct hreq *r, void *arg)
 {
 	struct server *srv = arg;
@@ -176,14 +239,7 @@ static void on_request(struct hreq *r, void *arg)
 		return;
 	}
 	if (strcmp(method, "CONNECT") == 0) {
-		/* The client expects a tunnel on this connection: end it after
-		 * the answer. */
-		hreq_close_after(r);
-		reply_early(r, 405, "method_not_allowed",
-		            "CONNECT is not supported: a TLS tunnel cannot be paced per request. "
-		            "Send plain HTTP to pacerd (set the SDK base URL to "
-		            "http://HOST:PORT/v1) instead of using it as an HTTPS proxy",
-		            -1);
+		on_connect(srv, r);
 		return;
 	}
 	if (strcmp(method, "TRACE") == 0) {
@@ -198,7 +254,11 @@ static void on_request(struct hreq *r, void *arg)
 	}
 
 	struct exchange_intake in = {.cref = srv->cref};
-	switch (route_resolve(cfg, hreq_target(r), &in.route)) {
+	const char *tunnel = hreq_tunnel_host(r);
+	enum route_status rs = tunnel != NULL
+	                           ? route_resolve_tunnel(cfg, tunnel, hreq_target(r), &in.route)
+	                           : route_resolve(cfg, hreq_target(r), &in.route);
+	switch (rs) {
 	case ROUTE_OK:
 		break;
 	case ROUTE_NO_PROVIDER:
@@ -404,6 +464,36 @@ void server_get_stats(const struct server *srv, struct server_stats *st)
 	st->draining = srv->shutting_down;
 }
 
+int server_set_ca(struct server *srv, struct ca *ca, char *err, size_t errlen)
+{
+	SSL_CTX *ctx = tls_server_ctx_new(err, errlen);
+	if (ctx == NULL) {
+		ca_free(ca);
+		return -1;
+	}
+	if (srv->tls_ctx != NULL)
+		SSL_CTX_free(srv->tls_ctx);
+	ca_free(srv->ca);
+	srv->ca = ca;
+	srv->tls_ctx = ctx;
+	return 0;
+}
+
+void server_get_tunnel_stats(const struct server *srv, struct server_tunnel_stats *st)
+{
+	struct httpd_stats hs;
+	httpd_get_stats(srv->http, &hs);
+	st->terminated = hs.tunnels;
+	st->open = hs.tunnels_open;
+	st->handshakes = hs.handshakes;
+	st->handshake_failures = hs.handshake_failures;
+	st->requests = hs.tunnel_requests;
+	st->denied = srv->denied;
+	st->blind = 0;
+	st->ca = srv->ca != NULL;
+	st->leaves = srv->ca != NULL ? ca_leaves(srv->ca) : 0;
+}
+
 bool server_draining(const struct server *srv)
 {
 	return srv->shutting_down;
@@ -443,6 +533,9 @@ void server_free(struct server *srv)
 		event_free(srv->drain_check);
 	if (srv->trim != NULL)
 		event_free(srv->trim);
+	if (srv->tls_ctx != NULL)
+		SSL_CTX_free(srv->tls_ctx);
+	ca_free(srv->ca);
 	config_ref_put(srv->cref);
 	free(srv);
 }
