@@ -162,6 +162,7 @@ static void conn_arm(struct hconn *c);
 static void conn_parse_pending(struct hconn *c);
 static void on_read(evutil_socket_t fd, short what, void *arg);
 static void tls_pump(struct hconn *c);
+static void tls_failed(struct hconn *c, const char *why);
 static bool writable(const struct hreq *r);
 
 /* Output not yet written to the socket: plaintext, and ciphertext in a tunnel. */
@@ -954,6 +955,14 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	ssize_t n = read(fd, c->h->scratch, sizeof(c->h->scratch));
+	if (n <= 0 && c->ssl != NULL && !tls_conn_established(c->ssl) &&
+	    (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))) {
+		/* A client that gave up on the handshake (an untrusted
+		 * certificate, often, closed without an alert). */
+		tls_failed(c, n == 0 ? "closed by the client during the handshake"
+		                     : "reset during the handshake");
+		return;
+	}
 	if (n == 0) {
 		conn_gone(c);
 		return;

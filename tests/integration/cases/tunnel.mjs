@@ -1,0 +1,285 @@
+// HTTPS forward proxy (issue 20): CONNECT to a provider's host is terminated with
+// pacerd's own CA, and the requests inside go through the same intake as base-URL
+// requests (routing by host, keys, lanes, pacing, streaming). Other hosts: 403.
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import fs from 'node:fs';
+import http from 'node:http';
+import net from 'node:net';
+import path from 'node:path';
+import tls from 'node:tls';
+import OpenAI from 'openai';
+import { ProxyAgent } from 'undici';
+import { SLOW, freePort, keyHash, recHeader, request, sleep, tryConnect, waitFor } from '../lib.mjs';
+import { chatBody } from '../load.mjs';
+
+const HOST = 'api.openai.com';
+
+/** A pacerd of the test's own with an admin port; openai at the shared mock. */
+async function pacerdAdmin(t, over = {}) {
+  const aport = await freePort();
+  const port = await freePort();
+  const cfg = t.baseConfig(port, { admin: { listen: `127.0.0.1:${aport}` }, ...over });
+  const p = await t.startPacerd({ port, config: cfg });
+  await waitFor(async () => (await tryConnect(aport)) === 'open', { timeout_ms: 5000 * SLOW, what: 'the admin port' });
+  p.admin = `http://127.0.0.1:${aport}`;
+  p.ca = path.join(p.stateDir, 'ca.pem');
+  return p;
+}
+
+const status = async (p) => JSON.parse((await request(`${p.admin}/status`)).body.toString());
+const metric = async (p, name) => {
+  const text = (await request(`${p.admin}/metrics`)).body.toString();
+  const line = text.split('\n').find((l) => l.startsWith(`${name} `));
+  return line === undefined ? undefined : Number(line.split(' ')[1]);
+};
+
+/** CONNECT host:port through pacerd: {socket, status, head} once the answer's head is in. */
+function connect(port, authority, { extra = '' } = {}) {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(port, '127.0.0.1');
+    let buf = Buffer.alloc(0);
+    const timer = setTimeout(() => { socket.destroy(); reject(new Error(`CONNECT ${authority}: no answer`)); }, 5000 * SLOW);
+    socket.on('error', (e) => { clearTimeout(timer); reject(e); });
+    socket.on('data', function onData(d) {
+      buf = Buffer.concat([buf, d]);
+      const end = buf.indexOf('\r\n\r\n');
+      if (end < 0) return;
+      clearTimeout(timer);
+      socket.off('data', onData);
+      const head = buf.subarray(0, end).toString('latin1');
+      const rest = buf.subarray(end + 4);
+      if (rest.length > 0) socket.unshift(rest);
+      resolve({ socket, status: Number(head.split(' ')[1]), head, rest });
+    });
+    socket.write(`CONNECT ${authority} HTTP/1.1\r\nHost: ${authority}\r\n${extra}\r\n`);
+  });
+}
+
+/** A TLS session over a CONNECT tunnel (servername: the SNI sent). */
+async function tlsTunnel(p, { host = HOST, servername = host, ca = fs.readFileSync(p.ca) } = {}) {
+  const c = await connect(p.port, `${host}:443`);
+  assert.equal(c.status, 200, c.head);
+  return new Promise((resolve, reject) => {
+    const s = tls.connect({ socket: c.socket, servername, ca, ALPNProtocols: ['h2', 'http/1.1'] });
+    s.once('secureConnect', () => resolve(s));
+    s.once('error', reject);
+  });
+}
+
+/** One HTTP/1.1 request over its own tunnel: {status, headers, body}. */
+async function viaTunnel(p, { method = 'GET', path: target = '/v1/models', headers = {}, body } = {}) {
+  const s = await tlsTunnel(p);
+  return new Promise((resolve, reject) => {
+    const req = http.request({ method, path: target, headers: { host: HOST, ...headers }, createConnection: () => s }, (res) => {
+      const parts = [];
+      res.on('data', (d) => parts.push(d));
+      res.on('end', () => { s.destroy(); resolve({ status: res.statusCode, headers: res.headers, body: Buffer.concat(parts).toString() }); });
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+const fdCount = (pid) => fs.readdirSync(`/proc/${pid}/fd`).length;
+const requestLines = (p) => p.logs().filter((l) => l.event === 'request');
+
+export const tests = [
+  {
+    name: 'curl --proxy with the CA: a chat completion through a tunnel to a provider host reaches the mock; request line says tunnel: true; pacerd ca prints the paths and writes a bundle',
+    fn: async (t) => {
+      const p = await pacerdAdmin(t);
+      const key = 'sk-test-tunnel-curl-0001';
+      const ca = p.ca;
+      assert.equal(fs.statSync(path.join(p.stateDir, 'ca.key')).mode & 0o777, 0o600, 'CA key mode');
+      const body = chatBody();
+      const r = await t.curl(['--proxy', p.url, '--cacert', ca, `https://${HOST}/v1/chat/completions`,
+        '-H', `authorization: Bearer ${key}`, '-H', 'content-type: application/json', '-H', 'x-request-id: tun-curl-1', '--data-binary', body]);
+      assert.equal(r.exit, 0, r.stderr);
+      assert.equal(r.status, 200);
+      assert.match(r.allHeaderBlocks[0], /^HTTP\/1\.1 200 Connection established/);
+      assert.equal(JSON.parse(r.body.toString()).choices[0].message.content, 'tok tok tok tok tok ');
+      assert.equal(r.headers['x-pacer-attempts'], '1');
+      const rec = await t.mock.onlyRequest();
+      assert.equal(rec.uri, '/v1/chat/completions');
+      assert.equal(recHeader(rec, 'authorization'), `Bearer ${key}`);
+      const line = await waitFor(() => requestLines(p).find((l) => l.request_id === 'tun-curl-1'), { timeout_ms: 3000 * SLOW, what: 'the request line' });
+      assert.equal(line.tunnel, true);
+      assert.equal(line.key, keyHash(key));
+      assert.equal(line.path, '/v1/chat/completions');
+      const st = (await status(p)).tunnels;
+      assert.equal(st.ca, true);
+      assert.ok(st.terminated >= 1 && st.handshakes >= 1 && st.requests >= 1, JSON.stringify(st));
+      assert.equal(await metric(p, 'pacerd_tunnel_requests_total'), st.requests);
+      // pacerd ca: the same CA, the bundle (system store + CA), never the key's content.
+      const out = await t.runPacerd(['ca', '-c', p.configFile], { env: { STATE_DIRECTORY: p.stateDir } });
+      assert.equal(out.code, 0, out.stderr);
+      assert.ok(out.stdout.includes(ca), out.stdout);
+      assert.match(out.stdout, /SSL_CERT_FILE=.*bundle\.pem/);
+      assert.match(out.stdout, /NODE_EXTRA_CA_CERTS=/);
+      assert.ok(!out.stdout.includes('PRIVATE KEY') && !p.stderr().includes('PRIVATE KEY'));
+      const bundle = fs.readFileSync(path.join(p.stateDir, 'bundle.pem'), 'utf8');
+      assert.ok(bundle.endsWith(fs.readFileSync(ca, 'utf8')), 'the bundle ends with the CA');
+      if (fs.existsSync('/etc/ssl/certs/ca-certificates.crt'))
+        assert.ok(bundle.length > 10000, 'the bundle holds the system store');
+      // The bundle works for curl as CURL_CA_BUNDLE does.
+      const r2 = await t.curl(['--proxy', p.url, '--cacert', path.join(p.stateDir, 'bundle.pem'), `https://${HOST}/v1/models`]);
+      assert.equal(r2.status, 200, r2.stderr);
+    },
+  },
+  {
+    name: 'curl --proxy: a streamed completion comes through the tunnel chunk by chunk, ending with [DONE]',
+    fn: async (t) => {
+      const p = await pacerdAdmin(t);
+      const r = await t.curl(['-N', '--proxy', p.url, '--cacert', p.ca, `https://${HOST}/v1/chat/completions`,
+        '-H', 'authorization: Bearer sk-test-tunnel-stream', '-H', 'content-type: application/json', '--data-binary', chatBody({ stream: true })]);
+      assert.equal(r.status, 200, r.stderr);
+      assert.match(r.headers['content-type'] ?? '', /text\/event-stream/);
+      const text = r.body.toString();
+      assert.ok((text.match(/^data: \{/gm) ?? []).length >= 3, text.slice(0, 400));
+      assert.match(text, /data: \[DONE\]/);
+    },
+  },
+  {
+    name: 'paced like base-URL traffic: 8 requests at once through tunnels under max_requests_per_second 10 reach the mock >= 630 ms apart in all, and share one lane with a base-URL request of the same key',
+    fn: async (t) => {
+      const p = await pacerdAdmin(t, { plans: { default: { max_requests_per_second: 10 } } });
+      const key = 'sk-test-tunnel-paced-0001';
+      const auth = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
+      const rs = await Promise.all(Array.from({ length: 8 }, () => viaTunnel(p, { method: 'POST', path: '/v1/chat/completions', headers: auth, body: chatBody() })));
+      assert.deepEqual(rs.map((r) => r.status), Array(8).fill(200));
+      const ts = (await t.mock.requests()).map((r) => r.t_mono_us / 1000).sort((a, b) => a - b);
+      assert.equal(ts.length, 8);
+      const spread = ts.at(-1) - ts[0];
+      t.note(`8 tunnelled requests spread over ${spread.toFixed(0)} ms at 10 rps (700 planned)`);
+      assert.ok(spread >= 630, `spread ${spread} ms: not paced`);
+      // The same key by base URL: the same lane (one lane for the key, 9 dispatched).
+      const b = await request(`${p.url}/v1/chat/completions`, { method: 'POST', headers: auth, body: chatBody() });
+      assert.equal(b.status, 200);
+      const lanes = (await status(p)).lanes.filter((l) => l.key === keyHash(key));
+      assert.equal(lanes.length, 1, JSON.stringify(lanes));
+      assert.equal(lanes[0].counters?.dispatched, 9, JSON.stringify(lanes[0]));
+    },
+  },
+  {
+    name: 'the official openai SDK through undici\'s ProxyAgent (HTTPS_PROXY style) with the CA: a chat completion and a stream',
+    fn: async (t) => {
+      const p = await pacerdAdmin(t);
+      const dispatcher = new ProxyAgent({ uri: p.url, requestTls: { ca: fs.readFileSync(p.ca) } });
+      t.defer(() => dispatcher.close());
+      const client = new OpenAI({ apiKey: 'sk-test-tunnel-sdk-0001', baseURL: `https://${HOST}/v1`, maxRetries: 0, timeout: 10000 * SLOW, fetchOptions: { dispatcher } });
+      const data = await client.chat.completions.create({ model: 'gpt-mock', messages: [{ role: 'user', content: 'hi' }] });
+      assert.equal(data.choices[0].message.content, 'tok tok tok tok tok ');
+      let chunks = 0;
+      const stream = await client.chat.completions.create({ model: 'gpt-mock', stream: true, messages: [{ role: 'user', content: 'hi' }] });
+      for await (const c of stream) if (c.choices?.[0]?.delta?.content) chunks++;
+      assert.ok(chunks >= 3, `${chunks} chunks`);
+      const recs = await t.mock.requests();
+      assert.equal(recs.length, 2);
+      assert.equal(recHeader(recs[0], 'authorization'), 'Bearer sk-test-tunnel-sdk-0001');
+      assert.ok(requestLines(p).filter((l) => l.tunnel === true).length >= 2);
+    },
+  },
+  {
+    name: 'Debian\'s python3-httpx with HTTPS_PROXY and SSL_CERT_FILE set to the bundle of pacerd ca',
+    fn: async (t) => {
+      const p = await pacerdAdmin(t);
+      const out = await t.runPacerd(['ca', '-c', p.configFile], { env: { STATE_DIRECTORY: p.stateDir } });
+      assert.equal(out.code, 0, out.stderr);
+      const bundle = path.join(p.stateDir, 'bundle.pem');
+      const script = `import httpx
+r = httpx.post("https://${HOST}/v1/chat/completions", headers={"authorization": "Bearer sk-test-tunnel-httpx"},
+               json={"model": "gpt-mock", "messages": [{"role": "user", "content": "hi"}]}, timeout=10)
+print(r.status_code, r.json()["choices"][0]["message"]["content"])`;
+      const env = { ...process.env, HTTPS_PROXY: p.url, SSL_CERT_FILE: bundle, NO_PROXY: '' };
+      const res = await new Promise((resolve) => execFile('/usr/bin/python3', ['-c', script], { env, timeout: 20000 * SLOW },
+        (err, stdout, stderr) => resolve({ err, stdout, stderr })));
+      assert.equal(res.err, null, res.stderr);
+      assert.equal(res.stdout.trim(), '200 tok tok tok tok tok');
+      assert.equal(recHeader(await t.mock.onlyRequest(), 'authorization'), 'Bearer sk-test-tunnel-httpx');
+    },
+  },
+  {
+    name: 'CONNECT to a host that is not a provider (or a provider on another port): 403 host_not_allowed, connection closed, nothing forwarded, counted as denied',
+    fn: async (t) => {
+      const p = await pacerdAdmin(t);
+      for (const a of ['example.com:443', `${HOST}:80`, `127.0.0.1:${t.mock.http}`]) {
+        const c = await connect(p.port, a);
+        assert.equal(c.status, 403, `${a}: ${c.head}`);
+        assert.match(c.head, /connection: close/i);
+        const body = await new Promise((resolve) => { let b = c.rest.toString(); c.socket.on('data', (d) => { b += d; }); c.socket.on('close', () => resolve(b)); });
+        assert.equal(JSON.parse(body).error.code, 'host_not_allowed', a);
+      }
+      const r = await t.curl(['--proxy', p.url, 'https://example.com/']);
+      assert.notEqual(r.exit, 0);
+      assert.match(r.allHeaderBlocks.join('\n'), /403/);
+      assert.deepEqual(await t.mock.requests(), []);
+      assert.equal((await status(p)).tunnels.denied, 4);
+    },
+  },
+  {
+    name: 'bad input on the TLS side: garbage for a ClientHello, a handshake that never finishes, an SNI for another host, plain HTTP in the tunnel: each a clear end; the next client is served',
+    fn: async (t) => {
+      const p = await pacerdAdmin(t, { limits: { client_timeout_s: 1 } });
+      const closed = (s) => new Promise((resolve) => { let b = ''; s.on('data', (d) => { b += d.toString('latin1'); }); s.on('close', () => resolve(b)); s.on('error', () => {}); });
+      // Garbage: closed at once, without an answer.
+      let c = await connect(p.port, `${HOST}:443`);
+      const t0 = Date.now();
+      c.socket.write(Buffer.alloc(300, 0x41));
+      let got = await closed(c.socket);
+      assert.ok(Date.now() - t0 < 900 * SLOW, `garbage closed after ${Date.now() - t0} ms`);
+      assert.ok(!got.includes('HTTP/'), got.slice(0, 100));
+      // Half a handshake, then silence: closed at client_timeout_s (1 s).
+      c = await connect(p.port, `${HOST}:443`);
+      const t1 = Date.now();
+      c.socket.write(Buffer.from([0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00]));
+      await closed(c.socket);
+      const waited = Date.now() - t1;
+      assert.ok(waited >= 800 && waited < 3000 * SLOW, `a stalled handshake closed after ${waited} ms`);
+      // SNI for another host: the handshake fails (unrecognized_name).
+      await assert.rejects(tlsTunnel(p, { servername: 'api.anthropic.com' }), /unrecognized|alert|socket/i);
+      // Plain HTTP into the tunnel: a plain 400 tls_expected.
+      c = await connect(p.port, `${HOST}:443`);
+      c.socket.write(`GET /v1/models HTTP/1.1\r\nHost: ${HOST}\r\n\r\n`);
+      got = await closed(c.socket);
+      assert.match(got, /^HTTP\/1\.1 400/);
+      assert.match(got, /tls_expected/);
+      // A client that does not trust the CA: refused by the client, pacerd counts a failed handshake.
+      await assert.rejects(tlsTunnel(p, { ca: fs.readFileSync(t.certs.ca) }), /self|certificate|issuer/i);
+      await waitFor(async () => (await status(p)).tunnels.handshake_failures >= 5, { timeout_ms: 3000 * SLOW, what: '5 failed handshakes' });
+      assert.equal(await metric(p, 'pacerd_tls_handshakes_total{result="failed"}'), (await status(p)).tunnels.handshake_failures);
+      // The next client is served.
+      const r = await viaTunnel(p);
+      assert.equal(r.status, 200);
+      assert.deepEqual((await t.mock.requests()).map((x) => x.uri), ['/v1/models']);
+    },
+  },
+  {
+    name: '1,000 handshakes at once: all complete, no descriptor left behind once they close, the next request served',
+    timeout_ms: 60000,
+    fn: async (t) => {
+      const p = await pacerdAdmin(t);
+      await viaTunnel(p); // the leaf is made, the pools are warm
+      const before = fdCount(p.pid);
+      const N = 1000;
+      const t0 = Date.now();
+      const results = await Promise.allSettled(Array.from({ length: N }, () => tlsTunnel(p)));
+      const ok = results.filter((r) => r.status === 'fulfilled');
+      t.note(`${ok.length}/${N} handshakes in ${Date.now() - t0} ms`);
+      assert.equal(ok.length, N, results.find((r) => r.status === 'rejected')?.reason?.message);
+      // TLS 1.3: the client is done before the server has read its Finished; a
+      // client closed this instant would count as a cut handshake.
+      await waitFor(async () => (await status(p)).tunnels.handshakes >= N + 1, { timeout_ms: 5000 * SLOW, what: `${N + 1} handshakes seen by pacerd` });
+      assert.equal((await status(p)).tunnels.open, N);
+      for (const r of ok) r.value.destroy();
+      await waitFor(() => fdCount(p.pid) <= before, { timeout_ms: 5000 * SLOW, what: `pacerd's descriptors back to ${before} (now ${fdCount(p.pid)})` });
+      const st = (await status(p)).tunnels;
+      assert.equal(st.open, 0);
+      assert.equal(st.handshake_failures, 0, JSON.stringify(st));
+      assert.equal(st.certificates, 1, 'one leaf for the host, made once');
+      const r = await viaTunnel(p);
+      assert.equal(r.status, 200);
+      await sleep(10);
+    },
+  },
+];
