@@ -895,6 +895,13 @@ static int check_tunnel_host(const char *in, char **out, char *msg, size_t len)
 		*out = strdup(in);
 		return 0;
 	}
+	if (strchr(in, ':') != NULL) {
+		char b[80];
+		snprintf(msg, len,
+		         "expected a host name without a port (tunnels go to port 443), got '%s'",
+		         shown(in, b, sizeof(b)));
+		return -1;
+	}
 	return check_host(in, out, msg, len);
 }
 
