@@ -45,13 +45,16 @@ int certcache_put(struct certcache *cc, const char *host, void *value)
 				oldest = i;
 		drop(cc, oldest);
 	}
-	char *h = strdup(host);
-	if (h == NULL) {
+	struct certcache_entry *e = &cc->e[cc->n];
+	e->host = strdup(host);
+	if (e->host == NULL) {
 		if (cc->free_value != NULL)
 			cc->free_value(value);
 		return -1;
 	}
-	cc->e[cc->n++] = (struct certcache_entry){h, value, ++cc->seq};
+	e->value = value;
+	e->made = ++cc->seq;
+	cc->n++;
 	return 0;
 }
 
