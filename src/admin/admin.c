@@ -188,9 +188,10 @@ static json_t *tunnels_json(const struct server *srv)
 {
 	struct server_tunnel_stats t;
 	server_get_tunnel_stats(srv, &t);
-	return json_pack("{s:b,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "ca", t.ca, "terminated",
-	                 (json_int_t)t.terminated, "blind", (json_int_t)t.blind, "denied",
-	                 (json_int_t)t.denied, "open", (json_int_t)t.open, "handshakes",
+	return json_pack("{s:b,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "ca", t.ca, "terminated",
+	                 (json_int_t)t.terminated, "blind", (json_int_t)t.blind, "blind_open",
+	                 (json_int_t)t.blind_open, "blind_failed", (json_int_t)t.blind_failed,
+	                 "denied", (json_int_t)t.denied, "open", (json_int_t)t.open, "handshakes",
 	                 (json_int_t)t.handshakes, "handshake_failures",
 	                 (json_int_t)t.handshake_failures, "requests", (json_int_t)t.requests,
 	                 "certificates", (json_int_t)t.leaves);
@@ -237,6 +238,7 @@ static void handle_metrics(struct admin *adm, struct hreq *req)
 	p.tunnels.terminated = ts.terminated;
 	p.tunnels.blind = ts.blind;
 	p.tunnels.denied = ts.denied;
+	p.tunnels.unreachable = ts.blind_failed;
 	p.tunnels.handshakes = ts.handshakes;
 	p.tunnels.handshake_failures = ts.handshake_failures;
 	p.tunnels.requests = ts.requests;

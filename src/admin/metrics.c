@@ -316,13 +316,15 @@ int metrics_write(struct evbuffer *out, const struct reqstats *m, const struct m
 
 	metrics_family(out, "pacerd_tunnels_total", "counter",
 	               "CONNECT requests, by outcome: terminated with pacerd's CA, passed blindly "
-	               "(forward.tunnel), denied (403).");
+	               "(forward.tunnel), denied (403), unreachable (a blind tunnel's host: 502).");
 	evbuffer_add_printf(out, "pacerd_tunnels_total{outcome=\"terminated\"} %llu\n",
 	                    (unsigned long long)p->tunnels.terminated);
 	evbuffer_add_printf(out, "pacerd_tunnels_total{outcome=\"blind\"} %llu\n",
 	                    (unsigned long long)p->tunnels.blind);
 	evbuffer_add_printf(out, "pacerd_tunnels_total{outcome=\"denied\"} %llu\n",
 	                    (unsigned long long)p->tunnels.denied);
+	evbuffer_add_printf(out, "pacerd_tunnels_total{outcome=\"unreachable\"} %llu\n",
+	                    (unsigned long long)p->tunnels.unreachable);
 	metrics_family(out, "pacerd_tunnels_open", "gauge", "Terminated tunnels open now.");
 	evbuffer_add_printf(out, "pacerd_tunnels_open %zu\n", p->tunnels.open);
 	metrics_family(out, "pacerd_tls_handshakes_total", "counter",

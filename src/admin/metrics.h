@@ -41,7 +41,8 @@ struct metrics_process {
 	uint64_t responses[6]; /* [1..5]: by status class */
 	/* CONNECT tunnels (server_tunnel_stats). */
 	struct {
-		uint64_t terminated, blind, denied, handshakes, handshake_failures, requests;
+		uint64_t terminated, blind, denied, unreachable, handshakes, handshake_failures,
+		    requests;
 		size_t open;
 	} tunnels;
 };

@@ -888,19 +888,13 @@ static const struct opt store_opts[] = {
     END,
 };
 
-/* forward.tunnel: a host name, or "*" (any host; validated against listen). */
+/* forward.tunnel: host (port 443), host:port, or "*" (any host on 443;
+ * validated against listen). */
 static int check_tunnel_host(const char *in, char **out, char *msg, size_t len)
 {
 	if (strcmp(in, "*") == 0) {
 		*out = strdup(in);
 		return 0;
-	}
-	if (strchr(in, ':') != NULL) {
-		char b[80];
-		snprintf(msg, len,
-		         "expected a host name without a port (tunnels go to port 443), got '%s'",
-		         shown(in, b, sizeof(b)));
-		return -1;
 	}
 	return check_host(in, out, msg, len);
 }

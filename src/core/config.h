@@ -193,7 +193,9 @@ struct config {
 		char *ca_key;    /* with ca_cert */
 		char *state_dir; /* "" = $STATE_DIRECTORY, $XDG_STATE_HOME/pacerd,
 		                    ~/.local/state/pacerd */
-		char **tunnel; /* hosts (lower case) tunnelled blindly; "*" = any (loopback only) */
+		/* host[:port] (lower case; 443 when none) tunnelled blindly; "*" = any
+		 * host on 443 (loopback only) */
+		char **tunnel;
 		size_t n_tunnel;
 	} forward;
 };

@@ -156,6 +156,7 @@ struct httpd {
 
 static const http_parser_settings parser_settings;
 static void conn_close(struct hconn *c);
+static void conn_release(struct hconn *c, bool close_fd);
 static void conn_destroy(void *obj);
 static void conn_queue_flush(struct hconn *c);
 static void conn_arm(struct hconn *c);
@@ -1100,6 +1101,18 @@ void hreq_tunnel_tls(struct hreq *r, struct ssl_st *ssl, const char *host)
 	conn_arm(c);
 }
 
+int hreq_take_over(struct hreq *r, evutil_socket_t *fd, struct evbuffer *pending)
+{
+	struct hconn *c = r->conn;
+	if (!writable(r) || r->started || c->ssl != NULL || evbuffer_get_length(c->out) > 0)
+		return -1;
+	if (c->pend_len > 0 && evbuffer_add(pending, c->pend + c->pend_off, c->pend_len) != 0)
+		return -1;
+	*fd = c->fd;
+	conn_release(c, false);
+	return 0;
+}
+
 const char *hreq_tunnel_host(const struct hreq *r)
 {
 	return r->conn->ssl != NULL ? r->conn->tunnel_host : NULL;
@@ -1361,6 +1374,12 @@ static void on_reap(evutil_socket_t fd, short what, void *arg)
 
 static void conn_close(struct hconn *c)
 {
+	conn_release(c, true);
+}
+
+/* Closes (or, close_fd false, forgets) the connection; reaped next turn. */
+static void conn_release(struct hconn *c, bool close_fd)
+{
 	struct httpd *h = c->h;
 	if (c->state == HC_DEAD)
 		return;
@@ -1376,7 +1395,8 @@ static void conn_close(struct hconn *c)
 	evtimer_del(&c->timer);
 	c->rd_added = c->wr_added = false;
 	c->timer_at = 0;
-	close(c->fd);
+	if (close_fd)
+		close(c->fd);
 	c->fd = -1;
 	evbuffer_drain(c->out, evbuffer_get_length(c->out));
 	if (c->ssl != NULL) {

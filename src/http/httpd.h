@@ -22,6 +22,7 @@
 #ifndef PACERD_HTTPD_H
 #define PACERD_HTTPD_H
 
+#include <event2/buffer.h>
 #include <event2/event.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -158,6 +159,12 @@ void hreq_close_after(struct hreq *r);
  * client's rule); a handshake that fails is closed at once, a client that
  * sends plain HTTP instead gets a plain 400 tls_expected. */
 void hreq_tunnel_tls(struct hreq *r, struct ssl_st *ssl, const char *host);
+/* Gives the connection of r up (a blind tunnel takes it over): its socket is
+ * returned, the bytes the client sent after the request head are added to
+ * pending, and the layer forgets the connection (not counted in
+ * max_connections any more; the new owner closes the socket). Nothing of the
+ * answer may have been written. -1 (and r untouched) when not possible. */
+int hreq_take_over(struct hreq *r, evutil_socket_t *fd, struct evbuffer *pending);
 /* The host of the tunnel the request came through, or NULL (not in one). */
 const char *hreq_tunnel_host(const struct hreq *r);
 

@@ -5,6 +5,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "http/connect.h"
+
 static bool prefix_matches(const char *prefix, const char *path, size_t path_len)
 {
 	size_t n = strlen(prefix);
@@ -182,13 +184,21 @@ enum connect_verdict route_connect(const struct config *cfg, const char *host, u
 		*provider = p;
 		return CONNECT_TERMINATE;
 	}
-	/* Port 443 only: a tunnel is for HTTPS, not a way to reach any
-	 * service the proxy's host can see. */
-	if (port != 443)
-		return CONNECT_DENY;
+	/* Port 443 unless an entry names another: a tunnel is for HTTPS, not a
+	 * way to reach any service the proxy's host can see. */
 	for (size_t i = 0; i < cfg->forward.n_tunnel; i++) {
 		const char *t = cfg->forward.tunnel[i];
-		if (strcmp(t, "*") == 0 || strcmp(t, host) == 0)
+		if (strcmp(t, "*") == 0) {
+			if (port == 443)
+				return CONNECT_BLIND;
+			continue;
+		}
+		char buf[CONNECT_HOST_MAX + 16];
+		struct connect_target e;
+		bool has_port = t[0] == '[' ? strstr(t, "]:") != NULL : strchr(t, ':') != NULL;
+		int n = snprintf(buf, sizeof(buf), "%s%s", t, has_port ? "" : ":443");
+		if (n > 0 && (size_t)n < sizeof(buf) && connect_parse(buf, (size_t)n, &e) &&
+		    e.port == port && strcmp(e.host, host) == 0)
 			return CONNECT_BLIND;
 	}
 	return CONNECT_DENY;

@@ -41,7 +41,8 @@ enum route_status route_resolve_tunnel(const struct config *cfg, const char *hos
 /* What a CONNECT to host:port gets (DESIGN §2). */
 enum connect_verdict {
 	CONNECT_TERMINATE, /* a provider's host, port 443, forward.intercept: TLS ends here */
-	CONNECT_BLIND,     /* port 443, listed in forward.tunnel (or "*"): bytes pass untouched */
+	CONNECT_BLIND,     /* listed in forward.tunnel (host: port 443, host:port, "*": any host
+	                    * on 443): bytes pass untouched */
 	CONNECT_DENY,      /* 403 host_not_allowed */
 };
 /* host: lower case, as connect_parse gives it. *provider: the provider for

@@ -20,6 +20,7 @@
 #include "http/headers.h"
 #include "http/httpd.h"
 #include "http/tls.h"
+#include "proxy/blind.h"
 #include "proxy/exchange.h"
 #include "proxy/route.h"
 #include "proxy/upstream.h"
@@ -47,9 +48,10 @@ struct server {
 	bool shutting_down;
 	void (*drained)(void *);
 	void *drained_arg;
-	struct ca *ca;    /* NULL: tunnels cannot be terminated (ca_unavailable) */
-	SSL_CTX *tls_ctx; /* with ca */
-	uint64_t denied;  /* CONNECTs refused (403) */
+	struct ca *ca;       /* NULL: tunnels cannot be terminated (ca_unavailable) */
+	SSL_CTX *tls_ctx;    /* with ca */
+	uint64_t denied;     /* CONNECTs refused (403) */
+	struct blind *blind; /* tunnels passed through (forward.tunnel) */
 };
 
 static void http_conf_of(const struct config *cfg, struct httpd_conf *hc)
@@ -193,8 +195,7 @@ static void on_connect(struct server *srv, struct hreq *r)
 	case CONNECT_TERMINATE:
 		break;
 	case CONNECT_BLIND:
-		reply_early(r, 501, "not_implemented",
-		            "blind tunnels (forward.tunnel) are not available in this build", -1);
+		blind_open(srv->blind, r, t.host, t.port);
 		return;
 	case CONNECT_DENY:
 		srv->denied++;
@@ -359,6 +360,12 @@ struct server *server_new(struct event_base *base, struct config *cfg, struct up
 		server_free(srv);
 		return NULL;
 	}
+	srv->blind = blind_new(base, err, errlen);
+	if (srv->blind == NULL) {
+		server_free(srv);
+		return NULL;
+	}
+	blind_set_limits(srv->blind, cfg->limits.max_connections, cfg->limits.client_timeout_s);
 	srv->drain_check = event_new(base, -1, EV_PERSIST, on_drain_check, srv);
 	srv->trim = event_new(base, -1, EV_PERSIST, on_trim, srv);
 	if (srv->drain_check == NULL || srv->trim == NULL) {
@@ -423,6 +430,7 @@ void server_reload(struct server *srv, struct config *cfg)
 	struct httpd_conf hc;
 	http_conf_of(cfg, &hc);
 	httpd_set_conf(srv->http, &hc);
+	blind_set_limits(srv->blind, cfg->limits.max_connections, cfg->limits.client_timeout_s);
 	exchanges_reconfigure(srv->xs, cref);
 	config_ref_put(old); /* freed once no request or lane uses it */
 	struct log_line l;
@@ -489,7 +497,11 @@ void server_get_tunnel_stats(const struct server *srv, struct server_tunnel_stat
 	st->handshake_failures = hs.handshake_failures;
 	st->requests = hs.tunnel_requests;
 	st->denied = srv->denied;
-	st->blind = 0;
+	struct blind_stats bs;
+	blind_get_stats(srv->blind, &bs);
+	st->blind = bs.opened;
+	st->blind_open = bs.open;
+	st->blind_failed = bs.failed;
 	st->ca = srv->ca != NULL;
 	st->leaves = srv->ca != NULL ? ca_leaves(srv->ca) : 0;
 }
@@ -528,6 +540,8 @@ void server_free(struct server *srv)
 	if (srv->xs != NULL)
 		exchanges_on_idle(srv->xs, 0, NULL, NULL);
 	httpd_free(srv->http);
+	if (srv->blind != NULL)
+		blind_free(srv->blind);
 	exchanges_free(srv->xs);
 	if (srv->drain_check != NULL)
 		event_free(srv->drain_check);

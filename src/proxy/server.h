@@ -54,7 +54,9 @@ int server_set_ca(struct server *srv, struct ca *ca, char *err, size_t errlen);
 
 struct server_tunnel_stats {
 	uint64_t terminated;         /* CONNECTs terminated with pacerd's CA */
-	uint64_t blind;              /* CONNECTs passed blindly (forward.tunnel) */
+	uint64_t blind;              /* CONNECTs passed blindly (forward.tunnel), connected */
+	uint64_t blind_failed;       /* of those, upstreams that could not be reached (502) */
+	size_t blind_open;           /* blind tunnels open (or connecting) now */
 	uint64_t denied;             /* CONNECTs refused (403) */
 	uint64_t handshakes;         /* TLS handshakes completed */
 	uint64_t handshake_failures; /* failed, cut, or not done within client_timeout_s */

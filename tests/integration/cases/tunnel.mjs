@@ -6,6 +6,7 @@ import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
+import crypto from 'node:crypto';
 import path from 'node:path';
 import tls from 'node:tls';
 import OpenAI from 'openai';
@@ -280,6 +281,54 @@ print(r.status_code, r.json()["choices"][0]["message"]["content"])`;
       const r = await viaTunnel(p);
       assert.equal(r.status, 200);
       await sleep(10);
+    },
+  },
+  {
+    name: 'opt-in blind tunnel (forward.tunnel: localhost:PORT): a local TLS server\'s own certificate and 300 KB each way pass untouched; nothing reaches the mock; a closed port is 502 tunnel_unreachable',
+    fn: async (t) => {
+      // A TLS echo server with the suite's own localhost certificate (not pacerd's CA).
+      const seen = [];
+      const srv = tls.createServer({ cert: fs.readFileSync(t.certs.cert), key: fs.readFileSync(t.certs.key) }, (s) => {
+        s.on('data', (d) => { seen.push(d); s.write(d); });
+        s.on('error', () => {});
+      });
+      await new Promise((r) => srv.listen(0, '127.0.0.1', r));
+      t.defer(() => new Promise((r) => srv.close(r)));
+      const port = srv.address().port;
+      const closed = await freePort();
+      const p = await pacerdAdmin(t, { forward: { tunnel: [`localhost:${port}`, `localhost:${closed}`] } });
+      const c = await connect(p.port, `localhost:${port}`);
+      assert.equal(c.status, 200, c.head);
+      const s = await new Promise((resolve, reject) => {
+        const x = tls.connect({ socket: c.socket, servername: 'localhost', ca: fs.readFileSync(t.certs.ca) });
+        x.once('secureConnect', () => resolve(x));
+        x.once('error', reject);
+      });
+      assert.equal(s.getPeerCertificate().subject.CN, 'localhost', 'the server\'s own certificate, not one of pacerd\'s');
+      const data = crypto.randomBytes(300 * 1024);
+      const back = [];
+      let got = 0;
+      const done = new Promise((resolve) => s.on('data', (d) => { back.push(d); got += d.length; if (got >= data.length) resolve(); }));
+      s.write(data);
+      await done;
+      assert.ok(Buffer.concat(back).equals(data), 'the echo differs');
+      assert.ok(Buffer.concat(seen).equals(data), 'the server saw other bytes');
+      s.end();
+      // Not paced, not decrypted: no request line, nothing at the mock; counted as blind.
+      assert.deepEqual(await t.mock.requests(), []);
+      assert.equal(requestLines(p).length, 0);
+      const st = (await status(p)).tunnels;
+      assert.equal(st.blind, 1, JSON.stringify(st));
+      assert.equal(st.terminated, 0);
+      // Nobody listens: a 502 the client can read.
+      const u = await connect(p.port, `localhost:${closed}`);
+      assert.equal(u.status, 502, u.head);
+      const body = await new Promise((resolve) => { let b = u.rest.toString(); u.socket.on('data', (d) => { b += d; }); u.socket.on('close', () => resolve(b)); });
+      assert.equal(JSON.parse(body).error.code, 'tunnel_unreachable');
+      assert.equal(await metric(p, 'pacerd_tunnels_total{outcome="unreachable"}'), 1);
+      // Not listed: 403, whatever the port.
+      assert.equal((await connect(p.port, `localhost:${port + 1}`)).status, 403);
+      await waitFor(async () => (await status(p)).tunnels.blind_open === 0, { timeout_ms: 3000 * SLOW, what: 'the blind tunnel closed' });
     },
   },
 ];

@@ -939,9 +939,10 @@ static const struct bad {
     {"listen: 0.0.0.0:8080\nforward:\n  tunnel: [pypi.org, '*']\n",
      "3:11: forward.tunnel: \"*\" (tunnel to any host) only when listen is a loopback address; "
      "list the hosts instead: pacerd is never an open proxy"},
-    {"forward: {tunnel: ['pypi.org:443']}\n",
-     "1:20: forward.tunnel: expected a host name without a port (tunnels go to port 443), got "
-     "'pypi.org:443'"},
+    {"forward: {tunnel: ['pypi.org:99999']}\n",
+     "1:20: forward.tunnel: expected a host name, got 'pypi.org:99999'"},
+    {"forward: {tunnel: ['https://pypi.org']}\n",
+     "1:20: forward.tunnel: expected a host name, got 'https://pypi.org'"},
     {"forward: {intercept: maybe}\n",
      "1:22: forward.intercept: expected true or false, got 'maybe'"},
     {"forward: {ca: x}\n", "1:11: unknown key 'ca' in 'forward'"},

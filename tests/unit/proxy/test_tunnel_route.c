@@ -42,6 +42,13 @@ START_TEST(tunnel_list_passes_blindly_on_443_only)
 	ck_assert_int_eq(route_connect(&cfg, "files.pythonhosted.org", 443, &p), CONNECT_BLIND);
 	ck_assert_int_eq(route_connect(&cfg, "pypi.org", 22, &p), CONNECT_DENY);
 	ck_assert_int_eq(route_connect(&cfg, "evil.pypi.org", 443, &p), CONNECT_DENY);
+	static char *ports[] = {"registry.example:8443", "[::1]:9000", "127.0.0.1"};
+	forward(true, ports, 3);
+	ck_assert_int_eq(route_connect(&cfg, "registry.example", 8443, &p), CONNECT_BLIND);
+	ck_assert_int_eq(route_connect(&cfg, "registry.example", 443, &p), CONNECT_DENY);
+	ck_assert_int_eq(route_connect(&cfg, "[::1]", 9000, &p), CONNECT_BLIND);
+	ck_assert_int_eq(route_connect(&cfg, "127.0.0.1", 443, &p), CONNECT_BLIND);
+	ck_assert_int_eq(route_connect(&cfg, "127.0.0.1", 80, &p), CONNECT_DENY);
 	/* A provider's host is still terminated: pacing wins over the list. */
 	ck_assert_int_eq(route_connect(&cfg, "api.openai.com", 443, &p), CONNECT_TERMINATE);
 	static char *any[] = {"*"};
