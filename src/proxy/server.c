@@ -419,6 +419,14 @@ void server_reload(struct server *srv, struct config *cfg)
 	    cs->store.redis.lease_ms != cur->store.redis.lease_ms)
 		log_msg(LOG_WARN, "config_reload",
 		        "a changed store section takes effect at restart; the running store stays");
+	if (strcmp(cs->forward.ca_cert, cur->forward.ca_cert) != 0 ||
+	    strcmp(cs->forward.ca_key, cur->forward.ca_key) != 0 ||
+	    strcmp(cs->forward.state_dir, cur->forward.state_dir) != 0 ||
+	    (cs->forward.intercept && !cur->forward.intercept && srv->ca == NULL))
+		log_msg(
+		    LOG_WARN, "config_reload",
+		    "a changed CA (forward.ca_cert, ca_key, state_dir) takes effect at restart; "
+		    "the running CA stays");
 	struct config_ref *cref = config_ref_new(cfg);
 	if (cref == NULL) {
 		log_msg(LOG_ERROR, "config_reload_failed",

@@ -8,6 +8,7 @@ import http from 'node:http';
 import net from 'node:net';
 import crypto from 'node:crypto';
 import path from 'node:path';
+import { Duplex } from 'node:stream';
 import tls from 'node:tls';
 import OpenAI from 'openai';
 import { ProxyAgent } from 'undici';
@@ -253,6 +254,54 @@ print(r.status_code, r.json()["choices"][0]["message"]["content"])`;
       const r = await viaTunnel(p);
       assert.equal(r.status, 200);
       assert.deepEqual((await t.mock.requests()).map((x) => x.uri), ['/v1/models']);
+    },
+  },
+  {
+    name: 'a ClientHello sent in the same packet as the CONNECT, before its 200 (bytes httpd had already read go to the TLS session): served',
+    fn: async (t) => {
+      const p = await pacerdAdmin(t);
+      const raw = net.connect(p.port, '127.0.0.1');
+      await new Promise((r) => raw.once('connect', r));
+      let sent = false;
+      let head = Buffer.alloc(0);
+      let inHead = true;
+      const d = new Duplex({
+        read() {},
+        write(chunk, enc, cb) {
+          // The first write is the ClientHello: glued to the CONNECT head.
+          raw.write(sent ? chunk : Buffer.concat([Buffer.from(`CONNECT ${HOST}:443 HTTP/1.1\r\nHost: ${HOST}:443\r\n\r\n`), chunk]));
+          sent = true;
+          cb();
+        },
+      });
+      raw.on('data', (x) => {
+        if (!inHead) { d.push(x); return; }
+        head = Buffer.concat([head, x]);
+        const end = head.indexOf('\r\n\r\n');
+        if (end < 0) return;
+        inHead = false;
+        assert.match(head.subarray(0, end).toString(), /^HTTP\/1\.1 200/);
+        if (head.length > end + 4) d.push(head.subarray(end + 4));
+      });
+      raw.on('end', () => d.push(null));
+      raw.on('error', () => {});
+      const s = await new Promise((resolve, reject) => {
+        const x = tls.connect({ socket: d, servername: HOST, ca: fs.readFileSync(p.ca) });
+        x.once('secureConnect', () => resolve(x));
+        x.once('error', reject);
+      });
+      const r = await new Promise((resolve, reject) => {
+        const req = http.request({ path: '/v1/models', headers: { host: HOST }, createConnection: () => s }, (res) => {
+          res.resume();
+          res.on('end', () => resolve(res.statusCode));
+        });
+        req.on('error', reject);
+        req.end();
+      });
+      assert.equal(r, 200);
+      s.destroy();
+      raw.destroy();
+      assert.equal((await t.mock.onlyRequest()).uri, '/v1/models');
     },
   },
   {
