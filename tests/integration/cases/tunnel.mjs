@@ -257,6 +257,36 @@ print(r.status_code, r.json()["choices"][0]["message"]["content"])`;
     },
   },
   {
+    name: 'a blind tunnel is byte for byte (any bytes, not only TLS) and is closed after limits.client_timeout_s of silence both ways',
+    fn: async (t) => {
+      const got = [];
+      let serverClosed = false;
+      const srv = net.createServer((c) => {
+        c.on('data', (d) => { got.push(d); c.write(Buffer.from(d).reverse()); });
+        c.on('close', () => { serverClosed = true; });
+        c.on('error', () => {});
+      });
+      await new Promise((r) => srv.listen(0, '127.0.0.1', r));
+      t.defer(() => new Promise((r) => srv.close(r)));
+      const port = srv.address().port;
+      const p = await pacerdAdmin(t, { limits: { client_timeout_s: 1 }, forward: { tunnel: [`127.0.0.1:${port}`] } });
+      const c = await connect(p.port, `127.0.0.1:${port}`);
+      assert.equal(c.status, 200, c.head);
+      const msg = Buffer.concat([Buffer.from('GET / HTTP/1.1\r\nHost: x\r\n\r\n\0\xff'), crypto.randomBytes(1000)]);
+      const echo = new Promise((resolve) => { let b = Buffer.alloc(0); c.socket.on('data', (d) => { b = Buffer.concat([b, d]); if (b.length >= msg.length) resolve(b); }); });
+      c.socket.write(msg);
+      const back = await echo;
+      assert.ok(Buffer.concat(got).equals(msg), 'the server got other bytes');
+      assert.equal(back.length, msg.length);
+      const t0 = Date.now();
+      await new Promise((resolve) => c.socket.on('close', resolve));
+      const idle = Date.now() - t0;
+      assert.ok(idle >= 800 && idle < 4000 * SLOW, `closed after ${idle} ms of silence`);
+      await waitFor(() => serverClosed, { timeout_ms: 3000 * SLOW, what: 'the upstream side closed too' });
+      assert.equal((await status(p)).tunnels.blind_open, 0);
+    },
+  },
+  {
     name: 'a ClientHello sent in the same packet as the CONNECT, before its 200 (bytes httpd had already read go to the TLS session): served',
     fn: async (t) => {
       const p = await pacerdAdmin(t);
