@@ -130,6 +130,39 @@ export const tests = [
     },
   },
   {
+    name: 'the CA: a configured forward.ca_cert/ca_key pair is used as is; one that cannot be read refuses the start; a state directory that cannot be made leaves pacerd serving base-URL requests and CONNECT 503 ca_unavailable',
+    fn: async (t) => {
+      // The suite's own test CA, configured: the leaf verifies against it.
+      const key = path.join(t.dir, 'own-ca.key');
+      fs.copyFileSync(path.join(t.certs.dir, 'ca.key'), key);
+      fs.chmodSync(key, 0o600);
+      const p = await pacerdAdmin(t, { forward: { ca_cert: t.certs.ca, ca_key: key } });
+      const r = await t.curl(['--proxy', p.url, '--cacert', t.certs.ca, `https://${HOST}/v1/models`]);
+      assert.equal(r.status, 200, r.stderr);
+      // (curl trusts only the suite's CA: the leaf was signed by the configured key.)
+      await p.stop();
+      // A key others can read, or a missing one: the start is refused, naming the setting.
+      fs.chmodSync(key, 0o644);
+      for (const ca_key of [key, path.join(t.dir, 'missing.key')]) {
+        const file = path.join(t.dir, `refused-${path.basename(ca_key)}.yaml`);
+        fs.writeFileSync(file, `listen: 127.0.0.1:${await freePort()}\nadmin: {listen: ""}\nforward: {ca_cert: "${t.certs.ca}", ca_key: "${ca_key}"}\n`);
+        const out = await t.runPacerd(['-c', file], { timeout_ms: 5000 });
+        assert.notEqual(out.code, 0, `started with ${ca_key}`);
+        assert.match(out.stderr, /forward\.ca_cert/);
+        assert.doesNotMatch(out.stderr, /PRIVATE KEY/);
+      }
+      // No state directory can be made (a file is in the way): a warning, base URL works, CONNECT 503.
+      const blocker = path.join(t.dir, 'not-a-dir');
+      fs.writeFileSync(blocker, '');
+      const q = await pacerdAdmin(t, { forward: { state_dir: path.join(blocker, 'state') } });
+      assert.ok(q.logs().some((l) => l.event === 'ca_unavailable'), 'no ca_unavailable line');
+      assert.equal((await request(`${q.url}/v1/models`)).status, 200);
+      const c = await connect(q.port, `${HOST}:443`);
+      assert.equal(c.status, 503, c.head);
+      assert.equal((await status(q)).tunnels.ca, false);
+    },
+  },
+  {
     name: 'curl --proxy: a streamed completion comes through the tunnel chunk by chunk, ending with [DONE]',
     fn: async (t) => {
       const p = await pacerdAdmin(t);
