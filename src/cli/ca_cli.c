@@ -54,9 +54,15 @@ int ca_main(int argc, char **argv, char *const *env, const char *default_config)
 		fprintf(stderr, "%s\n", err);
 		return 1;
 	}
-	char dir[PATH_MAX];
+	char dir[PATH_MAX], listen[300];
 	bool created = false;
 	struct ca *ca = ca_open_config(cfg, env, &created, dir, sizeof(dir), err, sizeof(err));
+	/* The proxy address clients set: the configured listen ("0.0.0.0" and
+	 * ":port" are reached through loopback on this machine). */
+	const char *l = cfg->listen;
+	if (strncmp(l, "0.0.0.0:", 8) == 0)
+		l += 7;
+	snprintf(listen, sizeof(listen), "%s%s", l[0] == ':' ? "127.0.0.1" : "", l);
 	config_free(cfg);
 	if (ca == NULL) {
 		fprintf(stderr, "pacerd ca: %s\n", err);
@@ -94,7 +100,7 @@ int ca_main(int argc, char **argv, char *const *env, const char *default_config)
 	const char *b = rc == 0 ? bundle : ca_cert_path(ca);
 	printf(
 	    "\nTrust it in the programs that use pacerd as their HTTPS proxy:\n"
-	    "  export HTTPS_PROXY=http://127.0.0.1:8080   # pacerd's listen address\n"
+	    "  export HTTPS_PROXY=http://%s\n"
 	    "  export NODE_EXTRA_CA_CERTS=%s   # Node: added to its own roots\n"
 	    "  export SSL_CERT_FILE=%s   # Python httpx, OpenSSL: replaces the roots\n"
 	    "  export REQUESTS_CA_BUNDLE=%s   # Python requests\n"
@@ -102,7 +108,7 @@ int ca_main(int argc, char **argv, char *const *env, const char *default_config)
 	    "Node's own fetch needs a proxy agent: undici's ProxyAgent, or NODE_USE_ENV_PROXY=1\n"
 	    "(Node 24+). System-wide (Debian): cp the certificate to\n"
 	    "/usr/local/share/ca-certificates/pacerd.crt && update-ca-certificates.\n",
-	    ca_cert_path(ca), b, b, b);
+	    listen, ca_cert_path(ca), b, b, b);
 	ca_free(ca);
 	return rc == 0 ? 0 : 1;
 }
