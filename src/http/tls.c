@@ -176,7 +176,7 @@ void tls_conn_drain(SSL *ssl, struct evbuffer *out)
 
 bool tls_conn_pending(SSL *ssl)
 {
-	return SSL_pending(ssl) > 0 || BIO_ctrl_pending(SSL_get_rbio(ssl)) > 0;
+	return SSL_has_pending(ssl) == 1 || BIO_ctrl_pending(SSL_get_rbio(ssl)) > 0;
 }
 
 bool tls_conn_established(SSL *ssl)
