@@ -21,6 +21,14 @@
  * earliest deadline and, when it fires early for the current state, re-armed
  * for what is left (a deadline that moves later costs nothing).
  *
+ * A terminated tunnel (hreq_tunnel_tls) is the same connection with a TLS
+ * session between the socket and the parser (tls.c, memory BIOs): bytes read
+ * are fed to the session and its plaintext parsed as above; output is
+ * encrypted into tls_out on the way to the same writev. The CONNECT's 200
+ * goes out in clear first, the handshake shares READING's deadline with the
+ * first head, and every state, timer and cap above applies unchanged. A blind
+ * tunnel is not this layer's: hreq_take_over hands the socket over.
+ *
  * Nothing is freed from inside a callback that may be on the stack: closed
  * connections go on a reap list handled on the next loop turn, and go back to
  * a pool with their buffers (no allocation per request or per connection once
