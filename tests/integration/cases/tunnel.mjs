@@ -320,6 +320,76 @@ print(r.status_code, r.json()["choices"][0]["message"]["content"])`;
     },
   },
   {
+    name: 'slow readers: a 30 MiB stream through a terminated tunnel and 32 MiB through a blind one are not buffered whole (the upstream waits, RSS stays < 24 MiB above its baseline), then arrive complete',
+    timeout_ms: 60000,
+    fn: async (t) => {
+      const asan = [process.env.ASAN_OPTIONS, 'quarantine_size_mb=0', 'thread_local_quarantine_size_kb=0'].filter(Boolean).join(':');
+      const BLIND = 32 * 1024 * 1024;
+      let served = 0;
+      const srv = net.createServer((c) => {
+        c.on('error', () => {});
+        const block = Buffer.alloc(256 * 1024, 0x5a);
+        const more = () => {
+          while (served < BLIND) {
+            served += block.length;
+            if (!c.write(block)) { c.once('drain', more); return; }
+          }
+          c.end();
+        };
+        more();
+      });
+      await new Promise((r) => srv.listen(0, '127.0.0.1', r));
+      t.defer(() => new Promise((r) => srv.close(r)));
+      const port = srv.address().port;
+      const aport = await freePort();
+      const pport = await freePort();
+      const p = await t.startPacerd({ port: pport, env: { ASAN_OPTIONS: asan },
+        config: t.baseConfig(pport, { admin: { listen: `127.0.0.1:${aport}` }, forward: { tunnel: [`127.0.0.1:${port}`] } }) });
+      p.ca = path.join(p.stateDir, 'ca.pem');
+      await viaTunnel(p); // pools and the leaf are warm
+      await t.mock.reset();
+      const base = p.rssKiB();
+      let max = base;
+      const sampler = setInterval(() => { try { max = Math.max(max, p.rssKiB()); } catch { /* exited */ } }, 50);
+      try {
+        // Terminated: the mock streams 30 x 1 MiB; the reader pauses for 1.5 s.
+        const s = await tlsTunnel(p);
+        const res = await new Promise((resolve, reject) => {
+          const req = http.request({ method: 'POST', path: '/v1/chat/completions', createConnection: () => s,
+            headers: { host: HOST, 'content-type': 'application/json', 'x-mock-chunks': '30', 'x-mock-chunk-bytes': String(1024 * 1024) } }, resolve);
+          req.on('error', reject);
+          req.end(chatBody({ stream: true }));
+        });
+        assert.equal(res.statusCode, 200);
+        res.pause();
+        await sleep(1500);
+        assert.equal((await t.mock.stats()).streams_completed, 0, 'the mock finished while the client was paused: pacerd buffered the stream');
+        let got = 0;
+        res.on('data', (d) => { got += d.length; });
+        res.resume();
+        await new Promise((r) => res.on('end', r));
+        s.destroy();
+        assert.ok(got > 30 * 1024 * 1024, `${got} bytes through the tunnel`);
+        // Blind: the server sends 32 MiB; the reader pauses for 1.5 s.
+        const c = await connect(p.port, `127.0.0.1:${port}`);
+        assert.equal(c.status, 200);
+        c.socket.pause();
+        await sleep(1500);
+        assert.ok(served < BLIND, `the server wrote all ${served} bytes while the client was paused: pacerd buffered them`);
+        let blindGot = c.rest.length;
+        c.socket.on('data', (d) => { blindGot += d.length; });
+        c.socket.resume();
+        await new Promise((r) => c.socket.on('close', r));
+        assert.equal(blindGot, BLIND);
+      } finally {
+        clearInterval(sampler);
+      }
+      const grew = (max - base) / 1024;
+      t.note(`pacerd RSS: baseline ${(base / 1024).toFixed(1)} MiB, max ${(max / 1024).toFixed(1)} MiB`);
+      assert.ok(grew < 24, `pacerd RSS grew by ${grew.toFixed(1)} MiB`);
+    },
+  },
+  {
     name: 'a ClientHello sent in the same packet as the CONNECT, before its 200 (bytes httpd had already read go to the TLS session): served',
     fn: async (t) => {
       const p = await pacerdAdmin(t);
