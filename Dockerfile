@@ -13,7 +13,7 @@
 
 FROM debian:12-slim AS build
 # What `make all` needs: the compiler, make, pkg-config (the Makefile asks it for
-# the flags of libevent, libcurl, jansson, yaml-0.1, libcrypto, hiredis) and those -dev
+# the flags of libevent, libcurl, jansson, yaml-0.1, libssl, libcrypto, hiredis) and those -dev
 # packages; libhttp-parser has no .pc file and is linked by name. Not `check`,
 # valgrind, clang or node: no test runs here (scripts/install-deps.sh has those).
 RUN apt-get update \
