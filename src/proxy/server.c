@@ -1,8 +1,10 @@
 /* server — the proxy's front: its HTTP server (httpd), intake (what pacerd
- * answers before a request reaches a lane: shutting down, CONNECT and TRACE,
- * no provider, a host that is not configured), and the daemon-level life of
- * configurations. A routed request, with its key found and hashed, is handed
- * to the exchange. See server.h. */
+ * answers before a request reaches a lane: shutting down, TRACE, no provider,
+ * a host that is not configured), CONNECT (a provider's host terminated with
+ * the CA, a forward.tunnel host handed to blind.c, anything else 403), and
+ * the daemon-level life of configurations. A routed request, with its key
+ * found and hashed, is handed to the exchange, whether it came in clear or
+ * through a tunnel. See server.h. */
 #include "proxy/server.h"
 
 #include <stdio.h>
