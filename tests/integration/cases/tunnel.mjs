@@ -109,6 +109,7 @@ export const tests = [
       assert.equal(line.tunnel, true);
       assert.equal(line.key, keyHash(key));
       assert.equal(line.path, '/v1/chat/completions');
+      assert.ok(!p.stderr().includes(key) && !p.stderr().includes(key.slice(0, 20)), 'the API key is in the log');
       const st = (await status(p)).tunnels;
       assert.equal(st.ca, true);
       assert.ok(st.terminated >= 1 && st.handshakes >= 1 && st.requests >= 1, JSON.stringify(st));
@@ -127,6 +128,13 @@ export const tests = [
       // The bundle works for curl as CURL_CA_BUNDLE does.
       const r2 = await t.curl(['--proxy', p.url, '--cacert', path.join(p.stateDir, 'bundle.pem'), `https://${HOST}/v1/models`]);
       assert.equal(r2.status, 200, r2.stderr);
+      // Keep-alive inside a tunnel: curl sends two requests through one CONNECT.
+      const before = (await status(p)).tunnels;
+      const r3 = await t.curl(['--proxy', p.url, '--cacert', ca, `https://${HOST}/v1/models`, '-o', '/dev/null', `https://${HOST}/v1/models`]);
+      assert.equal(r3.status, 200, r3.stderr);
+      const after = (await status(p)).tunnels;
+      assert.equal(after.requests - before.requests, 2);
+      assert.equal(after.terminated - before.terminated, 1, 'two requests, one tunnel');
     },
   },
   {
@@ -213,6 +221,9 @@ export const tests = [
       assert.equal(recs.length, 2);
       assert.equal(recHeader(recs[0], 'authorization'), 'Bearer sk-test-tunnel-sdk-0001');
       assert.ok(requestLines(p).filter((l) => l.tunnel === true).length >= 2);
+      const st = (await status(p)).tunnels;
+      t.note(`${st.requests} requests through ${st.terminated} tunnel(s)`);
+      assert.equal(st.requests, 2);
     },
   },
   {
