@@ -13,7 +13,7 @@
 
 FROM debian:12-slim AS build
 # What `make all` needs: the compiler, make, pkg-config (the Makefile asks it for
-# the flags of libevent, libcurl, jansson, yaml-0.1, libcrypto, hiredis) and those -dev
+# the flags of libevent, libcurl, jansson, yaml-0.1, libssl, libcrypto, hiredis) and those -dev
 # packages; libhttp-parser has no .pc file and is linked by name. Not `check`,
 # valgrind, clang or node: no test runs here (scripts/install-deps.sh has those).
 RUN apt-get update \
@@ -40,7 +40,15 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log
 COPY --from=build /src/build/pacerd /usr/local/bin/pacerd
 COPY conf/pacerd.yaml /etc/pacerd/pacerd.yaml
-# nobody:nogroup; no file in the image needs to be written (read-only root works).
+# The state directory: the CA for CONNECT tunnels is made here at first start
+# (docs/https-proxy.md). A volume, so that it is writable under --read-only and
+# outlives the container; sidecars whose clients must trust one CA mount the same
+# one, or a secret with forward.ca_cert and forward.ca_key. Without a writable
+# directory pacerd still runs; only CONNECT to a provider is answered 503.
+RUN mkdir -p /var/lib/pacerd && chown 65534:65534 /var/lib/pacerd && chmod 0700 /var/lib/pacerd
+ENV STATE_DIRECTORY=/var/lib/pacerd
+VOLUME /var/lib/pacerd
+# nobody:nogroup; nothing else in the image needs to be written (read-only root works).
 USER 65534:65534
 EXPOSE 8080 9090
 STOPSIGNAL SIGTERM

@@ -15,6 +15,9 @@
 #                far above the load; with a plain upstream also that plan decided in
 #                a shared store (redis-server on the load core: one script per
 #                dispatch); interleaved, BENCH_REPS repetitions, medians
+#   tunnel       req/s and pacerd CPU µs per request through a CONNECT tunnel pacerd
+#                terminates (HTTPS_PROXY clients) beside base-URL requests to the same
+#                pacerd, both from scripts/bench/tunnel_load.py (wrk cannot CONNECT)
 #   latency      p50/p99 at 1 connection: direct, via pacerd (also with the plan in
 #                the shared store: what a Redis round trip adds per dispatch), via nginx
 #   syscalls     strace -c on the proxy while wrk runs BENCH_STRACE_S seconds
@@ -134,10 +137,10 @@ nginx_worker() {
 }
 
 read -r UP_STATUS UP_PLAIN UP_TLS NG_PLAIN NG_TLS NG_MOCK PC_PLAIN PC_PLAIN_PLAN PC_TLS PC_TLS_PLAN PC_MOCK PC_PLAIN_WIDE PC_TLS_WIDE \
-	PC_PLAIN_STORE REDIS \
+	PC_PLAIN_STORE REDIS PC_TUNNEL \
 	< <("$PY" -c '
 import socket
-ss = [socket.socket() for _ in range(15)]
+ss = [socket.socket() for _ in range(16)]
 for s in ss: s.bind(("127.0.0.1", 0))
 print(*[s.getsockname()[1] for s in ss])')
 
@@ -281,6 +284,7 @@ store: { kind: redis, redis: { address: \"127.0.0.1:$REDIS\" } }" ;;
 listen: 127.0.0.1:$1
 admin: { listen: "" }
 log: { level: warn }
+forward: { state_dir: "$tmp/state" }
 providers:
   openai: { upstream: "$2"$tls }
 $plan
@@ -307,6 +311,9 @@ wait_port redis "$!" "$REDIS"
 pacerd_start pacerd-plain-store "$PC_PLAIN_STORE" "http://127.0.0.1:$UP_PLAIN" store
 pacerd_start pacerd-https-wide "$PC_TLS_WIDE" "https://127.0.0.1:$UP_TLS" wide
 pacerd_start pacerd-mock "$PC_MOCK" "http://127.0.0.1:$MOCK" streams
+# HTTPS_PROXY clients: CONNECT api.openai.com:443, terminated with pacerd's CA (made in
+# $tmp/state by the first pacerd), the requests inside sent to the plain upstream.
+pacerd_start pacerd-tunnel "$PC_TUNNEL" "http://127.0.0.1:$UP_PLAIN" ""
 
 # Every path answers the chat completion before anything is measured.
 check() {
@@ -364,6 +371,25 @@ for ((rep = 1; rep <= REPS; rep++)); do
 				printf '  [%d/%d] %-6s %3d conns %-12s %s req/s\n' "$k" "$runs" "$upstream" "$c" "$proxy" "$(rps_of "${json:-null}")" >&2
 			done
 		done
+	done
+done
+
+# Through a tunnel and by base URL, to one pacerd, with the same client (wrk cannot
+# CONNECT): tunnel_load.py on the load core, 64 keep-alive connections. The client
+# is the slower side here, so what compares is pacerd's CPU per request.
+echo "bench: through a CONNECT tunnel vs. base URL (64 connections, tunnel_load.py)" >&2
+for ((rep = 1; rep <= REPS; rep++)); do
+	for mode in base tunnel; do
+		pid=${pc_pid[pacerd-tunnel]}
+		taskset -c "$LOAD_CPU" "$PY" "$here/tunnel_load.py" --port "$PC_TUNNEL" --mode "$mode" \
+			--ca "$tmp/state/ca.pem" --conns 64 --seconds "$WARMUP" >/dev/null 2>&1 || true
+		t0=$(cputicks "$pid")
+		json=$(taskset -c "$LOAD_CPU" "$PY" "$here/tunnel_load.py" --port "$PC_TUNNEL" --mode "$mode" \
+			--ca "$tmp/state/ca.pem" --conns 64 --seconds "$DURATION" 2>>"$tmp/tunnel_load.err") || json=""
+		t1=$(cputicks "$pid")
+		printf '{"kind":"tunnel","mode":"%s","rep":%d,"cpu_ticks":%d,"result":%s}\n' \
+			"$mode" "$rep" $((t1 - t0)) "${json:-null}" >>"$results"
+		printf '  [%d/%d] %-6s %s\n' "$rep" "$REPS" "$mode" "${json:-failed}" >&2
 	done
 done
 

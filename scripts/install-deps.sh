@@ -8,7 +8,7 @@ set -eu
 PKGS="gcc make pkg-config libc6-dev
 libevent-dev libhttp-parser-dev libcurl4-openssl-dev libjansson-dev libyaml-dev libssl-dev check
 curl openssl ca-certificates valgrind wrk
-clang libclang-rt-14-dev python3 systemd
+clang libclang-rt-14-dev python3 python3-httpx systemd
 clang-format cppcheck
 procps tzdata prometheus tmux
 libhiredis-dev redis-server
@@ -20,6 +20,7 @@ build-essential debhelper lintian scdoc man-db"
 # man-db: man --warnings renders the pages in tests/package/man.sh.
 # libhiredis-dev: the shared store (store.kind: redis); redis-server: its tests start one.
 # tmux: the terminal of the `pacerd top` integration test (tests/integration/cases/top.mjs).
+# python3-httpx: a Python client through the HTTPS proxy (tests/integration/cases/tunnel.mjs).
 # tzdata: the IANA zones of plans' day_time_zone (a minimal Debian may lack them).
 # procps: /bin/kill, which systemd/pacerd.service names for ExecReload (systemd-analyze
 # verify checks that it exists; a minimal Debian has no procps).

@@ -19,8 +19,10 @@
 #include <unistd.h>
 
 #include "admin/admin.h"
+#include "cli/ca_cli.h"
 #include "cli/plan_cli.h"
 #include "cli/top.h"
+#include "core/ca.h"
 #include "core/clock.h"
 #include "core/config.h"
 #include "core/log.h"
@@ -53,6 +55,7 @@ static void usage(FILE *out)
 	        "usage: pacerd [-c FILE] [--listen ADDR] [--check-config] [--version] [--help]\n"
 	        "       pacerd plan --requests N [LIMITS] [--time-budget DURATION] [--json]\n"
 	        "       pacerd top [--admin ADDR] [--interval SECONDS] [--count N]\n"
+	        "       pacerd ca [-c FILE] [--bundle FILE]\n"
 	        "\n"
 	        "  -c, --config FILE   configuration file (default: conf/pacerd.yaml beside the\n"
 	        "                      build tree, else /etc/pacerd/pacerd.yaml, else built-in)\n"
@@ -63,7 +66,9 @@ static void usage(FILE *out)
 	        "  plan ...            the pre-flight report of a run: duration, throughput,\n"
 	        "                      the binding limit (pacerd plan --help)\n"
 	        "  top ...             a live view of a running pacerd's admin /status: lanes,\n"
-	        "                      queues, rates, 429s (pacerd top --help)\n");
+	        "                      queues, rates, 429s (pacerd top --help)\n"
+	        "  ca ...              where pacerd's CA for HTTPS_PROXY clients is, and how to\n"
+	        "                      trust it (pacerd ca --help)\n");
 }
 
 /* conf/pacerd.yaml beside the build tree the binary runs from (build/pacerd ->
@@ -160,6 +165,48 @@ static struct config *load_config(const struct daemon *d, char *err, size_t errl
 	free(cfg->listen);
 	cfg->listen = copy;
 	return cfg;
+}
+
+/* The CA for CONNECT tunnels (forward.intercept), at start: made in the state
+ * directory the first time. A configured CA that cannot be read refuses the
+ * start; a state directory that cannot be written only turns tunnels off
+ * (503 ca_unavailable), as base-URL traffic does not need it. */
+static int open_ca(struct daemon *d)
+{
+	const struct config *cfg = server_config(d->srv);
+	if (!cfg->forward.intercept)
+		return 0;
+	char err[1024], dir[PATH_MAX];
+	bool created = false;
+	struct ca *ca = ca_open_config(cfg, environ, &created, dir, sizeof(dir), err, sizeof(err));
+	if (ca == NULL) {
+		if (cfg->forward.ca_cert[0] != '\0') {
+			log_flush();
+			fprintf(stderr, "pacerd: forward.ca_cert: %s\n", err);
+			return -1;
+		}
+		struct log_line l;
+		if (log_begin(&l, LOG_WARN, "ca_unavailable")) {
+			log_str(&l, "message", err);
+			log_str(&l, "effect", "CONNECT to a provider's host is answered 503");
+			log_end(&l);
+		}
+		return 0;
+	}
+	char fp[96];
+	ca_fingerprint(ca, fp);
+	struct log_line l;
+	if (log_begin(&l, created ? LOG_INFO : LOG_DEBUG, created ? "ca_created" : "ca_loaded")) {
+		log_str(&l, "cert", ca_cert_path(ca));
+		log_str(&l, "sha256", fp);
+		log_end(&l);
+	}
+	if (server_set_ca(d->srv, ca, err, sizeof(err)) != 0) {
+		log_flush();
+		fprintf(stderr, "pacerd: %s\n", err);
+		return -1;
+	}
+	return 0;
 }
 
 /* Reads the file again (SIGHUP, POST /reload); an invalid one is reported and
@@ -285,6 +332,8 @@ static int run(struct daemon *d)
 		fprintf(stderr, "pacerd: %s\n", err);
 		return 1;
 	}
+	if (open_ca(d) != 0)
+		return 1;
 	d->admin = admin_new(d->base, d->srv, reload, d, err, sizeof(err));
 	if (d->admin == NULL && err[0] != '\0') {
 		log_flush();
@@ -345,6 +394,9 @@ int main(int argc, char **argv)
 		return plan_main(argc - 1, argv + 1);
 	if (argc > 1 && strcmp(argv[1], "top") == 0)
 		return top_main(argc - 1, argv + 1);
+	if (argc > 1 && strcmp(argv[1], "ca") == 0)
+		return ca_main(argc - 1, argv + 1, environ,
+		               default_config_path(pathbuf, sizeof(pathbuf)));
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		if ((strcmp(a, "-c") == 0 || strcmp(a, "--config") == 0) && i + 1 < argc) {

@@ -120,6 +120,36 @@ def main():
     p.append("  core: the proxy's CPU use during the run; below 100 % something else set the pace"
              " (the other core: wrk + upstream; or waits inside the proxy); CPU us/req compares fairly")
 
+    # --- through a CONNECT tunnel, beside base-URL requests (tunnel_load.py)
+    tun = {}
+    for r in recs:
+        if r["kind"] != "tunnel" or not r.get("result") or not r["result"].get("requests"):
+            continue
+        res = r["result"]
+        tun.setdefault(r["mode"], []).append({
+            "rps": round(res["requests"] * 1e6 / res["duration_us"], 1),
+            "cpu_us_per_req": round(r["cpu_ticks"] * 1e6 / clk / res["requests"], 2),
+            "proxy_cpu_util": round(r["cpu_ticks"] / clk / (res["duration_us"] / 1e6), 3),
+            "errors": res.get("errors", 0)})
+    if tun:
+        rows = {m: {"rps": med([x["rps"] for x in v]), "cpu_us_per_req": med([x["cpu_us_per_req"] for x in v]),
+                    "proxy_cpu_util": med([x["proxy_cpu_util"] for x in v]),
+                    "errors": sum(x["errors"] for x in v), "runs": v} for m, v in tun.items()}
+        out["tunnel"] = rows
+        base = rows.get("base", {}).get("cpu_us_per_req")
+        p.append("")
+        p.append("through a CONNECT tunnel (HTTPS_PROXY: TLS terminated by pacerd) beside base-URL requests,")
+        p.append("  one pacerd, plain upstream, 64 keep-alive connections of tunnel_load.py (the client is the")
+        p.append("  slower side: compare CPU per request)")
+        p.append(f"  {'path':8} {'req/s':>9} {'CPU us/req':>10} {'x base':>7} {'core':>5} {'errors':>6}")
+        for m in ("base", "tunnel"):
+            if m not in rows:
+                continue
+            r = rows[m]
+            p.append(f"  {m:8} {fmt(r['rps']):>9} {fmt(r['cpu_us_per_req'], 1):>10}"
+                     f" {fx(ratio(r['cpu_us_per_req'], base)):>7}"
+                     f" {fmt(r['proxy_cpu_util'] and r['proxy_cpu_util'] * 100, 0, '%'):>5} {r['errors']:>6}")
+
     # --- latency
     lat = {}
     for r in recs:

@@ -183,6 +183,20 @@ static json_t *store_json(struct shared *sh)
 	                 shared_margin_ms(sh, clock_now_ms()));
 }
 
+/* /status "tunnels": CONNECTs and what came through them. */
+static json_t *tunnels_json(const struct server *srv)
+{
+	struct server_tunnel_stats t;
+	server_get_tunnel_stats(srv, &t);
+	return json_pack("{s:b,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "ca", t.ca, "terminated",
+	                 (json_int_t)t.terminated, "blind", (json_int_t)t.blind, "blind_open",
+	                 (json_int_t)t.blind_open, "blind_failed", (json_int_t)t.blind_failed,
+	                 "denied", (json_int_t)t.denied, "open", (json_int_t)t.open, "handshakes",
+	                 (json_int_t)t.handshakes, "handshake_failures",
+	                 (json_int_t)t.handshake_failures, "requests", (json_int_t)t.requests,
+	                 "certificates", (json_int_t)t.leaves);
+}
+
 static void handle_status(struct admin *adm, struct hreq *req)
 {
 	struct server *srv = adm->srv;
@@ -199,8 +213,10 @@ static void handle_status(struct admin *adm, struct hreq *req)
 	    "responses", "1xx", (json_int_t)st.responses[1], "2xx", (json_int_t)st.responses[2],
 	    "3xx", (json_int_t)st.responses[3], "4xx", (json_int_t)st.responses[4], "5xx",
 	    (json_int_t)st.responses[5], "lanes", lanes);
-	if (j != NULL)
+	if (j != NULL) {
 		json_object_set_new(j, "store", store_json(server_shared(srv)));
+		json_object_set_new(j, "tunnels", tunnels_json(srv));
+	}
 	reply_json(req, 200, j);
 }
 
@@ -217,6 +233,16 @@ static void handle_metrics(struct admin *adm, struct hreq *req)
 	                            .connections = st.connections,
 	                            .accepted = st.accepted};
 	memcpy(p.responses, st.responses, sizeof(p.responses));
+	struct server_tunnel_stats ts;
+	server_get_tunnel_stats(srv, &ts);
+	p.tunnels.terminated = ts.terminated;
+	p.tunnels.blind = ts.blind;
+	p.tunnels.denied = ts.denied;
+	p.tunnels.unreachable = ts.blind_failed;
+	p.tunnels.handshakes = ts.handshakes;
+	p.tunnels.handshake_failures = ts.handshake_failures;
+	p.tunnels.requests = ts.requests;
+	p.tunnels.open = ts.open;
 	struct evbuffer *b = evbuffer_new();
 	if (b == NULL || metrics_write(b, server_metrics(srv), &p, server_lanes(srv),
 	                               server_config(srv)->admin.top_lanes, clock_now_ms()) != 0) {

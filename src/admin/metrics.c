@@ -336,6 +336,32 @@ int metrics_write(struct evbuffer *out, const struct reqstats *m, const struct m
 		evbuffer_add_printf(out, "pacerd_responses_total{class=\"%dxx\"} %llu\n", c,
 		                    (unsigned long long)p->responses[c]);
 
+	metrics_family(out, "pacerd_tunnels_total", "counter",
+	               "CONNECT requests, by outcome: terminated with pacerd's CA, passed blindly "
+	               "(forward.tunnel), denied (403), unreachable (a blind tunnel's host: 502).");
+	evbuffer_add_printf(out, "pacerd_tunnels_total{outcome=\"terminated\"} %llu\n",
+	                    (unsigned long long)p->tunnels.terminated);
+	evbuffer_add_printf(out, "pacerd_tunnels_total{outcome=\"blind\"} %llu\n",
+	                    (unsigned long long)p->tunnels.blind);
+	evbuffer_add_printf(out, "pacerd_tunnels_total{outcome=\"denied\"} %llu\n",
+	                    (unsigned long long)p->tunnels.denied);
+	evbuffer_add_printf(out, "pacerd_tunnels_total{outcome=\"unreachable\"} %llu\n",
+	                    (unsigned long long)p->tunnels.unreachable);
+	metrics_family(out, "pacerd_tunnels_open", "gauge", "Terminated tunnels open now.");
+	evbuffer_add_printf(out, "pacerd_tunnels_open %zu\n", p->tunnels.open);
+	metrics_family(out, "pacerd_tls_handshakes_total", "counter",
+	               "TLS handshakes in terminated tunnels, by result (failed: a bad or cut "
+	               "handshake, an SNI for another host, plain HTTP, or not done within "
+	               "limits.client_timeout_s).");
+	evbuffer_add_printf(out, "pacerd_tls_handshakes_total{result=\"ok\"} %llu\n",
+	                    (unsigned long long)p->tunnels.handshakes);
+	evbuffer_add_printf(out, "pacerd_tls_handshakes_total{result=\"failed\"} %llu\n",
+	                    (unsigned long long)p->tunnels.handshake_failures);
+	metrics_family(out, "pacerd_tunnel_requests_total", "counter",
+	               "Requests read inside terminated tunnels.");
+	evbuffer_add_printf(out, "pacerd_tunnel_requests_total %llu\n",
+	                    (unsigned long long)p->tunnels.requests);
+
 	provider_hists(out, m, "pacerd_queue_wait_seconds",
 	               "Time from arrival to the first dispatch upstream, per finished request.",
 	               offsetof(struct reqstats_row, queue_wait));

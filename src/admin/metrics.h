@@ -39,6 +39,12 @@ struct metrics_process {
 	size_t in_flight, connections;
 	uint64_t accepted;
 	uint64_t responses[6]; /* [1..5]: by status class */
+	/* CONNECT tunnels (server_tunnel_stats). */
+	struct {
+		uint64_t terminated, blind, denied, unreachable, handshakes, handshake_failures,
+		    requests;
+		size_t open;
+	} tunnels;
 };
 
 /* The whole exposition: process families, per-provider histograms and

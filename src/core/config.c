@@ -888,6 +888,30 @@ static const struct opt store_opts[] = {
     END,
 };
 
+/* forward.tunnel: host (port 443), host:port, or "*" (any host on 443;
+ * validated against listen). */
+static int check_tunnel_host(const char *in, char **out, char *msg, size_t len)
+{
+	if (strcmp(in, "*") == 0) {
+		*out = strdup(in);
+		return 0;
+	}
+	return check_host(in, out, msg, len);
+}
+
+static const struct opt forward_opts[] = {
+    B("intercept", struct config, forward.intercept, 1),
+    S("ca_cert", struct config, forward.ca_cert, check_any, ""),
+    S("ca_key", struct config, forward.ca_key, check_any, ""),
+    S("state_dir", struct config, forward.state_dir, check_any, ""),
+    {.key = "tunnel",
+     .type = OPT_STRLIST,
+     .off = offsetof(struct config, forward.tunnel),
+     .off2 = offsetof(struct config, forward.n_tunnel),
+     .check = check_tunnel_host},
+    END,
+};
+
 static int parse_providers(struct ctx *c, yaml_node_t *key, yaml_node_t *value);
 static int parse_plans(struct ctx *c, yaml_node_t *key, yaml_node_t *value);
 static int parse_keys(struct ctx *c, yaml_node_t *key, yaml_node_t *value);
@@ -904,6 +928,7 @@ static const struct opt root_opts[] = {
     {.key = "keys", .type = OPT_CUSTOM, .parse = parse_keys},
     SEC("agents", agents_opts),
     SEC("store", store_opts),
+    SEC("forward", forward_opts),
     END,
 };
 
@@ -2077,6 +2102,31 @@ static int check_admin(struct ctx *c)
 	                  "admin.token is required when admin.listen is not a loopback address");
 }
 
+/* The CA is a pair; a tunnel to any host is an open proxy beyond loopback. */
+static int check_forward(struct ctx *c)
+{
+	struct config *cfg = c->cfg;
+	if ((*cfg->forward.ca_cert != '\0') != (*cfg->forward.ca_key != '\0'))
+		return fail_field(c,
+		                  *cfg->forward.ca_cert ? (const void *)&cfg->forward.ca_cert
+		                                        : (const void *)&cfg->forward.ca_key,
+		                  NULL, "forward",
+		                  "ca_cert and ca_key are given together, or neither (a CA made at "
+		                  "first start)");
+	for (size_t i = 0; i < cfg->forward.n_tunnel; i++) {
+		if (strcmp(cfg->forward.tunnel[i], "*") != 0)
+			continue;
+		char host[256];
+		if (config_split_hostport(cfg->listen, host, sizeof(host), NULL) == 0 &&
+		    config_host_is_loopback(host))
+			return 0;
+		return fail_field(c, &cfg->forward.tunnel, NULL, "forward.tunnel",
+		                  "\"*\" (tunnel to any host) only when listen is a loopback "
+		                  "address; list the hosts instead: pacerd is never an open proxy");
+	}
+	return 0;
+}
+
 static int cmp_key_index(const void *a, const void *b, void *arg)
 {
 	const struct key_conf *keys = arg;
@@ -2245,7 +2295,8 @@ static int validate(struct ctx *c, char *const *env)
 	}
 	if (resolve_default_provider(c) != 0 || check_provider_plans(c) != 0)
 		return -1;
-	if (apply_env(c, env) != 0 || check_providers(c) != 0 || check_admin(c) != 0)
+	if (apply_env(c, env) != 0 || check_providers(c) != 0 || check_admin(c) != 0 ||
+	    check_forward(c) != 0)
 		return -1;
 	for (size_t i = 0; i < cfg->n_plans; i++)
 		if (check_plan(c, &cfg->plans[i]) != 0)

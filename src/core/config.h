@@ -188,6 +188,17 @@ struct config {
 			    lease_ms; /* max_concurrent_global leases live this long unrenewed */
 		} redis;
 	} store;
+	struct {
+		bool intercept;  /* CONNECT to a provider's host is terminated with the CA */
+		char *ca_cert;   /* "" = made in state_dir at first start */
+		char *ca_key;    /* with ca_cert */
+		char *state_dir; /* "" = $STATE_DIRECTORY, $XDG_STATE_HOME/pacerd,
+		                    ~/.local/state/pacerd */
+		/* host[:port] (lower case; 443 when none) tunnelled blindly; "*" = any
+		 * host on 443 (loopback only) */
+		char **tunnel;
+		size_t n_tunnel;
+	} forward;
 };
 
 /* Loads `path` (NULL: built-in defaults only), then applies the PACERD_* variables

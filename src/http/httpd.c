@@ -21,6 +21,14 @@
  * earliest deadline and, when it fires early for the current state, re-armed
  * for what is left (a deadline that moves later costs nothing).
  *
+ * A terminated tunnel (hreq_tunnel_tls) is the same connection with a TLS
+ * session between the socket and the parser (tls.c, memory BIOs): bytes read
+ * are fed to the session and its plaintext parsed as above; output is
+ * encrypted into tls_out on the way to the same writev. The CONNECT's 200
+ * goes out in clear first, the handshake shares READING's deadline with the
+ * first head, and every state, timer and cap above applies unchanged. A blind
+ * tunnel is not this layer's: hreq_take_over hands the socket over.
+ *
  * Nothing is freed from inside a callback that may be on the stack: closed
  * connections go on a reap list handled on the next loop turn, and go back to
  * a pool with their buffers (no allocation per request or per connection once
@@ -49,6 +57,7 @@
 #include "core/list.h"
 #include "core/log.h"
 #include "core/pool.h"
+#include "http/tls.h"
 
 #define LISTEN_BACKLOG 4096
 #define READ_CHUNK (64 * 1024)
@@ -60,6 +69,8 @@
 /* Buffers larger than this are freed when a request ends, not kept for the next. */
 #define KEEP_HEAD_BYTES 8192
 #define KEEP_BODY_BYTES (64 * 1024)
+/* The largest TLS record's plaintext: answers are encrypted in records this big. */
+#define TLS_RECORD (16 * 1024)
 
 enum hc_state { HC_IDLE, HC_READING, HC_ACTIVE, HC_CLOSING, HC_LINGER, HC_DEAD };
 enum hc_last { K_NONE, K_URL, K_FIELD, K_VALUE };
@@ -113,6 +124,12 @@ struct hconn {
 	int64_t head_start_ms, last_read_ms, last_write_ms, linger_start_ms;
 	int64_t body_start_ms;       /* the head ended: the body's allowance counts from here */
 	char peer[INET6_ADDRSTRLEN]; /* the client's address; "" when not known */
+	/* A terminated tunnel (hreq_tunnel_tls): the TLS session, its host, and
+	 * the ciphertext waiting for the socket (out holds plaintext then). */
+	SSL *ssl;
+	struct evbuffer *tls_out;
+	char tunnel_host[HREQ_HOST_MAX + 1];
+	bool tls_notified; /* close_notify queued */
 	bool close_after;
 	bool flush_queued, reap_queued;
 	struct list flush_link; /* h->flushq while flush_queued */
@@ -138,18 +155,30 @@ struct httpd {
 	size_t n_conns, n_active;
 	uint64_t accepted;
 	uint64_t responses[6];
+	uint64_t tunnels, handshakes, handshake_failures, tunnel_requests;
 	unsigned id_prefix;
 	unsigned long long next_id;
 	char scratch[READ_CHUNK];
+	char tls_plain[TLS_RECORD]; /* plaintext gathered into one record */
 };
 
 static const http_parser_settings parser_settings;
 static void conn_close(struct hconn *c);
+static void conn_release(struct hconn *c, bool close_fd);
 static void conn_destroy(void *obj);
 static void conn_queue_flush(struct hconn *c);
 static void conn_arm(struct hconn *c);
 static void conn_parse_pending(struct hconn *c);
 static void on_read(evutil_socket_t fd, short what, void *arg);
+static void tls_pump(struct hconn *c);
+static void tls_failed(struct hconn *c, const char *why);
+static bool writable(const struct hreq *r);
+
+/* Output not yet written to the socket: plaintext, and ciphertext in a tunnel. */
+static size_t out_len(const struct hconn *c)
+{
+	return evbuffer_get_length(c->out) + (c->tls_out ? evbuffer_get_length(c->tls_out) : 0);
+}
 
 static int64_t now_ms(void)
 {
@@ -784,6 +813,8 @@ static void dispatch_request(struct hconn *c)
 		make_id(h, r->id);
 	if (h->closing)
 		r->keep_alive = false;
+	if (c->ssl != NULL)
+		h->tunnel_requests++;
 	c->state = HC_ACTIVE;
 	c->last_write_ms = now_ms();
 	h->n_active++;
@@ -892,29 +923,9 @@ static void conn_gone(struct hconn *c)
 	conn_close(c);
 }
 
-static void on_read(evutil_socket_t fd, short what, void *arg)
+/* Plaintext from the client: parsed now, or kept for after the answer. */
+static void conn_input(struct hconn *c, const char *data, size_t n)
 {
-	struct hconn *c = arg;
-	if (c->state == HC_DEAD)
-		return;
-	if (c->rd_closed_only) {
-		(void)what;
-		conn_gone(c);
-		return;
-	}
-	ssize_t n = read(fd, c->h->scratch, sizeof(c->h->scratch));
-	if (n == 0) {
-		conn_gone(c);
-		return;
-	}
-	if (n < 0) {
-		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
-			return;
-		conn_gone(c);
-		return;
-	}
-	c->last_read_ms = now_ms();
-	const char *data = c->h->scratch;
 	switch (c->state) {
 	case HC_IDLE:
 	case HC_READING:
@@ -942,13 +953,217 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
+static void on_read(evutil_socket_t fd, short what, void *arg)
+{
+	struct hconn *c = arg;
+	if (c->state == HC_DEAD)
+		return;
+	if (c->rd_closed_only) {
+		(void)what;
+		conn_gone(c);
+		return;
+	}
+	ssize_t n = read(fd, c->h->scratch, sizeof(c->h->scratch));
+	if (n <= 0 && c->ssl != NULL && !tls_conn_established(c->ssl) &&
+	    (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))) {
+		/* A client that gave up on the handshake (an untrusted
+		 * certificate, often, closed without an alert). */
+		tls_failed(c, n == 0 ? "closed by the client during the handshake"
+		                     : "reset during the handshake");
+		return;
+	}
+	if (n == 0) {
+		conn_gone(c);
+		return;
+	}
+	if (n < 0) {
+		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+			conn_gone(c);
+		else if (c->ssl != NULL)
+			tls_pump(c); /* woken for what the TLS session already holds */
+		return;
+	}
+	c->last_read_ms = now_ms();
+	if (c->ssl == NULL) {
+		conn_input(c, c->h->scratch, (size_t)n);
+		return;
+	}
+	if (c->state == HC_CLOSING || c->state == HC_LINGER)
+		return; /* discarded, as in clear */
+	if (tls_conn_feed(c->ssl, c->h->scratch, (size_t)n) != 0) {
+		conn_gone(c);
+		return;
+	}
+	tls_pump(c);
+}
+
+/* ---- terminated tunnels ---- */
+
+/* A handshake that failed, timed out or was cut: counted, logged (the reason
+ * and host, nothing the client sent), and the connection closed without an
+ * answer, as no TLS session exists to carry one. */
+static void tls_failed(struct hconn *c, const char *why)
+{
+	c->h->handshake_failures++;
+	struct log_line l;
+	if (log_begin(&l, LOG_INFO, "tls_handshake_failed")) {
+		log_str(&l, "host", c->tunnel_host);
+		if (c->peer[0])
+			log_str(&l, "peer", c->peer);
+		log_str(&l, "reason", why);
+		log_end(&l);
+	}
+	conn_close(c);
+}
+
+/* Runs the session on what it holds: handshake messages out, plaintext to the
+ * parser, for as long as the connection takes input. */
+static void tls_pump(struct hconn *c)
+{
+	while (c->ssl != NULL && !c->rd_closed_only &&
+	       (c->state == HC_IDLE || c->state == HC_READING || c->state == HC_ACTIVE)) {
+		size_t n = 0;
+		bool done = false;
+		enum tls_status st =
+		    tls_conn_read(c->ssl, c->h->scratch, sizeof(c->h->scratch), &n, &done);
+		if (done)
+			c->h->handshakes++;
+		size_t queued = evbuffer_get_length(c->tls_out);
+		tls_conn_drain(c->ssl, c->tls_out);
+		if (evbuffer_get_length(c->tls_out) > queued)
+			conn_queue_flush(c);
+		switch (st) {
+		case TLS_DATA:
+			conn_input(c, c->h->scratch, n);
+			continue;
+		case TLS_WANT:
+			return;
+		case TLS_CLOSED:
+			conn_gone(c);
+			return;
+		case TLS_PLAINTEXT:
+			/* Plain HTTP where a ClientHello belonged: a client that
+			 * took the proxy for the origin. Told so in clear. */
+			c->h->handshake_failures++;
+			SSL_free(c->ssl);
+			c->ssl = NULL;
+			conn_reject(c, 400, "tls_expected",
+			            "this tunnel expects a TLS ClientHello, not plain HTTP");
+			return;
+		case TLS_FAILED:
+			if (!tls_conn_established(c->ssl)) {
+				tls_failed(c, tls_conn_error());
+			} else {
+				conn_gone(c);
+			}
+			return;
+		}
+	}
+}
+
+void hreq_tunnel_tls(struct hreq *r, struct ssl_st *ssl, const char *host)
+{
+	struct hconn *c = r->conn;
+	struct httpd *h = c->h;
+	if (!writable(r) || r->started) {
+		SSL_free(ssl);
+		return;
+	}
+	if (c->tls_out == NULL && (c->tls_out = evbuffer_new()) == NULL) {
+		SSL_free(ssl);
+		hreq_close_after(r);
+		hreq_error(r, 503, "out_of_memory", "pacerd is out of memory", NULL, 0);
+		return;
+	}
+	snprintf(c->tunnel_host, sizeof(c->tunnel_host), "%s", host);
+	tls_conn_expect_host(ssl, c->tunnel_host);
+	/* The answer goes out in clear, before any byte of the session. */
+	static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
+	evbuffer_add(c->tls_out, ok, sizeof(ok) - 1);
+	count_response(h, 200);
+	c->ssl = ssl;
+	c->tls_notified = false;
+	h->tunnels++;
+	if (c->pend_len > 0) {
+		/* A ClientHello sent without waiting for the 200: the session
+		 * reads it on the next loop turn (not inside the owner's call). */
+		if (tls_conn_feed(ssl, c->pend + c->pend_off, c->pend_len) != 0)
+			c->close_after = true;
+		c->pend_len = c->pend_off = 0;
+		event_active(&c->rd, EV_READ, 1);
+	}
+	r->ev = NULL;
+	r->ctx = NULL;
+	h->n_active--;
+	/* The handshake and the first request's head are one slow client's
+	 * allowance: both within client_timeout_s from now. */
+	int64_t now = now_ms();
+	c->state = HC_READING;
+	c->in_head = true;
+	c->last = K_NONE;
+	c->last_byte = '\n';
+	c->head_start_ms = c->last_read_ms = c->last_write_ms = now;
+	http_parser_init(&c->parser, HTTP_REQUEST);
+	c->parser.data = c;
+	conn_queue_flush(c);
+	conn_arm(c);
+}
+
+int hreq_take_over(struct hreq *r, evutil_socket_t *fd, struct evbuffer *pending)
+{
+	struct hconn *c = r->conn;
+	if (!writable(r) || r->started || c->ssl != NULL || evbuffer_get_length(c->out) > 0)
+		return -1;
+	if (c->pend_len > 0 && evbuffer_add(pending, c->pend + c->pend_off, c->pend_len) != 0)
+		return -1;
+	*fd = c->fd;
+	conn_release(c, false);
+	return 0;
+}
+
+const char *hreq_tunnel_host(const struct hreq *r)
+{
+	return r->conn->ssl != NULL ? r->conn->tunnel_host : NULL;
+}
+
+/* Moves the plaintext output through the TLS session into tls_out, in
+ * records of up to TLS_RECORD bytes (an SSE chunk's size line, data and CRLF
+ * are one record, not three). -1 on a TLS failure. */
+static int tls_encrypt(struct hconn *c)
+{
+	if (!tls_conn_established(c->ssl))
+		return 0; /* nothing of the owner's can be there before the handshake */
+	size_t len;
+	while ((len = evbuffer_get_length(c->out)) > 0) {
+		if (len > TLS_RECORD)
+			len = TLS_RECORD;
+		int got = evbuffer_remove(c->out, c->h->tls_plain, len);
+		if (got <= 0 || tls_conn_write(c->ssl, c->h->tls_plain, (size_t)got) != 0)
+			return -1;
+	}
+	tls_conn_drain(c->ssl, c->tls_out);
+	return 0;
+}
+
 static void conn_write(struct hconn *c)
 {
 	if (c->state == HC_DEAD)
 		return;
-	size_t before = evbuffer_get_length(c->out);
+	struct evbuffer *wire = c->out;
+	if (c->ssl != NULL) {
+		if (tls_encrypt(c) != 0) {
+			conn_gone(c);
+			return;
+		}
+		wire = c->tls_out;
+	} else if (c->tls_out != NULL && evbuffer_get_length(c->tls_out) > 0) {
+		/* TLS given up for a plain answer: what was queued goes first. */
+		evbuffer_add_buffer(c->tls_out, c->out);
+		wire = c->tls_out;
+	}
+	size_t before = evbuffer_get_length(wire);
 	if (before > 0) {
-		int n = evbuffer_write(c->out, c->fd);
+		int n = evbuffer_write(wire, c->fd);
 		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
 			conn_gone(c);
 			return;
@@ -956,7 +1171,7 @@ static void conn_write(struct hconn *c)
 		if (n > 0)
 			c->last_write_ms = now_ms();
 	}
-	size_t left = evbuffer_get_length(c->out);
+	size_t left = out_len(c);
 	if (left > 0 && !c->wr_added) {
 		event_add(&c->wr, NULL);
 		c->wr_added = true;
@@ -973,6 +1188,16 @@ static void conn_write(struct hconn *c)
 	}
 	if (left > 0)
 		return;
+	if (c->state == HC_CLOSING && c->ssl != NULL && !c->tls_notified) {
+		/* A TLS client told the end, so it can tell it from a cut. */
+		c->tls_notified = true;
+		tls_conn_close_notify(c->ssl);
+		tls_conn_drain(c->ssl, c->tls_out);
+		if (evbuffer_get_length(c->tls_out) > 0) {
+			conn_write(c);
+			return;
+		}
+	}
 	if (c->state == HC_CLOSING) {
 		/* Lingering close: stop sending, keep reading a little so that a
 		 * client still sending its body does not reset the answer away. */
@@ -1005,11 +1230,14 @@ static void on_flush(evutil_socket_t fd, short what, void *arg)
 		conn_write(c);
 		/* Pipelined requests go on once the answer before them ended
 		 * and its client keeps up. */
-		if ((c->state == HC_IDLE || c->state == HC_READING) &&
-		    evbuffer_get_length(c->out) < HREQ_OUT_CAP) {
+		if ((c->state == HC_IDLE || c->state == HC_READING) && out_len(c) < HREQ_OUT_CAP) {
 			if (c->rd_closed_only && c->pend_len < PENDING_CAP)
 				set_read_mode(c, false);
 			conn_parse_pending(c);
+			/* Plaintext the session holds wakes no read event. */
+			if (c->ssl != NULL && (c->state == HC_IDLE || c->state == HC_READING) &&
+			    !c->rd_closed_only && tls_conn_pending(c->ssl))
+				tls_pump(c);
 			if (c->state == HC_IDLE || c->state == HC_READING)
 				conn_arm(c);
 		}
@@ -1057,7 +1285,7 @@ static int64_t conn_deadline(const struct hconn *c)
 	case HC_CLOSING:
 		/* Only a write that makes no progress counts; an answer that
 		 * is still being produced is the owner's business. */
-		return evbuffer_get_length(c->out) > 0 ? c->last_write_ms + t : 0;
+		return out_len(c) > 0 ? c->last_write_ms + t : 0;
 	case HC_LINGER:
 		return c->linger_start_ms + LINGER_MS;
 	case HC_DEAD:
@@ -1106,6 +1334,10 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 		conn_close(c);
 		break;
 	case HC_READING:
+		if (c->ssl != NULL && !tls_conn_established(c->ssl)) {
+			tls_failed(c, "handshake not complete within limits.client_timeout_s");
+			break;
+		}
 		conn_reject(c, 408, "request_timeout",
 		            "the request was not complete within limits.client_timeout_s");
 		break;
@@ -1150,6 +1382,12 @@ static void on_reap(evutil_socket_t fd, short what, void *arg)
 
 static void conn_close(struct hconn *c)
 {
+	conn_release(c, true);
+}
+
+/* Closes (or, close_fd false, forgets) the connection; reaped next turn. */
+static void conn_release(struct hconn *c, bool close_fd)
+{
 	struct httpd *h = c->h;
 	if (c->state == HC_DEAD)
 		return;
@@ -1165,9 +1403,16 @@ static void conn_close(struct hconn *c)
 	evtimer_del(&c->timer);
 	c->rd_added = c->wr_added = false;
 	c->timer_at = 0;
-	close(c->fd);
+	if (close_fd)
+		close(c->fd);
 	c->fd = -1;
 	evbuffer_drain(c->out, evbuffer_get_length(c->out));
+	if (c->ssl != NULL) {
+		SSL_free(c->ssl);
+		c->ssl = NULL;
+	}
+	if (c->tls_out != NULL)
+		evbuffer_drain(c->tls_out, evbuffer_get_length(c->tls_out));
 	req_reset(&c->req);
 	c->pend_len = c->pend_off = 0;
 	if (c->pend_cap > KEEP_HEAD_BYTES) {
@@ -1216,6 +1461,8 @@ static void conn_destroy(void *obj)
 	free(c->req.body);
 	free(c->pend);
 	evbuffer_free(c->out);
+	if (c->tls_out != NULL)
+		evbuffer_free(c->tls_out);
 	free(c);
 }
 
@@ -1253,6 +1500,9 @@ static int adopt(struct httpd *h, evutil_socket_t fd, const struct sockaddr *pee
 	c->reject = 0;
 	c->pend_len = c->pend_off = 0;
 	c->timer_at = 0;
+	c->ssl = NULL;
+	c->tunnel_host[0] = '\0';
+	c->tls_notified = false;
 	int64_t now = now_ms();
 	c->head_start_ms = c->last_read_ms = c->last_write_ms = now;
 	http_parser_init(&c->parser, HTTP_REQUEST);
@@ -1463,11 +1713,17 @@ void httpd_get_stats(const struct httpd *h, struct httpd_stats *st)
 	st->connections = h->n_conns;
 	st->active = h->n_active;
 	st->busy = 0;
+	st->tunnels = h->tunnels;
+	st->handshakes = h->handshakes;
+	st->handshake_failures = h->handshake_failures;
+	st->tunnel_requests = h->tunnel_requests;
+	st->tunnels_open = 0;
 	struct list *node, *tmp;
 	LIST_FOR_EACH_SAFE(node, tmp, &h->conns) {
 		const struct hconn *c = LIST_ITEM(node, struct hconn, link);
+		st->tunnels_open += c->ssl != NULL;
 		if (c->state == HC_READING || c->state == HC_ACTIVE ||
-		    (c->state == HC_CLOSING && evbuffer_get_length(c->out) > 0) ||
+		    (c->state == HC_CLOSING && out_len(c) > 0) ||
 		    (c->state == HC_IDLE && c->pend_len > 0))
 			st->busy++;
 	}
@@ -1603,7 +1859,7 @@ bool hreq_write(struct hreq *r, const char *data, size_t len)
 		}
 		conn_queue_flush(c);
 	}
-	if (evbuffer_get_length(c->out) >= HREQ_OUT_CAP) {
+	if (out_len(c) >= HREQ_OUT_CAP) {
 		r->full = true;
 		return false;
 	}

@@ -22,12 +22,15 @@
 #ifndef PACERD_HTTPD_H
 #define PACERD_HTTPD_H
 
+#include <event2/buffer.h>
 #include <event2/event.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #define HREQ_ID_MAX 128
+/* The host of a CONNECT tunnel (a DNS name, or an IP literal). */
+#define HREQ_HOST_MAX 255
 
 /* Bytes waiting for a client above which hreq_write asks the writer to pause:
  * the memory a slow reader can pin is about this plus one upstream buffer. */
@@ -35,6 +38,7 @@
 
 struct httpd;
 struct hreq;
+struct ssl_st; /* OpenSSL's SSL */
 
 struct httpd_conf {
 	size_t max_header_bytes;   /* request line and header fields (431 above) */
@@ -64,11 +68,16 @@ struct hreq_events {
 };
 
 struct httpd_stats {
-	uint64_t responses[6]; /* answers by status class: [2] = 2xx … */
-	uint64_t accepted;     /* connections, since start */
-	size_t connections;    /* open now */
-	size_t active;         /* requests with the owner now */
-	size_t busy;           /* connections reading a request or writing an answer (O(n)) */
+	uint64_t responses[6];       /* answers by status class: [2] = 2xx … */
+	uint64_t accepted;           /* connections, since start */
+	size_t connections;          /* open now */
+	size_t active;               /* requests with the owner now */
+	size_t busy;                 /* connections reading a request or writing an answer (O(n)) */
+	uint64_t tunnels;            /* CONNECTs turned into terminated tunnels, since start */
+	uint64_t handshakes;         /* TLS handshakes completed in them */
+	uint64_t handshake_failures; /* failed, cut or timed out before completing */
+	uint64_t tunnel_requests;    /* requests read inside tunnels */
+	size_t tunnels_open;         /* connections in TLS now (O(n)) */
 };
 
 typedef void (*httpd_request_fn)(struct hreq *r, void *arg);
@@ -139,5 +148,24 @@ void hreq_respond(struct hreq *r, int status, const struct hhdr *h, size_t n, co
                   size_t len);
 /* Closes the connection after this answer (no keep-alive). */
 void hreq_close_after(struct hreq *r);
+
+/* ---- CONNECT tunnels terminated here ---- */
+/* Answers a CONNECT with 200 and turns its connection into a TLS server
+ * session (ssl: from tls_conn_new, taken over, freed with the connection)
+ * for host. The request ends here (the owner drops r); what follows on the
+ * connection is a TLS handshake, then HTTP/1.1 requests handed to on_request
+ * like any others, with hreq_tunnel_host set. The handshake must complete,
+ * and the first request's head arrive, within client_timeout_s (the slow
+ * client's rule); a handshake that fails is closed at once, a client that
+ * sends plain HTTP instead gets a plain 400 tls_expected. */
+void hreq_tunnel_tls(struct hreq *r, struct ssl_st *ssl, const char *host);
+/* Gives the connection of r up (a blind tunnel takes it over): its socket is
+ * returned, the bytes the client sent after the request head are added to
+ * pending, and the layer forgets the connection (not counted in
+ * max_connections any more; the new owner closes the socket). Nothing of the
+ * answer may have been written. -1 (and r untouched) when not possible. */
+int hreq_take_over(struct hreq *r, evutil_socket_t *fd, struct evbuffer *pending);
+/* The host of the tunnel the request came through, or NULL (not in one). */
+const char *hreq_tunnel_host(const struct hreq *r);
 
 #endif

@@ -263,6 +263,8 @@ static void log_request(struct exchange *x)
 	if (x->route.path != NULL && x->client != NULL)
 		log_strn(&l, "path", x->route.path, strcspn(x->route.path, "?"));
 	log_int(&l, "status", x->status);
+	if (x->route.tunnel)
+		log_bool(&l, "tunnel", true);
 	log_int(&l, "attempts", x->ticket.item.attempts);
 	log_int(&l, "queue_ms", x->t_dispatch ? x->t_dispatch - x->t_start : 0);
 	log_int(&l, "upstream_ms", x->t_dispatch ? now - x->t_dispatch : 0);

@@ -5,6 +5,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "http/connect.h"
+
 static bool prefix_matches(const char *prefix, const char *path, size_t path_len)
 {
 	size_t n = strlen(prefix);
@@ -141,6 +143,65 @@ static enum route_status resolve_absolute_form(const struct config *cfg, const c
 		}
 	}
 	return ROUTE_HOST_NOT_ALLOWED;
+}
+
+static const struct provider_conf *provider_for_host(const struct config *cfg, const char *host,
+                                                     size_t n)
+{
+	for (size_t i = 0; i < cfg->n_providers; i++)
+		if (host_listed(&cfg->providers[i], host, n))
+			return &cfg->providers[i];
+	return NULL;
+}
+
+enum route_status route_resolve_tunnel(const struct config *cfg, const char *host,
+                                       const char *target, struct route *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (target == NULL || target[0] != '/')
+		return ROUTE_BAD_TARGET; /* inside a tunnel only origin-form is meant */
+	/* The provider may have left the config since the tunnel opened. */
+	const struct provider_conf *p = provider_for_host(cfg, host, strlen(host));
+	if (p == NULL)
+		return ROUTE_HOST_NOT_ALLOWED;
+	size_t tlen = strlen(target);
+	if (!path_is_safe(target, tlen))
+		return ROUTE_UNSAFE_PATH;
+	out->provider = p;
+	out->forward_proxy = true;
+	out->tunnel = true;
+	out->path = target;
+	out->path_len = strcspn(target, "#");
+	return ROUTE_OK;
+}
+
+enum connect_verdict route_connect(const struct config *cfg, const char *host, unsigned port,
+                                   const struct provider_conf **provider)
+{
+	*provider = NULL;
+	const struct provider_conf *p = provider_for_host(cfg, host, strlen(host));
+	if (p != NULL && port == 443 && cfg->forward.intercept) {
+		*provider = p;
+		return CONNECT_TERMINATE;
+	}
+	/* Port 443 unless an entry names another: a tunnel is for HTTPS, not a
+	 * way to reach any service the proxy's host can see. */
+	for (size_t i = 0; i < cfg->forward.n_tunnel; i++) {
+		const char *t = cfg->forward.tunnel[i];
+		if (strcmp(t, "*") == 0) {
+			if (port == 443)
+				return CONNECT_BLIND;
+			continue;
+		}
+		char buf[CONNECT_HOST_MAX + 16];
+		struct connect_target e;
+		bool has_port = t[0] == '[' ? strstr(t, "]:") != NULL : strchr(t, ':') != NULL;
+		int n = snprintf(buf, sizeof(buf), "%s%s", t, has_port ? "" : ":443");
+		if (n > 0 && (size_t)n < sizeof(buf) && connect_parse(buf, (size_t)n, &e) &&
+		    e.port == port && strcmp(e.host, host) == 0)
+			return CONNECT_BLIND;
+	}
+	return CONNECT_DENY;
 }
 
 enum route_status route_resolve(const struct config *cfg, const char *target, struct route *out)

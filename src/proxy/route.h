@@ -20,7 +20,8 @@ enum route_status {
 
 struct route {
 	const struct provider_conf *provider;
-	bool forward_proxy; /* the request target was an absolute URI */
+	bool forward_proxy; /* the request target was an absolute URI, or came through a tunnel */
+	bool tunnel;        /* it came through a CONNECT tunnel pacerd terminated */
 	/* The part of the target sent upstream, path and query ("/v1/x?y"), not
 	 * NUL-terminated: it points into the target given to route_resolve. */
 	const char *path;
@@ -31,6 +32,23 @@ struct route {
  * "http://host[:port]/p?q") against the configured providers: the longest
  * matching prefix (stripped), or the provider listing the absolute URI's host. */
 enum route_status route_resolve(const struct config *cfg, const char *target, struct route *out);
+
+/* A request read inside a tunnel pacerd terminated for host: routed like the
+ * absolute URI https://host<target>. target must be origin-form. */
+enum route_status route_resolve_tunnel(const struct config *cfg, const char *host,
+                                       const char *target, struct route *out);
+
+/* What a CONNECT to host:port gets (DESIGN §2). */
+enum connect_verdict {
+	CONNECT_TERMINATE, /* a provider's host, port 443, forward.intercept: TLS ends here */
+	CONNECT_BLIND,     /* listed in forward.tunnel (host: port 443, host:port, "*": any host
+	                    * on 443): bytes pass untouched */
+	CONNECT_DENY,      /* 403 host_not_allowed */
+};
+/* host: lower case, as connect_parse gives it. *provider: the provider for
+ * CONNECT_TERMINATE, else NULL. */
+enum connect_verdict route_connect(const struct config *cfg, const char *host, unsigned port,
+                                   const struct provider_conf **provider);
 
 /* Writes the upstream URL: the provider's upstream base joined with the path
  * (origin-form), or the upstream's scheme://authority with the path as given

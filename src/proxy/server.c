@@ -1,8 +1,10 @@
 /* server — the proxy's front: its HTTP server (httpd), intake (what pacerd
- * answers before a request reaches a lane: shutting down, CONNECT and TRACE,
- * no provider, a host that is not configured), and the daemon-level life of
- * configurations. A routed request, with its key found and hashed, is handed
- * to the exchange. See server.h. */
+ * answers before a request reaches a lane: shutting down, TRACE, no provider,
+ * a host that is not configured), CONNECT (a provider's host terminated with
+ * the CA, a forward.tunnel host handed to blind.c, anything else 403), and
+ * the daemon-level life of configurations. A routed request, with its key
+ * found and hashed, is handed to the exchange, whether it came in clear or
+ * through a tunnel. See server.h. */
 #include "proxy/server.h"
 
 #include <stdio.h>
@@ -13,10 +15,14 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/ca.h"
 #include "core/log.h"
 #include "core/priority.h"
+#include "http/connect.h"
 #include "http/headers.h"
 #include "http/httpd.h"
+#include "http/tls.h"
+#include "proxy/blind.h"
 #include "proxy/exchange.h"
 #include "proxy/route.h"
 #include "proxy/upstream.h"
@@ -44,6 +50,10 @@ struct server {
 	bool shutting_down;
 	void (*drained)(void *);
 	void *drained_arg;
+	struct ca *ca;       /* NULL: tunnels cannot be terminated (ca_unavailable) */
+	SSL_CTX *tls_ctx;    /* with ca */
+	uint64_t denied;     /* CONNECTs refused (403) */
+	struct blind *blind; /* tunnels passed through (forward.tunnel) */
 };
 
 static void http_conf_of(const struct config *cfg, struct httpd_conf *hc)
@@ -165,6 +175,62 @@ static size_t host_fields(const struct hreq *r)
 	return n;
 }
 
+/* CONNECT host:port (DESIGN §2): a provider's host is terminated here with a
+ * certificate of pacerd's CA, and its requests go through the same intake as
+ * any; a host in forward.tunnel passes blindly; anything else is 403. Every
+ * refusal closes the connection: the client expected a tunnel on it. */
+static void on_connect(struct server *srv, struct hreq *r)
+{
+	const struct config *cfg = srv->cref->cfg;
+	struct connect_target t;
+	hreq_close_after(r);
+	if (hreq_tunnel_host(r) != NULL) {
+		reply_early(r, 400, "bad_request", "CONNECT inside a tunnel", -1);
+		return;
+	}
+	if (!connect_parse(hreq_target(r), hreq_target_len(r), &t)) {
+		reply_early(r, 400, "bad_request", "CONNECT needs host:port as its target", -1);
+		return;
+	}
+	const struct provider_conf *prov = NULL;
+	switch (route_connect(cfg, t.host, t.port, &prov)) {
+	case CONNECT_TERMINATE:
+		break;
+	case CONNECT_BLIND:
+		blind_open(srv->blind, r, t.host, t.port);
+		return;
+	case CONNECT_DENY:
+		srv->denied++;
+		reply_early(
+		    r, 403, "host_not_allowed",
+		    "CONNECT only to a configured provider's host on port 443 (or a host in "
+		    "forward.tunnel); pacerd is not an open proxy",
+		    -1);
+		return;
+	}
+	X509 *leaf = srv->ca != NULL ? ca_leaf(srv->ca, t.host) : NULL;
+	SSL *ssl = leaf != NULL
+	               ? tls_conn_new(srv->tls_ctx, leaf, ca_leaf_key(srv->ca), ca_cert(srv->ca))
+	               : NULL;
+	if (ssl == NULL) {
+		reply_early(r, 503, "ca_unavailable",
+		            srv->ca == NULL ? "pacerd has no CA to terminate tunnels with (see the "
+		                              "ca_unavailable line at start, or `pacerd ca`)"
+		                            : "no certificate could be made for this host",
+		            -1);
+		return;
+	}
+	struct log_line l;
+	if (log_begin(&l, LOG_DEBUG, "tunnel")) {
+		log_str(&l, "request_id", hreq_id(r));
+		log_str(&l, "host", t.host);
+		log_str(&l, "provider", prov->name);
+		log_str(&l, "mode", "terminate");
+		log_end(&l);
+	}
+	hreq_tunnel_tls(r, ssl, t.host);
+}
+
 static void on_request(struct hreq *r, void *arg)
 {
 	struct server *srv = arg;
@@ -176,14 +242,7 @@ static void on_request(struct hreq *r, void *arg)
 		return;
 	}
 	if (strcmp(method, "CONNECT") == 0) {
-		/* The client expects a tunnel on this connection: end it after
-		 * the answer. */
-		hreq_close_after(r);
-		reply_early(r, 405, "method_not_allowed",
-		            "CONNECT is not supported: a TLS tunnel cannot be paced per request. "
-		            "Send plain HTTP to pacerd (set the SDK base URL to "
-		            "http://HOST:PORT/v1) instead of using it as an HTTPS proxy",
-		            -1);
+		on_connect(srv, r);
 		return;
 	}
 	if (strcmp(method, "TRACE") == 0) {
@@ -198,7 +257,11 @@ static void on_request(struct hreq *r, void *arg)
 	}
 
 	struct exchange_intake in = {.cref = srv->cref};
-	switch (route_resolve(cfg, hreq_target(r), &in.route)) {
+	const char *tunnel = hreq_tunnel_host(r);
+	enum route_status rs = tunnel != NULL
+	                           ? route_resolve_tunnel(cfg, tunnel, hreq_target(r), &in.route)
+	                           : route_resolve(cfg, hreq_target(r), &in.route);
+	switch (rs) {
 	case ROUTE_OK:
 		break;
 	case ROUTE_NO_PROVIDER:
@@ -299,6 +362,12 @@ struct server *server_new(struct event_base *base, struct config *cfg, struct up
 		server_free(srv);
 		return NULL;
 	}
+	srv->blind = blind_new(base, err, errlen);
+	if (srv->blind == NULL) {
+		server_free(srv);
+		return NULL;
+	}
+	blind_set_limits(srv->blind, cfg->limits.max_connections, cfg->limits.client_timeout_s);
 	srv->drain_check = event_new(base, -1, EV_PERSIST, on_drain_check, srv);
 	srv->trim = event_new(base, -1, EV_PERSIST, on_trim, srv);
 	if (srv->drain_check == NULL || srv->trim == NULL) {
@@ -352,6 +421,14 @@ void server_reload(struct server *srv, struct config *cfg)
 	    cs->store.redis.lease_ms != cur->store.redis.lease_ms)
 		log_msg(LOG_WARN, "config_reload",
 		        "a changed store section takes effect at restart; the running store stays");
+	if (strcmp(cs->forward.ca_cert, cur->forward.ca_cert) != 0 ||
+	    strcmp(cs->forward.ca_key, cur->forward.ca_key) != 0 ||
+	    strcmp(cs->forward.state_dir, cur->forward.state_dir) != 0 ||
+	    (cs->forward.intercept && !cur->forward.intercept && srv->ca == NULL))
+		log_msg(
+		    LOG_WARN, "config_reload",
+		    "a changed CA (forward.ca_cert, ca_key, state_dir) takes effect at restart; "
+		    "the running CA stays");
 	struct config_ref *cref = config_ref_new(cfg);
 	if (cref == NULL) {
 		log_msg(LOG_ERROR, "config_reload_failed",
@@ -363,6 +440,7 @@ void server_reload(struct server *srv, struct config *cfg)
 	struct httpd_conf hc;
 	http_conf_of(cfg, &hc);
 	httpd_set_conf(srv->http, &hc);
+	blind_set_limits(srv->blind, cfg->limits.max_connections, cfg->limits.client_timeout_s);
 	exchanges_reconfigure(srv->xs, cref);
 	config_ref_put(old); /* freed once no request or lane uses it */
 	struct log_line l;
@@ -404,6 +482,40 @@ void server_get_stats(const struct server *srv, struct server_stats *st)
 	st->draining = srv->shutting_down;
 }
 
+int server_set_ca(struct server *srv, struct ca *ca, char *err, size_t errlen)
+{
+	SSL_CTX *ctx = tls_server_ctx_new(err, errlen);
+	if (ctx == NULL) {
+		ca_free(ca);
+		return -1;
+	}
+	if (srv->tls_ctx != NULL)
+		SSL_CTX_free(srv->tls_ctx);
+	ca_free(srv->ca);
+	srv->ca = ca;
+	srv->tls_ctx = ctx;
+	return 0;
+}
+
+void server_get_tunnel_stats(const struct server *srv, struct server_tunnel_stats *st)
+{
+	struct httpd_stats hs;
+	httpd_get_stats(srv->http, &hs);
+	st->terminated = hs.tunnels;
+	st->open = hs.tunnels_open;
+	st->handshakes = hs.handshakes;
+	st->handshake_failures = hs.handshake_failures;
+	st->requests = hs.tunnel_requests;
+	st->denied = srv->denied;
+	struct blind_stats bs;
+	blind_get_stats(srv->blind, &bs);
+	st->blind = bs.opened;
+	st->blind_open = bs.open;
+	st->blind_failed = bs.failed;
+	st->ca = srv->ca != NULL;
+	st->leaves = srv->ca != NULL ? ca_leaves(srv->ca) : 0;
+}
+
 bool server_draining(const struct server *srv)
 {
 	return srv->shutting_down;
@@ -438,11 +550,16 @@ void server_free(struct server *srv)
 	if (srv->xs != NULL)
 		exchanges_on_idle(srv->xs, 0, NULL, NULL);
 	httpd_free(srv->http);
+	if (srv->blind != NULL)
+		blind_free(srv->blind);
 	exchanges_free(srv->xs);
 	if (srv->drain_check != NULL)
 		event_free(srv->drain_check);
 	if (srv->trim != NULL)
 		event_free(srv->trim);
+	if (srv->tls_ctx != NULL)
+		SSL_CTX_free(srv->tls_ctx);
+	ca_free(srv->ca);
 	config_ref_put(srv->cref);
 	free(srv);
 }

@@ -48,6 +48,25 @@ struct server_stats {
 	bool draining;
 };
 void server_get_stats(const struct server *srv, struct server_stats *st);
+/* The CA for terminated tunnels (taken over, also on failure). -1 with err. */
+struct ca; /* core/ca.h */
+int server_set_ca(struct server *srv, struct ca *ca, char *err, size_t errlen);
+
+struct server_tunnel_stats {
+	uint64_t terminated;         /* CONNECTs terminated with pacerd's CA */
+	uint64_t blind;              /* CONNECTs passed blindly (forward.tunnel), connected */
+	uint64_t blind_failed;       /* of those, upstreams that could not be reached (502) */
+	size_t blind_open;           /* blind tunnels open (or connecting) now */
+	uint64_t denied;             /* CONNECTs refused (403) */
+	uint64_t handshakes;         /* TLS handshakes completed */
+	uint64_t handshake_failures; /* failed, cut, or not done within client_timeout_s */
+	uint64_t requests;           /* requests read inside terminated tunnels */
+	size_t open;                 /* terminated tunnels open now */
+	size_t leaves;               /* leaf certificates in memory */
+	bool ca;                     /* a CA is loaded */
+};
+void server_get_tunnel_stats(const struct server *srv, struct server_tunnel_stats *st);
+
 /* The lane table, for /status and /metrics. */
 struct registry *server_lanes(const struct server *srv);
 /* Per-provider histograms and counters, for /metrics. */

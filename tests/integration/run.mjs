@@ -235,7 +235,8 @@ async function runFile(file, shared) {
         cleanups.push(async () => { if (m.proc.alive) await m.stop(); });
         return m;
       },
-      runPacerd: (args, opts) => runPacerd(args, opts),
+      // A pacerd that gets as far as making its CA makes it in the test's directory.
+      runPacerd: (args, opts = {}) => runPacerd(args, { ...opts, env: { STATE_DIRECTORY: dir, ...(opts.env ?? {}) } }),
       curl: (args, opts) => curl(args, { dir, ...opts }),
     };
     const t0 = Date.now();

@@ -502,10 +502,10 @@ export const tests = [
 
   // ---- methods pacerd refuses
   {
-    name: 'CONNECT: 405 method_not_allowed (JSON), connection: close, then closed',
+    name: 'CONNECT to a host that is not a provider: 403 host_not_allowed (JSON), connection: close, then closed',
     fn: async (t) => {
       const p = await t.pacerd();
-      await expectRefused(t, p.port, 'CONNECT api.openai.com:443 HTTP/1.1\r\nHost: api.openai.com:443\r\n\r\n', 405, 'method_not_allowed',
+      await expectRefused(t, p.port, 'CONNECT evil.example:443 HTTP/1.1\r\nHost: evil.example:443\r\n\r\n', 403, 'host_not_allowed',
         { what: 'CONNECT' });
       await nothingForwardedAndStillServes(t, p, 'CONNECT');
     },

@@ -55,17 +55,17 @@ export const tests = [
     },
   },
   {
-    name: 'CONNECT (curl -p, raw) is answered 405 with a JSON explanation',
+    name: 'CONNECT to a foreign host, or to a provider on a port other than 443 (curl -p, raw), is answered 403 with a JSON explanation',
     fn: async (t) => {
       const p = await t.pacerd();
-      const raw = await rawHttp(p.port, 'CONNECT api.openai.com:443 HTTP/1.1\r\nHost: api.openai.com:443\r\n\r\n', { timeout_ms: 3000 });
-      const e = assertPacerError(raw, 405, 'method_not_allowed');
-      assert.match(e.message, /CONNECT|tunnel/i);
-      assert.ok(raw.why !== 'timeout', 'the 405 has no content-length (nor chunked framing) and the connection stays open: ' +
+      const raw = await rawHttp(p.port, 'CONNECT evil.example:443 HTTP/1.1\r\nHost: evil.example:443\r\n\r\n', { timeout_ms: 3000 });
+      const e = assertPacerError(raw, 403, 'host_not_allowed');
+      assert.match(e.message, /CONNECT|open proxy/i);
+      assert.ok(raw.why !== 'timeout', 'the 403 has no content-length (nor chunked framing) and the connection stays open: ' +
         'the client cannot tell where the body ends and waits');
       const c = await t.curl(['-p', '-x', p.url, 'http://api.openai.com/v1/models']);
       assert.notEqual(c.exit, 0, 'curl -p succeeded through pacerd');
-      assert.match(c.stderr + c.allHeaderBlocks.join('\n'), /405/);
+      assert.match(c.stderr + c.allHeaderBlocks.join('\n'), /403/);
       assert.deepEqual(await t.mock.requests(), []);
       // pacerd still serves afterwards.
       assert.equal((await request(`${p.url}/v1/models`)).status, 200);

@@ -86,7 +86,7 @@ export const tests = [
       // Intake's own refusals with a key on the request.
       assert.equal(seen('priority', await oai({ 'x-pacer-priority': 'high' })).status, 400);
       seen('foreign host', await rawHttp(p.port, `POST http://evil.example/v1/chat/completions HTTP/1.1\r\nHost: evil.example\r\nAuthorization: Bearer ${K1}\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}`));
-      seen('connect', await rawHttp(p.port, `CONNECT api.openai.com:443 HTTP/1.1\r\nHost: api.openai.com:443\r\nProxy-Authorization: Basic ${Buffer.from(`u:${K1}`).toString('base64')}\r\n\r\n`));
+      seen('connect', await rawHttp(p.port, `CONNECT evil.example:443 HTTP/1.1\r\nHost: evil.example:443\r\nProxy-Authorization: Basic ${Buffer.from(`u:${K1}`).toString('base64')}\r\n\r\n`));
       seen('smuggling', await rawHttp(p.port, `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${K1}\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}`));
       // A reload (SIGHUP) while a request is in flight, and one through POST /reload.
       const during = oai({ 'x-mock-delay-ms': '600' });
@@ -266,9 +266,14 @@ export const tests = [
         ['network-path after a prefix', req('GET /anthropic//evil.example/v1/models'), [400]],
         ['dot-dot in absolute-form', req('GET http://api.anthropic.com/../v1/models', 'api.anthropic.com'), [400]],
         ['asterisk-form', req('OPTIONS *'), [400, 405]],
-        ['CONNECT to a foreign host', req('CONNECT evil.example:443', 'evil.example:443'), [405]],
-        ['CONNECT to a provider', req('CONNECT api.openai.com:443', 'api.openai.com:443'), [405]],
-        ['CONNECT to the mock', req(`CONNECT ${M}`, M), [405]],
+        ['CONNECT to a foreign host', req('CONNECT evil.example:443', 'evil.example:443'), [403]],
+        ['CONNECT to a provider on port 80', req('CONNECT api.openai.com:80', 'api.openai.com:80'), [403]],
+        ['CONNECT to a provider on port 8443', req('CONNECT api.openai.com:8443', 'api.openai.com:8443'), [403]],
+        ['CONNECT to the mock', req(`CONNECT ${M}`, M), [403]],
+        ['CONNECT to a provider with userinfo', req('CONNECT u@api.openai.com:443', 'api.openai.com:443'), [400]],
+        ['CONNECT to a provider without a port', req('CONNECT api.openai.com', 'api.openai.com'), [400]],
+        ['CONNECT to the loopback', req('CONNECT 127.0.0.1:443', '127.0.0.1:443'), [403]],
+        ['CONNECT to a provider, upper case, port 0443', req('CONNECT API.OPENAI.COM:0443', 'api.openai.com'), [403, 400]],
       ];
       const before = (await mock.stats()).requests;
       const failures = [];

@@ -228,7 +228,9 @@ export class Pacerd {
     p.url = `http://127.0.0.1:${port}`;
     p.configFile = file;
     const [cmd, argv] = pacerdCommand(['-c', file, ...args]);
-    p.proc = new Proc('pacerd', cmd, argv, { env: { ...process.env, ...env } });
+    // The CA for CONNECT tunnels is made in the test's directory, never in $HOME.
+    p.stateDir = env.STATE_DIRECTORY ?? dir;
+    p.proc = new Proc('pacerd', cmd, argv, { env: { ...process.env, STATE_DIRECTORY: dir, ...env } });
     p.pid = p.proc.pid;
     const limit = VALGRIND ? 60000 : 10000;
     try {

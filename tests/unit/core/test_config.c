@@ -491,6 +491,30 @@ START_TEST(admin_beyond_loopback_with_token_or_disabled)
 }
 END_TEST
 
+START_TEST(forward_defaults_and_lists)
+{
+	struct config *c = load_ok("", NULL);
+	ck_assert(c->forward.intercept);
+	ck_assert_str_eq(c->forward.ca_cert, "");
+	ck_assert_str_eq(c->forward.ca_key, "");
+	ck_assert_str_eq(c->forward.state_dir, "");
+	ck_assert_uint_eq(c->forward.n_tunnel, 0);
+	config_free(c);
+	c = load_ok("forward:\n  intercept: false\n  tunnel: [PyPI.org, files.pythonhosted.org]\n"
+	            "  ca_cert: /a.pem\n  ca_key: /a.key\n  state_dir: /var/lib/x\n",
+	            NULL);
+	ck_assert(!c->forward.intercept);
+	ck_assert_uint_eq(c->forward.n_tunnel, 2);
+	ck_assert_str_eq(c->forward.tunnel[0], "pypi.org");
+	ck_assert_str_eq(c->forward.ca_key, "/a.key");
+	config_free(c);
+	/* "*" on loopback only. */
+	c = load_ok("listen: 127.0.0.1:8080\nforward: {tunnel: ['*']}\n", NULL);
+	ck_assert_str_eq(c->forward.tunnel[0], "*");
+	config_free(c);
+}
+END_TEST
+
 START_TEST(reopen_follows_idle_ttl_when_unset)
 {
 	struct config *c = load_ok("limits: {idle_ttl_s: 60}\n"
@@ -905,6 +929,23 @@ static const struct bad {
      "2:11: admin.listen: admin.token is required when admin.listen is not a loopback address"},
     {"admin: {listen: ':9090', token: ''}\n",
      "1:17: admin.listen: admin.token is required when admin.listen is not a loopback address"},
+    /* forward */
+    {"forward:\n  ca_cert: /etc/pacerd/ca.pem\n",
+     "2:12: forward: ca_cert and ca_key are given together, or neither (a CA made at first "
+     "start)"},
+    {"forward: {ca_key: /k}\n",
+     "1:19: forward: ca_cert and ca_key are given together, or neither (a CA made at first "
+     "start)"},
+    {"listen: 0.0.0.0:8080\nforward:\n  tunnel: [pypi.org, '*']\n",
+     "3:11: forward.tunnel: \"*\" (tunnel to any host) only when listen is a loopback address; "
+     "list the hosts instead: pacerd is never an open proxy"},
+    {"forward: {tunnel: ['pypi.org:99999']}\n",
+     "1:20: forward.tunnel: expected a host name, got 'pypi.org:99999'"},
+    {"forward: {tunnel: ['https://pypi.org']}\n",
+     "1:20: forward.tunnel: expected a host name, got 'https://pypi.org'"},
+    {"forward: {intercept: maybe}\n",
+     "1:22: forward.intercept: expected true or false, got 'maybe'"},
+    {"forward: {ca: x}\n", "1:11: unknown key 'ca' in 'forward'"},
     /* YAML itself */
     {"listen: [a, b\n", "2:1: did not find expected ',' or ']'"},
     {"a: b\n c: d\n", "2:3: mapping values are not allowed in this context"},
@@ -1254,6 +1295,7 @@ static Suite *config_suite(void)
 	tcase_add_test(t, agents_priorities_and_fair_share);
 	tcase_add_test(t, store_section_and_its_variable);
 	tcase_add_test(t, admin_beyond_loopback_with_token_or_disabled);
+	tcase_add_test(t, forward_defaults_and_lists);
 	tcase_add_test(t, reopen_follows_idle_ttl_when_unset);
 	tcase_add_test(t, aliases_and_null_values);
 	tcase_add_test(t, many_keys);
