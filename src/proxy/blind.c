@@ -218,6 +218,23 @@ static void on_connect_event(struct bufferevent *bev, short what, void *arg)
 	tunnel_free(t);
 }
 
+/* The resolver, made at the first blind tunnel: most pacerds never open one
+ * and need hold no UDP socket for it, and one whose /etc/resolv.conf names no
+ * nameserver (a container without a network) must still start. It reads
+ * /etc/resolv.conf and /etc/hosts then, once (two small local files). A
+ * resolv.conf that cannot be read or names no nameserver leaves libevent's
+ * default, 127.0.0.1: a tunnel then fails to resolve, a 502 the client can
+ * read. NULL: out of memory. */
+static struct evdns_base *resolver(struct blind *b)
+{
+	if (b->dns == NULL) {
+		b->dns = evdns_base_new(b->base, EVDNS_BASE_DISABLE_WHEN_INACTIVE);
+		if (b->dns != NULL)
+			(void)evdns_base_resolv_conf_parse(b->dns, DNS_OPTIONS_ALL, "/etc/resolv.conf");
+	}
+	return b->dns;
+}
+
 void blind_open(struct blind *b, struct hreq *r, const char *host, unsigned port)
 {
 	hreq_close_after(r);
@@ -245,7 +262,9 @@ void blind_open(struct blind *b, struct hreq *r, const char *host, unsigned port
 	list_insert_tail(&b->live, &t->link);
 	b->n++;
 	t->up = bufferevent_socket_new(b->base, -1, BEV_OPT_CLOSE_ON_FREE);
-	if (t->up == NULL) {
+	/* Never without evdns: a NULL base would resolve with a blocking
+	 * getaddrinfo on the loop. */
+	if (t->up == NULL || resolver(b) == NULL) {
 		t->client = NULL;
 		tunnel_free(t);
 		hreq_error(r, 503, "out_of_memory", "pacerd is out of memory", NULL, 0);
@@ -276,14 +295,6 @@ struct blind *blind_new(struct event_base *base, char *err, size_t errlen)
 	b->base = base;
 	b->idle_s = 900;
 	list_init(&b->live);
-	/* /etc/resolv.conf and /etc/hosts are read here, at start, once. */
-	b->dns = evdns_base_new(base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
-	                                  EVDNS_BASE_DISABLE_WHEN_INACTIVE);
-	if (b->dns == NULL) {
-		snprintf(err, errlen, "no resolver for blind tunnels (evdns_base_new failed)");
-		free(b);
-		return NULL;
-	}
 	return b;
 }
 
@@ -306,7 +317,8 @@ void blind_free(struct blind *b)
 		}
 		tunnel_free(t);
 	}
-	evdns_base_free(b->dns, 1);
+	if (b->dns != NULL)
+		evdns_base_free(b->dns, 1);
 	free(b);
 }
 

@@ -31,7 +31,7 @@ else bad "under systemd: apt install ./pacerd_*.deb"; tail -n 20 /tmp/apt.log; e
 for _ in $(seq 50); do [[ $(systemctl is-active pacerd) == active ]] && break; sleep 0.1; done
 state=$(systemctl is-active pacerd)
 [[ $state == active ]]; check $? "the postinst started it: systemctl is-active pacerd: $state"
-[[ $state == active ]] || systemctl status pacerd --no-pager -l | tail -n 15
+[[ $state == active ]] || { systemctl status pacerd --no-pager -l | tail -n 15; journal | tail -n 15; }
 code=$(admin /readyz)
 [[ $code == "HTTP/1.1 200 OK" ]]; check $? "it answers: GET /readyz: ${code:-nothing}"
 user=$(ps -o user= -C pacerd | head -1)
