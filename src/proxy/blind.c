@@ -230,7 +230,8 @@ static struct evdns_base *resolver(struct blind *b)
 	if (b->dns == NULL) {
 		b->dns = evdns_base_new(b->base, EVDNS_BASE_DISABLE_WHEN_INACTIVE);
 		if (b->dns != NULL)
-			(void)evdns_base_resolv_conf_parse(b->dns, DNS_OPTIONS_ALL, "/etc/resolv.conf");
+			(void)evdns_base_resolv_conf_parse(b->dns, DNS_OPTIONS_ALL,
+			                                   "/etc/resolv.conf");
 	}
 	return b->dns;
 }
