@@ -124,7 +124,10 @@ async function mainJobs() {
     }
     const label = file.replace(/\.mjs$/, '');
     const picked = (mod.tests ?? []).filter((t) => `${label}: ${t.name}`.includes(filter));
-    if (picked.some((t) => !isAlone(mod, t))) together.push(file);
+    // The longest first (by the sum of their time limits): the two processes then
+    // end together rather than one waiting on a long file begun last.
+    const weight = picked.filter((t) => !isAlone(mod, t)).reduce((a, t) => a + (t.timeout_ms ?? 15000), 0);
+    if (weight > 0) together.push({ file, weight });
     if (picked.some((t) => isAlone(mod, t))) alone.push(file);
   }
   const children = new Set();
@@ -167,7 +170,8 @@ async function mainJobs() {
       resolve();
     });
   });
-  const queue = phase === 'alone' ? [] : [...together];
+  together.sort((a, b) => b.weight - a.weight);
+  const queue = phase === 'alone' ? [] : together.map((x) => x.file);
   await Promise.all(Array.from({ length: Math.min(jobs, queue.length) }, async (_, slot) => {
     while (queue.length > 0) await runChild(queue.shift(), slot, 'together');
   }));

@@ -50,9 +50,6 @@ async function shortBucket(t, { key, n, clients, latency }) {
   return { p, sum, st, at, span, ok, refused, used, why };
 }
 
-// Run alone under run.mjs --jobs (nothing beside it): it measures refusals while learning, which a late turn of the loop turns into 429s.
-export const alone = true;
-
 export const tests = [
   {
     // b. The mock: 300 RPM per key (bucket of 300, full at the start, refilling 5/s), OpenAI
