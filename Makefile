@@ -21,7 +21,7 @@ CC      ?= cc
 SAN     ?= 0
 BUILD   ?= build$(if $(filter 1,$(SAN)),-san,)
 
-PKGS      := libevent libcurl jansson yaml-0.1 libcrypto hiredis
+PKGS      := libevent libevent_openssl libcurl jansson yaml-0.1 libssl libcrypto hiredis
 # libhttp-parser ships no pkg-config file: linked by name.
 HTTP_PARSER_LIBS := -lhttp_parser
 MOCK_PKGS := libevent libevent_openssl libssl libcrypto jansson

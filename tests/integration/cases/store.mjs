@@ -552,7 +552,7 @@ export const tests = [
       const cases = [
         // [name, text, line, column, word]
         ['kind', `${head}store:\n  kind: etcd\n`, 4, 9, /kind|etcd/],
-        ['address', `${head}store:\n  kind: redis\n  redis:\n    address: redis.example.com:6379\n`, 6, 14, /address|IP|redis\.example\.com/i],
+        ['address', `${head}store:\n  kind: redis\n  redis:\n    address: redis.example.com\n`, 6, 14, /address|host:port|redis\.example\.com/i],
         ['on_error', `${head}store:\n  kind: redis\n  redis:\n    address: 127.0.0.1:6379\n    on_error: maybe\n`, 7, 15, /on_error|maybe/],
         ['replicas', `${head}store:\n  kind: redis\n  redis:\n    address: 127.0.0.1:6379\n    replicas: 0\n`, 7, 15, /replicas/],
         ['unknown key', `${head}store:\n  kind: redis\n  redis:\n    adress: 127.0.0.1:6379\n`, 6, 5, /adress/],
@@ -576,9 +576,12 @@ export const tests = [
       const unix = writeConf(t.dir, 'store-unix.yaml', `${head}store:\n  kind: redis\n  redis:\n    address: unix:/run/redis/redis.sock\n`);
       const u = await t.runPacerd(['--check-config', unix]);
       assert.equal(u.code, 0, `address: unix:/path: ${u.stderr}`);
-      const e = await t.runPacerd(['--check-config', good], { env: { PACERD_STORE: 'redis://redis.example.com:6379' } });
-      assert.notEqual(e.code, 0, 'PACERD_STORE with a host name was accepted');
+      const e = await t.runPacerd(['--check-config', good], { env: { PACERD_STORE: 'redis://redis.example.com' } });
+      assert.notEqual(e.code, 0, 'PACERD_STORE without a port was accepted');
       assert.match(e.stderr, /PACERD_STORE/);
+      const named = await t.runPacerd(['--check-config', good], { env: { PACERD_STORE: 'rediss://redis.example.com:6380' } });
+      assert.equal(named.code, 0, `PACERD_STORE=rediss://redis.example.com:6380: ${named.stderr}`);
+      assert.match(named.stdout, /redis\.example\.com:6380 over TLS/, named.stdout);
       const e2 = await t.runPacerd(['--check-config', good], { env: { PACERD_STORE: 'redis://127.0.0.1:6380' } });
       assert.equal(e2.code, 0, `PACERD_STORE=redis://127.0.0.1:6380: ${e2.stderr}`);
     },
@@ -620,7 +623,7 @@ export const tests = [
       assert.equal(summarize(run).ok, 25, JSON.stringify(summarize(run).statuses));
       assert.ok(seen.length >= 1, `no ${PREFIX}* key in Redis while requests flowed: all keys ${JSON.stringify(all)}\n${storeEvents(p)}`);
       for (const s of seen) {
-        assert.ok(s.k.startsWith(`${PREFIX}openai:${h}`), `key ${JSON.stringify(s.k)} is not ${PREFIX}openai:${h}…`);
+        assert.ok(s.k.startsWith(`${PREFIX}{openai:${h}`), `key ${JSON.stringify(s.k)} is not ${PREFIX}{openai:${h}…`);
         assert.ok(!s.k.includes(key) && !s.value.includes(key), `the API key is in Redis: ${JSON.stringify(s)}`);
         assert.ok(!s.k.includes(sha256(key)), `key ${s.k} holds the whole SHA-256, not the 12-hex prefix`);
         assert.ok(s.pttl > 0 || s.pttl === -2, `key ${s.k} has no TTL (PTTL ${s.pttl})`);
@@ -650,10 +653,10 @@ export const tests = [
       });
       const load2 = runLoad({ base: p2.url, n: 10, concurrency: 2, makeRequest: chat(key2, 2), deadline_ms: 8000 });
       await sleep(400);
-      const envKeys = await redis.keys(`pacerd:openai:${keyHash(key2)}*`);
+      const envKeys = await redis.keys(`pacerd:{openai:${keyHash(key2)}*`);
       const run2 = await load2;
       assert.equal(summarize(run2).ok, 10, JSON.stringify(summarize(run2).statuses));
-      assert.ok(envKeys.length >= 1, `PACERD_STORE=${redis.url}: no pacerd:openai:${keyHash(key2)}* key in Redis (${JSON.stringify(await redis.keys('*'))})\n${storeEvents(p2)}`);
+      assert.ok(envKeys.length >= 1, `PACERD_STORE=${redis.url}: no pacerd:{openai:${keyHash(key2)}}* key in Redis (${JSON.stringify(await redis.keys('*'))})\n${storeEvents(p2)}`);
       assert.ok(events(p2, 'store_connected').length >= 1, `no store_connected log line with PACERD_STORE\n${storeEvents(p2)}`);
     },
   },
