@@ -557,6 +557,9 @@ static int check_start(struct store *st, const char *prefix, const char *resolv_
 	int rc = st->check_done ? st->check_rc : 0;
 	if (rc < 0)
 		snprintf(err, errlen, "%s", st->check_err);
+	else if (rc == 0) /* why it did not answer, for the first store_unavailable */
+		snprintf(st->check_err, sizeof(st->check_err), "%s",
+		         st->last_reason[0] != '\0' ? st->last_reason : "no answer");
 	st->check_done = true; /* nothing below changes the verdict */
 	if (st->conn != NULL) {
 		redis_conn_free(st->conn);
@@ -654,7 +657,10 @@ struct store *store_new(struct event_base *base, const struct config *cfg, store
 	evtimer_assign(&st->reconnect, base, on_reconnect, st);
 	evtimer_assign(&st->watchdog, base, on_watchdog, st);
 	if (ok == 0) {
-		log_state("store_unavailable", st, "no answer at start; retrying");
+		char reason[360];
+		snprintf(reason, sizeof(reason), "no answer at start (%s); retrying",
+		         st->check_err);
+		log_state("store_unavailable", st, reason);
 		snprintf(st->last_reason, sizeof(st->last_reason), "no answer at start");
 	}
 	st->on_state = on_state;
