@@ -1144,6 +1144,29 @@ unsigned sched_permits_wanted(struct sched_lane *lane, int64_t now_ms, struct sc
 	return (unsigned)(n - have);
 }
 
+unsigned sched_permits_room(struct sched_lane *lane, int64_t now_ms)
+{
+	if (lane->gates_mode != SCHED_GATES_SHARED)
+		return 0;
+	unsigned limit = aimd_limit(&lane->conc);
+	if (lane->in_flight >= limit || held_back(lane, now_ms) || lane->day_out)
+		return 0;
+	/* A dispatch delay or a learned pace spaces requests here: one at a time. */
+	bool spaced = lane->delay.delay_ms > 0;
+	for (int b = 0; !spaced && lane_learns(lane) && b < RLH_N_BUDGETS; b++)
+		spaced = lane->learned[b].n_obs > 0;
+	size_t queued = lane->fq.n + lane->n_due;
+	size_t n = limit - lane->in_flight;
+	if (queued < n)
+		n = queued;
+	if (n > SCHED_PERMITS_MAX)
+		n = SCHED_PERMITS_MAX;
+	if (spaced && n > 1)
+		n = 1;
+	size_t have = (size_t)lane->asking + lane->permits;
+	return n > have ? (unsigned)(n - have) : 0;
+}
+
 void sched_permits_asked(struct sched_lane *lane, unsigned n)
 {
 	lane->asking += n;

@@ -243,6 +243,11 @@ struct sched_costs {
  * SCHED_PERMITS_MAX, counting those asked and not answered), with the costs of
  * the request that would go first. 0 when nothing could leave now. */
 unsigned sched_permits_wanted(struct sched_lane *lane, int64_t now_ms, struct sched_costs *head);
+/* SHARED: how many requests could leave now whatever the token gates say
+ * (free slots and waiting requests, minus permits held or asked; one while a
+ * dispatch delay or a learned pace spaces them here): the room a batch of
+ * permits may fill (store/batch.h). */
+unsigned sched_permits_room(struct sched_lane *lane, int64_t now_ms);
 /* n decisions were sent to the store. */
 void sched_permits_asked(struct sched_lane *lane, unsigned n);
 /* One decision came back: go (a permit), else not before until_ms (the

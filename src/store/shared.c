@@ -23,6 +23,7 @@
 #include "sched/gcra.h"
 #include "sched/learned.h"
 #include "sched/sched.h"
+#include "store/batch.h"
 #include "store/delay_bound.h"
 #include "store/store.h"
 #include "store/store_script.h"
@@ -119,6 +120,7 @@ struct decision {
 	uint64_t seq;
 	double answered_ms, due_ms;
 	bool quota;
+	unsigned permits; /* 1, or a batch's size (store/batch.h) */
 };
 
 /* CLOCK_MONOTONIC now, in fractional ms, not the turn's cached value: the
@@ -295,12 +297,22 @@ static void after_verdict(struct shared *sh, struct sched_lane *lane, bool quota
 static void grant(const struct decision *d, uint64_t seq, double due_ms, double wait_ms)
 {
 	struct shared_lane *sl = d->sl;
-	if (sl->granted_n < SCHED_PERMITS_MAX) {
-		sl->granted[(sl->granted_head + sl->granted_n) % SCHED_PERMITS_MAX] =
-		    (struct granted){seq, due_ms, d->asked_ms, wait_ms, d->margin_ms};
-		sl->granted_n++;
+	store_stats(d->sh->store)->permits += d->permits;
+	for (unsigned i = 0; i < d->permits; i++) {
+		if (sl->granted_n < SCHED_PERMITS_MAX) {
+			sl->granted[(sl->granted_head + sl->granted_n) % SCHED_PERMITS_MAX] =
+			    (struct granted){seq, due_ms, d->asked_ms, wait_ms, d->margin_ms};
+			sl->granted_n++;
+		}
+		sched_permit_answer(d->lane, SCHED_PERMIT_GO, 0);
 	}
-	sched_permit_answer(d->lane, SCHED_PERMIT_GO, 0);
+}
+
+/* A decision's "wait" or failure answers each permit it asked for. */
+static void answer_all(const struct decision *d, enum sched_permit_answer a, int64_t until)
+{
+	for (unsigned i = 0; i < d->permits; i++)
+		sched_permit_answer(d->lane, a, until);
 }
 
 /* A go for a later instant (its gates open a few ms after the decision): held
@@ -382,9 +394,9 @@ static void on_decided(void *arg, const redisReply *r)
 		 * from the answer, which came after the store's instant): the
 		 * store answers a go for the exact instant. */
 		int64_t until = (int64_t)ceil(answered + v.wait_ms - ASK_EARLY_MS);
-		sched_permit_answer(lane, SCHED_PERMIT_WAIT, until);
+		answer_all(d, SCHED_PERMIT_WAIT, until);
 	} else {
-		sched_permit_answer(lane, SCHED_PERMIT_FAILED, 0);
+		answer_all(d, SCHED_PERMIT_FAILED, 0);
 	}
 	free(d);
 	if (parsed)
@@ -464,6 +476,30 @@ static void give_back(struct shared *sh, struct sched_lane *lane, struct shared_
 	store_send(sh->store, &cmd, NULL, NULL);
 }
 
+/* How many permits the next decision takes (store/batch.h): more than one
+ * only on a busy lane whose gates all have a burst and that holds no leases;
+ * then each gate's cost in g is multiplied by it. */
+static unsigned batch_of(struct shared *sh, struct sched_lane *lane, const struct shared_lane *sl,
+                         unsigned cap, struct store_gate *g, size_t ng, int64_t now_ms)
+{
+	if (sl->n_strict > 0 || cap > 0)
+		return 1;
+	double interval = INFINITY, burst = INFINITY;
+	for (size_t i = 0; i < ng; i++) {
+		if (!(g[i].t_ms > 0))
+			continue; /* a learned budget only another replica knows: its own limits */
+		if (g[i].field[0] == 'r')
+			interval = fmin(interval, g[i].t_ms);
+		if (g[i].cost > 0)
+			burst = fmin(burst, g[i].burst / g[i].cost);
+	}
+	unsigned k = batch_size(sched_permits_room(lane, now_ms), SCHED_PERMITS_MAX, interval,
+	                        burst, delay_bound_ms(&sh->rtt, now_ms, MARGIN_STEP_EMPTY_MS));
+	for (size_t i = 0; k > 1 && i < ng; i++)
+		g[i].cost *= k;
+	return k;
+}
+
 bool shared_pump(struct shared *sh, struct sched_lane *lane, struct shared_lane **slp,
                  int64_t now_ms)
 {
@@ -520,13 +556,20 @@ bool shared_pump(struct shared *sh, struct sched_lane *lane, struct shared_lane 
 	 * 97-98 % of the rate at 600 RPM). A faster gate keeps the bound. */
 	double margin =
 	    sl->n_strict > 0 && strict_t >= PUSH_IN_TIME_MS ? 0 : shared_margin_ms(sh, now_ms);
-	unsigned sent = 0;
+	unsigned permits = batch_of(sh, lane, sl, cap, g, ng, now_ms);
+	if (permits > 1)
+		n = 1; /* one decision for the batch */
+	unsigned sent = 0, asked = 0;
 	for (; sent < n && sl->asked_n < SCHED_PERMITS_MAX; sent++) {
 		struct decision *d = malloc(sizeof(*d));
 		if (d == NULL)
 			break;
-		*d = (struct decision){
-		    .sh = sh, .lane = lane, .sl = sl, .asked_ms = mono_ms(), .margin_ms = margin};
+		*d = (struct decision){.sh = sh,
+		                       .lane = lane,
+		                       .sl = sl,
+		                       .asked_ms = mono_ms(),
+		                       .margin_ms = margin,
+		                       .permits = permits};
 		uint64_t seq = cap > 0 ? member_to_ask(sh, sl, d->asked_ms) : 0;
 		char member[MEMBER_MAX];
 		member_of(sh, seq, member);
@@ -539,8 +582,9 @@ bool shared_pump(struct shared *sh, struct sched_lane *lane, struct shared_lane 
 		}
 		sl->asked[(sl->asked_head + sl->asked_n) % SCHED_PERMITS_MAX] = seq;
 		sl->asked_n++;
+		asked += permits;
 	}
-	sched_permits_asked(lane, sent);
+	sched_permits_asked(lane, asked);
 	return true;
 }
 

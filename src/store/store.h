@@ -39,6 +39,7 @@ struct store_stats {
 	uint64_t errors;   /* failed: an error reply, a timeout, a lost connection */
 	uint64_t timeouts;
 	uint64_t decisions_go, decisions_wait;
+	uint64_t permits;          /* granted by the "go"s: more than decisions_go with batches */
 	uint64_t fallbacks;        /* decisions made locally because the store was down */
 	uint64_t late_sends;       /* sends later than their margin: strict gates pushed */
 	uint64_t refused;          /* requests answered 503 store_unavailable (on_error: fail) */
