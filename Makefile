@@ -97,6 +97,10 @@ $(BUILD)/bench/%.o: tests/bench/%.c | $(BUILD)/bench
 $(BUILD)/bench-lanes: $(BUILD)/bench/bench_lanes.o $(LIB_OBJS)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
 
+# make bench's floor row: libevent in, libcurl multi out, nothing else.
+$(BUILD)/bench-floor: $(BUILD)/bench/floor.o
+	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
+
 $(BUILD)/pacerd-mock: $(MOCK_SRCS) $(wildcard tests/mock/*.h) | $(BUILD)
 	$(CC) $(CFLAGS) $(MOCK_CFLAGS) -o $@ $(MOCK_SRCS) $(LDFLAGS) $(MOCK_LIBS) -lm
 
@@ -171,7 +175,7 @@ valgrind: node-deps
 # The lane microbenchmark is built and run when its source exists.
 bench: deps
 	./scripts/install-deps.sh bench
-	$(MAKE) all $(BUILD)/pacerd-mock $(if $(wildcard tests/bench/bench_lanes.c),bench-lanes)
+	$(MAKE) all $(BUILD)/pacerd-mock $(BUILD)/bench-floor $(if $(wildcard tests/bench/bench_lanes.c),bench-lanes)
 	BUILD=$(BUILD) ./scripts/bench.sh
 
 # Builds only (scripts/bench.sh runs it): $(BUILD)/bench-lanes prints one JSON object.

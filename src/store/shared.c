@@ -43,6 +43,22 @@
 /* The shortest interval of a strict gate charged without a margin, its
  * dispatches pushing it instead (shared_pump). */
 #define PUSH_IN_TIME_MS 20.0
+/* Token corrections (actual usage minus the estimate charged) are summed per
+ * lane and sent this often, one command per lane, not one per request: they
+ * come after an answer already, seconds after the charge; a few ms more
+ * change nothing, and a busy lane's commands per request fall well below one. */
+#define CORRECT_EVERY_MS 10
+#define CORRECTIONS_MAX 64
+/* The gates a correction touches: the plan's token gates, the learned ones. */
+#define CORRECT_FIELDS 6
+static const char *const correct_fields[CORRECT_FIELDS] = {"t", "ti", "to", "l1", "l2", "l3"};
+
+/* One lane's corrections not sent yet. */
+struct correction {
+	char key[STORE_KEY_MAX];
+	struct store_gate g[CORRECT_FIELDS]; /* cost: the sum of the deltas */
+	bool used[CORRECT_FIELDS];
+};
 
 static const char *const request_fields[GATES_N_WINDOWS] = {"r0", "r1", "r2", "r3"};
 static const char *const learned_fields[RLH_N_BUDGETS] = {"l0", "l1", "l2", "l3"};
@@ -107,6 +123,10 @@ struct shared {
 	struct list reserved; /* decisions: goes held until their instant */
 	struct event renew;
 	bool closing; /* shared_free: the lanes may be gone already */
+	struct correction corrections[CORRECTIONS_MAX];
+	unsigned n_corrections;
+	struct event flush;
+	bool flush_armed;
 };
 
 struct decision {
@@ -643,6 +663,44 @@ void shared_quota(struct shared *sh, struct sched_lane *lane, bool out)
 	send_simple(sh, lane, build_quota, &out);
 }
 
+/* Sends every lane's summed corrections (one adjust each). */
+static void on_flush(evutil_socket_t fd, short what, void *arg)
+{
+	struct shared *sh = arg;
+	(void)fd;
+	(void)what;
+	sh->flush_armed = false;
+	for (unsigned i = 0; i < sh->n_corrections; i++) {
+		const struct correction *c = &sh->corrections[i];
+		struct store_gate g[CORRECT_FIELDS];
+		size_t n = 0;
+		for (int f = 0; f < CORRECT_FIELDS; f++)
+			if (c->used[f] && c->g[f].cost != 0)
+				g[n++] = c->g[f];
+		if (n == 0 || !store_up(sh->store))
+			continue;
+		struct store_cmd cmd;
+		store_cmd_adjust(&cmd, c->key, sh->idle_ms, g, n);
+		store_send(sh->store, &cmd, NULL, NULL);
+	}
+	sh->n_corrections = 0;
+}
+
+/* The lane's entry among the corrections not sent yet (NULL: the table is
+ * full; the caller sends at once). */
+static struct correction *correction_of(struct shared *sh, const char *key)
+{
+	for (unsigned i = 0; i < sh->n_corrections; i++)
+		if (strcmp(sh->corrections[i].key, key) == 0)
+			return &sh->corrections[i];
+	if (sh->n_corrections == CORRECTIONS_MAX)
+		return NULL;
+	struct correction *c = &sh->corrections[sh->n_corrections++];
+	memset(c, 0, sizeof(*c));
+	snprintf(c->key, sizeof(c->key), "%s", key);
+	return c;
+}
+
 void shared_tokens_used(struct shared *sh, struct sched_lane *lane, double d_tokens, double d_input,
                         double d_output)
 {
@@ -651,25 +709,51 @@ void shared_tokens_used(struct shared *sh, struct sched_lane *lane, double d_tok
 	    !store_up(sh->store) || !lane_keys(sh, lane, &names))
 		return;
 	const struct gates *s = sched_lane_gates(lane);
-	struct store_gate g[3 + RLH_N_BUDGETS];
-	size_t n = 0;
-	if (gcra_enabled(&s->tokens) && d_tokens != 0)
-		g[n++] = (struct store_gate){"t", s->tokens.t_ms, s->tokens.burst, d_tokens};
-	if (gcra_enabled(&s->input) && d_input != 0)
-		g[n++] = (struct store_gate){"ti", s->input.t_ms, s->input.burst, d_input};
-	if (gcra_enabled(&s->output) && d_output != 0)
-		g[n++] = (struct store_gate){"to", s->output.t_ms, s->output.burst, d_output};
-	/* The learned token budgets take the same correction, at the pace
-	 * stored (t_ms 0). */
-	const double d[RLH_N_BUDGETS] = {0, d_tokens, d_input, d_output};
-	for (int b = 1; b < RLH_N_BUDGETS; b++)
-		if (d[b] != 0 && sched_learned(lane, b) != NULL)
-			g[n++] = (struct store_gate){learned_fields[b], 0, 0, d[b]};
-	if (n == 0)
+	/* by correct_fields' order; the learned token budgets take the same
+	 * correction, at the pace stored (t_ms 0) */
+	struct store_gate g[CORRECT_FIELDS] = {
+	    {correct_fields[0], s->tokens.t_ms, s->tokens.burst, d_tokens},
+	    {correct_fields[1], s->input.t_ms, s->input.burst, d_input},
+	    {correct_fields[2], s->output.t_ms, s->output.burst, d_output},
+	    {correct_fields[3], 0, 0, d_tokens},
+	    {correct_fields[4], 0, 0, d_input},
+	    {correct_fields[5], 0, 0, d_output},
+	};
+	bool on[CORRECT_FIELDS] = {
+	    gcra_enabled(&s->tokens) && d_tokens != 0,
+	    gcra_enabled(&s->input) && d_input != 0,
+	    gcra_enabled(&s->output) && d_output != 0,
+	    d_tokens != 0 && sched_learned(lane, RLH_TOKENS) != NULL,
+	    d_input != 0 && sched_learned(lane, RLH_INPUT_TOKENS) != NULL,
+	    d_output != 0 && sched_learned(lane, RLH_OUTPUT_TOKENS) != NULL,
+	};
+	struct correction *c = correction_of(sh, names.key);
+	if (c == NULL) {
+		struct store_gate now[CORRECT_FIELDS];
+		size_t n = 0;
+		for (int f = 0; f < CORRECT_FIELDS; f++)
+			if (on[f])
+				now[n++] = g[f];
+		if (n == 0)
+			return;
+		struct store_cmd cmd;
+		store_cmd_adjust(&cmd, names.key, sh->idle_ms, now, n);
+		store_send(sh->store, &cmd, NULL, NULL);
 		return;
-	struct store_cmd cmd;
-	store_cmd_adjust(&cmd, names.key, sh->idle_ms, g, n);
-	store_send(sh->store, &cmd, NULL, NULL);
+	}
+	for (int f = 0; f < CORRECT_FIELDS; f++) {
+		if (!on[f])
+			continue;
+		double sum = c->used[f] ? c->g[f].cost : 0;
+		c->g[f] = g[f];
+		c->g[f].cost = sum + g[f].cost;
+		c->used[f] = true;
+	}
+	if (!sh->flush_armed) {
+		struct timeval tv = {0, CORRECT_EVERY_MS * 1000};
+		evtimer_add(&sh->flush, &tv);
+		sh->flush_armed = true;
+	}
 }
 
 void shared_lane_free(struct shared *sh, struct shared_lane *sl)
@@ -730,6 +814,7 @@ struct shared *shared_new(struct event_base *base, const struct config *cfg,
 		free(sh);
 		return NULL;
 	}
+	evtimer_assign(&sh->flush, base, on_flush, sh);
 	/* Leases renewed at a third of their life: two renewals may be lost. */
 	event_assign(&sh->renew, base, -1, EV_PERSIST, on_renew, sh);
 	int64_t every = (int64_t)sh->lease_ms / 3;
@@ -744,6 +829,7 @@ void shared_free(struct shared *sh)
 		return;
 	sh->closing = true;
 	event_del(&sh->renew);
+	event_del(&sh->flush);
 	cancel_reserved(sh, NULL);
 	struct list *node, *tmp;
 	LIST_FOR_EACH_SAFE(node, tmp, &sh->leases)
