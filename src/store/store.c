@@ -20,6 +20,13 @@
 
 #define RECONNECT_MIN_MS 50
 #define RECONNECT_MAX_MS 500
+/* A connection not up (resolved, connected, TLS, AUTH, scripts loaded) within
+ * this long is given up and tried again: the kernel would wait minutes for a
+ * SYN that no one answers, and commands' watchdog does not cover the connect. */
+#define CONNECT_TIMEOUT_MIN_MS 1000
+/* The start-up check waits at least this long (names, TLS, AUTH: several round
+ * trips to a managed Redis), at most max(this, timeout_ms × 4). */
+#define CHECK_MIN_MS 1000
 
 /* Seconds per command: loopback answers in tens of µs; timeout_ms is 50 by default. */
 static const double latency_bounds[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025,
@@ -68,7 +75,8 @@ struct store {
 	struct list pending;
 	struct event watchdog;
 	bool watchdog_armed;
-	struct pending *grace; /* the oldest, late, given one more loop turn */
+	struct event connecting; /* the connect's deadline */
+	struct pending *grace;   /* the oldest, late, given one more loop turn */
 	struct store_stats stats;
 	char last_reason[200];
 	/* the text of the error reply being answered (as NULL) */
@@ -410,8 +418,10 @@ static void on_script_loaded(void *arg, const redisReply *r)
 		}
 		return; /* the failure took the connection down, or will */
 	}
-	if (--st->loading == 0)
+	if (--st->loading == 0) {
+		evtimer_del(&st->connecting);
 		set_up(st, true, NULL);
+	}
 }
 
 /* AUTH's answer: a refused password or user is a setting to fix. At start it
@@ -483,6 +493,21 @@ static void on_conn_down(void *arg, const char *reason, bool refused)
 	schedule_reconnect(st);
 }
 
+/* The connection did not come up in time: dropped, tried again later. */
+static void on_connect_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	struct store *st = arg;
+	(void)fd;
+	(void)what;
+	if (st->conn == NULL || st->up)
+		return;
+	char reason[96];
+	snprintf(reason, sizeof(reason), "cannot connect: not up within %u ms",
+	         st->timeout_ms * 20 < CONNECT_TIMEOUT_MIN_MS ? CONNECT_TIMEOUT_MIN_MS
+	                                                      : st->timeout_ms * 20);
+	drop_connection(st, reason);
+}
+
 static void on_reconnect(evutil_socket_t fd, short what, void *arg)
 {
 	struct store *st = arg;
@@ -492,7 +517,13 @@ static void on_reconnect(evutil_socket_t fd, short what, void *arg)
 		return;
 	const struct redis_conn_hooks hooks = {on_conn_up, on_conn_reply, on_conn_down, st};
 	st->conn = redis_conn_open(st->base, st->dns, &st->addr, st->tls, st->tls_name, &hooks);
-	if (st->conn == NULL) {
+	if (st->conn != NULL) {
+		int64_t ms = (int64_t)st->timeout_ms * 20;
+		if (ms < CONNECT_TIMEOUT_MIN_MS)
+			ms = CONNECT_TIMEOUT_MIN_MS;
+		struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
+		evtimer_add(&st->connecting, &tv);
+	} else {
 		set_up(st, false, "cannot connect (out of memory)");
 		check_finish(st, 0, NULL);
 		schedule_reconnect(st);
@@ -549,8 +580,9 @@ static int check_start(struct store *st, const char *prefix, const char *resolv_
 	snprintf(st->check_err, sizeof(st->check_err), "%s", prefix);
 	evtimer_assign(&st->reconnect, base, on_reconnect, st);
 	evtimer_assign(&st->watchdog, base, on_watchdog, st);
-	struct timeval tv = {(time_t)(st->timeout_ms * 4 / 1000),
-	                     (suseconds_t)(st->timeout_ms * 4 % 1000) * 1000};
+	evtimer_assign(&st->connecting, base, on_connect_timeout, st);
+	unsigned check_ms = st->timeout_ms * 4 > CHECK_MIN_MS ? st->timeout_ms * 4 : CHECK_MIN_MS;
+	struct timeval tv = {(time_t)(check_ms / 1000), (suseconds_t)(check_ms % 1000) * 1000};
 	event_base_loopexit(base, &tv);
 	on_reconnect(-1, 0, st);
 	event_base_dispatch(base);
@@ -568,6 +600,7 @@ static int check_start(struct store *st, const char *prefix, const char *resolv_
 	fail_pending(st);
 	evtimer_del(&st->reconnect);
 	evtimer_del(&st->watchdog);
+	evtimer_del(&st->connecting);
 	st->watchdog_armed = false;
 	evdns_base_free(dns, 0);
 	event_base_free(base);
@@ -656,6 +689,7 @@ struct store *store_new(struct event_base *base, const struct config *cfg, store
 	evdns_base_resolv_conf_parse(st->dns, DNS_OPTIONS_ALL, cfg->store.redis.resolv_conf);
 	evtimer_assign(&st->reconnect, base, on_reconnect, st);
 	evtimer_assign(&st->watchdog, base, on_watchdog, st);
+	evtimer_assign(&st->connecting, base, on_connect_timeout, st);
 	if (ok == 0) {
 		char reason[360];
 		snprintf(reason, sizeof(reason), "no answer at start (%s); retrying",
@@ -676,6 +710,7 @@ void store_free(struct store *st)
 	st->freeing = true;
 	evtimer_del(&st->reconnect);
 	evtimer_del(&st->watchdog);
+	evtimer_del(&st->connecting);
 	if (st->conn != NULL) {
 		redis_conn_free(st->conn);
 		st->conn = NULL;

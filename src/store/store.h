@@ -8,7 +8,8 @@
  *
  * Each (re)connect resolves the name again, sends AUTH when a password is
  * set (pipelined with the scripts' SCRIPT LOAD), and counts as up once every
- * script is loaded. Every command is watched (store.redis.timeout_ms, one
+ * script is loaded; one not up within max(timeout_ms × 20, 1 s) is dropped and
+ * tried again. Every command is watched (store.redis.timeout_ms, one
  * timer for the oldest), and reconnecting runs from a timer with backoff (50
  * ms doubling to 500 ms, so that a restarted Redis is back in use within a
  * second). A command that times out takes the connection down with it: a
@@ -53,7 +54,7 @@ typedef void (*store_reply_fn)(void *arg, const redisReply *reply);
 typedef void (*store_state_fn)(void *arg, bool up);
 
 /* Connects to cfg->store.redis.address and checks, blocking for at most
- * timeout_ms × 4, that it takes the password and runs scripts: AUTH, SCRIPT
+ * max(timeout_ms × 4, 1 s), that it takes the password and runs scripts: AUTH, SCRIPT
  * LOAD of each and one EVALSHA. A Redis that refuses them, or whose TLS
  * certificate is refused, is an error (NULL, err says why): pacerd must not
  * run with per-replica limits while it believes they are shared. A Redis

@@ -309,4 +309,36 @@ export const tests = [
       assert.equal(events(p4, 'store_connected').length, 0, storeEvents(p4));
     },
   },
+  {
+    // n2. A server that accepts and never answers (a TLS handshake that stalls, a
+    // black-holed primary): the start-up check gives up after its 1 s, pacerd starts
+    // with the store down and serves locally, and every connect is given up after
+    // max(timeout_ms x 20, 1 s) and tried again (the silent server sees new connections)
+    // instead of waiting for the kernel's minutes.
+    name: 'n2. a Redis that accepts and never answers the TLS handshake: pacerd starts, serves locally, and connects again every second',
+    timeout_ms: 20000,
+    fn: async (t) => {
+      const mock = await t.startMock({ config: { headers: false } });
+      const conns = [];
+      const server = net.createServer((c) => { conns.push(Date.now()); c.on('error', () => {}); });
+      await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+      t.defer(() => new Promise((resolve) => { server.close(resolve); for (const c of server.connections ?? []) c.destroy(); }));
+      const sockets = new Set();
+      server.on('connection', (c) => { sockets.add(c); c.on('close', () => sockets.delete(c)); });
+      t.defer(() => { for (const c of sockets) c.destroy(); });
+      const t0 = Date.now();
+      const p = await startPacerdFor(t, mock, {
+        store: storeConf(`127.0.0.1:${server.address().port}`, { timeout_ms: 20, tls: { enabled: true } }),
+        plans: { default: { max_requests_per_second: 100 } },
+      });
+      const started = Date.now() - t0;
+      await decidedInRedis(p, 'sk-access-n2-0001', 4);
+      await waitFor(() => conns.length >= 3, { timeout_ms: 4000 * SLOW, what: `three connects (${conns.length} so far)` });
+      const gaps = conns.slice(1).map((c, i) => c - conns[i]);
+      t.note(`n2: started in ${started} ms; connects ${gaps.join(', ')} ms apart`);
+      assert.ok(gaps.every((g) => g >= 900 && g <= 2500 * SLOW), `connects ${gaps.join(', ')} ms apart`);
+      assert.ok(events(p, 'store_unavailable').length >= 1, storeEvents(p));
+      assert.equal(events(p, 'store_connected').length, 0, storeEvents(p));
+    },
+  },
 ];
