@@ -1126,8 +1126,8 @@ unsigned sched_permits_wanted(struct sched_lane *lane, int64_t now_ms, struct sc
 	size_t n = limit - lane->in_flight;
 	if (queued < n)
 		n = queued;
-	if (n > SCHED_PERMITS_MAX)
-		n = SCHED_PERMITS_MAX;
+	if (n > SCHED_ASKS_MAX)
+		n = SCHED_ASKS_MAX;
 	n = gates_requests_available(&lane->gates, now_ms, (unsigned)n);
 	bool spaced = lane->delay.delay_ms > 0 || gcra_enabled(&lane->gates.tokens) ||
 	              gcra_enabled(&lane->gates.input) || gcra_enabled(&lane->gates.output);
