@@ -70,8 +70,8 @@ static void on_socket_event(evutil_socket_t fd, short what, void *arg)
 {
 	(void)arg;
 	int running;
-	int flags =
-	    (what & EV_READ ? CURL_CSELECT_IN : 0) | (what & EV_WRITE ? CURL_CSELECT_OUT : 0);
+	int flags = ((what & EV_READ) != 0 ? CURL_CSELECT_IN : 0) |
+	            ((what & EV_WRITE) != 0 ? CURL_CSELECT_OUT : 0);
 	curl_multi_socket_action(multi, fd, flags, &running);
 	check_done();
 }
@@ -99,8 +99,8 @@ static int socket_cb(CURL *easy, curl_socket_t s, int what, void *userp, void *s
 		}
 		return 0;
 	}
-	short ev = (short)((what & CURL_POLL_IN ? EV_READ : 0) |
-	                   (what & CURL_POLL_OUT ? EV_WRITE : 0) | EV_PERSIST);
+	short ev = (short)(((what & CURL_POLL_IN) != 0 ? EV_READ : 0) |
+	                   ((what & CURL_POLL_OUT) != 0 ? EV_WRITE : 0) | EV_PERSIST);
 	if (k == NULL) {
 		k = calloc(1, sizeof(*k));
 		if (k == NULL)
