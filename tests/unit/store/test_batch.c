@@ -22,19 +22,20 @@ START_TEST(busy_lanes_by_rate_and_round_trip)
 	ck_assert_uint_eq(batch_size(64, 64, 0.1, 1000, 0.3), 12);
 	/* 1000 req/s, 0.5 ms: ceil(2) */
 	ck_assert_uint_eq(batch_size(64, 64, 1, 1000, 0.5), 2);
-	/* far above the load: the waiting requests and max_k bound it */
+	/* far above the load: the waiting requests and max_k bound it (burst 1e6) */
 	ck_assert_uint_eq(batch_size(9, 16, 0.001, 1e6, 0.3), 9);
 	ck_assert_uint_eq(batch_size(64, 16, 0.001, 1e6, 0.3), 16);
 }
 END_TEST
 
-START_TEST(never_beyond_the_burst)
+START_TEST(never_beyond_half_the_burst)
 {
-	ck_assert_uint_eq(batch_size(64, 16, 0.001, 5, 0.3), 5);
-	ck_assert_uint_eq(batch_size(64, 16, 0.001, 5.9, 0.3), 5);
-	/* no burst: exact spacing, one per request */
+	ck_assert_uint_eq(batch_size(64, 16, 0.001, 10, 0.3), 5);
+	ck_assert_uint_eq(batch_size(64, 16, 0.001, 11.9, 0.3), 5);
+	ck_assert_uint_eq(batch_size(64, 16, 0.001, 4, 0.3), 2);
+	/* no burst, or too little for two at half of it: one per request */
 	ck_assert_uint_eq(batch_size(64, 16, 0.001, 1, 0.3), 1);
-	ck_assert_uint_eq(batch_size(64, 16, 0.001, 1.9, 0.3), 1);
+	ck_assert_uint_eq(batch_size(64, 16, 0.001, 3.9, 0.3), 1);
 }
 END_TEST
 
@@ -68,7 +69,7 @@ static Suite *batch_suite(void)
 	TCase *c = tcase_create("size");
 	tcase_add_test(c, idle_and_slow_lanes_one_per_request);
 	tcase_add_test(c, busy_lanes_by_rate_and_round_trip);
-	tcase_add_test(c, never_beyond_the_burst);
+	tcase_add_test(c, never_beyond_half_the_burst);
 	tcase_add_test(c, the_early_bound_holds);
 	tcase_add_test(c, nonsense_is_one);
 	suite_add_tcase(s, c);
