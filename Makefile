@@ -23,7 +23,7 @@ CC      ?= cc
 SAN     ?= 0
 BUILD   ?= build$(if $(filter 1,$(SAN)),-san,)
 
-PKGS      := libevent libcurl jansson yaml-0.1 libssl libcrypto hiredis
+PKGS      := libevent libevent_openssl libcurl jansson yaml-0.1 libssl libcrypto hiredis
 # libhttp-parser ships no pkg-config file: linked by name.
 HTTP_PARSER_LIBS := -lhttp_parser
 MOCK_PKGS := libevent libevent_openssl libssl libcrypto jansson
@@ -97,6 +97,10 @@ $(BUILD)/bench/%.o: tests/bench/%.c | $(BUILD)/bench
 	$(CC) $(CFLAGS) $(PKG_CFLAGS) -Isrc -c -o $@ $<
 
 $(BUILD)/bench-lanes: $(BUILD)/bench/bench_lanes.o $(LIB_OBJS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
+
+# make bench's floor row: libevent in, libcurl multi out, nothing else.
+$(BUILD)/bench-floor: $(BUILD)/bench/floor.o
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
 
 $(BUILD)/pacerd-mock: $(MOCK_SRCS) $(wildcard tests/mock/*.h) | $(BUILD)
@@ -174,7 +178,7 @@ valgrind: node-deps
 # The lane microbenchmark is built and run when its source exists.
 bench: deps
 	./scripts/install-deps.sh bench
-	$(MAKE) all $(BUILD)/pacerd-mock $(if $(wildcard tests/bench/bench_lanes.c),bench-lanes)
+	$(MAKE) all $(BUILD)/pacerd-mock $(BUILD)/bench-floor $(if $(wildcard tests/bench/bench_lanes.c),bench-lanes)
 	BUILD=$(BUILD) ./scripts/bench.sh
 
 # Builds only (scripts/bench.sh runs it): $(BUILD)/bench-lanes prints one JSON object.

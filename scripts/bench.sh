@@ -13,8 +13,12 @@
 #                over the run / requests) at each of BENCH_CONNS connections, plain
 #                and HTTPS upstream: nginx, pacerd (no plan) and pacerd with a plan
 #                far above the load; with a plain upstream also that plan decided in
-#                a shared store (redis-server on the load core: one script per
-#                dispatch); interleaved, BENCH_REPS repetitions, medians
+#                a shared store (redis-server on the load core: pacerd+store, burst 1,
+#                one script per dispatch; pacerd+batch, burst 1000, a batch of
+#                permits per script on a busy lane), with Redis commands per request,
+#                and the floor: tests/bench/floor.c, libevent in and libcurl multi out
+#                with nothing between (the stack's ceiling); interleaved,
+#                BENCH_REPS repetitions, medians
 #   tunnel       req/s and pacerd CPU µs per request through a CONNECT tunnel pacerd
 #                terminates (HTTPS_PROXY clients) beside base-URL requests to the same
 #                pacerd, both from scripts/bench/tunnel_load.py (wrk cannot CONNECT)
@@ -54,6 +58,7 @@ missing=()
 need() { command -v "$1" >/dev/null 2>&1 || missing+=("$1 (Debian package $2)"); }
 need wrk wrk
 need redis-server redis-server
+need redis-cli redis-tools
 need nginx nginx-light
 need strace strace
 need openssl openssl
@@ -62,7 +67,7 @@ need python3 python3
 need curl curl
 need curl-config libcurl4-openssl-dev
 ((${#missing[@]} == 0)) || fail "missing: ${missing[*]}; scripts/install-deps.sh bench installs them (make bench does)"
-for f in "$BUILD/pacerd" "$BUILD/pacerd-mock"; do
+for f in "$BUILD/pacerd" "$BUILD/pacerd-mock" "$BUILD/bench-floor"; do
 	[ -x "$f" ] || fail "$f is not built (make bench builds it)"
 done
 [ "$(nproc)" -ge 2 ] || fail "needs 2 cores (proxy on one, load on the other); nproc says $(nproc)"
@@ -137,10 +142,10 @@ nginx_worker() {
 }
 
 read -r UP_STATUS UP_PLAIN UP_TLS NG_PLAIN NG_TLS NG_MOCK PC_PLAIN PC_PLAIN_PLAN PC_TLS PC_TLS_PLAN PC_MOCK PC_PLAIN_WIDE PC_TLS_WIDE \
-	PC_PLAIN_STORE REDIS PC_TUNNEL \
+	PC_PLAIN_STORE REDIS PC_PLAIN_BATCH FLOOR PC_TUNNEL \
 	< <("$PY" -c '
 import socket
-ss = [socket.socket() for _ in range(16)]
+ss = [socket.socket() for _ in range(18)]
 for s in ss: s.bind(("127.0.0.1", 0))
 print(*[s.getsockname()[1] for s in ss])')
 
@@ -278,6 +283,8 @@ pacerd_conf() {
 	wide) plan="plans: { default: { max_concurrent: 100000 } }" ;;
 	store) plan="plans: { default: { max_requests_per_second: 1000000, max_requests_per_minute: 60000000, max_tokens_per_minute: 1000000000 } }
 store: { kind: redis, redis: { address: \"127.0.0.1:$REDIS\" } }" ;;
+	batch) plan="plans: { default: { max_requests_per_second: 1000000, max_requests_per_minute: 60000000, max_tokens_per_minute: 1000000000, burst: 1000 } }
+store: { kind: redis, redis: { address: \"127.0.0.1:$REDIS\" } }" ;;
 	streams) plan="plans: { default: { max_concurrent: 100000, concurrency: { adaptive: false }, queue: { max_depth: 100000 } } }" ;;
 	esac
 	cat <<EOF
@@ -309,6 +316,11 @@ mkdir "$tmp/redis"
 start redis "$LOAD_CPU" redis-server --port "$REDIS" --bind 127.0.0.1 --save "" --appendonly no --dir "$tmp/redis"
 wait_port redis "$!" "$REDIS"
 pacerd_start pacerd-plain-store "$PC_PLAIN_STORE" "http://127.0.0.1:$UP_PLAIN" store
+pacerd_start pacerd-plain-batch "$PC_PLAIN_BATCH" "http://127.0.0.1:$UP_PLAIN" batch
+# The floor: the same libraries with nothing between them.
+start floor "$PROXY_CPU" "$BUILD/bench-floor" "$FLOOR" "http://127.0.0.1:$UP_PLAIN"
+floor_pid=$!
+wait_port floor "$floor_pid" "$FLOOR"
 pacerd_start pacerd-https-wide "$PC_TLS_WIDE" "https://127.0.0.1:$UP_TLS" wide
 pacerd_start pacerd-mock "$PC_MOCK" "http://127.0.0.1:$MOCK" streams
 # HTTPS_PROXY clients: CONNECT api.openai.com:443, terminated with pacerd's CA (made in
@@ -328,7 +340,8 @@ check() {
 check direct "$UP_PLAIN"
 check nginx "$NG_PLAIN"
 check "nginx (https upstream)" "$NG_TLS"
-for n in pacerd-plain pacerd-plain-far pacerd-plain-wide pacerd-plain-store pacerd-https pacerd-https-far pacerd-https-wide; do
+check floor "$FLOOR"
+for n in pacerd-plain pacerd-plain-far pacerd-plain-wide pacerd-plain-store pacerd-plain-batch pacerd-https pacerd-https-far pacerd-https-wide; do
 	check "$n" "${pc_port[$n]}"
 done
 
@@ -345,15 +358,24 @@ wrk_json() {
 rps_of() { "$PY" -c 'import json,sys; j=json.loads(sys.argv[1]); print(round(j["requests"]*1e6/j["duration_us"]))' "$1" 2>/dev/null || echo "?"; }
 
 echo "bench: ${DURATION}s runs (+${WARMUP}s warm-up), $REPS repetitions, proxy on CPU $PROXY_CPU, wrk and upstreams on CPU $LOAD_CPU" >&2
-runs=$((REPS * ${#CONNS[@]} * 9))
+runs=$((REPS * ${#CONNS[@]} * 11))
+# redis_commands: the commands pacerd has sent the shared store's Redis so far (its
+# scripts: EVALSHA, and EVAL after a NOSCRIPT; total_commands_processed would count
+# the commands the scripts run inside as well).
+redis_commands() {
+	redis-cli -p "$REDIS" INFO commandstats |
+		awk -F'[=,:]' '/^cmdstat_(evalsha|eval):/ { n += $3 } END { print n + 0 }'
+}
 k=0
 for ((rep = 1; rep <= REPS; rep++)); do
 	for upstream in plain https; do
 		for c in "${CONNS[@]}"; do
-			for proxy in pacerd nginx pacerd+plan pacerd+wide pacerd+store; do
+			for proxy in pacerd nginx pacerd+plan pacerd+wide pacerd+store pacerd+batch floor; do
 				case $proxy/$upstream in
-				pacerd+store/https) continue ;;
+				pacerd+store/https | pacerd+batch/https | floor/https) continue ;;
 				pacerd+store/plain) name=pacerd-plain-store ;;
+				pacerd+batch/plain) name=pacerd-plain-batch ;;
+				floor/plain) name="" port=$FLOOR pid=$floor_pid ;;
 				pacerd/*) name=pacerd-$upstream ;;
 				pacerd+plan/*) name=pacerd-$upstream-far ;;
 				pacerd+wide/*) name=pacerd-$upstream-wide ;;
@@ -362,11 +384,15 @@ for ((rep = 1; rep <= REPS; rep++)); do
 				esac
 				if [ -n "$name" ]; then port=${pc_port[$name]} pid=${pc_pid[$name]}; fi
 				wrk_json "$c" "$WARMUP" "$port" >/dev/null
+				r0=$(redis_commands)
 				t0=$(cputicks "$pid")
 				json=$(wrk_json "$c" "$DURATION" "$port")
 				t1=$(cputicks "$pid")
-				printf '{"kind":"throughput","proxy":"%s","upstream":"%s","conns":%d,"rep":%d,"cpu_ticks":%d,"wrk":%s}\n' \
-					"$proxy" "$upstream" "$c" "$rep" $((t1 - t0)) "${json:-null}" >>"$results"
+				r1=$(redis_commands)
+				rc=-1
+				case $proxy in pacerd+store | pacerd+batch) rc=$((r1 - r0)) ;; esac
+				printf '{"kind":"throughput","proxy":"%s","upstream":"%s","conns":%d,"rep":%d,"cpu_ticks":%d,"redis_commands":%d,"wrk":%s}\n' \
+					"$proxy" "$upstream" "$c" "$rep" $((t1 - t0)) "$rc" "${json:-null}" >>"$results"
 				k=$((k + 1))
 				printf '  [%d/%d] %-6s %3d conns %-12s %s req/s\n' "$k" "$runs" "$upstream" "$c" "$proxy" "$(rps_of "${json:-null}")" >&2
 			done

@@ -18,15 +18,18 @@ build-essential debhelper lintian scdoc man-db"
 # build-essential, debhelper: make deb (dpkg-buildpackage; debian/control's Build-Depends);
 # lintian: the package test (tests/package/deb.sh); scdoc: make man (man/*.scd -> roff);
 # man-db: man --warnings renders the pages in tests/package/man.sh.
-# libhiredis-dev: the shared store (store.kind: redis); redis-server: its tests start one.
+# libhiredis-dev: the shared store (store.kind: redis); redis-server: its tests start one
+# (Debian's is built with TLS: the store's TLS tests use its tls-port). libevent-dev
+# brings libevent_openssl (TLS to Redis) and libssl-dev OpenSSL's headers.
 # tmux: the terminal of the `pacerd top` integration test (tests/integration/cases/top.mjs).
 # python3-httpx: a Python client through the HTTPS proxy (tests/integration/cases/tunnel.mjs).
 # tzdata: the IANA zones of plans' day_time_zone (a minimal Debian may lack them).
 # procps: /bin/kill, which systemd/pacerd.service names for ExecReload (systemd-analyze
 # verify checks that it exists; a minimal Debian has no procps).
 # make bench: Debian's nginx (nginx-light: in Debian 12 it installs nginx), strace,
-# taskset (util-linux), wrk, openssl, curl-config.
-BENCH_PKGS="nginx-light strace util-linux wrk openssl curl python3 libcurl4-openssl-dev redis-server"
+# taskset (util-linux), wrk, openssl, curl-config, redis-cli (redis-tools: Redis
+# commands per request).
+BENCH_PKGS="nginx-light strace util-linux wrk openssl curl python3 libcurl4-openssl-dev redis-server redis-tools"
 GROUP=${1:-test}
 if [ "$GROUP" = bench ]; then PKGS=$BENCH_PKGS; fi
 

@@ -445,6 +445,17 @@ int main(int argc, char **argv)
 	}
 	if (check_only) {
 		printf("%s: configuration ok\n", d.cfg->source);
+		/* Where the store's password comes from, never the password. */
+		if (d.cfg->store.kind == STORE_REDIS)
+			printf(
+			    "store: redis at %s%s, password %s%s%s\n", d.cfg->store.redis.address,
+			    d.cfg->store.redis.tls.enabled ? " over TLS" : "",
+			    d.cfg->store.redis.password_from == NULL ? "none (no AUTH)" : "from ",
+			    d.cfg->store.redis.password_from == NULL ? ""
+			    : d.cfg->store.redis.password_from[0] == 'p'
+			        ? d.cfg->store.redis.password_file
+			        : "PACERD_STORE_PASSWORD",
+			    d.cfg->store.redis.username[0] != '\0' ? " (ACL user)" : "");
 		config_free(d.cfg);
 		return 0;
 	}

@@ -82,6 +82,8 @@ def main():
         run = {"rep": r["rep"], "cpu_ticks": r["cpu_ticks"], "wrk": w}
         if w and w["requests"]:
             run["rps"] = round(w["requests"] * 1e6 / w["duration_us"], 1)
+            if r.get("redis_commands", -1) >= 0:
+                run["redis_commands_per_req"] = round(r["redis_commands"] / w["requests"], 3)
             run["cpu_us_per_req"] = round(r["cpu_ticks"] * 1e6 / clk / w["requests"], 2)
             run["proxy_cpu_util"] = round(r["cpu_ticks"] / clk / (w["duration_us"] / 1e6), 3)
         groups.setdefault((r["upstream"], r["conns"], r["proxy"]), []).append(run)
@@ -91,6 +93,7 @@ def main():
                      "rps": med([x.get("rps") for x in runs]),
                      "cpu_us_per_req": med([x.get("cpu_us_per_req") for x in runs]),
                      "proxy_cpu_util": med([x.get("proxy_cpu_util") for x in runs]),
+                     "redis_commands_per_req": med([x.get("redis_commands_per_req") for x in runs]),
                      "rps_min": min((x["rps"] for x in runs if "rps" in x), default=None),
                      "rps_max": max((x["rps"] for x in runs if "rps" in x), default=None),
                      "errors": sum(wrk_errors(x["wrk"]) or 0 for x in runs),
@@ -101,7 +104,8 @@ def main():
         n = by.get((r["upstream"], r["connections"], "nginx"))
         r["rps_vs_nginx"] = ratio(r["rps"], n and n["rps"])
         r["cpu_vs_nginx"] = ratio(r["cpu_us_per_req"], n and n["cpu_us_per_req"])
-    order = {"nginx": 0, "pacerd": 1, "pacerd+plan": 2, "pacerd+wide": 3, "pacerd+store": 4}
+    order = {"nginx": 0, "floor": 1, "pacerd": 2, "pacerd+plan": 3, "pacerd+wide": 4, "pacerd+store": 5,
+             "pacerd+batch": 6}
     rows.sort(key=lambda r: (r["upstream"] != "plain", r["connections"], order.get(r["proxy"], 9)))
     out["throughput"] = rows
     p.append("")
@@ -109,7 +113,9 @@ def main():
     p.append("  pacerd = the default plan (at most 64 requests in flight upstream); pacerd+plan = rate and token")
     p.append("  limits far above the load (1e6/s, 6e7/min, 1e9 tokens/min), same concurrency; pacerd+wide =")
     p.append("  max_concurrent 1e5: as many upstream connections as clients, as nginx; pacerd+store = pacerd+plan")
-    p.append("  with its gates decided in Redis on loopback (store.kind: redis, one script per dispatch)")
+    p.append("  with its gates decided in Redis on loopback (store.kind: redis; burst 1: one script per dispatch);")
+    p.append("  pacerd+batch = the same with burst 1000 (a batch of permits per script on a busy lane); floor =")
+    p.append("  libevent's evhttp in, libcurl multi out, nothing between (tests/bench/floor.c: the stack's ceiling)")
     p.append(f"  {'upstream':8} {'conns':>5}  {'proxy':12} {'req/s':>9} {'(min-max)':>15} {'x nginx':>8}"
              f" {'CPU us/req':>10} {'x nginx':>8} {'core':>5} {'errors':>6}")
     for r in rows:
@@ -117,6 +123,10 @@ def main():
         p.append(f"  {r['upstream']:8} {r['connections']:>5}  {r['proxy']:12} {fmt(r['rps']):>9} {rng:>15}"
                  f" {fx(r['rps_vs_nginx']):>8} {fmt(r['cpu_us_per_req'], 1):>10} {fx(r['cpu_vs_nginx']):>8}"
                  f" {fmt(r['proxy_cpu_util'] and r['proxy_cpu_util'] * 100, 0, '%'):>5} {r['errors']:>6}")
+    for r in rows:
+        if r.get("redis_commands_per_req") is not None:
+            p.append(f"  {r['proxy']} at {r['connections']} connections: {r['redis_commands_per_req']:.3f}"
+                     " Redis commands per request (EVALSHA calls Redis counted over the run)")
     p.append("  core: the proxy's CPU use during the run; below 100 % something else set the pace"
              " (the other core: wrk + upstream; or waits inside the proxy); CPU us/req compares fairly")
 

@@ -169,18 +169,19 @@ static json_t *store_json(struct shared *sh)
 	if (s == NULL)
 		return json_pack("{s:s}", "kind", "local");
 	const struct stats_hist *h = &s->latency;
-	return json_pack("{s:s,s:s,s:b,s:b,s:s,s:i,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:f,s:I,s:f}",
-	                 "kind", "redis", "address", s->address, "connected", s->connected,
-	                 "fallback", !s->connected && !shared_refusing(sh), "on_error",
-	                 shared_on_error(sh), "replicas", (int)shared_replicas(sh), "decisions",
-	                 (json_int_t)(s->decisions_go + s->decisions_wait), "decisions_go",
-	                 (json_int_t)s->decisions_go, "decisions_wait",
-	                 (json_int_t)s->decisions_wait, "commands", (json_int_t)s->commands,
-	                 "errors", (json_int_t)s->errors, "timeouts", (json_int_t)s->timeouts,
-	                 "fallbacks", (json_int_t)s->fallbacks, "refused", (json_int_t)s->refused,
-	                 "command_ms_avg", h->count > 0 ? h->sum / (double)h->count * 1000 : 0.0,
-	                 "late_sends", (json_int_t)s->late_sends, "margin_ms",
-	                 shared_margin_ms(sh, clock_now_ms()));
+	return json_pack(
+	    "{s:s,s:s,s:b,s:b,s:s,s:i,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:f,s:I,s:f,s:I}", "kind",
+	    "redis", "address", s->address, "connected", s->connected, "fallback",
+	    !s->connected && !shared_refusing(sh), "on_error", shared_on_error(sh), "replicas",
+	    (int)shared_replicas(sh), "decisions",
+	    (json_int_t)(s->decisions_go + s->decisions_wait), "decisions_go",
+	    (json_int_t)s->decisions_go, "decisions_wait", (json_int_t)s->decisions_wait,
+	    "commands", (json_int_t)s->commands, "errors", (json_int_t)s->errors, "timeouts",
+	    (json_int_t)s->timeouts, "fallbacks", (json_int_t)s->fallbacks, "refused",
+	    (json_int_t)s->refused, "command_ms_avg",
+	    h->count > 0 ? h->sum / (double)h->count * 1000 : 0.0, "late_sends",
+	    (json_int_t)s->late_sends, "margin_ms", shared_margin_ms(sh, clock_now_ms()), "permits",
+	    (json_int_t)s->permits);
 }
 
 /* /status "tunnels": CONNECTs and what came through them. */

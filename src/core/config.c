@@ -18,6 +18,7 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <fnmatch.h>
 #include <limits.h>
 #include <math.h>
@@ -26,6 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <yaml.h>
 
 #define MAX_FILE_BYTES (16u << 20) /* a config larger than this is a mistake */
@@ -394,13 +397,12 @@ static int check_listen(const char *in, char **out, char *msg, size_t len)
 	return 0;
 }
 
-/* store.redis.address: an IP literal with its port, or unix:/absolute/path.
- * No names: hiredis 0.14 resolves them with a blocking call (DESIGN §9). */
+/* store.redis.address: host:port (a name, resolved without blocking the loop
+ * at every connect), IP:port, [v6]:port, or unix:/absolute/path. */
 static int check_store_address(const char *in, char **out, char *msg, size_t len)
 {
-	char b[80], host[64];
+	char b[80], host[256];
 	unsigned port;
-	unsigned char addr[16];
 	if (strncmp(in, "unix:", 5) == 0) {
 		if (in[5] != '/' || strlen(in + 5) >= 100) {
 			snprintf(msg, len,
@@ -409,10 +411,28 @@ static int check_store_address(const char *in, char **out, char *msg, size_t len
 			return -1;
 		}
 	} else if (config_split_hostport(in, host, sizeof(host), &port) != 0 || port == 0 ||
-	           (inet_pton(AF_INET, host, addr) != 1 && inet_pton(AF_INET6, host, addr) != 1)) {
+	           host[0] == '\0') {
 		snprintf(msg, len,
-		         "expected an IP address and port (127.0.0.1:6379, [::1]:6379) or "
-		         "unix:/path, got '%s' (names are not resolved)",
+		         "expected host:port (redis.example.com:6379, 127.0.0.1:6379, "
+		         "[::1]:6379) or unix:/path, got '%s'",
+		         shown(in, b, sizeof(b)));
+		return -1;
+	}
+	*out = strdup(in);
+	return 0;
+}
+
+/* store.redis.username, tls.server_name: printable, no space ("" = none). */
+static int check_token(const char *in, char **out, char *msg, size_t len)
+{
+	char b[80];
+	size_t n = strlen(in);
+	bool ok = n <= 255;
+	for (size_t i = 0; ok && i < n; i++)
+		ok = in[i] > 0x20 && in[i] < 0x7f;
+	if (!ok) {
+		snprintf(msg, len,
+		         "expected up to 255 printable characters without spaces, got '%s'",
 		         shown(in, b, sizeof(b)));
 		return -1;
 	}
@@ -872,6 +892,15 @@ static const struct opt agents_opts[] = {
     END,
 };
 
+static const struct opt store_tls_opts[] = {
+    B("enabled", struct config, store.redis.tls.enabled, 0),
+    S("ca_file", struct config, store.redis.tls.ca_file, check_any, ""),
+    S("server_name", struct config, store.redis.tls.server_name, check_token, ""),
+    S("cert_file", struct config, store.redis.tls.cert_file, check_any, ""),
+    S("key_file", struct config, store.redis.tls.key_file, check_any, ""),
+    END,
+};
+
 static const struct opt store_redis_opts[] = {
     S("address", struct config, store.redis.address, check_store_address, "127.0.0.1:6379"),
     S("key_prefix", struct config, store.redis.key_prefix, check_key_prefix, "pacerd:"),
@@ -879,6 +908,10 @@ static const struct opt store_redis_opts[] = {
     E("on_error", struct config, store.redis.on_error, store_on_error_names, STORE_ON_ERROR_LOCAL),
     U("replicas", struct config, store.redis.replicas, 1, 10000, 1),
     U("lease_ms", struct config, store.redis.lease_ms, 100, 3600000, 10000),
+    S("username", struct config, store.redis.username, check_token, ""),
+    S("password_file", struct config, store.redis.password_file, check_any, ""),
+    S("resolv_conf", struct config, store.redis.resolv_conf, check_nonempty, "/etc/resolv.conf"),
+    SEC("tls", store_tls_opts),
     END,
 };
 
@@ -1097,6 +1130,10 @@ void config_free(struct config *cfg)
 	if (!cfg)
 		return;
 	free(cfg->source);
+	if (cfg->store.redis.password != NULL) {
+		explicit_bzero(cfg->store.redis.password, strlen(cfg->store.redis.password));
+		free(cfg->store.redis.password);
+	}
 	opts_free(root_opts, cfg);
 	for (size_t i = 0; i < cfg->n_providers; i++)
 		provider_free(&cfg->providers[i]);
@@ -2212,8 +2249,9 @@ static const char *env_get(char *const *env, const char *name)
 	return NULL;
 }
 
-/* PACERD_STORE: redis://IP:PORT, unix:/path or local (containers: one variable
- * turns the shared store on without a file of its own). */
+/* PACERD_STORE: redis://HOST:PORT, rediss://HOST:PORT (TLS), unix:/path or
+ * local (containers: one variable turns the shared store on without a file of
+ * its own). */
 static int apply_env_store(struct ctx *c, const char *val)
 {
 	struct config *cfg = c->cfg;
@@ -2222,13 +2260,18 @@ static int apply_env_store(struct ctx *c, const char *val)
 		cfg->store.kind = STORE_LOCAL;
 		return 0;
 	}
-	const char *a = strncmp(val, "redis://", 8) == 0 ? val + 8 : val;
+	bool tls = strncmp(val, "rediss://", 9) == 0;
+	const char *a = tls ? val + 9 : strncmp(val, "redis://", 8) == 0 ? val + 8 : val;
 	if ((a == val && strncmp(val, "unix:", 5) != 0) ||
 	    check_store_address(a, &addr, msg, sizeof(msg)) != 0) {
-		set_err(c, "PACERD_STORE: expected redis://IP:PORT, unix:/path or local, got '%s'",
+		set_err(c,
+		        "PACERD_STORE: expected redis://HOST:PORT, rediss://HOST:PORT, unix:/path "
+		        "or local, got '%s'",
 		        val);
 		return -1;
 	}
+	if (tls)
+		cfg->store.redis.tls.enabled = true;
 	if (!addr)
 		return -1;
 	free(cfg->store.redis.address);
@@ -2286,6 +2329,77 @@ static struct config *config_new(struct ctx *c, const char *path)
 	return cfg;
 }
 
+/* The store's password: the first line of store.redis.password_file, else
+ * PACERD_STORE_PASSWORD, else none (never a YAML value: a file that is
+ * shown, copied or checked in must not carry it). Read only for kind: redis. */
+static int load_store_password(struct ctx *c, char *const *env)
+{
+	struct config *cfg = c->cfg;
+	if (cfg->store.kind != STORE_REDIS)
+		return 0;
+	const char *file = cfg->store.redis.password_file;
+	char msg[MSG_LEN];
+	char *pw = NULL;
+	if (file[0] != '\0') {
+		/* A regular file only, opened without blocking: a FIFO or a device
+		 * named here must not hang a start or, worse, a reload on the event
+		 * loop. Read with read(2): no stdio buffer keeps a copy. */
+		char line[1024];
+		int fd = open(file, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+		struct stat st;
+		if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+			snprintf(msg, sizeof(msg), "cannot open '%.120s': %s", file,
+			         fd < 0 ? strerror(errno) : "not a regular file");
+			if (fd >= 0)
+				close(fd);
+			return fail_field(c, &cfg->store.redis.password_file, NULL,
+			                  "store.redis.password_file", msg);
+		}
+		ssize_t got = read(fd, line, sizeof(line) - 1);
+		close(fd);
+		size_t n = got > 0 ? (size_t)got : 0;
+		line[n] = '\0';
+		n = strcspn(line, "\r\n");
+		line[n] = '\0';
+		if (n == 0) {
+			explicit_bzero(line, sizeof(line));
+			snprintf(msg, sizeof(msg), "'%.120s' holds no password on its first line",
+			         file);
+			return fail_field(c, &cfg->store.redis.password_file, NULL,
+			                  "store.redis.password_file", msg);
+		}
+		pw = strdup(line);
+		explicit_bzero(line, sizeof(line));
+		cfg->store.redis.password_from = "password_file";
+	} else {
+		const char *v = env_get(env, "PACERD_STORE_PASSWORD");
+		if (v == NULL || v[0] == '\0')
+			return 0;
+		pw = strdup(v);
+		cfg->store.redis.password_from = "PACERD_STORE_PASSWORD";
+	}
+	if (pw == NULL) {
+		set_err(c, "%s: out of memory", c->file);
+		return -1;
+	}
+	cfg->store.redis.password = pw;
+	return 0;
+}
+
+/* TLS to Redis: a client certificate needs its key, and the other way round. */
+static int check_store_tls(struct ctx *c)
+{
+	struct config *cfg = c->cfg;
+	const char *cert = cfg->store.redis.tls.cert_file, *key = cfg->store.redis.tls.key_file;
+	if ((cert[0] == '\0') == (key[0] == '\0'))
+		return 0;
+	return fail_field(c,
+	                  cert[0] != '\0' ? (const void *)&cfg->store.redis.tls.cert_file
+	                                  : (const void *)&cfg->store.redis.tls.key_file,
+	                  NULL, "store.redis.tls",
+	                  "cert_file and key_file go together (a client certificate and its key)");
+}
+
 static int validate(struct ctx *c, char *const *env)
 {
 	struct config *cfg = c->cfg;
@@ -2296,7 +2410,7 @@ static int validate(struct ctx *c, char *const *env)
 	if (resolve_default_provider(c) != 0 || check_provider_plans(c) != 0)
 		return -1;
 	if (apply_env(c, env) != 0 || check_providers(c) != 0 || check_admin(c) != 0 ||
-	    check_forward(c) != 0)
+	    check_forward(c) != 0 || check_store_tls(c) != 0 || load_store_password(c, env) != 0)
 		return -1;
 	for (size_t i = 0; i < cfg->n_plans; i++)
 		if (check_plan(c, &cfg->plans[i]) != 0)

@@ -179,8 +179,23 @@ struct config {
 	struct {
 		enum store_kind kind;
 		struct {
-			char *address; /* IP:port, [v6]:port or unix:/path */
+			char *address; /* host:port, IP:port, [v6]:port or unix:/path */
 			char *key_prefix;
+			char *username;      /* "" = AUTH with the password alone (or none) */
+			char *password_file; /* "" = PACERD_STORE_PASSWORD, or no AUTH */
+			/* Read from password_file or PACERD_STORE_PASSWORD by config_load,
+			 * never from the YAML; NULL = no AUTH. Never logged nor shown:
+			 * password_from says where it came from (--check-config). */
+			char *password;
+			const char *password_from; /* "password_file" | "PACERD_STORE_PASSWORD" */
+			char *resolv_conf;         /* the resolver's nameservers for host names */
+			struct {
+				bool enabled;
+				char *ca_file;     /* "" = the system's store */
+				char *server_name; /* "" = the host of address */
+				char *cert_file;   /* a client certificate: both or neither */
+				char *key_file;
+			} tls;
 			unsigned timeout_ms; /* per command */
 			enum store_on_error on_error;
 			unsigned replicas; /* >= 1: local fallback gates at limit / replicas */

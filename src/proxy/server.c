@@ -393,6 +393,26 @@ const struct config *server_config(const struct server *srv)
 	return srv->cref->cfg;
 }
 
+static bool same_str(const char *a, const char *b)
+{
+	return (a == NULL && b == NULL) || (a != NULL && b != NULL && strcmp(a, b) == 0);
+}
+
+/* The store is read at start: a reload that changes any of its settings (its
+ * password too, read from its file or variable again) only warns. */
+static bool store_conf_changed(const struct config *a, const struct config *b)
+{
+#define SAME_STR(f) same_str(a->store.redis.f, b->store.redis.f)
+#define SAME(f) (a->store.redis.f == b->store.redis.f)
+	return a->store.kind != b->store.kind || !SAME_STR(address) || !SAME_STR(key_prefix) ||
+	       !SAME(timeout_ms) || !SAME(on_error) || !SAME(replicas) || !SAME(lease_ms) ||
+	       !SAME_STR(username) || !SAME_STR(password) || !SAME_STR(resolv_conf) ||
+	       !SAME(tls.enabled) || !SAME_STR(tls.ca_file) || !SAME_STR(tls.server_name) ||
+	       !SAME_STR(tls.cert_file) || !SAME_STR(tls.key_file);
+#undef SAME
+#undef SAME_STR
+}
+
 void server_reload(struct server *srv, struct config *cfg)
 {
 	const struct config *cur = srv->cref->cfg;
@@ -411,20 +431,13 @@ void server_reload(struct server *srv, struct config *cfg)
 			cfg->listen = keep;
 		}
 	}
-	const struct config *cs = cfg;
-	if (cs->store.kind != cur->store.kind ||
-	    strcmp(cs->store.redis.address, cur->store.redis.address) != 0 ||
-	    strcmp(cs->store.redis.key_prefix, cur->store.redis.key_prefix) != 0 ||
-	    cs->store.redis.timeout_ms != cur->store.redis.timeout_ms ||
-	    cs->store.redis.on_error != cur->store.redis.on_error ||
-	    cs->store.redis.replicas != cur->store.redis.replicas ||
-	    cs->store.redis.lease_ms != cur->store.redis.lease_ms)
+	if (store_conf_changed(cfg, cur))
 		log_msg(LOG_WARN, "config_reload",
 		        "a changed store section takes effect at restart; the running store stays");
-	if (strcmp(cs->forward.ca_cert, cur->forward.ca_cert) != 0 ||
-	    strcmp(cs->forward.ca_key, cur->forward.ca_key) != 0 ||
-	    strcmp(cs->forward.state_dir, cur->forward.state_dir) != 0 ||
-	    (cs->forward.intercept && !cur->forward.intercept && srv->ca == NULL))
+	if (strcmp(cfg->forward.ca_cert, cur->forward.ca_cert) != 0 ||
+	    strcmp(cfg->forward.ca_key, cur->forward.ca_key) != 0 ||
+	    strcmp(cfg->forward.state_dir, cur->forward.state_dir) != 0 ||
+	    (cfg->forward.intercept && !cur->forward.intercept && srv->ca == NULL))
 		log_msg(
 		    LOG_WARN, "config_reload",
 		    "a changed CA (forward.ca_cert, ca_key, state_dir) takes effect at restart; "

@@ -1126,8 +1126,8 @@ unsigned sched_permits_wanted(struct sched_lane *lane, int64_t now_ms, struct sc
 	size_t n = limit - lane->in_flight;
 	if (queued < n)
 		n = queued;
-	if (n > SCHED_PERMITS_MAX)
-		n = SCHED_PERMITS_MAX;
+	if (n > SCHED_ASKS_MAX)
+		n = SCHED_ASKS_MAX;
 	n = gates_requests_available(&lane->gates, now_ms, (unsigned)n);
 	bool spaced = lane->delay.delay_ms > 0 || gcra_enabled(&lane->gates.tokens) ||
 	              gcra_enabled(&lane->gates.input) || gcra_enabled(&lane->gates.output);
@@ -1142,6 +1142,29 @@ unsigned sched_permits_wanted(struct sched_lane *lane, int64_t now_ms, struct sc
 	head->prompt = it->cost_prompt;
 	head->output = it->cost_output;
 	return (unsigned)(n - have);
+}
+
+unsigned sched_permits_room(struct sched_lane *lane, int64_t now_ms)
+{
+	if (lane->gates_mode != SCHED_GATES_SHARED)
+		return 0;
+	unsigned limit = aimd_limit(&lane->conc);
+	if (lane->in_flight >= limit || held_back(lane, now_ms) || lane->day_out)
+		return 0;
+	/* A dispatch delay or a learned pace spaces requests here: one at a time. */
+	bool spaced = lane->delay.delay_ms > 0;
+	for (int b = 0; !spaced && lane_learns(lane) && b < RLH_N_BUDGETS; b++)
+		spaced = lane->learned[b].n_obs > 0;
+	size_t queued = lane->fq.n + lane->n_due;
+	size_t n = limit - lane->in_flight;
+	if (queued < n)
+		n = queued;
+	if (n > SCHED_PERMITS_MAX)
+		n = SCHED_PERMITS_MAX;
+	if (spaced && n > 1)
+		n = 1;
+	size_t have = (size_t)lane->asking + lane->permits;
+	return n > have ? (unsigned)(n - have) : 0;
 }
 
 void sched_permits_asked(struct sched_lane *lane, unsigned n)

@@ -105,7 +105,11 @@ enum sched_gates_mode {
 };
 
 /* Decisions asked of the store at once per lane, at most. */
-#define SCHED_PERMITS_MAX 16
+#define SCHED_ASKS_MAX 16
+/* Permits a lane holds or has asked for at once, at most: SCHED_ASKS_MAX
+ * single decisions, or the batches of a busy lane (store/batch.h), whose
+ * size is bounded by the round trip and the gates' burst, not by this. */
+#define SCHED_PERMITS_MAX 64
 
 /* Sets up a lane for `plan` at now_ms (the registry calls this) on memory that
  * holds no lane, or a released one. */
@@ -240,9 +244,14 @@ struct sched_costs {
 };
 
 /* SHARED: how many decisions to ask the store for now (0 to
- * SCHED_PERMITS_MAX, counting those asked and not answered), with the costs of
+ * SCHED_ASKS_MAX, counting those asked and not answered), with the costs of
  * the request that would go first. 0 when nothing could leave now. */
 unsigned sched_permits_wanted(struct sched_lane *lane, int64_t now_ms, struct sched_costs *head);
+/* SHARED: how many requests could leave now whatever the token gates say
+ * (free slots and waiting requests, minus permits held or asked; one while a
+ * dispatch delay or a learned pace spaces them here): the room a batch of
+ * permits may fill (store/batch.h). */
+unsigned sched_permits_room(struct sched_lane *lane, int64_t now_ms);
 /* n decisions were sent to the store. */
 void sched_permits_asked(struct sched_lane *lane, unsigned n);
 /* One decision came back: go (a permit), else not before until_ms (the

@@ -23,6 +23,7 @@
 #include "sched/gcra.h"
 #include "sched/learned.h"
 #include "sched/sched.h"
+#include "store/batch.h"
 #include "store/delay_bound.h"
 #include "store/store.h"
 #include "store/store_script.h"
@@ -42,6 +43,22 @@
 /* The shortest interval of a strict gate charged without a margin, its
  * dispatches pushing it instead (shared_pump). */
 #define PUSH_IN_TIME_MS 20.0
+/* Token corrections (actual usage minus the estimate charged) are summed per
+ * lane and sent this often, one command per lane, not one per request: they
+ * come after an answer already, seconds after the charge; a few ms more
+ * change nothing, and a busy lane's commands per request fall well below one. */
+#define CORRECT_EVERY_MS 10
+#define CORRECTIONS_MAX 64
+/* The gates a correction touches: the plan's token gates, the learned ones. */
+#define CORRECT_FIELDS 6
+static const char *const correct_fields[CORRECT_FIELDS] = {"t", "ti", "to", "l1", "l2", "l3"};
+
+/* One lane's corrections not sent yet. */
+struct correction {
+	char key[STORE_KEY_MAX];
+	struct store_gate g[CORRECT_FIELDS]; /* cost: the sum of the deltas */
+	bool used[CORRECT_FIELDS];
+};
 
 static const char *const request_fields[GATES_N_WINDOWS] = {"r0", "r1", "r2", "r3"};
 static const char *const learned_fields[RLH_N_BUDGETS] = {"l0", "l1", "l2", "l3"};
@@ -106,6 +123,10 @@ struct shared {
 	struct list reserved; /* decisions: goes held until their instant */
 	struct event renew;
 	bool closing; /* shared_free: the lanes may be gone already */
+	struct correction corrections[CORRECTIONS_MAX];
+	unsigned n_corrections;
+	struct event flush;
+	bool flush_armed;
 };
 
 struct decision {
@@ -119,6 +140,7 @@ struct decision {
 	uint64_t seq;
 	double answered_ms, due_ms;
 	bool quota;
+	unsigned permits; /* 1, or a batch's size (store/batch.h) */
 };
 
 /* CLOCK_MONOTONIC now, in fractional ms, not the turn's cached value: the
@@ -307,12 +329,22 @@ static void after_verdict(struct shared *sh, struct sched_lane *lane, bool quota
 static void grant(const struct decision *d, uint64_t seq, double due_ms, double wait_ms)
 {
 	struct shared_lane *sl = d->sl;
-	if (sl->granted_n < SCHED_PERMITS_MAX) {
-		sl->granted[(sl->granted_head + sl->granted_n) % SCHED_PERMITS_MAX] =
-		    (struct granted){seq, due_ms, d->asked_ms, wait_ms, d->margin_ms};
-		sl->granted_n++;
+	store_stats(d->sh->store)->permits += d->permits;
+	for (unsigned i = 0; i < d->permits; i++) {
+		if (sl->granted_n < SCHED_PERMITS_MAX) {
+			sl->granted[(sl->granted_head + sl->granted_n) % SCHED_PERMITS_MAX] =
+			    (struct granted){seq, due_ms, d->asked_ms, wait_ms, d->margin_ms};
+			sl->granted_n++;
+		}
+		sched_permit_answer(d->lane, SCHED_PERMIT_GO, 0);
 	}
-	sched_permit_answer(d->lane, SCHED_PERMIT_GO, 0);
+}
+
+/* A decision's "wait" or failure answers each permit it asked for. */
+static void answer_all(const struct decision *d, enum sched_permit_answer a, int64_t until)
+{
+	for (unsigned i = 0; i < d->permits; i++)
+		sched_permit_answer(d->lane, a, until);
 }
 
 /* A go for a later instant (its gates open a few ms after the decision): held
@@ -394,9 +426,9 @@ static void on_decided(void *arg, const redisReply *r)
 		 * from the answer, which came after the store's instant): the
 		 * store answers a go for the exact instant. */
 		int64_t until = (int64_t)ceil(answered + v.wait_ms - ASK_EARLY_MS);
-		sched_permit_answer(lane, SCHED_PERMIT_WAIT, until);
+		answer_all(d, SCHED_PERMIT_WAIT, until);
 	} else {
-		sched_permit_answer(lane, SCHED_PERMIT_FAILED, 0);
+		answer_all(d, SCHED_PERMIT_FAILED, 0);
 	}
 	free(d);
 	if (parsed)
@@ -470,6 +502,30 @@ static void give_back(struct shared *sh, struct sched_lane *lane, struct shared_
 	store_send(sh->store, &cmd, NULL, NULL);
 }
 
+/* How many permits the next decision takes (store/batch.h): more than one
+ * only on a busy lane whose gates all have a burst and that holds no leases;
+ * then each gate's cost in g is multiplied by it. */
+static unsigned batch_of(struct shared *sh, struct sched_lane *lane, const struct shared_lane *sl,
+                         unsigned cap, struct store_gate *g, size_t ng, int64_t now_ms)
+{
+	if (sl->n_strict > 0 || cap > 0)
+		return 1;
+	double interval = INFINITY, burst = INFINITY;
+	for (size_t i = 0; i < ng; i++) {
+		if (!(g[i].t_ms > 0))
+			continue; /* a learned budget only another replica knows: its own limits */
+		if (g[i].field[0] == 'r')
+			interval = fmin(interval, g[i].t_ms);
+		if (g[i].cost > 0)
+			burst = fmin(burst, g[i].burst / g[i].cost);
+	}
+	unsigned k = batch_size(sched_permits_room(lane, now_ms), SCHED_PERMITS_MAX, interval,
+	                        burst, delay_bound_ms(&sh->rtt, now_ms, MARGIN_STEP_EMPTY_MS));
+	for (size_t i = 0; k > 1 && i < ng; i++)
+		g[i].cost *= k;
+	return k;
+}
+
 bool shared_pump(struct shared *sh, struct sched_lane *lane, struct shared_lane **slp,
                  int64_t now_ms)
 {
@@ -526,13 +582,20 @@ bool shared_pump(struct shared *sh, struct sched_lane *lane, struct shared_lane 
 	 * 97-98 % of the rate at 600 RPM). A faster gate keeps the bound. */
 	double margin =
 	    sl->n_strict > 0 && strict_t >= PUSH_IN_TIME_MS ? 0 : shared_margin_ms(sh, now_ms);
-	unsigned sent = 0;
+	unsigned permits = batch_of(sh, lane, sl, cap, g, ng, now_ms);
+	if (permits > 1)
+		n = 1; /* one decision for the batch */
+	unsigned sent = 0, asked = 0;
 	for (; sent < n && sl->asked_n < SCHED_PERMITS_MAX; sent++) {
 		struct decision *d = malloc(sizeof(*d));
 		if (d == NULL)
 			break;
-		*d = (struct decision){
-		    .sh = sh, .lane = lane, .sl = sl, .asked_ms = mono_ms(), .margin_ms = margin};
+		*d = (struct decision){.sh = sh,
+		                       .lane = lane,
+		                       .sl = sl,
+		                       .asked_ms = mono_ms(),
+		                       .margin_ms = margin,
+		                       .permits = permits};
 		uint64_t seq = cap > 0 ? member_to_ask(sh, sl, d->asked_ms) : 0;
 		char member[MEMBER_MAX];
 		member_of(sh, seq, member);
@@ -545,8 +608,9 @@ bool shared_pump(struct shared *sh, struct sched_lane *lane, struct shared_lane 
 		}
 		sl->asked[(sl->asked_head + sl->asked_n) % SCHED_PERMITS_MAX] = seq;
 		sl->asked_n++;
+		asked += permits;
 	}
-	sched_permits_asked(lane, sent);
+	sched_permits_asked(lane, asked);
 	return true;
 }
 
@@ -605,6 +669,44 @@ void shared_quota(struct shared *sh, struct sched_lane *lane, bool out)
 	send_simple(sh, lane, build_quota, &out);
 }
 
+/* Sends every lane's summed corrections (one adjust each). */
+static void on_flush(evutil_socket_t fd, short what, void *arg)
+{
+	struct shared *sh = arg;
+	(void)fd;
+	(void)what;
+	sh->flush_armed = false;
+	for (unsigned i = 0; i < sh->n_corrections; i++) {
+		const struct correction *c = &sh->corrections[i];
+		struct store_gate g[CORRECT_FIELDS];
+		size_t n = 0;
+		for (int f = 0; f < CORRECT_FIELDS; f++)
+			if (c->used[f] && c->g[f].cost != 0)
+				g[n++] = c->g[f];
+		if (n == 0 || !store_up(sh->store))
+			continue;
+		struct store_cmd cmd;
+		store_cmd_adjust(&cmd, c->key, sh->idle_ms, g, n);
+		store_send(sh->store, &cmd, NULL, NULL);
+	}
+	sh->n_corrections = 0;
+}
+
+/* The lane's entry among the corrections not sent yet (NULL: the table is
+ * full; the caller sends at once). */
+static struct correction *correction_of(struct shared *sh, const char *key)
+{
+	for (unsigned i = 0; i < sh->n_corrections; i++)
+		if (strcmp(sh->corrections[i].key, key) == 0)
+			return &sh->corrections[i];
+	if (sh->n_corrections == CORRECTIONS_MAX)
+		return NULL;
+	struct correction *c = &sh->corrections[sh->n_corrections++];
+	memset(c, 0, sizeof(*c));
+	snprintf(c->key, sizeof(c->key), "%s", key);
+	return c;
+}
+
 void shared_tokens_used(struct shared *sh, struct sched_lane *lane, double d_tokens, double d_input,
                         double d_output)
 {
@@ -613,25 +715,51 @@ void shared_tokens_used(struct shared *sh, struct sched_lane *lane, double d_tok
 	    !store_up(sh->store) || !lane_keys(sh, lane, &names))
 		return;
 	const struct gates *s = sched_lane_gates(lane);
-	struct store_gate g[3 + RLH_N_BUDGETS];
-	size_t n = 0;
-	if (gcra_enabled(&s->tokens) && d_tokens != 0)
-		g[n++] = (struct store_gate){"t", s->tokens.t_ms, s->tokens.burst, d_tokens};
-	if (gcra_enabled(&s->input) && d_input != 0)
-		g[n++] = (struct store_gate){"ti", s->input.t_ms, s->input.burst, d_input};
-	if (gcra_enabled(&s->output) && d_output != 0)
-		g[n++] = (struct store_gate){"to", s->output.t_ms, s->output.burst, d_output};
-	/* The learned token budgets take the same correction, at the pace
-	 * stored (t_ms 0). */
-	const double d[RLH_N_BUDGETS] = {0, d_tokens, d_input, d_output};
-	for (int b = 1; b < RLH_N_BUDGETS; b++)
-		if (d[b] != 0 && sched_learned(lane, b) != NULL)
-			g[n++] = (struct store_gate){learned_fields[b], 0, 0, d[b]};
-	if (n == 0)
+	/* by correct_fields' order; the learned token budgets take the same
+	 * correction, at the pace stored (t_ms 0) */
+	struct store_gate g[CORRECT_FIELDS] = {
+	    {correct_fields[0], s->tokens.t_ms, s->tokens.burst, d_tokens},
+	    {correct_fields[1], s->input.t_ms, s->input.burst, d_input},
+	    {correct_fields[2], s->output.t_ms, s->output.burst, d_output},
+	    {correct_fields[3], 0, 0, d_tokens},
+	    {correct_fields[4], 0, 0, d_input},
+	    {correct_fields[5], 0, 0, d_output},
+	};
+	bool on[CORRECT_FIELDS] = {
+	    gcra_enabled(&s->tokens) && d_tokens != 0,
+	    gcra_enabled(&s->input) && d_input != 0,
+	    gcra_enabled(&s->output) && d_output != 0,
+	    d_tokens != 0 && sched_learned(lane, RLH_TOKENS) != NULL,
+	    d_input != 0 && sched_learned(lane, RLH_INPUT_TOKENS) != NULL,
+	    d_output != 0 && sched_learned(lane, RLH_OUTPUT_TOKENS) != NULL,
+	};
+	struct correction *c = correction_of(sh, names.key);
+	if (c == NULL) {
+		struct store_gate now[CORRECT_FIELDS];
+		size_t n = 0;
+		for (int f = 0; f < CORRECT_FIELDS; f++)
+			if (on[f])
+				now[n++] = g[f];
+		if (n == 0)
+			return;
+		struct store_cmd cmd;
+		store_cmd_adjust(&cmd, names.key, sh->idle_ms, now, n);
+		store_send(sh->store, &cmd, NULL, NULL);
 		return;
-	struct store_cmd cmd;
-	store_cmd_adjust(&cmd, names.key, sh->idle_ms, g, n);
-	store_send(sh->store, &cmd, NULL, NULL);
+	}
+	for (int f = 0; f < CORRECT_FIELDS; f++) {
+		if (!on[f])
+			continue;
+		double sum = c->used[f] ? c->g[f].cost : 0;
+		c->g[f] = g[f];
+		c->g[f].cost = sum + g[f].cost;
+		c->used[f] = true;
+	}
+	if (!sh->flush_armed) {
+		struct timeval tv = {0, CORRECT_EVERY_MS * 1000};
+		evtimer_add(&sh->flush, &tv);
+		sh->flush_armed = true;
+	}
 }
 
 void shared_lane_free(struct shared *sh, struct shared_lane *sl)
@@ -692,6 +820,7 @@ struct shared *shared_new(struct event_base *base, const struct config *cfg,
 		free(sh);
 		return NULL;
 	}
+	evtimer_assign(&sh->flush, base, on_flush, sh);
 	/* Leases renewed at a third of their life: two renewals may be lost. */
 	event_assign(&sh->renew, base, -1, EV_PERSIST, on_renew, sh);
 	int64_t every = (int64_t)sh->lease_ms / 3;
@@ -706,6 +835,7 @@ void shared_free(struct shared *sh)
 		return;
 	sh->closing = true;
 	event_del(&sh->renew);
+	event_del(&sh->flush);
 	cancel_reserved(sh, NULL);
 	struct list *node, *tmp;
 	LIST_FOR_EACH_SAFE(node, tmp, &sh->leases)

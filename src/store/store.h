@@ -1,16 +1,22 @@
-/* store — the connection to the shared store (store.kind: redis): hiredis
- * 0.14's async API on pacerd's libevent loop, the only code that talks to
- * Redis. It sends the commands store_script.h builds and hands each reply to
- * its caller; what they mean for a lane is shared.c's business.
+/* store — the connection to the shared store (store.kind: redis), the only
+ * code that talks to Redis. It sends the commands store_script.h builds and
+ * hands each reply to its caller; what they mean for a lane is shared.c's
+ * business. The bytes go through redis_conn.h (a bufferevent, plain or TLS,
+ * to a name resolved by evdns; hiredis formats the commands and reads the
+ * replies): hiredis 0.14's own async connection resolves names with a
+ * blocking call and has no TLS (DESIGN §11).
  *
- * hiredis 0.14 has no async timeouts and resolves names with a blocking call
- * (DESIGN §9): the address is an IP literal or a Unix socket, every command
- * has a timer of its own (store.redis.timeout_ms), and reconnecting runs from a
- * timer with backoff (50 ms doubling to 500 ms, so that a restarted Redis is
- * back in use within a second). A command that times out takes the connection
- * down with it: a Redis that stops answering is treated like one that is gone,
- * every command in flight is answered "failed", and the reconnect timer
- * starts. Nothing here blocks the loop but store_new's start-up check. */
+ * Each (re)connect resolves the name again, sends AUTH when a password is
+ * set (pipelined with the scripts' SCRIPT LOAD), and counts as up once every
+ * script is loaded; one not up within max(timeout_ms × 20, 1 s) is dropped and
+ * tried again. Every command is watched (store.redis.timeout_ms, one
+ * timer for the oldest), and reconnecting runs from a timer with backoff (50
+ * ms doubling to 500 ms, so that a restarted Redis is back in use within a
+ * second). A command that times out takes the connection down with it: a
+ * Redis that stops answering is treated like one that is gone, every command
+ * in flight is answered "failed", and the reconnect timer starts. Nothing
+ * here blocks the loop: store_new's start-up check runs the same connection
+ * on a loop of its own, before pacerd's. */
 #ifndef PACERD_STORE_H
 #define PACERD_STORE_H
 
@@ -34,6 +40,7 @@ struct store_stats {
 	uint64_t errors;   /* failed: an error reply, a timeout, a lost connection */
 	uint64_t timeouts;
 	uint64_t decisions_go, decisions_wait;
+	uint64_t permits;          /* granted by the "go"s: more than decisions_go with batches */
 	uint64_t fallbacks;        /* decisions made locally because the store was down */
 	uint64_t late_sends;       /* sends later than their margin: strict gates pushed */
 	uint64_t refused;          /* requests answered 503 store_unavailable (on_error: fail) */
@@ -47,9 +54,10 @@ typedef void (*store_reply_fn)(void *arg, const redisReply *reply);
 typedef void (*store_state_fn)(void *arg, bool up);
 
 /* Connects to cfg->store.redis.address and checks, blocking for at most
- * timeout_ms × 4, that it runs scripts: SCRIPT LOAD of each and one EVALSHA.
- * A Redis that refuses them is an error (NULL, err says why): pacerd must
- * not run with per-replica limits while it believes they are shared. A Redis
+ * max(timeout_ms × 4, 1 s), that it takes the password and runs scripts: AUTH, SCRIPT
+ * LOAD of each and one EVALSHA. A Redis that refuses them, or whose TLS
+ * certificate is refused, is an error (NULL, err says why): pacerd must not
+ * run with per-replica limits while it believes they are shared. A Redis
  * that does not answer is not: the store starts down and keeps trying.
  * on_state is called from the loop on every change (not for this first
  * state). */

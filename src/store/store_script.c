@@ -243,14 +243,18 @@ bool store_lane_keys(const char *prefix, const char *provider, const char *key_i
 {
 	const char *id = key_id != NULL && key_id[0] != '\0' ? key_id : "-";
 	int a, b;
+	/* The lane's name in braces: Redis Cluster hashes only what is between
+	 * the first '{' and the next '}', so every key of the lane is in one
+	 * slot (a script may touch only one). A '}' inside the name ends the
+	 * tag early, at the same place in every key of the lane: still one slot. */
 	if (model != NULL && model[0] != '\0') {
-		a = snprintf(key, keylen, "%s%s:%s:m%zu:%s", prefix, provider, id, strlen(model),
+		a = snprintf(key, keylen, "%s{%s:%s:m%zu:%s}", prefix, provider, id, strlen(model),
 		             model);
-		b = snprintf(leases, leaseslen, "%s%s:%s:m%zu:%s:leases", prefix, provider, id,
+		b = snprintf(leases, leaseslen, "%s{%s:%s:m%zu:%s}:leases", prefix, provider, id,
 		             strlen(model), model);
 	} else {
-		a = snprintf(key, keylen, "%s%s:%s", prefix, provider, id);
-		b = snprintf(leases, leaseslen, "%s%s:%s:leases", prefix, provider, id);
+		a = snprintf(key, keylen, "%s{%s:%s}", prefix, provider, id);
+		b = snprintf(leases, leaseslen, "%s{%s:%s}:leases", prefix, provider, id);
 	}
 	return a > 0 && (size_t)a < keylen && b > 0 && (size_t)b < leaseslen;
 }

@@ -8,7 +8,7 @@
  * same tolerance, the same slack for late decisions), kept as one field of the
  * lane's hash, as a decimal string of milliseconds on the server's clock:
  *
- *   KEY  <prefix><provider>:<key hash prefix>         a hash, one per lane
+ *   KEY  <prefix>{<provider>:<key hash prefix>}       a hash, one per lane
  *        r0 r1 r2 r3   request gates (min_ms, per second, per minute, per hour)
  *        t ti to       token gates (all, input, output)
  *        l0 l1 l2 l3   learned budgets (requests, tokens, input, output tokens):
@@ -71,12 +71,13 @@ struct store_cmd {
 	char buf[STORE_MAX_ARGS][STORE_ARG_LEN]; /* numbers formatted here */
 };
 
-/* The key names of a lane: prefix + provider + ':' + its scope's name ("-"
- * for the anonymous lane), then for a lane of a model group ':m' + the
+/* The key names of a lane: prefix + '{' + provider + ':' + its scope's name
+ * ("-" for the anonymous lane), then for a lane of a model group ':m' + the
  * group's length + ':' + the group (the length keeps a group named like the
- * suffix apart), and the same + ":leases". Every replica names a lane the
- * same: scopes and groups come from the configuration, the answers and
- * fixed-seed hashes. Returns false when they do not fit. */
+ * suffix apart), + '}', and the same + ":leases". The braces are a Redis
+ * Cluster hash tag: every key of a lane (and so every script) in one slot. Every replica names a
+ * lane the same: scopes and groups come from the configuration, the answers and fixed-seed hashes.
+ * Returns false when they do not fit. */
 bool store_lane_keys(const char *prefix, const char *provider, const char *key_id,
                      const char *model, char *key, size_t keylen, char *leases, size_t leaseslen);
 

@@ -560,7 +560,7 @@ export const tests = [
       const cases = [
         // [name, text, line, column, word]
         ['kind', `${head}store:\n  kind: etcd\n`, 4, 9, /kind|etcd/],
-        ['address', `${head}store:\n  kind: redis\n  redis:\n    address: redis.example.com:6379\n`, 6, 14, /address|IP|redis\.example\.com/i],
+        ['address', `${head}store:\n  kind: redis\n  redis:\n    address: redis.example.com\n`, 6, 14, /address|host:port|redis\.example\.com/i],
         ['on_error', `${head}store:\n  kind: redis\n  redis:\n    address: 127.0.0.1:6379\n    on_error: maybe\n`, 7, 15, /on_error|maybe/],
         ['replicas', `${head}store:\n  kind: redis\n  redis:\n    address: 127.0.0.1:6379\n    replicas: 0\n`, 7, 15, /replicas/],
         ['unknown key', `${head}store:\n  kind: redis\n  redis:\n    adress: 127.0.0.1:6379\n`, 6, 5, /adress/],
@@ -584,9 +584,12 @@ export const tests = [
       const unix = writeConf(t.dir, 'store-unix.yaml', `${head}store:\n  kind: redis\n  redis:\n    address: unix:/run/redis/redis.sock\n`);
       const u = await t.runPacerd(['--check-config', unix]);
       assert.equal(u.code, 0, `address: unix:/path: ${u.stderr}`);
-      const e = await t.runPacerd(['--check-config', good], { env: { PACERD_STORE: 'redis://redis.example.com:6379' } });
-      assert.notEqual(e.code, 0, 'PACERD_STORE with a host name was accepted');
+      const e = await t.runPacerd(['--check-config', good], { env: { PACERD_STORE: 'redis://redis.example.com' } });
+      assert.notEqual(e.code, 0, 'PACERD_STORE without a port was accepted');
       assert.match(e.stderr, /PACERD_STORE/);
+      const named = await t.runPacerd(['--check-config', good], { env: { PACERD_STORE: 'rediss://redis.example.com:6380' } });
+      assert.equal(named.code, 0, `PACERD_STORE=rediss://redis.example.com:6380: ${named.stderr}`);
+      assert.match(named.stdout, /redis\.example\.com:6380 over TLS/, named.stdout);
       const e2 = await t.runPacerd(['--check-config', good], { env: { PACERD_STORE: 'redis://127.0.0.1:6380' } });
       assert.equal(e2.code, 0, `PACERD_STORE=redis://127.0.0.1:6380: ${e2.stderr}`);
     },
@@ -628,7 +631,7 @@ export const tests = [
       assert.equal(summarize(run).ok, 25, JSON.stringify(summarize(run).statuses));
       assert.ok(seen.length >= 1, `no ${PREFIX}* key in Redis while requests flowed: all keys ${JSON.stringify(all)}\n${storeEvents(p)}`);
       for (const s of seen) {
-        assert.ok(s.k.startsWith(`${PREFIX}openai:${h}`), `key ${JSON.stringify(s.k)} is not ${PREFIX}openai:${h}…`);
+        assert.ok(s.k.startsWith(`${PREFIX}{openai:${h}`), `key ${JSON.stringify(s.k)} is not ${PREFIX}{openai:${h}…`);
         assert.ok(!s.k.includes(key) && !s.value.includes(key), `the API key is in Redis: ${JSON.stringify(s)}`);
         assert.ok(!s.k.includes(sha256(key)), `key ${s.k} holds the whole SHA-256, not the 12-hex prefix`);
         assert.ok(s.pttl > 0 || s.pttl === -2, `key ${s.k} has no TTL (PTTL ${s.pttl})`);
@@ -658,10 +661,10 @@ export const tests = [
       });
       const load2 = runLoad({ base: p2.url, n: 10, concurrency: 2, makeRequest: chat(key2, 2), deadline_ms: 8000 });
       await sleep(400);
-      const envKeys = await redis.keys(`pacerd:openai:${keyHash(key2)}*`);
+      const envKeys = await redis.keys(`pacerd:{openai:${keyHash(key2)}*`);
       const run2 = await load2;
       assert.equal(summarize(run2).ok, 10, JSON.stringify(summarize(run2).statuses));
-      assert.ok(envKeys.length >= 1, `PACERD_STORE=${redis.url}: no pacerd:openai:${keyHash(key2)}* key in Redis (${JSON.stringify(await redis.keys('*'))})\n${storeEvents(p2)}`);
+      assert.ok(envKeys.length >= 1, `PACERD_STORE=${redis.url}: no pacerd:{openai:${keyHash(key2)}}* key in Redis (${JSON.stringify(await redis.keys('*'))})\n${storeEvents(p2)}`);
       assert.ok(events(p2, 'store_connected').length >= 1, `no store_connected log line with PACERD_STORE\n${storeEvents(p2)}`);
     },
   },
@@ -754,6 +757,88 @@ export const tests = [
       assert.equal((await mock.stats()).requests, 6);
       await waitFor(() => events(p, 'store_restored').length >= 1, { timeout_ms: 3000 * SLOW, what: 'store_restored after SIGCONT' });
       assert.equal((await one()).status, 200);
+    },
+  },
+  {
+    // o. Batches (issue 22): three replicas, one key, a plan of 1000 req/s with burst 20
+    // (T = 1 ms: a lane this busy takes several permits per decision, sized from the
+    // rate and the measured round trip, never more than the burst). The mock enforces
+    // 1000 req/s with a bucket of 25 (the plan's burst and 5 ms of arrival jitter).
+    // 1500 requests (500 through each replica, 24 clients each): 0 upstream 429s, the
+    // aggregate rate within 2 % of 1000 req/s, and the store's decisions (EVALSHA calls
+    // counted by Redis) well below one per request (0.52-0.54 in three runs, 0.40-0.43
+    // under ASan; batches of up to the whole burst, 20, lost capacity: 93.7 %; the build
+    // before, one decision per request and more, asked again after each "wait": 6.6). The
+    // plan's burst of 20 leaves at the start: the ideal measure is 1499 / 1.479 s =
+    // 101.35 % (101.27-101.28 % measured). 2000 req/s overloads this 2-core
+    // machine (3 pacerds, the mock, Redis and the load generator): 429s and retries
+    // before and after batching alike.
+    name: 'o. batches: three replicas at 1000 req/s (burst 20): rate within 2 %, 0 upstream 429s, Redis decisions per request < 0.75',
+    timeout_ms: 40000,
+    fn: async (t) => {
+      const RATE = 1000, N = 500;
+      const mock = await t.startMock({ config: { style: 'openai', rpm: RATE * 60, burst: 25, headers: false } });
+      const redis = await startRedis(t);
+      const ps = await startReplicas(t, mock, redis, { plan: { max_requests_per_second: RATE, burst: 20 } });
+      const key = 'sk-store-l-0001';
+      for (const [i, p] of ps.entries()) {
+        const w = await send(`${p.url}/v1/chat/completions`, { headers: chat(`sk-store-l-warm-${i}`, i + 1)().headers, body: chatBody(), timeout_ms: 5000 });
+        assert.equal(w.status, 200, `replica ${i + 1}'s warm-up: ${w.status}`);
+      }
+      await mock.reset();
+      const calls = async () => {
+        const info = await redis.command('INFO', 'commandstats');
+        const m = /cmdstat_evalsha:calls=(\d+)/.exec(info);
+        return m ? Number(m[1]) : 0;
+      };
+      const c0 = await calls();
+      const t0 = Date.now();
+      const runs = await Promise.all(ps.map((p, i) => runLoad({ base: p.url, n: N, concurrency: 24, makeRequest: chat(key, i + 1), deadline_ms: 30000, t0 })));
+      const decisions = (await calls()) - c0;
+      const sums = runs.map(summarize);
+      const st = await mock.stats();
+      const at = arrivals(await mock.requests());
+      const rate = rateOf(at);
+      const up429 = st.responses['429'] ?? 0;
+      const msg = `aggregate ${rate.toFixed(1)} req/s over ${at.length} arrivals (${(rate / RATE * 100).toFixed(2)} % of ${RATE}), upstream 429=${up429}, ` +
+        `EVALSHA calls ${decisions} for ${3 * N} requests (${(decisions / (3 * N)).toFixed(3)} per request), wall ${((Date.now() - t0) / 1000).toFixed(1)} s, ` +
+        `client statuses ${sums.map((x) => JSON.stringify(x.statuses)).join(' ')}`;
+      t.note(`o: ${msg}`);
+      const why = `\n${ps.map((p, i) => `replica ${i + 1}:\n${storeEvents(p)}\n${logDigest(p)}`).join('\n')}`;
+      for (const [i, x] of sums.entries()) assert.equal(x.ok, N, `replica ${i + 1}: ${JSON.stringify(x.statuses)} ${x.firstErrors.join(' | ')}${why}`);
+      assert.ok(ps.every((p) => events(p, 'store_unavailable').length === 0), `the store went down: the run was not decided in Redis throughout${why}`);
+      assert.ok(up429 <= EXACT_BUCKET_429S, `${up429} upstream 429s: the batches passed the fleet's limit (${msg})${why}`);
+      assert.ok(rate <= RATE * 1.02, `aggregate ${rate.toFixed(1)} req/s: above ${RATE} + 2 % (${msg})`);
+      assert.ok(rate >= RATE * 0.98 / SLOW, `aggregate ${rate.toFixed(1)} req/s: below ${RATE} − 2 % (${msg})`);
+      assert.ok(decisions / (3 * N) < 0.75, `${decisions} decisions for ${3 * N} requests: not batched (${msg})`);
+    },
+  },
+  {
+    // p. A Redis restart during batched traffic loses nothing: three replicas at 1000
+    // req/s (burst 20), 400 requests each; Redis restarted (empty) a second in. Every
+    // request is answered 200 and reaches the mock once (permits held by a replica when
+    // the connection went are given back or used, never lost nor doubled); the store is
+    // restored on every replica.
+    name: 'p. a Redis restart during batched traffic: every request answered 200 and forwarded once; the store restored',
+    timeout_ms: 40000,
+    fn: async (t) => {
+      const RATE = 1000, N = 400;
+      const mock = await t.startMock({ config: { headers: false } });
+      const redis = await startRedis(t);
+      const ps = await startReplicas(t, mock, redis, { plan: { max_requests_per_second: RATE, burst: 20 } });
+      const key = 'sk-store-l2-0001';
+      const t0 = Date.now();
+      const loads = ps.map((p, i) => runLoad({ base: p.url, n: N, concurrency: 24, makeRequest: chat(key, i + 1), deadline_ms: 30000, t0 }));
+      await sleep(400);
+      await redis.restart();
+      const runs = await Promise.all(loads);
+      const st = await mock.stats();
+      const sums = runs.map(summarize);
+      const why = `\n${ps.map((p, i) => `replica ${i + 1}:\n${storeEvents(p)}`).join('\n')}`;
+      t.note(`p: ${st.requests} upstream requests for ${3 * N}; wall ${((Date.now() - t0) / 1000).toFixed(1)} s; store_restored on ${ps.filter((p) => events(p, 'store_restored').length > 0).length} replicas`);
+      for (const [i, x] of sums.entries()) assert.equal(x.ok, N, `replica ${i + 1}: ${JSON.stringify(x.statuses)} ${x.firstErrors.join(' | ')}${why}`);
+      assert.equal(st.requests, 3 * N, `upstream requests ${st.requests} for ${3 * N} client requests`);
+      await waitFor(() => ps.every((p) => events(p, 'store_restored').length >= 1), { timeout_ms: 3000 * SLOW, what: `store_restored on every replica${why}` });
     },
   },
 ];

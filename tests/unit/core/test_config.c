@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define ERRLEN 512
@@ -444,10 +445,80 @@ START_TEST(store_section_and_its_variable)
 	c = load_ok("store: {kind: redis}\n", env3);
 	ck_assert_int_eq(c->store.kind, STORE_LOCAL);
 	config_free(c);
-	char *env4[] = {"PACERD_STORE=redis://redis:6379", NULL};
+	char *env4[] = {"PACERD_STORE=redis://redis", NULL};
 	expect_error(NULL, env4,
-	             "PACERD_STORE: expected redis://IP:PORT, unix:/path or local, got "
-	             "'redis://redis:6379'");
+	             "PACERD_STORE: expected redis://HOST:PORT, rediss://HOST:PORT, unix:/path or "
+	             "local, got 'redis://redis'");
+	/* names are resolved at every connect (store/redis_conn.c); rediss:// is TLS */
+	char *env5[] = {"PACERD_STORE=rediss://cache.example.com:6380", NULL};
+	c = load_ok(NULL, env5);
+	ck_assert_int_eq(c->store.kind, STORE_REDIS);
+	ck_assert_str_eq(c->store.redis.address, "cache.example.com:6380");
+	ck_assert(c->store.redis.tls.enabled);
+	config_free(c);
+	c = load_ok("store:\n  kind: redis\n  redis: {address: 'redis.internal:6379'}\n", NULL);
+	ck_assert_str_eq(c->store.redis.address, "redis.internal:6379");
+	ck_assert(!c->store.redis.tls.enabled);
+	ck_assert_str_eq(c->store.redis.tls.ca_file, "");
+	ck_assert_str_eq(c->store.redis.tls.server_name, "");
+	ck_assert_str_eq(c->store.redis.resolv_conf, "/etc/resolv.conf");
+	ck_assert_str_eq(c->store.redis.username, "");
+	ck_assert_ptr_null(c->store.redis.password);
+	ck_assert_ptr_null(c->store.redis.password_from);
+	config_free(c);
+}
+END_TEST
+
+/* The store's password: the first line of password_file, else
+ * PACERD_STORE_PASSWORD (a file wins), never a YAML value; read only for
+ * kind: redis. */
+START_TEST(store_password_sources)
+{
+	char *pw = tmp_write("s3cret-from-file\nsecond line ignored\n");
+	char yaml[512];
+	snprintf(yaml, sizeof(yaml),
+	         "store:\n  kind: redis\n  redis: {username: pacer, password_file: '%s'}\n", pw);
+	char *env[] = {"PACERD_STORE_PASSWORD=from-env", NULL};
+	struct config *c = load_ok(yaml, env);
+	ck_assert_str_eq(c->store.redis.password, "s3cret-from-file");
+	ck_assert_str_eq(c->store.redis.password_from, "password_file");
+	ck_assert_str_eq(c->store.redis.username, "pacer");
+	config_free(c);
+	c = load_ok("store: {kind: redis}\n", env);
+	ck_assert_str_eq(c->store.redis.password, "from-env");
+	ck_assert_str_eq(c->store.redis.password_from, "PACERD_STORE_PASSWORD");
+	config_free(c);
+	c = load_ok("store: {kind: local}\n", env);
+	ck_assert_ptr_null(c->store.redis.password);
+	config_free(c);
+	/* a file without a password on its first line is an error at its key */
+	unlink(pw);
+	free(pw);
+	pw = tmp_write("\n");
+	snprintf(yaml, sizeof(yaml), "store:\n  kind: redis\n  redis: {password_file: '%s'}\n", pw);
+	char err[ERRLEN];
+	ck_assert_ptr_null(load(yaml, NULL, err, NULL));
+	ck_assert_msg(strstr(err, "store.redis.password_file") != NULL &&
+	                  strstr(err, "holds no password") != NULL,
+	              "%s", err);
+	/* a FIFO (nobody writing) is refused at once, not waited on: a reload
+	 * reads this on the event loop */
+	char fifo[] = "/tmp/pacerd-test-fifo-XXXXXX";
+	int tfd = mkstemp(fifo);
+	ck_assert_int_ge(tfd, 0);
+	close(tfd);
+	unlink(fifo);
+	ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+	snprintf(yaml, sizeof(yaml), "store:\n  kind: redis\n  redis: {password_file: '%s'}\n",
+	         fifo);
+	ck_assert_ptr_null(load(yaml, NULL, err, NULL));
+	ck_assert_msg(strstr(err, "not a regular file") != NULL, "%s", err);
+	unlink(fifo);
+	/* there is no password key in the YAML */
+	ck_assert_ptr_null(load("store: {redis: {password: x}}\n", NULL, err, NULL));
+	ck_assert_msg(strstr(err, "password") != NULL, "%s", err);
+	unlink(pw);
+	free(pw);
 }
 END_TEST
 
@@ -823,9 +894,18 @@ static const struct bad {
     {"agents:\n  priorities: {a: [1]}\n",
      "2:19: agents.priorities.a: expected a scalar, got a list"},
     {"store: {kind: etcd}\n", "1:15: store.kind: expected one of local, redis, got 'etcd'"},
-    {"store:\n  redis: {address: 'redis.example.com:6379'}\n",
-     "2:20: store.redis.address: expected an IP address and port (127.0.0.1:6379, [::1]:6379) "
-     "or unix:/path, got 'redis.example.com:6379' (names are not resolved)"},
+    {"store:\n  redis: {address: 'redis.example.com'}\n",
+     "2:20: store.redis.address: expected host:port (redis.example.com:6379, 127.0.0.1:6379, "
+     "[::1]:6379) or unix:/path, got 'redis.example.com'"},
+    {"store:\n  redis: {username: 'a b'}\n",
+     "2:21: store.redis.username: expected up to 255 printable characters without spaces, "
+     "got 'a b'"},
+    {"store:\n  redis:\n    tls: {enabled: true, cert_file: /etc/c.pem}\n",
+     "3:37: store.redis.tls: cert_file and key_file go together (a client certificate and "
+     "its key)"},
+    {"store:\n  kind: redis\n  redis: {password_file: /nonexistent/pw}\n",
+     "3:26: store.redis.password_file: cannot open '/nonexistent/pw': No such file or "
+     "directory"},
     {"store:\n  redis: {address: 'unix:redis.sock'}\n",
      "2:20: store.redis.address: expected unix:/absolute/path (under 100 bytes), got "
      "'unix:redis.sock'"},
@@ -1294,6 +1374,7 @@ static Suite *config_suite(void)
 	tcase_add_test(t, agents_mode_off_and_reject);
 	tcase_add_test(t, agents_priorities_and_fair_share);
 	tcase_add_test(t, store_section_and_its_variable);
+	tcase_add_test(t, store_password_sources);
 	tcase_add_test(t, admin_beyond_loopback_with_token_or_disabled);
 	tcase_add_test(t, forward_defaults_and_lists);
 	tcase_add_test(t, reopen_follows_idle_ttl_when_unset);

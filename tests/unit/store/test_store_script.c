@@ -1378,8 +1378,8 @@ START_TEST(every_key_expires)
 	/* the key names are what the caller passes: provider and key id (a hash
 	 * prefix), never the API key */
 	ck_assert(store_lane_names_of("pacerd:", "openai", "3f9a1c", NULL, &names));
-	ck_assert_str_eq(key, "pacerd:openai:3f9a1c");
-	ck_assert_str_eq(leases, "pacerd:openai:3f9a1c:leases");
+	ck_assert_str_eq(key, "pacerd:{openai:3f9a1c}");
+	ck_assert_str_eq(leases, "pacerd:{openai:3f9a1c}:leases");
 
 	struct store_gate g[] = {{"r1", 100, 1, 1}, {"t", 1, 1000, 300}};
 	store_cmd_decide(&c, &names, idle, 2, "r1:1", 200, 0, g, 2);
@@ -1454,17 +1454,17 @@ START_TEST(lane_keys)
 {
 	char k[64], l[64];
 	ck_assert(store_lane_keys("pacerd:", "anthropic", NULL, NULL, k, sizeof(k), l, sizeof(l)));
-	ck_assert_str_eq(k, "pacerd:anthropic:-");
-	ck_assert_str_eq(l, "pacerd:anthropic:-:leases");
+	ck_assert_str_eq(k, "pacerd:{anthropic:-}");
+	ck_assert_str_eq(l, "pacerd:{anthropic:-}:leases");
 	ck_assert(store_lane_keys("pacerd:", "anthropic", "", NULL, k, sizeof(k), l, sizeof(l)));
-	ck_assert_str_eq(k, "pacerd:anthropic:-");
+	ck_assert_str_eq(k, "pacerd:{anthropic:-}");
 	ck_assert(store_lane_keys("", "p", "ab12", NULL, k, sizeof(k), l, sizeof(l)));
-	ck_assert_str_eq(k, "p:ab12");
-	ck_assert_str_eq(l, "p:ab12:leases");
+	ck_assert_str_eq(k, "{p:ab12}");
+	ck_assert_str_eq(l, "{p:ab12}:leases");
 	/* exactly fitting, and one byte short for either */
-	ck_assert(store_lane_keys("", "p", "ab12", NULL, k, 7, l, 14));
-	ck_assert(!store_lane_keys("", "p", "ab12", NULL, k, 6, l, 14));
-	ck_assert(!store_lane_keys("", "p", "ab12", NULL, k, 7, l, 13));
+	ck_assert(store_lane_keys("", "p", "ab12", NULL, k, 9, l, 16));
+	ck_assert(!store_lane_keys("", "p", "ab12", NULL, k, 8, l, 16));
+	ck_assert(!store_lane_keys("", "p", "ab12", NULL, k, 9, l, 15));
 	char longname[200];
 	memset(longname, 'x', sizeof(longname) - 1);
 	longname[sizeof(longname) - 1] = '\0';
@@ -1473,12 +1473,55 @@ START_TEST(lane_keys)
 	 * named like the leases suffix cannot meet another lane's keys */
 	ck_assert(store_lane_keys("pacerd:", "openai", "3f9a1c0b7d2e", "gpt-4o", k, sizeof(k), l,
 	                          sizeof(l)));
-	ck_assert_str_eq(k, "pacerd:openai:3f9a1c0b7d2e:m6:gpt-4o");
-	ck_assert_str_eq(l, "pacerd:openai:3f9a1c0b7d2e:m6:gpt-4o:leases");
+	ck_assert_str_eq(k, "pacerd:{openai:3f9a1c0b7d2e:m6:gpt-4o}");
+	ck_assert_str_eq(l, "pacerd:{openai:3f9a1c0b7d2e:m6:gpt-4o}:leases");
 	ck_assert(store_lane_keys("", "p", "id:00aa", "x:leases", k, sizeof(k), l, sizeof(l)));
-	ck_assert_str_eq(k, "p:id:00aa:m8:x:leases");
+	ck_assert_str_eq(k, "{p:id:00aa:m8:x:leases}");
 	ck_assert(store_lane_keys("", "p", "id:00aa", "", k, sizeof(k), l, sizeof(l)));
-	ck_assert_str_eq(k, "p:id:00aa");
+	ck_assert_str_eq(k, "{p:id:00aa}");
+}
+END_TEST
+
+/* What Redis Cluster hashes: from the first '{' to the next '}' when that is
+ * not empty, else the whole name. */
+static void hash_tag(const char *name, char *out, size_t outlen)
+{
+	const char *open = strchr(name, '{');
+	const char *close = open != NULL ? strchr(open + 1, '}') : NULL;
+	if (open == NULL || close == NULL || close == open + 1)
+		snprintf(out, outlen, "%s", name);
+	else
+		snprintf(out, outlen, "%.*s", (int)(close - open - 1), open + 1);
+}
+
+/* Every key a decision names hashes to one slot (a cluster runs a script
+ * only on keys of one slot), also for names holding braces of their own;
+ * two lanes do not share a tag. */
+START_TEST(lane_keys_one_slot)
+{
+	static const char *const models[] = {NULL, "gpt-4o", "a}b", "{x}", "}"};
+	static const char *const prefixes[] = {"pacerd:", "", "p{re}:", "{"};
+	for (size_t m = 0; m < sizeof(models) / sizeof(models[0]); m++)
+		for (size_t p = 0; p < sizeof(prefixes) / sizeof(prefixes[0]); p++) {
+			struct store_lane_names n;
+			char t0[STORE_KEY_MAX + 8], t[STORE_KEY_MAX + 8];
+			ck_assert(store_lane_names_of(prefixes[p], "openai", "3f9a1c0b7d2e",
+			                              models[m], &n));
+			hash_tag(n.key, t0, sizeof(t0));
+			hash_tag(n.leases, t, sizeof(t));
+			ck_assert_str_eq(t, t0);
+			hash_tag(n.queue, t, sizeof(t));
+			ck_assert_str_eq(t, t0);
+			hash_tag(n.asked, t, sizeof(t));
+			ck_assert_str_eq(t, t0);
+		}
+	struct store_lane_names a, b;
+	char ta[STORE_KEY_MAX + 8], tb[STORE_KEY_MAX + 8];
+	ck_assert(store_lane_names_of("pacerd:", "openai", "3f9a1c0b7d2e", NULL, &a));
+	ck_assert(store_lane_names_of("pacerd:", "openai", "00aa11bb22cc", NULL, &b));
+	hash_tag(a.key, ta, sizeof(ta));
+	hash_tag(b.key, tb, sizeof(tb));
+	ck_assert_str_ne(ta, tb);
 }
 END_TEST
 
@@ -1548,6 +1591,7 @@ static Suite *store_script_suite(void)
 	suite_add_tcase(s, r);
 	TCase *p = tcase_create("pure");
 	tcase_add_test(p, lane_keys);
+	tcase_add_test(p, lane_keys_one_slot);
 	tcase_add_test(p, parse_verdict);
 	suite_add_tcase(s, p);
 	return s;
