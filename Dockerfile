@@ -13,8 +13,9 @@
 
 FROM debian:12-slim AS build
 # What `make all` needs: the compiler, make, pkg-config (the Makefile asks it for
-# the flags of libevent, libcurl, jansson, yaml-0.1, libssl, libcrypto, hiredis) and those -dev
-# packages; libhttp-parser has no .pc file and is linked by name. Not `check`,
+# the flags of libevent, libevent_openssl, libcurl, jansson, yaml-0.1, libssl,
+# libcrypto, hiredis) and those -dev packages (libevent-dev has libevent_openssl);
+# libhttp-parser has no .pc file and is linked by name. Not `check`,
 # valgrind, clang or node: no test runs here (scripts/install-deps.sh has those).
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
@@ -35,7 +36,8 @@ FROM debian:12-slim
 # because libcurl4 is already in for pacerd.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
-      libevent-2.1-7 libhttp-parser2.9 libcurl4 libjansson4 libyaml-0-2 libssl3 libhiredis0.14 \
+      libevent-2.1-7 libevent-openssl-2.1-7 libhttp-parser2.9 libcurl4 libjansson4 libyaml-0-2 \
+      libssl3 libhiredis0.14 \
       ca-certificates tzdata curl \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log
 COPY --from=build /src/build/pacerd /usr/local/bin/pacerd

@@ -40,6 +40,9 @@ node tests/integration/run.mjs --jobs "${ITEST_JOBS:-2}" --phase together | tee 
 wait "$side_pid"
 read -r ctr_rc pkg_rc <"$side_rc" || { ctr_rc=1; pkg_rc=1; }
 cat "$ctr_out" "$pkg_out"
+# What the image builds wrote is flushed now, not while a test measures
+# milliseconds.
+sync
 first=$(grep -cE '^(not )?ok [0-9]+ ' "$int_out")
 ITEST_NUMBER_FROM=$first node tests/integration/run.mjs --phase alone | tee "$int2_out"; int2_rc=$?
 sum() { grep -E '^[a-z]+: [0-9]+ passed, [0-9]+ failed' "$1" | tail -1 | sed -E "s/.*: ([0-9]+) passed, ([0-9]+) failed.*/\\$2/"; }
