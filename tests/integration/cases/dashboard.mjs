@@ -9,7 +9,8 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { Proc, ROOT, SLOW, freePort, makeTmpDir, request, startRedis, tryConnect, waitFor } from '../lib.mjs';
+import { ROOT, SLOW, freePort, request, startRedis, tryConnect, waitFor } from '../lib.mjs';
+import { startPrometheus } from '../lib/prometheus.mjs';
 import { chatBody, startPacerdFor } from '../load.mjs';
 
 const DASHBOARD = path.join(ROOT, 'conf/examples/grafana-dashboard.json');
@@ -53,39 +54,7 @@ export const tests = [
       await waitFor(async () => (await tryConnect(aport)) === 'open', { timeout_ms: 10000 * SLOW, what: 'the admin port' });
       const admin = `http://127.0.0.1:${aport}`;
 
-      const dir = makeTmpDir();
-      t.defer(() => fs.rmSync(dir, { recursive: true, force: true }));
-      const wport = await freePort();
-      fs.writeFileSync(path.join(dir, 'prometheus.yml'), [
-        'global:',
-        '  scrape_interval: 1s',
-        '  scrape_timeout: 1s',
-        '  evaluation_interval: 1s',
-        'scrape_configs:',
-        '  - job_name: pacerd',
-        '    static_configs:',
-        `      - targets: ['127.0.0.1:${aport}']`,
-        '',
-      ].join('\n'));
-      const prom = new Proc('prometheus', 'prometheus', [
-        `--config.file=${path.join(dir, 'prometheus.yml')}`,
-        `--storage.tsdb.path=${path.join(dir, 'data')}`,
-        `--web.listen-address=127.0.0.1:${wport}`,
-      ], { cwd: dir });
-      t.defer(() => prom.stop(15000));
-      const alive = () => { if (!prom.alive) throw new Error(`prometheus exited ${JSON.stringify(prom.exit)}:\n${prom.stderr.slice(-2000)}`); };
-      const query = async (q) => {
-        const r = await request(`http://127.0.0.1:${wport}/api/v1/query?query=${encodeURIComponent(q)}`);
-        assert.equal(r.status, 200, `${q}: ${r.body.toString()}`);
-        const j = JSON.parse(r.body.toString());
-        assert.equal(j.status, 'success', q);
-        return j.data.result;
-      };
-      await waitFor(async () => {
-        alive();
-        if ((await tryConnect(wport)) !== 'open') return null;
-        return (await query('pacerd_up')).length ? true : null;
-      }, { timeout_ms: 45000 * SLOW, interval_ms: 250, what: 'prometheus to scrape pacerd_up' });
+      const { prom, query, alive } = await startPrometheus(t, aport);
 
       // Traffic after the first scrape, so that rate() sees it: 12 at once
       // against an upstream that takes 3 (429s, retried), then the account

@@ -4,9 +4,8 @@
 // pacerd and answers queries on what it scraped.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import fs from 'node:fs';
-import path from 'node:path';
-import { Proc, SLOW, freePort, makeTmpDir, request, sleep, tryConnect, waitFor } from '../lib.mjs';
+import { SLOW, freePort, request, sleep, tryConnect, waitFor } from '../lib.mjs';
+import { startPrometheus } from '../lib/prometheus.mjs';
 import { startPacerdFor } from '../load.mjs';
 
 async function withAdmin(t, over = {}) {
@@ -121,42 +120,7 @@ export const tests = [
     timeout_ms: 90000,
     fn: async (t) => {
       const { p, aport, admin } = await withAdmin(t);
-      const dir = makeTmpDir();
-      t.defer(() => fs.rmSync(dir, { recursive: true, force: true }));
-      const wport = await freePort();
-      fs.writeFileSync(path.join(dir, 'prometheus.yml'), [
-        'global:',
-        '  scrape_interval: 1s',
-        '  scrape_timeout: 1s',
-        '  evaluation_interval: 1s',
-        'scrape_configs:',
-        '  - job_name: pacerd',
-        '    static_configs:',
-        `      - targets: ['127.0.0.1:${aport}']`,
-        '',
-      ].join('\n'));
-      const prom = new Proc('prometheus', 'prometheus', [
-        `--config.file=${path.join(dir, 'prometheus.yml')}`,
-        `--storage.tsdb.path=${path.join(dir, 'data')}`,
-        `--web.listen-address=127.0.0.1:${wport}`,
-      ], { cwd: dir });
-      t.defer(() => prom.stop(15000));
-      const api = `http://127.0.0.1:${wport}/api/v1`;
-      const query = async (q) => {
-        const r = await request(`${api}/query?query=${encodeURIComponent(q)}`);
-        assert.equal(r.status, 200, r.body.toString());
-        const j = JSON.parse(r.body.toString());
-        assert.equal(j.status, 'success');
-        return j.data.result;
-      };
-      const alive = () => { if (!prom.alive) throw new Error(`prometheus exited ${JSON.stringify(prom.exit)}:\n${prom.stderr.slice(-2000)}`); };
-      // One scrape done: pacerd_up is there.
-      const up = await waitFor(async () => {
-        alive();
-        if ((await tryConnect(wport)) !== 'open') return null;
-        const r = await query('pacerd_up');
-        return r.length ? r : null;
-      }, { timeout_ms: 45000 * SLOW, interval_ms: 250, what: 'prometheus to scrape pacerd_up' });
+      const { prom, query, alive, up } = await startPrometheus(t, aport);
       assert.equal(up[0].value[1], '1');
       assert.equal(up[0].metric.job, 'pacerd');
 
