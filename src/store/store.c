@@ -344,12 +344,9 @@ static enum store_script_id script_of(const struct store_cmd *cmd)
 	return SCRIPT_N;
 }
 
-/* Sends a command whether the store is up or not (the connection's own
- * set-up: AUTH, SCRIPT LOAD). */
-static bool send_raw(struct store *st, int argc, const char *const *argv, const size_t *lens,
-                     store_reply_fn fn, void *arg)
+/* Submits p (NULL: out of memory), or frees it when it cannot go. */
+static bool send_pending(struct store *st, struct pending *p)
 {
-	struct pending *p = pending_new(st, argc, argv, lens, SCRIPT_N, fn, arg);
 	if (p == NULL)
 		return false;
 	if (!submit(st, p)) {
@@ -359,19 +356,20 @@ static bool send_raw(struct store *st, int argc, const char *const *argv, const 
 	return true;
 }
 
+/* Sends a command whether the store is up or not (the connection's own
+ * set-up: AUTH, SCRIPT LOAD). */
+static bool send_raw(struct store *st, int argc, const char *const *argv, const size_t *lens,
+                     store_reply_fn fn, void *arg)
+{
+	return send_pending(st, pending_new(st, argc, argv, lens, SCRIPT_N, fn, arg));
+}
+
 bool store_send(struct store *st, const struct store_cmd *cmd, store_reply_fn fn, void *arg)
 {
 	if (st == NULL || !st->up)
 		return false;
-	struct pending *p =
-	    pending_new(st, cmd->argc, cmd->argv, cmd->argvlen, script_of(cmd), fn, arg);
-	if (p == NULL)
-		return false;
-	if (!submit(st, p)) {
-		pending_free(p);
-		return false;
-	}
-	return true;
+	return send_pending(
+	    st, pending_new(st, cmd->argc, cmd->argv, cmd->argvlen, script_of(cmd), fn, arg));
 }
 
 /* ---- the connection ---- */

@@ -26,6 +26,7 @@
 #include "http/connect.h"
 #include "http/httpd.h"
 #include "http/tls.h"
+#include "httpd_feed.h"
 #include "proxy/route.h"
 #include "route_fixture.h"
 
@@ -70,13 +71,6 @@ static void on_request(struct hreq *r, void *arg)
 	hreq_tunnel_tls(r, ssl, t.host);
 }
 
-static void drain_client(int fd)
-{
-	char buf[65536];
-	while (read(fd, buf, sizeof(buf)) > 0)
-		;
-}
-
 static void setup(void)
 {
 	char err[512], dir[] = "/tmp/pacerd-fuzz-tunnel-XXXXXX";
@@ -119,33 +113,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* The authority parser alone, on the whole input. */
 	struct connect_target t;
 	(void)connect_parse((const char *)data + 1, size - 1, &t);
-	int sv[2];
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv) != 0)
-		return 0;
-	httpd_adopt(httpd, sv[0]);
-	size_t i = 1;
-	while (i < size) {
-		size_t n = (data[i] % 64) + 1;
-		i++;
-		if (n > size - i)
-			n = size - i;
-		if (n > 0 && write(sv[1], data + i, n) < 0)
-			break;
-		i += n;
-		for (int k = 0; k < 3; k++)
-			event_base_loop(base, EVLOOP_NONBLOCK);
-		drain_client(sv[1]);
-	}
-	close(sv[1]);
-	struct httpd_stats st;
-	for (int k = 0; k < 50; k++) {
-		event_base_loop(base, EVLOOP_NONBLOCK);
-		httpd_get_stats(httpd, &st);
-		if (st.connections == 0)
-			break;
-	}
-	httpd_get_stats(httpd, &st);
-	if (st.connections != 0)
+	if (feed_connection(base, httpd, data, size, 1, NULL) > 0)
 		abort(); /* a connection whose client left must be closed */
 	return 0;
 }
