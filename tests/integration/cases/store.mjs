@@ -773,6 +773,9 @@ export const tests = [
     // 101.35 % (101.27-101.28 % measured). 2000 req/s overloads this 2-core
     // machine (3 pacerds, the mock, Redis and the load generator): 429s and retries
     // before and after batching alike.
+    // Alone under --jobs: beside another file's load its sends lag and bunch (5 upstream
+    // 429s and 18 % of the rate under ASan beside the other tests).
+    alone: true,
     name: 'o. batches: three replicas at 1000 req/s (burst 20): rate within 2 %, 0 upstream 429s, Redis decisions per request < 0.75',
     timeout_ms: 40000,
     fn: async (t) => {
