@@ -198,8 +198,10 @@ export const tests = [
         store: storeConf(`redis.itest:${redis.port}`, { resolv_conf: resolv }),
         plans: { default: { max_requests_per_second: 100 } },
       });
-      const down = events(p, 'store_unavailable');
-      assert.ok(down.some((l) => /resolve/.test(l.reason ?? '')), `no store_unavailable naming the resolution: ${storeEvents(p)}`);
+      // Logged once the start-up check gave up (it may come after /readyz, as it did once
+      // under ASan): waited for, not read at once.
+      await waitFor(() => events(p, 'store_unavailable').some((l) => /resolve/.test(l.reason ?? '')),
+        { timeout_ms: 3000 * SLOW, what: `a store_unavailable naming the resolution\n${storeEvents(p)}` });
       await decidedInRedis(p, 'sk-access-l2-0001', 4); // served locally meanwhile
       const before = dns.queries;
       dns.answer = '127.0.0.1';
