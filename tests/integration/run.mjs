@@ -211,7 +211,8 @@ async function runFile(file, shared) {
     return fileState.starting;
   };
 
-  for (const test of selected) {
+  // One run of a test: its error (null: passed) and its notes.
+  const attempt = async (test) => {
     const cleanups = [];
     const notes = [];
     const t = {
@@ -243,7 +244,6 @@ async function runFile(file, shared) {
       runPacerd: (args, opts = {}) => runPacerd(args, { ...opts, env: { STATE_DIRECTORY: dir, ...(opts.env ?? {}) } }),
       curl: (args, opts) => curl(args, { dir, ...opts }),
     };
-    const t0 = Date.now();
     let err = null;
     try {
       await shared.mock.reset();
@@ -253,6 +253,20 @@ async function runFile(file, shared) {
     }
     for (const c of cleanups.reverse()) {
       try { await c(); } catch (e) { err ??= e; }
+    }
+    return { err, notes };
+  };
+
+  for (const test of selected) {
+    const t0 = Date.now();
+    let { err, notes } = await attempt(test);
+    // A test that measures timing (alone) gets a second run when the first fails: this
+    // machine is a VM on a shared host whose stalls of several ms come and go. Failing
+    // twice is a failure; the first failure is printed either way.
+    if (err && isAlone(mod, test) && process.env.ITEST_TIMING_RETRY !== '0') {
+      const first = (err instanceof Error ? err.message : String(err)).split('\n')[0];
+      console.log(`# ${label}: ${test.name.slice(0, 60)}…: failed once (${first.slice(0, 300)}); run again`);
+      ({ err, notes } = await attempt(test));
     }
     report(`${label}: ${test.name}`, err, Date.now() - t0, notes);
   }

@@ -127,6 +127,10 @@ function labels(line) {
 
 // ---------------------------------------------------------------- the tests
 
+// Run alone under run.mjs --jobs (nothing beside it): its learned budgets (>= 0.9, <= 3-5
+// refusals) met 7 refusals beside sched_learning in a fresh container.
+export const alone = true;
+
 export const tests = [
   {
     // 1. The first shape: one key, a large model at 2 req/s and a small one at 20
@@ -458,6 +462,7 @@ export const tests = [
     // held 1 s (x-mock-delay-ms) so that no refund comes back before the next dispatch:
     // three requests without max_tokens then pass at once (3 × 7 tokens), while two with
     // max_tokens 2,000 (charged 2,000 each) are spaced by about a second.
+    alone: false,
     name: 'output estimate: without max_tokens the lane charges its observed p90 (7 tokens), not 1024; with max_tokens, max_tokens',
     timeout_ms: 25000,
     fn: async (t) => {
@@ -496,6 +501,7 @@ export const tests = [
     // the model-less lane), the request log line carries "model" as sent (absent without
     // one), /status's lane has "model" (null without one) and scope_kind "key", and
     // limit_learned lines name the model.
+    alone: false,
     name: 'the model shows: /metrics model label, request log "model" as sent, /status model and scope_kind, limit_learned "model"',
     fn: async (t) => {
       const mock = await t.startMock({ config: { style: 'openai', model_limits: [{ models: ['gpt-shown-2024-08-06'], rpm: 600, burst: 10 }] } });

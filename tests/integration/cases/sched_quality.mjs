@@ -211,16 +211,13 @@ export const tests = [
       console.log(`#   2: burst 1: ${at.length} arrivals at ${rate.toFixed(3)} req/s, min gap ${Math.min(...g).toFixed(3)} ms, ` +
         `p1 ${percentile(g, 1).toFixed(3)} ms; mock ${JSON.stringify(st.responses)}; statuses ${JSON.stringify(sum.statuses)}`);
       assert.equal(sum.client_errors, 0, JSON.stringify(sum.statuses));
-      // 0 in most runs (min gap 100.8-101.0 ms). This machine is a VM on a shared host:
-      // at times the mock reads an arrival 1-2 ms late whatever its priority (the build
-      // from before this session's merges met min gaps of 100.2 ms in the same hour, and
-      // 99.3-99.5 with 1 refusal came and went with the time of day, not the build). One
-      // refusal is that; two or more are not (before issue 19: 5 per 150).
-      assert.ok((st.responses['429'] ?? 0) <= EXACT_BUCKET_429S + 1, `upstream 429s from a bucket of one: ${JSON.stringify(st.responses)}\n${logDigest(p)}`);
+      // 0 in most runs (min gap 100.8-101.0 ms). This machine is a VM on a shared host: at
+      // times the mock reads an arrival 1-2 ms late whatever its priority (min gaps of
+      // 99.3-99.5 ms with 1 refusal came and went with the hour, for the build from before
+      // this session's merges too); run.mjs runs a failed timing test once more.
+      assert.ok((st.responses['429'] ?? 0) <= EXACT_BUCKET_429S, `upstream 429s from a bucket of one: ${JSON.stringify(st.responses)}\n${logDigest(p)}`);
       assert.ok(rate <= 10 * 1.02, `${rate.toFixed(3)} req/s: faster than 600 RPM`);
-      // A refusal holds the lane about a second (no hint, blind hold): the rate is judged
-      // in the runs without one.
-      if (!VALGRIND && !st.responses['429']) assert.ok(rate >= 10 * 0.98, `${rate.toFixed(3)} req/s: more than 2 % below 600 RPM`);
+      if (!VALGRIND) assert.ok(rate >= 10 * 0.98, `${rate.toFixed(3)} req/s: more than 2 % below 600 RPM`);
     },
   },
   {
