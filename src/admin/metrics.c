@@ -216,20 +216,21 @@ static void lane_write(struct evbuffer *out, size_t f, const struct sched_lane_v
 	case LV_QUEUE_TIMEOUTS:
 		v = (double)st->queue_timeouts;
 		break;
-	case LV_REJECTED:
-		lane_labels(out, n, lv);
-		evbuffer_add_printf(out, ",reason=\"queue_full\"} %llu\n",
-		                    (unsigned long long)st->rejected_queue_full);
-		lane_labels(out, n, lv);
-		evbuffer_add_printf(out, ",reason=\"agent_busy\"} %llu\n",
-		                    (unsigned long long)st->rejected_agent_busy);
-		lane_labels(out, n, lv);
-		evbuffer_add_printf(out, ",reason=\"quota_exhausted\"} %llu\n",
-		                    (unsigned long long)st->quota_refused);
-		lane_labels(out, n, lv);
-		evbuffer_add_printf(out, ",reason=\"daily_budget_exhausted\"} %llu\n",
-		                    (unsigned long long)st->day_refused);
+	case LV_REJECTED: {
+		const struct {
+			const char *reason;
+			uint64_t n;
+		} rej[] = {{"queue_full", st->rejected_queue_full},
+		           {"agent_busy", st->rejected_agent_busy},
+		           {"quota_exhausted", st->quota_refused},
+		           {"daily_budget_exhausted", st->day_refused}};
+		for (size_t i = 0; i < sizeof(rej) / sizeof(rej[0]); i++) {
+			lane_labels(out, n, lv);
+			evbuffer_add_printf(out, ",reason=\"%s\"} %llu\n", rej[i].reason,
+			                    (unsigned long long)rej[i].n);
+		}
 		return;
+	}
 	case LV_LEARNED_RATE:
 		for (int b = 0; b < RLH_N_BUDGETS; b++) {
 			if (!lv->has_learned[b])

@@ -1108,31 +1108,50 @@ void sched_set_gates_mode(struct sched_lane *lane, enum sched_gates_mode mode, d
 		lane->shared_until_ms = 0;
 }
 
+/* A dispatch delay or a learned pace spaces this lane's requests here: one
+ * at a time. */
+static bool spaced_here(const struct sched_lane *lane)
+{
+	bool spaced = lane->delay.delay_ms > 0;
+	for (int b = 0; !spaced && lane_learns(lane) && b < RLH_N_BUDGETS; b++)
+		spaced = lane->learned[b].n_obs > 0;
+	return spaced;
+}
+
+/* SHARED and open now: the requests that could leave on free slots, at most
+ * cap; 0 when the lane is local, full, held back or out of its day. */
+static size_t shared_room(struct sched_lane *lane, int64_t now_ms, size_t cap)
+{
+	if (lane->gates_mode != SCHED_GATES_SHARED)
+		return 0;
+	unsigned limit = aimd_limit(&lane->conc);
+	if (lane->in_flight >= limit || held_back(lane, now_ms) || lane->day_out)
+		return 0;
+	size_t queued = lane->fq.n + lane->n_due;
+	size_t n = limit - lane->in_flight;
+	if (queued < n)
+		n = queued;
+	return n < cap ? n : cap;
+}
+
 unsigned sched_permits_wanted(struct sched_lane *lane, int64_t now_ms, struct sched_costs *head)
 {
 	if (lane->gates_mode != SCHED_GATES_SHARED)
 		return 0;
 	promote_due_retries(lane, now_ms);
-	unsigned limit = aimd_limit(&lane->conc);
-	if (lane->in_flight >= limit || held_back(lane, now_ms) || lane->day_out)
+	/* As many as could leave now: free slots, requests waiting, what the
+	 * local gates (this replica's own dispatches) would let through; one at
+	 * a time while a learned pace, a dispatch delay or a token gate spaces
+	 * them here. */
+	size_t n = shared_room(lane, now_ms, SCHED_ASKS_MAX);
+	if (n == 0)
 		return 0;
 	struct sched_item *it = first_eligible(lane);
 	if (it == NULL || lane_ready_at(lane, it, (double)now_ms) > (double)now_ms)
 		return 0;
-	/* As many as could leave now: free slots, requests waiting, what the
-	 * local gates (this replica's own dispatches) would let through; one at
-	 * a time while a learned pace or a dispatch delay spaces them here. */
-	size_t queued = lane->fq.n + lane->n_due;
-	size_t n = limit - lane->in_flight;
-	if (queued < n)
-		n = queued;
-	if (n > SCHED_ASKS_MAX)
-		n = SCHED_ASKS_MAX;
 	n = gates_requests_available(&lane->gates, now_ms, (unsigned)n);
-	bool spaced = lane->delay.delay_ms > 0 || gcra_enabled(&lane->gates.tokens) ||
+	bool spaced = spaced_here(lane) || gcra_enabled(&lane->gates.tokens) ||
 	              gcra_enabled(&lane->gates.input) || gcra_enabled(&lane->gates.output);
-	for (int b = 0; !spaced && lane_learns(lane) && b < RLH_N_BUDGETS; b++)
-		spaced = lane->learned[b].n_obs > 0;
 	if (spaced && n > 1)
 		n = 1;
 	size_t have = (size_t)lane->asking + lane->permits;
@@ -1146,22 +1165,8 @@ unsigned sched_permits_wanted(struct sched_lane *lane, int64_t now_ms, struct sc
 
 unsigned sched_permits_room(struct sched_lane *lane, int64_t now_ms)
 {
-	if (lane->gates_mode != SCHED_GATES_SHARED)
-		return 0;
-	unsigned limit = aimd_limit(&lane->conc);
-	if (lane->in_flight >= limit || held_back(lane, now_ms) || lane->day_out)
-		return 0;
-	/* A dispatch delay or a learned pace spaces requests here: one at a time. */
-	bool spaced = lane->delay.delay_ms > 0;
-	for (int b = 0; !spaced && lane_learns(lane) && b < RLH_N_BUDGETS; b++)
-		spaced = lane->learned[b].n_obs > 0;
-	size_t queued = lane->fq.n + lane->n_due;
-	size_t n = limit - lane->in_flight;
-	if (queued < n)
-		n = queued;
-	if (n > SCHED_PERMITS_MAX)
-		n = SCHED_PERMITS_MAX;
-	if (spaced && n > 1)
+	size_t n = shared_room(lane, now_ms, SCHED_PERMITS_MAX);
+	if (spaced_here(lane) && n > 1)
 		n = 1;
 	size_t have = (size_t)lane->asking + lane->permits;
 	return n > have ? (unsigned)(n - have) : 0;

@@ -90,17 +90,7 @@ static void on_request(struct hreq *r, void *arg)
 
 static void setup(void)
 {
-	char err[256];
-	signal(SIGPIPE, SIG_IGN); /* as pacerd does: writes to a gone client fail with EPIPE */
-	log_open("/dev/null", LOG_ERROR, err, sizeof(err));
-	base = event_base_new();
-	struct httpd_conf hc = {.max_header_bytes = 1024,
-	                        .max_body_bytes = 2048,
-	                        .max_connections = 16,
-	                        .client_timeout_s = 30};
-	httpd = httpd_new(base, NULL, &hc, on_request, NULL, err, sizeof(err));
-	if (httpd == NULL)
-		abort();
+	httpd = feed_httpd_new(&base, on_request);
 }
 
 /* A held request is answered late when the chunk's last byte is odd. */

@@ -73,20 +73,14 @@ static void on_request(struct hreq *r, void *arg)
 
 static void setup(void)
 {
+	/* mkdtemp's template: the Xs become a unique name */
 	char err[512], dir[] = "/tmp/pacerd-fuzz-tunnel-XXXXXX";
-	signal(SIGPIPE, SIG_IGN);
-	log_open("/dev/null", LOG_ERROR, err, sizeof(err));
-	base = event_base_new();
-	struct httpd_conf hc = {.max_header_bytes = 1024,
-	                        .max_body_bytes = 2048,
-	                        .max_connections = 16,
-	                        .client_timeout_s = 30};
-	httpd = httpd_new(base, NULL, &hc, on_request, NULL, err, sizeof(err));
+	httpd = feed_httpd_new(&base, on_request);
 	cfg.forward.intercept = true;
 	static char *tunnel[] = {"pypi.org", "localhost:8443"};
 	cfg.forward.tunnel = tunnel;
 	cfg.forward.n_tunnel = 2;
-	if (httpd == NULL || mkdtemp(dir) == NULL ||
+	if (mkdtemp(dir) == NULL ||
 	    (ca = ca_open(NULL, NULL, dir, NULL, err, sizeof(err))) == NULL ||
 	    (ctx = tls_server_ctx_new(err, sizeof(err))) == NULL) {
 		fprintf(stderr, "fuzz_tunnel setup: %s\n", err);

@@ -6,12 +6,34 @@
 #define PACERD_FUZZ_HTTPD_FEED_H
 
 #include <event2/event.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "core/log.h"
 #include "http/httpd.h"
+
+/* The loop and the connection layer a harness feeds: small caps, so that
+ * inputs reach them; SIGPIPE ignored as pacerd does (writes to a gone client
+ * fail with EPIPE); logs to /dev/null. Aborts when it cannot be made. */
+static struct httpd *feed_httpd_new(struct event_base **base, httpd_request_fn on_request)
+{
+	char err[256];
+	signal(SIGPIPE, SIG_IGN);
+	log_open("/dev/null", LOG_ERROR, err, sizeof(err));
+	*base = event_base_new();
+	struct httpd_conf hc = {.max_header_bytes = 1024,
+	                        .max_body_bytes = 2048,
+	                        .max_connections = 16,
+	                        .client_timeout_s = 30};
+	struct httpd *h =
+	    *base != NULL ? httpd_new(*base, NULL, &hc, on_request, NULL, err, sizeof(err)) : NULL;
+	if (h == NULL)
+		abort();
+	return h;
+}
 
 static void feed_drain_client(int fd)
 {
