@@ -8,7 +8,9 @@
 // Each tests/integration/cases/*.mjs exports `tests`: [{name, timeout_ms?, fn: async (t) => …}]
 // and optionally `config`: overrides merged into the base pacerd configuration of that
 // file (lib.baseConfig), used by t.pacerd() (or an async function ({mock, certs}) returning them). FILTER (a substring of "file: name")
-// selects tests. The last line is `integration: N passed, N failed`.
+// selects tests. The last line is `integration: N passed, N failed, N passed on a rerun`
+// (a timing test that fails gets one more run; one that then passes counts as passed,
+// is marked `[passed on its rerun]` and is counted in the last number).
 //
 //   … run.mjs --jobs 2 [FILTER]   (make test) two case files at a time, each in a process
 //   of its own (its own mock, certificates and part of the port range); then, one at a
@@ -43,12 +45,18 @@ const onlyFiles = process.env.ITEST_FILES ? process.env.ITEST_FILES.split(',') :
 let n = Number(process.env.ITEST_NUMBER_FROM ?? 0) || 0;
 let passed = 0;
 let failed = 0;
+// Timing tests that failed once and passed when run again: counted apart and
+// named in the summary line, so that flakiness shows in CI's output instead of
+// being absorbed.
+let reruns = 0;
+const RERUN_MARK = ' [passed on its rerun]';
 
-function report(name, err, ms, notes = []) {
+function report(name, err, ms, notes = [], rerun = false) {
   n++;
   if (!err) {
     passed++;
-    console.log(`ok ${n} - ${name} (${ms} ms)`);
+    if (rerun) reruns++;
+    console.log(`ok ${n} - ${name} (${ms} ms)${rerun ? RERUN_MARK : ''}`);
     for (const l of notes) console.log(`# ${l}`);
   } else {
     failed++;
@@ -157,8 +165,9 @@ async function mainJobs() {
           n++;
           if (m[1] === 'ok') passed++;
           else failed++;
+          if (m[1] === 'ok' && m[2].endsWith(RERUN_MARK)) reruns++;
           console.log(`${m[1]} ${n} - ${m[2]}`);
-        } else if (/^integration: \d+ passed, \d+ failed$/.test(line)) {
+        } else if (/^integration: \d+ passed, \d+ failed, \d+ passed on a rerun$/.test(line)) {
           summary = true;
         } else if (/^# [0-9.]+ s( |$)/.test(line)) {
           console.log(`# ${file} (${part}): ${((Date.now() - t0) / 1000).toFixed(1)} s`);
@@ -260,6 +269,7 @@ async function runFile(file, shared) {
   for (const test of selected) {
     const t0 = Date.now();
     let { err, notes } = await attempt(test);
+    let rerun = false;
     // A test that measures timing (alone) gets a second run when the first fails: this
     // machine is a VM on a shared host whose stalls of several ms come and go. Failing
     // twice is a failure; the first failure is printed either way.
@@ -267,8 +277,9 @@ async function runFile(file, shared) {
       const first = (err instanceof Error ? err.message : String(err)).split('\n')[0];
       console.log(`# ${label}: ${test.name.slice(0, 60)}…: failed once (${first.slice(0, 300)}); run again`);
       ({ err, notes } = await attempt(test));
+      rerun = true;
     }
-    report(`${label}: ${test.name}`, err, Date.now() - t0, notes);
+    report(`${label}: ${test.name}`, err, Date.now() - t0, notes, rerun);
   }
 
   if (fileState.starting) {
@@ -292,6 +303,6 @@ try {
   report('harness', e, 0);
 }
 console.log(`# ${((Date.now() - started) / 1000).toFixed(1)} s${VALGRIND ? ' (pacerd under valgrind)' : ''}`);
-console.log(`integration: ${passed} passed, ${failed} failed`);
+console.log(`integration: ${passed} passed, ${failed} failed, ${reruns} passed on a rerun`);
 // Exit now: a test that timed out may still hold sockets or timers.
 process.exit(failed > 0 ? 1 : 0);

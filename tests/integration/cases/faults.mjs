@@ -207,7 +207,10 @@ export const tests = [
       assert.ok(ms >= 1400, `the lookup took ${ms} ms: the shim did not slow it`);
       assert.ok(lat.length >= 5, `only ${lat.length} requests during the lookup`);
       const worst = Math.max(...lat);
-      if (!VALGRIND) assert.ok(worst < 300, `latencies of the other provider during the lookup: ${lat.join(', ')} ms`);
+      // Under valgrind each request is slower, but a loop blocked by the 1.5 s lookup
+      // would still show one latency above a second.
+      const bound = VALGRIND ? 1000 : 300;
+      assert.ok(worst < bound, `latencies of the other provider during the lookup: ${lat.join(', ')} ms (one >= ${bound})`);
       const line = await requestLine(p, 'fault-slowdns');
       assert.equal(line.upstream_error, 'resolve');
       t.note(`${lat.length} requests during a ${ms} ms lookup, worst ${worst} ms`);

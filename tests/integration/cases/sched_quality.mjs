@@ -148,8 +148,11 @@ export const tests = [
       assert.equal(sum.client_errors, 0, JSON.stringify(sum.statuses));
       assert.ok((st.responses['429'] ?? 0) <= EXACT_BUCKET_429S, `upstream 429s: ${JSON.stringify(st.responses)}`);
       // Under valgrind pacerd cannot take 50 requests a second from 40 clients at all
-      // (44.8 ms measured): the spacing is valgrind's, not the gate's. make test holds it.
-      if (!VALGRIND) {
+      // (44.8 ms measured): the spacing is valgrind's, not the gate's, and only the
+      // gate's own side holds (never faster than the plan). make test holds the rest.
+      if (VALGRIND) {
+        assert.ok(mean >= 20 * 0.99, `mean interval ${mean.toFixed(3)} ms: faster than the plan's 20 ms`);
+      } else {
         assert.ok(Math.abs(mean - 20) <= 0.2 * SLOW, `mean interval ${mean.toFixed(3)} ms (20 ms ± 1 %)`);
         assert.ok(dev <= 5 * SLOW, `p99 |interval - 20 ms| = ${dev.toFixed(3)} ms (> 5 ms)`);
       }
@@ -174,8 +177,11 @@ export const tests = [
       console.log(`#   2: token gate: mean interval ${mean.toFixed(3)} ms, p99 |interval - 20| ${dev.toFixed(3)} ms, min ${Math.min(...g).toFixed(2)} max ${Math.max(...g).toFixed(2)}`);
       assert.equal(sum.client_errors, 0, JSON.stringify(sum.statuses));
       // Under valgrind pacerd cannot take 50 requests a second from 40 clients at all
-      // (44.8 ms measured): the spacing is valgrind's, not the gate's. make test holds it.
-      if (!VALGRIND) {
+      // (44.8 ms measured): the spacing is valgrind's, not the gate's, and only the
+      // gate's own side holds (never faster than the plan). make test holds the rest.
+      if (VALGRIND) {
+        assert.ok(mean >= 20 * 0.99, `mean interval ${mean.toFixed(3)} ms: faster than the plan's 20 ms`);
+      } else {
         assert.ok(Math.abs(mean - 20) <= 0.2 * SLOW, `mean interval ${mean.toFixed(3)} ms (20 ms ± 1 %)`);
         assert.ok(dev <= 5 * SLOW, `p99 |interval - 20 ms| = ${dev.toFixed(3)} ms (> 5 ms)`);
       }
@@ -217,7 +223,9 @@ export const tests = [
       // this session's merges too); run.mjs runs a failed timing test once more.
       assert.ok((st.responses['429'] ?? 0) <= EXACT_BUCKET_429S, `upstream 429s from a bucket of one: ${JSON.stringify(st.responses)}\n${logDigest(p)}`);
       assert.ok(rate <= 10 * 1.02, `${rate.toFixed(3)} req/s: faster than 600 RPM`);
-      if (!VALGRIND) assert.ok(rate >= 10 * 0.98, `${rate.toFixed(3)} req/s: more than 2 % below 600 RPM`);
+      // Under valgrind a loop turn can take longer than the 100 ms spacing: a lower floor.
+      const floor = VALGRIND ? 0.8 : 0.98;
+      assert.ok(rate >= 10 * floor, `${rate.toFixed(3)} req/s: more than ${Math.round((1 - floor) * 100)} % below 600 RPM`);
     },
   },
   {
