@@ -28,6 +28,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <yaml.h>
 
@@ -1144,6 +1145,9 @@ void config_free(struct config *cfg)
 	for (size_t i = 0; i < cfg->n_keys; i++)
 		opts_free(key_opts, &cfg->keys[i]);
 	free(cfg->keys);
+	for (size_t i = 0; i < cfg->n_zones; i++)
+		daily_zone_free(cfg->zones[i]);
+	free(cfg->zones);
 	for (size_t i = 0; i < cfg->agents.n_priorities; i++)
 		free(cfg->agents.priorities[i].id);
 	free(cfg->agents.priorities);
@@ -2400,6 +2404,31 @@ static int check_store_tls(struct ctx *c)
 	                  "cert_file and key_file go together (a client certificate and its key)");
 }
 
+/* Each plan's day_time_zone, resolved once per distinct name (daily.h): the
+ * tz database is read here, at load, and never on the request path. A name
+ * check_zone() accepted always resolves; -1 only when out of memory. */
+static int resolve_zones(struct ctx *c)
+{
+	struct config *cfg = c->cfg;
+	int64_t now_s = (int64_t)time(NULL);
+	if (!(cfg->zones = calloc(cfg->n_plans, sizeof(*cfg->zones))))
+		return -1;
+	for (size_t i = 0; i < cfg->n_plans; i++) {
+		struct plan_conf *p = &cfg->plans[i];
+		for (size_t j = 0; j < i && p->day_zone == NULL; j++)
+			if (strcmp(cfg->plans[j].day_time_zone, p->day_time_zone) == 0)
+				p->day_zone = cfg->plans[j].day_zone;
+		if (p->day_zone != NULL)
+			continue;
+		struct daily_zone *z = daily_zone_resolve(p->day_time_zone, now_s);
+		if (z == NULL)
+			return -1;
+		cfg->zones[cfg->n_zones++] = z;
+		p->day_zone = z;
+	}
+	return 0;
+}
+
 static int validate(struct ctx *c, char *const *env)
 {
 	struct config *cfg = c->cfg;
@@ -2415,7 +2444,13 @@ static int validate(struct ctx *c, char *const *env)
 	for (size_t i = 0; i < cfg->n_plans; i++)
 		if (check_plan(c, &cfg->plans[i]) != 0)
 			return -1;
-	return check_keys(c);
+	if (check_keys(c) != 0)
+		return -1;
+	if (resolve_zones(c) != 0) {
+		set_err(c, "%s: out of memory", c->file);
+		return -1;
+	}
+	return 0;
 }
 
 struct config *config_load(const char *path, char *const *env, char *err, size_t errlen)

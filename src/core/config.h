@@ -2,7 +2,9 @@
  * file:line:column errors, PACERD_* environment overrides, built-in defaults.
  *
  * A struct config is immutable once loaded: reload builds a new one and swaps it
- * only when it is valid. Every string it holds is owned by it. */
+ * only when it is valid. Every string it holds is owned by it. What requests
+ * look up is resolved or indexed at load, never scanned per request: the
+ * plans' time zones. */
 #ifndef PACERD_CONFIG_H
 #define PACERD_CONFIG_H
 
@@ -10,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+
+struct daily_zone;
 
 enum key_source {
 	KEY_AUTHORIZATION,  /* "authorization": Authorization: Bearer <key> */
@@ -55,6 +59,8 @@ struct plan_conf {
 	char *day_resets_at;  /* "HH:MM" local time of day_time_zone */
 	char *day_time_zone;  /* IANA name, "UTC" by default */
 	int day_reset_minute; /* day_resets_at in minutes after midnight (resolved at load) */
+	const struct daily_zone *day_zone; /* day_time_zone resolved at load (daily.h): one of
+	                                    * config.zones */
 	unsigned default_output_tokens;
 	unsigned max_concurrent;        /* >= 1, hard ceiling */
 	unsigned max_concurrent_global; /* 0 = none; across replicas (store.kind: redis) */
@@ -169,6 +175,8 @@ struct config {
 	size_t n_plans;
 	struct key_conf *keys;
 	size_t n_keys;
+	struct daily_zone **zones; /* each distinct day_time_zone of the plans, resolved */
+	size_t n_zones;
 	struct {
 		char *header; /* lower-case */
 		enum agents_mode mode;

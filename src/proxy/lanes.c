@@ -209,7 +209,7 @@ static void day_tick(struct sched_lane *lane, int64_t now)
 		return;
 	int64_t wall = clock_wall_ms();
 	int64_t next =
-	    daily_next_reset_ms(wall, lane->plan->day_reset_minute, lane->plan->day_time_zone);
+	    daily_next_reset_ms(wall, lane->plan->day_reset_minute, lane->plan->day_zone);
 	sched_day_reset(lane, now + (next - wall), new_day);
 }
 

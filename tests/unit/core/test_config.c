@@ -4,6 +4,7 @@
 #include "unit.h"
 
 #include "core/config.h"
+#include "core/daily.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -637,6 +638,37 @@ START_TEST(many_keys)
 	expect_file_error(yaml, NULL,
 	                  "5002:36: keys[5000]: same provider and key_sha256 as keys[7]");
 	free(yaml);
+}
+END_TEST
+
+/* ------------------------------------------------ time zones */
+
+START_TEST(zones_resolved_at_load)
+{
+	struct config *c =
+	    load_ok("plans:\n"
+	            "  default: {max_requests_per_day: 10}\n"
+	            "  ny: {max_requests_per_day: 10, day_time_zone: America/New_York}\n"
+	            "  ny2: {day_time_zone: America/New_York, day_resets_at: \"07:30\"}\n"
+	            "  lh: {day_time_zone: Australia/Lord_Howe}\n",
+	            NULL);
+	const struct plan_conf *d = config_plan(c, "default"), *ny = config_plan(c, "ny"),
+	                       *ny2 = config_plan(c, "ny2"), *lh = config_plan(c, "lh");
+	ck_assert_uint_eq(c->n_zones, 3); /* UTC, New York once, Lord Howe */
+	ck_assert_ptr_nonnull(d->day_zone);
+	ck_assert_ptr_eq(ny->day_zone, ny2->day_zone);
+	ck_assert_ptr_ne(ny->day_zone, lh->day_zone);
+	ck_assert_int_eq(ny2->day_reset_minute, 450);
+	/* 2026-03-08 07:00Z New York springs forward; midnight after noon EST */
+	ck_assert_int_eq(daily_zone_offset(ny->day_zone, 1772953200), -4 * 3600);
+	ck_assert_int_eq(daily_next_reset_ms(INT64_C(1772902800000), 0, ny->day_zone),
+	                 INT64_C(1772946000000));
+	ck_assert_int_eq(daily_zone_offset(d->day_zone, 1772953200), 0);
+	config_free(c);
+	/* a directory of the database is not a zone; the error points at it */
+	expect_file_error("plans:\n  default:\n    day_time_zone: America\n", NULL,
+	                  "3:20: plans.default.day_time_zone: unknown time zone 'America' (an IANA "
+	                  "name such as America/Los_Angeles, or UTC)");
 }
 END_TEST
 
@@ -1380,6 +1412,7 @@ static Suite *config_suite(void)
 	tcase_add_test(t, reopen_follows_idle_ttl_when_unset);
 	tcase_add_test(t, aliases_and_null_values);
 	tcase_add_test(t, many_keys);
+	tcase_add_test(t, zones_resolved_at_load);
 	tcase_add_test(t, models_and_scopes);
 	tcase_add_test(t, model_patterns);
 	tcase_add_loop_test(t, rejected_file, 0, COUNT(bad_files));
