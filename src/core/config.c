@@ -13,6 +13,7 @@
  * at the line the user wrote. */
 #include "core/config.h"
 #include "core/daily.h"
+#include "core/key_index.h"
 #include "core/priority.h"
 
 #include <arpa/inet.h>
@@ -1145,6 +1146,7 @@ void config_free(struct config *cfg)
 	for (size_t i = 0; i < cfg->n_keys; i++)
 		opts_free(key_opts, &cfg->keys[i]);
 	free(cfg->keys);
+	key_index_free(cfg->key_index);
 	for (size_t i = 0; i < cfg->n_zones; i++)
 		daily_zone_free(cfg->zones[i]);
 	free(cfg->zones);
@@ -1173,15 +1175,7 @@ const struct plan_conf *config_plan(const struct config *cfg, const char *name)
 const struct key_conf *config_key_for(const struct config *cfg, const struct provider_conf *prov,
                                       const char *key_hash)
 {
-	if (key_hash == NULL || key_hash[0] == '\0')
-		return NULL;
-	for (size_t i = 0; i < cfg->n_keys; i++) {
-		const struct key_conf *k = &cfg->keys[i];
-		if (strcmp(k->provider, prov->name) == 0 &&
-		    strncmp(k->key_sha256, key_hash, strlen(k->key_sha256)) == 0)
-			return k;
-	}
-	return NULL;
+	return key_index_find(cfg->key_index, prov->name, key_hash);
 }
 
 const struct plan_conf *config_plan_for(const struct config *cfg, const struct provider_conf *prov,
@@ -2446,7 +2440,7 @@ static int validate(struct ctx *c, char *const *env)
 			return -1;
 	if (check_keys(c) != 0)
 		return -1;
-	if (resolve_zones(c) != 0) {
+	if (resolve_zones(c) != 0 || !(cfg->key_index = key_index_build(cfg->keys, cfg->n_keys))) {
 		set_err(c, "%s: out of memory", c->file);
 		return -1;
 	}

@@ -4,7 +4,7 @@
  * A struct config is immutable once loaded: reload builds a new one and swaps it
  * only when it is valid. Every string it holds is owned by it. What requests
  * look up is resolved or indexed at load, never scanned per request: the
- * plans' time zones. */
+ * plans' time zones, the keys: entries by hash prefix. */
 #ifndef PACERD_CONFIG_H
 #define PACERD_CONFIG_H
 
@@ -14,6 +14,7 @@
 #include <stdio.h>
 
 struct daily_zone;
+struct key_index;
 
 enum key_source {
 	KEY_AUTHORIZATION,  /* "authorization": Authorization: Bearer <key> */
@@ -175,7 +176,8 @@ struct config {
 	size_t n_plans;
 	struct key_conf *keys;
 	size_t n_keys;
-	struct daily_zone **zones; /* each distinct day_time_zone of the plans, resolved */
+	struct key_index *key_index; /* keys by provider and hash prefix (key_index.h) */
+	struct daily_zone **zones;   /* each distinct day_time_zone of the plans, resolved */
 	size_t n_zones;
 	struct {
 		char *header; /* lower-case */
@@ -274,7 +276,8 @@ const struct model_rule *config_model_rule(const struct model_rule *rules, size_
 int config_model_pattern(const char *pattern, struct model_rule *rule, char *msg, size_t msglen);
 
 /* The keys: entry for (prov, key_hash): the first whose key_sha256 prefixes
- * key_hash; NULL when none does (or key_hash is NULL or ""). */
+ * key_hash; NULL when none does (or key_hash is NULL or ""). A binary search
+ * of the index made at load. */
 const struct key_conf *config_key_for(const struct config *cfg, const struct provider_conf *prov,
                                       const char *key_hash);
 /* The plan a request for `model` (NULL: none) with key key_hash gets at prov:

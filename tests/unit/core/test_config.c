@@ -641,6 +641,83 @@ START_TEST(many_keys)
 }
 END_TEST
 
+/* The entry config_key_for() found by a scan of every entry, before the index. */
+static const struct key_conf *key_by_scan(const struct config *c, const char *provider,
+                                          const char *key_hash)
+{
+	if (key_hash == NULL || key_hash[0] == '\0')
+		return NULL;
+	for (size_t i = 0; i < c->n_keys; i++) {
+		const struct key_conf *k = &c->keys[i];
+		if (strcmp(k->provider, provider) == 0 &&
+		    strncmp(k->key_sha256, key_hash, strlen(k->key_sha256)) == 0)
+			return k;
+	}
+	return NULL;
+}
+
+/* 4,000 entries over two providers, prefixes of 12 to 24 digits that prefix
+ * one another (the first in the file wins): the index answers every hash as
+ * the scan did. */
+START_TEST(keys_index_answers_as_the_scan)
+{
+	enum { N = 4000 };
+	size_t cap = 128 * N + 64, used;
+	char *yaml = malloc(cap);
+	used = (size_t)snprintf(yaml, cap, "providers: {openai: {}, anthropic: {}}\nkeys:\n");
+	for (unsigned i = 0; i < N; i++) {
+		/* In each group of four: a 12-digit entry of its own, then three
+		 * sharing one head: head+hex(i)+7, head+the first digit of the
+		 * previous one's suffix (a prefix of it, later in the file), and
+		 * head+hex(i)+hex(i) (run on). Some 12-digit heads meet a group's. */
+		unsigned head = (i / 4) * 0x1111u;
+		char hex[80], prev[16];
+		snprintf(prev, sizeof prev, "%x", i - 1);
+		if (i % 4 == 0)
+			snprintf(hex, sizeof hex, "%012x", 0x100000u + i);
+		else if (i % 4 == 1)
+			snprintf(hex, sizeof hex, "%012x%x7", head, i);
+		else if (i % 4 == 2)
+			snprintf(hex, sizeof hex, "%012x%c", head, prev[0]);
+		else
+			snprintf(hex, sizeof hex, "%012x%x%x", head, i, i);
+		used += (size_t)snprintf(yaml + used, cap - used,
+		                         "  - {provider: %s, key_sha256: %s, scope: s%u}\n",
+		                         i % 3 ? "openai" : "anthropic", hex, i);
+	}
+	struct config *c = load_ok(yaml, NULL);
+	const struct provider_conf *prov[2] = {config_provider(c, "openai"),
+	                                       config_provider(c, "anthropic")};
+	size_t found = 0;
+	for (unsigned i = 0; i < 4 * N; i++) {
+		/* a hash whose start is an entry's (cut short or run on), or not */
+		const struct key_conf *k = &c->keys[i % N];
+		char h[65];
+		size_t kl = strlen(k->key_sha256);
+		memcpy(h, k->key_sha256, kl);
+		for (size_t j = kl; j < 64; j++)
+			h[j] = "0123456789abcdef"[(i * 7 + j) % 16];
+		h[64] = '\0';
+		if (i % 4 == 1)
+			h[kl - 1] = h[kl - 1] == 'f' ? '0' : 'f'; /* its last digit changed */
+		if (i % 4 == 2)
+			h[3] = 'x'; /* not hex */
+		for (int pv = 0; pv < 2; pv++) {
+			const struct key_conf *want = key_by_scan(c, prov[pv]->name, h);
+			ck_assert_ptr_eq(config_key_for(c, prov[pv], h), want);
+			found += want != NULL;
+		}
+	}
+	ck_assert_uint_gt(found, N);
+	/* and what is never an entry's */
+	const char *none[] = {NULL, "", "0000", "00000000000", "ABCDEF000000111122223333"};
+	for (size_t i = 0; i < sizeof(none) / sizeof(none[0]); i++)
+		ck_assert_ptr_null(config_key_for(c, prov[0], none[i]));
+	config_free(c);
+	free(yaml);
+}
+END_TEST
+
 /* ------------------------------------------------ time zones */
 
 START_TEST(zones_resolved_at_load)
@@ -1412,6 +1489,7 @@ static Suite *config_suite(void)
 	tcase_add_test(t, reopen_follows_idle_ttl_when_unset);
 	tcase_add_test(t, aliases_and_null_values);
 	tcase_add_test(t, many_keys);
+	tcase_add_test(t, keys_index_answers_as_the_scan);
 	tcase_add_test(t, zones_resolved_at_load);
 	tcase_add_test(t, models_and_scopes);
 	tcase_add_test(t, model_patterns);
