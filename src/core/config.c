@@ -14,6 +14,7 @@
 #include "core/config.h"
 #include "core/daily.h"
 #include "core/key_index.h"
+#include "core/model_memo.h"
 #include "core/priority.h"
 
 #include <arpa/inet.h>
@@ -1098,6 +1099,7 @@ static void plan_free(struct plan_conf *p)
 static void provider_free(struct provider_conf *p)
 {
 	free(p->name);
+	model_memo_free(p->memo);
 	opts_free(provider_opts, p);
 }
 
@@ -1182,12 +1184,25 @@ const struct plan_conf *config_plan_for(const struct config *cfg, const struct p
                                         const char *key_hash, const char *model)
 {
 	const struct key_conf *k = config_key_for(cfg, prov, key_hash);
-	const struct model_rule *r;
+	const struct model_rule *r = NULL;
 	if (k != NULL && k->own_plan)
 		return config_plan(cfg, k->plan);
-	if (model != NULL && (r = config_model_rule(prov->model_plans, prov->n_model_plans, model)))
-		return config_plan(cfg, r->value);
-	return config_plan(cfg, prov->plan);
+	if (model != NULL) {
+		/* The row, not the plan, is remembered: it belongs to prov's
+		 * configuration, which cfg may not be (a request accepted before a
+		 * reload makes its lane under the new one). */
+		struct model_answer *a = model_memo_get(prov->memo, model);
+		if (a != NULL && a->plan_known) {
+			r = a->plan_rule;
+		} else {
+			r = config_model_rule(prov->model_plans, prov->n_model_plans, model);
+			if (a != NULL) {
+				a->plan_rule = r;
+				a->plan_known = true;
+			}
+		}
+	}
+	return config_plan(cfg, r != NULL ? r->value : prov->plan);
 }
 
 const char *config_scope_for(const struct config *cfg, const struct provider_conf *prov,
@@ -2444,6 +2459,11 @@ static int validate(struct ctx *c, char *const *env)
 		set_err(c, "%s: out of memory", c->file);
 		return -1;
 	}
+	for (size_t i = 0; i < cfg->n_providers; i++)
+		if (!(cfg->providers[i].memo = model_memo_new())) {
+			set_err(c, "%s: out of memory", c->file);
+			return -1;
+		}
 	return 0;
 }
 

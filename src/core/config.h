@@ -1,10 +1,11 @@
 /* config — YAML configuration (DESIGN §10): parsing, complete validation with
  * file:line:column errors, PACERD_* environment overrides, built-in defaults.
  *
- * A struct config is immutable once loaded: reload builds a new one and swaps it
- * only when it is valid. Every string it holds is owned by it. What requests
- * look up is resolved or indexed at load, never scanned per request: the
- * plans' time zones, the keys: entries by hash prefix. */
+ * A struct config is immutable once loaded (but for its providers' model
+ * memos, which only remember answers of its rules): reload builds a new one
+ * and swaps it only when it is valid. Every string it holds is owned by it.
+ * What requests look up is resolved or indexed at load, never scanned per
+ * request: the plans' time zones, the keys: entries by hash prefix. */
 #ifndef PACERD_CONFIG_H
 #define PACERD_CONFIG_H
 
@@ -15,6 +16,7 @@
 
 struct daily_zone;
 struct key_index;
+struct model_memo;
 
 enum key_source {
 	KEY_AUTHORIZATION,  /* "authorization": Authorization: Bearer <key> */
@@ -136,6 +138,10 @@ struct provider_conf {
 	struct model_rule *model_plans; /* plans by model pattern */
 	size_t n_model_plans;
 	enum cached_input cached_input; /* free for anthropic and groq, else charged */
+	/* What the rules above (and model.h's built-in rows) answered per model
+	 * name: made empty at load, filled by requests (model_memo.h). NULL in a
+	 * provider_conf made by hand: every answer is then a scan. */
+	struct model_memo *memo;
 };
 
 struct key_conf {
@@ -281,8 +287,9 @@ int config_model_pattern(const char *pattern, struct model_rule *rule, char *msg
 const struct key_conf *config_key_for(const struct config *cfg, const struct provider_conf *prov,
                                       const char *key_hash);
 /* The plan a request for `model` (NULL: none) with key key_hash gets at prov:
- * the key's own plan; else the provider's model_plans row that matches best;
- * else the provider's plan. Never NULL for a loaded configuration. */
+ * the key's own plan; else the provider's model_plans row that matches best
+ * (remembered per model in prov->memo); else the provider's plan. Never NULL
+ * for a loaded configuration. */
 const struct plan_conf *config_plan_for(const struct config *cfg, const struct provider_conf *prov,
                                         const char *key_hash, const char *model);
 /* The scope named by the key's keys: entry, or NULL: the key is its own. */

@@ -1,6 +1,8 @@
 /* model — see model.h. */
 #include "provider/model.h"
 
+#include "core/model_memo.h"
+
 #include <string.h>
 
 /* ---------- built-in groups ----------
@@ -68,7 +70,7 @@ const struct model_rule *model_builtin_groups(const char *provider, size_t *n)
 	return NULL;
 }
 
-const char *model_group(const struct provider_conf *prov, const char *model)
+static const char *group_by_scan(const struct provider_conf *prov, const char *model)
 {
 	const struct model_rule *r =
 	    config_model_rule(prov->model_groups, prov->n_model_groups, model);
@@ -78,6 +80,19 @@ const char *model_group(const struct provider_conf *prov, const char *model)
 		r = config_model_rule(rows, n, model);
 	}
 	return r != NULL ? r->value : NULL;
+}
+
+const char *model_group(const struct provider_conf *prov, const char *model)
+{
+	struct model_answer *a = model_memo_get(prov->memo, model);
+	if (a != NULL && a->group_known)
+		return a->group;
+	const char *g = group_by_scan(prov, model);
+	if (a != NULL) {
+		a->group = g; /* a row of prov's configuration, or a built-in one */
+		a->group_known = true;
+	}
+	return g;
 }
 
 const char *model_group_intern(struct intern *t, const struct provider_conf *prov,

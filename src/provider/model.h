@@ -41,7 +41,8 @@ enum model_source model_of_request(const char *path, size_t path_len,
 /* The group of `model` (NUL-terminated) at prov: the best row of
  * prov->model_groups, else of the built-in rows for prov->name (same rules:
  * an exact name first, then the most literal characters, then the first).
- * NULL when none matches: the model is its own group. */
+ * NULL when none matches: the model is its own group. The rows are scanned
+ * once per name: the answer is kept in prov->memo (model_memo.h). */
 const char *model_group(const struct provider_conf *prov, const char *model);
 
 /* The group of model[0..len) at prov, interned in t (one more reference, to

@@ -1,8 +1,11 @@
-/* Unit tests for model: the model of a request (path or body), and groups. */
+/* Unit tests for model: the model of a request (path or body), groups, and
+ * the memo of what the rules answered per model (model_memo.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "core/model_memo.h"
 #include "provider/model.h"
 #include "unit.h"
 
@@ -195,6 +198,175 @@ START_TEST(groups_interned)
 }
 END_TEST
 
+/* ---------- the memo: the same answers as the scan ---------- */
+
+static struct config *load_yaml(const char *yaml)
+{
+	char path[] = "/tmp/pacerd-test-model-XXXXXX", err[512];
+	int fd = mkstemp(path);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, yaml, strlen(yaml)), (ssize_t)strlen(yaml));
+	close(fd);
+	struct config *c = config_load(path, NULL, err, sizeof err);
+	unlink(path);
+	ck_assert_msg(c != NULL, "%s", err);
+	return c;
+}
+
+static const char *const some_models[] = {
+    "gpt-4o",
+    "gpt-4o-mini",
+    "gpt-4o-mini-2024-07-18",
+    "gpt-4o-2024-08-06",
+    "o1",
+    "o3-mini",
+    "o2",
+    "gpt-4",
+    "gpt-4.1",
+    "gpt-4-turbo",
+    "claude-sonnet-4-5-20250929",
+    "claude-sonnet-4-20250514",
+    "claude-3-5-sonnet",
+    "claude-opus-4-1",
+    "x",
+    "meta-llama/Llama-3.3-70B",
+};
+#define N_SOME (sizeof(some_models) / sizeof(some_models[0]))
+
+static const char *plan_name(const struct plan_conf *p)
+{
+	return p != NULL ? p->name : "(none)";
+}
+
+/* Every provider of c answers every model, twice (the second from its memo),
+ * as a copy of it without a memo (a scan of its rows) does; returns how many
+ * answers were asked. */
+static size_t same_as_the_scan(const struct config *c)
+{
+	size_t asked = 0;
+	for (size_t i = 0; i < c->n_providers; i++) {
+		const struct provider_conf *p = &c->providers[i];
+		struct provider_conf scan = *p;
+		scan.memo = NULL;
+		ck_assert_ptr_nonnull(p->memo);
+		for (int round = 0; round < 2; round++)
+			for (size_t m = 0; m < N_SOME; m++) {
+				const char *g = model_group(p, some_models[m]);
+				const char *want = model_group(&scan, some_models[m]);
+				ck_assert_msg(g == want || (g && want && !strcmp(g, want)),
+				              "%s %s: group %s, the scan says %s", p->name,
+				              some_models[m], g ? g : "(own)",
+				              want ? want : "(own)");
+				const char *lane_model = g != NULL ? g : some_models[m];
+				ck_assert_str_eq(
+				    plan_name(config_plan_for(c, p, NULL, lane_model)),
+				    plan_name(config_plan_for(c, &scan, NULL, lane_model)));
+				asked++;
+			}
+	}
+	return asked;
+}
+
+START_TEST(memo_answers_as_the_scan_and_a_reload_starts_over)
+{
+	struct config *a = load_yaml("plans:\n"
+	                             "  small: {max_requests_per_second: 20}\n"
+	                             "  big: {max_requests_per_second: 2}\n"
+	                             "providers:\n"
+	                             "  openai:\n"
+	                             "    plan: big\n"
+	                             "    model_groups:\n"
+	                             "      \"gpt-4o*\": gpt-4o\n"
+	                             "      \"gpt-4o-mini*\": gpt-4o-mini\n"
+	                             "      \"o[13]*\": o-series\n"
+	                             "    model_plans:\n"
+	                             "      \"gpt-4o-mini*\": small\n"
+	                             "      o-series: small\n"
+	                             "      gpt-4o: big\n"
+	                             "  anthropic:\n"
+	                             "    model_groups:\n"
+	                             "      \"claude-sonnet-4-5*\": sonnet-4-5-alone\n"
+	                             "    model_plans:\n"
+	                             "      \"claude-opus*\": small\n"
+	                             "  together:\n"
+	                             "    model_groups: {\"meta-llama/*\": llama}\n");
+	ck_assert_uint_gt(same_as_the_scan(a), 0);
+	const struct provider_conf *oa = config_provider(a, "openai");
+	ck_assert_str_eq(model_group(oa, "o3-mini"), "o-series");
+	ck_assert_str_eq(config_plan_for(a, oa, NULL, "o-series")->name, "small");
+	ck_assert_str_eq(model_group(config_provider(a, "anthropic"), "claude-sonnet-4-20250514"),
+	                 "claude-sonnet-4"); /* a built-in row, remembered too */
+	/* one entry per name asked: the models and the groups config_plan_for saw */
+	ck_assert_uint_ge(model_memo_count(oa->memo), N_SOME);
+	ck_assert_uint_le(model_memo_count(oa->memo), N_SOME + 4);
+
+	/* A reload: new rules, a new configuration, new (empty) memos; the old one
+	 * still answers by its own rules while requests hold it. */
+	struct config *b = load_yaml("plans:\n"
+	                             "  small: {max_requests_per_second: 20}\n"
+	                             "providers:\n"
+	                             "  openai:\n"
+	                             "    model_groups: {\"gpt-4*\": gpt-4}\n"
+	                             "    model_plans: {gpt-4: small, \"o*\": small}\n"
+	                             "  anthropic: {}\n");
+	const struct provider_conf *ob = config_provider(b, "openai");
+	ck_assert_uint_eq(model_memo_count(ob->memo), 0);
+	ck_assert_uint_gt(same_as_the_scan(b), 0);
+	ck_assert_str_eq(model_group(ob, "gpt-4o-mini"), "gpt-4");
+	ck_assert_ptr_null(model_group(ob, "o3-mini"));
+	ck_assert_str_eq(config_plan_for(b, ob, NULL, "o3-mini")->name, "small");
+	ck_assert_str_eq(config_plan_for(b, ob, NULL, "gpt-4.1")->name, "default");
+	ck_assert_str_eq(model_group(config_provider(b, "anthropic"), "claude-sonnet-4-5-20250929"),
+	                 "claude-sonnet-4");
+	ck_assert_str_eq(model_group(oa, "gpt-4o-mini"), "gpt-4o-mini");
+	/* a lane made under b for a request accepted under a: a's rows, b's plans */
+	ck_assert_str_eq(config_plan_for(b, oa, NULL, "o-series")->name, "small");
+	config_free(a);
+	ck_assert_uint_gt(same_as_the_scan(b), 0);
+	config_free(b);
+}
+END_TEST
+
+START_TEST(memo_remembers_and_stays_bounded)
+{
+	struct model_rule rows[2];
+	rule(&rows[0], "gpt-4o*", "four-o");
+	rule(&rows[1], "m-1*", "ones");
+	struct provider_conf p = {.name = (char *)"openai",
+	                          .model_groups = rows,
+	                          .n_model_groups = 2,
+	                          .memo = model_memo_new()};
+	ck_assert_str_eq(model_group(&p, "gpt-4o-mini"), "four-o");
+	/* The answer is the memo's now: rules that changed under it (which a
+	 * loaded configuration never does: a reload makes a new one) are not
+	 * read again. */
+	/* cppcheck-suppress unreadVariable ; model_group() reads it through p.model_groups */
+	rows[0].value = (char *)"changed";
+	ck_assert_str_eq(model_group(&p, "gpt-4o-mini"), "four-o");
+	ck_assert_str_eq(model_group(&p, "gpt-4o"), "changed");
+	/* Names from clients: never more than MODEL_MEMO_MAX kept, and every
+	 * answer still right after the memo starts over. */
+	char name[32];
+	for (unsigned i = 0; i < 3 * MODEL_MEMO_MAX; i++) {
+		snprintf(name, sizeof name, "m-%u", i);
+		const char *g = model_group(&p, name);
+		if (name[2] == '1')
+			ck_assert_str_eq(g, "ones");
+		else
+			ck_assert_ptr_null(g);
+		ck_assert_uint_le(model_memo_count(p.memo), MODEL_MEMO_MAX);
+	}
+	ck_assert_uint_gt(model_memo_count(p.memo), 0);
+	/* a name longer than any model: answered by the scan, not kept */
+	char longname[CONFIG_MODEL_MAX + 8];
+	memset(longname, 'a', sizeof longname - 1);
+	longname[sizeof longname - 1] = '\0';
+	ck_assert_ptr_null(model_memo_get(p.memo, longname));
+	ck_assert_ptr_null(model_group(&p, longname));
+	model_memo_free(p.memo);
+}
+END_TEST
+
 static Suite *model_suite(void)
 {
 	Suite *s = suite_create("model");
@@ -204,6 +376,8 @@ static Suite *model_suite(void)
 	tcase_add_test(c, groups_most_specific_wins);
 	tcase_add_test(c, groups_builtin_anthropic);
 	tcase_add_test(c, groups_interned);
+	tcase_add_test(c, memo_answers_as_the_scan_and_a_reload_starts_over);
+	tcase_add_test(c, memo_remembers_and_stays_bounded);
 	suite_add_tcase(s, c);
 	return s;
 }
