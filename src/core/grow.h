@@ -13,4 +13,9 @@
  * out of memory; *buf and *cap are then unchanged. */
 bool grow_bytes(char **buf, size_t *cap, size_t need, size_t first);
 
+/* As grow_bytes(), but the room never goes past `most` (a limit known ahead,
+ * such as a body's declared length): the doubling stops there. `need` above
+ * `most` still gets `need`. */
+bool grow_bytes_upto(char **buf, size_t *cap, size_t need, size_t first, size_t most);
+
 #endif

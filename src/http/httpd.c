@@ -69,6 +69,11 @@
 /* Buffers larger than this are freed when a request ends, not kept for the next. */
 #define KEEP_HEAD_BYTES 8192
 #define KEEP_BODY_BYTES (64 * 1024)
+/* A body's buffer starts this big (or at its declared length, when smaller)
+ * and doubles as bytes arrive, never past the declared length: a client that
+ * declares 32 MiB and sends 10 bytes costs 16 KiB (nginx's
+ * client_body_buffer_size, in spirit). */
+#define BODY_FIRST_BYTES (16 * 1024)
 /* The largest TLS record's plaintext: answers are encrypted in records this big. */
 #define TLS_RECORD (16 * 1024)
 
@@ -89,6 +94,7 @@ struct hreq {
 	size_t n_hdrs, hdrs_cap;
 	char *body;
 	size_t body_len, body_cap;
+	size_t body_most; /* the body's declared length, else limits.max_body_bytes */
 	const char *method;
 	char id[HREQ_ID_MAX + 1];
 	unsigned short major, minor;
@@ -597,13 +603,9 @@ static int on_headers_complete(http_parser *p)
 			conn_queue_flush(c);
 		}
 	}
-	if (has_length && p->content_length > r->body_cap) {
-		char *nb = realloc(r->body, (size_t)p->content_length);
-		if (nb == NULL)
-			return reject(c, 503, "out_of_memory", "pacerd is out of memory");
-		r->body = nb;
-		r->body_cap = (size_t)p->content_length;
-	}
+	/* A declared length is a limit, not an allocation: the body's buffer
+	 * grows as its bytes arrive (on_body), up to it. */
+	r->body_most = has_length ? (size_t)p->content_length : (size_t)h->conf.max_body_bytes;
 	return 0;
 }
 
@@ -614,7 +616,8 @@ static int on_body(http_parser *p, const char *at, size_t len)
 	if (r->body_len + len > c->h->conf.max_body_bytes)
 		return reject(c, 413, "body_too_large",
 		              "the request body exceeds limits.max_body_bytes");
-	if (!grow_bytes(&r->body, &r->body_cap, r->body_len + len, 4096))
+	if (!grow_bytes_upto(&r->body, &r->body_cap, r->body_len + len, BODY_FIRST_BYTES,
+	                     r->body_most))
 		return reject(c, 503, "out_of_memory", "pacerd is out of memory");
 	memcpy(r->body + r->body_len, at, len);
 	r->body_len += len;

@@ -8,6 +8,7 @@
 // "code"}} plus a newline, with content-type: application/json, content-length and
 // x-request-id; an answer that ends the connection also says connection: close.
 import assert from 'node:assert/strict';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
 import { SLOW, assertPacerError, recHeader, request, sha256, sleep } from '../lib.mjs';
@@ -157,6 +158,52 @@ async function open(t, port) {
   t.defer(() => c.destroy());
   await c.ready;
   return c;
+}
+
+/** VmData and VmRSS of a process, in KiB (/proc/PID/status). */
+function vmKiB(pid) {
+  const v = {};
+  for (const line of fs.readFileSync(`/proc/${pid}/status`, 'latin1').split('\n')) {
+    const m = /^(VmData|VmRSS):\s+(\d+) kB/.exec(line);
+    if (m) v[m[1]] = Number(m[2]);
+  }
+  return v;
+}
+
+/**
+ * Writes rest on c's socket (its head and first bytes already sent), then reads
+ * the answer without keeping it: its status, and the length and SHA-256 of its body.
+ */
+function sendRestAndHashEcho(port, c, rest) {
+  return new Promise((resolve, reject) => {
+    const s = c.s;
+    s.removeAllListeners('data');
+    let head = Buffer.alloc(0), want = -1, got = 0, status = 0, headText = '';
+    const hash = crypto.createHash('sha256');
+    const timer = setTimeout(() => reject(new Error(`no whole answer in ${30000 * SLOW} ms: ${headText} ${got}/${want}`)), 30000 * SLOW);
+    const feed = (d) => {
+      if (want < 0) {
+        head = Buffer.concat([head, d]);
+        const end = head.indexOf('\r\n\r\n');
+        if (end < 0) return;
+        headText = head.subarray(0, end).toString('latin1');
+        status = Number(/^HTTP\/1\.1 (\d{3})/.exec(headText)?.[1] ?? 0);
+        want = Number(/\r\ncontent-length: *(\d+)/i.exec(headText)?.[1] ?? 0);
+        d = head.subarray(end + 4);
+      }
+      hash.update(d);
+      got += d.length;
+      if (got >= want) {
+        clearTimeout(timer);
+        s.off('data', feed);
+        resolve({ status, head: headText, length: got, sha256: hash.digest('hex') });
+      }
+    };
+    s.on('data', feed);
+    s.on('close', () => { clearTimeout(timer); reject(new Error(`closed: ${headText} ${got}/${want}`)); });
+    // In pieces, as a client on a real network would.
+    for (let off = 0; off < rest.length; off += 1 << 20) s.write(rest.subarray(off, off + (1 << 20)));
+  });
 }
 
 // ---------------------------------------------------------------- assertions
@@ -333,6 +380,50 @@ export const tests = [
   },
 
   // ---- Expect: 100-continue
+  {
+    // A declared length is a limit, not an allocation (issue 27.6). Untouched pages
+    // do not count in VmRSS, so the old up-front allocation showed in VmData (the
+    // heap and mappings the process holds: +512 MiB here), which is what an
+    // RLIMIT_DATA or a strict overcommit policy counts; both are read.
+    name: 'a declared Content-Length is a limit, not an allocation: 16 clients declaring 32 MiB and sending 10 bytes cost pacerd kilobytes; a full 32 MiB body still arrives intact',
+    timeout_ms: 60000 * SLOW,
+    fn: async (t) => {
+      const MAX = 32 << 20;
+      const p = await t.startPacerd({ config: { log: { level: 'warn' }, limits: { max_body_bytes: MAX } } });
+      const warm = await request(`${p.url}/echo/warm`, { method: 'POST', body: 'warm' });
+      assert.equal(warm.status, 200);
+      const before = vmKiB(p.pid);
+      const stalled = [];
+      for (let i = 0; i < 16; i++) {
+        const c = await open(t, p.port);
+        c.write(`POST /echo/stalled HTTP/1.1\r\nHost: x\r\nContent-Length: ${MAX}\r\n\r\n0123456789`);
+        stalled.push(c);
+      }
+      // Every head has been read once a request sent after them is answered (one loop).
+      await sleep(200);
+      assert.equal((await request(`${p.url}/v1/models`)).status, 200);
+      const during = vmKiB(p.pid);
+      const grew = { VmData: during.VmData - before.VmData, VmRSS: during.VmRSS - before.VmRSS };
+      assert.ok(grew.VmData < 8 * 1024, `VmData grew by ${grew.VmData} KiB for 16 stalled 32 MiB bodies (before ${JSON.stringify(before)}, during ${JSON.stringify(during)})`);
+      assert.ok(grew.VmRSS < 8 * 1024, `VmRSS grew by ${grew.VmRSS} KiB for 16 stalled 32 MiB bodies`);
+      for (const c of stalled.slice(1)) {
+        assert.ok(!c.closed, `a stalled upload was closed: ${c.describe()}`);
+        c.destroy();
+      }
+
+      // The first one goes on: its body arrives whole, echoed back byte for byte.
+      const body = crypto.randomBytes(MAX);
+      body.write('0123456789', 0, 'latin1');
+      const echoed = await sendRestAndHashEcho(p.port, stalled[0], body.subarray(10));
+      assert.equal(echoed.status, 200, echoed.head);
+      assert.equal(echoed.length, MAX);
+      assert.equal(echoed.sha256, sha256(body));
+      const rec = (await t.mock.requests()).filter((r) => r.uri === '/echo/stalled');
+      assert.equal(rec.length, 1, JSON.stringify(rec.map((r) => r.uri)));
+      assert.equal(rec[0].body_len, MAX);
+      assert.equal(rec[0].body_sha256, sha256(body));
+    },
+  },
   {
     name: 'Expect: 100-continue: "HTTP/1.1 100 Continue" before the body is sent, then the final answer',
     fn: async (t) => {
