@@ -1,14 +1,14 @@
 /* ratelimit_headers — see ratelimit_headers.h. */
 #include "provider/ratelimit_headers.h"
 
-#include <jansson.h>
+#include "provider/error_body.h"
+
 #include <math.h>
 #include <string.h>
 
 /* Delays are clamped here (about 142 years): far enough to mean "never" and
  * small enough that adding two of them never overflows int64_t. */
 #define MAX_MS (INT64_C(1) << 52)
-#define BODY_CAP (64 * 1024)
 
 /* Priorities of the sources of one value: a provider's own header beats the
  * IETF draft-10/-07 field, which beats the older RateLimit-Limit family. */
@@ -985,7 +985,7 @@ bool rlh_exhausted_reset(const struct rlh_result *r, int64_t *ms)
 	return found;
 }
 
-bool rlh_server_hint(const struct rlh_result *r, const struct rlh_body_hint *b, int64_t *ms)
+bool rlh_server_hint(const struct rlh_result *r, const struct error_hints *b, int64_t *ms)
 {
 	if (r != NULL && r->has_hint) {
 		*ms = r->hint_ms;
@@ -1007,7 +1007,7 @@ bool rlh_server_hint(const struct rlh_result *r, const struct rlh_body_hint *b, 
 	return has_reset || has_body;
 }
 
-/* ---------- hints in bodies ---------- */
+/* ---------- delays in prose ---------- */
 
 /* "N <unit word>" after a phrase: seconds, minutes, hours, milliseconds. */
 static int number_with_word(const char *s, size_t len, int64_t *ms)
@@ -1053,6 +1053,9 @@ int rlh_text_hint(const char *s, size_t len, int64_t *ms)
 {
 	static const char *const phrases[] = {"try again in", "retry in", "retry after"};
 	for (size_t i = 0; i < len; i++) {
+		int c = lower((unsigned char)s[i]);
+		if (c != 't' && c != 'r') /* most bytes: no phrase starts here */
+			continue;
 		for (size_t p = 0; p < sizeof phrases / sizeof phrases[0]; p++) {
 			size_t pl = strlen(phrases[p]);
 			if (ci_prefix(s + i, len - i, phrases[p]) &&
@@ -1061,83 +1064,4 @@ int rlh_text_hint(const char *s, size_t len, int64_t *ms)
 		}
 	}
 	return -1;
-}
-
-/* google.rpc details: RetryInfo.retryDelay and QuotaFailure violations. */
-static void gemini_details(const json_t *details, struct rlh_body_hint *out, bool *has_retry_info)
-{
-	size_t i, j;
-	json_t *d, *v;
-	json_array_foreach(details, i, d)
-	{
-		const char *delay = json_string_value(json_object_get(d, "retryDelay"));
-		int64_t ns;
-		if (delay != NULL && !*has_retry_info &&
-		    rlh_parse_go_duration(delay, strlen(delay), &ns) == 0 && ns >= 0) {
-			*has_retry_info = true;
-			out->has_delay = true;
-			out->delay_ms = clamp_ms((double)ns / 1e6);
-		}
-		json_array_foreach(json_object_get(d, "violations"), j, v)
-		{
-			const char *q = json_string_value(json_object_get(v, "quotaId"));
-			if (q != NULL && strstr(q, "PerDay") != NULL)
-				out->daily_cap = true;
-		}
-	}
-}
-
-/* One element of the body: {"error":{...}} or the error object itself. */
-static void hint_from_object(const json_t *obj, struct rlh_body_hint *out, bool *has_retry_info,
-                             bool *has_msg, int64_t *msg_ms)
-{
-	json_t *err = json_object_get(obj, "error");
-	if (json_is_object(err))
-		obj = err;
-	const char *msg = json_is_string(err) ? json_string_value(err)
-	                                      : json_string_value(json_object_get(obj, "message"));
-	gemini_details(json_object_get(obj, "details"), out, has_retry_info);
-	if (msg != NULL && !*has_msg && rlh_text_hint(msg, strlen(msg), msg_ms) == 0)
-		*has_msg = true;
-}
-
-void rlh_body_hint_parsed(const json_t *root, const char *body, size_t len,
-                          struct rlh_body_hint *out)
-{
-	bool has_retry_info = false, has_msg = false;
-	int64_t msg_ms = 0;
-
-	memset(out, 0, sizeof *out);
-	if (root == NULL) {
-		if (body != NULL && rlh_text_hint(body, len, &msg_ms) == 0) {
-			out->has_delay = true;
-			out->delay_ms = msg_ms;
-		}
-		return;
-	}
-	if (json_is_array(root)) {
-		size_t i;
-		json_t *el;
-		json_array_foreach(root, i, el)
-		{
-			if (json_is_object(el))
-				hint_from_object(el, out, &has_retry_info, &has_msg, &msg_ms);
-		}
-	} else if (json_is_object(root)) {
-		hint_from_object(root, out, &has_retry_info, &has_msg, &msg_ms);
-	}
-	if (!has_retry_info && has_msg) {
-		out->has_delay = true;
-		out->delay_ms = msg_ms;
-	}
-}
-
-void rlh_body_hint(const char *body, size_t len, struct rlh_body_hint *out)
-{
-	memset(out, 0, sizeof *out);
-	if (body == NULL || len == 0 || len > BODY_CAP)
-		return;
-	json_t *root = json_loadb(body, len, JSON_DECODE_ANY, NULL);
-	rlh_body_hint_parsed(root, body, len, out);
-	json_decref(root);
 }

@@ -1,6 +1,7 @@
 /* ratelimit_headers — what an upstream response says about its rate limits
  * (DESIGN §4, PROVIDERS.md §1-§7): header dialects, Go durations, RFC 3339 and
- * HTTP dates, IETF RateLimit fields, and retry hints found in error bodies.
+ * HTTP dates, IETF RateLimit fields, and delays written in prose (error
+ * bodies themselves are error_body's).
  *
  * Pure: no I/O, no clock. Time comes in as now_ms (Unix epoch, milliseconds) and
  * every instant a provider sends is turned into a delay relative to it.
@@ -128,40 +129,21 @@ struct rlh_ietf_item {
  * parameter are dropped, and a malformed list yields the items before it. */
 size_t rlh_parse_ietf(const char *s, size_t len, struct rlh_ietf_item *items, size_t max);
 
-/* ---- hints in error bodies ---- */
+/* ---- delays in prose (error_body reads bodies with it) ---- */
 
-struct rlh_body_hint {
-	bool has_delay;
-	int64_t delay_ms;
-	bool daily_cap; /* Gemini quotaId containing "PerDay" */
-};
-
-/* Looks through an error body (JSON object, or array of objects as Gemini's
- * OpenAI-compatible endpoint sends; any other text is scanned as prose) for:
- * Gemini RetryInfo.retryDelay ("47s"), which wins, then in error.message
- * "try again in <Go duration>" (OpenAI), "retry in <duration>" (Gemini), and
- * "retry after N seconds" / "try again in N seconds" (Azure).
- * Sets *out (always initialised). Bodies over 64 KiB are not looked at. */
-void rlh_body_hint(const char *body, size_t len, struct rlh_body_hint *out);
-
-/* rlh_body_hint for a body its caller has parsed already, so that one parse
- * serves both the retry classification and the hint (retry_body_parse):
- * root is json_loadb(body, len, JSON_DECODE_ANY) — jansson's json_t, or NULL
- * when that failed, and then body/len are scanned as prose. The caller checks
- * the 64 KiB cap. */
-struct json_t;
-void rlh_body_hint_parsed(const struct json_t *root, const char *body, size_t len,
-                          struct rlh_body_hint *out);
-
-/* Finds a delay in prose: the phrases above, case-insensitive. 0 / -1. */
+/* Finds a delay in prose, case-insensitive: "try again in <Go duration>"
+ * (OpenAI), "retry in <duration>" (Gemini), "retry after N seconds" / "try
+ * again in N seconds" (Azure); N in ms, s, min or h words. 0 / -1. */
 int rlh_text_hint(const char *s, size_t len, int64_t *ms);
 
 /* The server's hint in DESIGN §3 order of strength: the header hint
  * (retry-after-ms, x-ms-retry-after-ms, retry-after) when there is one; else
- * the reset of an exhausted budget (rlh_exhausted_reset) or the body hint,
+ * the reset of an exhausted budget (rlh_exhausted_reset) or the body's delay
+ * (error_body.h's hints, b->has_delay),
  * the smaller of the two when both are there (a reset is the time until the
  * budget is full again, the body says when this request fits). Either
  * argument may be NULL. Returns true and sets *ms when there is a hint. */
-bool rlh_server_hint(const struct rlh_result *r, const struct rlh_body_hint *b, int64_t *ms);
+struct error_hints; /* provider/error_body.h */
+bool rlh_server_hint(const struct rlh_result *r, const struct error_hints *b, int64_t *ms);
 
 #endif

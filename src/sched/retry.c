@@ -1,119 +1,12 @@
 /* retry — see retry.h. */
 #include "sched/retry.h"
 
-#include <jansson.h>
 #include <string.h>
 
 /* Additive jitter is uniform in [0, 500 ms) (DESIGN §3). */
 #define JITTER_MS 500
 /* The exponential term stops doubling here; far above any sane max_delay_ms. */
 #define BACKOFF_CEIL (INT64_C(1) << 40)
-
-/* 429 codes (in error.code or error.type) that mean money, not rate: waiting
- * does not help, and retrying only burns the client's time. */
-static const char *const money_codes[] = {
-    "insufficient_quota",
-    "credit_balance_exhausted",
-    "organization_spend_limit_exceeded",
-    "project_spend_limit_exceeded",
-    "organization_usage_limit_exceeded",
-    "enforced_spend_limit_reached",
-};
-
-/* Codes, types and statuses that say "overloaded, come back later". */
-static const char *const capacity_codes[] = {
-    "RESOURCE_EXHAUSTED",   /* Gemini status */
-    "slow_down",            /* OpenAI 429 */
-    "server_is_overloaded", /* OpenAI 503 */
-    "rate_limit_error",     /* Anthropic */
-    "overloaded_error",     /* Anthropic 529 */
-};
-
-static const char *match(const char *s, const char *const *list, size_t n)
-{
-	if (s == NULL)
-		return NULL;
-	for (size_t i = 0; i < n; i++)
-		if (strcmp(s, list[i]) == 0)
-			return list[i];
-	return NULL;
-}
-
-static void note_code(struct retry_body *f, const char *s)
-{
-	const char *m = match(s, money_codes, sizeof money_codes / sizeof money_codes[0]);
-	const char *c = match(s, capacity_codes, sizeof capacity_codes / sizeof capacity_codes[0]);
-	if (m != NULL && f->money == NULL)
-		f->money = m;
-	if (c != NULL && f->capacity == NULL)
-		f->capacity = c;
-}
-
-/* OpenAI's "Request too large for gpt-4 in organization ...": Requested >
- * Limit, so the request can never pass. */
-static bool is_too_large(const char *msg)
-{
-	static const char prefix[] = "request too large";
-	if (msg == NULL)
-		return false;
-	while (*msg == ' ' || *msg == '\t' || *msg == '\n')
-		msg++;
-	for (size_t i = 0; i < sizeof prefix - 1; i++) {
-		char c = msg[i];
-		if (c >= 'A' && c <= 'Z')
-			c = (char)(c + ('a' - 'A'));
-		if (c != prefix[i])
-			return false;
-	}
-	return true;
-}
-
-/* One element: {"error":{code,type,status,message,details}} or the error itself;
- * Anthropic puts its spend cap in error.details.error_code. */
-static void facts_from_object(json_t *obj, struct retry_body *f)
-{
-	json_t *err = json_object_get(obj, "error");
-	if (json_is_string(err)) {
-		note_code(f, json_string_value(err));
-		f->too_large |= is_too_large(json_string_value(err));
-		return;
-	}
-	if (json_is_object(err))
-		obj = err;
-	note_code(f, json_string_value(json_object_get(obj, "code")));
-	note_code(f, json_string_value(json_object_get(obj, "type")));
-	note_code(f, json_string_value(json_object_get(obj, "status")));
-	json_t *details = json_object_get(obj, "details");
-	if (json_is_object(details))
-		note_code(f, json_string_value(json_object_get(details, "error_code")));
-	f->too_large |= is_too_large(json_string_value(json_object_get(obj, "message")));
-}
-
-void retry_body_parse(const char *body, size_t len, struct retry_body *out)
-{
-	memset(out, 0, sizeof *out);
-	if (body == NULL || len == 0 || len > RETRY_BODY_CAP)
-		return;
-	json_t *root = json_loadb(body, len, JSON_DECODE_ANY, NULL);
-	if (json_is_array(root)) {
-		size_t i;
-		json_t *el;
-		json_array_foreach(root, i, el)
-		{
-			if (json_is_object(el))
-				facts_from_object(el, out);
-		}
-	} else if (json_is_object(root)) {
-		facts_from_object(root, out);
-	}
-	rlh_body_hint_parsed(root, body, len, &out->hint);
-	json_decref(root);
-}
-
-bool retry_server_hint(const struct rlh_result *hdrs, const struct retry_body *body, int64_t *ms)
-{
-	return rlh_server_hint(hdrs, body != NULL ? &body->hint : NULL, ms);
-}
 
 static enum retry_class by_status(int status, const char **why)
 {
@@ -169,7 +62,7 @@ static const char *transport_reason(enum retry_transport t)
 }
 
 static enum retry_class classify_error(int status, const struct rlh_result *hdrs,
-                                       const struct retry_body *f, const char **why)
+                                       const struct error_facts *f, const char **why, bool *quota)
 {
 	if (hdrs != NULL && hdrs->has_should_retry && !hdrs->should_retry) {
 		*why = "x_should_retry_false";
@@ -177,18 +70,21 @@ static enum retry_class classify_error(int status, const struct rlh_result *hdrs
 	}
 	if (f->money != NULL) {
 		*why = f->money;
+		*quota = true;
 		return RETRY_FINAL_NO_RETRY;
 	}
 	if (f->too_large) {
 		*why = "request_too_large";
 		return RETRY_FINAL_NO_RETRY;
 	}
-	if (status == 402) { /* OpenRouter: no credits */
+	if (status == 402) { /* no credits (OpenRouter) */
 		*why = "payment_required";
+		*quota = true;
 		return RETRY_FINAL_NO_RETRY;
 	}
-	if (f->hint.daily_cap) {
+	if (f->daily_cap) {
 		*why = "daily_quota";
+		*quota = true;
 		return RETRY_FINAL_NO_RETRY;
 	}
 	enum retry_class c = by_status(status, why);
@@ -203,12 +99,13 @@ static enum retry_class classify_error(int status, const struct rlh_result *hdrs
 	return c;
 }
 
-enum retry_class retry_classify_body(int status, enum retry_transport transport,
-                                     const struct rlh_result *hdrs, const struct retry_body *body,
-                                     const char **reason)
+enum retry_class retry_classify(int status, enum retry_transport transport,
+                                const struct rlh_result *hdrs, const struct error_facts *facts,
+                                const char **reason, bool *quota)
 {
-	static const struct retry_body none;
+	static const struct error_facts none;
 	const char *why;
+	bool q = false;
 	enum retry_class c;
 
 	if (transport != RETRY_TRANSPORT_NONE) {
@@ -219,30 +116,13 @@ enum retry_class retry_classify_body(int status, enum retry_transport transport,
 		why = "final";
 		c = RETRY_FINAL;
 	} else {
-		c = classify_error(status, hdrs, body != NULL ? body : &none, &why);
+		c = classify_error(status, hdrs, facts != NULL ? facts : &none, &why, &q);
 	}
 	if (reason != NULL)
 		*reason = why;
+	if (quota != NULL)
+		*quota = q;
 	return c;
-}
-
-enum retry_class retry_classify(int status, enum retry_transport transport,
-                                const struct rlh_result *hdrs, const char *body, size_t len,
-                                const char **reason)
-{
-	struct retry_body b;
-	/* Only an error status looks at its body. */
-	bool error = transport == RETRY_TRANSPORT_NONE && status >= 400;
-	retry_body_parse(error ? body : NULL, error ? len : 0, &b);
-	return retry_classify_body(status, transport, hdrs, &b, reason);
-}
-
-bool retry_reason_is_quota(const char *reason)
-{
-	if (reason == NULL)
-		return false;
-	return match(reason, money_codes, sizeof(money_codes) / sizeof(money_codes[0])) != NULL ||
-	       strcmp(reason, "payment_required") == 0 || strcmp(reason, "daily_quota") == 0;
 }
 
 const char *retry_class_name(enum retry_class c)
@@ -363,18 +243,18 @@ struct retry_verdict retry_verdict(const struct retry_input *in)
 			v.outcome = RETRY_LANE_TRANSIENT;
 		return v;
 	}
-	struct retry_body rb;
+	struct error_body eb;
 	bool with_body = http && in->held;
-	retry_body_parse(with_body ? in->body : NULL, with_body ? in->body_len : 0, &rb);
-	v.cls =
-	    http ? retry_classify_body(in->status, RETRY_TRANSPORT_NONE, in->hdrs, &rb, &v.reason)
-	         : retry_classify_body(0, in->transport, NULL, NULL, &v.reason);
+	bool quota_class = false;
+	error_body_parse(with_body ? in->body : NULL, with_body ? in->body_len : 0, &eb);
+	v.cls = http ? retry_classify(in->status, RETRY_TRANSPORT_NONE, in->hdrs, &eb.facts,
+	                              &v.reason, &quota_class)
+	             : retry_classify(0, in->transport, NULL, NULL, &v.reason, NULL);
 	int64_t hint = -1;
-	bool has_hint = http && retry_server_hint(in->hdrs, &rb, &hint);
+	bool has_hint = http && rlh_server_hint(in->hdrs, &eb.hints, &hint);
 	bool quota = http && in->held &&
-	             (retry_reason_is_quota(v.reason) ||
-	              (v.cls == RETRY_CAPACITY && has_hint &&
-	               hint >= (int64_t)in->plan->retry.deadline_s * 1000));
+	             (quota_class || (v.cls == RETRY_CAPACITY && has_hint &&
+	                              hint >= (int64_t)in->plan->retry.deadline_s * 1000));
 	v.hinted = has_hint && hint > 0;
 	v.outcome = quota   ? RETRY_LANE_QUOTA_OUT
 	            : !http ? RETRY_LANE_TRANSIENT

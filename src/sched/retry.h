@@ -4,7 +4,11 @@
  * Pure: no I/O, no clock, no hidden randomness (the caller passes a uniform
  * random value). retry_classify says what an answer is, retry_decide whether
  * and when to send the request again; retry_verdict_head and retry_verdict
- * put them together into what the exchange does with an answer. */
+ * put them together into what the exchange does with an answer.
+ *
+ * No provider's strings here: what an error body says is read by
+ * provider/error_body (one parse: the facts and the hints), and this module
+ * decides from those facts. */
 #ifndef PACERD_RETRY_H
 #define PACERD_RETRY_H
 
@@ -12,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "provider/error_body.h"
 #include "provider/ratelimit_headers.h"
 
 struct plan_conf; /* core/config.h */
@@ -33,61 +38,34 @@ enum retry_transport {
 };
 
 /* Largest error body looked at (DESIGN §3: read whole, cap 64 KiB). */
-#define RETRY_BODY_CAP (64 * 1024)
+#define RETRY_BODY_CAP ERROR_BODY_CAP
 
 /* Classifies one answer. status: the HTTP status (ignored when transport is
  * not NONE). hdrs: rlh_parse of the response headers, for x-should-retry (may
- * be NULL). body/len: the error body (JSON object or array of objects), NULL /
- * 0 when absent; bodies over RETRY_BODY_CAP are not parsed. If reason is not
- * NULL it receives a static string naming the rule that decided, for logs
- * ("insufficient_quota", "rate_limited", "status_503", ...).
+ * be NULL). facts: what the error body says (error_body_parse; NULL: no
+ * body). If reason is not NULL it receives a static string naming the rule
+ * that decided, for logs (the provider's own code for a money or capacity
+ * fact, such as "insufficient_quota"; else "rate_limited", "status_503",
+ * "daily_quota", ...); if quota is not NULL it is set when that rule says the
+ * account cannot be served at all (money, a daily cap, 402): every request of
+ * the key would get the same answer, not only this one.
  *
  * Rules, first match wins: a certificate that fails verification is
  * final_no_retry (every attempt, pacerd's or the SDK's, would fail the same
  * way: it is a configuration matter, not a passing fault); any other
  * transport error is transient; 1xx/2xx/3xx are
  * final (a 200 is never an overload signal, whatever its body); then for
- * errors: x-should-retry: false → final_no_retry; money or size in the body
- * (insufficient_quota in code or type, credit_balance_exhausted,
- * organization_spend_limit_exceeded, project_spend_limit_exceeded,
- * organization_usage_limit_exceeded, a message starting "Request too large",
- * Anthropic error.details.error_code enforced_spend_limit_reached, a Gemini
- * quotaId with PerDay) and 402 → final_no_retry; 429, 503, 529 and bodies
- * saying RESOURCE_EXHAUSTED, slow_down, server_is_overloaded, rate_limit_error,
- * overloaded_error → capacity; 408, 409, 500, 502, 504 and other 5xx except
- * 501, 505, 511 → transient; x-should-retry: true on anything else → transient
- * (the official SDKs trust it too); the rest is final. */
+ * errors: x-should-retry: false → final_no_retry; money (facts->money), a
+ * request too large (facts->too_large), 402, and a daily cap
+ * (facts->daily_cap) → final_no_retry; 429, 503, 529 and bodies saying
+ * capacity (facts->capacity) → capacity; 408, 409, 500, 502, 504 and other
+ * 5xx except 501, 505, 511 → transient; x-should-retry: true on anything else
+ * → transient (the official SDKs trust it too); the rest is final. */
 enum retry_class retry_classify(int status, enum retry_transport transport,
-                                const struct rlh_result *hdrs, const char *body, size_t len,
-                                const char **reason);
-
-/* An error body read once (retry_body_parse): the facts retry_classify looks
- * for and the retry hints rlh_body_hint finds, from one JSON parse. */
-struct retry_body {
-	const char *money;         /* the money code found (a static string), or NULL */
-	const char *capacity;      /* the capacity code found (a static string), or NULL */
-	bool too_large;            /* a message starting "Request too large" */
-	struct rlh_body_hint hint; /* what rlh_body_hint says of the same body */
-};
-
-/* Parses body/len once into *out (always initialised); NULL / 0, or a body over
- * RETRY_BODY_CAP, gives an empty one. */
-void retry_body_parse(const char *body, size_t len, struct retry_body *out);
-
-/* retry_classify on a body parsed by retry_body_parse (NULL: no body). */
-enum retry_class retry_classify_body(int status, enum retry_transport transport,
-                                     const struct rlh_result *hdrs, const struct retry_body *body,
-                                     const char **reason);
-
-/* rlh_server_hint with the hint of a parsed body (NULL: no body). */
-bool retry_server_hint(const struct rlh_result *hdrs, const struct retry_body *body, int64_t *ms);
+                                const struct rlh_result *hdrs, const struct error_facts *facts,
+                                const char **reason, bool *quota);
 
 const char *retry_class_name(enum retry_class c);
-
-/* Whether a reason retry_classify gave says the account cannot be served at
- * all (money: insufficient quota, spend or credit limits, 402; a daily cap):
- * every request of the key would get the same answer, not only this one. */
-bool retry_reason_is_quota(const char *reason);
 
 struct retry_decision {
 	bool retry;        /* false: give up and relay the last answer */
@@ -204,11 +182,11 @@ struct retry_verdict {
  * NULL).
  *
  * Otherwise the body, when held (in->held, transport NONE), is parsed once
- * (retry_body_parse) for the class (retry_classify_body; a transport error
- * has no headers, no body and no hint) and the server's hint
- * (retry_server_hint). Then:
- * - quota: an HTTP answer, held, whose reason is money or a daily cap
- *   (retry_reason_is_quota), or a capacity answer whose hint is at least
+ * (error_body_parse): its facts give the class (retry_classify; a transport
+ * error has no headers, no body and no hint), its hints the server's hint
+ * with the headers (rlh_server_hint). Then:
+ * - quota: an HTTP answer, held, whose class says the account cannot be
+ *   served (retry_classify's quota), or a capacity answer whose hint is at least
  *   retry.deadline_s (no request could wait it out): every request of the key
  *   would get the same answer. outcome is then QUOTA_OUT; quota is set only
  *   when the answer is not retried (it then becomes the lane's answer).

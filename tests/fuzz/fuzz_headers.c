@@ -1,9 +1,12 @@
-/* libFuzzer: rate-limit header dialects and error-body hints. The input is
- * "name: value" lines; every dialect parses the same set. */
+/* libFuzzer: rate-limit header dialects, and the server's hint they make
+ * with an error body's. The input is "name: value" lines; every dialect
+ * parses the same set; the whole input is also read as the error body
+ * (fuzz_error_body fuzzes that parse alone). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "provider/error_body.h"
 #include "provider/ratelimit_headers.h"
 #include "sched/retry.h"
 
@@ -34,6 +37,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			value++;
 		h[n++] = (struct rlh_header){line, value, strlen(value)};
 	}
+	struct error_body eb;
+	error_body_parse((const char *)data, size, &eb);
 	const enum dialect dialects[] = {DIALECT_OPENAI, DIALECT_ANTHROPIC, DIALECT_AZURE,
 	                                 DIALECT_IETF, DIALECT_NONE};
 	for (size_t d = 0; d < sizeof(dialects) / sizeof(dialects[0]); d++) {
@@ -41,12 +46,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		rlh_parse(dialects[d], h, n, 1767225600000LL, &r);
 		int64_t ms;
 		rlh_exhausted_reset(&r, &ms);
-		struct rlh_body_hint b;
-		rlh_body_hint((const char *)data, size, &b);
-		rlh_server_hint(&r, &b, &ms);
+		if (rlh_server_hint(&r, &eb.hints, &ms) && ms < 0)
+			abort(); /* a hint is a wait: never negative */
 		const char *why;
-		retry_classify(429, RETRY_TRANSPORT_NONE, &r, (const char *)data, size, &why);
-		retry_classify(503, RETRY_TRANSPORT_NONE, &r, (const char *)data, size, &why);
+		retry_classify(429, RETRY_TRANSPORT_NONE, &r, &eb.facts, &why, NULL);
+		retry_classify(503, RETRY_TRANSPORT_NONE, &r, &eb.facts, &why, NULL);
 	}
 	free(text);
 	return 0;

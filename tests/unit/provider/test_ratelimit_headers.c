@@ -1,6 +1,7 @@
 /* Unit tests for ratelimit_headers: every header example of PROVIDERS.md. */
 #include <string.h>
 
+#include "provider/error_body.h"
 #include "provider/ratelimit_headers.h"
 #include "unit.h"
 
@@ -579,102 +580,42 @@ START_TEST(ietf_in_response_and_precedence)
 }
 END_TEST
 
-static void body(const char *s, struct rlh_body_hint *h)
+static int text_ms(const char *s)
 {
-	rlh_body_hint(s, strlen(s), h);
+	int64_t ms = -1;
+	return rlh_text_hint(s, strlen(s), &ms) == 0 ? (int)ms : -1;
 }
 
-START_TEST(body_hint_openai)
+/* Delays in prose (error bodies' messages: error_body reads them with this). */
+START_TEST(text_hints)
 {
-	struct rlh_body_hint h;
-	body("{\"error\":{\"message\":\"Rate limit reached for gpt-4o in organization org-x on "
-	     "tokens per min (TPM): Limit 30000, Used 29937, Requested 385. Please try again "
-	     "in 644ms. Visit https://platform.openai.com/account/rate-limits to learn "
-	     "more.\",\"type\":\"tokens\",\"param\":null,\"code\":\"rate_limit_exceeded\"}}",
-	     &h);
-	ck_assert(h.has_delay && !h.daily_cap);
-	ck_assert_int_eq(h.delay_ms, 644);
-	body("{\"error\":{\"message\":\"Please try again in 1.5s.\"}}", &h);
-	ck_assert_int_eq(h.delay_ms, 1500);
-	body("{\"error\":{\"message\":\"Please try again in 6m0s.\"}}", &h);
-	ck_assert_int_eq(h.delay_ms, 360000);
-	body("{\"error\":{\"message\":\"no hint here\",\"code\":\"rate_limit_exceeded\"}}", &h);
-	ck_assert(!h.has_delay);
-}
-END_TEST
-
-START_TEST(body_hint_azure)
-{
-	struct rlh_body_hint h;
-	body("{\"error\":{\"code\":\"429\",\"message\":\"Requests to the ChatCompletions_Create "
-	     "Operation under Azure OpenAI API version 2024-02-01 have exceeded token rate "
-	     "limit of your current OpenAI S0 pricing tier. Please retry after 86400 seconds. "
-	     "Please go here: https://aka.ms/oai/quotaincrease\"}}",
-	     &h);
-	ck_assert(h.has_delay);
-	ck_assert_int_eq(h.delay_ms, 86400000);
-	body("{\"error\":{\"code\":\"429\",\"message\":\"Rate limit is exceeded. Try again in "
-	     "12 seconds.\"}}",
-	     &h);
-	ck_assert_int_eq(h.delay_ms, 12000);
+	ck_assert_int_eq(text_ms("Please try again in 644ms. Visit https://x"), 644);
+	ck_assert_int_eq(text_ms("Please try again in 1.5s."), 1500);
+	ck_assert_int_eq(text_ms("Please try again in 6m0s."), 360000);
+	ck_assert_int_eq(text_ms("Please retry after 86400 seconds. Please go here"), 86400000);
+	ck_assert_int_eq(text_ms("Rate limit is exceeded. Try again in 12 seconds."), 12000);
+	ck_assert_int_eq(text_ms("You exceeded your current quota. Please retry in 25.4s."), 25400);
+	ck_assert_int_eq(text_ms("retry after 2 minutes"), 120000);
+	ck_assert_int_eq(text_ms("RETRY AFTER 1 hour"), 3600000);
+	ck_assert_int_eq(text_ms("try again in 250 milliseconds"), 250);
+	ck_assert_int_eq(text_ms("no hint here"), -1);
+	ck_assert_int_eq(text_ms("try again in a moment"), -1);
+	ck_assert_int_eq(text_ms("try again in"), -1);
+	ck_assert_int_eq(text_ms(""), -1);
 }
 END_TEST
 
-static const char gemini_429[] =
-    "{\"error\":{\"code\":429,\"message\":\"You exceeded your current quota. Please retry "
-    "in 25.4s.\",\"status\":\"RESOURCE_EXHAUSTED\",\"details\":[{\"@type\":\"type."
-    "googleapis.com/google.rpc.QuotaFailure\",\"violations\":[{\"quotaMetric\":\""
-    "generativelanguage.googleapis.com/generate_content_free_tier_requests\",\"quotaId\":"
-    "\"GenerateRequestsPerMinutePerProjectPerModel-FreeTier\"}]},{\"@type\":\"type."
-    "googleapis.com/google.rpc.Help\",\"links\":[]},{\"@type\":\"type.googleapis.com/"
-    "google.rpc.RetryInfo\",\"retryDelay\":\"47s\"}]}}";
-
-START_TEST(body_hint_gemini)
+/* The server's hint: header hint, else the smaller of an exhausted reset and
+ * the body's delay. */
+START_TEST(server_hint_order)
 {
-	struct rlh_body_hint h;
-	body(gemini_429, &h);
-	ck_assert(h.has_delay && !h.daily_cap);
-	ck_assert_int_eq(h.delay_ms, 47000); /* RetryInfo beats the message */
-
-	body("[{\"error\":{\"code\":429,\"status\":\"RESOURCE_EXHAUSTED\",\"details\":[{"
-	     "\"@type\":\"type.googleapis.com/google.rpc.RetryInfo\",\"retryDelay\":"
-	     "\"57.238747106s\"}]}}]",
-	     &h);
-	ck_assert(h.has_delay);
-	ck_assert_int_eq(h.delay_ms, 57239);
-
-	body("[{\"error\":{\"code\":429,\"message\":\"Please retry in 25.4s.\"}}]", &h);
-	ck_assert_int_eq(h.delay_ms, 25400);
-
-	body("{\"error\":{\"code\":429,\"status\":\"RESOURCE_EXHAUSTED\",\"details\":[{\"@type\""
-	     ":\"type.googleapis.com/google.rpc.QuotaFailure\",\"violations\":[{\"quotaId\":"
-	     "\"GenerateRequestsPerDayPerProjectPerModel-FreeTier\"}]}]}}",
-	     &h);
-	ck_assert(h.daily_cap && !h.has_delay);
-}
-END_TEST
-
-START_TEST(body_hint_odd_bodies)
-{
-	struct rlh_body_hint h;
-	body("Too many requests, retry after 3 seconds", &h); /* plain text */
-	ck_assert(h.has_delay && h.delay_ms == 3000);
-	body("{\"error\":\"Please try again in 2s\"}", &h);
-	ck_assert(h.has_delay && h.delay_ms == 2000);
-	body("[1, \"x\", null]", &h);
-	ck_assert(!h.has_delay && !h.daily_cap);
-	body("{\"error\":{\"details\":\"x\",\"message\":5}}", &h);
-	ck_assert(!h.has_delay);
-	body("{\"error\":{\"details\":[{\"retryDelay\":\"soon\"},{\"violations\":7}]}}", &h);
-	ck_assert(!h.has_delay);
-	rlh_body_hint(NULL, 0, &h);
-	ck_assert(!h.has_delay);
-	/* server hint order: header hint, exhausted reset, body */
-	struct rlh_body_hint bh = {true, 1234, false};
+	struct error_hints bh = {.has_delay = true, .delay_ms = 1234};
 	int64_t ms = 0;
 	ck_assert(rlh_server_hint(NULL, &bh, &ms));
 	ck_assert_int_eq(ms, 1234);
 	ck_assert(!rlh_server_hint(NULL, NULL, &ms));
+	struct error_hints none = {.has_delay = false, .delay_ms = 99};
+	ck_assert(!rlh_server_hint(NULL, &none, &ms));
 	/* OpenAI 429: tokens at 0, full refill in 6m0s, but the body says 644ms */
 	static const struct rlh_header oai[] = {
 	    H("x-ratelimit-remaining-tokens", "0"),
@@ -690,6 +631,15 @@ START_TEST(body_hint_odd_bodies)
 	bh.delay_ms = 500000; /* a body asking for longer than the reset */
 	ck_assert(rlh_server_hint(&r, &bh, &ms));
 	ck_assert_int_eq(ms, 360000);
+	/* a header hint beats both */
+	static const struct rlh_header with_ra[] = {
+	    H("x-ratelimit-remaining-tokens", "0"),
+	    H("x-ratelimit-reset-tokens", "6m0s"),
+	    H("retry-after", "7"),
+	};
+	rlh_parse(DIALECT_OPENAI, with_ra, 3, NOW, &r);
+	ck_assert(rlh_server_hint(&r, &bh, &ms));
+	ck_assert_int_eq(ms, 7000);
 }
 END_TEST
 
@@ -851,11 +801,9 @@ static Suite *ratelimit_headers_suite(void)
 	tcase_add_test(i, ietf_draft07_and_older);
 	tcase_add_test(i, ietf_in_response_and_precedence);
 	suite_add_tcase(s, i);
-	TCase *b = tcase_create("body");
-	tcase_add_test(b, body_hint_openai);
-	tcase_add_test(b, body_hint_azure);
-	tcase_add_test(b, body_hint_gemini);
-	tcase_add_test(b, body_hint_odd_bodies);
+	TCase *b = tcase_create("hints");
+	tcase_add_test(b, text_hints);
+	tcase_add_test(b, server_hint_order);
 	suite_add_tcase(s, b);
 	return s;
 }

@@ -7,35 +7,22 @@
 #include "sched/retry.h"
 #include "unit.h"
 
-/* The body parsed once (retry_body_parse) must say what the two parses of
- * retry_classify and rlh_body_hint say. */
-static void same_as_parsed(int status, const struct rlh_result *hdrs, const char *body, size_t len,
-                           enum retry_class c, const char *why)
+/* An answer classified from its body, as retry_verdict does: one
+ * error_body_parse, then retry_classify on its facts. */
+static enum retry_class classify_raw(int status, const struct rlh_result *hdrs, const char *body,
+                                     size_t len, const char **why)
 {
-	struct retry_body rb;
-	const char *why2 = NULL;
-	retry_body_parse(body, len, &rb);
-	ck_assert_int_eq(retry_classify_body(status, RETRY_TRANSPORT_NONE, hdrs, &rb, &why2), c);
-	ck_assert_str_eq(why2, why);
-	struct rlh_body_hint h;
-	if (len <= RETRY_BODY_CAP) {
-		rlh_body_hint(body, len, &h);
-		ck_assert(h.has_delay == rb.hint.has_delay && h.daily_cap == rb.hint.daily_cap);
-		ck_assert_int_eq(h.delay_ms, rb.hint.delay_ms);
-	}
-	int64_t a = -1, b = -1;
-	ck_assert(rlh_server_hint(hdrs, len <= RETRY_BODY_CAP ? &h : NULL, &a) ==
-	          retry_server_hint(hdrs, &rb, &b));
-	ck_assert_int_eq(a, b);
+	struct error_body eb;
+	error_body_parse(body, len, &eb);
+	return retry_classify(status, RETRY_TRANSPORT_NONE, hdrs, &eb.facts, why, NULL);
 }
 
 static enum retry_class cls(int status, const char *body)
 {
 	const char *why = NULL;
 	size_t len = body ? strlen(body) : 0;
-	enum retry_class c = retry_classify(status, RETRY_TRANSPORT_NONE, NULL, body, len, &why);
+	enum retry_class c = classify_raw(status, NULL, body, len, &why);
 	ck_assert_ptr_nonnull(why);
-	same_as_parsed(status, NULL, body, len, c, why);
 	return c;
 }
 
@@ -44,7 +31,7 @@ static enum retry_class cls_hdr(int status, const char *should_retry)
 	struct rlh_header h = {"x-should-retry", should_retry, strlen(should_retry)};
 	struct rlh_result r;
 	rlh_parse(DIALECT_OPENAI, &h, 1, 0, &r);
-	return retry_classify(status, RETRY_TRANSPORT_NONE, &r, NULL, 0, NULL);
+	return retry_classify(status, RETRY_TRANSPORT_NONE, &r, NULL, NULL, NULL);
 }
 
 START_TEST(final_statuses)
@@ -83,17 +70,17 @@ START_TEST(transient_statuses_and_transport)
 	for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
 		ck_assert_int_eq(cls(t[i], NULL), RETRY_TRANSIENT);
 	const char *why = NULL;
-	ck_assert_int_eq(retry_classify(0, RETRY_TRANSPORT_CONNECT, NULL, NULL, 0, &why),
+	ck_assert_int_eq(retry_classify(0, RETRY_TRANSPORT_CONNECT, NULL, NULL, &why, NULL),
 	                 RETRY_TRANSIENT);
 	ck_assert_str_eq(why, "connect_error");
-	ck_assert_int_eq(retry_classify(0, RETRY_TRANSPORT_RESET, NULL, NULL, 0, &why),
+	ck_assert_int_eq(retry_classify(0, RETRY_TRANSPORT_RESET, NULL, NULL, &why, NULL),
 	                 RETRY_TRANSIENT);
 	ck_assert_str_eq(why, "reset_before_headers");
-	ck_assert_int_eq(retry_classify(200, RETRY_TRANSPORT_TIMEOUT, NULL, NULL, 0, &why),
+	ck_assert_int_eq(retry_classify(200, RETRY_TRANSPORT_TIMEOUT, NULL, NULL, &why, NULL),
 	                 RETRY_TRANSIENT);
 	ck_assert_str_eq(why, "timeout");
 	/* An untrusted certificate: final, and the SDK is told not to retry either. */
-	ck_assert_int_eq(retry_classify(0, RETRY_TRANSPORT_CERT, NULL, NULL, 0, &why),
+	ck_assert_int_eq(retry_classify(0, RETRY_TRANSPORT_CERT, NULL, NULL, &why, NULL),
 	                 RETRY_FINAL_NO_RETRY);
 	ck_assert_str_eq(why, "tls_verify");
 	const struct plan_conf *pc =
@@ -115,17 +102,14 @@ START_TEST(openai_bodies)
 	const char *big = "{\"error\":{\"message\":\"Request too large for gpt-4 in organization "
 	                  "org-x on tokens per min (TPM): Limit 10000, Requested 24691.\","
 	                  "\"type\":\"tokens\",\"param\":null,\"code\":\"rate_limit_exceeded\"}}";
-	ck_assert_int_eq(retry_classify(429, RETRY_TRANSPORT_NONE, NULL, big, strlen(big), &why),
-	                 RETRY_FINAL_NO_RETRY);
+	ck_assert_int_eq(classify_raw(429, NULL, big, strlen(big), &why), RETRY_FINAL_NO_RETRY);
 	ck_assert_str_eq(why, "request_too_large");
 
 	const char *quota =
 	    "{\"error\":{\"message\":\"You exceeded your current quota, please "
 	    "check your plan and billing details.\",\"type\":\"insufficient_quota\","
 	    "\"param\":null,\"code\":\"insufficient_quota\"}}";
-	ck_assert_int_eq(
-	    retry_classify(429, RETRY_TRANSPORT_NONE, NULL, quota, strlen(quota), &why),
-	    RETRY_FINAL_NO_RETRY);
+	ck_assert_int_eq(classify_raw(429, NULL, quota, strlen(quota), &why), RETRY_FINAL_NO_RETRY);
 	ck_assert_str_eq(why, "insufficient_quota");
 	/* older bodies: code null, the type says it */
 	ck_assert_int_eq(cls(429, "{\"error\":{\"message\":\"quota\",\"type\":"
@@ -155,9 +139,8 @@ START_TEST(money_codes)
 		int n = snprintf(body, sizeof body,
 		                 "{\"error\":{\"message\":\"m\",\"type\":\"x\",\"code\":\"%s\"}}",
 		                 codes[i]);
-		ck_assert_int_eq(
-		    retry_classify(429, RETRY_TRANSPORT_NONE, NULL, body, (size_t)n, &why),
-		    RETRY_FINAL_NO_RETRY);
+		ck_assert_int_eq(classify_raw(429, NULL, body, (size_t)n, &why),
+		                 RETRY_FINAL_NO_RETRY);
 		ck_assert_str_eq(why, codes[i]);
 	}
 }
@@ -177,9 +160,7 @@ START_TEST(anthropic_bodies)
 	                    "\"message\":\"You have reached your specified API usage limits.\","
 	                    "\"details\":{\"error_code\":\"enforced_spend_limit_reached\"}},"
 	                    "\"request_id\":\"req_013\"}";
-	ck_assert_int_eq(
-	    retry_classify(429, RETRY_TRANSPORT_NONE, NULL, spend, strlen(spend), &why),
-	    RETRY_FINAL_NO_RETRY);
+	ck_assert_int_eq(classify_raw(429, NULL, spend, strlen(spend), &why), RETRY_FINAL_NO_RETRY);
 	ck_assert_str_eq(why, "enforced_spend_limit_reached");
 }
 END_TEST
@@ -213,8 +194,7 @@ START_TEST(gemini_bodies)
 	                  "[{\"@type\":\"type.googleapis.com/google.rpc.QuotaFailure\","
 	                  "\"violations\":[{\"quotaId\":\"GenerateRequestsPerDayPerProjectPerModel"
 	                  "-FreeTier\"}]}]}}";
-	ck_assert_int_eq(retry_classify(429, RETRY_TRANSPORT_NONE, NULL, day, strlen(day), &why),
-	                 RETRY_FINAL_NO_RETRY);
+	ck_assert_int_eq(classify_raw(429, NULL, day, strlen(day), &why), RETRY_FINAL_NO_RETRY);
 	ck_assert_str_eq(why, "daily_quota");
 	/* the OpenAI-compatible endpoint answers with an array */
 	ck_assert_int_eq(cls(429, "[{\"error\":{\"code\":429,\"message\":\"Resource has been "
@@ -248,9 +228,8 @@ START_TEST(oversized_body_not_parsed)
 	memcpy(b, head, strlen(head));
 	memcpy(b + n - 3, "\"}}", 3);
 	b[n] = '\0';
-	ck_assert_int_eq(retry_classify(429, RETRY_TRANSPORT_NONE, NULL, b, n, NULL),
-	                 RETRY_CAPACITY);
-	ck_assert_int_eq(retry_classify(429, RETRY_TRANSPORT_NONE, NULL, b, RETRY_BODY_CAP, NULL),
+	ck_assert_int_eq(classify_raw(429, NULL, b, n, NULL), RETRY_CAPACITY);
+	ck_assert_int_eq(classify_raw(429, NULL, b, RETRY_BODY_CAP, NULL),
 	                 RETRY_CAPACITY); /* truncated: not JSON */
 	free(b);
 }
@@ -448,48 +427,96 @@ START_TEST(class_vector)
 	                       v->should_retry ? strlen(v->should_retry) : 0};
 	rlh_parse(DIALECT_OPENAI, &h, v->should_retry ? 1 : 0, 0, &r);
 	const char *why = NULL;
-	enum retry_class c = retry_classify(v->status, RETRY_TRANSPORT_NONE, &r, v->body,
-	                                    v->body ? strlen(v->body) : 0, &why);
+	enum retry_class c =
+	    classify_raw(v->status, &r, v->body, v->body ? strlen(v->body) : 0, &why);
 	ck_assert_msg(c == v->want, "row %d: %d -> %s (%s), want %s", _i, v->status,
 	              retry_class_name(c), why, retry_class_name(v->want));
-	same_as_parsed(v->status, &r, v->body, v->body ? strlen(v->body) : 0, c, why);
+}
+END_TEST
+
+/* The decision from facts alone, whoever's codes they are: retry.c names
+ * none (the reason is the code the facts carry). */
+static const struct facts_vector {
+	int status;
+	struct error_facts facts;
+	enum retry_class want;
+	const char *why;
+	bool quota;
+} facts_vectors[] = {
+    {429, {0}, RETRY_CAPACITY, "rate_limited", false},
+    {429, {.money = "some_money_code"}, RETRY_FINAL_NO_RETRY, "some_money_code", true},
+    {503, {.money = "m", .capacity = "c"}, RETRY_FINAL_NO_RETRY, "m", true},
+    {429, {.too_large = true}, RETRY_FINAL_NO_RETRY, "request_too_large", false},
+    {429, {.too_large = true, .daily_cap = true}, RETRY_FINAL_NO_RETRY, "request_too_large", false},
+    {429, {.daily_cap = true}, RETRY_FINAL_NO_RETRY, "daily_quota", true},
+    {402, {0}, RETRY_FINAL_NO_RETRY, "payment_required", true},
+    {402, {.capacity = "c"}, RETRY_FINAL_NO_RETRY, "payment_required", true},
+    {400, {.capacity = "busy_code"}, RETRY_CAPACITY, "busy_code", false},
+    {500, {.capacity = "busy_code"}, RETRY_CAPACITY, "busy_code", false},
+    {429, {.capacity = "busy_code"}, RETRY_CAPACITY, "rate_limited", false},
+    {529, {.capacity = "busy_code"}, RETRY_CAPACITY, "status_529", false},
+    {500, {0}, RETRY_TRANSIENT, "server_error", false},
+    {400, {0}, RETRY_FINAL, "final", false},
+    {200, {.money = "m", .daily_cap = true}, RETRY_FINAL, "final", false},
+};
+
+START_TEST(facts_vector)
+{
+	const struct facts_vector *v = &facts_vectors[_i];
+	const char *why = NULL;
+	bool quota = !v->quota;
+	enum retry_class c =
+	    retry_classify(v->status, RETRY_TRANSPORT_NONE, NULL, &v->facts, &why, &quota);
+	ck_assert_msg(c == v->want, "row %d: %s", _i, retry_class_name(c));
+	ck_assert_str_eq(why, v->why);
+	ck_assert_msg(quota == v->quota, "row %d: quota %d", _i, quota);
+	/* x-should-retry: false beats every fact, and is no quota */
+	struct rlh_header h = {"x-should-retry", "false", 5};
+	struct rlh_result r;
+	rlh_parse(DIALECT_NONE, &h, 1, 0, &r);
+	c = retry_classify(v->status, RETRY_TRANSPORT_NONE, &r, &v->facts, &why, &quota);
+	if (v->status >= 400) {
+		ck_assert_int_eq(c, RETRY_FINAL_NO_RETRY);
+		ck_assert_str_eq(why, "x_should_retry_false");
+		ck_assert(!quota);
+	}
 }
 END_TEST
 
 START_TEST(parsed_body)
 {
-	struct retry_body rb;
-	/* one parse: facts and hints together */
+	struct error_body eb;
+	const char *why = NULL;
+	bool quota = false;
+	/* one parse: the facts decide, the hints say when */
 	static const char gemini_daily[] =
 	    "[{\"error\":{\"code\":429,\"status\":\"RESOURCE_EXHAUSTED\",\"message\":"
 	    "\"Please retry in 25.4s.\",\"details\":[{\"violations\":[{\"quotaId\":"
 	    "\"GenerateRequestsPerDayPerProjectPerModel\"}]}]}}]";
-	retry_body_parse(gemini_daily, strlen(gemini_daily), &rb);
-	ck_assert_str_eq(rb.capacity, "RESOURCE_EXHAUSTED");
-	ck_assert_ptr_null(rb.money);
-	ck_assert(!rb.too_large && rb.hint.daily_cap && rb.hint.has_delay);
-	ck_assert_int_eq(rb.hint.delay_ms, 25400);
-	const char *why = NULL;
-	ck_assert_int_eq(retry_classify_body(429, RETRY_TRANSPORT_NONE, NULL, &rb, &why),
+	error_body_parse(gemini_daily, strlen(gemini_daily), &eb);
+	ck_assert_int_eq(retry_classify(429, RETRY_TRANSPORT_NONE, NULL, &eb.facts, &why, &quota),
 	                 RETRY_FINAL_NO_RETRY);
 	ck_assert_str_eq(why, "daily_quota");
-	/* prose: no JSON facts, but the hint */
-	retry_body_parse("slow down, retry after 3 seconds", 32, &rb);
-	ck_assert(rb.money == NULL && rb.capacity == NULL && !rb.too_large);
-	ck_assert(rb.hint.has_delay && rb.hint.delay_ms == 3000);
+	ck_assert(quota);
 	int64_t ms = 0;
-	ck_assert(retry_server_hint(NULL, &rb, &ms));
+	ck_assert(rlh_server_hint(NULL, &eb.hints, &ms));
+	ck_assert_int_eq(ms, 25400);
+	/* prose: no facts, but the hint */
+	error_body_parse("slow down, retry after 3 seconds", 32, &eb);
+	ck_assert_int_eq(retry_classify(429, RETRY_TRANSPORT_NONE, NULL, &eb.facts, &why, &quota),
+	                 RETRY_CAPACITY);
+	ck_assert_str_eq(why, "rate_limited");
+	ck_assert(!quota);
+	ck_assert(rlh_server_hint(NULL, &eb.hints, &ms));
 	ck_assert_int_eq(ms, 3000);
-	/* no body, and a transport error with no body at all */
-	retry_body_parse(NULL, 0, &rb);
-	ck_assert(rb.money == NULL && !rb.hint.has_delay && !rb.hint.daily_cap);
-	ck_assert(!retry_server_hint(NULL, NULL, &ms));
-	ck_assert_int_eq(retry_classify_body(0, RETRY_TRANSPORT_RESET, NULL, NULL, &why),
+	/* no body at all */
+	ck_assert(!rlh_server_hint(NULL, NULL, &ms));
+	ck_assert_int_eq(retry_classify(0, RETRY_TRANSPORT_RESET, NULL, NULL, &why, &quota),
 	                 RETRY_TRANSIENT);
 	ck_assert_str_eq(why, "reset_before_headers");
-	ck_assert_int_eq(retry_classify_body(503, RETRY_TRANSPORT_NONE, NULL, NULL, &why),
+	ck_assert_int_eq(retry_classify(503, RETRY_TRANSPORT_NONE, NULL, NULL, &why, NULL),
 	                 RETRY_CAPACITY);
-	ck_assert_int_eq(retry_classify_body(200, RETRY_TRANSPORT_NONE, NULL, NULL, &why),
+	ck_assert_int_eq(retry_classify(200, RETRY_TRANSPORT_NONE, NULL, NULL, &why, NULL),
 	                 RETRY_FINAL);
 	/* over the cap: not looked at */
 	size_t n = RETRY_BODY_CAP + 1;
@@ -499,11 +526,9 @@ START_TEST(parsed_body)
 	static const char head[] =
 	    "{\"error\":{\"code\":\"insufficient_quota\",\"message\":\"try again in 5s\"}}";
 	memcpy(b, head, sizeof head - 1);
-	retry_body_parse(b, n, &rb);
-	ck_assert(rb.money == NULL && !rb.hint.has_delay);
-	retry_body_parse(b, RETRY_BODY_CAP, &rb);
-	ck_assert_str_eq(rb.money, "insufficient_quota");
-	ck_assert(rb.hint.has_delay && rb.hint.delay_ms == 5000);
+	ck_assert_int_eq(classify_raw(429, NULL, b, n, &why), RETRY_CAPACITY);
+	ck_assert_int_eq(classify_raw(429, NULL, b, RETRY_BODY_CAP, &why), RETRY_FINAL_NO_RETRY);
+	ck_assert_str_eq(why, "insufficient_quota");
 	free(b);
 }
 END_TEST
@@ -1084,9 +1109,10 @@ START_TEST(verdict_vector)
 		const char *why = NULL;
 		bool http = v->transport == RETRY_TRANSPORT_NONE;
 		bool body = http && v->held;
+		struct error_body eb;
+		error_body_parse(body ? v->body : NULL, body ? in.body_len : 0, &eb);
 		ck_assert_int_eq(retry_classify(v->status, v->transport, http ? &r : NULL,
-		                                body ? v->body : NULL, body ? in.body_len : 0,
-		                                &why),
+		                                &eb.facts, &why, NULL),
 		                 d.cls);
 		ck_assert_str_eq(why, d.reason);
 	}
@@ -1144,6 +1170,8 @@ static Suite *retry_suite(void)
 	TCase *v = tcase_create("vectors");
 	tcase_add_loop_test(v, class_vector, 0,
 	                    (int)(sizeof class_vectors / sizeof class_vectors[0]));
+	tcase_add_loop_test(v, facts_vector, 0,
+	                    (int)(sizeof facts_vectors / sizeof facts_vectors[0]));
 	tcase_add_loop_test(v, decide_vector, 0,
 	                    (int)(sizeof decide_vectors / sizeof decide_vectors[0]));
 	tcase_add_loop_test(v, verdict_head_vector, 0,
