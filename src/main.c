@@ -27,6 +27,7 @@
 #include "core/config.h"
 #include "core/log.h"
 #include "core/notify.h"
+#include "provider/profile.h"
 #include "proxy/server.h"
 #include "proxy/upstream.h"
 
@@ -390,6 +391,9 @@ int main(int argc, char **argv)
 	bool check_only = false;
 	char pathbuf[PATH_MAX + 32];
 
+	/* The built-in providers, before any configuration is read (core cannot
+	 * include provider: the rows are handed over). */
+	profile_install();
 	if (argc > 1 && strcmp(argv[1], "plan") == 0)
 		return plan_main(argc - 1, argv + 1);
 	if (argc > 1 && strcmp(argv[1], "top") == 0)

@@ -431,7 +431,7 @@ static int report_model(const struct cli *cli, const struct config *cfg,
 	const char *how = "model_groups";
 	if (g == NULL) {
 		size_t n;
-		const struct model_rule *rows = model_builtin_groups(prov->name, &n);
+		const struct model_rule *rows = model_builtin_groups(prov, &n);
 		g = config_model_rule(rows, n, cli->model);
 		how = "built in";
 	}

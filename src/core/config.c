@@ -968,30 +968,16 @@ static const struct opt root_opts[] = {
     END,
 };
 
-/* Built-in providers, in the order they are activated without a providers: section. */
-static const struct builtin {
-	const char *name, *upstream, *prefix, *host;
-	enum key_source key;
-	enum dialect dialect;
-	bool cache_free; /* cached_input: free (PROVIDERS.md §10) */
-} builtins[] = {
-    {"openai", "https://api.openai.com", "/", "api.openai.com", KEY_AUTHORIZATION, DIALECT_OPENAI,
-     false},
-    {"anthropic", "https://api.anthropic.com", "/anthropic", "api.anthropic.com", KEY_X_API_KEY,
-     DIALECT_ANTHROPIC, true},
-    {"azure", NULL, "/azure", NULL, KEY_API_KEY, DIALECT_AZURE, false},
-    {"gemini", "https://generativelanguage.googleapis.com", "/gemini",
-     "generativelanguage.googleapis.com", KEY_X_GOOG_API_KEY, DIALECT_NONE, false},
-    {"openrouter", "https://openrouter.ai/api", "/openrouter", "openrouter.ai", KEY_AUTHORIZATION,
-     DIALECT_OPENAI, false},
-    {"groq", "https://api.groq.com/openai", "/groq", "api.groq.com", KEY_AUTHORIZATION,
-     DIALECT_OPENAI, true},
-    {"mistral", "https://api.mistral.ai", "/mistral", "api.mistral.ai", KEY_AUTHORIZATION,
-     DIALECT_OPENAI, false},
-    {"together", "https://api.together.xyz", "/together", "api.together.xyz", KEY_AUTHORIZATION,
-     DIALECT_OPENAI, false},
-};
-#define N_BUILTINS (sizeof(builtins) / sizeof(builtins[0]))
+/* The built-in providers (config_set_builtins: provider/profile.c's rows), in
+ * the order they are activated without a providers: section. */
+static const struct config_builtin *const *builtins;
+static size_t n_builtins;
+
+void config_set_builtins(const struct config_builtin *const *rows, size_t n)
+{
+	builtins = rows;
+	n_builtins = n;
+}
 
 /* Environment overrides: each names the table entry whose checks it reuses. */
 enum env_target { ENV_ROOT, ENV_PROVIDER, ENV_PLAN };
@@ -1222,11 +1208,11 @@ static struct provider_conf *find_provider(struct config *cfg, const char *name)
 	return (struct provider_conf *)config_provider(cfg, name);
 }
 
-static const struct builtin *find_builtin(const char *name)
+static const struct config_builtin *find_builtin(const char *name)
 {
-	for (size_t i = 0; i < N_BUILTINS; i++)
-		if (strcmp(builtins[i].name, name) == 0)
-			return &builtins[i];
+	for (size_t i = 0; i < n_builtins; i++)
+		if (strcmp(builtins[i]->name, name) == 0)
+			return builtins[i];
 	return NULL;
 }
 
@@ -1234,7 +1220,7 @@ static const struct builtin *find_builtin(const char *name)
  * name pacerd does not know: prefix "/<name>", no hosts, no upstream. */
 static int provider_init(struct provider_conf *p, const char *name)
 {
-	const struct builtin *b = find_builtin(name);
+	const struct config_builtin *b = find_builtin(name);
 	if (opts_defaults(provider_opts, p) != 0 || !(p->name = strdup(name)))
 		return -1;
 	if (!b) {
@@ -1244,10 +1230,10 @@ static int provider_init(struct provider_conf *p, const char *name)
 		snprintf(p->prefix, n, "/%s", name);
 		return 0;
 	}
-	p->key_source = b->key;
+	p->builtin = b;
+	p->key_source = b->key_source;
 	p->dialect = b->dialect;
-	if (b->cache_free)
-		p->cached_input = CACHED_INPUT_FREE;
+	p->cached_input = b->cached_input;
 	if (!(p->prefix = strdup(b->prefix)) ||
 	    (b->upstream && !(p->upstream = strdup(b->upstream))))
 		return -1;
@@ -1992,12 +1978,12 @@ static void list_provider_names(const struct config *cfg, char *out, size_t len)
 static int activate_builtins(struct ctx *c)
 {
 	struct config *cfg = c->cfg;
-	if (!(cfg->providers = calloc(N_BUILTINS, sizeof(*cfg->providers))))
+	if (!(cfg->providers = calloc(n_builtins ? n_builtins : 1, sizeof(*cfg->providers))))
 		return -1;
-	for (size_t i = 0; i < N_BUILTINS; i++) {
-		if (!builtins[i].upstream)
+	for (size_t i = 0; i < n_builtins; i++) {
+		if (!builtins[i]->upstream)
 			continue;
-		if (provider_init(&cfg->providers[cfg->n_providers++], builtins[i].name) != 0)
+		if (provider_init(&cfg->providers[cfg->n_providers++], builtins[i]->name) != 0)
 			return -1;
 	}
 	return 0;

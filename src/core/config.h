@@ -114,6 +114,21 @@ struct model_rule {
  * limits (PROVIDERS.md §10): free at Anthropic and Groq. */
 enum cached_input { CACHED_INPUT_FREE, CACHED_INPUT_CHARGED };
 
+/* What a built-in provider starts from before the file's values: a
+ * providers: entry with its name gets these, and without a providers: section
+ * every row with an upstream is active, in the rows' order. The rows are
+ * provider/profile.c's (what a provider IS lives there); core cannot include
+ * provider (DESIGN §8), so they are handed over with config_set_builtins. */
+struct config_builtin {
+	const char *name;
+	const char *upstream; /* NULL: none (the user's own resource: azure) */
+	const char *prefix;
+	const char *host; /* the forward-proxy host; NULL: none */
+	enum key_source key_source;
+	enum dialect dialect;
+	enum cached_input cached_input;
+};
+
 struct provider_conf {
 	char *name;
 	char *upstream; /* http(s)://host[:port][/base/path], no trailing '/' */
@@ -137,7 +152,9 @@ struct provider_conf {
 	size_t n_model_groups;
 	struct model_rule *model_plans; /* plans by model pattern */
 	size_t n_model_plans;
-	enum cached_input cached_input; /* free for anthropic and groq, else charged */
+	enum cached_input cached_input;       /* free for anthropic and groq, else charged */
+	const struct config_builtin *builtin; /* the row it started from; NULL: a name
+	                                       * with no built-in row */
 	/* What the rules above (and model.h's built-in rows) answered per model
 	 * name: made empty at load, filled by requests (model_memo.h). NULL in a
 	 * provider_conf made by hand: every answer is then a scan. */
@@ -238,6 +255,12 @@ struct config {
  * line to err: "FILE:LINE:COLUMN: message" for errors in the file (1-based),
  * "PACERD_X: message" for a bad variable, "FILE: message" for I/O errors. */
 struct config *config_load(const char *path, char *const *env, char *err, size_t errlen);
+
+/* The built-in providers config_load knows from now on: rows[0..n), which
+ * must outlive every configuration loaded (static tables). Set once, before
+ * the first load (main, and every test's main, call profile_install()).
+ * Without it config_load knows no built-in provider. */
+void config_set_builtins(const struct config_builtin *const *rows, size_t n);
 void config_free(struct config *cfg);
 
 /* Every key of the file, one line each: "path<TAB>type<TAB>bounds<TAB>default"

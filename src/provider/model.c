@@ -2,72 +2,15 @@
 #include "provider/model.h"
 
 #include "core/model_memo.h"
+#include "provider/profile.h"
 
 #include <string.h>
 
-/* ---------- built-in groups ----------
- *
- * Only where the provider documents that models share one budget.
- *
- * Anthropic (docs.anthropic.com/en/api/rate-limits, read 2025-11: "rate
- * limits are applied per model class"; the Opus 4.x limit "is a total limit
- * that applies to combined traffic across" Opus 4, 4.1 and 4.5, and the
- * Sonnet 4.x one likewise across Sonnet 4 and 4.5): one group per class.
- * The classes of older models (Haiku 4.5, Sonnet 3.7, Haiku 3.5, Haiku 3,
- * Opus 3) are rows of the same table; that a dated snapshot and its alias
- * (claude-3-7-sonnet-20250219, claude-3-7-sonnet-latest) are one class is our
- * reading of the table, an assumption.
- *
- * No built-in rows elsewhere: OpenAI says "some model families share rate
- * limits" without a list (each answer's x-ratelimit-* headers describe the
- * budget of the model that answered); Gemini keeps quotas per model
- * (…PerProjectPerModel… quota ids); Groq limits per model; an Azure
- * deployment is its own model. A user who knows better writes model_groups. */
-struct builtin_rows {
-	const char *provider;
-	struct model_rule *rows;
-	size_t n;
-};
-
-static struct model_rule anthropic_rows[] = {
-    {.pattern = (char *)"claude-opus-4*", .value = (char *)"claude-opus-4"},
-    {.pattern = (char *)"claude-sonnet-4*", .value = (char *)"claude-sonnet-4"},
-    {.pattern = (char *)"claude-haiku-4-5*", .value = (char *)"claude-haiku-4-5"},
-    {.pattern = (char *)"claude-3-7-sonnet*", .value = (char *)"claude-3-7-sonnet"},
-    {.pattern = (char *)"claude-3-5-haiku*", .value = (char *)"claude-3-5-haiku"},
-    {.pattern = (char *)"claude-3-haiku*", .value = (char *)"claude-3-haiku"},
-    {.pattern = (char *)"claude-3-opus*", .value = (char *)"claude-3-opus"},
-};
-
-static struct builtin_rows builtin[] = {
-    {"anthropic", anthropic_rows, sizeof(anthropic_rows) / sizeof(anthropic_rows[0])},
-};
-
-/* The rows' specificity, worked out once (the patterns are valid: the unit
- * test checks them through config_model_pattern as well). */
-static void builtin_init(void)
+const struct model_rule *model_builtin_groups(const struct provider_conf *prov, size_t *n)
 {
-	static bool done;
-	char msg[64];
-	if (done)
-		return;
-	for (size_t i = 0; i < sizeof(builtin) / sizeof(builtin[0]); i++)
-		for (size_t j = 0; j < builtin[i].n; j++)
-			config_model_pattern(builtin[i].rows[j].pattern, &builtin[i].rows[j], msg,
-			                     sizeof(msg));
-	done = true;
-}
-
-const struct model_rule *model_builtin_groups(const char *provider, size_t *n)
-{
-	builtin_init();
-	for (size_t i = 0; provider != NULL && i < sizeof(builtin) / sizeof(builtin[0]); i++)
-		if (strcmp(builtin[i].provider, provider) == 0) {
-			*n = builtin[i].n;
-			return builtin[i].rows;
-		}
-	*n = 0;
-	return NULL;
+	const struct provider_profile *pp = profile_of(prov);
+	*n = pp->n_model_groups;
+	return pp->n_model_groups > 0 ? pp->model_groups : NULL;
 }
 
 static const char *group_by_scan(const struct provider_conf *prov, const char *model)
@@ -76,7 +19,7 @@ static const char *group_by_scan(const struct provider_conf *prov, const char *m
 	    config_model_rule(prov->model_groups, prov->n_model_groups, model);
 	size_t n;
 	if (r == NULL) {
-		const struct model_rule *rows = model_builtin_groups(prov->name, &n);
+		const struct model_rule *rows = model_builtin_groups(prov, &n);
 		r = config_model_rule(rows, n, model);
 	}
 	return r != NULL ? r->value : NULL;

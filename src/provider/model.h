@@ -4,9 +4,9 @@
  * The model comes from the path for Gemini (models/NAME:method) and Azure
  * (openai/deployments/NAME/...), else from the JSON body's top-level "model"
  * (tokens_estimate() reads it in its one scan). Models that share a budget
- * form a group: the provider's model_groups rows first, then the built-in
- * rows below (only where the provider documents the sharing), else the model
- * is its own group. Pure: no I/O. */
+ * form a group: the provider's model_groups rows first, then its profile's
+ * rows (profile.c: only where the provider documents the sharing), else the
+ * model is its own group. Pure: no I/O. */
 #ifndef PACERD_MODEL_H
 #define PACERD_MODEL_H
 
@@ -39,7 +39,7 @@ enum model_source model_of_request(const char *path, size_t path_len,
                                    size_t *len);
 
 /* The group of `model` (NUL-terminated) at prov: the best row of
- * prov->model_groups, else of the built-in rows for prov->name (same rules:
+ * prov->model_groups, else of its profile's rows (same rules:
  * an exact name first, then the most literal characters, then the first).
  * NULL when none matches: the model is its own group. The rows are scanned
  * once per name: the answer is kept in prov->memo (model_memo.h). */
@@ -51,8 +51,8 @@ const char *model_group(const struct provider_conf *prov, const char *model);
 const char *model_group_intern(struct intern *t, const struct provider_conf *prov,
                                const char *model, size_t len);
 
-/* The built-in rows of a provider (by its name), for `pacerd plan` and the
+/* The built-in rows of a provider (its profile's), for `pacerd plan` and the
  * docs: n set to their count; NULL when it has none. */
-const struct model_rule *model_builtin_groups(const char *provider, size_t *n);
+const struct model_rule *model_builtin_groups(const struct provider_conf *prov, size_t *n);
 
 #endif

@@ -46,6 +46,7 @@
 #include "core/pool.h"
 #include "http/headers.h"
 #include "provider/model.h"
+#include "provider/profile.h"
 #include "provider/tokens.h"
 #include "provider/usage_strip.h"
 #include "proxy/lanes.h"
@@ -627,10 +628,12 @@ static void on_lane_dispatch(struct lane_ticket *t)
  * gets stream_options.include_usage), and give the client the stream it asked
  * for (usage_strip). Keyed on the API the request speaks, not on the
  * provider's rate-limit header dialect (an OpenAI-compatible provider may
- * send none). A body that is not JSON goes as it is. */
+ * send none), where the provider's profile accepts the rewrite. A body that
+ * is not JSON goes as it is. */
 static void meter_stream(struct exchange *x, const struct plan_conf *plan)
 {
 	if (plan->stream_usage != STREAM_USAGE_INJECT ||
+	    !profile_of(x->route.provider)->add_stream_usage ||
 	    !usage_api_is_chat_completions(x->route.path, x->route.path_len))
 		return;
 	char *body;
@@ -719,17 +722,17 @@ static bool build_upstream_request(struct exchange *x, struct hreq *client)
 	return true;
 }
 
-/* The identity a request names for itself: a key may bill several OpenAI
- * projects (OpenAI-Project) or organizations (OpenAI-Organization), each with
- * its own budget. The narrowest wins, as on answers (learn_identity). */
+/* The identity a request names for itself (its profile's request_identity:
+ * a key may bill several projects or organizations, each with its own
+ * budget). The narrowest wins, as on answers (learn_identity). */
 static uint64_t request_identity(const struct provider_conf *prov, struct hreq *client)
 {
-	const char *v = hreq_header(client, "openai-project");
-	if (v != NULL && v[0])
-		return lanes_identity(prov, "project", v, strlen(v));
-	v = hreq_header(client, "openai-organization");
-	if (v != NULL && v[0])
-		return lanes_identity(prov, "org", v, strlen(v));
+	const struct provider_profile *pp = profile_of(prov);
+	for (size_t i = 0; i < pp->n_request_identity; i++) {
+		const char *v = hreq_header(client, pp->request_identity[i].header);
+		if (v != NULL && v[0])
+			return lanes_identity(prov, pp->request_identity[i].kind, v, strlen(v));
+	}
 	return 0;
 }
 
@@ -917,28 +920,23 @@ static void start_held(struct exchange *x, const char **body, size_t *body_len)
 	*body_len = total - x->held_head_len;
 }
 
-/* The answer names whose budget it billed (PROVIDERS.md §10): OpenAI's
- * openai-project (else openai-organization), Anthropic's
- * anthropic-workspace-id (else anthropic-organization-id). The key's next
- * requests share that identity's lanes with every key whose answers name it. */
+/* The answer names whose budget it billed (PROVIDERS.md §10; its profile's
+ * answer_identity, narrowest first). The key's next requests share that
+ * identity's lanes with every key whose answers name it. */
 static void learn_identity(struct exchange *x, const struct up_header *h, size_t n)
 {
-	static const struct {
-		const char *header, *kind;
-	} names[] = {{"openai-project", "project"},
-	             {"anthropic-workspace-id", "workspace"},
-	             {"openai-organization", "org"},
-	             {"anthropic-organization-id", "org"}};
+	const struct provider_profile *pp = profile_of(x->route.provider);
 	if (x->key_hash[0] == '\0')
 		return;
-	for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
-		const char *v = find_up_header(h, n, names[k].header);
+	for (size_t k = 0; k < pp->n_answer_identity; k++) {
+		const char *v = find_up_header(h, n, pp->answer_identity[k].header);
 		if (v == NULL || v[0] == '\0')
 			continue;
 		struct lane_request lr = {.key_hash = x->key_hash, .identity = x->identity};
-		lanes_learn_identity(x->xs->lanes, &x->ticket, x->route.provider, &lr,
-		                     lanes_identity(x->route.provider, names[k].kind, v, strlen(v)),
-		                     x->t_headers);
+		lanes_learn_identity(
+		    x->xs->lanes, &x->ticket, x->route.provider, &lr,
+		    lanes_identity(x->route.provider, pp->answer_identity[k].kind, v, strlen(v)),
+		    x->t_headers);
 		return;
 	}
 }

@@ -56,16 +56,4 @@ enum connect_verdict route_connect(const struct config *cfg, const char *host, u
  * length, or -1 when it does not fit. */
 int route_upstream_url(const struct route *r, char *buf, size_t len);
 
-/* Finds the API key in a header value (key_source other than KEY_QUERY_KEY):
- * "Bearer <key>" for authorization, the bare value otherwise. Sets *key and
- * *len; false when there is no usable key. */
-bool route_key_from_header(enum key_source src, const char *value, const char **key, size_t *len);
-
-/* Finds the raw value of the `key` parameter in a query string ("a=1&key=xyz").
- * The value is hashed as it appears (percent-encoding included). */
-bool route_key_from_query(const char *query, size_t qlen, const char **key, size_t *len);
-
-/* Name of the request header that carries the key, or NULL for query:key. */
-const char *route_key_header_name(enum key_source src);
-
 #endif

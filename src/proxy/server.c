@@ -22,6 +22,7 @@
 #include "http/headers.h"
 #include "http/httpd.h"
 #include "http/tls.h"
+#include "provider/profile.h"
 #include "proxy/blind.h"
 #include "proxy/exchange.h"
 #include "proxy/route.h"
@@ -89,31 +90,28 @@ static void reply_early(struct hreq *r, int status, const char *code, const char
 	hreq_error(r, status, code, message, h, n);
 }
 
-/* The key comes from the provider's key header first; failing that from any
- * other place a key can travel (an Anthropic SDK given an auth token sends
- * Authorization: Bearer, a Gemini client may use ?key=), so that a request
- * with a key never lands in the anonymous lane. */
+/* The key comes from the provider's key header first; failing that from the
+ * other places its profile says a key may travel (profile.h). */
 static bool key_from(const struct route *route, struct hreq *r, enum key_source src,
                      const char **key, size_t *key_len)
 {
 	if (src == KEY_QUERY_KEY) {
 		const char *q = memchr(route->path, '?', route->path_len);
 		return q != NULL &&
-		       route_key_from_query(q + 1, route->path_len - (size_t)(q + 1 - route->path),
-		                            key, key_len);
+		       profile_key_from_query(
+		           q + 1, route->path_len - (size_t)(q + 1 - route->path), key, key_len);
 	}
-	return route_key_from_header(src, hreq_header(r, route_key_header_name(src)), key, key_len);
+	return profile_key_from_header(src, hreq_header(r, profile_key_header(src)), key, key_len);
 }
 
 static bool find_key(const struct route *route, struct hreq *r, char hash[KEYID_HEX + 1])
 {
-	static const enum key_source fallbacks[] = {KEY_AUTHORIZATION, KEY_X_API_KEY, KEY_API_KEY,
-	                                            KEY_X_GOOG_API_KEY, KEY_QUERY_KEY};
+	const struct provider_profile *pp = profile_of(route->provider);
 	const char *key = NULL;
 	size_t key_len = 0;
 	bool found = key_from(route, r, route->provider->key_source, &key, &key_len);
-	for (size_t i = 0; !found && i < sizeof(fallbacks) / sizeof(fallbacks[0]); i++)
-		found = key_from(route, r, fallbacks[i], &key, &key_len);
+	for (size_t i = 0; !found && i < pp->n_key_fallbacks; i++)
+		found = key_from(route, r, pp->key_fallbacks[i], &key, &key_len);
 	if (found)
 		keyid_hash(key, key_len, hash);
 	return found;

@@ -36,6 +36,7 @@
 #include <time.h>
 
 #include "core/config.h"
+#include "provider/profile.h"
 #include "sched/registry.h"
 #include "sched/sched.h"
 
@@ -287,6 +288,7 @@ static double bench_agents(struct config *cfg, unsigned depth)
 int main(void)
 {
 	char err[512];
+	profile_install(); /* the built-in providers, as main() does */
 	struct config *cfg = config_load(NULL, NULL, err, sizeof(err));
 	if (cfg == NULL)
 		bench_fail(err);

@@ -7,14 +7,17 @@
 #include <unistd.h>
 
 #include "core/config.h"
+#include "provider/profile.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static char path[64];
-	if (path[0] == '\0')
+	if (path[0] == '\0') {
+		profile_install(); /* the built-in providers, as main() does */
 		snprintf(path, sizeof(path), "/tmp/pacerd-fuzz-config-%d.yaml", (int)getpid());
+	}
 	FILE *f = fopen(path, "wb");
 	if (f == NULL)
 		return 0;

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "provider/profile.h"
 #include "proxy/route.h"
 #include "route_fixture.h"
 
@@ -27,11 +28,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	const char *key;
 	size_t len;
 	char hex[KEYID_HEX + 1], id[KEYID_NAME_SIZE];
-	if (route_key_from_header(KEY_AUTHORIZATION, s, &key, &len)) {
+	if (profile_key_from_header(KEY_AUTHORIZATION, s, &key, &len)) {
 		keyid_hash(key, len, hex);
 		keyid_name(hex, id);
 	}
-	route_key_from_query(s, size, &key, &len);
+	profile_key_from_query(s, size, &key, &len);
 	free(s);
 	return 0;
 }

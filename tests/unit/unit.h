@@ -5,9 +5,12 @@
 #include <check.h>
 #include <stdio.h>
 
+#include "provider/profile.h"
+
 #define UNIT_MAIN(name, suite_fn)                                                                  \
 	int main(void)                                                                             \
 	{                                                                                          \
+		profile_install(); /* the built-in providers, as main() does */                    \
 		SRunner *sr = srunner_create(suite_fn());                                          \
 		srunner_set_fork_status(sr, CK_NOFORK);                                            \
 		srunner_run_all(sr, CK_NORMAL);                                                    \

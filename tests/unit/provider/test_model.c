@@ -7,6 +7,7 @@
 
 #include "core/model_memo.h"
 #include "provider/model.h"
+#include "provider/profile.h"
 #include "unit.h"
 
 /* The model a path names, or "" when none. */
@@ -145,7 +146,9 @@ END_TEST
 
 START_TEST(groups_builtin_anthropic)
 {
-	struct provider_conf a = {.name = (char *)"anthropic"};
+	/* a provider config_load started from the anthropic row */
+	struct provider_conf a = {.name = (char *)"anthropic",
+	                          .builtin = &profile_find("anthropic")->conf};
 	ck_assert_str_eq(model_group(&a, "claude-sonnet-4-5-20250929"), "claude-sonnet-4");
 	ck_assert_str_eq(model_group(&a, "claude-sonnet-4-20250514"), "claude-sonnet-4");
 	ck_assert_str_eq(model_group(&a, "claude-sonnet-4-5"), "claude-sonnet-4");
@@ -161,12 +164,16 @@ START_TEST(groups_builtin_anthropic)
 	ck_assert_str_eq(model_group(&a, "claude-sonnet-4-5-20250929"), "sonnet-4-5-alone");
 	ck_assert_str_eq(model_group(&a, "claude-sonnet-4-20250514"), "claude-sonnet-4");
 	/* other providers have none built in */
-	struct provider_conf o = {.name = (char *)"openai"};
+	struct provider_conf o = {.name = (char *)"openai",
+	                          .builtin = &profile_find("openai")->conf};
 	ck_assert_ptr_null(model_group(&o, "claude-sonnet-4-5"));
 	size_t n;
-	ck_assert_ptr_null(model_builtin_groups("openai", &n));
+	ck_assert_ptr_null(model_builtin_groups(&o, &n));
 	ck_assert_uint_eq(n, 0);
-	const struct model_rule *rows = model_builtin_groups("anthropic", &n);
+	/* the rows come with the profile, not with the name */
+	struct provider_conf named = {.name = (char *)"anthropic"};
+	ck_assert_ptr_null(model_group(&named, "claude-sonnet-4-5"));
+	const struct model_rule *rows = model_builtin_groups(&a, &n);
 	ck_assert_uint_gt(n, 0);
 	for (size_t i = 0; i < n; i++) {
 		struct model_rule r;
@@ -180,7 +187,8 @@ END_TEST
 START_TEST(groups_interned)
 {
 	struct intern *t = intern_new(3);
-	struct provider_conf a = {.name = (char *)"anthropic"};
+	struct provider_conf a = {.name = (char *)"anthropic",
+	                          .builtin = &profile_find("anthropic")->conf};
 	const char *g1 = model_group_intern(t, &a, "claude-sonnet-4-5xyz", 17);
 	const char *g2 = model_group_intern(t, &a, "claude-sonnet-4-20250514", 24);
 	const char *g3 = model_group_intern(t, &a, "claude-3-5-sonnet", 17);

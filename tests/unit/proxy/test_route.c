@@ -142,41 +142,6 @@ START_TEST(url_buffer_too_small)
 }
 END_TEST
 
-START_TEST(bearer_key)
-{
-	const char *k;
-	size_t n;
-	ck_assert(route_key_from_header(KEY_AUTHORIZATION, "Bearer sk-abc", &k, &n));
-	ck_assert_int_eq(n, 6);
-	ck_assert(memcmp(k, "sk-abc", 6) == 0);
-	ck_assert(route_key_from_header(KEY_AUTHORIZATION, "bearer   sk-abc  ", &k, &n));
-	ck_assert_int_eq(n, 6);
-	ck_assert(!route_key_from_header(KEY_AUTHORIZATION, "Basic dXNlcg==", &k, &n));
-	ck_assert(!route_key_from_header(KEY_AUTHORIZATION, "Bearer ", &k, &n));
-	ck_assert(!route_key_from_header(KEY_AUTHORIZATION, NULL, &k, &n));
-	ck_assert(route_key_from_header(KEY_X_API_KEY, "sk-ant-1", &k, &n));
-	ck_assert_int_eq(n, 8);
-	ck_assert(!route_key_from_header(KEY_X_API_KEY, "  ", &k, &n));
-}
-END_TEST
-
-START_TEST(query_key)
-{
-	const char *k;
-	size_t n;
-	const char *q = "alt=sse&key=AIza123&x=1";
-	ck_assert(route_key_from_query(q, strlen(q), &k, &n));
-	ck_assert_int_eq(n, 7);
-	ck_assert(memcmp(k, "AIza123", 7) == 0);
-	q = "monkey=1&key=z";
-	ck_assert(route_key_from_query(q, strlen(q), &k, &n));
-	ck_assert(memcmp(k, "z", 1) == 0 && n == 1);
-	q = "monkey=1&keys=2";
-	ck_assert(!route_key_from_query(q, strlen(q), &k, &n));
-	ck_assert(!route_key_from_query("key=", 4, &k, &n));
-}
-END_TEST
-
 START_TEST(key_hash_is_sha256_hex)
 {
 	char hex[KEYID_HEX + 1], id[KEYID_NAME_SIZE];
@@ -187,15 +152,6 @@ START_TEST(key_hash_is_sha256_hex)
 	ck_assert_str_eq(id, "ba7816bf8f01");
 	keyid_name(NULL, id);
 	ck_assert_str_eq(id, "anonymous");
-}
-END_TEST
-
-START_TEST(key_header_names)
-{
-	ck_assert_str_eq(route_key_header_name(KEY_AUTHORIZATION), "authorization");
-	ck_assert_str_eq(route_key_header_name(KEY_API_KEY), "api-key");
-	ck_assert_str_eq(route_key_header_name(KEY_X_GOOG_API_KEY), "x-goog-api-key");
-	ck_assert_ptr_null(route_key_header_name(KEY_QUERY_KEY));
 }
 END_TEST
 
@@ -211,10 +167,7 @@ static Suite *route_suite(void)
 	tcase_add_test(tc, other_targets_are_bad);
 	tcase_add_test(tc, unsafe_paths_are_refused);
 	tcase_add_test(tc, url_buffer_too_small);
-	tcase_add_test(tc, bearer_key);
-	tcase_add_test(tc, query_key);
 	tcase_add_test(tc, key_hash_is_sha256_hex);
-	tcase_add_test(tc, key_header_names);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,0 +1,213 @@
+/* profile — see profile.h. */
+#include "provider/profile.h"
+
+#include <stddef.h>
+#include <string.h>
+#include <strings.h>
+
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Every place a key travels, in the order intake tries them after the
+ * provider's own key_header. Every provider takes them all: a key found in
+ * the "wrong" header is still the client's key (issue 27 keeps it so). */
+static const enum key_source key_anywhere[] = {
+    KEY_AUTHORIZATION, KEY_X_API_KEY, KEY_API_KEY, KEY_X_GOOG_API_KEY, KEY_QUERY_KEY,
+};
+
+/* OpenAI's request headers naming a project or an organization: the SDKs send
+ * them when told to (OPENAI_PROJECT_ID, OPENAI_ORG_ID). Every profile reads
+ * them, as pacerd always has: an OpenAI SDK pointed at another provider's
+ * compatible endpoint still sends them. */
+static const struct profile_identity request_openai[] = {
+    {"openai-project", "project"},
+    {"openai-organization", "org"},
+};
+
+/* What answers name (PROVIDERS.md §10): OpenAI's openai-project (else
+ * openai-organization), Anthropic's anthropic-workspace-id (else
+ * anthropic-organization-id). Every profile reads every one of them, as
+ * pacerd always has: a compatible gateway in front of either relays them.
+ * Narrowing a row to its own provider's names is the provider-fidelity
+ * issue's to decide. */
+static const struct profile_identity answer_known[] = {
+    {"openai-project", "project"},
+    {"anthropic-workspace-id", "workspace"},
+    {"openai-organization", "org"},
+    {"anthropic-organization-id", "org"},
+};
+
+/* Anthropic (docs.anthropic.com/en/api/rate-limits, read 2025-11: "rate
+ * limits are applied per model class"; the Opus 4.x limit "is a total limit
+ * that applies to combined traffic across" Opus 4, 4.1 and 4.5, and the
+ * Sonnet 4.x one likewise across Sonnet 4 and 4.5): one group per class.
+ * The classes of older models (Haiku 4.5, Sonnet 3.7, Haiku 3.5, Haiku 3,
+ * Opus 3) are rows of the same table; that a dated snapshot and its alias
+ * (claude-3-7-sonnet-20250219, claude-3-7-sonnet-latest) are one class is our
+ * reading of the table, an assumption.
+ *
+ * No built-in rows elsewhere: OpenAI says "some model families share rate
+ * limits" without a list (each answer's x-ratelimit-* headers describe the
+ * budget of the model that answered); Gemini keeps quotas per model
+ * (…PerProjectPerModel… quota ids); Groq limits per model; an Azure
+ * deployment is its own model. A user who knows better writes model_groups. */
+static struct model_rule anthropic_groups[] = {
+    {.pattern = (char *)"claude-opus-4*", .value = (char *)"claude-opus-4"},
+    {.pattern = (char *)"claude-sonnet-4*", .value = (char *)"claude-sonnet-4"},
+    {.pattern = (char *)"claude-haiku-4-5*", .value = (char *)"claude-haiku-4-5"},
+    {.pattern = (char *)"claude-3-7-sonnet*", .value = (char *)"claude-3-7-sonnet"},
+    {.pattern = (char *)"claude-3-5-haiku*", .value = (char *)"claude-3-5-haiku"},
+    {.pattern = (char *)"claude-3-haiku*", .value = (char *)"claude-3-haiku"},
+    {.pattern = (char *)"claude-3-opus*", .value = (char *)"claude-3-opus"},
+};
+
+/* What every row shares today: keys anywhere, the known identity headers,
+ * stream usage may be asked for. */
+#define COMMON                                                                                     \
+	.key_fallbacks = key_anywhere, .n_key_fallbacks = COUNT(key_anywhere),                     \
+	.request_identity = request_openai, .n_request_identity = COUNT(request_openai),           \
+	.answer_identity = answer_known, .n_answer_identity = COUNT(answer_known),                 \
+	.add_stream_usage = true
+
+/* The built-in providers, in the order they are activated without a
+ * providers: section. cached_input: cache reads do not count toward the
+ * input-token limits at Anthropic and Groq (PROVIDERS.md §10).
+ *
+ * add_stream_usage: Mistral refused stream_options with 422 extra_forbidden in
+ * 2024-2025 (PROVIDERS.md §11; current behaviour unverified) and sends usage
+ * in its last chunk anyway; it stays true here as pacerd always had it, for
+ * the provider-fidelity issue to settle against the live API. */
+static struct provider_profile builtins[] = {
+    {.conf = {"openai", "https://api.openai.com", "/", "api.openai.com", KEY_AUTHORIZATION,
+              DIALECT_OPENAI, CACHED_INPUT_CHARGED},
+     COMMON},
+    {.conf = {"anthropic", "https://api.anthropic.com", "/anthropic", "api.anthropic.com",
+              KEY_X_API_KEY, DIALECT_ANTHROPIC, CACHED_INPUT_FREE},
+     COMMON,
+     .model_groups = anthropic_groups,
+     .n_model_groups = COUNT(anthropic_groups)},
+    /* No upstream: every Azure resource has its own host. */
+    {.conf = {"azure", NULL, "/azure", NULL, KEY_API_KEY, DIALECT_AZURE, CACHED_INPUT_CHARGED},
+     COMMON},
+    /* No rate-limit headers (PROVIDERS.md §5): error bodies say it all. */
+    {.conf = {"gemini", "https://generativelanguage.googleapis.com", "/gemini",
+              "generativelanguage.googleapis.com", KEY_X_GOOG_API_KEY, DIALECT_NONE,
+              CACHED_INPUT_CHARGED},
+     COMMON},
+    {.conf = {"openrouter", "https://openrouter.ai/api", "/openrouter", "openrouter.ai",
+              KEY_AUTHORIZATION, DIALECT_OPENAI, CACHED_INPUT_CHARGED},
+     COMMON},
+    {.conf = {"groq", "https://api.groq.com/openai", "/groq", "api.groq.com", KEY_AUTHORIZATION,
+              DIALECT_OPENAI, CACHED_INPUT_FREE},
+     COMMON},
+    {.conf = {"mistral", "https://api.mistral.ai", "/mistral", "api.mistral.ai", KEY_AUTHORIZATION,
+              DIALECT_OPENAI, CACHED_INPUT_CHARGED},
+     COMMON},
+    {.conf = {"together", "https://api.together.xyz", "/together", "api.together.xyz",
+              KEY_AUTHORIZATION, DIALECT_OPENAI, CACHED_INPUT_CHARGED},
+     COMMON},
+};
+
+/* The rows as core/config reads them (config_set_builtins). */
+static const struct config_builtin *const builtin_confs[] = {
+    &builtins[0].conf, &builtins[1].conf, &builtins[2].conf, &builtins[3].conf,
+    &builtins[4].conf, &builtins[5].conf, &builtins[6].conf, &builtins[7].conf,
+};
+_Static_assert(COUNT(builtin_confs) == COUNT(builtins), "one config row per profile");
+_Static_assert(offsetof(struct provider_profile, conf) == 0, "profile_of reads conf as the row");
+
+/* A provider of the user's own: what pacerd does for any provider. */
+static const struct provider_profile generic = {COMMON};
+
+void profile_install(void)
+{
+	char msg[64];
+	/* The rows' specificity (the patterns are valid: the unit test checks
+	 * them through config_model_pattern as well). */
+	for (size_t i = 0; i < COUNT(builtins); i++)
+		for (size_t j = 0; j < builtins[i].n_model_groups; j++)
+			config_model_pattern(builtins[i].model_groups[j].pattern,
+			                     &builtins[i].model_groups[j], msg, sizeof(msg));
+	config_set_builtins(builtin_confs, COUNT(builtin_confs));
+}
+
+const struct provider_profile *profile_of(const struct provider_conf *p)
+{
+	if (p == NULL || p->builtin == NULL)
+		return &generic;
+	/* Only profile_install feeds config_load its rows: p->builtin is the
+	 * first member (conf) of one of builtins[]. */
+	return (const struct provider_profile *)(const void *)p->builtin;
+}
+
+const struct provider_profile *profile_find(const char *name)
+{
+	for (size_t i = 0; name != NULL && i < COUNT(builtins); i++)
+		if (strcmp(builtins[i].conf.name, name) == 0)
+			return &builtins[i];
+	return NULL;
+}
+
+const struct provider_profile *profile_builtins(size_t *n)
+{
+	*n = COUNT(builtins);
+	return builtins;
+}
+
+/* ---------- the key ---------- */
+
+const char *profile_key_header(enum key_source src)
+{
+	switch (src) {
+	case KEY_AUTHORIZATION:
+		return "authorization";
+	case KEY_X_API_KEY:
+		return "x-api-key";
+	case KEY_API_KEY:
+		return "api-key";
+	case KEY_X_GOOG_API_KEY:
+		return "x-goog-api-key";
+	case KEY_QUERY_KEY:
+		break;
+	}
+	return NULL;
+}
+
+bool profile_key_from_header(enum key_source src, const char *value, const char **key, size_t *len)
+{
+	if (value == NULL)
+		return false;
+	while (*value == ' ' || *value == '\t')
+		value++;
+	if (src == KEY_AUTHORIZATION) {
+		/* Auth scheme names are case-insensitive (RFC 9110 §11.1). */
+		if (strncasecmp(value, "Bearer ", 7) != 0)
+			return false;
+		value += 7;
+		while (*value == ' ')
+			value++;
+	}
+	size_t n = strlen(value);
+	while (n > 0 && (value[n - 1] == ' ' || value[n - 1] == '\t'))
+		n--;
+	if (n == 0)
+		return false;
+	*key = value;
+	*len = n;
+	return true;
+}
+
+bool profile_key_from_query(const char *query, size_t qlen, const char **key, size_t *len)
+{
+	const char *p = query, *end = query + qlen;
+	while (p < end) {
+		const char *amp = memchr(p, '&', (size_t)(end - p));
+		const char *param_end = amp ? amp : end;
+		if (param_end - p > 4 && memcmp(p, "key=", 4) == 0) {
+			*key = p + 4;
+			*len = (size_t)(param_end - p - 4);
+			return true;
+		}
+		p = param_end + 1;
+	}
+	return false;
+}
