@@ -4,7 +4,8 @@
 # count per check), and the exit status is 0 only when every check passed.
 #
 #   scripts/lint.sh                 every check
-#   scripts/lint.sh banned imports  only those (format, banned, cppcheck, imports)
+#   scripts/lint.sh banned imports  only those (format, banned, cppcheck, imports,
+#                                   provider-strings)
 #
 # format    clang-format --dry-run -Werror with the root .clang-format over every
 #           .c/.h of src/ and tests/{unit,mock,bench,fuzz}; `make format` fixes it.
@@ -18,6 +19,13 @@
 # imports   the layers of DESIGN §8: a folder of src/ includes only itself and
 #           the folders below (table IMPORTS); src/main.c includes anything.
 #           Every include of a pacerd header names its folder ("core/log.h").
+# provider-strings
+#           what one provider says stays in src/provider/ (DESIGN §8; issue 27):
+#           a string literal elsewhere in src/ naming a provider's header or
+#           error code (table PROVIDER_STRINGS, case-insensitive substrings)
+#           fails with file:line. A literal that must stay (the YAML words of
+#           key_header) has /* lint: provider-strings ok: <why> */ on the line
+#           before its declaration. Comments are not read.
 #
 # The layers (who may include whom; the folder itself always):
 #
@@ -45,6 +53,29 @@ declare -A IMPORTS=(
 )
 
 BANNED="sprintf vsprintf strcpy strcat atoi atol gets strncpy strtok"
+
+# What only src/provider/ may name in a string literal. Headers a provider
+# sends or reads (its rate-limit families, its key headers, its identity
+# headers) and the codes of its error bodies. Left out on purpose, because
+# they are HTTP's or pacerd's own and every layer may speak them:
+# retry-after (RFC 9110, sent by pacerd's own refusals), retry-after-ms and
+# x-should-retry (what pacerd's answers tell every SDK, PROVIDERS.md §8; the
+# parse of them on upstream answers is ratelimit_headers.c's), authorization,
+# x-request-id, the IETF ratelimit fields, provider names ("openai": the
+# configuration's words and paths), and usage words such as input_tokens
+# (pacerd's own budget names in /status and /metrics).
+PROVIDER_STRINGS=(
+	# rate-limit header families
+	x-ratelimit- x-rate-limit- x-tokenlimit- anthropic- x-ms-retry-after-ms
+	# key and identity headers
+	api-key x-goog- openai-organization openai-project
+	# error codes and error-body fields
+	insufficient_quota credit_balance_exhausted spend_limit usage_limit_exceeded
+	rate_limit_exceeded rate_limit_error overloaded_error server_is_overloaded slow_down
+	resource_exhausted retryinfo retrydelay quotafailure quotaid
+	# request rewrites a provider may refuse
+	stream_options include_usage
+)
 
 JOBS=${LINT_JOBS:-2}
 
@@ -158,14 +189,68 @@ check_imports() {
 	return $rc
 }
 
+# Prints "file:line:text" for every string literal of the files given (the
+# literal's contents, several on one line joined by spaces), skipping
+# comments, and the declaration (up to its ";") after a comment that says
+# "lint: provider-strings ok".
+literals() {
+	awk '
+	FNR == 1 { st = 0; ok = 0 }
+	{
+		line = $0; out = ""; n = length(line); lit = ""
+		for (i = 1; i <= n; i++) {
+			c = substr(line, i, 1); c2 = substr(line, i, 2)
+			if (st == 1) {                     # /* comment */
+				if (c2 == "*/") { st = 0; i++ }
+			} else if (st == 2) {              # "string"
+				if (c == "\\") { lit = lit substr(line, i, 2); i++ }
+				else if (c == "\"") { st = 0; out = out " " lit; lit = "" }
+				else lit = lit c
+			} else if (st == 3) {              # '\''c'\''
+				if (c == "\\") i++
+				else if (c == "'\''") st = 0
+			} else if (c2 == "/*") { st = 1; i++
+			} else if (c2 == "//") { break
+			} else if (c == "\"") { st = 2
+			} else if (c == "'\''") { st = 3
+			}
+		}
+		if (st == 2) out = out " " lit
+		if ((st == 2 || st == 3) && substr(line, n, 1) != "\\") st = 0
+		if (out != "" && !ok)
+			print FILENAME ":" FNR ":" out
+		if (ok && index(line, ";") > 0)
+			ok = 0
+		if (line ~ /lint: provider-strings ok/)
+			ok = 1
+	}' "$@"
+}
+
+check_provider-strings() {
+	local out re
+	re=$(printf '%s|' "${PROVIDER_STRINGS[@]}")
+	re=${re%|}
+	# shellcheck disable=SC2046
+	out=$(literals $(find src -path src/provider -prune -o -type f \( -name '*.c' -o -name '*.h' \) \
+		-print | LC_ALL=C sort) | awk -F: -v re="$re" '{
+			orig = $0; sub(/^[^:]*:[^:]*:/, "", orig)
+			if (match(tolower(orig), re))
+				printf "%s:%s: \"%s\" is provider knowledge: keep it in src/provider/ (scripts/lint.sh PROVIDER_STRINGS)\n",
+				       $1, $2, substr(orig, RSTART, RLENGTH)
+		}')
+	[ -z "$out" ] && return 0
+	echo "$out"
+	return 1
+}
+
 checks=("$@")
-[ ${#checks[@]} -eq 0 ] && checks=(format banned cppcheck imports)
+[ ${#checks[@]} -eq 0 ] && checks=(format banned cppcheck imports provider-strings)
 passed=0
 failed=0
 for c in "${checks[@]}"; do
 	case $c in
-	format | banned | cppcheck | imports) ;;
-	*) echo "lint: unknown check $c (format, banned, cppcheck, imports)" >&2; exit 2 ;;
+	format | banned | cppcheck | imports | provider-strings) ;;
+	*) echo "lint: unknown check $c (format, banned, cppcheck, imports, provider-strings)" >&2; exit 2 ;;
 	esac
 	if "check_$c"; then
 		echo "lint $c: ok"

@@ -203,6 +203,9 @@ static void join_path(char *out, size_t len, const char *path, const char *key)
 /* ------------------------------------------------------ names and helpers */
 
 static const char *const log_level_names[] = {"debug", "info", "warn", "error", NULL};
+/* The words of key_header are the headers' own names (provider/profile.c
+ * knows them as headers; its unit test checks that the two agree). */
+/* lint: provider-strings ok: the YAML words of key_header */
 static const char *const key_source_names[] = {"authorization",  "x-api-key", "api-key",
                                                "x-goog-api-key", "query:key", NULL};
 static const char *const dialect_names[] = {"openai", "anthropic", "azure", "ietf", "none", NULL};
