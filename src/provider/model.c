@@ -69,45 +69,75 @@ static bool seg_is(const char *s, size_t n, const char *lit)
 	return n == strlen(lit) && memcmp(s, lit, n) == 0;
 }
 
+/* The paths that name a model (PROVIDERS.md §10), one row each: the segment
+ * before the name, the one right before that (NULL: any), and whether the
+ * segment is NAME:METHOD (the name ends at its first ':', and a method
+ * follows). Read for every provider: a gateway in front of Gemini or an Azure
+ * resource speaks their paths. */
+static const struct model_path {
+	const char *parent, *grandparent;
+	bool method;
+} model_paths[] = {
+    {"models", NULL, true},           /* Gemini: …/models/gemini-2.5-flash:generateContent */
+    {"tunedModels", NULL, true},      /* Gemini: …/tunedModels/NAME:generateContent */
+    {"deployments", "openai", false}, /* Azure: …/openai/deployments/NAME/chat/completions */
+};
+
+/* Whether `seg` (n bytes), after the segments prev and prev2 (NULL: none),
+ * names a model as row r says; *name_len then. */
+static bool path_names(const struct model_path *r, const char *path, const char *prev2,
+                       size_t prev2_n, const char *prev, size_t prev_n, const char *seg, size_t n,
+                       size_t *name_len)
+{
+	if (prev == NULL || !seg_is(prev, prev_n, r->parent))
+		return false;
+	/* the grandparent right before the parent, one '/' between, and a '/'
+	 * before it ("/openai/deployments/") */
+	if (r->grandparent != NULL &&
+	    (prev2 == NULL || prev2 == path || prev2[-1] != '/' ||
+	     !seg_is(prev2, prev2_n, r->grandparent) || prev2 + prev2_n + 1 != prev))
+		return false;
+	size_t k = n;
+	if (r->method) {
+		const char *colon = memchr(seg, ':', n);
+		if (colon == NULL || colon + 1 >= seg + n)
+			return false;
+		k = (size_t)(colon - seg);
+	}
+	if (!name_valid(seg, k))
+		return false;
+	*name_len = k;
+	return true;
+}
+
 bool model_from_path(const char *path, size_t len, const char **name, size_t *name_len)
 {
 	const char *end = path, *stop = path + len;
-	const char *prev = NULL, *seg;
-	size_t prev_n = 0;
+	const char *prev = NULL, *prev2 = NULL;
+	size_t prev_n = 0, prev2_n = 0;
 	*name = NULL;
 	*name_len = 0;
 	while (end < stop && *end != '?' && *end != '#')
 		end++;
-	/* Segment by segment, remembering the one before. */
-	for (const char *p = path; p < end; prev = seg) {
+	/* Segment by segment, remembering the two before. */
+	for (const char *p = path; p < end;) {
 		while (p < end && *p == '/')
 			p++;
-		seg = p;
+		const char *seg = p;
 		while (p < end && *p != '/')
 			p++;
 		size_t n = (size_t)(p - seg);
 		if (n == 0)
 			break;
-		if (prev != NULL &&
-		    (seg_is(prev, prev_n, "models") || seg_is(prev, prev_n, "tunedModels"))) {
-			const char *colon = memchr(seg, ':', n);
-			if (colon != NULL && colon > seg && colon + 1 < seg + n &&
-			    name_valid(seg, (size_t)(colon - seg))) {
+		for (size_t i = 0; i < sizeof(model_paths) / sizeof(model_paths[0]); i++)
+			if (path_names(&model_paths[i], path, prev2, prev2_n, prev, prev_n, seg, n,
+			               name_len)) {
 				*name = seg;
-				*name_len = (size_t)(colon - seg);
 				return true;
 			}
-		}
-		if (prev != NULL && seg_is(prev, prev_n, "deployments") && seg > path + 8 &&
-		    name_valid(seg, n)) {
-			/* .../openai/deployments/NAME */
-			const char *q = prev - 1;
-			if (q - path >= 7 && memcmp(q - 7, "/openai", 7) == 0) {
-				*name = seg;
-				*name_len = n;
-				return true;
-			}
-		}
+		prev2 = prev;
+		prev2_n = prev_n;
+		prev = seg;
 		prev_n = n;
 	}
 	return false;
