@@ -12,7 +12,8 @@
 #   make bench-lanes  build build/bench-lanes (bytes per lane, dispatch time vs. lanes and depth)
 #   make microbench ns per call of the per-request pure work (tests/bench)
 #   make lint       scripts/lint.sh: clang-format check, banned functions, cppcheck,
-#                   the direction of includes between the folders of src/
+#                   the direction of includes between the folders of src/, provider
+#                   headers and error codes kept in src/provider/
 #   make format     clang-format -i over every source (what make lint checks)
 #   make man        the manual pages, man/*.scd -> $(BUILD)/man/ (scdoc)
 #   make deb        the Debian package, $(BUILD)/deb/pacerd_*.deb (dpkg-buildpackage)
