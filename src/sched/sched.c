@@ -22,18 +22,43 @@
  *    queue.max_wait_s) and the newest of the lowest priority (evicted when
  *    the queue is full) at once.
  *  - The lane is on its registry's idle list exactly while it is idle, so the
- *    registry evicts without scanning its table. */
+ *    registry evicts without scanning its table.
+ *
+ * What the lane is doing (learning, open, probing after a hold; refusing for
+ * quota or for the day) is one struct lane_state, whose diagrams are drawn in
+ * lane_mode.c; every change goes through set_state below, which stops the
+ * process on a transition they do not allow. */
 #include "sched/sched.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/log.h"
 #include "core/probe.h"
+#include "sched/lane_mode.h"
 #include "sched/sched_lane-t.h"
 
 #define ITEM_OF(n) ((struct sched_item *)(void *)((char *)(n)-offsetof(struct sched_item, hn)))
 #define ITEM_OF_FQ(n) ((struct sched_item *)(void *)((char *)(n)-offsetof(struct sched_item, fq)))
+
+/* ---- the lane's state ---- */
+
+/* Every change of a lane's state goes through here: a transition the
+ * diagrams (lane_mode.c) do not allow is a bug that would let a lane refuse
+ * forever or never probe, so it stops the process in every build, with what
+ * it saw (as the exchange's set_state does). */
+static void set_state(struct sched_lane *lane, enum lane_event e)
+{
+	struct lane_state was = lane->st;
+	if (lane_state_next(&lane->st, e))
+		return;
+	fprintf(stderr, "pacerd: lane %s: bad transition %s/%s on %s\n", lane->key_id,
+	        lane_mode_name(was.mode), lane_admission_name(was.admission), lane_event_name(e));
+	log_flush();
+	abort();
+}
 
 /* ---- orders ---- */
 
@@ -448,6 +473,10 @@ bool sched_lane_inherit(struct sched_lane *to, const struct sched_lane *from)
 	to->delay = from->delay;
 	if (from->hold_until_ms > to->hold_until_ms)
 		to->hold_until_ms = from->hold_until_ms;
+	/* It knows the budgets now: its first answer would teach it nothing
+	 * it must wait for. */
+	if (to->st.mode == LANE_LEARNING)
+		set_state(to, LANE_EV_ANSWERED);
 	return true;
 }
 
@@ -467,6 +496,7 @@ void sched_lane_init(struct sched_lane *lane, const struct provider_conf *prov,
 	lane->provider = prov;
 	lane->plan = plan;
 	lane->agents_mode = agents;
+	lane->st = LANE_STATE_FRESH;
 	lane->fine_resets = prov->dialect == DIALECT_OPENAI;
 	lane->learned = (struct learned *)sched_no_learned;
 	gates_init_burst(&lane->gates, plan, prov->dialect == DIALECT_ANTHROPIC ? 60 : 1);
@@ -518,7 +548,8 @@ void sched_lane_set_plan(struct sched_lane *lane, const struct plan_conf *plan, 
 	/* What the day spent stands; when it starts over is asked again (the
 	 * reset time or zone may have changed), and a larger budget may fit. */
 	lane->day.resets_at_ms = 0;
-	lane->day_out = false;
+	if (lane_day_out(lane->st))
+		set_state(lane, LANE_EV_DAY_NEW);
 	gates_reconfigure_scaled(&lane->gates, plan, lane->gates_scale > 0 ? lane->gates_scale : 1,
 	                         now_ms);
 	if (lane_learns(lane))
@@ -581,10 +612,10 @@ enum sched_submit_result sched_submit(struct sched_lane *lane, struct sched_item
 		aimd_reopen(&lane->conc);
 	lane->last_active_ms = now_ms;
 	enum sched_submit_result refused = SCHED_OK;
-	if (lane->quota && now_ms < lane->quota_probe_at_ms) {
+	if (lane_quota_out(lane->st) && now_ms < lane->quota_probe_at_ms) {
 		lane->stats.quota_refused++;
 		refused = SCHED_QUOTA;
-	} else if (lane->day_out) {
+	} else if (lane_day_out(lane->st)) {
 		lane->stats.day_refused++;
 		refused = SCHED_DAY_OUT;
 	} else if (lane->agents_mode == AGENTS_REJECT && agent_busy(lane, rq->agent)) {
@@ -610,7 +641,7 @@ enum sched_submit_result sched_submit(struct sched_lane *lane, struct sched_item
 	}
 	/* Accepted while the quota is out: this one goes upstream as the
 	 * probe, the next one an interval later. */
-	if (lane->quota)
+	if (lane_quota_out(lane->st))
 		lane->quota_probe_at_ms = quota_next_probe(lane, now_ms);
 	it->lane = lane;
 	it->state = SCHED_QUEUED;
@@ -660,7 +691,7 @@ static double lane_ready_at(const struct sched_lane *lane, const struct sched_it
 		if (g > t)
 			t = g;
 	}
-	if (!lane->answered && !lane->provider_silent && !lane_learns(lane) &&
+	if (lane->st.mode == LANE_LEARNING && !lane->provider_silent &&
 	    !gates_enabled(&lane->gates)) {
 		double b =
 		    (double)learned_blind_ready_at(lane->in_flight, lane->last_dispatch_ms, now_ms);
@@ -716,14 +747,14 @@ static void promote_due_retries(struct sched_lane *lane, int64_t now_ms)
 /* Whether a capacity answer not decided yet holds the lane at now_ms. */
 static bool pending_hold(const struct sched_lane *lane, int64_t now_ms)
 {
-	return lane->holds_pending > 0 && now_ms < lane->pending_until_ms;
+	return lane->holding > 0 && now_ms < lane->pending_until_ms;
 }
 
 /* Whether a hold keeps everything back whatever the gates say: a capacity
  * answer not decided yet, or the probe after a hold still out. */
 static bool held_back(const struct sched_lane *lane, int64_t now_ms)
 {
-	return pending_hold(lane, now_ms) || (lane->probe_needed && lane->probe_seq != 0);
+	return pending_hold(lane, now_ms) || lane_probe_out(lane->st);
 }
 
 /* A learned budget at 0 until its reset is a hold like a retry-after: its end
@@ -738,8 +769,7 @@ static void note_learned_hold(struct sched_lane *lane, const struct sched_item *
 			continue;
 		int64_t until = learned_held_until(&lane->learned[b], now_ms, cost);
 		if (until > now_ms && (double)(until - now_ms) >= lane->conc.rtt_ms) {
-			lane->probe_needed = true;
-			lane->hold_seq = lane->dispatch_seq;
+			set_state(lane, LANE_EV_HOLD);
 			return;
 		}
 	}
@@ -764,14 +794,15 @@ void sched_day_reset(struct sched_lane *lane, int64_t resets_at_ms, bool new_day
 {
 	if (new_day) {
 		lane->day.requests = lane->day.tokens = 0;
-		lane->day_out = false;
+		if (lane_day_out(lane->st))
+			set_state(lane, LANE_EV_DAY_NEW);
 	}
 	lane->day.resets_at_ms = resets_at_ms;
 }
 
 bool sched_day_out(const struct sched_lane *lane)
 {
-	return lane->day_out;
+	return lane_day_out(lane->st);
 }
 
 struct sched_item *sched_next(struct sched_lane *lane, double precise_ms)
@@ -788,7 +819,7 @@ struct sched_item *sched_next(struct sched_lane *lane, double precise_ms)
 		return NULL;
 	}
 	if (!day_fits(lane, it)) {
-		lane->day_out = true; /* FIFO: nothing behind it goes either */
+		set_state(lane, LANE_EV_DAY_SPENT); /* FIFO: nothing behind it goes either */
 		return NULL;
 	}
 	if (lane->gates_mode == SCHED_GATES_SHARED) {
@@ -807,8 +838,9 @@ struct sched_item *sched_next(struct sched_lane *lane, double precise_ms)
 	it->dispatch_seq = ++lane->dispatch_seq;
 	it->attempts++;
 	it->hinted = false;
-	if (lane->probe_needed) {
-		lane->probe_seq = it->dispatch_seq;
+	if (lane->st.mode == LANE_PROBING) {
+		set_state(lane, LANE_EV_PROBE_SENT);
+		it->probe = true;
 		lane->stats.probes++;
 	}
 	lane->in_flight++;
@@ -855,7 +887,7 @@ double sched_wake_at(struct sched_lane *lane, double precise_ms)
 	if (pending_hold(lane, now_ms) && (double)lane->pending_until_ms < wake)
 		wake = (double)lane->pending_until_ms;
 	if (lane->in_flight < aimd_limit(&lane->conc) && !held_back(lane, now_ms) &&
-	    !lane->day_out) {
+	    !lane_day_out(lane->st)) {
 		const struct sched_item *it = first_eligible(lane);
 		if (it != NULL) {
 			double t = lane_ready_at(lane, it, precise_ms);
@@ -900,20 +932,22 @@ void sched_complete(struct sched_lane *lane, struct sched_item *it, enum sched_o
 	int64_t rtt = now_ms - it->dispatched_ms;
 	if (it->holding) {
 		it->holding = false;
-		lane->holds_pending--;
+		lane->holding--;
 	}
-	if (it->dispatch_seq == lane->probe_seq)
-		lane->probe_seq = 0; /* decided: another may probe if need be */
+	/* Decided: a success ends the hold (unless another came while it was
+	 * out); anything else lets another probe go. */
+	if (it->probe) {
+		it->probe = false;
+		set_state(lane, outcome == SCHED_SUCCESS ? LANE_EV_PROBE_OK : LANE_EV_PROBE_FAILED);
+	}
 
 	switch (outcome) {
 	case SCHED_SUCCESS:
 		lane->stats.succeeded++;
-		/* Only a request sent after the hold or the quota answer can tell
-		 * that it is over. */
-		if (it->dispatch_seq > lane->hold_seq)
-			lane->probe_needed = false;
-		if (it->dispatch_seq > lane->quota_seq)
-			lane->quota = false;
+		/* Only a request sent after the quota answer can tell that it is
+		 * over. */
+		if (lane_quota_out(lane->st) && it->dispatch_seq > lane->quota_seq)
+			set_state(lane, LANE_EV_QUOTA_BACK);
 		aimd_on_success(&lane->conc, now_ms, (double)rtt, it->saturated);
 		aimd_delay_on_success(&lane->delay, now_ms);
 		break;
@@ -958,7 +992,8 @@ bool sched_observe(struct sched_lane *lane, const struct sched_item *it, const s
                    int64_t now_ms)
 {
 	bool changed = false;
-	lane->answered = true;
+	if (lane->st.mode == LANE_LEARNING)
+		set_state(lane, LANE_EV_ANSWERED);
 	for (int b = 0; b < RLH_N_BUDGETS; b++) {
 		const struct rlh_budget *rb = &h->budget[b];
 		/* Learn from (remaining, reset) pairs, never from limit alone:
@@ -996,15 +1031,14 @@ void sched_set_provider_silent(struct sched_lane *lane, bool silent)
 
 bool sched_answered(const struct sched_lane *lane)
 {
-	return lane->answered;
+	return lane->st.mode != LANE_LEARNING;
 }
 
 void sched_hold(struct sched_lane *lane, int64_t until_ms)
 {
 	if (until_ms > lane->hold_until_ms)
 		lane->hold_until_ms = until_ms;
-	lane->probe_needed = true;
-	lane->hold_seq = lane->dispatch_seq;
+	set_state(lane, LANE_EV_HOLD);
 }
 
 void sched_hold_pending(struct sched_lane *lane, struct sched_item *it, int64_t until_ms)
@@ -1012,14 +1046,14 @@ void sched_hold_pending(struct sched_lane *lane, struct sched_item *it, int64_t 
 	if (it->state != SCHED_IN_FLIGHT || it->holding)
 		return;
 	it->holding = true;
-	if (lane->holds_pending++ == 0 || until_ms > lane->pending_until_ms)
+	if (lane->holding++ == 0 || until_ms > lane->pending_until_ms)
 		lane->pending_until_ms = until_ms;
 }
 
 bool sched_quota_exhausted(struct sched_lane *lane, int64_t now_ms)
 {
-	bool was = lane->quota;
-	lane->quota = true;
+	bool was = lane_quota_out(lane->st);
+	set_state(lane, LANE_EV_QUOTA_OUT);
 	lane->quota_seq = lane->dispatch_seq;
 	if (!was)
 		lane->quota_probe_at_ms = quota_next_probe(lane, now_ms);
@@ -1028,12 +1062,13 @@ bool sched_quota_exhausted(struct sched_lane *lane, int64_t now_ms)
 
 void sched_quota_restored(struct sched_lane *lane)
 {
-	lane->quota = false;
+	if (lane_quota_out(lane->st))
+		set_state(lane, LANE_EV_QUOTA_BACK);
 }
 
 bool sched_quota_out(const struct sched_lane *lane)
 {
-	return lane->quota;
+	return lane_quota_out(lane->st);
 }
 
 struct sched_item *sched_drain(struct sched_lane *lane)
@@ -1125,7 +1160,7 @@ static size_t shared_room(struct sched_lane *lane, int64_t now_ms, size_t cap)
 	if (lane->gates_mode != SCHED_GATES_SHARED)
 		return 0;
 	unsigned limit = aimd_limit(&lane->conc);
-	if (lane->in_flight >= limit || held_back(lane, now_ms) || lane->day_out)
+	if (lane->in_flight >= limit || held_back(lane, now_ms) || lane_day_out(lane->st))
 		return 0;
 	size_t queued = lane->fq.n + lane->n_due;
 	size_t n = limit - lane->in_flight;
@@ -1240,13 +1275,6 @@ int64_t sched_priority_eta_ms(const struct sched_lane *lane, int priority, int64
 
 const char *sched_lane_state(const struct sched_lane *lane, int64_t now_ms)
 {
-	if (lane->quota)
-		return "quota_exhausted";
-	if (lane->day_out)
-		return "daily_budget_exhausted";
-	if (lane->hold_until_ms > now_ms || pending_hold(lane, now_ms))
-		return "held";
-	if (lane->probe_needed)
-		return "probing";
-	return lane->conc.open ? "open" : "adaptive";
+	bool held = lane->hold_until_ms > now_ms || pending_hold(lane, now_ms);
+	return lane_state_name(lane->st, held, !lane->conc.open);
 }

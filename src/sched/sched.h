@@ -62,6 +62,7 @@ struct sched_item {
 	uint32_t park_epoch;         /* parked while equal to its lane's (serialize) */
 	bool agent_counted;          /* counted among its agent's requests in flight */
 	bool holding;                /* its capacity answer holds the lane until decided */
+	bool probe;                  /* it left as its lane's probe (lane_mode.h) */
 	bool hinted;                 /* its capacity answer said when (retry-after, a reset) */
 };
 
@@ -183,7 +184,8 @@ void sched_hold(struct sched_lane *lane, int64_t until_ms);
  * that answer's headers (learned_blind_ready_at), unless there is nothing to
  * learn from them: then it is open from the start. */
 void sched_set_provider_silent(struct sched_lane *lane, bool silent);
-/* Whether an answer's headers came back on the lane. */
+/* Whether the lane has left LEARNING (lane_mode.h): an answer's headers came
+ * back, or it took what another lane learned (sched_lane_inherit). */
 bool sched_answered(const struct sched_lane *lane);
 
 /* The headers of a capacity answer (429, 503, 529) to `it` arrived: nothing
@@ -272,10 +274,11 @@ int64_t sched_queue_eta_ms(const struct sched_lane *lane, const struct sched_req
 /* Estimated wait for a request of a new agent at `priority` (/status). */
 int64_t sched_priority_eta_ms(const struct sched_lane *lane, int priority, int64_t now_ms);
 
-/* The lane's state in one word, for /status: "quota_exhausted", "held" (a
- * retry-after, or a capacity answer being decided), "probing" (a hold ended,
- * one request goes first), "open" (no capacity signal yet: up to
- * max_concurrent) or "adaptive" (AIMD after a signal). */
+/* The lane's state in one word, for /status (lane_state_name): its
+ * admission's ("quota_exhausted", "daily_budget_exhausted"), "held" (a
+ * retry-after, or a capacity answer being decided), or its mode's: "probing"
+ * (a hold ended, one request goes first), "open" (no capacity signal yet: up
+ * to max_concurrent) or "adaptive" (AIMD after a signal). */
 const char *sched_lane_state(const struct sched_lane *lane, int64_t now_ms);
 
 /* Current concurrency limit. */

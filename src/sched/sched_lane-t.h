@@ -19,6 +19,7 @@
 #include "sched/cost.h"
 #include "sched/fairq.h"
 #include "sched/gcra.h"
+#include "sched/lane_mode.h"
 #include "sched/learned.h"
 #include "sched/pheap.h"
 #include "sched/sched.h"
@@ -53,20 +54,25 @@ struct sched_lane {
 	const struct provider_conf *provider;
 	const struct plan_conf *plan;
 	/* A lane is (provider, limit scope, model group): DESIGN §2. */
-	uint64_t scope;       /* scope_id(): the key, a configured scope, an identity */
-	const char *model;    /* the model group, interned (registry); NULL: none */
-	char key_id[24];      /* the scope's name: "3f9a1c0b7d2e", "scope:NAME", "id:…" */
-	char key_hash[65];    /* the key that made the lane: its own plan applies */
-	bool fine_resets;     /* the dialect reports resets to the ms (OpenAI) */
-	bool idle_linked;     /* on idle_list */
-	bool probe_needed;    /* a hold ended: the next dispatch is the probe (below) */
-	bool quota;           /* the quota is out (below) */
-	bool day_out;         /* the daily budget is spent (below) */
-	bool answered;        /* an answer's headers came back (learned_blind_ready_at) */
-	bool provider_silent; /* its provider's answers carry no rate-limit headers: the
-	                       * first answer would teach nothing, so nothing waits for it */
+	uint64_t scope;    /* scope_id(): the key, a configured scope, an identity */
+	const char *model; /* the model group, interned (registry); NULL: none */
+	char key_id[24];   /* the scope's name: "3f9a1c0b7d2e", "scope:NAME", "id:…" */
+	char key_hash[65]; /* the key that made the lane: its own plan applies */
+	bool fine_resets;  /* the dialect reports resets to the ms (OpenAI) */
+	bool idle_linked;  /* on idle_list */
+	/* What the lane is doing: its mode (learning, open, probing) and what it
+	 * refuses (quota, day), changed only through lane_state_next (set_state
+	 * in sched.c; lane_mode.c draws the diagrams). */
+	struct lane_state st;
+	/* A property of its provider, not a state of the lane: its answers carry
+	 * no rate-limit headers, so LEARNING waits for nothing (set by the lanes
+	 * from what the provider's other lanes saw). */
+	bool provider_silent;
 	enum agents_mode agents_mode;
-	unsigned holds_pending; /* capacity answers whose headers hold the lane */
+	/* Requests whose capacity answer's headers hold the lane until it is
+	 * decided (it->holding): a count of requests, like in_flight, since the
+	 * hold lasts until the last of them is decided. */
+	unsigned holding;
 
 	/* Queue. SCHED_QUEUED items are in the ready heap in dispatch order,
 	 * or parked on their busy agent's heap (serialize); new ones are also
@@ -92,22 +98,24 @@ struct sched_lane {
 	struct aimd conc;              /* adaptive concurrency */
 	struct aimd_delay delay;       /* dispatch-delay AIMD */
 	int64_t last_dispatch_ms;
-	int64_t hold_until_ms; /* server said wait (retry-after on a capacity error) */
-	/* Holds. A capacity answer holds the lane from its headers until its
-	 * body is decided (holds_pending); a hold that ends (hold_until_ms, or a
-	 * learned budget at 0 until its reset) lets one request go first, the
-	 * probe, and the rest only once a request sent after the hold succeeded. */
+	/* Holds: time windows over the lane's mode, shown "held" while they run.
+	 * A retry-after holds it until hold_until_ms (and puts it in PROBING:
+	 * one request goes first once it ends, the probe); a capacity answer
+	 * holds it from its headers until its body is decided (holding), or
+	 * until pending_until_ms at the latest. */
+	int64_t hold_until_ms;    /* server said wait (retry-after on a capacity error) */
 	int64_t pending_until_ms; /* the longest a pending hold lasts */
-	uint64_t probe_seq;       /* dispatch number of the probe in flight; 0: none */
-	uint64_t hold_seq;        /* dispatch number when the lane was last held */
-	/* Quota: a final answer said the account cannot be served. New requests
-	 * are refused (SCHED_QUOTA) but one every plan->quota_probe_s, which goes
-	 * upstream; a success sent after quota_seq ends it. */
+	/* Quota (LANE_QUOTA): a final answer said the account cannot be served.
+	 * New requests are refused (SCHED_QUOTA) but one every
+	 * plan->quota_probe_s, which goes upstream; a success sent after
+	 * quota_seq ends it. A number, not a mode: several requests may be in
+	 * flight across a quota answer, one probe per interval, and only those
+	 * sent after the last one can say the quota is back. */
 	int64_t quota_probe_at_ms;
 	uint64_t quota_seq;
 	/* The plan's daily budget (max_requests_per_day, max_tokens_per_day):
 	 * what this day spent, and when it starts over (set by the caller,
-	 * sched_day_reset; 0: not yet). day_out once the next request does
+	 * sched_day_reset; 0: not yet). LANE_DAY_OUT once the next request does
 	 * not fit: until the reset, the lane refuses and drains. */
 	struct {
 		double requests, tokens;

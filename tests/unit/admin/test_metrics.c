@@ -171,8 +171,10 @@ START_TEST(top_lanes_most_dispatched)
 		ck_assert_ptr_nonnull(lane);
 		lane->stats.dispatched = (uint64_t)((i * 7) % 10); /* 0 7 4 1 8 5 2 9 6 3 */
 		/* Two lanes refusing, neither among the 3 most dispatched. */
-		lane->quota = i == 0;
-		lane->day_out = i == 3;
+		if (i == 0)
+			lane->st.admission = LANE_QUOTA;
+		if (i == 3)
+			lane->st.admission = LANE_DAY_OUT;
 	}
 	char *s = scrape(m, reg, 3);
 	ck_assert_uint_eq(count_of(s, "\npacerd_lane_dispatched_total{"), 3);
