@@ -19,6 +19,8 @@
 # imports   the layers of DESIGN §8: a folder of src/ includes only itself and
 #           the folders below (table IMPORTS); src/main.c includes anything.
 #           Every include of a pacerd header names its folder ("core/log.h").
+#           A type header (<x>-t.h: sched/sched_lane-t.h) is its folder's
+#           alone: the others go through <x>.h's functions and accessors.
 # provider-strings
 #           what one provider says stays in src/provider/ (DESIGN §8; issue 27):
 #           a string literal elsewhere in src/ naming a provider's header or
@@ -182,6 +184,13 @@ check_imports() {
 		esac
 		[ -d "src/$target" ] || continue
 		[ "$target" = "$dir" ] && continue
+		case $hdr in
+		*-t.h)
+			echo "$f:$line: \"$hdr\": a type private to src/$target/ : go through its functions and accessors"
+			rc=1
+			continue
+			;;
+		esac
 		case " ${IMPORTS[$dir]-} " in *" $target "*) continue ;; esac
 		echo "$f:$line: $dir includes \"$hdr\": $dir may include only ${IMPORTS[$dir]:-itself} (DESIGN §8; scripts/lint.sh)"
 		rc=1

@@ -25,8 +25,9 @@
 #include "provider/model.h"
 #include "provider/tokens.h"
 #include "proxy/limiter.h"
+#include "sched/gcra.h"
+#include "sched/learned.h"
 #include "sched/registry.h"
-#include "sched/sched_lane-t.h"
 #include "sched/scope.h"
 #include "store/shared.h"
 
@@ -43,7 +44,7 @@
 struct lane_shell {
 	struct lanes *ls;
 	struct sched_lane *lane;
-	struct config_ref *cref; /* the configuration lane->provider and lane->plan point into */
+	struct config_ref *cref; /* the configuration the lane's provider and plan point into */
 	struct event timer;
 	double armed_ms;     /* instant the timer is set for; SCHED_NEVER = not armed */
 	unsigned last_limit; /* the concurrency limit last reported (lane_change) */
@@ -95,7 +96,7 @@ static void refuse(struct lanes *ls, struct lane_ticket *t, enum lane_refusal wh
 	struct lane_refusal_info r = {.why = why, .wait_ms = wait_ms};
 	if (t->lane != NULL) {
 		r.depth = (long long)sched_queue_depth(t->lane);
-		r.limit_s = (long long)t->lane->plan->queue.max_wait_s;
+		r.limit_s = (long long)sched_lane_plan(t->lane)->queue.max_wait_s;
 	}
 	ls->ev.refuse(t, &r);
 }
@@ -115,8 +116,9 @@ static void on_lane_timer(evutil_socket_t fd, short what, void *arg)
 
 static struct lane_shell *lane_shell_of(struct lanes *ls, struct sched_lane *lane)
 {
-	if (lane->shell != NULL)
-		return lane->shell;
+	struct lane_shell *have = sched_lane_shell(lane);
+	if (have != NULL)
+		return have;
 	struct lane_shell *sh = calloc(1, sizeof(*sh));
 	if (sh == NULL)
 		return NULL;
@@ -126,13 +128,13 @@ static struct lane_shell *lane_shell_of(struct lanes *ls, struct sched_lane *lan
 	sh->cref = config_ref_get(ls->cref);
 	sh->armed_ms = (double)SCHED_NEVER;
 	sh->last_limit = sched_concurrency_limit(lane);
-	lane->shell = sh;
+	sched_lane_set_shell(lane, sh);
 	return sh;
 }
 
 static void lane_evicted(struct sched_lane *lane, void *arg)
 {
-	struct lane_shell *sh = lane->shell;
+	struct lane_shell *sh = sched_lane_shell(lane);
 	struct lanes *ls = arg;
 	if (sh == NULL)
 		return;
@@ -142,7 +144,7 @@ static void lane_evicted(struct sched_lane *lane, void *arg)
 	if (sh->quota_answer != NULL)
 		evbuffer_free(sh->quota_answer);
 	free(sh);
-	lane->shell = NULL;
+	sched_lane_set_shell(lane, NULL);
 }
 
 static void lane_arm(struct lane_shell *sh, double wake, double now)
@@ -170,7 +172,7 @@ static void lane_arm(struct lane_shell *sh, double wake, double now)
  * already had. Kicks in one turn run the lane once. */
 static void lane_kick(struct sched_lane *lane)
 {
-	struct lane_shell *sh = lane->shell;
+	struct lane_shell *sh = sched_lane_shell(lane);
 	if (sh == NULL)
 		return;
 	sh->armed_ms = 0;
@@ -181,7 +183,8 @@ static void lane_kick(struct sched_lane *lane)
  * dispatches (then its decisions and its sends are timed finely). */
 static bool lane_gated(const struct sched_lane *lane)
 {
-	return gates_enabled(&lane->gates) || lane->gates_mode == SCHED_GATES_SHARED;
+	return gates_enabled(sched_lane_gates(lane)) ||
+	       sched_lane_gates_mode(lane) == SCHED_GATES_SHARED;
 }
 
 /* A paced lane decides on a fresh clock: the turn's cached one may be late
@@ -204,18 +207,19 @@ static void day_tick(struct sched_lane *lane, int64_t now)
 {
 	if (!sched_day_limited(lane))
 		return;
-	bool new_day = lane->day.resets_at_ms != 0 && now >= lane->day.resets_at_ms;
-	if (lane->day.resets_at_ms != 0 && !new_day)
+	int64_t resets_at = sched_day_resets_at_ms(lane);
+	bool new_day = resets_at != 0 && now >= resets_at;
+	if (resets_at != 0 && !new_day)
 		return;
+	const struct plan_conf *plan = sched_lane_plan(lane);
 	int64_t wall = clock_wall_ms();
-	int64_t next =
-	    daily_next_reset_ms(wall, lane->plan->day_reset_minute, lane->plan->day_zone);
+	int64_t next = daily_next_reset_ms(wall, plan->day_reset_minute, plan->day_zone);
 	sched_day_reset(lane, now + (next - wall), new_day);
 }
 
 static int64_t day_left_ms(const struct sched_lane *lane)
 {
-	int64_t left = lane->day.resets_at_ms - now_ms();
+	int64_t left = sched_day_resets_at_ms(lane) - now_ms();
 	return left < 0 ? 0 : left;
 }
 
@@ -257,8 +261,8 @@ static void lane_pump(struct lane_shell *sh)
 		while ((it = sched_drain(lane)) != NULL)
 			refuse(ls, T_OF_ITEM(it), LANE_REFUSE_DAY_OUT, day_left_ms(lane));
 	double wake = sched_wake_at(lane, precise);
-	if (sched_day_limited(lane) && (double)lane->day.resets_at_ms < wake)
-		wake = (double)lane->day.resets_at_ms;
+	if (sched_day_limited(lane) && (double)sched_day_resets_at_ms(lane) < wake)
+		wake = (double)sched_day_resets_at_ms(lane);
 	lane_arm(sh, wake, precise);
 }
 
@@ -314,7 +318,7 @@ void lanes_learn_identity(struct lanes *ls, struct lane_ticket *t, const struct 
 	if (config_scope_for(ls->cref->cfg, prov, r->key_hash) == NULL) {
 		struct registry_lane_id id = {.scope = scope,
 		                              .scope_name = sid,
-		                              .model = t->lane->model,
+		                              .model = sched_lane_model(t->lane),
 		                              .key_hash = r->key_hash};
 		struct sched_lane *lane =
 		    registry_lane(ls->reg, ls->cref->cfg, prov, &id, now, lane_evicted, ls);
@@ -419,17 +423,18 @@ const struct plan_conf *lanes_find(struct lanes *ls, struct lane_ticket *t,
 	t->lane = lane;
 	if (!sched_answered(lane))
 		sched_set_provider_silent(lane, provider_silent(ls, prov));
-	return lane->plan;
+	return sched_lane_plan(lane);
 }
 
 const struct plan_conf *lanes_plan(const struct lane_ticket *t)
 {
-	return t->lane->plan;
+	return sched_lane_plan(t->lane);
 }
 
 bool lanes_learns_cost(const struct lane_ticket *t, const struct lane_cost *c)
 {
-	return c->prompt_key != 0 && t->lane->provider->cached_input == CACHED_INPUT_FREE;
+	return c->prompt_key != 0 &&
+	       sched_lane_provider(t->lane)->cached_input == CACHED_INPUT_FREE;
 }
 
 void lanes_charge(struct lane_ticket *t, struct sched_request *rq, const struct lane_cost *c,
@@ -449,8 +454,7 @@ void lanes_charge(struct lane_ticket *t, struct sched_request *rq, const struct 
 		return;
 	}
 	struct cost_charge ch;
-	cost_charge(&lane->cost, &t->cost, lane->provider->cached_input == CACHED_INPUT_FREE,
-	            lane->plan->default_output_tokens, COST_CACHE_TTL_MS, now, &ch);
+	sched_cost_charge(lane, &t->cost, now, &ch);
 	rq->cost_prompt = ch.input;
 	rq->cost_output = ch.output;
 }
@@ -495,7 +499,7 @@ size_t lanes_submit(struct lanes *ls, struct lane_ticket *t, const struct sched_
 	 * when no slot is left for it once those ahead have gone, or when those
 	 * ahead wait already (a gate, a hold). */
 	size_t depth = sched_queue_depth(lane);
-	bool no_slot = lane->in_flight + depth > sched_concurrency_limit(lane);
+	bool no_slot = sched_in_flight(lane) + depth > sched_concurrency_limit(lane);
 	bool held = depth > 1 && sched_wake_at(lane, now) > now;
 	lane_kick(lane);
 	return no_slot || held ? depth : 0;
@@ -518,7 +522,7 @@ bool lanes_headers(struct lanes *ls, struct lane_ticket *t, const struct rlh_res
                    const struct retry_head_verdict *hv, int64_t now)
 {
 	struct sched_lane *lane = t->lane;
-	provider_answered(ls, lane->provider, rlh);
+	provider_answered(ls, sched_lane_provider(lane), rlh);
 	bool learned = limiter_observe(ls->shared, lane, &t->item, rlh, now);
 	lane_kick(lane); /* what was learned may move the lane's next instant */
 	/* A capacity answer holds the lane from its headers on: what would
@@ -537,8 +541,9 @@ void lanes_log_learned(const struct lane_ticket *t, struct log_line *l, int64_t 
 {
 	static const char *const names[RLH_N_BUDGETS] = {"requests", "tokens", "input_tokens",
 	                                                 "output_tokens"};
-	if (t->lane->model != NULL)
-		log_str(l, "model", t->lane->model);
+	const char *model = sched_lane_model(t->lane);
+	if (model != NULL)
+		log_str(l, "model", model);
 	for (int b = 0; b < RLH_N_BUDGETS; b++) {
 		const struct learned *lb = sched_learned(t->lane, b);
 		if (lb == NULL)
@@ -568,7 +573,7 @@ void lanes_complete(struct lanes *ls, struct lane_ticket *t, enum retry_lane_out
                     bool hinted, int64_t hold_ms, int64_t now, struct lane_change *ch)
 {
 	struct sched_lane *lane = t->lane;
-	struct lane_shell *sh = lane->shell;
+	struct lane_shell *sh = sched_lane_shell(lane);
 	t->item.hinted = hinted;
 	ch->quota_restored =
 	    limiter_complete(ls->shared, lane, &t->item, &t->lease, sched_outcome_of(outcome), now);
@@ -598,7 +603,7 @@ void lanes_tokens_used(struct lanes *ls, struct lane_ticket *t, const struct tok
 	    .output_capped =
 	        u->has_output && t->cost.max_output > 0 && u->output >= t->cost.max_output,
 	};
-	cost_observe(&lane->cost, &t->cost, &cu, t->item.dispatched_ms);
+	sched_cost_observe(lane, &t->cost, &cu, t->item.dispatched_ms);
 }
 
 void lanes_retry(struct lanes *ls, struct lane_ticket *t, int64_t ready_ms)
@@ -614,7 +619,7 @@ void lanes_sent(struct lanes *ls, struct lane_ticket *t)
 	 * clock. */
 	if (lane == NULL || !lane_gated(lane))
 		return;
-	const struct lane_shell *shl = lane->shell;
+	const struct lane_shell *shl = sched_lane_shell(lane);
 	struct shared_lane *sl = shl != NULL ? shl->shared : NULL;
 	limiter_sent(ls->shared, lane, sl, &t->item, &t->grant, t->dispatched_at,
 	             clock_precise_ms());
@@ -677,7 +682,7 @@ static void quota_keep(struct lane_shell *sh, struct evbuffer *answer, size_t n_
 bool lanes_quota_answer(const struct lane_ticket *t, struct evbuffer *dst, size_t *n,
                         size_t *head_len, int *status, const char **reason)
 {
-	const struct lane_shell *sh = t->lane != NULL ? t->lane->shell : NULL;
+	const struct lane_shell *sh = t->lane != NULL ? sched_lane_shell(t->lane) : NULL;
 	if (sh == NULL || sh->quota_answer == NULL || evbuffer_get_length(sh->quota_answer) == 0)
 		return false;
 	evbuffer_drain(dst, evbuffer_get_length(dst));
@@ -705,7 +710,7 @@ size_t lanes_quota(struct lanes *ls, struct lane_ticket *t, struct evbuffer *ans
                    size_t head_len, int status, const char *reason, bool *fresh)
 {
 	struct sched_lane *lane = t->lane;
-	quota_keep(lane->shell, answer, n, head_len, status, reason);
+	quota_keep(sched_lane_shell(lane), answer, n, head_len, status, reason);
 	*fresh = limiter_quota_out(ls->shared, lane, now_ms());
 	return quota_drain(ls, lane);
 }
@@ -714,7 +719,7 @@ size_t lanes_quota(struct lanes *ls, struct lane_ticket *t, struct evbuffer *ans
 
 size_t lanes_in_flight(const struct lane_ticket *t)
 {
-	return t->lane->in_flight;
+	return sched_in_flight(t->lane);
 }
 
 unsigned lanes_concurrency(const struct lane_ticket *t)
@@ -724,7 +729,7 @@ unsigned lanes_concurrency(const struct lane_ticket *t)
 
 int64_t lanes_dispatch_delay_ms(const struct lane_ticket *t)
 {
-	return aimd_delay_ms(&t->lane->delay);
+	return sched_dispatch_delay_ms(t->lane);
 }
 
 size_t lanes_count(const struct lanes *ls)
@@ -747,15 +752,14 @@ struct shared *lanes_shared(const struct lanes *ls)
 static void reconfigure_lane(struct sched_lane *lane, void *arg)
 {
 	struct lanes *ls = arg;
-	struct lane_shell *sh = lane->shell;
+	struct lane_shell *sh = sched_lane_shell(lane);
 	const struct config *cfg = ls->cref->cfg;
-	const struct provider_conf *prov = config_provider(cfg, lane->provider->name);
+	const struct provider_conf *prov = config_provider(cfg, sched_lane_provider(lane)->name);
 	if (sh == NULL || prov == NULL)
 		return; /* its provider is gone: it keeps its old plan until it empties */
-	lane->provider = prov;
-	lane->agents_mode = cfg->agents.mode;
-	sched_lane_set_plan(lane, config_plan_for(cfg, prov, lane->key_hash, lane->model),
-	                    now_ms());
+	const struct plan_conf *plan =
+	    config_plan_for(cfg, prov, sched_lane_key_hash(lane), sched_lane_model(lane));
+	sched_lane_reconfigure(lane, prov, plan, cfg->agents.mode, now_ms());
 	config_ref_put(sh->cref);
 	sh->cref = config_ref_get(ls->cref);
 	lane_kick(lane); /* the new limits may open a gate now */
@@ -787,8 +791,8 @@ static void log_lane_store_event(const struct sched_lane *lane, enum log_level l
 	struct log_line l;
 	if (!log_begin(&l, level, event))
 		return;
-	log_str(&l, "provider", lane->provider->name);
-	log_str(&l, "key", lane->key_id);
+	log_str(&l, "provider", sched_lane_provider(lane)->name);
+	log_str(&l, "key", sched_lane_key_id(lane));
 	log_str(&l, "reason", "another replica's answer (shared store)");
 	if (drained >= 0)
 		log_int(&l, "drained", drained);
@@ -798,7 +802,7 @@ static void log_lane_store_event(const struct sched_lane *lane, enum log_level l
 /* Another replica found the quota out: this lane stops as if it had. */
 static void on_shared_quota_out(struct sched_lane *lane)
 {
-	struct lane_shell *sh = lane->shell;
+	struct lane_shell *sh = sched_lane_shell(lane);
 	sched_quota_exhausted(lane, now_ms());
 	size_t drained = sh != NULL ? quota_drain(sh->ls, lane) : 0;
 	log_lane_store_event(lane, LOG_WARN, "quota_exhausted", (long long)drained);
@@ -807,7 +811,7 @@ static void on_shared_quota_out(struct sched_lane *lane)
 /* ... and back: a probe of another replica succeeded. */
 static void on_shared_quota_back(struct sched_lane *lane)
 {
-	struct lane_shell *sh = lane->shell;
+	struct lane_shell *sh = sched_lane_shell(lane);
 	sched_quota_restored(lane);
 	if (sh != NULL && sh->quota_answer != NULL)
 		evbuffer_drain(sh->quota_answer, evbuffer_get_length(sh->quota_answer));

@@ -542,8 +542,11 @@ size_t sched_lane_heap_bytes(const struct sched_lane *lane)
 	return n + fairq_heap_bytes(&lane->fq) + cost_lane_heap_bytes(&lane->cost);
 }
 
-void sched_lane_set_plan(struct sched_lane *lane, const struct plan_conf *plan, int64_t now_ms)
+void sched_lane_reconfigure(struct sched_lane *lane, const struct provider_conf *prov,
+                            const struct plan_conf *plan, enum agents_mode agents, int64_t now_ms)
 {
+	lane->provider = prov;
+	lane->agents_mode = agents;
 	lane->plan = plan;
 	/* What the day spent stands; when it starts over is asked again (the
 	 * reset time or zone may have changed), and a larger budget may fit. */
@@ -560,6 +563,11 @@ void sched_lane_set_plan(struct sched_lane *lane, const struct plan_conf *plan, 
 	aimd_delay_init_plan(&lane->delay, plan);
 	if (lane->delay.adaptive && delay > lane->delay.min_ms)
 		lane->delay.delay_ms = delay < lane->delay.max_ms ? delay : lane->delay.max_ms;
+}
+
+void sched_lane_set_shell(struct sched_lane *lane, void *shell)
+{
+	lane->shell = shell;
 }
 
 unsigned sched_concurrency_limit(const struct sched_lane *lane)
@@ -1085,6 +1093,19 @@ struct sched_item *sched_drain(struct sched_lane *lane)
 	lane->stats.drained++;
 	idle_update(lane);
 	return it;
+}
+
+void sched_cost_charge(const struct sched_lane *lane, const struct cost_request *r, int64_t now_ms,
+                       struct cost_charge *out)
+{
+	cost_charge(&lane->cost, r, lane->provider->cached_input == CACHED_INPUT_FREE,
+	            lane->plan->default_output_tokens, COST_CACHE_TTL_MS, now_ms, out);
+}
+
+void sched_cost_observe(struct sched_lane *lane, const struct cost_request *r,
+                        const struct cost_usage *u, int64_t sent_ms)
+{
+	cost_observe(&lane->cost, r, u, sent_ms);
 }
 
 void sched_tokens_used(struct sched_lane *lane, struct sched_item *it, double actual_tokens,

@@ -39,6 +39,9 @@ enum sched_state {
 struct sched_lane;      /* sched_lane-t.h */
 struct sched_idle_list; /* sched_lane-t.h: the registry's idle lanes */
 struct gates;           /* gcra.h */
+struct cost_request;    /* cost.h */
+struct cost_usage;      /* cost.h */
+struct cost_charge;     /* cost.h */
 
 struct sched_item {
 	struct sched_lane *lane;
@@ -124,8 +127,15 @@ void sched_lane_release(struct sched_lane *lane);
 void sched_lane_track_idle(struct sched_lane *lane, struct sched_idle_list *list);
 /* Bytes the lane allocated beyond its struct (memory accounting). */
 size_t sched_lane_heap_bytes(const struct sched_lane *lane);
-/* A new plan (reload): gates keep what they know where they can. */
-void sched_lane_set_plan(struct sched_lane *lane, const struct plan_conf *plan, int64_t now_ms);
+/* A new configuration (reload): the lane's provider (the same name, in the
+ * new configuration), its plan and agents.mode. Gates keep what they know
+ * where they can. */
+void sched_lane_reconfigure(struct sched_lane *lane, const struct provider_conf *prov,
+                            const struct plan_conf *plan, enum agents_mode agents, int64_t now_ms);
+/* The event-loop side's state of the lane (the lanes module's shell: its
+ * timer), which sched keeps for it and never reads; NULL until set. */
+void sched_lane_set_shell(struct sched_lane *lane, void *shell);
+void *sched_lane_shell(const struct sched_lane *lane);
 
 /* Queues a new request, or refuses it. When the queue is full, a request of a
  * higher priority than the lowest waiting takes the place of the newest of
@@ -222,6 +232,16 @@ bool sched_quota_out(const struct sched_lane *lane);
  * a retry), or NULL: call until NULL. */
 struct sched_item *sched_drain(struct sched_lane *lane);
 
+/* What request r would be charged on the lane at now_ms (cost.h's
+ * cost_charge, with the lane's provider and plan: the prompt's cache share
+ * where cache reads are free, the output percentile). */
+void sched_cost_charge(const struct sched_lane *lane, const struct cost_request *r, int64_t now_ms,
+                       struct cost_charge *out);
+/* The usage of the answer to r, which went upstream at sent_ms, teaches the
+ * lane what its requests cost (cost_observe). */
+void sched_cost_observe(struct sched_lane *lane, const struct cost_request *r,
+                        const struct cost_usage *u, int64_t sent_ms);
+
 /* Corrects the token gates once the real usage is known: in all, and the
  * input and output parts (< 0: not reported, that gate keeps the estimate). */
 void sched_tokens_used(struct sched_lane *lane, struct sched_item *it, double actual_tokens,
@@ -283,6 +303,12 @@ const char *sched_lane_state(const struct sched_lane *lane, int64_t now_ms);
 
 /* Current concurrency limit. */
 unsigned sched_concurrency_limit(const struct sched_lane *lane);
+/* Requests in flight. */
+size_t sched_in_flight(const struct sched_lane *lane);
+/* The dispatch-delay AIMD's delay now, ms. */
+int64_t sched_dispatch_delay_ms(const struct sched_lane *lane);
+/* When the daily budget starts over next (sched_day_reset; 0: not set yet). */
+int64_t sched_day_resets_at_ms(const struct sched_lane *lane);
 
 /* True when the lane holds nothing: no queue, no flight, no retry waiting,
  * no decision asked of the store. */
@@ -366,6 +392,8 @@ void sched_lane_level(const struct sched_lane *lane, size_t i, int64_t now_ms,
 const struct provider_conf *sched_lane_provider(const struct sched_lane *lane);
 const struct plan_conf *sched_lane_plan(const struct sched_lane *lane);
 const char *sched_lane_key_id(const struct sched_lane *lane);
+/* The hash of the key that made the lane (its own plan applies; "": none). */
+const char *sched_lane_key_hash(const struct sched_lane *lane);
 /* The model group (NULL: none) and the scope (scope.h's id) of the lane. */
 const char *sched_lane_model(const struct sched_lane *lane);
 uint64_t sched_lane_scope(const struct sched_lane *lane);

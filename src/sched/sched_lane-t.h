@@ -1,10 +1,12 @@
-/* sched_lane-t — the lane's type, private to the scheduler (sched.c and its
- * views, sched_view.c), the lane table (registry.c) and the lanes module that
- * drives lanes (proxy/lanes.c). Everyone else holds a struct sched_lane * as an opaque handle and
- * reads it through sched.h: the functions, the accessors and
- * sched_lane_view() (HAProxy's types-apart-from-functions: include/haproxy/
- * <x>-t.h beside <x>.h). Unit tests of sched and of the registry include it
- * to build lanes on the stack and to check their size. */
+/* sched_lane-t — the lane's type, private to the scheduler: sched.c, its
+ * views (sched_view.c) and the lane table (registry.c) are the only code that
+ * reads or writes a lane's fields. Everyone else, the lanes module that drives
+ * lanes included, holds a struct sched_lane * as an opaque handle and goes
+ * through sched.h: the functions, the accessors and sched_lane_view()
+ * (HAProxy's types-apart-from-functions: include/haproxy/<x>-t.h beside
+ * <x>.h); make lint refuses an include of it outside src/sched/. Unit tests
+ * include it to build lanes on the stack, to set up a state, and to check
+ * their size. */
 #ifndef PACERD_SCHED_LANE_T_H
 #define PACERD_SCHED_LANE_T_H
 

@@ -93,6 +93,11 @@ const char *sched_lane_key_id(const struct sched_lane *lane)
 	return lane->key_id;
 }
 
+const char *sched_lane_key_hash(const struct sched_lane *lane)
+{
+	return lane->key_hash;
+}
+
 const char *sched_lane_model(const struct sched_lane *lane)
 {
 	return lane->model;
@@ -126,4 +131,24 @@ enum sched_gates_mode sched_lane_gates_mode(const struct sched_lane *lane)
 unsigned sched_lane_permits(const struct sched_lane *lane)
 {
 	return lane->permits;
+}
+
+void *sched_lane_shell(const struct sched_lane *lane)
+{
+	return lane->shell;
+}
+
+size_t sched_in_flight(const struct sched_lane *lane)
+{
+	return lane->in_flight;
+}
+
+int64_t sched_dispatch_delay_ms(const struct sched_lane *lane)
+{
+	return aimd_delay_ms(&lane->delay);
+}
+
+int64_t sched_day_resets_at_ms(const struct sched_lane *lane)
+{
+	return lane->day.resets_at_ms;
 }
