@@ -35,7 +35,8 @@
 #   http      core
 #   provider  core
 #   sched     core provider
-#   store     core sched provider
+#   store     core provider         (beside sched, not above it: the lanes, in
+#                                   proxy, hand each what the other said)
 #   proxy     core http sched provider store
 #   admin     core http proxy sched store provider
 #   cli       core sched provider   (pacerd top reads /status over HTTP, not admin's headers)
@@ -48,7 +49,7 @@ declare -A IMPORTS=(
 	[http]="core"
 	[provider]="core"
 	[sched]="core provider"
-	[store]="core sched provider"
+	[store]="core provider"
 	[proxy]="core http sched provider store"
 	[admin]="core http proxy sched store provider"
 	[cli]="core sched provider"

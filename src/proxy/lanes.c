@@ -163,6 +163,13 @@ static void lane_arm(struct lane_shell *sh, double wake, double now)
 	evtimer_add(&sh->timer, &tv);
 }
 
+/* The store's side of the lane (NULL: store.kind local, or not made yet). */
+static struct shared_lane *lane_shared(const struct sched_lane *lane)
+{
+	const struct lane_shell *sh = sched_lane_shell(lane);
+	return sh != NULL ? sh->shared : NULL;
+}
+
 /* Runs the lane later in this loop turn, after every event the turn's wait
  * returned (event_active queues the timer behind them): safe from inside any
  * callback, and the way a lane decides after a submit or an answer. A 429
@@ -242,7 +249,7 @@ static void lane_pump(struct lane_shell *sh)
 	day_tick(lane, now);
 	while ((it = sched_expired(lane, now)) != NULL)
 		refuse(ls, T_OF_ITEM(it), LANE_REFUSE_QUEUE_TIMEOUT, -1);
-	if (!limiter_pump(ls->shared, lane, &sh->shared, now)) {
+	if (!limiter_pump(ls->shared, lane, &sh->shared, sh, now)) {
 		/* on_error: fail, and the store is down: what waits is answered. */
 		while ((it = sched_drain(lane)) != NULL)
 			refuse_store_down(ls, T_OF_ITEM(it));
@@ -515,7 +522,7 @@ size_t lanes_submit(struct lanes *ls, struct lane_ticket *t, const struct sched_
  * its probe into it, and a provider that punishes starts the window over. */
 static void hold_for_hint(struct lanes *ls, struct sched_lane *lane, int64_t hold_ms)
 {
-	limiter_hold(ls->shared, lane, hold_ms, clock_fresh_ms() + 1);
+	limiter_hold(ls->shared, lane, lane_shared(lane), hold_ms, clock_fresh_ms() + 1);
 }
 
 bool lanes_headers(struct lanes *ls, struct lane_ticket *t, const struct rlh_result *rlh,
@@ -523,7 +530,7 @@ bool lanes_headers(struct lanes *ls, struct lane_ticket *t, const struct rlh_res
 {
 	struct sched_lane *lane = t->lane;
 	provider_answered(ls, sched_lane_provider(lane), rlh);
-	bool learned = limiter_observe(ls->shared, lane, &t->item, rlh, now);
+	bool learned = limiter_observe(ls->shared, lane, lane_shared(lane), &t->item, rlh, now);
 	lane_kick(lane); /* what was learned may move the lane's next instant */
 	/* A capacity answer holds the lane from its headers on: what would
 	 * leave in between reaches a provider that has just refused. Until its
@@ -575,8 +582,8 @@ void lanes_complete(struct lanes *ls, struct lane_ticket *t, enum retry_lane_out
 	struct sched_lane *lane = t->lane;
 	struct lane_shell *sh = sched_lane_shell(lane);
 	t->item.hinted = hinted;
-	ch->quota_restored =
-	    limiter_complete(ls->shared, lane, &t->item, &t->lease, sched_outcome_of(outcome), now);
+	ch->quota_restored = limiter_complete(ls->shared, lane, sh->shared, &t->item, &t->lease,
+	                                      sched_outcome_of(outcome), now);
 	ch->limit_from = sh->last_limit;
 	ch->limit_to = sh->last_limit = sched_concurrency_limit(lane);
 	if (ch->quota_restored && sh->quota_answer != NULL)
@@ -592,7 +599,7 @@ void lanes_tokens_used(struct lanes *ls, struct lane_ticket *t, const struct tok
 {
 	struct sched_lane *lane = t->lane;
 	if (t->metered)
-		limiter_tokens_used(ls->shared, lane, &t->item, (double)u->total,
+		limiter_tokens_used(ls->shared, lane, lane_shared(lane), &t->item, (double)u->total,
 		                    u->has_input ? (double)u->input : -1,
 		                    u->has_output ? (double)u->output : -1, now);
 	struct cost_usage cu = {
@@ -619,9 +626,7 @@ void lanes_sent(struct lanes *ls, struct lane_ticket *t)
 	 * clock. */
 	if (lane == NULL || !lane_gated(lane))
 		return;
-	const struct lane_shell *shl = sched_lane_shell(lane);
-	struct shared_lane *sl = shl != NULL ? shl->shared : NULL;
-	limiter_sent(ls->shared, lane, sl, &t->item, &t->grant, t->dispatched_at,
+	limiter_sent(ls->shared, lane, lane_shared(lane), &t->item, &t->grant, t->dispatched_at,
 	             clock_precise_ms());
 }
 
@@ -632,7 +637,8 @@ void lanes_cancel(struct lanes *ls, struct lane_ticket *t)
 		return;
 	switch (t->item.state) {
 	case SCHED_IN_FLIGHT:
-		limiter_complete(ls->shared, lane, &t->item, &t->lease, SCHED_ABORTED, now_ms());
+		limiter_complete(ls->shared, lane, lane_shared(lane), &t->item, &t->lease,
+		                 SCHED_ABORTED, now_ms());
 		break;
 	case SCHED_QUEUED:
 	case SCHED_RETRY_WAIT:
@@ -711,7 +717,7 @@ size_t lanes_quota(struct lanes *ls, struct lane_ticket *t, struct evbuffer *ans
 {
 	struct sched_lane *lane = t->lane;
 	quota_keep(sched_lane_shell(lane), answer, n, head_len, status, reason);
-	*fresh = limiter_quota_out(ls->shared, lane, now_ms());
+	*fresh = limiter_quota_out(ls->shared, lane, lane_shared(lane), now_ms());
 	return quota_drain(ls, lane);
 }
 
@@ -818,6 +824,23 @@ static void on_shared_quota_back(struct sched_lane *lane)
 	log_lane_store_event(lane, LOG_INFO, "quota_restored", -1);
 }
 
+/* A decision of the store came back: its permits to the scheduler, the
+ * shared quota's state compared with the lane's (not after a failure, which
+ * says nothing of it), then the lane runs. */
+static void on_shared_decided(void *owner, const struct shared_answer *a)
+{
+	struct lane_shell *sh = owner;
+	struct sched_lane *lane = sh->lane;
+	limiter_decided(lane, a);
+	if (a->verdict != SHARED_FAILED) {
+		if (a->quota && !sched_quota_out(lane))
+			on_shared_quota_out(lane);
+		else if (!a->quota && sched_quota_out(lane))
+			on_shared_quota_back(lane);
+	}
+	lane_kick(lane);
+}
+
 static void kick_busy_lane(struct sched_lane *lane, void *arg)
 {
 	(void)arg;
@@ -854,9 +877,7 @@ struct lanes *lanes_new(struct event_base *base, struct config_ref *cref,
 		return NULL;
 	}
 	const struct shared_hooks hooks = {
-	    .kick = lane_kick,
-	    .quota_out = on_shared_quota_out,
-	    .quota_back = on_shared_quota_back,
+	    .decided = on_shared_decided,
 	    .store_changed = on_store_changed,
 	    .arg = ls,
 	};

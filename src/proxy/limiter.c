@@ -1,14 +1,98 @@
-/* limiter — one call per event for the local and the shared gates (limiter.h). */
+/* limiter — one call per event for the local and the shared gates, and the
+ * seam between the scheduler and the store (limiter.h). */
 #include "proxy/limiter.h"
 
 #include <stddef.h>
 
+#include "core/clock.h"
+#include "sched/gcra.h"
+#include "sched/learned.h"
 #include "store/shared.h"
 
-bool limiter_pump(struct shared *sh, struct sched_lane *lane, struct shared_lane **sl,
+/* The store keeps what the scheduler may hold or ask, in its own arrays and
+ * in the scheduler's order of windows. */
+_Static_assert(SCHED_PERMITS_MAX <= SHARED_PERMITS_MAX, "the store keeps every permit");
+_Static_assert(GATES_N_WINDOWS == SHARED_REQUEST_GATES, "one store gate per request window");
+
+static struct shared_rate rate_of(const struct gcra *g)
+{
+	if (!gcra_enabled(g))
+		return (struct shared_rate){0, 0, 0};
+	return (struct shared_rate){g->t_ms, g->burst, gcra_strict_keep(g)};
+}
+
+/* The lane's gates in the store's terms: the plan's request and token gates
+ * (cheap: copies); with views, what each learned budget's pace, capacity and
+ * remainder are at now_ms, else only which budgets are known. */
+static void gates_of(const struct sched_lane *lane, bool views, int64_t now_ms,
+                     struct shared_gates *out)
+{
+	const struct gates *s = sched_lane_gates(lane);
+	for (int w = 0; w < GATES_N_WINDOWS; w++)
+		out->req[w] = rate_of(&s->req[w]);
+	out->tokens = rate_of(&s->tokens);
+	out->input = rate_of(&s->input);
+	out->output = rate_of(&s->output);
+	for (int b = 0; b < RLH_N_BUDGETS; b++) {
+		const struct learned *l = sched_learned(lane, b);
+		struct shared_budget *sb = &out->learned[b];
+		*sb = (struct shared_budget){.known = l != NULL, .remaining = -1};
+		if (l == NULL || !views)
+			continue;
+		struct learned_view v;
+		learned_view(l, now_ms, &v);
+		sb->t_ms = v.pace_per_min > 0 ? 60000.0 / v.pace_per_min : 0;
+		sb->capacity = v.capacity;
+		sb->remaining = v.remaining;
+	}
+}
+
+bool limiter_pump(struct shared *sh, struct sched_lane *lane, struct shared_lane **slp, void *owner,
                   int64_t now_ms)
 {
-	return shared_pump(sh, lane, sl, now_ms);
+	if (sh == NULL)
+		return true;
+	if (*slp == NULL)
+		*slp = shared_lane_new(sh, sched_lane_provider(lane)->name, sched_lane_key_id(lane),
+		                       sched_lane_model(lane), owner);
+	struct shared_lane *sl = *slp;
+	if (sl == NULL)
+		return true; /* local gates, as if down: better than nothing */
+	enum shared_mode mode = shared_lane_mode(sh, sl);
+	enum sched_gates_mode want =
+	    mode == SHARED_FALLBACK ? SCHED_GATES_FALLBACK : SCHED_GATES_SHARED;
+	if (sched_lane_gates_mode(lane) != want)
+		sched_set_gates_mode(lane, want, 1.0 / shared_replicas(sh), now_ms);
+	struct shared_gates g;
+	gates_of(lane, false, now_ms, &g);
+	shared_settle(sh, sl, sched_permits_unused(lane), sched_lane_permits(lane), &g);
+	if (mode != SHARED_DECIDES)
+		return mode == SHARED_FALLBACK;
+
+	struct sched_costs head;
+	unsigned n = sched_permits_wanted(lane, now_ms, &head);
+	if (n == 0)
+		return true;
+	gates_of(lane, true, now_ms, &g);
+	const struct shared_ask ask = {
+	    .decisions = n,
+	    .room = sched_permits_room(lane, now_ms),
+	    .tokens = head.tokens,
+	    .prompt = head.prompt,
+	    .output = head.output,
+	    .lease_cap = sched_lane_plan(lane)->max_concurrent_global,
+	};
+	sched_permits_asked(lane, shared_ask(sh, sl, &ask, &g, now_ms));
+	return true;
+}
+
+void limiter_decided(struct sched_lane *lane, const struct shared_answer *a)
+{
+	enum sched_permit_answer pa = a->verdict == SHARED_GO     ? SCHED_PERMIT_GO
+	                              : a->verdict == SHARED_WAIT ? SCHED_PERMIT_WAIT
+	                                                          : SCHED_PERMIT_FAILED;
+	for (unsigned i = 0; i < a->permits; i++)
+		sched_permit_answer(lane, pa, a->until_ms);
 }
 
 struct sched_item *limiter_next(struct shared *sh, struct sched_lane *lane, struct shared_lane *sl,
@@ -29,22 +113,28 @@ void limiter_sent(struct shared *sh, struct sched_lane *lane, struct shared_lane
 	shared_sent(sh, sl, grant, dispatched_ms, sent_ms);
 }
 
-bool limiter_observe(struct shared *sh, struct sched_lane *lane, const struct sched_item *it,
-                     const struct rlh_result *h, int64_t now_ms)
+bool limiter_observe(struct shared *sh, struct sched_lane *lane, struct shared_lane *sl,
+                     const struct sched_item *it, const struct rlh_result *h, int64_t now_ms)
 {
 	bool changed = sched_observe(lane, it, h, now_ms);
-	shared_observed(sh, lane);
+	if (sl != NULL && shared_up(sh)) {
+		struct shared_gates g;
+		gates_of(lane, true, clock_now_ms(), &g);
+		shared_observed(sh, sl, g.learned);
+	}
 	return changed;
 }
 
-void limiter_hold(struct shared *sh, struct sched_lane *lane, int64_t hold_ms, int64_t fresh_ms)
+void limiter_hold(struct shared *sh, struct sched_lane *lane, struct shared_lane *sl,
+                  int64_t hold_ms, int64_t fresh_ms)
 {
 	sched_hold(lane, fresh_ms + hold_ms);
-	shared_hold(sh, lane, hold_ms);
+	shared_hold(sh, sl, hold_ms);
 }
 
-bool limiter_complete(struct shared *sh, struct sched_lane *lane, struct sched_item *it,
-                      struct shared_lease **lease, enum sched_outcome outcome, int64_t now_ms)
+bool limiter_complete(struct shared *sh, struct sched_lane *lane, struct shared_lane *sl,
+                      struct sched_item *it, struct shared_lease **lease,
+                      enum sched_outcome outcome, int64_t now_ms)
 {
 	bool quota_before = sched_quota_out(lane);
 	if (*lease != NULL) {
@@ -53,25 +143,31 @@ bool limiter_complete(struct shared *sh, struct sched_lane *lane, struct sched_i
 	}
 	sched_complete(lane, it, outcome, now_ms);
 	if (quota_before && !sched_quota_out(lane)) {
-		shared_quota(sh, lane, false);
+		shared_quota(sh, sl, false);
 		return true;
 	}
 	return false;
 }
 
-bool limiter_quota_out(struct shared *sh, struct sched_lane *lane, int64_t now_ms)
+bool limiter_quota_out(struct shared *sh, struct sched_lane *lane, struct shared_lane *sl,
+                       int64_t now_ms)
 {
 	bool fresh = sched_quota_exhausted(lane, now_ms);
 	if (fresh)
-		shared_quota(sh, lane, true);
+		shared_quota(sh, sl, true);
 	return fresh;
 }
 
-void limiter_tokens_used(struct shared *sh, struct sched_lane *lane, struct sched_item *it,
-                         double total, double input, double output, int64_t now_ms)
+void limiter_tokens_used(struct shared *sh, struct sched_lane *lane, struct shared_lane *sl,
+                         struct sched_item *it, double total, double input, double output,
+                         int64_t now_ms)
 {
 	double d_in = input >= 0 ? input - it->cost_prompt : 0;
 	double d_out = output >= 0 ? output - it->cost_output : 0;
-	shared_tokens_used(sh, lane, total - it->cost_tokens, d_in, d_out);
+	if (sl != NULL && sched_lane_gates_mode(lane) == SCHED_GATES_SHARED && shared_up(sh)) {
+		struct shared_gates g;
+		gates_of(lane, false, now_ms, &g);
+		shared_tokens_used(sh, sl, &g, total - it->cost_tokens, d_in, d_out);
+	}
 	sched_tokens_used(lane, it, total, input, output, now_ms);
 }

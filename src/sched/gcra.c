@@ -127,6 +127,11 @@ void gcra_sent(struct gcra *g, double sent_ms, double cost)
 		g->tat = fmin(at, GCRA_FAR_MS);
 }
 
+double gcra_strict_keep(const struct gcra *g)
+{
+	return gcra_enabled(g) ? fmin(GCRA_STRICT_MARGIN, GCRA_SLACK_MS / g->t_ms) : 0;
+}
+
 void gcra_adjust(struct gcra *g, int64_t now_ms, double delta_units)
 {
 	if (!gcra_enabled(g) || !isfinite(delta_units) || delta_units == 0)

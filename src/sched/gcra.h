@@ -71,6 +71,12 @@ void gcra_charge(struct gcra *g, double now_ms, double cost);
  * Never moves the TAT back. */
 void gcra_sent(struct gcra *g, double sent_ms, double cost);
 
+/* What gcra_sent keeps beyond the interval after one unit's send when the
+ * gate is strict (no slack: burst 1), in units: GCRA_STRICT_MARGIN of it, at
+ * most GCRA_SLACK_MS. For a shared gate that is pushed by each send (the
+ * store's, store/shared.c). 0 for a disabled gate. */
+double gcra_strict_keep(const struct gcra *g);
+
 /* Corrects an earlier charge once the actual cost is known: delta_units > 0 is
  * charged as at now_ms; delta_units < 0 is refunded, but the TAT never moves below
  * now_ms. Every TAT <= now means the same thing (idle, full burst available), so a

@@ -1,9 +1,11 @@
 /* shared — lanes' gates in the shared store; see shared.h.
  *
- * It reads a lane through sched.h's accessors, not its fields: it is the
- * store's side of a lane (keys, decisions, leases), driven by the lanes'
- * owner like the scheduler is, and it only copies the lane's limits into the
- * store's scripts; the lane's state changes only through sched's functions. */
+ * The store's side of a lane (keys, decisions, leases), driven by the lanes'
+ * owner like the scheduler is, beside it and not below it: it never sees the
+ * scheduler's lane. What the lane's gates are comes in with each call (struct
+ * shared_gates, the store's terms: rates, budgets); what Redis decided goes
+ * back out as one event per decision (shared_hooks.decided), which the lanes
+ * hand to the scheduler. */
 #include "store/shared.h"
 
 #include <event2/event.h>
@@ -20,9 +22,6 @@
 #include "core/list.h"
 #include "core/log.h"
 #include "provider/ratelimit_headers.h"
-#include "sched/gcra.h"
-#include "sched/learned.h"
-#include "sched/sched.h"
 #include "store/batch.h"
 #include "store/delay_bound.h"
 #include "store/store.h"
@@ -60,7 +59,7 @@ struct correction {
 	bool used[CORRECT_FIELDS];
 };
 
-static const char *const request_fields[GATES_N_WINDOWS] = {"r0", "r1", "r2", "r3"};
+static const char *const request_fields[SHARED_REQUEST_GATES] = {"r0", "r1", "r2", "r3"};
 static const char *const learned_fields[RLH_N_BUDGETS] = {"l0", "l1", "l2", "l3"};
 
 struct shared_lease {
@@ -87,21 +86,24 @@ struct granted {
  * commands in the order they were sent, so the lease of each answer is the
  * oldest asked. */
 struct shared_lane {
-	uint64_t asked[SCHED_PERMITS_MAX];
+	void *owner; /* handed back with each decision (shared_hooks.decided) */
+	uint64_t asked[SHARED_PERMITS_MAX];
 	unsigned asked_head, asked_n;
-	/* "go"s not used yet, in the order sched uses its permits */
-	struct granted granted[SCHED_PERMITS_MAX];
+	/* "go"s not used yet, in the order the lane uses its permits */
+	struct granted granted[SHARED_PERMITS_MAX];
 	unsigned granted_head, granted_n;
-	/* the lane's request gates without slack, as last asked: a send later
-	 * than its margin pushes them (late_send) */
-	struct store_gate strict[GATES_N_WINDOWS];
+	/* the lane's request gates without slack, as last asked, and what each
+	 * keeps after a send: a send later than its margin pushes them
+	 * (late_send) */
+	struct store_gate strict[SHARED_REQUEST_GATES];
+	double strict_keep[SHARED_REQUEST_GATES];
 	size_t n_strict;
 	/* members answered "wait": asked again first, they keep their place in
 	 * the lease queue */
-	struct asked_seq waiting[SCHED_PERMITS_MAX];
+	struct asked_seq waiting[SHARED_PERMITS_MAX];
 	unsigned waiting_head, waiting_n;
 	struct store_lane_names names;
-	bool fell_back; /* counted in stats.fallbacks until SHARED again */
+	bool fell_back; /* counted in stats.fallbacks until decided here again */
 };
 
 struct shared {
@@ -131,7 +133,6 @@ struct shared {
 
 struct decision {
 	struct shared *sh;
-	struct sched_lane *lane;
 	struct shared_lane *sl;
 	double asked_ms, margin_ms;
 	/* a go for a later instant, held until due_ms (sh->reserved) */
@@ -153,13 +154,6 @@ static double mono_ms(void)
 }
 
 /* ---- keys ---- */
-
-static bool lane_keys(const struct shared *sh, const struct sched_lane *lane,
-                      struct store_lane_names *names)
-{
-	return store_lane_names_of(sh->prefix, sched_lane_provider(lane)->name,
-	                           sched_lane_key_id(lane), sched_lane_model(lane), names);
-}
 
 static void member_of(const struct shared *sh, uint64_t seq, char *out)
 {
@@ -213,12 +207,12 @@ static void late_send(struct shared *sh, struct shared_lane *sl, const struct sh
 	bool unmargined = g->margin_ms <= 0;
 	if ((excess <= 0 && !unmargined) || sl->n_strict == 0 || !store_up(sh->store))
 		return;
-	struct store_gate push[GATES_N_WINDOWS];
+	struct store_gate push[SHARED_REQUEST_GATES];
 	for (size_t i = 0; i < sl->n_strict; i++) {
 		push[i] = sl->strict[i];
 		push[i].cost = fmax(excess, 0) / push[i].t_ms;
 		if (unmargined)
-			push[i].cost += fmin(GCRA_STRICT_MARGIN, GCRA_SLACK_MS / push[i].t_ms);
+			push[i].cost += sl->strict_keep[i];
 	}
 	struct store_cmd cmd;
 	store_cmd_adjust(&cmd, sl->names.key, sh->idle_ms, push, sl->n_strict);
@@ -234,7 +228,7 @@ struct shared_lease *shared_dispatched(struct shared *sh, struct shared_lane *sl
 	if (sh == NULL || sl == NULL || sl->granted_n == 0)
 		return NULL;
 	struct granted g = sl->granted[sl->granted_head];
-	sl->granted_head = (sl->granted_head + 1) % SCHED_PERMITS_MAX;
+	sl->granted_head = (sl->granted_head + 1) % SHARED_PERMITS_MAX;
 	sl->granted_n--;
 	double now = mono_ms();
 	delay_bound_add(&sh->to_dispatch, now - g.due_ms, clock_now_ms());
@@ -279,48 +273,43 @@ void shared_release(struct shared *sh, struct shared_lease *l)
  * limits: the store holds every replica's charges) and the learned budgets.
  * A learned budget this replica has no pace for goes with t_ms 0: the store
  * applies what another replica learned, if any did. */
-static size_t lane_gates(const struct sched_lane *lane, const struct sched_costs *c, int64_t now_ms,
-                         struct store_gate *g)
+static size_t decision_gates(const struct shared_gates *s, const struct shared_ask *c,
+                             struct store_gate *g)
 {
 	size_t n = 0;
-	const struct gates *s = sched_lane_gates(lane);
-	for (int w = 0; w < GATES_N_WINDOWS; w++)
-		if (gcra_enabled(&s->req[w]))
+	for (int w = 0; w < SHARED_REQUEST_GATES; w++)
+		if (s->req[w].t_ms > 0)
 			g[n++] = (struct store_gate){request_fields[w], s->req[w].t_ms,
 			                             s->req[w].burst, 1};
-	if (gcra_enabled(&s->tokens) && c->tokens > 0)
+	if (s->tokens.t_ms > 0 && c->tokens > 0)
 		g[n++] = (struct store_gate){"t", s->tokens.t_ms, s->tokens.burst, c->tokens};
-	if (gcra_enabled(&s->input) && c->prompt > 0)
+	if (s->input.t_ms > 0 && c->prompt > 0)
 		g[n++] = (struct store_gate){"ti", s->input.t_ms, s->input.burst, c->prompt};
-	if (gcra_enabled(&s->output) && c->output > 0)
+	if (s->output.t_ms > 0 && c->output > 0)
 		g[n++] = (struct store_gate){"to", s->output.t_ms, s->output.burst, c->output};
 	const double costs[RLH_N_BUDGETS] = {1, c->tokens, c->prompt, c->output};
 	for (int b = 0; b < RLH_N_BUDGETS; b++) {
 		if (costs[b] <= 0)
 			continue;
 		struct store_gate gate = {learned_fields[b], 0, 0, costs[b]};
-		const struct learned *l = sched_learned(lane, b);
-		if (l != NULL) {
-			struct learned_view v;
-			learned_view(l, now_ms, &v);
-			if (v.pace_per_min > 0 && v.capacity > 0) {
-				gate.t_ms = 60000.0 / v.pace_per_min;
-				gate.burst = v.capacity;
-			}
+		const struct shared_budget *l = &s->learned[b];
+		if (l->known && l->t_ms > 0 && l->capacity > 0) {
+			gate.t_ms = l->t_ms;
+			gate.burst = l->capacity;
 		}
 		g[n++] = gate;
 	}
 	return n;
 }
 
-/* The quota flag every verdict carries, then the lane runs. */
-static void after_verdict(struct shared *sh, struct sched_lane *lane, bool quota)
+/* What Redis decided, told to the lane's owner: every permit the decision
+ * asked for is answered so, with the quota flag every verdict carries. */
+static void tell(const struct decision *d, enum shared_verdict verdict, int64_t until_ms,
+                 bool quota)
 {
-	if (quota && !sched_quota_out(lane) && sh->hooks.quota_out != NULL)
-		sh->hooks.quota_out(lane);
-	else if (!quota && sched_quota_out(lane) && sh->hooks.quota_back != NULL)
-		sh->hooks.quota_back(lane);
-	sh->hooks.kick(lane);
+	const struct shared_answer a = {
+	    .verdict = verdict, .permits = d->permits, .until_ms = until_ms, .quota = quota};
+	d->sh->hooks.decided(d->sl->owner, &a);
 }
 
 /* A "go" the lane may use from now: a permit, and its lease when it has one;
@@ -330,21 +319,11 @@ static void grant(const struct decision *d, uint64_t seq, double due_ms, double 
 {
 	struct shared_lane *sl = d->sl;
 	store_stats(d->sh->store)->permits += d->permits;
-	for (unsigned i = 0; i < d->permits; i++) {
-		if (sl->granted_n < SCHED_PERMITS_MAX) {
-			sl->granted[(sl->granted_head + sl->granted_n) % SCHED_PERMITS_MAX] =
-			    (struct granted){seq, due_ms, d->asked_ms, wait_ms, d->margin_ms};
-			sl->granted_n++;
-		}
-		sched_permit_answer(d->lane, SCHED_PERMIT_GO, 0);
+	for (unsigned i = 0; i < d->permits && sl->granted_n < SHARED_PERMITS_MAX; i++) {
+		sl->granted[(sl->granted_head + sl->granted_n) % SHARED_PERMITS_MAX] =
+		    (struct granted){seq, due_ms, d->asked_ms, wait_ms, d->margin_ms};
+		sl->granted_n++;
 	}
-}
-
-/* A decision's "wait" or failure answers each permit it asked for. */
-static void answer_all(const struct decision *d, enum sched_permit_answer a, int64_t until)
-{
-	for (unsigned i = 0; i < d->permits; i++)
-		sched_permit_answer(d->lane, a, until);
 }
 
 /* A go for a later instant (its gates open a few ms after the decision): held
@@ -356,7 +335,7 @@ static void on_reserved(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	list_remove(&d->link);
 	grant(d, d->seq, d->due_ms, d->due_ms - d->answered_ms);
-	after_verdict(d->sh, d->lane, d->quota);
+	tell(d, SHARED_GO, 0, d->quota);
 	free(d);
 }
 
@@ -387,7 +366,6 @@ static void on_decided(void *arg, const redisReply *r)
 {
 	struct decision *d = arg;
 	struct shared *sh = d->sh;
-	struct sched_lane *lane = d->lane;
 	struct shared_lane *sl = d->sl;
 	if (sh->closing) {
 		free(d);
@@ -396,7 +374,7 @@ static void on_decided(void *arg, const redisReply *r)
 	uint64_t seq = 0;
 	if (sl->asked_n > 0) {
 		seq = sl->asked[sl->asked_head];
-		sl->asked_head = (sl->asked_head + 1) % SCHED_PERMITS_MAX;
+		sl->asked_head = (sl->asked_head + 1) % SHARED_PERMITS_MAX;
 		sl->asked_n--;
 	}
 	double answered = mono_ms();
@@ -415,10 +393,11 @@ static void on_decided(void *arg, const redisReply *r)
 		if (v.wait_ms > 0 && reserve(d, seq, answered, &v))
 			return; /* d is the reservation's until on_reserved */
 		grant(d, seq, answered, 0);
+		tell(d, SHARED_GO, 0, v.quota);
 	} else if (parsed) {
 		st->decisions_wait++;
-		if (seq != 0 && sl->waiting_n < SCHED_PERMITS_MAX) {
-			sl->waiting[(sl->waiting_head + sl->waiting_n) % SCHED_PERMITS_MAX] =
+		if (seq != 0 && sl->waiting_n < SHARED_PERMITS_MAX) {
+			sl->waiting[(sl->waiting_head + sl->waiting_n) % SHARED_PERMITS_MAX] =
 			    (struct asked_seq){seq, answered};
 			sl->waiting_n++;
 		}
@@ -426,15 +405,11 @@ static void on_decided(void *arg, const redisReply *r)
 		 * from the answer, which came after the store's instant): the
 		 * store answers a go for the exact instant. */
 		int64_t until = (int64_t)ceil(answered + v.wait_ms - ASK_EARLY_MS);
-		answer_all(d, SCHED_PERMIT_WAIT, until);
+		tell(d, SHARED_WAIT, until, v.quota);
 	} else {
-		answer_all(d, SCHED_PERMIT_FAILED, 0);
+		tell(d, SHARED_FAILED, 0, false);
 	}
 	free(d);
-	if (parsed)
-		after_verdict(sh, lane, v.quota);
-	else
-		sh->hooks.kick(lane);
 }
 
 /* Reservations of a lane that goes, or of every lane: their leases are given
@@ -460,7 +435,7 @@ static uint64_t member_to_ask(struct shared *sh, struct shared_lane *sl, double 
 {
 	while (sl->waiting_n > 0) {
 		struct asked_seq w = sl->waiting[sl->waiting_head];
-		sl->waiting_head = (sl->waiting_head + 1) % SCHED_PERMITS_MAX;
+		sl->waiting_head = (sl->waiting_head + 1) % SHARED_PERMITS_MAX;
 		sl->waiting_n--;
 		if (now - w.at_ms <= WAITING_REUSE_MS)
 			return w.seq;
@@ -477,24 +452,30 @@ double shared_margin_ms(struct shared *sh, int64_t now_ms)
 	       delay_bound_ms(&sh->to_wire, now_ms, MARGIN_STEP_EMPTY_MS);
 }
 
-/* Permits no request needs any more: their charges and leases go back. */
-static void give_back(struct shared *sh, struct sched_lane *lane, struct shared_lane *sl,
-                      unsigned n)
+/* The "go"s not used yet: their leases go back. */
+static void release_granted(struct shared *sh, struct shared_lane *sl)
 {
 	for (; sl->granted_n > 0; sl->granted_n--) {
 		if (sl->granted[sl->granted_head].seq != 0)
 			release_member(sh, sl->names.leases, sl->granted[sl->granted_head].seq);
-		sl->granted_head = (sl->granted_head + 1) % SCHED_PERMITS_MAX;
+		sl->granted_head = (sl->granted_head + 1) % SHARED_PERMITS_MAX;
 	}
+}
+
+void shared_settle(struct shared *sh, struct shared_lane *sl, unsigned unused, unsigned held,
+                   const struct shared_gates *s)
+{
+	if (sh == NULL || sl == NULL || !(unused > 0 || (sl->granted_n > 0 && held == 0)))
+		return;
+	release_granted(sh, sl);
 	if (!store_up(sh->store))
 		return;
-	const struct gates *s = sched_lane_gates(lane);
-	struct store_gate g[GATES_N_WINDOWS];
+	struct store_gate g[SHARED_REQUEST_GATES];
 	size_t k = 0;
-	for (int w = 0; w < GATES_N_WINDOWS; w++)
-		if (gcra_enabled(&s->req[w]))
-			g[k++] =
-			    (struct store_gate){request_fields[w], s->req[w].t_ms, 0, -(double)n};
+	for (int w = 0; w < SHARED_REQUEST_GATES; w++)
+		if (s->req[w].t_ms > 0)
+			g[k++] = (struct store_gate){request_fields[w], s->req[w].t_ms, 0,
+			                             -(double)unused};
 	if (k == 0)
 		return;
 	struct store_cmd cmd;
@@ -504,9 +485,10 @@ static void give_back(struct shared *sh, struct sched_lane *lane, struct shared_
 
 /* How many permits the next decision takes (store/batch.h): more than one
  * only on a busy lane whose gates all have a burst and that holds no leases;
- * then each gate's cost in g is multiplied by it. */
-static unsigned batch_of(struct shared *sh, struct sched_lane *lane, const struct shared_lane *sl,
-                         unsigned cap, struct store_gate *g, size_t ng, int64_t now_ms)
+ * then each gate's cost in g is multiplied by it. room: requests that could
+ * leave now. */
+static unsigned batch_of(struct shared *sh, const struct shared_lane *sl, unsigned cap,
+                         unsigned room, struct store_gate *g, size_t ng, int64_t now_ms)
 {
 	if (sl->n_strict > 0 || cap > 0)
 		return 1;
@@ -519,59 +501,60 @@ static unsigned batch_of(struct shared *sh, struct sched_lane *lane, const struc
 		if (g[i].cost > 0)
 			burst = fmin(burst, g[i].burst / g[i].cost);
 	}
-	unsigned k = batch_size(sched_permits_room(lane, now_ms), SCHED_PERMITS_MAX, interval,
-	                        burst, delay_bound_ms(&sh->rtt, now_ms, MARGIN_STEP_EMPTY_MS));
+	unsigned k = batch_size(room, SHARED_PERMITS_MAX, interval, burst,
+	                        delay_bound_ms(&sh->rtt, now_ms, MARGIN_STEP_EMPTY_MS));
 	for (size_t i = 0; k > 1 && i < ng; i++)
 		g[i].cost *= k;
 	return k;
 }
 
-bool shared_pump(struct shared *sh, struct sched_lane *lane, struct shared_lane **slp,
-                 int64_t now_ms)
+struct shared_lane *shared_lane_new(struct shared *sh, const char *provider, const char *key_id,
+                                    const char *model, void *owner)
 {
 	if (sh == NULL)
-		return true;
-	struct shared_lane *sl = *slp;
-	if (sl == NULL) {
-		if ((sl = calloc(1, sizeof(*sl))) == NULL)
-			return true; /* local gates, as if down: better than nothing */
-		if (!lane_keys(sh, lane, &sl->names)) {
-			free(sl);
-			return true;
-		}
-		*slp = sl;
+		return NULL;
+	struct shared_lane *sl = calloc(1, sizeof(*sl));
+	if (sl == NULL)
+		return NULL;
+	if (!store_lane_names_of(sh->prefix, provider, key_id, model, &sl->names)) {
+		free(sl);
+		return NULL;
 	}
-	bool up = store_up(sh->store);
-	enum sched_gates_mode want = up                                    ? SCHED_GATES_SHARED
-	                             : sh->on_error == STORE_ON_ERROR_FAIL ? SCHED_GATES_SHARED
-	                                                                   : SCHED_GATES_FALLBACK;
-	if (sched_lane_gates_mode(lane) != want)
-		sched_set_gates_mode(lane, want, 1.0 / sh->replicas, now_ms);
-	if (!up && want == SCHED_GATES_FALLBACK && !sl->fell_back) {
+	sl->owner = owner;
+	return sl;
+}
+
+enum shared_mode shared_lane_mode(struct shared *sh, struct shared_lane *sl)
+{
+	if (store_up(sh->store)) {
+		sl->fell_back = false;
+		return SHARED_DECIDES;
+	}
+	if (sh->on_error == STORE_ON_ERROR_FAIL)
+		return SHARED_REFUSES;
+	if (!sl->fell_back) {
 		sl->fell_back = true;
 		store_stats(sh->store)->fallbacks++;
-	} else if (up) {
-		sl->fell_back = false;
 	}
-	unsigned unused = sched_permits_unused(lane);
-	if (unused > 0 || (sl->granted_n > 0 && sched_lane_permits(lane) == 0))
-		give_back(sh, lane, sl, unused);
-	if (!up)
-		return sh->on_error == STORE_ON_ERROR_LOCAL;
+	return SHARED_FALLBACK;
+}
 
-	struct sched_costs head;
-	unsigned n = sched_permits_wanted(lane, now_ms, &head);
-	if (n == 0)
-		return true;
+unsigned shared_ask(struct shared *sh, struct shared_lane *sl, const struct shared_ask *a,
+                    const struct shared_gates *s, int64_t now_ms)
+{
+	if (sh == NULL || sl == NULL || a->decisions == 0)
+		return 0;
 	struct store_gate g[STORE_MAX_GATES];
-	size_t ng = lane_gates(lane, &head, now_ms, g);
-	unsigned cap = sched_lane_plan(lane)->max_concurrent_global;
+	size_t ng = decision_gates(s, a, g);
+	unsigned cap = a->lease_cap;
 	sl->n_strict = 0;
 	double strict_t = INFINITY;
-	for (size_t i = 0; i < ng; i++)
-		if (g[i].field[0] == 'r' && g[i].burst <= 1 && g[i].t_ms > 0) {
-			sl->strict[sl->n_strict++] = g[i];
-			strict_t = fmin(strict_t, g[i].t_ms);
+	for (int w = 0; w < SHARED_REQUEST_GATES; w++)
+		if (s->req[w].burst <= 1 && s->req[w].t_ms > 0) {
+			sl->strict[sl->n_strict] = (struct store_gate){
+			    request_fields[w], s->req[w].t_ms, s->req[w].burst, 1};
+			sl->strict_keep[sl->n_strict++] = s->req[w].keep;
+			strict_t = fmin(strict_t, s->req[w].t_ms);
 		}
 	/* A strict gate slow enough that a push reaches the store long before
 	 * the next decision (T >= PUSH_IN_TIME_MS, against round trips of a
@@ -582,16 +565,14 @@ bool shared_pump(struct shared *sh, struct sched_lane *lane, struct shared_lane 
 	 * 97-98 % of the rate at 600 RPM). A faster gate keeps the bound. */
 	double margin =
 	    sl->n_strict > 0 && strict_t >= PUSH_IN_TIME_MS ? 0 : shared_margin_ms(sh, now_ms);
-	unsigned permits = batch_of(sh, lane, sl, cap, g, ng, now_ms);
-	if (permits > 1)
-		n = 1; /* one decision for the batch */
+	unsigned permits = batch_of(sh, sl, cap, a->room, g, ng, now_ms);
+	unsigned n = permits > 1 ? 1 : a->decisions; /* one decision for a batch */
 	unsigned sent = 0, asked = 0;
-	for (; sent < n && sl->asked_n < SCHED_PERMITS_MAX; sent++) {
+	for (; sent < n && sl->asked_n < SHARED_PERMITS_MAX; sent++) {
 		struct decision *d = malloc(sizeof(*d));
 		if (d == NULL)
 			break;
 		*d = (struct decision){.sh = sh,
-		                       .lane = lane,
 		                       .sl = sl,
 		                       .asked_ms = mono_ms(),
 		                       .margin_ms = margin,
@@ -606,44 +587,37 @@ bool shared_pump(struct shared *sh, struct sched_lane *lane, struct shared_lane 
 			free(d);
 			break;
 		}
-		sl->asked[(sl->asked_head + sl->asked_n) % SCHED_PERMITS_MAX] = seq;
+		sl->asked[(sl->asked_head + sl->asked_n) % SHARED_PERMITS_MAX] = seq;
 		sl->asked_n++;
 		asked += permits;
 	}
-	sched_permits_asked(lane, asked);
-	return true;
+	return asked;
 }
 
 /* ---- what a replica learned ---- */
 
-static void send_simple(struct shared *sh, struct sched_lane *lane,
+static void send_simple(struct shared *sh, struct shared_lane *sl,
                         void (*build)(struct store_cmd *, const char *, double, void *), void *arg)
 {
-	struct store_lane_names names;
 	struct store_cmd cmd;
-	if (sh == NULL || !store_up(sh->store) || !lane_keys(sh, lane, &names))
+	if (sh == NULL || sl == NULL || !store_up(sh->store))
 		return;
-	build(&cmd, names.key, sh->idle_ms, arg);
+	build(&cmd, sl->names.key, sh->idle_ms, arg);
 	store_send(sh->store, &cmd, NULL, NULL);
 }
 
-void shared_observed(struct shared *sh, struct sched_lane *lane)
+void shared_observed(struct shared *sh, struct shared_lane *sl,
+                     const struct shared_budget learned[RLH_N_BUDGETS])
 {
-	struct store_lane_names names;
-	if (sh == NULL || !store_up(sh->store) || !lane_keys(sh, lane, &names))
+	if (sh == NULL || sl == NULL || !store_up(sh->store))
 		return;
-	int64_t now = clock_now_ms();
 	for (int b = 0; b < RLH_N_BUDGETS; b++) {
-		const struct learned *l = sched_learned(lane, b);
-		struct learned_view v;
-		if (l == NULL)
-			continue;
-		learned_view(l, now, &v);
-		if (v.pace_per_min <= 0 || v.capacity <= 0 || v.remaining < 0)
+		const struct shared_budget *l = &learned[b];
+		if (!l->known || !(l->t_ms > 0) || l->capacity <= 0 || l->remaining < 0)
 			continue;
 		struct store_cmd cmd;
-		store_cmd_observe(&cmd, names.key, sh->idle_ms, learned_fields[b],
-		                  60000.0 / v.pace_per_min, v.capacity, v.remaining);
+		store_cmd_observe(&cmd, sl->names.key, sh->idle_ms, learned_fields[b], l->t_ms,
+		                  l->capacity, l->remaining);
 		store_send(sh->store, &cmd, NULL, NULL);
 	}
 }
@@ -653,10 +627,10 @@ static void build_hold(struct store_cmd *cmd, const char *key, double idle_ms, v
 	store_cmd_hold(cmd, key, idle_ms, (double)*(int64_t *)arg);
 }
 
-void shared_hold(struct shared *sh, struct sched_lane *lane, int64_t hold_ms)
+void shared_hold(struct shared *sh, struct shared_lane *sl, int64_t hold_ms)
 {
 	if (hold_ms > 0)
-		send_simple(sh, lane, build_hold, &hold_ms);
+		send_simple(sh, sl, build_hold, &hold_ms);
 }
 
 static void build_quota(struct store_cmd *cmd, const char *key, double idle_ms, void *arg)
@@ -664,9 +638,9 @@ static void build_quota(struct store_cmd *cmd, const char *key, double idle_ms, 
 	store_cmd_quota(cmd, key, idle_ms, *(bool *)arg);
 }
 
-void shared_quota(struct shared *sh, struct sched_lane *lane, bool out)
+void shared_quota(struct shared *sh, struct shared_lane *sl, bool out)
 {
-	send_simple(sh, lane, build_quota, &out);
+	send_simple(sh, sl, build_quota, &out);
 }
 
 /* Sends every lane's summed corrections (one adjust each). */
@@ -707,14 +681,12 @@ static struct correction *correction_of(struct shared *sh, const char *key)
 	return c;
 }
 
-void shared_tokens_used(struct shared *sh, struct sched_lane *lane, double d_tokens, double d_input,
-                        double d_output)
+void shared_tokens_used(struct shared *sh, struct shared_lane *sl, const struct shared_gates *s,
+                        double d_tokens, double d_input, double d_output)
 {
-	struct store_lane_names names;
-	if (sh == NULL || sched_lane_gates_mode(lane) != SCHED_GATES_SHARED ||
-	    !store_up(sh->store) || !lane_keys(sh, lane, &names))
+	if (sh == NULL || sl == NULL || !store_up(sh->store))
 		return;
-	const struct gates *s = sched_lane_gates(lane);
+	const struct store_lane_names *names = &sl->names;
 	/* by correct_fields' order; the learned token budgets take the same
 	 * correction, at the pace stored (t_ms 0) */
 	struct store_gate g[CORRECT_FIELDS] = {
@@ -726,14 +698,14 @@ void shared_tokens_used(struct shared *sh, struct sched_lane *lane, double d_tok
 	    {correct_fields[5], 0, 0, d_output},
 	};
 	bool on[CORRECT_FIELDS] = {
-	    gcra_enabled(&s->tokens) && d_tokens != 0,
-	    gcra_enabled(&s->input) && d_input != 0,
-	    gcra_enabled(&s->output) && d_output != 0,
-	    d_tokens != 0 && sched_learned(lane, RLH_TOKENS) != NULL,
-	    d_input != 0 && sched_learned(lane, RLH_INPUT_TOKENS) != NULL,
-	    d_output != 0 && sched_learned(lane, RLH_OUTPUT_TOKENS) != NULL,
+	    s->tokens.t_ms > 0 && d_tokens != 0,
+	    s->input.t_ms > 0 && d_input != 0,
+	    s->output.t_ms > 0 && d_output != 0,
+	    d_tokens != 0 && s->learned[RLH_TOKENS].known,
+	    d_input != 0 && s->learned[RLH_INPUT_TOKENS].known,
+	    d_output != 0 && s->learned[RLH_OUTPUT_TOKENS].known,
 	};
-	struct correction *c = correction_of(sh, names.key);
+	struct correction *c = correction_of(sh, names->key);
 	if (c == NULL) {
 		struct store_gate now[CORRECT_FIELDS];
 		size_t n = 0;
@@ -743,7 +715,7 @@ void shared_tokens_used(struct shared *sh, struct sched_lane *lane, double d_tok
 		if (n == 0)
 			return;
 		struct store_cmd cmd;
-		store_cmd_adjust(&cmd, names.key, sh->idle_ms, now, n);
+		store_cmd_adjust(&cmd, names->key, sh->idle_ms, now, n);
 		store_send(sh->store, &cmd, NULL, NULL);
 		return;
 	}
@@ -768,11 +740,8 @@ void shared_lane_free(struct shared *sh, struct shared_lane *sl)
 		return;
 	if (sh != NULL)
 		cancel_reserved(sh, sl);
-	for (; sh != NULL && sl->granted_n > 0; sl->granted_n--) {
-		if (sl->granted[sl->granted_head].seq != 0)
-			release_member(sh, sl->names.leases, sl->granted[sl->granted_head].seq);
-		sl->granted_head = (sl->granted_head + 1) % SCHED_PERMITS_MAX;
-	}
+	if (sh != NULL)
+		release_granted(sh, sl);
 	free(sl);
 }
 
@@ -842,6 +811,11 @@ void shared_free(struct shared *sh)
 		free(LIST_ITEM(node, struct shared_lease, link));
 	store_free(sh->store);
 	free(sh);
+}
+
+bool shared_up(const struct shared *sh)
+{
+	return sh != NULL && store_up(sh->store);
 }
 
 bool shared_refusing(const struct shared *sh)

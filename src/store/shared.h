@@ -22,7 +22,16 @@
  * While the store is down, on_error says what lanes do: `local` paces each
  * lane here at its plan's limits / replicas (logged once: store_unavailable,
  * then store_restored); `fail` answers 503 store_unavailable to what waits.
- * Nothing accepted is lost either way. */
+ * Nothing accepted is lost either way.
+ *
+ * The seam. The store never sees a lane: it keeps its own side of one (struct
+ * shared_lane: keys, decisions, leases), made by the lanes' owner
+ * (proxy/lanes.c, the only caller of both the scheduler and the store), which
+ * hands it, with each call, what the scheduler said in the store's terms (the
+ * gates as rates, the permits wanted, what was learned) and hands what Redis
+ * answered to the scheduler: a decision comes back as one event
+ * (shared_hooks.decided: so many permits go, or wait until, or failed; the
+ * shared quota's state). Nothing here includes sched/ (make lint). */
 #ifndef PACERD_SHARED_H
 #define PACERD_SHARED_H
 
@@ -30,23 +39,43 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "provider/ratelimit_headers.h"
 /* shared_stats() hands its callers the store's counters to read. */
 #include "store/store.h"
 
 struct event_base; /* event2/event.h */
 struct config;     /* core/config.h */
-struct sched_lane; /* sched/sched.h */
 
 struct shared;
-struct shared_lane;  /* a lane's decisions and leases, kept by the lane's shell */
+struct shared_lane;  /* a lane's keys, decisions and leases, kept by the lane's shell */
 struct shared_lease; /* one max_concurrent_global lease held by a request in flight */
 
-/* What shared needs from the lanes' owner (proxy/lanes.c). */
+/* Permits a lane holds or has asked for at once, at most (the scheduler's
+ * SCHED_PERMITS_MAX, which the lanes check is no larger). */
+#define SHARED_PERMITS_MAX 64
+/* Request gates of a lane: min_ms_per_request, per second, minute, hour (the
+ * scheduler's windows, in its order). */
+#define SHARED_REQUEST_GATES 4
+
+/* What a decision came back with (shared_hooks.decided). */
+enum shared_verdict {
+	SHARED_GO,     /* `permits` requests may go */
+	SHARED_WAIT,   /* none: ask again at until_ms */
+	SHARED_FAILED, /* no answer (an error, a timeout, the store went down) */
+};
+struct shared_answer {
+	enum shared_verdict verdict;
+	unsigned permits; /* the permits the decision asked for, each answered so */
+	int64_t until_ms; /* SHARED_WAIT: the monotonic clock's ms */
+	bool quota;       /* GO, WAIT: the shared quota is out (FAILED: unknown) */
+};
+
+/* What shared tells the lanes' owner (proxy/lanes.c). */
 struct shared_hooks {
-	void (*kick)(struct sched_lane *lane);       /* a decision came back: run the lane */
-	void (*quota_out)(struct sched_lane *lane);  /* another replica found the quota out */
-	void (*quota_back)(struct sched_lane *lane); /* ... and back */
-	void (*store_changed)(void *arg, bool up);   /* every lane must look again */
+	/* A decision of the lane made with `owner` (shared_lane_new) came back:
+	 * the owner tells its scheduler, and runs the lane. */
+	void (*decided)(void *owner, const struct shared_answer *a);
+	void (*store_changed)(void *arg, bool up); /* every lane must look again */
 	void *arg;
 };
 
@@ -55,14 +84,65 @@ struct shared_hooks {
 struct shared *shared_new(struct event_base *base, const struct config *cfg,
                           const struct shared_hooks *hooks, char *err, size_t errlen);
 void shared_free(struct shared *sh);
+bool shared_up(const struct shared *sh);
 
-/* Before the lane's dispatch loop: applies the store's state to the lane
- * (SHARED while up; FALLBACK or refusal while down), gives back permits no
- * request needs, and asks the store for the decisions the lane wants now.
- * Returns false when the lane must refuse what waits (on_error: fail, store
- * down): the caller answers 503 store_unavailable. */
-bool shared_pump(struct shared *sh, struct sched_lane *lane, struct shared_lane **sl,
-                 int64_t now_ms);
+/* The store's side of one lane, named by its provider, its scope's name and
+ * its model group (NULL: none) as every replica names them; owner comes back
+ * with its decisions. NULL when out of memory or when its keys do not fit
+ * (the lane is then paced here alone). */
+struct shared_lane *shared_lane_new(struct shared *sh, const char *provider, const char *key_id,
+                                    const char *model, void *owner);
+/* The lane is gone (evicted): its leases too. */
+void shared_lane_free(struct shared *sh, struct shared_lane *sl);
+
+/* Where a lane's gates are decided now, by the store's state. */
+enum shared_mode {
+	SHARED_DECIDES,  /* up: a request goes with a "go" from the store */
+	SHARED_FALLBACK, /* down, on_error local: here, at the plan's limits / replicas */
+	SHARED_REFUSES,  /* down, on_error fail: what waits is answered 503 */
+};
+/* The mode for sl now (a lane's fall-back is counted once, in stats). */
+enum shared_mode shared_lane_mode(struct shared *sh, struct shared_lane *sl);
+
+/* One rate gate as the store applies it: t_ms per unit (<= 0: off), burst
+ * in units; keep: what the gate keeps beyond t_ms after a strict send, in
+ * units (gcra_strict_keep; request gates only). */
+struct shared_rate {
+	double t_ms, burst, keep;
+};
+/* One learned budget: known once a response reported it; t_ms per unit at
+ * the learned pace (0: no pace learned here: the store applies another
+ * replica's), its capacity and what remains now (< 0: unknown). */
+struct shared_budget {
+	bool known;
+	double t_ms, capacity, remaining;
+};
+/* A lane's gates, as the store applies them: the plan's at their full
+ * limits (the store holds every replica's charges), and the learned ones. */
+struct shared_gates {
+	struct shared_rate req[SHARED_REQUEST_GATES];
+	struct shared_rate tokens, input, output;
+	struct shared_budget learned[RLH_N_BUDGETS];
+};
+
+/* The lane took back `unused` permits no request waits for any more, and
+ * holds `held` still: their charges (at the request gates in g) and their
+ * leases go back. */
+void shared_settle(struct shared *sh, struct shared_lane *sl, unsigned unused, unsigned held,
+                   const struct shared_gates *g);
+
+/* What a lane asks of the store now. */
+struct shared_ask {
+	unsigned decisions;            /* single decisions wanted (counting none in flight) */
+	unsigned room;                 /* requests that could leave now: what a batch may fill */
+	double tokens, prompt, output; /* the costs of the request that would go first */
+	unsigned lease_cap;            /* max_concurrent_global; 0: no leases */
+};
+/* Sends the decisions a asks for, for the gates in g (their learned budgets
+ * filled). Returns the permits asked: each comes back in one
+ * shared_hooks.decided. */
+unsigned shared_ask(struct shared *sh, struct shared_lane *sl, const struct shared_ask *a,
+                    const struct shared_gates *g, int64_t now_ms);
 
 /* The store's "go" a dispatched request used, kept until its send
  * (shared_sent): when it was asked, how long after its instant in Redis it
@@ -95,19 +175,18 @@ void shared_sent(struct shared *sh, struct shared_lane *sl, struct shared_grant 
  * least T after this one's request left. */
 double shared_margin_ms(struct shared *sh, int64_t now_ms);
 
-/* The lane learned from headers (sched_observe): every learned budget with a
- * known pace is shared. */
-void shared_observed(struct shared *sh, struct sched_lane *lane);
+/* The lane learned from headers: every learned budget with a known pace is
+ * shared (learned: each budget's pace, capacity and what remains). */
+void shared_observed(struct shared *sh, struct shared_lane *sl,
+                     const struct shared_budget learned[RLH_N_BUDGETS]);
 /* A retry-after on a capacity answer: every replica holds for hold_ms. */
-void shared_hold(struct shared *sh, struct sched_lane *lane, int64_t hold_ms);
+void shared_hold(struct shared *sh, struct shared_lane *sl, int64_t hold_ms);
 /* This replica found the quota out (true) or back (false). */
-void shared_quota(struct shared *sh, struct sched_lane *lane, bool out);
-/* The token gates' correction: actual usage minus the estimate charged. */
-void shared_tokens_used(struct shared *sh, struct sched_lane *lane, double d_tokens, double d_input,
-                        double d_output);
-
-/* The lane is gone (evicted): its leases too. */
-void shared_lane_free(struct shared *sh, struct shared_lane *sl);
+void shared_quota(struct shared *sh, struct shared_lane *sl, bool out);
+/* The token gates' correction: actual usage minus the estimate charged, for
+ * the token gates of g and the learned token budgets it knows. */
+void shared_tokens_used(struct shared *sh, struct shared_lane *sl, const struct shared_gates *g,
+                        double d_tokens, double d_input, double d_output);
 
 /* On error `fail` with the store down: refuse (503) new requests now. */
 bool shared_refusing(const struct shared *sh);

@@ -287,6 +287,26 @@ START_TEST(sent_keeps_the_distance_from_the_send)
 	gcra_init(&g, 0, 1);
 	gcra_sent(&g, 5, 1);
 	ck_assert_int_eq(gcra_ready_at(&g, 0, 1), 0);
+	ck_assert(gcra_strict_keep(&g) == 0);
+}
+END_TEST
+
+START_TEST(strict_keep_is_what_sent_keeps)
+{
+	/* What a shared strict gate is pushed by after a send charged without
+	 * a margin (store/shared.c): what gcra_sent keeps here, in units */
+	const double t_ms[] = {20, 100, 999, 1000, 5000, 60000};
+	for (size_t i = 0; i < sizeof(t_ms) / sizeof(t_ms[0]); i++) {
+		struct gcra g;
+		gcra_init(&g, t_ms[i], 1);
+		gcra_charge(&g, 0, 1);
+		gcra_sent(&g, 0, 1);
+		double kept = gcra_ready_at_precise(&g, 0, 1) - t_ms[i];
+		ck_assert_msg(fabs(gcra_strict_keep(&g) * t_ms[i] - kept) < 1e-9, "T %g", t_ms[i]);
+	}
+	struct gcra g;
+	gcra_init(&g, 60000, 1); /* capped at the slack: 10 ms of a minute */
+	ck_assert(fabs(gcra_strict_keep(&g) - GCRA_SLACK_MS / 60000) < 1e-12);
 }
 END_TEST
 
@@ -763,6 +783,7 @@ static Suite *gcra_suite(void)
 	tcase_add_test(g, slack_is_what_the_burst_grants);
 	tcase_add_test(g, burst_one_never_spaces_closer_than_t);
 	tcase_add_test(g, sent_keeps_the_distance_from_the_send);
+	tcase_add_test(g, strict_keep_is_what_sent_keeps);
 	tcase_add_test(g, precise_ready_is_not_rounded);
 	tcase_add_test(g, simulation_1000_requests_600rpm);
 	tcase_add_test(g, simulation_with_late_timer);
