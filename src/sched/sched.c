@@ -832,7 +832,7 @@ struct sched_item *sched_next(struct sched_lane *lane, double precise_ms)
 	}
 	if (lane->gates_mode == SCHED_GATES_SHARED) {
 		if (lane->permits == 0)
-			return NULL; /* the shell asks the store (sched_permits_wanted) */
+			return NULL; /* the lanes ask the store (sched_permits_wanted) */
 		lane->permits--;
 	}
 

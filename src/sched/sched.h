@@ -101,7 +101,8 @@ struct sched_lane_stats {
 	int64_t queue_wait_max_ms;
 };
 
-/* Where a lane's rate gates are decided (store.kind: redis; shared.c). */
+/* Where a lane's rate gates are decided (store.kind: redis): the lanes set
+ * it from the store's state (proxy/limiter.c). */
 enum sched_gates_mode {
 	SCHED_GATES_LOCAL,    /* here, at the plan's limits (store.kind: local) */
 	SCHED_GATES_SHARED,   /* in the shared store: one "go" (a permit) per dispatch */
@@ -112,7 +113,8 @@ enum sched_gates_mode {
 #define SCHED_ASKS_MAX 16
 /* Permits a lane holds or has asked for at once, at most: SCHED_ASKS_MAX
  * single decisions, or the batches of a busy lane (store/batch.h), whose
- * size is bounded by the round trip and the gates' burst, not by this. */
+ * size is bounded by the round trip and the gates' burst, not by this. The
+ * store keeps as many (SHARED_PERMITS_MAX; proxy/limiter.c checks). */
 #define SCHED_PERMITS_MAX 64
 
 /* Sets up a lane for `plan` at now_ms (the registry calls this) on memory that
@@ -387,8 +389,8 @@ void sched_lane_level(const struct sched_lane *lane, size_t i, int64_t now_ms,
                       struct sched_level_view *v);
 
 /* Accessors, O(1): for code that reads one thing of many lanes (ranking
- * them for /metrics) or that applies a lane's limits elsewhere (the shared
- * store, shared.c, which is the store's side of a lane, not the lane's). */
+ * them for /metrics), that drives a lane (proxy/lanes.c), or that hands a
+ * lane's limits to the shared store in the store's terms (proxy/limiter.c). */
 const struct provider_conf *sched_lane_provider(const struct sched_lane *lane);
 const struct plan_conf *sched_lane_plan(const struct sched_lane *lane);
 const char *sched_lane_key_id(const struct sched_lane *lane);

@@ -124,7 +124,7 @@ struct sched_lane {
 		int64_t resets_at_ms;
 	} day;
 	/* The shared store. While SHARED, a request leaves only with a permit
-	 * (a "go" the store gave): the shell asks for as many as could leave
+	 * (a "go" the store gave): the lanes ask for as many as could leave
 	 * now (sched_permits_wanted), several in flight at once; a "not before"
 	 * holds the lane until shared_until_ms. The local gates stay charged by
 	 * this replica's own dispatches: at the full limit they never hold back
