@@ -40,7 +40,6 @@
 #include <strings.h>
 
 #include "core/clock.h"
-#include "core/grow.h"
 #include "core/list.h"
 #include "core/log.h"
 #include "core/pool.h"
@@ -51,6 +50,7 @@
 #include "provider/usage_strip.h"
 #include "proxy/lanes.h"
 #include "proxy/reqstats.h"
+#include "proxy/upreq.h"
 #include "proxy/xstate.h"
 #include "sched/retry.h"
 
@@ -67,9 +67,8 @@ struct exchange {
 	struct hreq *client;     /* NULL once the response ended or the client left */
 	struct config_ref *cref; /* the configuration it was accepted under */
 	struct route route;
-	const char *url;               /* in arena */
-	struct curl_slist *up_headers; /* nodes in hdr_nodes, lines in arena */
-	const char *body;              /* the client's, valid while client != NULL, or body_own */
+	struct upreq upreq; /* the URL and header lines sent upstream (kept across uses) */
+	const char *body;   /* the client's, valid while client != NULL, or body_own */
 	size_t body_len;
 	char *body_own;   /* the body pacerd rewrote (include_usage added), or NULL */
 	bool strip_usage; /* and so gives the client the stream without what it added */
@@ -124,13 +123,6 @@ struct exchange {
 	const char *retry_stop;
 	bool client_closed;
 	struct list link; /* on xs->live, then xs->reap_list, then in xs->pool */
-
-	/* Kept across uses (exchanges are pooled): no allocation per request
-	 * once warm. */
-	char *arena; /* the upstream URL and header lines */
-	size_t arena_cap;
-	struct curl_slist *hdr_nodes;
-	size_t hdr_nodes_cap;
 };
 
 #define X_OF_TICKET(t) ((struct exchange *)(void *)((char *)(t)-offsetof(struct exchange, ticket)))
@@ -316,20 +308,16 @@ static void exchange_destroy(struct exchange *x)
 	tokens_sse_free(&x->sse_scan);
 	usage_strip_free(&x->strip);
 	free(x->body_own);
-	free(x->arena);
-	free(x->hdr_nodes);
+	upreq_free(&x->upreq);
 	free(x);
 }
 
 /* Clears an exchange for its next use, keeping what it owns that can serve
- * again: its arena, header nodes and (drained) buffers. */
+ * again: the upstream request's memory and (drained) buffers. */
 static void exchange_recycle(struct exchange *x)
 {
 	struct evbuffer *held = x->held, *json = x->json;
-	char *arena = x->arena;
-	size_t arena_cap = x->arena_cap;
-	struct curl_slist *nodes = x->hdr_nodes;
-	size_t nodes_cap = x->hdr_nodes_cap;
+	struct upreq upreq = x->upreq;
 	tokens_sse_free(&x->sse_scan);
 	usage_strip_free(&x->strip);
 	free(x->body_own);
@@ -341,10 +329,8 @@ static void exchange_recycle(struct exchange *x)
 	memset(x, 0, sizeof(*x));
 	x->held = held;
 	x->json = json;
-	x->arena = arena;
-	x->arena_cap = arena_cap;
-	x->hdr_nodes = nodes;
-	x->hdr_nodes_cap = nodes_cap;
+	x->upreq = upreq;
+	upreq_reset(&x->upreq);
 }
 
 static void on_reap(evutil_socket_t fd, short what, void *arg)
@@ -597,9 +583,9 @@ static void on_lane_dispatch(struct lane_ticket *t)
 {
 	struct exchange *x = X_OF_TICKET(t);
 	struct up_request ur = {
-	    .url = x->url,
+	    .url = x->upreq.url,
 	    .method = x->method,
-	    .headers = x->up_headers,
+	    .headers = x->upreq.headers,
 	    .body = x->body,
 	    .body_len = x->body_len,
 	    .provider = x->route.provider,
@@ -646,82 +632,6 @@ static void meter_stream(struct exchange *x, const struct plan_conf *plan)
 	x->strip_usage = true;
 }
 
-/* The URL and the header list sent upstream, built in the exchange's arena
- * (libcurl only reads a curl_slist: its nodes need not come from
- * curl_slist_append): every end-to-end field of the client, and blanks for
- * the defaults libcurl would otherwise add by itself. False when out of
- * memory. */
-static bool build_upstream_request(struct exchange *x, struct hreq *client)
-{
-	static const char expect_blank[] = "Expect:", accept_blank[] = "Accept:",
-	                  ctype_blank[] = "Content-Type:";
-	const char *connection = hreq_header(client, "connection");
-	size_t n = hreq_n_headers(client);
-	size_t url_cap = strlen(x->route.provider->upstream) + x->route.path_len + 2;
-	size_t need = url_cap + sizeof(expect_blank) + sizeof(accept_blank) + sizeof(ctype_blank);
-	for (size_t i = 0; i < n; i++) {
-		struct hhdr h;
-		hreq_header_at(client, i, &h);
-		need += h.name_len + h.value_len + 3;
-	}
-	if (!grow_bytes(&x->arena, &x->arena_cap, need, 1024))
-		return false;
-	if (n + 3 > x->hdr_nodes_cap) {
-		size_t cap = n + 3 > 32 ? n + 3 : 32;
-		struct curl_slist *nodes = realloc(x->hdr_nodes, cap * sizeof(*nodes));
-		if (nodes == NULL)
-			return false;
-		x->hdr_nodes = nodes;
-		x->hdr_nodes_cap = cap;
-	}
-	int u = route_upstream_url(&x->route, x->arena, url_cap);
-	if (u < 0)
-		return false;
-	x->url = x->arena;
-	char *pos = x->arena + u + 1;
-	size_t k = 0;
-	bool has_accept = false, has_ctype = false;
-	for (size_t i = 0; i < n; i++) {
-		struct hhdr h;
-		hreq_header_at(client, i, &h);
-		if (!hdr_forward_request(h.name, connection))
-			continue;
-		if (h.name_len == 6 && strcasecmp(h.name, "accept") == 0)
-			has_accept = true;
-		else if (h.name_len == 12 && strcasecmp(h.name, "content-type") == 0)
-			has_ctype = true;
-		/* libcurl reads "Name:" as "remove Name"; "Name;" sends it empty. */
-		char *line = pos;
-		memcpy(pos, h.name, h.name_len);
-		pos += h.name_len;
-		if (h.value_len == 0) {
-			*pos++ = ';';
-		} else {
-			*pos++ = ':';
-			*pos++ = ' ';
-			memcpy(pos, h.value, h.value_len);
-			pos += h.value_len;
-		}
-		*pos++ = '\0';
-		x->hdr_nodes[k++].data = line;
-	}
-	/* Expect: 100-continue would cost a round trip for bodies over 1 MiB. */
-	const char *blanks[] = {expect_blank, has_accept ? NULL : accept_blank,
-	                        has_ctype ? NULL : ctype_blank};
-	for (size_t i = 0; i < sizeof(blanks) / sizeof(blanks[0]); i++) {
-		if (blanks[i] == NULL)
-			continue;
-		size_t len = strlen(blanks[i]) + 1;
-		memcpy(pos, blanks[i], len);
-		x->hdr_nodes[k++].data = pos;
-		pos += len;
-	}
-	for (size_t i = 0; i < k; i++)
-		x->hdr_nodes[i].next = i + 1 < k ? &x->hdr_nodes[i + 1] : NULL;
-	x->up_headers = k ? x->hdr_nodes : NULL;
-	return true;
-}
-
 /* The identity a request names for itself (its profile's request_identity:
  * a key may bill several projects or organizations, each with its own
  * budget). The narrowest wins, as on answers (learn_identity). */
@@ -766,7 +676,7 @@ void exchange_start(struct exchanges *xs, struct hreq *client, const struct exch
 		evtimer_del(xs->idle);
 	hreq_set_events(client, &client_events, x);
 
-	if (!build_upstream_request(x, client)) {
+	if (!upreq_build(&x->upreq, &x->route, client)) {
 		answer(x, 503, "out_of_memory", "pacerd is out of memory", -1);
 		return;
 	}
