@@ -47,15 +47,13 @@
 #include "provider/model.h"
 #include "provider/profile.h"
 #include "provider/tokens.h"
-#include "provider/usage_strip.h"
 #include "proxy/lanes.h"
+#include "proxy/meter.h"
 #include "proxy/reqstats.h"
 #include "proxy/upreq.h"
 #include "proxy/xstate.h"
 #include "sched/retry.h"
 
-/* A JSON answer larger than this is relayed without reading its usage. */
-#define USAGE_JSON_CAP (256 * 1024)
 #define AGENT_MAX 64
 #define RESP_HEADERS_MAX 260
 /* Exchanges kept for reuse after a burst; the rest are freed. */
@@ -68,11 +66,8 @@ struct exchange {
 	struct config_ref *cref; /* the configuration it was accepted under */
 	struct route route;
 	struct upreq upreq; /* the URL and header lines sent upstream (kept across uses) */
-	const char *body;   /* the client's, valid while client != NULL, or body_own */
+	const char *body;   /* the client's, valid while client != NULL, or the meter's */
 	size_t body_len;
-	char *body_own;   /* the body pacerd rewrote (include_usage added), or NULL */
-	bool strip_usage; /* and so gives the client the stream without what it added */
-	struct usage_strip strip;
 	const char *method;
 	char key_hash[KEYID_HEX + 1];
 	char key_id[KEYID_NAME_SIZE];
@@ -100,10 +95,7 @@ struct exchange {
 	size_t held_n, held_head_len;
 	char held_reason[64];
 	struct rlh_result rlh;
-	bool want_usage;
-	bool sse; /* the response is an event stream: scan it */
-	struct tokens_sse sse_scan;
-	struct evbuffer *json;   /* a JSON response, kept for its usage (capped) */
+	struct meter meter;      /* the answer's usage (kept across uses) */
 	bool no_retry_hdr;       /* relay with x-should-retry: false */
 	long long tokens_used;   /* the usage the answer reported, -1: none */
 	double tokens_estimated; /* the estimate charged before dispatch (0: none made) */
@@ -303,11 +295,7 @@ static void exchange_destroy(struct exchange *x)
 {
 	if (x->held != NULL)
 		evbuffer_free(x->held);
-	if (x->json != NULL)
-		evbuffer_free(x->json);
-	tokens_sse_free(&x->sse_scan);
-	usage_strip_free(&x->strip);
-	free(x->body_own);
+	meter_free(&x->meter);
 	upreq_free(&x->upreq);
 	free(x);
 }
@@ -316,19 +304,16 @@ static void exchange_destroy(struct exchange *x)
  * again: the upstream request's memory and (drained) buffers. */
 static void exchange_recycle(struct exchange *x)
 {
-	struct evbuffer *held = x->held, *json = x->json;
+	struct evbuffer *held = x->held;
 	struct upreq upreq = x->upreq;
-	tokens_sse_free(&x->sse_scan);
-	usage_strip_free(&x->strip);
-	free(x->body_own);
+	meter_reset(&x->meter);
+	struct meter meter = x->meter;
 	config_ref_put(x->cref);
 	if (held != NULL)
 		evbuffer_drain(held, evbuffer_get_length(held));
-	if (json != NULL)
-		evbuffer_drain(json, evbuffer_get_length(json));
 	memset(x, 0, sizeof(*x));
 	x->held = held;
-	x->json = json;
+	x->meter = meter;
 	x->upreq = upreq;
 	upreq_reset(&x->upreq);
 }
@@ -564,17 +549,10 @@ static void reset_attempt(struct exchange *x)
 {
 	x->status = 0;
 	x->no_retry_hdr = false;
-	x->sse = false;
 	x->held_n = x->held_head_len = 0;
 	x->held_reason[0] = '\0';
 	if (x->held != NULL)
 		evbuffer_drain(x->held, evbuffer_get_length(x->held));
-	if (x->json != NULL)
-		evbuffer_drain(x->json, evbuffer_get_length(x->json));
-	tokens_sse_free(&x->sse_scan);
-	tokens_sse_init(&x->sse_scan);
-	usage_strip_free(&x->strip);
-	usage_strip_init(&x->strip);
 	memset(&x->rlh, 0, sizeof(x->rlh));
 }
 
@@ -608,29 +586,6 @@ static void on_lane_dispatch(struct lane_ticket *t)
 }
 
 /* ---- entry ---- */
-
-/* A chat completion streamed without include_usage on a token-paced lane
- * never says what it cost: ask for the usage (the body pacerd sends upstream
- * gets stream_options.include_usage), and give the client the stream it asked
- * for (usage_strip). Keyed on the API the request speaks, not on the
- * provider's rate-limit header dialect (an OpenAI-compatible provider may
- * send none), where the provider's profile accepts the rewrite. A body that
- * is not JSON goes as it is. */
-static void meter_stream(struct exchange *x, const struct plan_conf *plan)
-{
-	if (plan->stream_usage != STREAM_USAGE_INJECT ||
-	    !profile_of(x->route.provider)->add_stream_usage ||
-	    !usage_api_is_chat_completions(x->route.path, x->route.path_len))
-		return;
-	char *body;
-	size_t len;
-	if (usage_inject_request(x->body, x->body_len, &body, &len) != 1)
-		return;
-	x->body_own = body;
-	x->body = body;
-	x->body_len = len;
-	x->strip_usage = true;
-}
 
 /* The identity a request names for itself (its profile's request_identity:
  * a key may bill several projects or organizations, each with its own
@@ -670,7 +625,6 @@ void exchange_start(struct exchanges *xs, struct hreq *client, const struct exch
 	if (in->agent != NULL)
 		copy_str(x->agent, sizeof(x->agent), in->agent);
 	x->priority = in->priority;
-	tokens_sse_init(&x->sse_scan);
 	list_insert_head(&xs->live, &x->link);
 	if (xs->n_live++ == 0)
 		evtimer_del(xs->idle);
@@ -720,12 +674,19 @@ void exchange_start(struct exchanges *xs, struct hreq *client, const struct exch
 	    .max_output = cost.output_named ? cost.output : -1,
 	};
 	lanes_charge(&x->ticket, &rq, &lc, now);
-	if (x->ticket.metered) {
-		x->want_usage = true;
-		meter_stream(x, plan);
-	} else if (lanes_learns_cost(&x->ticket, &lc)) {
-		x->want_usage = true;
-	}
+	/* A chat completion streamed without include_usage on a token-paced
+	 * lane never says what it cost: the meter asks for the usage (keyed on
+	 * the API the request speaks, not on the provider's rate-limit header
+	 * dialect: an OpenAI-compatible provider may send none), where the
+	 * provider's profile accepts the rewrite. */
+	if (x->ticket.metered)
+		meter_request(&x->meter,
+		              plan->stream_usage == STREAM_USAGE_INJECT &&
+		                  profile_of(prov)->add_stream_usage,
+		              x->route.path, x->route.path_len, &x->body, &x->body_len);
+	else if (lanes_learns_cost(&x->ticket, &lc))
+		meter_request(&x->meter, false, x->route.path, x->route.path_len, &x->body,
+		              &x->body_len);
 	x->tokens_estimated = rq.cost_prompt + rq.cost_output;
 
 	set_state(x, XS_QUEUED);
@@ -871,7 +832,7 @@ static bool on_up_headers(void *ctx, int status, const char *reason, const struc
 		log_limit_learned(x);
 
 	const char *ctype = find_up_header(h, n, "content-type");
-	x->sse = x->want_usage && ctype != NULL && strncasecmp(ctype, "text/event-stream", 17) == 0;
+	meter_answer(&x->meter, ctype);
 	if (hv.hold_body) {
 		copy_str(x->held_reason, sizeof(x->held_reason), reason);
 		set_state(x, XS_HELD);
@@ -879,20 +840,6 @@ static bool on_up_headers(void *ctx, int status, const char *reason, const struc
 	}
 	start_response(x, h, n, reason);
 	return true;
-}
-
-static void note_usage_bytes(struct exchange *x, const char *data, size_t len)
-{
-	if (!x->want_usage)
-		return;
-	if (x->sse) {
-		tokens_sse_feed(&x->sse_scan, data, len);
-		return;
-	}
-	if (x->json == NULL)
-		x->json = evbuffer_new();
-	if (x->json != NULL && evbuffer_get_length(x->json) + len <= USAGE_JSON_CAP)
-		evbuffer_add(x->json, data, len);
 }
 
 static void relay(struct exchange *x, const char *data, size_t len)
@@ -926,28 +873,16 @@ static bool on_up_body(void *ctx, const char *data, size_t len)
 	}
 	if (x->client_full)
 		return false; /* slow reader: hold the upstream until it drains */
-	note_usage_bytes(x, data, len);
-	if (x->strip_usage && x->sse)
-		usage_strip_feed(&x->strip, data, len, relay_cb, x);
-	else
-		relay(x, data, len);
+	meter_feed(&x->meter, data, len, relay_cb, x);
 	return true;
 }
 
-/* The real token usage corrects the token gate by the difference. */
+/* The answer ended complete: what the meter held back reaches the client,
+ * and the real token usage corrects the token gate by the difference. */
 static void settle_tokens(struct exchange *x)
 {
-	if (!x->want_usage)
-		return;
 	struct tokens_usage u;
-	memset(&u, 0, sizeof(u));
-	if (x->sse) {
-		u = x->sse_scan.usage;
-	} else if (x->json != NULL && evbuffer_get_length(x->json) > 0) {
-		size_t n = evbuffer_get_length(x->json);
-		tokens_usage_json((const char *)evbuffer_pullup(x->json, -1), n, &u);
-	}
-	if (!u.present)
+	if (!meter_finish(&x->meter, x->client != NULL ? relay_cb : NULL, x, &u))
 		return;
 	x->tokens_used = u.total;
 	lanes_tokens_used(x->xs->lanes, &x->ticket, &u, now_ms());
@@ -1150,8 +1085,6 @@ static void on_up_done(void *ctx, enum up_error err, const char *detail)
 		copy_str(x->up_detail, sizeof(x->up_detail), detail ? detail : "");
 		x->truncated = true;
 	}
-	if (x->client != NULL && x->strip_usage && x->sse && err == UP_OK)
-		usage_strip_finish(&x->strip, relay_cb, x);
 	if (x->client != NULL)
 		hreq_end(x->client, err == UP_OK);
 	finish(x);

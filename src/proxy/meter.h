@@ -1,0 +1,70 @@
+/* meter — what an answer says it cost: the token usage read from its body as
+ * it is relayed, for the lanes to correct the token gate by (DESIGN §5).
+ *
+ * Contract, in the order the exchange calls it:
+ *   meter_request  once, when the request enters its lane: metering on or off;
+ *                  with stream_usage: inject, a chat completion streamed
+ *                  without include_usage is asked for it (the body sent
+ *                  upstream becomes the meter's own copy).
+ *   meter_answer   at each attempt's answer head: what the body is (an event
+ *                  stream, or a JSON document kept up to METER_JSON_CAP).
+ *   meter_feed     each piece of the answer's body, in order, of any size:
+ *                  read, and handed to emit for the client, unchanged, or
+ *                  without the usage pacerd asked for (usage_strip).
+ *   meter_finish   the body ended complete: what the filter held back goes to
+ *                  emit, and the usage is given.
+ * Off (meter_request not called, or on false), feed only hands the bytes on.
+ * Pure: no I/O; the client's bytes go to the callback. Kept in the exchange
+ * across uses: meter_reset keeps a small JSON buffer for the next request. */
+#ifndef PACERD_METER_H
+#define PACERD_METER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "provider/tokens.h"
+#include "provider/usage_strip.h"
+
+/* A JSON answer larger than this is relayed without reading its usage. */
+#define METER_JSON_CAP (256 * 1024)
+
+typedef void (*meter_emit)(void *ctx, const char *data, size_t len);
+
+struct meter {
+	bool on;        /* the answers' usage is read */
+	bool strip;     /* pacerd asked the stream for its usage: the client gets it without */
+	bool sse;       /* this answer is an event stream */
+	bool json_over; /* this JSON answer passed METER_JSON_CAP: not read */
+	struct tokens_sse scan;
+	struct usage_strip filter;
+	char *json; /* a JSON answer, kept whole for its usage */
+	size_t json_len, json_cap;
+	char *body; /* the request body with include_usage added, or NULL */
+};
+
+/* A meter that is off. */
+void meter_init(struct meter *m);
+/* Turns metering on for a request to path (len bytes, the query allowed)
+ * with *body (*len bytes). ask_stream_usage (a token-paced lane with
+ * stream_usage: inject): a chat completion that asks for a stream without
+ * stream_options.include_usage gets it (usage_inject_request), *body and *len
+ * then point to the meter's copy (valid until meter_reset), and its streamed
+ * answers reach the client without what that added. A body that is not JSON,
+ * or no memory for the copy, goes as it is. */
+void meter_request(struct meter *m, bool ask_stream_usage, const char *path, size_t path_len,
+                   const char **body, size_t *len);
+/* An attempt's answer begins (what an earlier attempt read is forgotten);
+ * content_type: its Content-Type value, or NULL. */
+void meter_answer(struct meter *m, const char *content_type);
+/* n bytes of the answer's body: read, and handed to emit(ctx, …), in one or
+ * more pieces (none while the filter holds a partial event back). */
+void meter_feed(struct meter *m, const char *data, size_t n, meter_emit emit, void *ctx);
+/* The answer's body ended complete: emits what the filter held back (emit
+ * NULL: dropped, the client is gone), sets *usage (always initialised) and
+ * returns usage->present: false when off, or when the answer reported none. */
+bool meter_finish(struct meter *m, meter_emit emit, void *ctx, struct tokens_usage *usage);
+/* Off again, for the next request; a JSON buffer up to 16 KiB is kept. */
+void meter_reset(struct meter *m);
+void meter_free(struct meter *m);
+
+#endif
