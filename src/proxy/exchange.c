@@ -49,6 +49,7 @@
 #include "provider/tokens.h"
 #include "proxy/lanes.h"
 #include "proxy/meter.h"
+#include "proxy/refusal.h"
 #include "proxy/reqstats.h"
 #include "proxy/upreq.h"
 #include "proxy/xstate.h"
@@ -431,116 +432,48 @@ static void answer(struct exchange *x, int status, const char *code, const char 
 	finish(x);
 }
 
+/* Gives pacerd's own answer r. Ends the exchange. x-should-retry: false
+ * also when the verdict said so (a certificate that fails verification). */
+static void refuse(struct exchange *x, const struct refusal *r)
+{
+	if (r->no_retry)
+		x->no_retry_hdr = true;
+	answer(x, r->status, r->code, r->message, r->retry_after_ms);
+}
+
 static void give_up_transport(struct exchange *x, enum up_error err, const char *detail)
 {
 	copy_str(x->up_detail, sizeof(x->up_detail), detail ? detail : "");
-	char msg[256];
-	if (err == UP_TIMEOUT) {
-		/* detail names the timeout that fired (connect_s, first_byte_s) */
-		snprintf(msg, sizeof(msg), "the upstream did not answer in time (%s)",
-		         detail ? detail : "");
-		answer(x, 504, "upstream_timeout", msg, -1);
-		return;
-	}
-	snprintf(msg, sizeof(msg), "the upstream could not be reached: %s (%s)",
-	         upstream_error_name(err), detail ? detail : "");
-	answer(x, 502, "upstream_unreachable", msg, -1);
-}
-
-/* Every SDK honours a hint up to 60 s (PROVIDERS.md §8). */
-static int64_t clamp_hint(int64_t ms, int64_t lo)
-{
-	if (ms < lo)
-		ms = lo;
-	return ms > 60000 ? 60000 : ms;
+	struct refusal r;
+	refusal_of_transport(err, detail, &r);
+	refuse(x, &r);
 }
 
 static void relay_held(struct exchange *x);
 
-/* Answers x with the lane's kept quota refusal and x-should-retry: false: the
- * account cannot be served, and the SDK should not try again either. */
-static void quota_answer(struct exchange *x)
-{
-	const char *reason;
-	x->no_retry_hdr = true;
-	if ((x->held == NULL && (x->held = evbuffer_new()) == NULL) ||
-	    !lanes_quota_answer(&x->ticket, x->held, &x->held_n, &x->held_head_len, &x->status,
-	                        &reason)) {
-		/* No refusal of our own to replay (another replica saw it). */
-		answer(x, 429, "quota_exhausted", "the quota of this API key is exhausted", -1);
-		return;
-	}
-	copy_str(x->held_reason, sizeof(x->held_reason), reason);
-	x->error_code = "quota_exhausted";
-	relay_held(x);
-}
-
-/* The lanes answer x without the upstream. */
-static void on_lane_refuse(struct lane_ticket *t, const struct lane_refusal_info *r)
+/* The lanes answer x without the upstream (refusal.c says how). A quota
+ * refusal replays the provider's own refusal that the lane kept, with
+ * x-should-retry: false: the account cannot be served, and the SDK should
+ * not try again either. */
+static void on_lane_refuse(struct lane_ticket *t, const struct lane_refusal_info *info)
 {
 	struct exchange *x = X_OF_TICKET(t);
-	char msg[192];
-	switch (r->why) {
-	case LANE_REFUSE_TOO_MANY_LANES:
-		answer(x, 503, "too_many_keys",
-		       "pacerd tracks as many API keys as limits.max_lanes allows", r->wait_ms);
-		return;
-	case LANE_REFUSE_STORE_DOWN:
-		answer(
-		    x, 503, "store_unavailable",
-		    "the shared store (store.redis) does not answer, and store.redis.on_error is "
-		    "fail",
-		    r->wait_ms < 1000 ? 1000 : r->wait_ms);
-		return;
-	case LANE_REFUSE_DEADLINE:
-		log_lane_event(x, "rejected", LOG_INFO, "eta_ms", (long long)r->wait_ms);
-		snprintf(
-		    msg, sizeof(msg),
-		    "the queue of this API key needs about %lld ms, more than the %lld ms this "
-		    "request allows",
-		    (long long)r->wait_ms, (long long)(x->retry_deadline - x->t_start));
-		answer(x, 503, "deadline_unreachable", msg, r->wait_ms <= 60000 ? r->wait_ms : -1);
-		return;
-	case LANE_REFUSE_QUEUE_FULL:
-	case LANE_REFUSE_EVICTED: {
-		bool evicted = r->why == LANE_REFUSE_EVICTED;
-		log_lane_event(x, evicted ? "evicted" : "rejected", LOG_INFO, "queue_depth",
-		               r->depth);
-		answer(x, 503, "queue_full",
-		       evicted ? "the queue of this API key is full, and requests of a higher "
-		                 "priority took this one's place"
-		               : "the queue of this API key is full",
-		       clamp_hint(r->wait_ms, 1000));
+	struct refusal r;
+	refusal_of_lane(info, now_ms() - x->ticket.item.arrived_ms, x->retry_deadline - x->t_start,
+	                &r);
+	if (r.log_event != NULL)
+		log_lane_event(x, r.log_event, LOG_INFO, r.log_key, r.log_value);
+	const char *reason;
+	if (r.replay_quota && (x->held != NULL || (x->held = evbuffer_new()) != NULL) &&
+	    lanes_quota_answer(&x->ticket, x->held, &x->held_n, &x->held_head_len, &x->status,
+	                       &reason)) {
+		x->no_retry_hdr = true;
+		copy_str(x->held_reason, sizeof(x->held_reason), reason);
+		x->error_code = r.code;
+		relay_held(x);
 		return;
 	}
-	case LANE_REFUSE_QUEUE_TIMEOUT:
-		log_lane_event(x, "timeout", LOG_INFO, "timeout_s", r->limit_s);
-		snprintf(msg, sizeof(msg),
-		         "waited %llds in the queue of this key without being sent",
-		         (long long)(now_ms() - x->ticket.item.arrived_ms) / 1000);
-		answer(x, 504, "queue_timeout", msg, -1);
-		return;
-	case LANE_REFUSE_AGENT_BUSY:
-		log_lane_event(x, "rejected", LOG_INFO, NULL, 0);
-		answer(x, 409, "agent_busy",
-		       "this agent already has a request in flight (agents.mode: reject)", -1);
-		return;
-	case LANE_REFUSE_QUOTA:
-		quota_answer(x);
-		return;
-	case LANE_REFUSE_DAY_OUT:
-		/* 429, with retry-after when the reset is within 60 s (every SDK
-		 * honours that), else x-should-retry: false (waiting hours is not
-		 * what an SDK's retry is for). */
-		x->no_retry_hdr = r->wait_ms > 60000;
-		snprintf(msg, sizeof(msg),
-		         "the daily budget of this API key is spent (max_requests_per_day, "
-		         "max_tokens_per_day); it starts over in %llds",
-		         (long long)(r->wait_ms + 999) / 1000);
-		answer(x, 429, "daily_budget_exhausted", msg,
-		       r->wait_ms <= 60000 ? r->wait_ms : -1);
-		return;
-	}
+	refuse(x, &r); /* for a quota: no refusal of its own to replay (another replica saw it) */
 }
 
 /* ---- one attempt ---- */
