@@ -32,7 +32,6 @@
  * ended or the client went away. */
 #include "proxy/exchange.h"
 
-#include <event2/buffer.h>
 #include <event2/event_struct.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +46,7 @@
 #include "provider/model.h"
 #include "provider/profile.h"
 #include "provider/tokens.h"
+#include "proxy/held.h"
 #include "proxy/lanes.h"
 #include "proxy/meter.h"
 #include "proxy/refusal.h"
@@ -91,10 +91,7 @@ struct exchange {
 	/* The current attempt. */
 	struct up_xfer *xfer; /* the transfer running, or NULL */
 	int status;
-	struct evbuffer
-	    *held; /* XS_HELD: its head (name\0value\0 …) and body, at most RETRY_BODY_CAP */
-	size_t held_n, held_head_len;
-	char held_reason[64];
+	struct held held; /* XS_HELD: the answer, kept whole (its buffer kept across uses) */
 	struct rlh_result rlh;
 	struct meter meter;      /* the answer's usage (kept across uses) */
 	bool no_retry_hdr;       /* relay with x-should-retry: false */
@@ -294,8 +291,7 @@ static void observe(const struct exchange *x)
 
 static void exchange_destroy(struct exchange *x)
 {
-	if (x->held != NULL)
-		evbuffer_free(x->held);
+	held_free(&x->held);
 	meter_free(&x->meter);
 	upreq_free(&x->upreq);
 	free(x);
@@ -305,13 +301,12 @@ static void exchange_destroy(struct exchange *x)
  * again: the upstream request's memory and (drained) buffers. */
 static void exchange_recycle(struct exchange *x)
 {
-	struct evbuffer *held = x->held;
+	held_clear(&x->held);
+	struct held held = x->held;
 	struct upreq upreq = x->upreq;
 	meter_reset(&x->meter);
 	struct meter meter = x->meter;
 	config_ref_put(x->cref);
-	if (held != NULL)
-		evbuffer_drain(held, evbuffer_get_length(held));
 	memset(x, 0, sizeof(*x));
 	x->held = held;
 	x->meter = meter;
@@ -464,11 +459,11 @@ static void on_lane_refuse(struct lane_ticket *t, const struct lane_refusal_info
 	if (r.log_event != NULL)
 		log_lane_event(x, r.log_event, LOG_INFO, r.log_key, r.log_value);
 	const char *reason;
-	if (r.replay_quota && (x->held != NULL || (x->held = evbuffer_new()) != NULL) &&
-	    lanes_quota_answer(&x->ticket, x->held, &x->held_n, &x->held_head_len, &x->status,
+	if (r.replay_quota && held_ready(&x->held) &&
+	    lanes_quota_answer(&x->ticket, x->held.buf, &x->held.n, &x->held.head_len, &x->status,
 	                       &reason)) {
 		x->no_retry_hdr = true;
-		copy_str(x->held_reason, sizeof(x->held_reason), reason);
+		copy_str(x->held.reason, sizeof(x->held.reason), reason);
 		x->error_code = r.code;
 		relay_held(x);
 		return;
@@ -482,10 +477,7 @@ static void reset_attempt(struct exchange *x)
 {
 	x->status = 0;
 	x->no_retry_hdr = false;
-	x->held_n = x->held_head_len = 0;
-	x->held_reason[0] = '\0';
-	if (x->held != NULL)
-		evbuffer_drain(x->held, evbuffer_get_length(x->held));
+	held_clear(&x->held);
 	memset(&x->rlh, 0, sizeof(x->rlh));
 }
 
@@ -688,40 +680,13 @@ static void start_response(struct exchange *x, const struct up_header *uh, size_
 	hreq_start(x->client, x->status, reason, h, n);
 }
 
-/* Keeps the head of an answer held back for the retry decision. */
-static bool hold_head(struct exchange *x, const struct up_header *h, size_t n)
-{
-	if (x->held == NULL && (x->held = evbuffer_new()) == NULL)
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		evbuffer_add(x->held, h[i].name, h[i].name_len + 1);
-		evbuffer_add(x->held, h[i].value, h[i].value_len + 1);
-	}
-	x->held_n = n;
-	x->held_head_len = evbuffer_get_length(x->held);
-	return true;
-}
-
 /* Starts the response from the held head; returns the held body. */
 static void start_held(struct exchange *x, const char **body, size_t *body_len)
 {
-	size_t total = evbuffer_get_length(x->held);
-	const char *p = (const char *)evbuffer_pullup(x->held, -1);
 	struct up_header uh[RESP_HEADERS_MAX];
-	size_t n = 0;
-	const char *q = p;
-	for (size_t i = 0; i < x->held_n && n < RESP_HEADERS_MAX; i++) {
-		uh[n].name = q;
-		uh[n].name_len = strlen(q);
-		q += uh[n].name_len + 1;
-		uh[n].value = q;
-		uh[n].value_len = strlen(q);
-		q += uh[n].value_len + 1;
-		n++;
-	}
-	start_response(x, uh, n, x->held_reason);
-	*body = p + x->held_head_len;
-	*body_len = total - x->held_head_len;
+	size_t n = held_head(&x->held, uh, RESP_HEADERS_MAX);
+	start_response(x, uh, n, x->held.reason);
+	*body = held_body(&x->held, body_len);
 }
 
 /* The answer names whose budget it billed (PROVIDERS.md §10; its profile's
@@ -767,9 +732,8 @@ static bool on_up_headers(void *ctx, int status, const char *reason, const struc
 	const char *ctype = find_up_header(h, n, "content-type");
 	meter_answer(&x->meter, ctype);
 	if (hv.hold_body) {
-		copy_str(x->held_reason, sizeof(x->held_reason), reason);
 		set_state(x, XS_HELD);
-		return hold_head(x, h, n);
+		return held_start(&x->held, h, n, reason);
 	}
 	start_response(x, h, n, reason);
 	return true;
@@ -793,10 +757,8 @@ static bool on_up_body(void *ctx, const char *data, size_t len)
 	if (x->client == NULL)
 		return true; /* the client is gone; the transfer is being aborted */
 	if (x->state == XS_HELD) {
-		if (evbuffer_get_length(x->held) - x->held_head_len + len <= RETRY_BODY_CAP) {
-			evbuffer_add(x->held, data, len);
+		if (held_add(&x->held, data, len))
 			return true;
-		}
 		/* Too large for an error body worth deciding on: relay it as is. */
 		const char *body;
 		size_t body_len;
@@ -841,8 +803,8 @@ static void relay_held(struct exchange *x)
 static void quota_begin(struct exchange *x, const char *why)
 {
 	bool fresh;
-	size_t drained = lanes_quota(x->xs->lanes, &x->ticket, x->held, x->held_n, x->held_head_len,
-	                             x->status, x->held_reason, &fresh);
+	size_t drained = lanes_quota(x->xs->lanes, &x->ticket, x->held.buf, x->held.n,
+	                             x->held.head_len, x->status, x->held.reason, &fresh);
 	if (!fresh && drained == 0)
 		return;
 	struct log_line l;
@@ -920,12 +882,8 @@ static void decide(struct exchange *x, enum up_error err, const char *detail)
 	bool held = err == UP_OK && x->state == XS_HELD;
 	const char *body = NULL;
 	size_t body_len = 0;
-	if (held) {
-		size_t total = evbuffer_get_length(x->held);
-		const char *p = (const char *)evbuffer_pullup(x->held, -1);
-		body_len = total - x->held_head_len;
-		body = body_len ? p + x->held_head_len : NULL;
-	}
+	if (held)
+		body = held_body(&x->held, &body_len);
 	struct retry_input in = {
 	    .status = x->status,
 	    .transport = err == UP_OK ? RETRY_TRANSPORT_NONE : transport_of(err),
