@@ -24,12 +24,17 @@
  *
  * What an answer means is decided by retry.c (retry_verdict_head,
  * retry_verdict); what it means for the lane by the lanes. This file carries
- * the decisions out. Nothing here calls into libcurl from inside a libcurl
- * callback: on_up_headers and on_up_body only tell the lanes, which kick the
- * lane's timer; dispatching happens from intake, from on_up_done (which
- * libcurl does not have on the stack) or from the lane's timer. The client
- * half is reached only through the hreq seam, and only until the response
- * ended or the client went away. */
+ * the decisions out. What is a thing of its own lives beside it: the request
+ * sent upstream (upreq.c), the answer held back (held.c), its usage
+ * (meter.c), pacerd's own answers (refusal.c), the request's log lines and
+ * metrics (xlog.c); the exchange's type is in exchange-t.h.
+ *
+ * Nothing here calls into libcurl from inside a libcurl callback:
+ * on_up_headers and on_up_body only tell the lanes, which kick the lane's
+ * timer; dispatching happens from intake, from on_up_done (which libcurl
+ * does not have on the stack) or from the lane's timer. The client half is
+ * reached only through the hreq seam, and only until the response ended or
+ * the client went away. */
 #include "proxy/exchange.h"
 
 #include <event2/event_struct.h>
@@ -46,76 +51,20 @@
 #include "provider/model.h"
 #include "provider/profile.h"
 #include "provider/tokens.h"
+#include "proxy/exchange-t.h"
 #include "proxy/held.h"
 #include "proxy/lanes.h"
 #include "proxy/meter.h"
 #include "proxy/refusal.h"
 #include "proxy/reqstats.h"
 #include "proxy/upreq.h"
+#include "proxy/xlog.h"
 #include "proxy/xstate.h"
 #include "sched/retry.h"
 
-#define AGENT_MAX 64
 #define RESP_HEADERS_MAX 260
 /* Exchanges kept for reuse after a burst; the rest are freed. */
 #define POOL_MAX 4096
-
-struct exchange {
-	struct exchanges *xs;
-	enum xstate state;
-	struct hreq *client;     /* NULL once the response ended or the client left */
-	struct config_ref *cref; /* the configuration it was accepted under */
-	struct route route;
-	struct upreq upreq; /* the URL and header lines sent upstream (kept across uses) */
-	const char *body;   /* the client's, valid while client != NULL, or the meter's */
-	size_t body_len;
-	const char *method;
-	char key_hash[KEYID_HEX + 1];
-	char key_id[KEYID_NAME_SIZE];
-	char request_id[HREQ_ID_MAX + 1];
-	char agent[AGENT_MAX];
-	int priority;                     /* x-pacer-priority or the agent's; logged when not 0 */
-	char model[TOKENS_MODEL_MAX + 1]; /* as sent; "": none */
-	uint64_t identity; /* lanes_identity() of its OpenAI-Project/-Organization; 0: none */
-
-	/* Scheduling. */
-	struct lane_ticket ticket;
-	int64_t t_start, t_dispatch, t_headers; /* monotonic ms */
-	int64_t t_first_dispatch;               /* 0: never dispatched */
-	int64_t retry_deadline;
-	/* Pending while XS_RETRY_WAIT: at retry_deadline the last answer is
-	 * given, however busy the lane still is. Assigned each time it is
-	 * armed (the struct is recycled with memset). */
-	struct event retry_timer;
-
-	/* The current attempt. */
-	struct up_xfer *xfer; /* the transfer running, or NULL */
-	int status;
-	struct held held; /* XS_HELD: the answer, kept whole (its buffer kept across uses) */
-	struct rlh_result rlh;
-	struct meter meter;      /* the answer's usage (kept across uses) */
-	bool no_retry_hdr;       /* relay with x-should-retry: false */
-	long long tokens_used;   /* the usage the answer reported, -1: none */
-	double tokens_estimated; /* the estimate charged before dispatch (0: none made) */
-
-	/* Relaying. */
-	bool client_full; /* hreq_write said stop: the transfer pauses */
-	uint64_t bytes_out;
-	const char *error_code; /* pacerd's own answer, for the access log */
-	enum up_error up_error;
-	char up_detail[128]; /* libcurl's message for a failed attempt, for the log */
-	/* The response began but the upstream broke off (reset, idle timeout):
-	 * the client got a cut message, and the request line says so. */
-	bool truncated;
-	/* Why retrying stopped (the verdict's stop: "max_attempts",
-	 * "deadline", …) when an answer that could be retried was given up
-	 * on; NULL otherwise. Static. */
-	const char *retry_stop;
-	bool client_closed;
-	struct list link; /* on xs->live, then xs->reap_list, then in xs->pool */
-};
-
-#define X_OF_TICKET(t) ((struct exchange *)(void *)((char *)(t)-offsetof(struct exchange, ticket)))
 
 struct exchanges {
 	struct event_base *base;
@@ -174,117 +123,6 @@ static void copy_str(char *dst, size_t cap, const char *src)
 	size_t n = strnlen(src, cap - 1);
 	memcpy(dst, src, n);
 	dst[n] = '\0';
-}
-
-/* ---- logs ---- */
-
-/* Starts a log line of this exchange: the fields every one carries. */
-static bool log_begin_x(struct log_line *l, enum log_level level, const char *event,
-                        const struct exchange *x)
-{
-	if (!log_begin(l, level, event))
-		return false;
-	log_str(l, "request_id", x->request_id);
-	log_str(l, "provider", x->route.provider ? x->route.provider->name : "");
-	log_str(l, "key", x->key_id);
-	if (x->agent[0])
-		log_str(l, "agent", x->agent);
-	if (x->priority != 0)
-		log_int(l, "priority", x->priority);
-	return true;
-}
-
-static void log_lane_event(struct exchange *x, const char *event, enum log_level level,
-                           const char *k1, long long v1)
-{
-	struct log_line l;
-	if (!log_begin_x(&l, level, event, x))
-		return;
-	if (k1 != NULL)
-		log_int(&l, k1, v1);
-	log_end(&l);
-}
-
-static void log_limit_learned(struct exchange *x)
-{
-	struct log_line l;
-	if (!log_begin_x(&l, LOG_INFO, "limit_learned", x))
-		return;
-	lanes_log_learned(&x->ticket, &l, x->t_headers);
-	log_end(&l);
-}
-
-/* What an attempt's end changed in the lane, logged with this request. */
-static void log_lane_change(struct exchange *x, const struct lane_change *ch)
-{
-	if (ch->limit_from != ch->limit_to) {
-		struct log_line l;
-		if (log_begin(&l, LOG_INFO, "concurrency_changed")) {
-			log_str(&l, "request_id", x->request_id);
-			log_str(&l, "provider", x->route.provider->name);
-			log_str(&l, "key", x->key_id);
-			log_int(&l, "from", ch->limit_from);
-			log_int(&l, "to", ch->limit_to);
-			log_end(&l);
-		}
-	}
-	if (ch->quota_restored)
-		log_lane_event(x, "quota_restored", LOG_INFO, NULL, 0);
-}
-
-/* The access log line: one per request, when it is over. */
-static void log_request(struct exchange *x)
-{
-	struct log_line l;
-	if (!log_begin_x(&l, LOG_INFO, "request", x))
-		return;
-	int64_t now = now_ms();
-	log_str(&l, "method", x->method);
-	if (x->model[0])
-		log_str(&l, "model", x->model);
-	/* The path only: a query string may carry an API key (?key=). */
-	if (x->route.path != NULL && x->client != NULL)
-		log_strn(&l, "path", x->route.path, strcspn(x->route.path, "?"));
-	log_int(&l, "status", x->status);
-	if (x->route.tunnel)
-		log_bool(&l, "tunnel", true);
-	log_int(&l, "attempts", x->ticket.item.attempts);
-	log_int(&l, "queue_ms", x->t_dispatch ? x->t_dispatch - x->t_start : 0);
-	log_int(&l, "upstream_ms", x->t_dispatch ? now - x->t_dispatch : 0);
-	log_int(&l, "duration_ms", now - x->t_start);
-	log_int(&l, "bytes", (long long)x->bytes_out);
-	if (x->tokens_used >= 0)
-		log_int(&l, "tokens", x->tokens_used);
-	if (x->error_code != NULL)
-		log_str(&l, "error", x->error_code);
-	if (x->client_closed)
-		log_bool(&l, "client_closed", true);
-	if (x->truncated)
-		log_bool(&l, "truncated", true);
-	if (x->retry_stop != NULL)
-		log_str(&l, "retry_stop", x->retry_stop);
-	if (x->up_error != UP_OK)
-		log_str(&l, "upstream_error", upstream_error_name(x->up_error));
-	if (x->up_detail[0])
-		log_str(&l, "upstream_detail", x->up_detail);
-	log_end(&l);
-}
-
-/* The request's part of /metrics, counted where its access log line is
- * written: once per request. */
-static void observe(const struct exchange *x)
-{
-	int64_t now = now_ms();
-	struct reqstats_request r = {
-	    .queue_ms = x->t_first_dispatch ? x->t_first_dispatch - x->t_start : -1,
-	    .first_byte_ms =
-	        x->t_dispatch && x->t_headers >= x->t_dispatch ? x->t_headers - x->t_dispatch : -1,
-	    .duration_ms = now - x->t_start,
-	    .attempts = x->ticket.item.attempts,
-	    .tokens_estimated = x->tokens_estimated,
-	    .tokens_reported = x->tokens_used,
-	};
-	reqstats_observe(x->xs->stats, x->route.provider, &r);
 }
 
 /* ---- the one teardown ---- */
@@ -368,8 +206,9 @@ static void finish(struct exchange *x)
 	}
 	lanes_cancel(xs->lanes, &x->ticket); /* a no-op once out of the lane */
 	set_state(x, XS_DONE);
-	log_request(x);
-	observe(x);
+	int64_t now = now_ms();
+	xlog_request(x, now);
+	xlog_observe(x, xs->stats, now);
 	x->client = NULL;
 	x->body = NULL;
 	list_remove(&x->link);
@@ -457,7 +296,7 @@ static void on_lane_refuse(struct lane_ticket *t, const struct lane_refusal_info
 	refusal_of_lane(info, now_ms() - x->ticket.item.arrived_ms, x->retry_deadline - x->t_start,
 	                &r);
 	if (r.log_event != NULL)
-		log_lane_event(x, r.log_event, LOG_INFO, r.log_key, r.log_value);
+		xlog_event(x, r.log_event, LOG_INFO, r.log_key, r.log_value);
 	const char *reason;
 	if (r.replay_quota && held_ready(&x->held) &&
 	    lanes_quota_answer(&x->ticket, x->held.buf, &x->held.n, &x->held.head_len, &x->status,
@@ -501,7 +340,7 @@ static void on_lane_dispatch(struct lane_ticket *t)
 	x->t_dispatch = now_ms();
 	if (x->t_first_dispatch == 0)
 		x->t_first_dispatch = x->t_dispatch;
-	log_lane_event(x, "acquired", LOG_DEBUG, "active_slots", (long long)lanes_in_flight(t));
+	xlog_event(x, "acquired", LOG_DEBUG, "active_slots", (long long)lanes_in_flight(t));
 	x->xfer = upstream_start(x->xs->up, &ur, &relay_handler, x);
 	if (x->xfer == NULL) {
 		struct lane_change ch;
@@ -617,7 +456,7 @@ void exchange_start(struct exchanges *xs, struct hreq *client, const struct exch
 	set_state(x, XS_QUEUED);
 	size_t depth = lanes_submit(xs->lanes, &x->ticket, &rq, client_ms, x->retry_deadline, now);
 	if (depth > 0)
-		log_lane_event(x, "queueing", LOG_DEBUG, "queue_depth", (long long)depth);
+		xlog_event(x, "queueing", LOG_DEBUG, "queue_depth", (long long)depth);
 }
 
 /* ---- the client side's events ---- */
@@ -727,7 +566,7 @@ static bool on_up_headers(void *ctx, int status, const char *reason, const struc
 	learn_identity(x, h, n);
 	struct retry_head_verdict hv = retry_verdict_head(status, &x->rlh);
 	if (lanes_headers(x->xs->lanes, &x->ticket, &x->rlh, &hv, x->t_headers))
-		log_limit_learned(x);
+		xlog_limit_learned(x);
 
 	const char *ctype = find_up_header(h, n, "content-type");
 	meter_answer(&x->meter, ctype);
@@ -808,7 +647,7 @@ static void quota_begin(struct exchange *x, const char *why)
 	if (!fresh && drained == 0)
 		return;
 	struct log_line l;
-	if (log_begin_x(&l, LOG_WARN, "quota_exhausted", x)) {
+	if (xlog_begin(&l, LOG_WARN, "quota_exhausted", x)) {
 		log_int(&l, "status_code", x->status);
 		log_str(&l, "reason", why);
 		log_int(&l, "drained", (long long)drained);
@@ -831,23 +670,6 @@ static enum retry_transport transport_of(enum up_error err)
 	default:
 		return RETRY_TRANSPORT_RESET;
 	}
-}
-
-static void log_retry(struct exchange *x, enum up_error err, const struct retry_verdict *v)
-{
-	struct log_line l;
-	if (!log_begin_x(&l, LOG_INFO, "retry", x))
-		return;
-	log_int(&l, "attempt", x->ticket.item.attempts);
-	log_int(&l, "status_code", err == UP_OK ? x->status : 0);
-	if (err != UP_OK)
-		log_str(&l, "upstream_error", upstream_error_name(err));
-	log_str(&l, "class", retry_class_name(v->cls));
-	log_str(&l, "reason", v->reason);
-	log_num(&l, "delay_s", (double)v->delay_ms / 1000.0);
-	log_int(&l, "concurrency", lanes_concurrency(&x->ticket));
-	log_int(&l, "dispatch_delay_ms", lanes_dispatch_delay_ms(&x->ticket));
-	log_end(&l);
 }
 
 /* A retry still waiting in its lane when the request's deadline came: the
@@ -902,12 +724,12 @@ static void decide(struct exchange *x, enum up_error err, const char *detail)
 	struct sched_lane *lane = x->ticket.lane;
 	struct lane_change ch;
 	lanes_complete(xs->lanes, &x->ticket, v.outcome, v.hinted, v.hold_ms, now, &ch);
-	log_lane_change(x, &ch);
+	xlog_lane_change(x, &ch);
 	if (v.quota)
 		quota_begin(x, v.reason);
 	x->retry_stop = v.stop;
 	if (v.action == RETRY_ACTION_RETRY) {
-		log_retry(x, err, &v);
+		xlog_retry(x, err, &v);
 		/* The held answer stays until the next dispatch (which resets
 		 * the attempt): it is what the client gets if the deadline comes
 		 * first. A retry that is due still queues behind the lane's gates
@@ -958,16 +780,16 @@ static void on_up_done(void *ctx, enum up_error err, const char *detail)
 	struct retry_verdict v = retry_verdict(&in);
 	struct lane_change ch;
 	lanes_complete(x->xs->lanes, &x->ticket, v.outcome, false, 0, now, &ch);
-	log_lane_change(x, &ch);
+	xlog_lane_change(x, &ch);
 	if (err == UP_OK)
 		settle_tokens(x);
-	log_lane_event(x, "released", LOG_DEBUG, "active_slots",
-	               (long long)lanes_in_flight(&x->ticket));
+	xlog_event(x, "released", LOG_DEBUG, "active_slots",
+	           (long long)lanes_in_flight(&x->ticket));
 	if (err != UP_OK) {
 		/* Cut mid-body: the client must see an incomplete message, not a
 		 * clean end; what arrived is delivered, then the connection closes. */
 		struct log_line l;
-		if (log_begin_x(&l, LOG_WARN, "upstream_aborted", x)) {
+		if (xlog_begin(&l, LOG_WARN, "upstream_aborted", x)) {
 			log_str(&l, "upstream_error", upstream_error_name(err));
 			log_str(&l, "detail", detail ? detail : "");
 			log_int(&l, "bytes", (long long)x->bytes_out);
