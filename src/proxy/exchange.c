@@ -354,11 +354,11 @@ static void on_lane_dispatch(struct lane_ticket *t)
 /* The identity a request names for itself (its profile's request_identity:
  * a key may bill several projects or organizations, each with its own
  * budget). The narrowest wins, as on answers (learn_identity). */
-static uint64_t request_identity(const struct provider_conf *prov, struct hreq *client)
+static uint64_t request_identity(const struct provider_conf *prov, const struct intake_headers *ih)
 {
 	const struct provider_profile *pp = profile_of(prov);
 	for (size_t i = 0; i < pp->n_request_identity; i++) {
-		const char *v = hreq_header(client, pp->request_identity[i].header);
+		const char *v = intake_header(ih, pp->request_identity[i].header);
 		if (v != NULL && v[0])
 			return lanes_identity(prov, pp->request_identity[i].kind, v, strlen(v));
 	}
@@ -394,7 +394,7 @@ void exchange_start(struct exchanges *xs, struct hreq *client, const struct exch
 		evtimer_del(xs->idle);
 	hreq_set_events(client, &client_events, x);
 
-	if (!upreq_build(&x->upreq, &x->route, client)) {
+	if (!upreq_build(&x->upreq, &x->route, client, in->headers)) {
 		answer(x, 503, "out_of_memory", "pacerd is out of memory", -1);
 		return;
 	}
@@ -409,7 +409,7 @@ void exchange_start(struct exchanges *xs, struct hreq *client, const struct exch
 	if (model_len > 0)
 		memcpy(x->model, model, model_len);
 	x->model[model_len] = '\0';
-	x->identity = request_identity(prov, client);
+	x->identity = request_identity(prov, in->headers);
 	struct lane_request lr = {
 	    .key_hash = x->key_hash[0] ? x->key_hash : NULL,
 	    .model = model_len > 0 ? x->model : NULL,
@@ -422,8 +422,8 @@ void exchange_start(struct exchanges *xs, struct hreq *client, const struct exch
 	/* The request's deadline: the earlier of the plan's retry.deadline_s
 	 * and the client's own timeout, which the official SDKs send. */
 	x->retry_deadline = now + (int64_t)plan->retry.deadline_s * 1000;
-	long long client_ms = hdr_client_timeout_ms(hreq_header(client, "x-pacer-timeout-ms"),
-	                                            hreq_header(client, "x-stainless-timeout"));
+	long long client_ms = hdr_client_timeout_ms(in->headers->value[IF_X_PACER_TIMEOUT_MS],
+	                                            in->headers->value[IF_X_STAINLESS_TIMEOUT]);
 	if (client_ms > 0 && now + client_ms < x->retry_deadline)
 		x->retry_deadline = now + client_ms;
 	struct sched_request rq = {

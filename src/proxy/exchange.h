@@ -14,6 +14,7 @@
 
 #include "core/config.h"
 #include "http/httpd.h"
+#include "proxy/intake.h"
 #include "proxy/route.h"
 #include "proxy/upstream.h"
 #include "sched/registry.h"
@@ -24,6 +25,7 @@ struct reqstats;
 /* What intake found out about a request. */
 struct exchange_intake {
 	struct config_ref *cref; /* the configuration route points into (a ref is taken) */
+	const struct intake_headers *headers; /* the request's, read during exchange_start */
 	struct route route;
 	const char *key_hash; /* 64 hex digits, or NULL: no key */
 	const char *agent;    /* the agents.header value, or NULL */

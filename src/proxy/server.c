@@ -1,10 +1,11 @@
-/* server — the proxy's front: its HTTP server (httpd), intake (what pacerd
- * answers before a request reaches a lane: shutting down, TRACE, no provider,
- * a host that is not configured), CONNECT (a provider's host terminated with
- * the CA, a forward.tunnel host handed to blind.c, anything else 403), and
- * the daemon-level life of configurations. A routed request, with its key
- * found and hashed, is handed to the exchange, whether it came in clear or
- * through a tunnel. See server.h. */
+/* server — the proxy's front: its HTTP server (httpd), intake (the request's
+ * header fields read once, intake.h; what pacerd answers before a request
+ * reaches a lane: shutting down, TRACE, no provider, a host that is not
+ * configured), CONNECT (a provider's host terminated with the CA, a
+ * forward.tunnel host handed to blind.c, anything else 403), and the
+ * daemon-level life of configurations. A routed request, with its key found
+ * and hashed, is handed to the exchange, whether it came in clear or through
+ * a tunnel. See server.h. */
 #include "proxy/server.h"
 
 #include <stdio.h>
@@ -13,7 +14,6 @@
 #include <malloc.h>
 #endif
 #include <string.h>
-#include <strings.h>
 
 #include "core/ca.h"
 #include "core/log.h"
@@ -25,6 +25,7 @@
 #include "provider/profile.h"
 #include "proxy/blind.h"
 #include "proxy/exchange.h"
+#include "proxy/intake.h"
 #include "proxy/route.h"
 #include "proxy/upstream.h"
 
@@ -92,8 +93,8 @@ static void reply_early(struct hreq *r, int status, const char *code, const char
 
 /* The key comes from the provider's key header first; failing that from the
  * other places its profile says a key may travel (profile.h). */
-static bool key_from(const struct route *route, struct hreq *r, enum key_source src,
-                     const char **key, size_t *key_len)
+static bool key_from(const struct route *route, const struct intake_headers *ih,
+                     enum key_source src, const char **key, size_t *key_len)
 {
 	if (src == KEY_QUERY_KEY) {
 		const char *q = memchr(route->path, '?', route->path_len);
@@ -101,17 +102,19 @@ static bool key_from(const struct route *route, struct hreq *r, enum key_source 
 		       profile_key_from_query(
 		           q + 1, route->path_len - (size_t)(q + 1 - route->path), key, key_len);
 	}
-	return profile_key_from_header(src, hreq_header(r, profile_key_header(src)), key, key_len);
+	return profile_key_from_header(src, intake_header(ih, profile_key_header(src)), key,
+	                               key_len);
 }
 
-static bool find_key(const struct route *route, struct hreq *r, char hash[KEYID_HEX + 1])
+static bool find_key(const struct route *route, const struct intake_headers *ih,
+                     char hash[KEYID_HEX + 1])
 {
 	const struct provider_profile *pp = profile_of(route->provider);
 	const char *key = NULL;
 	size_t key_len = 0;
-	bool found = key_from(route, r, route->provider->key_source, &key, &key_len);
+	bool found = key_from(route, ih, route->provider->key_source, &key, &key_len);
 	for (size_t i = 0; !found && i < pp->n_key_fallbacks; i++)
-		found = key_from(route, r, pp->key_fallbacks[i], &key, &key_len);
+		found = key_from(route, ih, pp->key_fallbacks[i], &key, &key_len);
 	if (found)
 		keyid_hash(key, key_len, hash);
 	return found;
@@ -132,10 +135,10 @@ static uint64_t id_hash(const char *kind, const char *s)
 
 /* The request's own x-pacer-priority, else its agent's configured one, else
  * 0. False when the header is there but not a priority. */
-static bool request_priority(const struct config *cfg, struct hreq *r, const char *agent,
-                             int *priority)
+static bool request_priority(const struct config *cfg, const struct intake_headers *ih,
+                             const char *agent, int *priority)
 {
-	const char *h = hreq_header(r, "x-pacer-priority");
+	const char *h = ih->value[IF_X_PACER_PRIORITY];
 	*priority = 0;
 	if (h != NULL)
 		return priority_parse(h, priority);
@@ -160,17 +163,6 @@ static uint64_t fair_share_flow(enum fair_share by, uint64_t agent_id, const cha
 		break;
 	}
 	return 0;
-}
-
-static size_t host_fields(const struct hreq *r)
-{
-	size_t n = 0;
-	for (size_t i = 0; i < hreq_n_headers(r); i++) {
-		struct hhdr h;
-		hreq_header_at(r, i, &h);
-		n += h.name_len == 4 && strncasecmp(h.name, "host", 4) == 0;
-	}
-	return n;
 }
 
 /* CONNECT host:port (DESIGN §2): a provider's host is terminated here with a
@@ -247,14 +239,17 @@ static void on_request(struct hreq *r, void *arg)
 		reply_early(r, 405, "method_not_allowed", "TRACE is not forwarded", -1);
 		return;
 	}
-	if (host_fields(r) > 1) {
+	/* The one pass over the header fields: everything below reads ih. */
+	struct intake_headers ih;
+	intake_headers_read(&ih, r, cfg->agents.header);
+	if (ih.hosts > 1) {
 		/* RFC 9112 §3.2: a server must answer 400 to more than one Host
 		 * field; an intermediary could route by either. */
 		reply_early(r, 400, "bad_request", "more than one Host header field", -1);
 		return;
 	}
 
-	struct exchange_intake in = {.cref = srv->cref};
+	struct exchange_intake in = {.cref = srv->cref, .headers = &ih};
 	const char *tunnel = hreq_tunnel_host(r);
 	enum route_status rs = tunnel != NULL
 	                           ? route_resolve_tunnel(cfg, tunnel, hreq_target(r), &in.route)
@@ -282,12 +277,10 @@ static void on_request(struct hreq *r, void *arg)
 		return;
 	}
 	char hash[KEYID_HEX + 1];
-	if (find_key(&in.route, r, hash))
+	if (find_key(&in.route, &ih, hash))
 		in.key_hash = hash;
-	in.agent = hreq_header(r, cfg->agents.header);
-	if (in.agent != NULL && in.agent[0] == '\0')
-		in.agent = NULL;
-	if (!request_priority(cfg, r, in.agent, &in.priority)) {
+	in.agent = ih.agent != NULL && ih.agent[0] != '\0' ? ih.agent : NULL;
+	if (!request_priority(cfg, &ih, in.agent, &in.priority)) {
 		reply_early(r, 400, "invalid_priority",
 		            "x-pacer-priority must be an integer from -100 to 100", -1);
 		return;

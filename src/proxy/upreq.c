@@ -8,19 +8,17 @@
 #include "core/grow.h"
 #include "http/headers.h"
 
-bool upreq_build(struct upreq *u, const struct route *route, const struct hreq *client)
+bool upreq_build(struct upreq *u, const struct route *route, const struct hreq *client,
+                 const struct intake_headers *ih)
 {
 	static const char expect_blank[] = "Expect:", accept_blank[] = "Accept:",
 	                  ctype_blank[] = "Content-Type:";
-	const char *connection = hreq_header(client, "connection");
+	const char *connection = ih->value[IF_CONNECTION];
 	size_t n = hreq_n_headers(client);
 	size_t url_cap = strlen(route->provider->upstream) + route->path_len + 2;
-	size_t need = url_cap + sizeof(expect_blank) + sizeof(accept_blank) + sizeof(ctype_blank);
-	for (size_t i = 0; i < n; i++) {
-		struct hhdr h;
-		hreq_header_at(client, i, &h);
-		need += h.name_len + h.value_len + 3;
-	}
+	/* a line is name, ": ", value and a NUL at most */
+	size_t need = url_cap + sizeof(expect_blank) + sizeof(accept_blank) + sizeof(ctype_blank) +
+	              ih->bytes + 3 * n;
 	if (!grow_bytes(&u->arena, &u->arena_cap, need, 1024))
 		return false;
 	if (n + 3 > u->nodes_cap) {

@@ -21,6 +21,7 @@
 #include <stddef.h>
 
 #include "http/httpd.h"
+#include "proxy/intake.h"
 #include "proxy/route.h"
 
 struct upreq {
@@ -35,8 +36,9 @@ struct upreq {
 };
 
 /* Builds u for the client's request routed by route (which its strings point
- * into). False when out of memory. */
-bool upreq_build(struct upreq *u, const struct route *route, const struct hreq *client);
+ * into), whose fields intake read into ih. False when out of memory. */
+bool upreq_build(struct upreq *u, const struct route *route, const struct hreq *client,
+                 const struct intake_headers *ih);
 /* Forgets what was built and keeps the memory for the next request. */
 void upreq_reset(struct upreq *u);
 void upreq_free(struct upreq *u);
