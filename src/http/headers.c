@@ -4,17 +4,40 @@
 #include <string.h>
 #include <strings.h>
 
-static const char *const hop_by_hop[] = {
-    "connection", "keep-alive",         "proxy-connection",    "te", "trailer", "transfer-encoding",
-    "upgrade",    "proxy-authenticate", "proxy-authorization",
+/* The fields that never cross, whatever Connection says: hop-by-hop ones, and
+ * (requests only) those libcurl writes itself for the upstream connection. */
+enum { HOP = 1, CURL_OWN = 2 };
+static const struct {
+	const char *name;
+	unsigned char len, kind;
+} fixed[] = {
+    {"te", 2, HOP},
+    {"host", 4, CURL_OWN},
+    {"expect", 6, CURL_OWN},
+    {"trailer", 7, HOP},
+    {"upgrade", 7, HOP},
+    {"connection", 10, HOP},
+    {"keep-alive", 10, HOP},
+    {"content-length", 14, CURL_OWN},
+    {"proxy-connection", 16, HOP},
+    {"transfer-encoding", 17, HOP},
+    {"proxy-authenticate", 18, HOP},
+    {"proxy-authorization", 19, HOP},
 };
+
+/* Which of the kinds above name is (len bytes); 0: none. The length is
+ * compared first: a field name is short, and most are none of these. */
+static unsigned kind_of(const char *name, size_t len)
+{
+	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
+		if (fixed[i].len == len && strncasecmp(name, fixed[i].name, len) == 0)
+			return fixed[i].kind;
+	return 0;
+}
 
 bool hdr_is_hop_by_hop(const char *name)
 {
-	for (size_t i = 0; i < sizeof(hop_by_hop) / sizeof(hop_by_hop[0]); i++)
-		if (strcasecmp(name, hop_by_hop[i]) == 0)
-			return true;
-	return false;
+	return kind_of(name, strlen(name)) == HOP;
 }
 
 bool hdr_in_connection(const char *connection, const char *name)
@@ -41,10 +64,9 @@ static bool is_ows(char c)
 
 bool hdr_forward_request(const char *name, const char *connection)
 {
-	if (hdr_is_hop_by_hop(name) || hdr_in_connection(connection, name))
-		return false;
-	return strcasecmp(name, "host") != 0 && strcasecmp(name, "content-length") != 0 &&
-	       strcasecmp(name, "expect") != 0 && strncasecmp(name, "x-pacer-", 8) != 0;
+	size_t len = strlen(name);
+	return kind_of(name, len) == 0 && !(len >= 8 && strncasecmp(name, "x-pacer-", 8) == 0) &&
+	       !hdr_in_connection(connection, name);
 }
 
 /* A positive decimal number of at most 12 integer digits and 6 decimals,

@@ -47,6 +47,16 @@ START_TEST(curl_owned_request_fields)
 	ck_assert(!hdr_forward_request("Host", NULL));
 	ck_assert(!hdr_forward_request("content-length", NULL));
 	ck_assert(!hdr_forward_request("Expect", NULL));
+	/* only on requests; and only those names, not their neighbours */
+	ck_assert(hdr_forward_response("Host", NULL));
+	ck_assert(hdr_forward_response("Expect", NULL));
+	const char *near[] = {
+	    "Hosts", "hos",      "Expects",    "content-lengths", "te2",
+	    "t",     "trailers", "keep-alivf", "x-pacer",         "Upgrade-Insecure-Requests"};
+	for (size_t i = 0; i < sizeof(near) / sizeof(near[0]); i++) {
+		ck_assert_msg(hdr_forward_request(near[i], NULL), "%s dropped", near[i]);
+		ck_assert_msg(hdr_forward_response(near[i], NULL), "%s not relayed", near[i]);
+	}
 }
 END_TEST
 
