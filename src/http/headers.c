@@ -65,8 +65,8 @@ static bool is_ows(char c)
 bool hdr_forward_request(const char *name, const char *connection)
 {
 	size_t len = strlen(name);
-	return kind_of(name, len) == 0 && !(len >= 8 && strncasecmp(name, "x-pacer-", 8) == 0) &&
-	       !hdr_in_connection(connection, name);
+	bool pacer = len >= 8 && (name[0] | 0x20) == 'x' && strncasecmp(name, "x-pacer-", 8) == 0;
+	return !pacer && kind_of(name, len) == 0 && !hdr_in_connection(connection, name);
 }
 
 /* A positive decimal number of at most 12 integer digits and 6 decimals,

@@ -14,6 +14,9 @@ bool upreq_build(struct upreq *u, const struct route *route, const struct hreq *
 	static const char expect_blank[] = "Expect:", accept_blank[] = "Accept:",
 	                  ctype_blank[] = "Content-Type:";
 	const char *connection = ih->value[IF_CONNECTION];
+	/* Its usual value names only a field that never crosses anyway. */
+	if (connection != NULL && strcasecmp(connection, "keep-alive") == 0)
+		connection = NULL;
 	size_t n = hreq_n_headers(client);
 	size_t url_cap = strlen(route->provider->upstream) + route->path_len + 2;
 	/* a line is name, ": ", value and a NUL at most */
