@@ -5,8 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/htable.h"
+
 struct entry {
-	struct entry *next; /* in its bucket's chain */
 	uint64_t hash;
 	uint32_t refs;
 	uint32_t len;
@@ -14,14 +15,10 @@ struct entry {
 };
 
 struct intern {
-	struct entry **buckets;
-	size_t n_buckets; /* a power of two */
-	size_t count;
-	size_t bytes; /* entries, headers included */
+	struct htable strings; /* of struct entry * */
+	size_t bytes;          /* entries, headers included */
 	uint64_t seed;
 };
-
-#define MIN_BUCKETS 64
 
 static struct entry *entry_of(const char *s)
 {
@@ -82,17 +79,49 @@ uint64_t intern_hash(const void *data, size_t n, uint64_t seed)
 
 /* ---------- table ---------- */
 
+/* What a string is looked up by: its bytes and their hash. */
+struct key {
+	const char *s;
+	size_t n;
+	uint64_t hash;
+};
+
+static struct entry *slot_entry(const void *slot)
+{
+	return *(struct entry *const *)slot;
+}
+
+static bool slot_used(const void *slot)
+{
+	return slot_entry(slot) != NULL;
+}
+
+static uint64_t slot_hash(const void *slot, const void *ctx)
+{
+	(void)ctx;
+	return slot_entry(slot)->hash;
+}
+
+static bool slot_match(const void *slot, const void *key, const void *ctx)
+{
+	(void)ctx;
+	const struct entry *e = slot_entry(slot);
+	const struct key *k = key;
+	return e->hash == k->hash && e->len == k->n && memcmp(e->s, k->s, k->n) == 0;
+}
+
+static const struct htable_type string_table = {
+    .size = sizeof(struct entry *),
+    .used = slot_used,
+    .hash = slot_hash,
+    .match = slot_match,
+};
+
 struct intern *intern_new(uint64_t seed)
 {
 	struct intern *t = calloc(1, sizeof(*t));
 	if (t == NULL)
 		return NULL;
-	t->buckets = calloc(MIN_BUCKETS, sizeof(*t->buckets));
-	if (t->buckets == NULL) {
-		free(t);
-		return NULL;
-	}
-	t->n_buckets = MIN_BUCKETS;
 	t->seed = seed;
 	return t;
 }
@@ -101,67 +130,40 @@ void intern_free(struct intern *t)
 {
 	if (t == NULL)
 		return;
-	for (size_t i = 0; i < t->n_buckets; i++) {
-		struct entry *e = t->buckets[i];
-		while (e != NULL) {
-			struct entry *next = e->next;
-			free(e);
-			e = next;
-		}
-	}
-	free(t->buckets);
+	struct htable_iter it;
+	htable_iter_init(&t->strings, &string_table, &it);
+	for (void *s; (s = htable_iter_next(&t->strings, &string_table, &it)) != NULL;)
+		free(slot_entry(s));
+	htable_free(&t->strings);
 	free(t);
-}
-
-/* Doubles the bucket array; on failure the chains just get longer. */
-static void grow(struct intern *t)
-{
-	size_t n = t->n_buckets * 2;
-	struct entry **b = calloc(n, sizeof(*b));
-	if (b == NULL)
-		return;
-	for (size_t i = 0; i < t->n_buckets; i++) {
-		struct entry *e = t->buckets[i];
-		while (e != NULL) {
-			struct entry *next = e->next;
-			e->next = b[e->hash & (n - 1)];
-			b[e->hash & (n - 1)] = e;
-			e = next;
-		}
-	}
-	free(t->buckets);
-	t->buckets = b;
-	t->n_buckets = n;
 }
 
 const char *intern_get(struct intern *t, const char *s, size_t n)
 {
 	if (t == NULL || (s == NULL && n > 0) || n > INTERN_MAX_LEN)
 		return NULL;
-	uint64_t h = intern_hash(s, n, t->seed);
-	struct entry **b = &t->buckets[h & (t->n_buckets - 1)];
-	for (struct entry *e = *b; e != NULL; e = e->next)
-		if (e->hash == h && e->len == n && memcmp(e->s, s, n) == 0) {
-			if (e->refs == UINT32_MAX)
-				return NULL;
-			e->refs++;
-			return e->s;
-		}
+	struct key k = {n > 0 ? s : "", n, intern_hash(s, n, t->seed)};
+	void *slot = htable_find(&t->strings, &string_table, k.hash, &k, NULL);
+	if (slot != NULL) {
+		struct entry *e = slot_entry(slot);
+		if (e->refs == UINT32_MAX)
+			return NULL;
+		e->refs++;
+		return e->s;
+	}
+	if (!htable_reserve(&t->strings, &string_table, NULL))
+		return NULL;
 	struct entry *e = malloc(sizeof(*e) + n + 1);
 	if (e == NULL)
 		return NULL;
-	e->hash = h;
+	e->hash = k.hash;
 	e->refs = 1;
 	e->len = (uint32_t)n;
 	if (n > 0)
 		memcpy(e->s, s, n);
 	e->s[n] = '\0';
-	e->next = *b;
-	*b = e;
-	t->count++;
+	*(struct entry **)htable_insert(&t->strings, &string_table, k.hash) = e;
 	t->bytes += sizeof(*e) + n + 1;
-	if (t->count > t->n_buckets)
-		grow(t);
 	return e->s;
 }
 
@@ -179,12 +181,10 @@ void intern_put(struct intern *t, const char *s)
 	struct entry *e = entry_of(s);
 	if (--e->refs > 0)
 		return;
-	struct entry **pp = &t->buckets[e->hash & (t->n_buckets - 1)];
-	while (*pp != NULL && *pp != e)
-		pp = &(*pp)->next;
-	if (*pp == e)
-		*pp = e->next;
-	t->count--;
+	struct key k = {e->s, e->len, e->hash};
+	void *slot = htable_find(&t->strings, &string_table, k.hash, &k, NULL);
+	if (slot != NULL)
+		htable_delete(&t->strings, &string_table, slot, NULL);
 	t->bytes -= sizeof(*e) + e->len + 1;
 	free(e);
 }
@@ -196,10 +196,10 @@ size_t intern_len(const char *s)
 
 size_t intern_count(const struct intern *t)
 {
-	return t != NULL ? t->count : 0;
+	return t != NULL ? t->strings.n : 0;
 }
 
 size_t intern_bytes(const struct intern *t)
 {
-	return t != NULL ? sizeof(*t) + t->bytes + t->n_buckets * sizeof(*t->buckets) : 0;
+	return t != NULL ? sizeof(*t) + t->bytes + htable_bytes(&t->strings, &string_table) : 0;
 }

@@ -4,9 +4,10 @@
  * models hold one copy of each name. intern_get() returns the table's copy of
  * a byte string (adding a reference; equal bytes give the same pointer, so
  * interned names compare with ==), intern_put() lets one reference go and frees
- * the copy with the last. Lookups are O(1) expected: a chained hash table,
- * seeded by the caller (names come from requests: a fixed seed would let a
- * client send names that all fall in one chain), grown as it fills.
+ * the copy with the last. Lookups are O(1) expected: an htable (core/htable.h)
+ * of pointers to the strings, hashed with intern_hash seeded by the caller
+ * (names come from requests: a fixed seed would let a client send names that
+ * all fall in one run), grown as it fills.
  *
  * Pure: no I/O. Not thread-safe (pacerd has one loop). */
 #ifndef PACERD_INTERN_H

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "core/ca.h"
+#include "core/hash.h"
 #include "core/log.h"
 #include "core/priority.h"
 #include "http/connect.h"
@@ -124,12 +125,8 @@ static bool find_key(const struct route *route, const struct intake_headers *ih,
  * 0 (0 means none). */
 static uint64_t id_hash(const char *kind, const char *s)
 {
-	uint64_t h = 14695981039346656037ULL;
-	for (const char *p = kind; *p; p++)
-		h = (h ^ (unsigned char)*p) * 1099511628211ULL;
-	h = (h ^ ':') * 1099511628211ULL;
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+	uint64_t h = hash_fnv1a(HASH_FNV1A_INIT, kind, strlen(kind));
+	h = hash_fnv1a(hash_fnv1a(h, ":", 1), s, strlen(s));
 	return h ? h : 1;
 }
 

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/probe.h"
+#include "core/hash.h"
 
 struct fairq_level {
 	int priority;
@@ -20,7 +20,6 @@ struct fairq_flow {
 	double finish;
 };
 
-#define FLOWS_MIN_CAP 8
 #define LEVELS_MIN_CAP 2
 
 /* ---- priorities: a small array, highest first ---- */
@@ -80,78 +79,64 @@ static void level_delete(struct fairq *q, struct fairq_level *l)
 	levels_moved(q, i);
 }
 
-/* ---- flows: open addressing, at most half full, backward-shift deletion ---- */
+/* ---- flows: an htable of the records themselves ---- */
 
-static size_t flow_home(const struct fairq *q, uint64_t flow, int priority)
+struct flow_key {
+	uint64_t flow;
+	int priority;
+};
+
+static uint64_t flow_hash(uint64_t flow, int priority)
 {
-	uint64_t h = (flow ^ ((uint64_t)(uint32_t)priority << 40)) * 0x9e3779b97f4a7c15ULL;
-	return (size_t)(h ^ (h >> 29)) & (q->flows_cap - 1);
+	return hash_u64_pair(flow, (uint64_t)(uint32_t)priority);
 }
 
-static struct fairq_flow *flow_slot(const struct fairq *q, uint64_t flow, int priority)
+static bool flow_used(const void *slot)
 {
-	size_t mask = q->flows_cap - 1;
-	for (size_t i = flow_home(q, flow, priority);; i = (i + 1) & mask) {
-		struct fairq_flow *f = &q->flows[i];
-		if (f->n == 0 || (f->flow == flow && f->priority == priority))
-			return f;
-	}
+	return ((const struct fairq_flow *)slot)->n != 0;
 }
+
+static uint64_t flow_slot_hash(const void *slot, const void *ctx)
+{
+	(void)ctx;
+	const struct fairq_flow *f = slot;
+	return flow_hash(f->flow, f->priority);
+}
+
+static bool flow_match(const void *slot, const void *key, const void *ctx)
+{
+	(void)ctx;
+	const struct fairq_flow *f = slot;
+	const struct flow_key *k = key;
+	return f->flow == k->flow && f->priority == k->priority;
+}
+
+static const struct htable_type flow_table = {
+    .size = sizeof(struct fairq_flow),
+    .used = flow_used,
+    .hash = flow_slot_hash,
+    .match = flow_match,
+};
 
 static struct fairq_flow *flow_find(const struct fairq *q, uint64_t flow, int priority)
 {
-	if (q->flows == NULL)
-		return NULL;
-	struct fairq_flow *f = flow_slot(q, flow, priority);
-	return f->n != 0 ? f : NULL;
-}
-
-static bool flows_reserve(struct fairq *q)
-{
-	if (2 * (q->n_flows + 1) <= q->flows_cap)
-		return true;
-	size_t cap = q->flows_cap ? 2 * q->flows_cap : FLOWS_MIN_CAP;
-	struct fairq_flow *old = q->flows;
-	size_t old_cap = q->flows_cap;
-	q->flows = calloc(cap, sizeof(*q->flows));
-	if (q->flows == NULL) {
-		q->flows = old;
-		return false;
-	}
-	q->flows_cap = cap;
-	for (size_t i = 0; i < old_cap; i++)
-		if (old[i].n != 0)
-			*flow_slot(q, old[i].flow, old[i].priority) = old[i];
-	free(old);
-	return true;
-}
-
-static void flow_delete(struct fairq *q, struct fairq_flow *f)
-{
-	size_t mask = q->flows_cap - 1, i = (size_t)(f - q->flows);
-	for (size_t j = (i + 1) & mask; q->flows[j].n != 0; j = (j + 1) & mask) {
-		if (!probe_may_fill(i, j, flow_home(q, q->flows[j].flow, q->flows[j].priority)))
-			continue;
-		q->flows[i] = q->flows[j];
-		i = j;
-	}
-	memset(&q->flows[i], 0, sizeof(q->flows[i]));
-	q->n_flows--;
+	struct flow_key k = {flow, priority};
+	return htable_find(&q->flows, &flow_table, flow_hash(flow, priority), &k, NULL);
 }
 
 /* ---- the queue ---- */
 
 bool fairq_push(struct fairq *q, struct fairq_node *node, int priority, uint64_t flow, double cost)
 {
-	if (!levels_reserve(q) || !flows_reserve(q))
+	struct fairq_flow *f = flow_find(q, flow, priority);
+	if (!levels_reserve(q) || (f == NULL && !htable_reserve(&q->flows, &flow_table, NULL)))
 		return false;
 	struct fairq_level *l = level_get(q, priority);
-	struct fairq_flow *f = flow_slot(q, flow, priority);
-	if (f->n == 0) {
+	if (f == NULL) {
+		f = htable_insert(&q->flows, &flow_table, flow_hash(flow, priority));
 		f->flow = flow;
 		f->priority = priority;
 		f->finish = l->vtime;
-		q->n_flows++;
 		l->n_flows++;
 	}
 	f->n++;
@@ -176,7 +161,7 @@ void fairq_leave(struct fairq *q, struct fairq_node *node, bool dispatched)
 	 * V, as a flow that comes back in DRR starts with no deficit. */
 	struct fairq_flow *f = flow_find(q, node->flow, node->priority);
 	if (--f->n == 0) {
-		flow_delete(q, f);
+		htable_delete(&q->flows, &flow_table, f, NULL);
 		l->n_flows--;
 	}
 	if (--l->n == 0)
@@ -234,13 +219,12 @@ void fairq_level_at(const struct fairq *q, size_t i, struct fairq_level_view *ou
 
 size_t fairq_heap_bytes(const struct fairq *q)
 {
-	return q->levels_cap * sizeof(struct fairq_level) +
-	       q->flows_cap * sizeof(struct fairq_flow);
+	return q->levels_cap * sizeof(struct fairq_level) + htable_bytes(&q->flows, &flow_table);
 }
 
 void fairq_release(struct fairq *q)
 {
 	free(q->levels);
-	free(q->flows);
+	htable_free(&q->flows);
 	memset(q, 0, sizeof(*q));
 }

@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/htable.h"
 #include "core/list.h"
 
 #define FAIRQ_PRIORITY_MIN (-100)
@@ -44,9 +45,8 @@ struct fairq_flow;  /* one per (flow, priority) with requests waiting */
 struct fairq {
 	struct fairq_level *levels; /* highest priority first; NULL when empty */
 	size_t n_levels, levels_cap;
-	struct fairq_flow *flows; /* open addressing; NULL when empty */
-	size_t n_flows, flows_cap;
-	size_t n; /* requests waiting */
+	struct htable flows; /* of struct fairq_flow; empty with the queue */
+	size_t n;            /* requests waiting */
 };
 
 /* Tags `node` and counts it at the tail of its priority's arrival order.

@@ -1,10 +1,14 @@
 /* registry — lane table. See registry.h.
  *
- * Chained hash table keyed by provider name, scope and model group; it doubles when the
- * load passes 1. Eviction never scans it: sched keeps every idle lane on the
- * registry's idle list, least recently active first, so a new key at the cap
- * takes the place of the coldest idle lane, and the periodic sweep stops at the
- * first lane that has not been idle long enough (nginx limit_req's LRU). */
+ * An htable (core/htable.h) of pointers to the lanes, keyed by provider,
+ * scope and model group: each is one pointer (its reg_name, the interned
+ * model) or an integer, so the key hashes without reading a string, and a
+ * lane's hash is worked out again from the lane when the table moves it
+ * (nothing is stored for it). Eviction never scans it: sched keeps every idle
+ * lane on the registry's idle list, least recently active first, so a new key
+ * at the cap takes the place of the coldest idle lane, and the periodic sweep
+ * stops at the first lane that has not been idle long enough (nginx
+ * limit_req's LRU). */
 #include "sched/registry.h"
 
 #include <stddef.h>
@@ -12,6 +16,8 @@
 #include <string.h>
 
 #include "core/config.h"
+#include "core/hash.h"
+#include "core/htable.h"
 #include "core/intern.h"
 #include "core/keyid.h"
 #include "sched/sched_lane-t.h"
@@ -28,14 +34,10 @@ struct reg_name {
 struct entry {
 	struct sched_lane lane;
 	struct reg_name *provider;
-	uint64_t hash;
-	struct entry *next;
 };
 
 struct registry {
-	struct entry **buckets;
-	size_t n_buckets;
-	size_t count;
+	struct htable lanes; /* of struct entry * */
 	struct sched_idle_list idle;
 	struct reg_name *names; /* a handful: one per provider with lanes */
 	struct intern *models;  /* the lanes' model groups */
@@ -46,23 +48,54 @@ static struct entry *entry_of(struct sched_lane *lane)
 	return (struct entry *)(void *)((char *)lane - offsetof(struct entry, lane));
 }
 
-static uint64_t fnv1a(uint64_t h, const char *s)
+/* A provider's reg_name and an interned model are one pointer per name:
+ * their addresses are their identities. */
+static uint64_t lane_hash(const struct reg_name *provider, uint64_t scope, const char *model)
 {
-	for (; *s; s++) {
-		h ^= (unsigned char)*s;
-		h *= 1099511628211ULL;
-	}
-	return h;
+	uint64_t h = hash_u64_pair((uint64_t)(uintptr_t)provider, scope);
+	return hash_u64_pair(h, (uint64_t)(uintptr_t)model);
 }
 
-/* An interned model is one pointer per name: its address is its identity. */
-static uint64_t lane_hash(const char *provider, uint64_t scope, const char *model)
+/* What registry_lane looks a lane up by. */
+struct lane_key {
+	const struct reg_name *provider;
+	const struct registry_lane_id *id;
+};
+
+static struct entry *slot_entry(const void *slot)
 {
-	uint64_t h = fnv1a(14695981039346656037ULL, provider);
-	h = (h ^ scope) * 1099511628211ULL;
-	h = (h ^ (uint64_t)(uintptr_t)model) * 1099511628211ULL;
-	return h ^ (h >> 29);
+	return *(struct entry *const *)slot;
 }
+
+static bool slot_used(const void *slot)
+{
+	return slot_entry(slot) != NULL;
+}
+
+static uint64_t slot_hash(const void *slot, const void *ctx)
+{
+	(void)ctx;
+	const struct entry *e = slot_entry(slot);
+	return lane_hash(e->provider, e->lane.scope, e->lane.model);
+}
+
+static bool same_key(const struct sched_lane *lane, const struct registry_lane_id *id);
+
+static bool slot_match(const void *slot, const void *key, const void *ctx)
+{
+	(void)ctx;
+	const struct entry *e = slot_entry(slot);
+	const struct lane_key *k = key;
+	return e->provider == k->provider && e->lane.scope == k->id->scope &&
+	       e->lane.model == k->id->model && same_key(&e->lane, k->id);
+}
+
+static const struct htable_type lane_table = {
+    .size = sizeof(struct entry *),
+    .used = slot_used,
+    .hash = slot_hash,
+    .match = slot_match,
+};
 
 static struct reg_name *name_find(const struct registry *reg, const char *name)
 {
@@ -110,27 +143,16 @@ struct registry *registry_new(uint64_t seed)
 		return NULL;
 	}
 	sched_idle_list_init(&reg->idle);
-	reg->n_buckets = 64;
-	reg->buckets = calloc(reg->n_buckets, sizeof(*reg->buckets));
-	if (reg->buckets == NULL) {
-		intern_free(reg->models);
-		free(reg);
-		return NULL;
-	}
 	return reg;
 }
 
 void registry_foreach(struct registry *reg, void (*fn)(struct sched_lane *lane, void *arg),
                       void *arg)
 {
-	for (size_t i = 0; i < reg->n_buckets; i++) {
-		struct entry *e = reg->buckets[i];
-		while (e != NULL) {
-			struct entry *next = e->next; /* fn may not free, but be safe */
-			fn(&e->lane, arg);
-			e = next;
-		}
-	}
+	struct htable_iter it;
+	htable_iter_init(&reg->lanes, &lane_table, &it);
+	for (void *s; (s = htable_iter_next(&reg->lanes, &lane_table, &it)) != NULL;)
+		fn(&slot_entry(s)->lane, arg);
 }
 
 static void entry_free(struct registry *reg, struct entry *e,
@@ -149,15 +171,11 @@ void registry_free(struct registry *reg, void (*on_free)(struct sched_lane *lane
 {
 	if (reg == NULL)
 		return;
-	for (size_t i = 0; i < reg->n_buckets; i++) {
-		struct entry *e = reg->buckets[i];
-		while (e != NULL) {
-			struct entry *next = e->next;
-			entry_free(reg, e, on_free, arg);
-			e = next;
-		}
-	}
-	free(reg->buckets);
+	struct htable_iter it;
+	htable_iter_init(&reg->lanes, &lane_table, &it);
+	for (void *s; (s = htable_iter_next(&reg->lanes, &lane_table, &it)) != NULL;)
+		entry_free(reg, slot_entry(s), on_free, arg);
+	htable_free(&reg->lanes);
 	intern_free(reg->models);
 	free(reg);
 }
@@ -169,7 +187,7 @@ struct intern *registry_intern(struct registry *reg)
 
 size_t registry_count(const struct registry *reg)
 {
-	return reg->count;
+	return reg->lanes.n;
 }
 
 size_t registry_idle_count(const struct registry *reg)
@@ -179,48 +197,33 @@ size_t registry_idle_count(const struct registry *reg)
 
 size_t registry_heap_bytes(const struct registry *reg)
 {
-	size_t n = sizeof(*reg) + reg->n_buckets * sizeof(*reg->buckets) +
-	           reg->count * sizeof(struct entry);
+	size_t n = sizeof(*reg) + htable_bytes(&reg->lanes, &lane_table) +
+	           reg->lanes.n * sizeof(struct entry);
 	for (const struct reg_name *p = reg->names; p != NULL; p = p->next)
 		n += sizeof(*p) + strlen(p->name) + 1;
 	n += intern_bytes(reg->models);
-	for (size_t i = 0; i < reg->n_buckets; i++)
-		for (const struct entry *e = reg->buckets[i]; e != NULL; e = e->next)
-			n += sched_lane_heap_bytes(&e->lane);
+	struct htable_iter it;
+	htable_iter_init(&reg->lanes, &lane_table, &it);
+	for (void *s; (s = htable_iter_next(&reg->lanes, &lane_table, &it)) != NULL;)
+		n += sched_lane_heap_bytes(&slot_entry(s)->lane);
 	return n;
 }
 
-static void grow(struct registry *reg)
+static void *slot_of(const struct registry *reg, const struct entry *e)
 {
-	size_t n = reg->n_buckets * 2;
-	struct entry **b = calloc(n, sizeof(*b));
-	if (b == NULL)
-		return; /* longer chains, still correct */
-	for (size_t i = 0; i < reg->n_buckets; i++) {
-		struct entry *e = reg->buckets[i];
-		while (e != NULL) {
-			struct entry *next = e->next;
-			e->next = b[e->hash & (n - 1)];
-			b[e->hash & (n - 1)] = e;
-			e = next;
-		}
-	}
-	free(reg->buckets);
-	reg->buckets = b;
-	reg->n_buckets = n;
+	struct registry_lane_id id = {
+	    .scope = e->lane.scope, .model = e->lane.model, .key_hash = e->lane.key_hash};
+	struct lane_key k = {e->provider, &id};
+	return htable_find(&reg->lanes, &lane_table,
+	                   lane_hash(e->provider, e->lane.scope, e->lane.model), &k, NULL);
 }
 
-/* Removes an idle lane: out of its chain (short: the load stays under 1),
- * then on_evict, then its memory. */
+/* Removes an idle lane: out of the table, then on_evict, then its memory. */
 static void evict(struct registry *reg, struct sched_lane *lane,
                   void (*on_evict)(struct sched_lane *lane, void *arg), void *arg)
 {
 	struct entry *e = entry_of(lane);
-	struct entry **pp = &reg->buckets[e->hash & (reg->n_buckets - 1)];
-	while (*pp != e)
-		pp = &(*pp)->next;
-	*pp = e->next;
-	reg->count--;
+	htable_delete(&reg->lanes, &lane_table, slot_of(reg, e), NULL);
 	entry_free(reg, e, on_evict, arg);
 }
 
@@ -254,16 +257,16 @@ struct sched_lane *registry_lane(struct registry *reg, const struct config *cfg,
                                  const struct registry_lane_id *id, int64_t now_ms,
                                  void (*on_evict)(struct sched_lane *, void *), void *arg)
 {
-	uint64_t h = lane_hash(prov->name, id->scope, id->model);
 	const struct reg_name *pn = name_find(reg, prov->name);
-	if (pn != NULL)
-		for (struct entry *e = reg->buckets[h & (reg->n_buckets - 1)]; e != NULL;
-		     e = e->next)
-			if (e->hash == h && e->provider == pn && e->lane.scope == id->scope &&
-			    e->lane.model == id->model && same_key(&e->lane, id))
-				return &e->lane;
+	if (pn != NULL) {
+		struct lane_key k = {pn, id};
+		void *s = htable_find(&reg->lanes, &lane_table, lane_hash(pn, id->scope, id->model),
+		                      &k, NULL);
+		if (s != NULL)
+			return &slot_entry(s)->lane;
+	}
 
-	if (reg->count >= cfg->limits.max_lanes) {
+	if (reg->lanes.n >= cfg->limits.max_lanes) {
 		/* Make room: the least recently active lane with nothing to do. */
 		struct sched_lane *cold = sched_idle_coldest(&reg->idle);
 		if (cold == NULL)
@@ -271,14 +274,15 @@ struct sched_lane *registry_lane(struct registry *reg, const struct config *cfg,
 		evict(reg, cold, on_evict, arg);
 	}
 	struct entry *e = calloc(1, sizeof(*e));
-	struct reg_name *name = e != NULL ? name_get(reg, prov->name) : NULL;
+	struct reg_name *name = e != NULL && htable_reserve(&reg->lanes, &lane_table, NULL)
+	                            ? name_get(reg, prov->name)
+	                            : NULL;
 	if (name == NULL) {
 		free(e);
 		return NULL;
 	}
 	name->lanes++;
 	e->provider = name;
-	e->hash = h;
 	const char *kh = id->key_hash != NULL ? id->key_hash : "";
 	const struct plan_conf *plan = config_plan_for(cfg, prov, kh, id->model);
 	sched_lane_init(&e->lane, prov, plan, cfg->agents.mode, now_ms);
@@ -288,11 +292,8 @@ struct sched_lane *registry_lane(struct registry *reg, const struct config *cfg,
 	const char *sn = id->scope_name != NULL ? id->scope_name : "anonymous";
 	memcpy(e->lane.key_id, sn, strnlen(sn, sizeof(e->lane.key_id) - 1));
 	sched_lane_track_idle(&e->lane, &reg->idle);
-	e->next = reg->buckets[h & (reg->n_buckets - 1)];
-	reg->buckets[h & (reg->n_buckets - 1)] = e;
-	reg->count++;
-	if (reg->count > reg->n_buckets)
-		grow(reg);
+	*(struct entry **)htable_insert(&reg->lanes, &lane_table,
+	                                lane_hash(name, e->lane.scope, e->lane.model)) = e;
 	return &e->lane;
 }
 

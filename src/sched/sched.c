@@ -35,8 +35,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hash.h"
+#include "core/htable.h"
 #include "core/log.h"
-#include "core/probe.h"
 #include "sched/lane_mode.h"
 #include "sched/sched_lane-t.h"
 
@@ -95,12 +96,11 @@ static struct sched_item *heap_first(const struct pheap *h)
 
 /* ---- agents ----
  *
- * One record per agent that has requests in flight or parked: open addressing
- * with linear probing, at most half full, deletion by backward shift. The
- * ready heap (in the same allocation) holds the agents with nothing in flight
- * and requests parked, ordered by their first parked request. A record's
- * `ready` is 1 + its place in that heap, 0 when not there; moving a record
- * moves its heap entry's pointer with it. */
+ * One record per agent that has requests in flight or parked, in an htable
+ * (core/htable.h) of the records themselves. The ready heap holds the agents
+ * with nothing in flight and requests parked, ordered by their first parked
+ * request. A record's `ready` is 1 + its place in that heap, 0 when not
+ * there; a record the table moves moves its heap entry's pointer with it. */
 
 struct sched_agent {
 	uint64_t id;   /* 0: free slot */
@@ -110,35 +110,58 @@ struct sched_agent {
 };
 
 struct sched_agents {
-	size_t cap; /* slots, a power of two */
-	size_t n;   /* records */
+	struct htable table; /* of struct sched_agent */
 	size_t n_ready;
-	struct sched_agent **heap; /* cap entries, after the slots */
-	struct sched_agent slot[];
+	struct sched_agent **heap; /* heap_cap >= table.cap entries */
+	size_t heap_cap;
 };
 
-#define AGENTS_MIN_CAP 8
-
-static size_t agents_bytes(size_t cap)
+static bool agent_used(const void *slot)
 {
-	return sizeof(struct sched_agents) +
-	       cap * (sizeof(struct sched_agent) + sizeof(struct sched_agent *));
+	return ((const struct sched_agent *)slot)->id != 0;
 }
 
-static struct sched_agents *agents_alloc(size_t cap)
+static uint64_t agent_hash(const void *slot, const void *ctx)
 {
-	struct sched_agents *a = calloc(1, agents_bytes(cap));
+	(void)ctx;
+	return hash_u64(((const struct sched_agent *)slot)->id);
+}
+
+static bool agent_match(const void *slot, const void *key, const void *ctx)
+{
+	(void)ctx;
+	return ((const struct sched_agent *)slot)->id == *(const uint64_t *)key;
+}
+
+static void agent_moved(void *slot, void *ctx)
+{
+	struct sched_agents *a = ctx;
+	struct sched_agent *ag = slot;
+	if (ag->ready)
+		a->heap[ag->ready - 1] = ag;
+}
+
+static const struct htable_type agent_table = {
+    .size = sizeof(struct sched_agent),
+    .used = agent_used,
+    .hash = agent_hash,
+    .match = agent_match,
+    .moved = agent_moved,
+};
+
+static size_t agents_bytes(const struct sched_agents *a)
+{
+	return sizeof(*a) + htable_bytes(&a->table, &agent_table) +
+	       a->heap_cap * sizeof(a->heap[0]);
+}
+
+static void agents_free(struct sched_agents *a)
+{
 	if (a == NULL)
-		return NULL;
-	a->cap = cap;
-	a->heap = (struct sched_agent **)(a->slot + cap);
-	return a;
-}
-
-static size_t agent_home(const struct sched_agents *a, uint64_t id)
-{
-	uint64_t h = id * 0x9e3779b97f4a7c15ULL;
-	return (size_t)(h ^ (h >> 32)) & (a->cap - 1);
+		return;
+	htable_free(&a->table);
+	free(a->heap);
+	free(a);
 }
 
 static struct sched_agent *agent_find(const struct sched_lane *lane, uint64_t id)
@@ -146,12 +169,7 @@ static struct sched_agent *agent_find(const struct sched_lane *lane, uint64_t id
 	struct sched_agents *a = lane->agents;
 	if (a == NULL || id == 0)
 		return NULL;
-	for (size_t i = agent_home(a, id);; i = (i + 1) & (a->cap - 1)) {
-		if (a->slot[i].id == id)
-			return &a->slot[i];
-		if (a->slot[i].id == 0)
-			return NULL;
-	}
+	return htable_find(&a->table, &agent_table, hash_u64(id), &id, NULL);
 }
 
 /* Whether an agent has a request in flight that counts (see agent_count). */
@@ -213,26 +231,11 @@ static void ready_remove(struct sched_agents *a, struct sched_agent *ag)
 
 /* --- records --- */
 
-static void agent_place(struct sched_agents *a, size_t i, const struct sched_agent *from)
-{
-	a->slot[i] = *from;
-	if (a->slot[i].ready)
-		a->heap[a->slot[i].ready - 1] = &a->slot[i];
-}
-
 static void agent_delete(struct sched_agents *a, struct sched_agent *ag)
 {
-	size_t mask = a->cap - 1, i = (size_t)(ag - a->slot);
 	if (ag->ready)
 		ready_remove(a, ag);
-	for (size_t j = (i + 1) & mask; a->slot[j].id != 0; j = (j + 1) & mask) {
-		if (!probe_may_fill(i, j, agent_home(a, a->slot[j].id)))
-			continue;
-		agent_place(a, i, &a->slot[j]);
-		i = j;
-	}
-	memset(&a->slot[i], 0, sizeof(a->slot[i]));
-	a->n--;
+	htable_delete(&a->table, &agent_table, ag, a);
 }
 
 /* A record goes once nothing is in flight for it and nothing parked. */
@@ -242,14 +245,6 @@ static void agent_maybe_delete(struct sched_lane *lane, struct sched_agent *ag)
 		agent_delete(lane->agents, ag);
 }
 
-static struct sched_agent *agent_slot_for(struct sched_agents *a, uint64_t id)
-{
-	size_t i = agent_home(a, id);
-	while (a->slot[i].id != 0 && a->slot[i].id != id)
-		i = (i + 1) & (a->cap - 1);
-	return &a->slot[i];
-}
-
 /* The record of `id`, created when missing; NULL when out of memory. */
 static struct sched_agent *agent_get(struct sched_lane *lane, uint64_t id)
 {
@@ -257,27 +252,24 @@ static struct sched_agent *agent_get(struct sched_lane *lane, uint64_t id)
 	if (ag != NULL)
 		return ag;
 	struct sched_agents *a = lane->agents;
-	if (a == NULL || 2 * (a->n + 1) > a->cap) {
-		struct sched_agents *b = agents_alloc(a == NULL ? AGENTS_MIN_CAP : 2 * a->cap);
-		if (b == NULL)
+	if (a == NULL) {
+		a = calloc(1, sizeof(*a));
+		if (a == NULL)
 			return NULL;
-		if (a != NULL) {
-			for (size_t i = 0; i < a->cap; i++)
-				if (a->slot[i].id != 0)
-					*agent_slot_for(b, a->slot[i].id) = a->slot[i];
-			b->n = a->n;
-			b->n_ready = a->n_ready;
-			for (size_t i = 0; i < b->cap; i++)
-				if (b->slot[i].ready)
-					b->heap[b->slot[i].ready - 1] = &b->slot[i];
-			free(a);
-		}
-		lane->agents = a = b;
+		lane->agents = a;
 	}
-	ag = agent_slot_for(a, id);
+	if (!htable_reserve(&a->table, &agent_table, a))
+		return NULL;
+	if (a->heap_cap < a->table.cap) {
+		struct sched_agent **heap = realloc(a->heap, a->table.cap * sizeof(*heap));
+		if (heap == NULL)
+			return NULL;
+		a->heap = heap;
+		a->heap_cap = a->table.cap;
+	}
+	ag = htable_insert(&a->table, &agent_table, hash_u64(id));
 	ag->id = id;
 	pheap_init(&ag->park, dispatch_before);
-	a->n++;
 	return ag;
 }
 
@@ -353,14 +345,14 @@ static void unpark_all(struct sched_lane *lane)
 	if (a == NULL || lane->n_parked == 0)
 		return;
 	a->n_ready = 0;
-	for (size_t i = 0; i < a->cap;) {
-		struct sched_agent *ag = &a->slot[i];
+	struct htable_iter it;
+	htable_iter_init(&a->table, &agent_table, &it);
+	for (struct sched_agent *ag;
+	     (ag = htable_iter_next(&a->table, &agent_table, &it)) != NULL;) {
 		pheap_meld(&lane->ready, &ag->park);
 		ag->ready = 0;
-		if (ag->id != 0 && ag->busy == 0)
-			agent_delete(a, ag); /* may move another record into i */
-		else
-			i++;
+		if (ag->busy == 0)
+			htable_iter_delete(&a->table, &agent_table, &it, a);
 	}
 	lane->n_parked = 0;
 	if (++lane->park_epoch == 0)
@@ -518,7 +510,7 @@ void sched_lane_release(struct sched_lane *lane)
 	if (lane_learns(lane))
 		free(lane->learned);
 	lane->learned = (struct learned *)sched_no_learned;
-	free(lane->agents);
+	agents_free(lane->agents);
 	lane->agents = NULL;
 	fairq_release(&lane->fq);
 	cost_lane_free(&lane->cost);
@@ -538,7 +530,7 @@ size_t sched_lane_heap_bytes(const struct sched_lane *lane)
 	if (lane_learns(lane))
 		n += RLH_N_BUDGETS * sizeof(struct learned);
 	if (lane->agents != NULL)
-		n += agents_bytes(lane->agents->cap);
+		n += agents_bytes(lane->agents);
 	return n + fairq_heap_bytes(&lane->fq) + cost_lane_heap_bytes(&lane->cost);
 }
 

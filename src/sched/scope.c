@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/probe.h"
+#include "core/hash.h"
 
 struct scope_entry {
 	uint64_t key;
@@ -54,7 +54,7 @@ void scope_init(struct scope_table *t, size_t max_learned, int64_t idle_ttl_ms)
 void scope_free(struct scope_table *t)
 {
 	free(t->slab);
-	free(t->index);
+	htable_free(&t->index);
 	scope_init(t, t->max_learned, t->idle_ttl_ms);
 }
 
@@ -63,53 +63,58 @@ size_t scope_count(const struct scope_table *t)
 	return t->n;
 }
 
+/* ---- the index: slab positions by key ---- */
+
+static const struct scope_entry *slot_entry(const void *slot, const void *ctx)
+{
+	const struct scope_table *t = ctx;
+	return &t->slab[*(const uint32_t *)slot - 1];
+}
+
+static bool slot_used(const void *slot)
+{
+	return *(const uint32_t *)slot != 0;
+}
+
+static uint64_t slot_hash(const void *slot, const void *ctx)
+{
+	return hash_u64(slot_entry(slot, ctx)->key);
+}
+
+static bool slot_match(const void *slot, const void *key, const void *ctx)
+{
+	return slot_entry(slot, ctx)->key == *(const uint64_t *)key;
+}
+
+static const struct htable_type index_type = {
+    .size = sizeof(uint32_t),
+    .used = slot_used,
+    .hash = slot_hash,
+    .match = slot_match,
+};
+
 size_t scope_heap_bytes(const struct scope_table *t)
 {
-	return t->slab_cap * (sizeof(struct scope_entry) + 2 * sizeof(uint32_t));
+	return t->slab_cap * sizeof(struct scope_entry) + htable_bytes(&t->index, &index_type);
 }
 
-/* ---- the index: open addressing over slab positions ---- */
-
-static size_t home(const struct scope_table *t, uint64_t key)
-{
-	uint64_t h = key * 0x9e3779b97f4a7c15ULL;
-	return (size_t)(h ^ (h >> 29)) & (2 * t->slab_cap - 1);
-}
-
-/* The slot of key: the one that holds it, or the empty one where it would go. */
+/* The index slot of key, or NULL. */
 static uint32_t *slot_of(const struct scope_table *t, uint64_t key)
 {
-	size_t mask = 2 * t->slab_cap - 1;
-	for (size_t i = home(t, key);; i = (i + 1) & mask) {
-		uint32_t *s = &t->index[i];
-		if (*s == 0 || t->slab[*s - 1].key == key)
-			return s;
-	}
+	return htable_find(&t->index, &index_type, hash_u64(key), &key, t);
 }
 
 static struct scope_entry *find(const struct scope_table *t, uint64_t key)
 {
-	if (t->n == 0)
-		return NULL;
 	uint32_t *s = slot_of(t, key);
-	return *s != 0 ? &t->slab[*s - 1] : NULL;
+	return s != NULL ? &t->slab[*s - 1] : NULL;
 }
 
-static void index_delete(struct scope_table *t, uint64_t key)
-{
-	size_t mask = 2 * t->slab_cap - 1, i = (size_t)(slot_of(t, key) - t->index);
-	for (size_t j = (i + 1) & mask; t->index[j] != 0; j = (j + 1) & mask) {
-		if (!probe_may_fill(i, j, home(t, t->slab[t->index[j] - 1].key)))
-			continue;
-		t->index[i] = t->index[j];
-		i = j;
-	}
-	t->index[i] = 0;
-}
-
-/* Room for one more entry: slab and index doubled together. */
+/* Room for one more entry: in the slab and in the index. */
 static bool reserve(struct scope_table *t)
 {
+	if (!htable_reserve(&t->index, &index_type, t))
+		return false;
 	if (t->n < t->slab_cap)
 		return true;
 	size_t cap = t->slab_cap ? 2 * t->slab_cap : SCOPE_MIN_CAP;
@@ -119,14 +124,7 @@ static bool reserve(struct scope_table *t)
 	if (slab == NULL)
 		return false;
 	t->slab = slab;
-	uint32_t *index = calloc(2 * cap, sizeof(*index));
-	if (index == NULL)
-		return false;
-	free(t->index);
-	t->index = index;
 	t->slab_cap = cap;
-	for (size_t p = 0; p < t->n; p++)
-		*slot_of(t, t->slab[p].key) = (uint32_t)(p + 1);
 	return true;
 }
 
@@ -178,7 +176,7 @@ static void touch(struct scope_table *t, struct scope_entry *e, int64_t now_ms)
 static void entry_delete(struct scope_table *t, struct scope_entry *e)
 {
 	lru_unlink(t, e);
-	index_delete(t, e->key);
+	htable_delete(&t->index, &index_type, slot_of(t, e->key), t);
 	struct scope_entry *last = &t->slab[t->n - 1];
 	if (e != last) {
 		uint32_t to = pos1(t, e);
@@ -215,7 +213,7 @@ static struct scope_entry *entry_add(struct scope_table *t, uint64_t key)
 	struct scope_entry *e = &t->slab[t->n];
 	memset(e, 0, sizeof(*e));
 	e->key = key;
-	*slot_of(t, key) = (uint32_t)(t->n + 1);
+	*(uint32_t *)htable_insert(&t->index, &index_type, hash_u64(key)) = (uint32_t)(t->n + 1);
 	t->n++;
 	return e;
 }

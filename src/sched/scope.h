@@ -35,11 +35,11 @@
  *
  * Memory. Only keys with a learned identity have an entry: a key that is its own
  * scope costs nothing (a flood of random keys whose answers carry no identity
- * adds none). Entries live in a slab (32 bytes each) indexed by an
- * open-addressing table of 32-bit slots at most half full (backward-shift
- * deletion, core/probe.h): 40 bytes per slot of capacity, which doubles from 8
- * at first use, so 40 to 80 bytes per key (52 at 100,000 keys: tests/bench/
- * bench_cost.c); O(1) expected per call (18 ns for scope_of at 100,000 keys).
+ * adds none). Entries live in a slab (32 bytes each) indexed by an htable
+ * (core/htable.h) of 32-bit slab positions, at most half full: the slab
+ * doubles from 8 at first use, the index as it needs, so 40 to 80 bytes per
+ * key (52 at 100,000 keys: tests/bench/bench_cost.c); O(1) expected per call
+ * (18 ns for scope_of at 100,000 keys).
  * Entries are bounded by max_learned, least recently used first out, and
  * dropped after idle_ttl_ms without a request or answer (checked at the LRU's
  * tail on each call: O(1)). */
@@ -50,6 +50,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/htable.h"
+
 enum scope_kind {
 	SCOPE_KEY = 0,      /* the key alone */
 	SCOPE_NAMED = 1,    /* a configured scope: the hash of its name */
@@ -59,9 +61,9 @@ enum scope_kind {
 struct scope_entry; /* scope.c */
 
 struct scope_table {
-	struct scope_entry *slab;    /* entries at positions [0, n): kept dense */
-	uint32_t *index;             /* slab position + 1; 0: an empty slot */
-	size_t n, slab_cap;          /* index_cap = 2 × slab_cap: at most half full */
+	struct scope_entry *slab; /* entries at positions [0, n): kept dense */
+	struct htable index;      /* of uint32_t: slab position + 1 */
+	size_t n, slab_cap;
 	uint32_t lru_head, lru_tail; /* the entries, newest first, slab position + 1 */
 	size_t n_learned, max_learned;
 	int64_t idle_ttl_ms; /* <= 0: learned entries never expire */

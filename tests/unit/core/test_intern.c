@@ -35,6 +35,9 @@ END_TEST
 START_TEST(refcounts_free_with_the_last)
 {
 	struct intern *t = intern_new(7);
+	/* the table's slots, made by the first string, stay when it goes */
+	intern_put(t, intern_get(t, "x", 1));
+	ck_assert_uint_eq(intern_count(t), 0);
 	size_t empty = intern_bytes(t);
 	const char *a = intern_get(t, "claude-sonnet-4", 15);
 	ck_assert_ptr_eq(intern_ref(a), a);

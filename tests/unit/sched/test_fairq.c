@@ -230,7 +230,7 @@ START_TEST(many_flows_grow_the_table)
 {
 	for (int i = 0; i < 64; i++)
 		push(i, i % 3 - 1, (uint64_t)i, 1);
-	ck_assert_int_eq(q.n_flows, 64);
+	ck_assert_int_eq(q.flows.n, 64);
 	ck_assert_int_eq(q.n_levels, 3);
 	int last_prio = 2;
 	for (int k = 0; k < 64; k++) {
