@@ -18,6 +18,7 @@
 
 #include "core/grow.h"
 #include "core/intern.h"
+#include "provider/sse.h"
 
 #define MAX_N 128
 /* A requested maximum above this is a typo or an attack, not a plan. */
@@ -1190,13 +1191,12 @@ bool tokens_usage_json(const char *body, size_t len, struct tokens_usage *out)
 void tokens_sse_init(struct tokens_sse *s)
 {
 	memset(s, 0, sizeof *s);
+	sse_framer_init(&s->framer, TOKENS_SSE_LINE_MAX);
 }
 
 void tokens_sse_free(struct tokens_sse *s)
 {
-	free(s->buf);
-	s->buf = NULL;
-	s->len = s->cap = 0;
+	sse_framer_free(&s->framer);
 }
 
 /* Whether s holds the member name "usage..." (usage, usageMetadata) whose
@@ -1226,101 +1226,29 @@ static bool worth_parsing(const char *v, size_t n)
 	return memmem(v, n, "\"error\"", 7) != NULL || mentions_usage(v, n);
 }
 
-static void sse_data(struct tokens_sse *s, const char *v, size_t n)
+/* One line of the stream (sse.h). Blank lines end events, ':' starts a
+ * comment (": OPENROUTER PROCESSING", ": keep-alive"); a line over the cap
+ * is skipped whole, and so is one the stream stopped in. */
+static void sse_line(void *ctx, const struct sse_line *l)
 {
-	if (worth_parsing(v, n))
-		scan_usage(v, n, &s->usage, &s->error);
-}
-
-static bool field_is(const char *line, size_t name_len, const char *name)
-{
-	return name_len == strlen(name) && memcmp(line, name, name_len) == 0;
-}
-
-/* One complete line (without its terminator). Blank lines end events, ':'
- * starts a comment (": OPENROUTER PROCESSING", ": keep-alive"). */
-static void sse_line(struct tokens_sse *s, const char *line, size_t len)
-{
-	if (len == 0 || line[0] == ':')
+	struct tokens_sse *s = ctx;
+	struct sse_field f;
+	if (l->cut || !l->ended || sse_field_of(l->text, l->len, &f) != SSE_FIELD)
 		return;
-	const char *colon = memchr(line, ':', len);
-	size_t name_len = colon ? (size_t)(colon - line) : len;
-	const char *v = colon ? colon + 1 : line + len;
-	size_t vn = (size_t)(line + len - v);
-	if (vn > 0 && v[0] == ' ') {
-		v++;
-		vn--;
-	}
-	if (field_is(line, name_len, "event")) {
-		if (vn == 5 && memcmp(v, "error", 5) == 0)
+	if (sse_field_is(&f, "event")) {
+		if (f.value_len == 5 && memcmp(f.value, "error", 5) == 0)
 			s->error = true;
-	} else if (field_is(line, name_len, "data")) {
-		sse_data(s, v, vn);
+	} else if (sse_field_is(&f, "data") && worth_parsing(f.value, f.value_len)) {
+		scan_usage(f.value, f.value_len, &s->usage, &s->error);
 	}
-}
-
-/* Keeps the start of a line that continues in the next chunk. Over the cap
- * (or out of memory) the line is dropped: skipping until its end. */
-static void sse_keep(struct tokens_sse *s, const char *p, size_t n)
-{
-	if (s->skipping)
-		return;
-	if (n > TOKENS_SSE_LINE_MAX - s->len) {
-		s->skipping = true;
-		s->len = 0;
-		return;
-	}
-	/* 256 doubled never passes TOKENS_SSE_LINE_MAX (64 KiB) for len + n within it. */
-	if (!grow_bytes(&s->buf, &s->cap, s->len + n, 256)) {
-		s->skipping = true;
-		s->len = 0;
-		return;
-	}
-	memcpy(s->buf + s->len, p, n);
-	s->len += n;
-}
-
-/* A line ends at p[0..n): completes any kept start, then processes it. */
-static void sse_end_line(struct tokens_sse *s, const char *p, size_t n)
-{
-	if (s->len == 0 && !s->skipping) {
-		if (n <= TOKENS_SSE_LINE_MAX)
-			sse_line(s, p, n); /* the common case: no copy */
-		return;
-	}
-	sse_keep(s, p, n);
-	if (!s->skipping)
-		sse_line(s, s->buf, s->len);
-	s->skipping = false;
-	s->len = 0;
 }
 
 void tokens_sse_feed(struct tokens_sse *s, const char *data, size_t n)
 {
-	size_t i = 0;
+	sse_framer_feed(&s->framer, data, n, sse_line, s);
+}
 
-	if (n == 0)
-		return;
-	if (s->after_cr && data[0] == '\n')
-		i = 1; /* the LF of a CRLF split between chunks */
-	s->after_cr = false;
-	while (i < n) {
-		const char *start = data + i;
-		const char *lf = memchr(start, '\n', n - i);
-		size_t span = lf ? (size_t)(lf - start) : n - i;
-		const char *cr = memchr(start, '\r', span);
-		const char *end = cr ? cr : lf;
-		if (end == NULL) {
-			sse_keep(s, start, n - i);
-			return;
-		}
-		sse_end_line(s, start, (size_t)(end - start));
-		i = (size_t)(end - data) + 1;
-		if (*end == '\r') {
-			if (i < n && data[i] == '\n')
-				i++;
-			else if (i == n)
-				s->after_cr = true;
-		}
-	}
+void tokens_sse_finish(struct tokens_sse *s)
+{
+	sse_framer_finish(&s->framer, sse_line, s);
 }

@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "provider/sse.h"
+
 /* Longest model name taken from a request; a longer one is no model at all
  * (truncating would merge different names into one lane). */
 #define TOKENS_MODEL_MAX 128
@@ -117,13 +119,15 @@ bool tokens_usage_json(const char *body, size_t len, struct tokens_usage *out);
 #define TOKENS_SSE_LINE_MAX (64 * 1024)
 
 /* Incremental scanner of a text/event-stream, fed the response body in chunks
- * of any size as they arrive (events and lines may straddle chunks; CR, LF and
- * CRLF all end lines). It keeps at most one partial line (<= TOKENS_SSE_LINE_MAX
- * bytes, allocated only when a line straddles chunks). Each data: line is
- * looked at alone (every provider sends one-line JSON), and parsed only when it
- * mentions "error" or a non-null "usage": other chunks cost a scan or two.
+ * of any size as they arrive, framed into lines by provider/sse.h (events and
+ * lines may straddle chunks; CR, LF and CRLF all end lines). It keeps at most
+ * one partial line (<= TOKENS_SSE_LINE_MAX bytes, allocated only when a line
+ * straddles chunks). Each data: line is looked at alone (every provider sends
+ * one-line JSON), and parsed only when it mentions "error" or a non-null
+ * "usage": other chunks cost a scan or two.
  *
- * Results, readable at any time:
+ * Results, readable at any time (after tokens_sse_finish for the last line,
+ * when a CR ended the stream):
  *   usage: the last usage seen: OpenAI's include_usage chunk ("choices": []
  *          + usage; the "usage": null of other chunks is skipped), Anthropic
  *          message_start (input) and message_delta (cumulative output: the last
@@ -134,15 +138,15 @@ struct tokens_sse {
 	struct tokens_usage usage;
 	bool error;
 	/* private */
-	char *buf;
-	size_t len, cap;
-	bool skipping; /* in a line over the cap: drop bytes up to its end */
-	bool after_cr; /* the last chunk ended with CR: a leading LF ends nothing */
+	struct sse_framer framer;
 };
 
 void tokens_sse_init(struct tokens_sse *s);
 /* Feeds n bytes (any n, 0 included). */
 void tokens_sse_feed(struct tokens_sse *s, const char *data, size_t n);
+/* The stream ended: reads the line a CR ended it with (the framer waits for
+ * the byte after a CR); a line without its end is not read. */
+void tokens_sse_finish(struct tokens_sse *s);
 /* Frees the partial-line buffer; results stay readable. */
 void tokens_sse_free(struct tokens_sse *s);
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/grow.h"
+#include "provider/sse.h"
 
 static const char usage_null[] = ",\"usage\":null";
 
@@ -63,153 +64,127 @@ done:
 void usage_strip_init(struct usage_strip *s)
 {
 	memset(s, 0, sizeof(*s));
+	sse_framer_init(&s->framer, USAGE_STRIP_EVENT_MAX);
 }
 
 void usage_strip_free(struct usage_strip *s)
 {
-	free(s->buf);
-	s->buf = NULL;
-	s->len = s->cap = 0;
+	sse_framer_free(&s->framer);
+	free(s->held);
+	s->held = NULL;
+	s->held_len = s->held_cap = 0;
 }
 
-/* Whether [p, end) contains the literal lit. */
-static bool contains(const char *p, const char *end, const char *lit)
+/* Whether the n bytes at p contain the literal lit. */
+static bool contains(const char *p, size_t n, const char *lit)
 {
-	return memmem(p, (size_t)(end - p), lit, strlen(lit)) != NULL;
-}
-
-/* The data: payload of a line (without "data:" and one optional space), or
- * NULL when the line is not a data line. */
-static const char *data_payload(const char *line, const char *end)
-{
-	if ((size_t)(end - line) < 5 || memcmp(line, "data:", 5) != 0)
-		return NULL;
-	line += 5;
-	if (line < end && *line == ' ')
-		line++;
-	return line;
-}
-
-/* The end of a line's content: before its CR LF, LF or CR. */
-static const char *content_end(const char *line, const char *eol)
-{
-	while (eol > line && (eol[-1] == '\n' || eol[-1] == '\r'))
-		eol--;
-	return eol;
+	return memmem(p, n, lit, strlen(lit)) != NULL;
 }
 
 /* The injected usage chunk: "choices":[] and a "usage" object. */
-static bool is_usage_chunk(const char *event, const char *end)
+static bool is_usage_chunk(const struct sse_field *data)
 {
-	for (const char *line = event; line < end;) {
-		const char *eol = memchr(line, '\n', (size_t)(end - line));
-		eol = eol != NULL ? eol + 1 : end;
-		const char *p = data_payload(line, eol);
-		if (p != NULL) {
-			const char *ce = content_end(p, eol);
-			return contains(p, ce, "\"choices\":[]") && contains(p, ce, "\"usage\":{");
-		}
-		line = eol;
-	}
-	return false;
+	return contains(data->value, data->value_len, "\"choices\":[]") &&
+	       contains(data->value, data->value_len, "\"usage\":{");
 }
 
-/* Emits one whole event, each data line without a trailing ,"usage":null. */
-static void emit_event(const char *event, const char *end, usage_strip_emit emit, void *ctx)
+/* Stops filtering: what is held goes, and every byte after it as it is. */
+static void pass_through(struct usage_strip *s)
 {
-	const char *from = event;
-	for (const char *line = event; line < end;) {
-		const char *eol = memchr(line, '\n', (size_t)(end - line));
-		eol = eol != NULL ? eol + 1 : end;
-		const char *p = data_payload(line, eol);
-		const char *ce = p != NULL ? content_end(p, eol) : NULL;
-		size_t n = sizeof(usage_null) - 1;
-		if (ce != NULL && ce - p > (ptrdiff_t)n && ce[-1] == '}' &&
-		    memcmp(ce - 1 - n, usage_null, n) == 0) {
-			emit(ctx, from, (size_t)(ce - 1 - n - from));
-			from = ce - 1; /* the closing brace and the line's end */
-		}
-		line = eol;
-	}
-	if (end > from)
-		emit(ctx, from, (size_t)(end - from));
+	s->passthrough = true;
+	if (s->held_len > 0)
+		s->emit(s->ctx, s->held, s->held_len);
+	s->held_len = 0;
 }
 
-/* The end of the first whole event in [p, end) (after its blank line), or NULL. */
-static const char *event_end(const char *p, const char *end)
+static void flush_held(struct usage_strip *s)
 {
-	bool line_start = true;
-	for (; p < end; p++) {
-		if (*p == '\n') {
-			if (line_start)
-				return p + 1;
-			line_start = true;
-		} else if (*p == '\r') {
-			if (p + 1 < end && p[1] == '\n')
-				p++;
-			if (line_start)
-				return p + 1;
-			line_start = true;
-		} else {
-			line_start = false;
-		}
-	}
-	return NULL;
+	if (s->held_len > 0)
+		s->emit(s->ctx, s->held, s->held_len);
+	s->held_len = 0;
 }
 
-/* Emits the whole events at the start of [p, end); returns where the rest begins. */
-static const char *run(struct usage_strip *s, const char *p, const char *end, usage_strip_emit emit,
-                       void *ctx)
+/* A line of an event the client gets: a data line without a trailing
+ * ,"usage":null before its closing brace. */
+static void emit_line(struct usage_strip *s, const struct sse_line *l, bool data)
 {
-	const char *e;
-	while ((e = event_end(p, end)) != NULL) {
-		if (is_usage_chunk(p, e))
+	size_t n = sizeof(usage_null) - 1;
+	const char *close = l->text + l->len - 1; /* the brace, if it is one */
+	if (data && l->len > n && *close == '}' && memcmp(close - n, usage_null, n) == 0) {
+		s->emit(s->ctx, l->raw, (size_t)(close - n - l->raw));
+		s->emit(s->ctx, close, (size_t)(l->raw + l->raw_len - close));
+		return;
+	}
+	s->emit(s->ctx, l->raw, l->raw_len);
+}
+
+/* One line of the stream (sse.h). An event's fate is known at its first data
+ * line: the usage chunk is dropped up to its blank line, any other event goes
+ * on at once; lines before the first data line (event:, id:, comments) wait
+ * for it. */
+static void strip_line(void *ctx, const struct sse_line *l)
+{
+	struct usage_strip *s = ctx;
+	if (!s->passthrough && l->cut)
+		pass_through(s); /* a line this long is no chunk of a chat stream */
+	if (s->passthrough) {
+		s->emit(s->ctx, l->raw, l->raw_len);
+		return;
+	}
+	struct sse_field f;
+	enum sse_kind kind = sse_field_of(l->text, l->len, &f);
+	bool data = kind == SSE_FIELD && sse_field_is(&f, "data");
+	if (kind == SSE_BLANK) {
+		if (s->event != USAGE_STRIP_DROP) {
+			flush_held(s);
+			s->emit(s->ctx, l->raw, l->raw_len);
+		}
+		s->event = USAGE_STRIP_OPEN;
+		return;
+	}
+	if (s->event == USAGE_STRIP_DROP)
+		return;
+	if (s->event == USAGE_STRIP_OPEN && data) {
+		if (is_usage_chunk(&f)) {
+			s->event = USAGE_STRIP_DROP;
 			s->dropped = true;
-		else
-			emit_event(p, e, emit, ctx);
-		p = e;
+			s->held_len = 0;
+			return;
+		}
+		s->event = USAGE_STRIP_KEEP;
+		flush_held(s);
 	}
-	return p;
+	if (s->event == USAGE_STRIP_KEEP) {
+		emit_line(s, l, data);
+		return;
+	}
+	if (l->raw_len > USAGE_STRIP_EVENT_MAX - s->held_len ||
+	    !grow_bytes(&s->held, &s->held_cap, s->held_len + l->raw_len, 256)) {
+		pass_through(s);
+		s->emit(s->ctx, l->raw, l->raw_len);
+		return;
+	}
+	memcpy(s->held + s->held_len, l->raw, l->raw_len);
+	s->held_len += l->raw_len;
 }
 
 void usage_strip_feed(struct usage_strip *s, const char *data, size_t n, usage_strip_emit emit,
                       void *ctx)
 {
-	if (s->passthrough) {
-		if (n > 0)
-			emit(ctx, data, n);
-		return;
-	}
-	if (s->len == 0) {
-		/* The common case: whole events in one read, nothing held. */
-		const char *rest = run(s, data, data + n, emit, ctx);
-		n = (size_t)(data + n - rest);
-		data = rest;
-		if (n == 0)
-			return;
-	}
-	if (s->len + n > USAGE_STRIP_EVENT_MAX || !grow_bytes(&s->buf, &s->cap, s->len + n, 4096)) {
-		/* An event this large is no chunk of a chat stream: stop
-		 * filtering rather than hold it. */
-		s->passthrough = true;
-		if (s->len > 0)
-			emit(ctx, s->buf, s->len);
-		s->len = 0;
-		emit(ctx, data, n);
-		return;
-	}
-	memcpy(s->buf + s->len, data, n);
-	s->len += n;
-	const char *rest = run(s, s->buf, s->buf + s->len, emit, ctx);
-	s->len = (size_t)(s->buf + s->len - rest);
-	memmove(s->buf, rest, s->len);
+	s->emit = emit;
+	s->ctx = ctx;
+	sse_framer_feed(&s->framer, data, n, strip_line, s);
 }
 
 void usage_strip_finish(struct usage_strip *s, usage_strip_emit emit, void *ctx)
 {
-	if (s->len > 0 && !s->passthrough && !is_usage_chunk(s->buf, s->buf + s->len))
-		emit_event(s->buf, s->buf + s->len, emit, ctx);
-	s->len = 0;
+	s->emit = emit;
+	s->ctx = ctx;
+	sse_framer_finish(&s->framer, strip_line, s);
+	if (s->event != USAGE_STRIP_DROP)
+		flush_held(s); /* an event the stream ended in, with no data line */
+	s->held_len = 0;
+	s->event = USAGE_STRIP_OPEN;
 }
 
 bool usage_api_is_chat_completions(const char *path, size_t len)

@@ -5,15 +5,20 @@
  * chunk whose "choices" is empty and which carries "usage", and add
  * "usage":null to every other chunk. This filter, fed the event stream as it
  * arrives, drops that last chunk and removes the trailing ,"usage":null of
- * the others, and passes every other byte through untouched. It works on
- * whole events (up to a blank line), so it holds at most one partial event
- * (USAGE_STRIP_EVENT_MAX; beyond that it gives up and passes the rest through
- * as it is). Pure: no I/O; what the client gets goes to the emit callback. */
+ * the others, and passes every other byte through untouched. It reads the
+ * stream's lines through provider/sse.h (the framer the usage meter reads it
+ * with) and decides an event's fate at its first data line, so it holds at
+ * most a partial line and the lines of an event before its first data line
+ * (USAGE_STRIP_EVENT_MAX each; beyond that it gives up and passes the rest
+ * through as it is). Pure: no I/O; what the client gets goes to the emit
+ * callback. */
 #ifndef PACERD_USAGE_STRIP_H
 #define PACERD_USAGE_STRIP_H
 
 #include <stdbool.h>
 #include <stddef.h>
+
+#include "provider/sse.h"
 
 #define USAGE_STRIP_EVENT_MAX (1024 * 1024)
 
@@ -39,10 +44,20 @@ bool usage_api_is_chat_completions(const char *path, size_t len);
 typedef void (*usage_strip_emit)(void *ctx, const char *data, size_t len);
 
 struct usage_strip {
-	char *buf; /* the current partial event */
-	size_t len, cap;
-	bool passthrough; /* an event over the cap, or out of memory: filter no more */
+	bool passthrough; /* a line or event over the cap, or out of memory: filter no more */
 	bool dropped;     /* the usage chunk was dropped (for tests and logs) */
+	/* private */
+	struct sse_framer framer;
+	enum {
+		USAGE_STRIP_OPEN,
+		USAGE_STRIP_KEEP,
+		USAGE_STRIP_DROP
+	} event;    /* the current
+	             * event: no data line yet, passed on, dropped */
+	char *held; /* the event's lines before its first data line */
+	size_t held_len, held_cap;
+	usage_strip_emit emit; /* the feed's */
+	void *ctx;
 };
 
 void usage_strip_init(struct usage_strip *s);

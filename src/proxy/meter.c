@@ -84,8 +84,10 @@ bool meter_finish(struct meter *m, meter_emit emit, void *ctx, struct tokens_usa
 	memset(usage, 0, sizeof(*usage));
 	if (!m->on)
 		return false;
-	if (m->sse)
+	if (m->sse) {
+		tokens_sse_finish(&m->scan); /* a last line a CR ended */
 		*usage = m->scan.usage;
+	}
 	else if (m->json_len > 0 && !m->json_over)
 		tokens_usage_json(m->json, m->json_len, usage);
 	return usage->present;

@@ -36,6 +36,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (size_t off = 0; off < size; off += step)
 		tokens_sse_feed(&s, (const char *)data + off,
 		                size - off < step ? size - off : step);
+	tokens_sse_finish(&s);
 	tokens_sse_free(&s);
 	return 0;
 }

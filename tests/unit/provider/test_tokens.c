@@ -231,6 +231,7 @@ static void check_splits(const char *stream, int64_t in, int64_t out, int64_t to
 			for (size_t i = 0; i < n; i++)
 				tokens_sse_feed(&s, stream + i, 1);
 		}
+		tokens_sse_finish(&s);
 		ck_assert_msg(s.usage.present == (in >= 0), "cut %zu", cut);
 		if (in >= 0) {
 			ck_assert_msg(s.usage.input == in, "cut %zu: input %lld", cut,
@@ -258,6 +259,23 @@ static const char openai_stream[] =
 START_TEST(sse_openai_include_usage)
 {
 	check_splits(openai_stream, 9, 12, 21, false);
+}
+END_TEST
+
+/* A CR that ends the stream ends its last line: read at the stream's end
+ * (the framer waits for the byte after a CR), not before. */
+START_TEST(sse_last_line_ended_by_cr)
+{
+	static const char stream[] = "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":4,"
+	                             "\"completion_tokens\":1,\"total_tokens\":5}}\r";
+	check_splits(stream, 4, 1, 5, false);
+	struct tokens_sse s;
+	tokens_sse_init(&s);
+	tokens_sse_feed(&s, stream, sizeof(stream) - 1);
+	ck_assert(!s.usage.present);
+	tokens_sse_finish(&s);
+	ck_assert(s.usage.present);
+	tokens_sse_free(&s);
 }
 END_TEST
 
@@ -429,7 +447,7 @@ START_TEST(sse_long_lines_skipped)
 				tokens_sse_feed(&s, line + i, big - i < step ? big - i : step);
 		}
 		tokens_sse_feed(&s, "\"}\n\n", 4);
-		ck_assert(s.cap <= TOKENS_SSE_LINE_MAX);
+		ck_assert(s.framer.cap <= TOKENS_SSE_LINE_MAX + 2); /* the line and its end */
 		ck_assert(!s.error && !s.usage.present);
 		tokens_sse_feed(&s, usage_line, strlen(usage_line));
 		ck_assert(s.usage.present);
@@ -800,6 +818,7 @@ static Suite *tokens_suite(void)
 	tcase_set_timeout(sse, 30);
 	tcase_add_test(sse, sse_openai_include_usage);
 	tcase_add_test(sse, sse_openai_crlf_and_comments);
+	tcase_add_test(sse, sse_last_line_ended_by_cr);
 	tcase_add_test(sse, sse_anthropic_cumulative);
 	tcase_add_test(sse, sse_errors_after_200);
 	tcase_add_test(sse, sse_gemini_and_responses);

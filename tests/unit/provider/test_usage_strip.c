@@ -81,6 +81,55 @@ START_TEST(other_streams_pass_untouched)
 }
 END_TEST
 
+/* s with every LF replaced by `eol` (CR LF or CR). */
+static char *with_eol(const char *s, const char *eol)
+{
+	char *out = malloc(2 * strlen(s) + 1), *o = out;
+	ck_assert_ptr_nonnull(out);
+	for (; *s; s++) {
+		if (*s != '\n') {
+			*o++ = *s;
+			continue;
+		}
+		memcpy(o, eol, strlen(eol));
+		o += strlen(eol);
+	}
+	*o = '\0';
+	return out;
+}
+
+/* Lines may end with LF, CR LF or CR alone (the WHATWG stream format), and
+ * the events may carry an event: line before their data: line; the stream
+ * cut in two at every position. */
+START_TEST(every_line_end_every_cut)
+{
+	static const char in_lf[] = "event: chunk\n" CHUNK_U(
+	    "{\"delta\":{\"role\":\"assistant\"}}") ": note\n\n"
+	                                            "event: chunk\n" USAGE DONE;
+	static const char want_lf[] =
+	    "event: chunk\n" CHUNK("{\"delta\":{\"role\":\"assistant\"}}") ": note\n\n" DONE;
+	static const char *const eols[] = {"\n", "\r\n", "\r"};
+	for (size_t e = 0; e < 3; e++) {
+		char *in = with_eol(in_lf, eols[e]), *want = with_eol(want_lf, eols[e]);
+		size_t n = strlen(in);
+		for (size_t cut = 0; cut <= n; cut++) {
+			struct usage_strip s;
+			struct out o = {.len = 0};
+			usage_strip_init(&s);
+			usage_strip_feed(&s, in, cut, collect, &o);
+			usage_strip_feed(&s, in + cut, n - cut, collect, &o);
+			usage_strip_finish(&s, collect, &o);
+			ck_assert_msg(o.len == strlen(want) && memcmp(o.buf, want, o.len) == 0,
+			              "eol %zu, cut %zu: %.*s", e, cut, (int)o.len, o.buf);
+			ck_assert(s.dropped);
+			usage_strip_free(&s);
+		}
+		free(in);
+		free(want);
+	}
+}
+END_TEST
+
 static void count(void *ctx, const char *data, size_t len)
 {
 	(void)data;
@@ -165,6 +214,7 @@ static Suite *usage_strip_suite(void)
 	TCase *tc = tcase_create("usage_strip");
 	tcase_add_test(tc, the_client_gets_the_stream_it_asked_for);
 	tcase_add_test(tc, other_streams_pass_untouched);
+	tcase_add_test(tc, every_line_end_every_cut);
 	tcase_add_test(tc, an_event_over_the_cap_passes_through);
 	tcase_add_test(tc, include_usage_is_added_as_the_client_wrote_it);
 	tcase_add_test(tc, chat_completions_is_the_api_not_the_dialect);
