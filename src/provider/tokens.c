@@ -748,6 +748,38 @@ static int64_t scan_positive(struct js *s, int64_t cap)
 	return v > cap ? cap : v;
 }
 
+/* The top-level "stream_options", the last one: whether it is there and an
+ * object, where its closing brace is, whether it has members, and the raw
+ * value of its "include_usage" (the last; NULL: none). */
+struct stream_options {
+	bool present, object, members;
+	const char *close;
+	const char *usage, *usage_end;
+};
+
+static void scan_stream_options(struct js *s, struct stream_options *o)
+{
+	bool first = true;
+	struct js_str k;
+	memset(o, 0, sizeof *o);
+	o->present = true;
+	if (!js_enter(s, '{'))
+		return;
+	o->object = true;
+	while (js_member(s, &first, &k)) {
+		o->members = true;
+		if (!js_key_is(&k, "include_usage")) {
+			js_skip(s);
+			continue;
+		}
+		js_peek(s);
+		o->usage = s->p;
+		js_skip(s);
+		o->usage_end = s->p;
+	}
+	o->close = s->p - 1; /* js_next stepped over it */
+}
+
 /* What the estimate reads of the top-level object; each member as its last
  * occurrence says. */
 struct est_fields {
@@ -760,6 +792,11 @@ struct est_fields {
 	bool embedding;
 	struct js_str model; /* model.b == NULL: none, or not a valid name */
 	struct prefix sys, msgs;
+	/* For tokens_cost.ask_usage: "stream" is true; the object's closing
+	 * brace; "stream_options" as read (stream_options_at). */
+	bool stream;
+	const char *close;
+	struct stream_options opts;
 };
 
 enum { TF_INPUT, TF_PROMPT, TF_SYSTEM, TF_CONTENTS, TF_INSTRUCTIONS, TF_SYS_INSTR, TF_SYS_INSTR2 };
@@ -813,6 +850,14 @@ static void scan_model(struct js *s, struct est_fields *f)
 		f->model = str;
 	if (buf != small)
 		free(buf);
+}
+
+/* Whether the value is the literal true (checked by the skip). */
+static bool scan_true(struct js *s)
+{
+	bool t = js_peek(s) == 't';
+	js_skip(s);
+	return t && !s->bad;
 }
 
 static void scan_generation_config(struct js *s, struct est_fields *f)
@@ -875,11 +920,35 @@ static bool scan_request(const char *body, size_t len, struct est_fields *f)
 			scan_generation_config(&s, f);
 		else if (js_key_is(&k, "model"))
 			scan_model(&s, f);
+		else if (js_key_is(&k, "stream"))
+			f->stream = scan_true(&s);
+		else if (js_key_is(&k, "stream_options"))
+			scan_stream_options(&s, &f->opts);
 		else
 			js_skip(&s);
 	}
+	f->close = s.p - 1;
 	js_peek(&s);
 	return !s.bad && s.p == s.end;
+}
+
+/* The edit that asks a streamed request for its usage (tokens.h). */
+static void ask_usage(const char *body, const struct est_fields *f, struct tokens_edit *e)
+{
+	const struct stream_options *o = &f->opts;
+	static const char add_options[] = ",\"stream_options\":{\"include_usage\":true}";
+	static const char add_member[] = ",\"include_usage\":true";
+	if (!f->stream || (o->present && !o->object))
+		return;
+	if (!o->present) {
+		*e = (struct tokens_edit){add_options, (size_t)(f->close - body), 0};
+	} else if (o->usage == NULL) {
+		/* the member goes last, as jansson would put it */
+		*e = (struct tokens_edit){add_member + !o->members, (size_t)(o->close - body), 0};
+	} else if (!(o->usage_end - o->usage == 4 && memcmp(o->usage, "true", 4) == 0)) {
+		*e = (struct tokens_edit){"true", (size_t)(o->usage - body),
+		                          (size_t)(o->usage_end - o->usage)};
+	}
 }
 
 static int64_t output_tokens(const struct est_fields *f, unsigned default_output)
@@ -982,6 +1051,7 @@ int64_t tokens_estimate(const char *body, size_t len, unsigned default_output_to
 				c.model_escaped = f.model.esc;
 			}
 			prompt_prefix(&f, &c);
+			ask_usage(body, &f, &c.ask_usage);
 		} else {
 			c.output = default_output_tokens;
 		}

@@ -19,6 +19,13 @@
  * prompt key: OpenAI and Groq cache prompt prefixes from 1024 tokens on. */
 #define TOKENS_LONG_PREFIX_CHARS 4096
 
+/* An edit of a request body: the `cut` bytes at offset `at` replaced by the
+ * text (static, NUL-terminated); text NULL: none. */
+struct tokens_edit {
+	const char *text;
+	size_t at, cut;
+};
+
 struct tokens_cost {
 	int64_t prompt;    /* characters of the prompt text / 4, rounded up */
 	int64_t output;    /* requested output tokens times n, or the default */
@@ -60,6 +67,17 @@ struct tokens_cost {
 	uint64_t head_key;
 	int64_t head_tokens;
 	bool cache_marked;
+
+	/* What asks a streamed request for its usage (usage_strip.h): when the
+	 * top-level "stream" is true and "stream_options" (the last one) is
+	 * absent, the edit that adds ,"stream_options":{"include_usage":true}
+	 * before the object's closing brace; when it is an object without
+	 * "include_usage", the one that adds that member last in it; when its
+	 * "include_usage" (the last) is not true, the one that makes it true.
+	 * Every other byte stays as the client wrote it. Text NULL when nothing is
+	 * to be done: not streamed, asked already, stream_options not an object,
+	 * or not a JSON object. */
+	struct tokens_edit ask_usage;
 };
 
 /* Estimates the token cost of a request body.

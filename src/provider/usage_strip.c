@@ -1,7 +1,6 @@
 /* usage_strip — see usage_strip.h. */
 #include "provider/usage_strip.h"
 
-#include <jansson.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,54 +10,23 @@
 
 static const char usage_null[] = ",\"usage\":null";
 
-static const char include_usage[] = ",\"stream_options\":{\"include_usage\":true}";
-
-int usage_inject_request(const char *body, size_t len, char **out, size_t *out_len)
+int usage_inject_request(const char *body, size_t len, const struct tokens_cost *cost, char **out,
+                         size_t *out_len)
 {
-	/* Most bodies do not stream: they are not parsed at all (a 1 KiB parse
-	 * per request cost a paced lane a third of its throughput). */
-	if (body == NULL || memmem(body, len, "\"stream\"", 8) == NULL)
+	const struct tokens_edit *e = &cost->ask_usage;
+	if (e->text == NULL)
 		return 0;
-	json_t *root = json_loadb(body, len, 0, NULL);
-	int rc = 0;
-	if (root == NULL || !json_is_object(root) || !json_is_true(json_object_get(root, "stream")))
-		goto done;
-	json_t *so = json_object_get(root, "stream_options");
-	if (so == NULL) {
-		/* As the client wrote it, one member more before the last brace. */
-		size_t end = len;
-		while (end > 0 && body[end - 1] != '}')
-			end--;
-		size_t add = sizeof(include_usage) - 1;
-		char *b = end > 0 ? malloc(len + add + 1) : NULL;
-		if (b == NULL) {
-			rc = end > 0 ? -1 : 0;
-			goto done;
-		}
-		memcpy(b, body, end - 1);
-		memcpy(b + end - 1, include_usage, add);
-		memcpy(b + end - 1 + add, body + end - 1, len - (end - 1));
-		b[len + add] = '\0';
-		*out = b;
-		*out_len = len + add;
-		rc = 1;
-	} else if (json_is_object(so) && !json_is_true(json_object_get(so, "include_usage"))) {
-		if (json_object_set_new(so, "include_usage", json_true()) != 0) {
-			rc = -1;
-			goto done;
-		}
-		char *b = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
-		if (b == NULL) {
-			rc = -1;
-			goto done;
-		}
-		*out = b;
-		*out_len = strlen(b);
-		rc = 1;
-	}
-done:
-	json_decref(root);
-	return rc;
+	size_t add = strlen(e->text), n = len - e->cut + add;
+	char *b = malloc(n + 1);
+	if (b == NULL)
+		return -1;
+	memcpy(b, body, e->at);
+	memcpy(b + e->at, e->text, add);
+	memcpy(b + e->at + add, body + e->at + e->cut, len - e->at - e->cut);
+	b[n] = '\0';
+	*out = b;
+	*out_len = n;
+	return 1;
 }
 
 void usage_strip_init(struct usage_strip *s)

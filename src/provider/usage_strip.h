@@ -19,18 +19,20 @@
 #include <stddef.h>
 
 #include "provider/sse.h"
+#include "provider/tokens.h"
 
 #define USAGE_STRIP_EVENT_MAX (1024 * 1024)
 
-/* The request side: a chat completion body that asks for a stream without
- * stream_options.include_usage true, with it added. Returns 1 and a malloc'd
- * body in *out (*out_len bytes, then a NUL): `,"stream_options":{"include_usage":true}`
- * inserted before the final brace (every other byte as the client sent it),
- * or, when stream_options is there without it, the body re-written by
- * jansson with include_usage set. Returns 0 when nothing is to be done (not a
- * JSON object, no "stream": true, include_usage already true), -1 when out
- * of memory. */
-int usage_inject_request(const char *body, size_t len, char **out, size_t *out_len);
+/* The request side: the body of a request that asks for a stream without
+ * stream_options.include_usage true, with it asked for: the edit
+ * tokens_estimate() found (cost: its detail of this body, tokens.h's
+ * ask_usage), every other byte as the client sent it. Returns 1 and a
+ * malloc'd body in *out (*out_len bytes, then a NUL); 0 when nothing is to
+ * be done (not a JSON object, no "stream": true, include_usage already true,
+ * stream_options not an object); -1 when out of memory. The body is read
+ * once, by tokens_estimate(): nothing here parses it again. */
+int usage_inject_request(const char *body, size_t len, const struct tokens_cost *cost, char **out,
+                         size_t *out_len);
 
 /* Whether a request to `path` (len bytes, a query string allowed) speaks the
  * OpenAI chat-completions API, whose streams say what they cost only when

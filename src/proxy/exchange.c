@@ -398,7 +398,8 @@ void exchange_start(struct exchanges *xs, struct hreq *client, const struct exch
 		answer(x, 503, "out_of_memory", "pacerd is out of memory", -1);
 		return;
 	}
-	/* The one scan of the body: the model, and what the request costs. */
+	/* The one scan of the body: the model, what the request costs, and how
+	 * to ask its stream for its usage (meter_request). */
 	const struct provider_conf *prov = x->route.provider;
 	struct tokens_cost cost;
 	tokens_estimate(x->body, x->body_len, 0, &cost);
@@ -447,9 +448,9 @@ void exchange_start(struct exchanges *xs, struct hreq *client, const struct exch
 		meter_request(&x->meter,
 		              plan->stream_usage == STREAM_USAGE_INJECT &&
 		                  profile_of(prov)->add_stream_usage,
-		              x->route.path, x->route.path_len, &x->body, &x->body_len);
+		              x->route.path, x->route.path_len, &cost, &x->body, &x->body_len);
 	else if (lanes_learns_cost(&x->ticket, &lc))
-		meter_request(&x->meter, false, x->route.path, x->route.path_len, &x->body,
+		meter_request(&x->meter, false, x->route.path, x->route.path_len, &cost, &x->body,
 		              &x->body_len);
 	x->tokens_estimated = rq.cost_prompt + rq.cost_output;
 

@@ -17,14 +17,14 @@ void meter_init(struct meter *m)
 }
 
 void meter_request(struct meter *m, bool ask_stream_usage, const char *path, size_t path_len,
-                   const char **body, size_t *len)
+                   const struct tokens_cost *cost, const char **body, size_t *len)
 {
 	m->on = true;
 	if (!ask_stream_usage || !usage_api_is_chat_completions(path, path_len))
 		return;
 	char *own;
 	size_t own_len;
-	if (usage_inject_request(*body, *len, &own, &own_len) != 1)
+	if (usage_inject_request(*body, *len, cost, &own, &own_len) != 1)
 		return;
 	free(m->body);
 	m->body = own;
@@ -87,8 +87,7 @@ bool meter_finish(struct meter *m, meter_emit emit, void *ctx, struct tokens_usa
 	if (m->sse) {
 		tokens_sse_finish(&m->scan); /* a last line a CR ended */
 		*usage = m->scan.usage;
-	}
-	else if (m->json_len > 0 && !m->json_over)
+	} else if (m->json_len > 0 && !m->json_over)
 		tokens_usage_json(m->json, m->json_len, usage);
 	return usage->present;
 }

@@ -45,14 +45,16 @@ struct meter {
 /* A meter that is off. */
 void meter_init(struct meter *m);
 /* Turns metering on for a request to path (len bytes, the query allowed)
- * with *body (*len bytes). ask_stream_usage (a token-paced lane with
- * stream_usage: inject): a chat completion that asks for a stream without
- * stream_options.include_usage gets it (usage_inject_request), *body and *len
- * then point to the meter's copy (valid until meter_reset), and its streamed
- * answers reach the client without what that added. A body that is not JSON,
- * or no memory for the copy, goes as it is. */
+ * with *body (*len bytes), which tokens_estimate() read into *cost (the one
+ * scan of the body). ask_stream_usage (a token-paced lane with stream_usage:
+ * inject): a chat completion that asks for a stream without
+ * stream_options.include_usage gets it (usage_inject_request applies the
+ * scan's cost->ask_usage), *body and *len then point to the meter's copy
+ * (valid until meter_reset), and its streamed answers reach the client
+ * without what that added. A body that is not JSON, or no memory for the
+ * copy, goes as it is. */
 void meter_request(struct meter *m, bool ask_stream_usage, const char *path, size_t path_len,
-                   const char **body, size_t *len);
+                   const struct tokens_cost *cost, const char **body, size_t *len);
 /* An attempt's answer begins (what an earlier attempt read is forgotten);
  * content_type: its Content-Type value, or NULL. */
 void meter_answer(struct meter *m, const char *content_type);

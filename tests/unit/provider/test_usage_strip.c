@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "provider/tokens.h"
 #include "provider/usage_strip.h"
 #include "unit.h"
 
@@ -155,7 +156,9 @@ END_TEST
 
 static int inject(const char *body, char **out, size_t *len)
 {
-	return usage_inject_request(body, strlen(body), out, len);
+	struct tokens_cost c;
+	tokens_estimate(body, strlen(body), 0, &c);
+	return usage_inject_request(body, strlen(body), &c, out, len);
 }
 
 START_TEST(chat_completions_is_the_api_not_the_dialect)
@@ -195,6 +198,32 @@ START_TEST(include_usage_is_added_as_the_client_wrote_it)
 	ck_assert_str_eq(out, "{\"stream\":true,\"stream_options\":{\"include_obfuscation\":false,"
 	                      "\"include_usage\":true}}");
 	free(out);
+	/* as the client wrote it there too; an empty object; a false one; the last
+	 * of repeated members is the one that counts (jansson's and the
+	 * provider's reading) */
+	ck_assert_int_eq(
+	    inject("{ \"stream\" : true , \"stream_options\" : { \"a\" : 1 } }", &out, &len), 1);
+	ck_assert_str_eq(out, "{ \"stream\" : true , \"stream_options\" : { \"a\" : 1 ,"
+	                      "\"include_usage\":true} }");
+	free(out);
+	ck_assert_int_eq(inject("{\"stream\":true,\"stream_options\":{}}", &out, &len), 1);
+	ck_assert_str_eq(out, "{\"stream\":true,\"stream_options\":{\"include_usage\":true}}");
+	free(out);
+	ck_assert_int_eq(
+	    inject("{\"stream\":true,\"stream_options\":{\"include_usage\": false,\"b\":2}}", &out,
+	           &len),
+	    1);
+	ck_assert_str_eq(out,
+	                 "{\"stream\":true,\"stream_options\":{\"include_usage\": true,\"b\":2}}");
+	free(out);
+	ck_assert_int_eq(inject("{\"stream\":false,\"stream_options\":null,\"stream\":true,"
+	                        "\"stream_options\":{\"include_usage\":true,\"include_usage\":0}}",
+	                        &out, &len),
+	                 1);
+	ck_assert_str_eq(out,
+	                 "{\"stream\":false,\"stream_options\":null,\"stream\":true,"
+	                 "\"stream_options\":{\"include_usage\":true,\"include_usage\":true}}");
+	free(out);
 	/* nothing to do */
 	const char *same[] = {"{\"stream\":true,\"stream_options\":{\"include_usage\":true}}",
 	                      "{\"stream\":false}",
@@ -202,6 +231,12 @@ START_TEST(include_usage_is_added_as_the_client_wrote_it)
 	                      "not json",
 	                      "[{\"stream\":true}]",
 	                      "{\"stream\":true",
+	                      "{\"stream\":true,\"stream_options\":null}",
+	                      "{\"stream\":true,\"stream\":false}",
+	                      "{\"stream\":\"true\"}",
+	                      "{\"stream\":true,\"stream_options\":{\"include_usage\":1,"
+	                      "\"include_usage\":true}}",
+	                      "{\"x\":{\"stream\":true}}",
 	                      ""};
 	for (size_t i = 0; i < sizeof(same) / sizeof(same[0]); i++)
 		ck_assert_int_eq(inject(same[i], &out, &len), 0);
