@@ -3,8 +3,10 @@
 
 #include "provider/error_body.h"
 
+#include <curl/curl.h>
 #include <math.h>
 #include <string.h>
+#include <time.h>
 
 /* Delays are clamped here (about 142 years): far enough to mean "never" and
  * small enough that adding two of them never overflows int64_t. */
@@ -329,78 +331,21 @@ int rlh_parse_rfc3339(const char *s, size_t len, int64_t *epoch_ms)
 	return 0;
 }
 
-static int month_from_name(const char *s)
-{
-	static const char *const months[] = {"jan", "feb", "mar", "apr", "may", "jun",
-	                                     "jul", "aug", "sep", "oct", "nov", "dec"};
-	for (int m = 0; m < 12; m++)
-		if (ci_prefix(s, 3, months[m]))
-			return m + 1;
-	return -1;
-}
-
-static bool is_day_name(const char *s, size_t len, bool long_form)
-{
-	static const char *const shorts[] = {"mon", "tue", "wed", "thu", "fri", "sat", "sun"};
-	static const char *const longs[] = {"monday", "tuesday",  "wednesday", "thursday",
-	                                    "friday", "saturday", "sunday"};
-	for (int d = 0; d < 7; d++)
-		if (ci_equal(s, len, long_form ? longs[d] : shorts[d]))
-			return true;
-	return false;
-}
-
-/* "Sun, 06 Nov 1994 08:49:37 GMT" */
-static int parse_imf_fixdate(const char *s, size_t len, struct civil *c)
-{
-	if (len != 29 || !is_day_name(s, 3, false) || s[3] != ',' || s[4] != ' ' || s[7] != ' ' ||
-	    s[11] != ' ' || s[16] != ' ' || s[25] != ' ' || memcmp(s + 26, "GMT", 3) != 0)
-		return -1;
-	c->d = digits_at(s + 5, 2);
-	c->mo = month_from_name(s + 8);
-	c->y = digits_at(s + 12, 4);
-	return (c->d < 0 || c->mo < 0 || c->y < 0) ? -1 : parse_hms(s + 17, c);
-}
-
-/* "Sunday, 06-Nov-94 08:49:37 GMT" */
-static int parse_rfc850(const char *s, size_t len, struct civil *c)
-{
-	const char *comma = memchr(s, ',', len);
-	if (comma == NULL || !is_day_name(s, (size_t)(comma - s), true))
-		return -1;
-	const char *p = comma + 1;
-	if ((size_t)(s + len - p) != 23 || p[0] != ' ' || p[3] != '-' || p[7] != '-' ||
-	    p[10] != ' ' || p[19] != ' ' || memcmp(p + 20, "GMT", 3) != 0)
-		return -1;
-	c->d = digits_at(p + 1, 2);
-	c->mo = month_from_name(p + 4);
-	int yy = digits_at(p + 8, 2);
-	if (c->d < 0 || c->mo < 0 || yy < 0)
-		return -1;
-	c->y = yy < 70 ? 2000 + yy : 1900 + yy;
-	return parse_hms(p + 11, c);
-}
-
-/* "Sun Nov  6 08:49:37 1994" */
-static int parse_asctime(const char *s, size_t len, struct civil *c)
-{
-	if (len != 24 || !is_day_name(s, 3, false) || s[3] != ' ' || s[7] != ' ' || s[10] != ' ' ||
-	    s[19] != ' ')
-		return -1;
-	c->mo = month_from_name(s + 4);
-	c->d = s[8] == ' ' ? digits_at(s + 9, 1) : digits_at(s + 8, 2);
-	c->y = digits_at(s + 20, 4);
-	return (c->d < 0 || c->mo < 0 || c->y < 0) ? -1 : parse_hms(s + 11, c);
-}
-
+/* libcurl's parser, which takes the three forms (and the looser ones of
+ * old servers); it wants a NUL-terminated string. */
 int rlh_parse_http_date(const char *s, size_t len, int64_t *epoch_ms)
 {
-	struct civil c = {0};
+	char buf[64];
 	trim(&s, &len);
-	if (parse_imf_fixdate(s, len, &c) == -1 && parse_rfc850(s, len, &c) == -1 &&
-	    parse_asctime(s, len, &c) == -1)
+	if (len == 0 || len >= sizeof(buf) || memchr(s, '\0', len) != NULL)
 		return -1;
-	return civil_to_ms(&c, epoch_ms);
+	memcpy(buf, s, len);
+	buf[len] = '\0';
+	time_t t = curl_getdate(buf, NULL);
+	if (t == -1)
+		return -1;
+	*epoch_ms = (int64_t)t * 1000;
+	return 0;
 }
 
 /* ---------- reset and retry values ---------- */

@@ -91,9 +91,11 @@ size_t rlh_go_duration_prefix(const char *s, size_t len, int64_t *ns);
  * Fractions are truncated to milliseconds. Sets *epoch_ms; returns 0 / -1. */
 int rlh_parse_rfc3339(const char *s, size_t len, int64_t *epoch_ms);
 
-/* HTTP-date (RFC 9110 §5.6.7): IMF-fixdate "Sun, 06 Nov 1994 08:49:37 GMT",
- * RFC 850 "Sunday, 06-Nov-94 08:49:37 GMT" (yy < 70 is 20yy), asctime
- * "Sun Nov  6 08:49:37 1994". Sets *epoch_ms; returns 0 / -1. */
+/* HTTP-date (RFC 9110 §5.6.7), read by libcurl's curl_getdate(): IMF-fixdate
+ * "Sun, 06 Nov 1994 08:49:37 GMT", RFC 850 "Sunday, 06-Nov-94 08:49:37 GMT"
+ * (yy <= 70 is 20yy), asctime "Sun Nov  6 08:49:37 1994", and what curl takes
+ * beside them (another zone than GMT, no time of day: midnight; a day past its
+ * month's end counts on into the next). Sets *epoch_ms; returns 0 / -1. */
 int rlh_parse_http_date(const char *s, size_t len, int64_t *epoch_ms);
 
 /* A bare number of unknown meaning (promptfoo's rule): < 1e9 relative seconds,

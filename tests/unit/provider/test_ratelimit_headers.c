@@ -171,12 +171,33 @@ START_TEST(http_dates)
 	ck_assert_int_eq(hdate("Sunday, 06-Nov-94 08:49:37 GMT"), INT64_C(784111777000));
 	ck_assert_int_eq(hdate("Sun Nov  6 08:49:37 1994"), INT64_C(784111777000));
 	ck_assert_int_eq(hdate("Wed, 25 Feb 2026 20:02:32 GMT"), NOW + 60000);
-	int64_t ms;
-	ck_assert_int_eq(rlh_parse_http_date("Sun, 06 Nov 1994 08:49:37 UTC", 29, &ms), -1);
-	ck_assert_int_eq(rlh_parse_http_date("Xyz, 06 Nov 1994 08:49:37 GMT", 29, &ms), -1);
-	ck_assert_int_eq(rlh_parse_http_date("Sun, 31 Nov 1994 08:49:37 GMT", 29, &ms), -1);
-	ck_assert_int_eq(rlh_parse_http_date("Sun, 06 Foo 1994 08:49:37 GMT", 29, &ms), -1);
-	ck_assert_int_eq(rlh_parse_http_date("Sun, 06 Nov 1994", 16, &ms), -1);
+	ck_assert_int_eq(hdate("  Sun, 06 Nov 1994 08:49:37 GMT "), INT64_C(784111777000));
+	/* libcurl's reading, looser than RFC 9110's grammar: another zone, no
+	 * time of day, a day past the month's end */
+	ck_assert_int_eq(hdate("Sun, 06 Nov 1994 08:49:37 UTC"), INT64_C(784111777000));
+	ck_assert_int_eq(hdate("Sun, 06 Nov 1994 09:49:37 +0100"), INT64_C(784111777000));
+	ck_assert_int_eq(hdate("Sun, 06 Nov 1994"), INT64_C(784080000000));
+	ck_assert_int_eq(hdate("Sun, 31 Nov 1994 08:49:37 GMT"), INT64_C(786271777000));
+	/* garbage */
+	int64_t ms = 42;
+	static const char *const bad[] = {"Xyz, 06 Nov 1994 08:49:37 GMT",
+	                                  "Sun, 06 Foo 1994 08:49:37 GMT",
+	                                  "Sun, 06 Nov 1994 24:49:37 GMT",
+	                                  "garbage",
+	                                  "5s",
+	                                  "1e3",
+	                                  "12",
+	                                  "2026-02-25T20:02:32Z",
+	                                  "   ",
+	                                  "",
+	                                  "Sun, 06 Nov 08:49:37 GMT"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_msg(rlh_parse_http_date(bad[i], strlen(bad[i]), &ms) == -1, "%s", bad[i]);
+	ck_assert_int_eq(rlh_parse_http_date("Sun, 06 Nov 1994\0 08:49:37 GMT", 30, &ms), -1);
+	ck_assert_int_eq(ms, 42); /* untouched */
+	/* only its len bytes are read */
+	ck_assert_int_eq(rlh_parse_http_date("Sun, 06 Nov 1994 08:49:37 GMTxyz", 29, &ms), 0);
+	ck_assert_int_eq(ms, INT64_C(784111777000));
 }
 END_TEST
 
