@@ -8,17 +8,17 @@
 static long long clock_mono_cache, clock_wall_cache;
 static bool clock_mono_valid, clock_wall_valid;
 
-static long long clock_read_ms(clockid_t id)
+long long clock_mono_ns(void)
 {
 	struct timespec ts;
-	clock_gettime(id, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 long long clock_now_ms(void)
 {
 	if (!clock_mono_valid) {
-		clock_mono_cache = clock_read_ms(CLOCK_MONOTONIC);
+		clock_mono_cache = clock_mono_ns() / 1000000;
 		clock_mono_valid = true;
 	}
 	return clock_mono_cache;
@@ -27,7 +27,9 @@ long long clock_now_ms(void)
 long long clock_wall_ms(void)
 {
 	if (!clock_wall_valid) {
-		clock_wall_cache = clock_read_ms(CLOCK_REALTIME);
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		clock_wall_cache = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 		clock_wall_valid = true;
 	}
 	return clock_wall_cache;
@@ -35,26 +37,23 @@ long long clock_wall_ms(void)
 
 long long clock_fresh_ms(void)
 {
-	clock_mono_cache = clock_read_ms(CLOCK_MONOTONIC);
+	clock_mono_cache = clock_mono_ns() / 1000000;
 	clock_mono_valid = true;
 	return clock_mono_cache;
 }
 
 double clock_precise_ms(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	clock_mono_cache = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	long long ns = clock_mono_ns();
+	clock_mono_cache = ns / 1000000;
 	clock_mono_valid = true;
-	return (double)ts.tv_sec * 1000.0 + (double)ts.tv_nsec / 1e6;
+	return (double)(ns / 1000000) + (double)(ns % 1000000) / 1e6;
 }
 
 long long clock_us_until(double at_ms)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
 	/* Rounded up: a timer never fires before its instant. */
-	double us = ceil(at_ms * 1000.0) - ((double)ts.tv_sec * 1e6 + (double)(ts.tv_nsec / 1000));
+	double us = ceil(at_ms * 1000.0) - (double)(clock_mono_ns() / 1000);
 	return us > 0 ? (long long)us : 0;
 }
 

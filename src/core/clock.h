@@ -41,6 +41,12 @@ long long clock_us_until(double at_ms);
  * (a whole-millisecond clock would cost up to one per interval). */
 double clock_precise_ms(void);
 
+/* CLOCK_MONOTONIC read now, in nanoseconds, and not cached: for measuring
+ * within a turn (a store round trip, a benchmark) and for handing the
+ * instant to another process (sd_notify's MONOTONIC_USEC). The one reading
+ * of the monotonic clock: the functions above are made of it. */
+long long clock_mono_ns(void);
+
 /* CLOCK_REALTIME in milliseconds since the epoch: log timestamps and the
  * "now" that provider dates (HTTP-date, RFC 3339 resets) are measured from. */
 long long clock_wall_ms(void);

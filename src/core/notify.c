@@ -8,8 +8,9 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "core/clock.h"
 
 static int notify_fd = -1;
 static struct sockaddr_un notify_addr;
@@ -59,12 +60,9 @@ void notify_ready(void)
 
 void notify_reloading(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
 	char msg[96];
 	snprintf(msg, sizeof(msg), "RELOADING=1\nMONOTONIC_USEC=%llu",
-	         (unsigned long long)ts.tv_sec * 1000000ULL +
-	             (unsigned long long)ts.tv_nsec / 1000);
+	         (unsigned long long)(clock_mono_ns() / 1000));
 	notify_send(msg);
 }
 

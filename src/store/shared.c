@@ -148,9 +148,7 @@ struct decision {
  * margin's steps are fractions of a millisecond. */
 static double mono_ms(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1000.0 + (double)ts.tv_nsec / 1e6;
+	return (double)clock_mono_ns() / 1e6;
 }
 
 /* ---- keys ---- */

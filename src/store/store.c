@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/clock.h"
 #include "core/config.h"
 #include "core/list.h"
 #include "core/log.h"
@@ -91,9 +92,7 @@ struct store {
 
 static int64_t mono_us(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+	return clock_mono_ns() / 1000;
 }
 
 static void log_state(const char *event, const struct store *st, const char *reason)

@@ -1,16 +1,14 @@
 /* Micro-benchmark: ns per call of the cost and scope work done per request and
  * per answer (make build/bench_cost && ./build/bench_cost). */
 #include <stdio.h>
-#include <time.h>
 
+#include "core/clock.h"
 #include "sched/cost.h"
 #include "sched/scope.h"
 
 static double now_ns(void)
 {
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
+	return (double)clock_mono_ns();
 }
 
 static volatile double sink;

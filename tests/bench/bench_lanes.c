@@ -35,6 +35,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/clock.h"
 #include "core/config.h"
 #include "provider/profile.h"
 #include "sched/registry.h"
@@ -47,9 +48,7 @@ static struct sched_item *evicted; /* what sched_submit evicted: never, here */
 
 static int64_t bench_ns(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+	return clock_mono_ns();
 }
 
 static size_t bench_heap(void)

@@ -3,8 +3,8 @@
  * parse), the class from the facts, the server's hint from the hints. */
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
+#include "core/clock.h"
 #include "provider/error_body.h"
 #include "sched/retry.h"
 
@@ -24,9 +24,7 @@ static const char gemini_429[] =
 
 static double now_ns(void)
 {
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
+	return (double)clock_mono_ns();
 }
 
 static void run(const char *name, const char *body)

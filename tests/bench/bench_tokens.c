@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "core/clock.h"
 #include "provider/tokens.h"
 
 static const char answer[] =
@@ -53,9 +53,7 @@ static char *default_request(size_t *len)
 
 static double now_ns(void)
 {
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
+	return (double)clock_mono_ns();
 }
 
 int main(int argc, char **argv)

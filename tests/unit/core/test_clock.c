@@ -69,6 +69,23 @@ START_TEST(each_clock_read_lazily)
 }
 END_TEST
 
+/* clock_mono_ns reads now every time, caches nothing, and is the clock the
+ * turn's milliseconds come from. */
+START_TEST(mono_ns_is_now_and_not_cached)
+{
+	clock_turn_end();
+	long long a = clock_now_ms();
+	long long n0 = clock_mono_ns();
+	ck_assert_int_ge(n0 / 1000000, a);
+	ck_assert_int_le(n0 / 1000000 - a, 1000); /* the same clock (not a timing bound) */
+	sleep_ms(20);
+	long long n1 = clock_mono_ns();
+	ck_assert_int_ge(n1 - n0, 19 * 1000000LL);
+	ck_assert_int_eq(clock_now_ms(), a); /* the turn's time did not move */
+	ck_assert_int_ge(clock_fresh_ms(), n1 / 1000000);
+}
+END_TEST
+
 static Suite *clock_suite(void)
 {
 	Suite *s = suite_create("clock");
@@ -77,6 +94,7 @@ static Suite *clock_suite(void)
 	tcase_add_test(t, fresh_after_turn_end);
 	tcase_add_test(t, each_clock_read_lazily);
 	tcase_add_test(t, fresh_reads_now_and_caches_it);
+	tcase_add_test(t, mono_ns_is_now_and_not_cached);
 	suite_add_tcase(s, t);
 	return s;
 }
