@@ -4,14 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define HTABLE_MIN_CAP 8
-
-static size_t home_of(const struct htable *t, const struct htable_type *ty, const void *slot,
-                      const void *ctx)
-{
-	return (size_t)ty->hash(slot, ctx) & (t->cap - 1);
-}
-
 /* The first empty slot from the home of `hash` on. */
 static void *empty_from(const struct htable *t, const struct htable_type *ty, uint64_t hash)
 {
@@ -23,14 +15,12 @@ static void *empty_from(const struct htable *t, const struct htable_type *ty, ui
 	}
 }
 
-bool htable_reserve(struct htable *t, const struct htable_type *ty, void *ctx)
+bool htable_grow(struct htable *t, const struct htable_type *ty, void *ctx)
 {
-	if (2 * (t->n + 1) <= t->cap)
-		return true;
-	size_t cap = t->cap ? 2 * t->cap : HTABLE_MIN_CAP;
-	if (cap > SIZE_MAX / 2 / ty->size)
+	if (t->cap > SIZE_MAX / 4)
 		return false;
-	struct htable grown = {calloc(cap, ty->size), cap, t->n};
+	size_t cap = t->cap ? 2 * t->cap : HTABLE_MIN_CAP;
+	struct htable grown = {calloc(cap, ty->size), cap, t->n}; /* calloc checks cap * size */
 	if (grown.slots == NULL)
 		return false;
 	for (size_t i = 0; i < t->cap; i++) {
@@ -45,46 +35,6 @@ bool htable_reserve(struct htable *t, const struct htable_type *ty, void *ctx)
 	free(t->slots);
 	*t = grown;
 	return true;
-}
-
-void *htable_insert(struct htable *t, const struct htable_type *ty, uint64_t hash)
-{
-	t->n++;
-	return empty_from(t, ty, hash);
-}
-
-/* Whether the record at slot j, whose home is `home`, may move back into the
- * hole at slot `hole` (j follows hole in its run): not when its home lies
- * cyclically in (hole, j], where a lookup would no longer pass the hole. */
-static bool may_fill(size_t hole, size_t j, size_t home)
-{
-	return hole <= j ? !(hole < home && home <= j) : !(hole < home || home <= j);
-}
-
-void htable_delete(struct htable *t, const struct htable_type *ty, void *slot, void *ctx)
-{
-	size_t mask = t->cap - 1;
-	size_t hole = (size_t)((char *)slot - (char *)t->slots) / ty->size;
-	for (size_t j = (hole + 1) & mask;; j = (j + 1) & mask) {
-		void *s = htable_at(t, ty, j);
-		if (!ty->used(s))
-			break;
-		if (!may_fill(hole, j, home_of(t, ty, s, ctx)))
-			continue;
-		void *h = htable_at(t, ty, hole);
-		memcpy(h, s, ty->size);
-		if (ty->moved != NULL)
-			ty->moved(h, ctx);
-		hole = j;
-	}
-	memset(htable_at(t, ty, hole), 0, ty->size);
-	t->n--;
-}
-
-void htable_free(struct htable *t)
-{
-	free(t->slots);
-	memset(t, 0, sizeof(*t));
 }
 
 size_t htable_bytes(const struct htable *t, const struct htable_type *ty)

@@ -24,6 +24,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 struct htable {
 	void *slots; /* cap slots of type->size bytes; NULL while cap is 0 */
@@ -45,7 +47,9 @@ struct htable_type {
 };
 
 /* ctx, wherever it appears, is the caller's and is handed to the type's
- * functions as it is. */
+ * functions as it is. The operations a request pays for are inline: with
+ * the type a constant where they are called, its functions and its size are
+ * compiled in (no call through a pointer, no memcpy of a variable size). */
 
 static inline void *htable_at(const struct htable *t, const struct htable_type *ty, size_t i)
 {
@@ -69,21 +73,101 @@ static inline void *htable_find(const struct htable *t, const struct htable_type
 	}
 }
 
+#define HTABLE_MIN_CAP 8
+
+/* Doubles the slots, records moved (htable_reserve's slow path). */
+bool htable_grow(struct htable *t, const struct htable_type *ty, void *ctx);
+
 /* Room for one record more: grows (records move) when it would be more than
- * half full. False when out of memory (nothing changed). */
-bool htable_reserve(struct htable *t, const struct htable_type *ty, void *ctx);
+ * half full. False when out of memory (nothing changed). The first slots
+ * are made here: a table that a lane makes and frees with each request it
+ * queues (fairq's) pays no more than the allocation. */
+static inline bool htable_reserve(struct htable *t, const struct htable_type *ty, void *ctx)
+{
+	if (2 * (t->n + 1) <= t->cap)
+		return true;
+	if (t->cap == 0) {
+		t->slots = calloc(HTABLE_MIN_CAP, ty->size);
+		t->cap = t->slots != NULL ? HTABLE_MIN_CAP : 0;
+		return t->slots != NULL;
+	}
+	return htable_grow(t, ty, ctx);
+}
 
 /* The empty slot where a new record of this hash goes, counted in t->n; the
  * caller fills it at once (so that type->used says so). Room must have been
  * reserved, and no record the key names be in the table. */
-void *htable_insert(struct htable *t, const struct htable_type *ty, uint64_t hash);
+static inline void *htable_insert(struct htable *t, const struct htable_type *ty, uint64_t hash)
+{
+	size_t mask = t->cap - 1;
+	t->n++;
+	for (size_t i = (size_t)hash & mask;; i = (i + 1) & mask) {
+		void *s = htable_at(t, ty, i);
+		if (!ty->used(s))
+			return s;
+	}
+}
+
+/* The slot of the record `key` names, or when there is none a new one, as
+ * htable_insert gives it (*added then true, and the caller fills it at
+ * once): one probe where find and insert would make two. Room must have been
+ * reserved. */
+static inline void *htable_get(struct htable *t, const struct htable_type *ty, uint64_t hash,
+                               const void *key, const void *ctx, bool *added)
+{
+	size_t mask = t->cap - 1;
+	for (size_t i = (size_t)hash & mask;; i = (i + 1) & mask) {
+		void *s = htable_at(t, ty, i);
+		if (!ty->used(s)) {
+			t->n++;
+			*added = true;
+			return s;
+		}
+		if (ty->match(s, key, ctx)) {
+			*added = false;
+			return s;
+		}
+	}
+}
+
+/* Whether the record at slot j, whose home is `home`, may move back into the
+ * hole at slot `hole` (j follows hole in its run): not when its home lies
+ * cyclically in (hole, j], where a lookup would no longer pass the hole. */
+static inline bool htable_may_fill(size_t hole, size_t j, size_t home)
+{
+	return hole <= j ? !(hole < home && home <= j) : !(hole < home || home <= j);
+}
 
 /* Takes the record in `slot` out (the slot is zeroed, or filled by a record
  * moved back into it). */
-void htable_delete(struct htable *t, const struct htable_type *ty, void *slot, void *ctx);
+static inline void htable_delete(struct htable *t, const struct htable_type *ty, void *slot,
+                                 void *ctx)
+{
+	size_t mask = t->cap - 1;
+	size_t hole = (size_t)((char *)slot - (char *)t->slots) / ty->size;
+	for (size_t j = (hole + 1) & mask;; j = (j + 1) & mask) {
+		void *s = htable_at(t, ty, j);
+		if (!ty->used(s))
+			break;
+		if (!htable_may_fill(hole, j, (size_t)ty->hash(s, ctx) & mask))
+			continue;
+		void *h = htable_at(t, ty, hole);
+		memcpy(h, s, ty->size);
+		if (ty->moved != NULL)
+			ty->moved(h, ctx);
+		hole = j;
+	}
+	memset(htable_at(t, ty, hole), 0, ty->size);
+	t->n--;
+}
 
 /* Frees the slots (not what they point at); the table is empty and usable. */
-void htable_free(struct htable *t);
+static inline void htable_free(struct htable *t)
+{
+	free(t->slots);
+	t->slots = NULL;
+	t->cap = t->n = 0;
+}
 
 /* Bytes of the slots on the heap. */
 size_t htable_bytes(const struct htable *t, const struct htable_type *ty);

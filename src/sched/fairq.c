@@ -86,9 +86,11 @@ struct flow_key {
 	int priority;
 };
 
+/* One multiply: the priority (101 values) goes where a flow id's bits matter
+ * least to the fold. */
 static uint64_t flow_hash(uint64_t flow, int priority)
 {
-	return hash_u64_pair(flow, (uint64_t)(uint32_t)priority);
+	return hash_u64(flow ^ ((uint64_t)(uint32_t)priority << 40));
 }
 
 static bool flow_used(const void *slot)
@@ -128,12 +130,14 @@ static struct fairq_flow *flow_find(const struct fairq *q, uint64_t flow, int pr
 
 bool fairq_push(struct fairq *q, struct fairq_node *node, int priority, uint64_t flow, double cost)
 {
-	struct fairq_flow *f = flow_find(q, flow, priority);
-	if (!levels_reserve(q) || (f == NULL && !htable_reserve(&q->flows, &flow_table, NULL)))
+	if (!levels_reserve(q) || !htable_reserve(&q->flows, &flow_table, NULL))
 		return false;
 	struct fairq_level *l = level_get(q, priority);
-	if (f == NULL) {
-		f = htable_insert(&q->flows, &flow_table, flow_hash(flow, priority));
+	struct flow_key k = {flow, priority};
+	bool added;
+	struct fairq_flow *f =
+	    htable_get(&q->flows, &flow_table, flow_hash(flow, priority), &k, NULL, &added);
+	if (added) {
 		f->flow = flow;
 		f->priority = priority;
 		f->finish = l->vtime;

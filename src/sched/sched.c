@@ -248,9 +248,6 @@ static void agent_maybe_delete(struct sched_lane *lane, struct sched_agent *ag)
 /* The record of `id`, created when missing; NULL when out of memory. */
 static struct sched_agent *agent_get(struct sched_lane *lane, uint64_t id)
 {
-	struct sched_agent *ag = agent_find(lane, id);
-	if (ag != NULL)
-		return ag;
 	struct sched_agents *a = lane->agents;
 	if (a == NULL) {
 		a = calloc(1, sizeof(*a));
@@ -267,9 +264,13 @@ static struct sched_agent *agent_get(struct sched_lane *lane, uint64_t id)
 		a->heap = heap;
 		a->heap_cap = a->table.cap;
 	}
-	ag = htable_insert(&a->table, &agent_table, hash_u64(id));
-	ag->id = id;
-	pheap_init(&ag->park, dispatch_before);
+	bool added;
+	struct sched_agent *ag =
+	    htable_get(&a->table, &agent_table, hash_u64(id), &id, NULL, &added);
+	if (added) {
+		ag->id = id;
+		pheap_init(&ag->park, dispatch_before);
+	}
 	return ag;
 }
 

@@ -146,6 +146,33 @@ START_TEST(insert_find_delete)
 }
 END_TEST
 
+/* get: the record when it is there, else a new slot for it; one count. */
+START_TEST(get_finds_or_adds)
+{
+	reset(11);
+	struct htable t = {0};
+	bool in[KEYS + 1] = {false};
+	for (int round = 0; round < 2; round++)
+		for (uint64_t k = 1; k <= 100; k++) {
+			ck_assert(htable_reserve(&t, &rec_type, &moves));
+			bool added;
+			struct rec *r = htable_get(&t, &rec_type, key_hash(k), &k, &moves, &added);
+			ck_assert(added == (round == 0));
+			if (added) {
+				ck_assert(!rec_used(r));
+				r->key = k;
+				r->value = k * 3;
+				where[k] = r;
+				in[k] = true;
+			}
+			ck_assert_uint_eq(r->key, k);
+		}
+	check(&t, in);
+	ck_assert_uint_eq(t.n, 100);
+	htable_free(&t);
+}
+END_TEST
+
 START_TEST(grows_and_moves)
 {
 	reset(0);
@@ -296,6 +323,7 @@ static Suite *htable_suite(void)
 	tcase_add_test(tc, empty_table);
 	tcase_add_test(tc, insert_find_delete);
 	tcase_add_test(tc, grows_and_moves);
+	tcase_add_test(tc, get_finds_or_adds);
 	tcase_add_test(tc, random_spread);
 	tcase_add_test(tc, random_colliding);
 	tcase_add_test(tc, deletion_during_iteration);
