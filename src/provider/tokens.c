@@ -516,14 +516,22 @@ static size_t js_unescape(const struct js_str *str, char *out, size_t cap)
 	return n;
 }
 
-/* Whether a member name, unescaped, is `name` (len bytes, short, ASCII). */
-static bool js_key_eq(const struct js_str *key, const char *name, size_t len)
+/* js_key_eq for a member name with escapes: unescaped first. */
+static bool js_key_eq_escaped(const struct js_str *key, const char *name, size_t len)
 {
-	if (!key->esc)
-		return key->n == len && memcmp(key->b, name, len) == 0;
 	char buf[32];
 	return key->n >= len && js_unescape(key, buf, sizeof buf) == len &&
 	       memcmp(buf, name, len) == 0;
+}
+
+/* Whether a member name, unescaped, is `name` (len bytes, short, ASCII).
+ * Inline: the common case, no escapes, is a length test and a memcmp (every
+ * member of a body is compared with a few names). */
+static inline bool js_key_eq(const struct js_str *key, const char *name, size_t len)
+{
+	if (!key->esc)
+		return key->n == len && memcmp(key->b, name, len) == 0;
+	return js_key_eq_escaped(key, name, len);
 }
 
 /* A member name known at compile time. */
