@@ -61,7 +61,7 @@ size_t registry_evict_idle(struct registry *reg, int64_t now_ms, int64_t idle_ms
 size_t registry_count(const struct registry *reg);
 /* Lanes holding no request (those eviction may take). */
 size_t registry_idle_count(const struct registry *reg);
-/* Bytes the table holds on the heap: itself, its buckets, every lane with
+/* Bytes the table holds on the heap: itself, its slots, every lane with
  * what the lane allocated (malloc's own overhead aside). Walks the table. */
 size_t registry_heap_bytes(const struct registry *reg);
 void registry_foreach(struct registry *reg, void (*fn)(struct sched_lane *lane, void *arg),
