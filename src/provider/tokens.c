@@ -1307,11 +1307,11 @@ static bool worth_parsing(const char *v, size_t n)
 /* One line of the stream (sse.h). Blank lines end events, ':' starts a
  * comment (": OPENROUTER PROCESSING", ": keep-alive"); a line over the cap
  * is skipped whole, and so is one the stream stopped in. */
-static void sse_line(void *ctx, const struct sse_line *l)
+void tokens_sse_line(struct tokens_sse *s, const struct sse_line *l)
 {
-	struct tokens_sse *s = ctx;
 	struct sse_field f;
-	if (l->cut || !l->ended || sse_field_of(l->text, l->len, &f) != SSE_FIELD)
+	if (l->cut || !l->ended || l->len > TOKENS_SSE_LINE_MAX ||
+	    sse_field_of(l->text, l->len, &f) != SSE_FIELD)
 		return;
 	if (sse_field_is(&f, "event")) {
 		if (f.value_len == 5 && memcmp(f.value, "error", 5) == 0)
@@ -1319,6 +1319,11 @@ static void sse_line(void *ctx, const struct sse_line *l)
 	} else if (sse_field_is(&f, "data") && worth_parsing(f.value, f.value_len)) {
 		scan_usage(f.value, f.value_len, &s->usage, &s->error);
 	}
+}
+
+static void sse_line(void *ctx, const struct sse_line *l)
+{
+	tokens_sse_line(ctx, l);
 }
 
 void tokens_sse_feed(struct tokens_sse *s, const char *data, size_t n)

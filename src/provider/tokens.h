@@ -162,6 +162,11 @@ struct tokens_sse {
 void tokens_sse_init(struct tokens_sse *s);
 /* Feeds n bytes (any n, 0 included). */
 void tokens_sse_feed(struct tokens_sse *s, const char *data, size_t n);
+/* One line a framer of the caller's gave (sse.h): for a caller that frames
+ * the stream once for several readers (proxy/meter.c). A line whose text is
+ * longer than TOKENS_SSE_LINE_MAX is skipped, as tokens_sse_feed's own
+ * framer would skip it. */
+void tokens_sse_line(struct tokens_sse *s, const struct sse_line *l);
 /* The stream ended: reads the line a CR ended it with (the framer waits for
  * the byte after a CR); a line without its end is not read. */
 void tokens_sse_finish(struct tokens_sse *s);

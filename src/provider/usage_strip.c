@@ -144,11 +144,26 @@ void usage_strip_feed(struct usage_strip *s, const char *data, size_t n, usage_s
 	sse_framer_feed(&s->framer, data, n, strip_line, s);
 }
 
+void usage_strip_line(struct usage_strip *s, const struct sse_line *l, usage_strip_emit emit,
+                      void *ctx)
+{
+	s->emit = emit;
+	s->ctx = ctx;
+	strip_line(s, l);
+}
+
 void usage_strip_finish(struct usage_strip *s, usage_strip_emit emit, void *ctx)
 {
 	s->emit = emit;
 	s->ctx = ctx;
 	sse_framer_finish(&s->framer, strip_line, s);
+	usage_strip_end(s, emit, ctx);
+}
+
+void usage_strip_end(struct usage_strip *s, usage_strip_emit emit, void *ctx)
+{
+	s->emit = emit;
+	s->ctx = ctx;
 	if (s->event != USAGE_STRIP_DROP)
 		flush_held(s); /* an event the stream ended in, with no data line */
 	s->held_len = 0;

@@ -71,6 +71,14 @@ void usage_strip_feed(struct usage_strip *s, const char *data, size_t n, usage_s
 /* The stream ended: emits what is held (an event without its blank line). */
 void usage_strip_finish(struct usage_strip *s, usage_strip_emit emit, void *ctx);
 
+/* The same two for a caller that frames the stream once for several readers
+ * (proxy/meter.c), with a framer of its own whose cap is
+ * USAGE_STRIP_EVENT_MAX: each line it gives, then, once the framer has
+ * given the stream's last line, the end. s's own framer is not used. */
+void usage_strip_line(struct usage_strip *s, const struct sse_line *l, usage_strip_emit emit,
+                      void *ctx);
+void usage_strip_end(struct usage_strip *s, usage_strip_emit emit, void *ctx);
+
 void usage_strip_free(struct usage_strip *s);
 
 #endif

@@ -35,6 +35,7 @@ void meter_request(struct meter *m, bool ask_stream_usage, const char *path, siz
 
 void meter_answer(struct meter *m, const char *content_type)
 {
+	sse_framer_free(&m->framer);
 	tokens_sse_free(&m->scan);
 	tokens_sse_init(&m->scan);
 	usage_strip_free(&m->filter);
@@ -43,6 +44,9 @@ void meter_answer(struct meter *m, const char *content_type)
 	m->json_over = false;
 	m->sse = m->on && content_type != NULL &&
 	         strncasecmp(content_type, "text/event-stream", 17) == 0;
+	/* The cap of the reader that keeps the longest lines: the filter's when
+	 * it runs (the usage reader skips what is longer than its own). */
+	sse_framer_init(&m->framer, m->strip ? USAGE_STRIP_EVENT_MAX : TOKENS_SSE_LINE_MAX);
 }
 
 static void keep_json(struct meter *m, const char *data, size_t n)
@@ -58,16 +62,33 @@ static void keep_json(struct meter *m, const char *data, size_t n)
 	m->json_len += n;
 }
 
+/* Where the framer's lines go: the usage reader, and the filter with the
+ * client's callback when it runs. */
+struct meter_lines {
+	struct meter *m;
+	meter_emit emit;
+	void *ctx;
+};
+
+static void meter_line(void *arg, const struct sse_line *l)
+{
+	struct meter_lines *to = arg;
+	tokens_sse_line(&to->m->scan, l);
+	if (to->m->strip)
+		usage_strip_line(&to->m->filter, l, to->emit, to->ctx);
+}
+
 void meter_feed(struct meter *m, const char *data, size_t n, meter_emit emit, void *ctx)
 {
-	if (m->on && m->sse)
-		tokens_sse_feed(&m->scan, data, n);
-	else if (m->on)
+	if (m->sse) { /* sse implies on */
+		struct meter_lines to = {m, emit, ctx};
+		sse_framer_feed(&m->framer, data, n, meter_line, &to);
+		if (m->strip)
+			return; /* the filter emitted what the client gets */
+	} else if (m->on) {
 		keep_json(m, data, n);
-	if (m->strip && m->sse)
-		usage_strip_feed(&m->filter, data, n, emit, ctx);
-	else
-		emit(ctx, data, n);
+	}
+	emit(ctx, data, n);
 }
 
 static void drop(void *ctx, const char *data, size_t n)
@@ -79,13 +100,16 @@ static void drop(void *ctx, const char *data, size_t n)
 
 bool meter_finish(struct meter *m, meter_emit emit, void *ctx, struct tokens_usage *usage)
 {
-	if (m->strip && m->sse)
-		usage_strip_finish(&m->filter, emit != NULL ? emit : drop, ctx);
+	if (m->sse) { /* the last line (a CR ended it), to both readers */
+		struct meter_lines to = {m, emit != NULL ? emit : drop, ctx};
+		sse_framer_finish(&m->framer, meter_line, &to);
+		if (m->strip)
+			usage_strip_end(&m->filter, to.emit, ctx);
+	}
 	memset(usage, 0, sizeof(*usage));
 	if (!m->on)
 		return false;
 	if (m->sse) {
-		tokens_sse_finish(&m->scan); /* a last line a CR ended */
 		*usage = m->scan.usage;
 	} else if (m->json_len > 0 && !m->json_over)
 		tokens_usage_json(m->json, m->json_len, usage);
@@ -96,6 +120,7 @@ void meter_reset(struct meter *m)
 {
 	char *json = m->json;
 	size_t json_cap = m->json_cap;
+	sse_framer_free(&m->framer);
 	tokens_sse_free(&m->scan);
 	usage_strip_free(&m->filter);
 	free(m->body);
@@ -111,6 +136,7 @@ void meter_reset(struct meter *m)
 
 void meter_free(struct meter *m)
 {
+	sse_framer_free(&m->framer);
 	tokens_sse_free(&m->scan);
 	usage_strip_free(&m->filter);
 	free(m->body);

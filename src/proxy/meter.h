@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "provider/sse.h"
 #include "provider/tokens.h"
 #include "provider/usage_strip.h"
 
@@ -35,6 +36,9 @@ struct meter {
 	bool strip;     /* pacerd asked the stream for its usage: the client gets it without */
 	bool sse;       /* this answer is an event stream */
 	bool json_over; /* this JSON answer passed METER_JSON_CAP: not read */
+	/* An event stream is framed once (provider/sse.h), here; each line goes
+	 * to the usage reader and, when strip, to the filter. */
+	struct sse_framer framer;
 	struct tokens_sse scan;
 	struct usage_strip filter;
 	char *json; /* a JSON answer, kept whole for its usage */

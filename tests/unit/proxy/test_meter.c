@@ -94,6 +94,50 @@ START_TEST(a_stream_pacerd_asked_the_usage_of)
 }
 END_TEST
 
+/* The same stream with its lines ended by CRLF and by a bare CR: one framer
+ * reads it for both the usage reader and the filter, so a CR at the end of a
+ * piece (its LF, if any, in the next) is one line end for both. */
+static void replace_lf(const char *in, const char *end, char *out, size_t cap)
+{
+	size_t k = 0;
+	for (const char *p = in; *p != '\0'; p++) {
+		const char *e = *p == '\n' ? end : (char[2]){*p, '\0'};
+		size_t n = strlen(e);
+		ck_assert_uint_lt(k + n, cap);
+		memcpy(out + k, e, n);
+		k += n;
+	}
+	out[k] = '\0';
+}
+
+START_TEST(one_framer_for_both_readers_whatever_the_line_ends)
+{
+	static const char *ends[] = {"\r\n", "\r"};
+	for (size_t e = 0; e < 2; e++) {
+		char in[2048], want[2048];
+		replace_lf(metered, ends[e], in, sizeof(in));
+		replace_lf(asked, ends[e], want, sizeof(want));
+		for (size_t i = 0; i < N_STEPS; i++) {
+			struct meter m;
+			meter_init(&m);
+			const char *body = stream_request;
+			size_t len = strlen(body);
+			request(&m, true, CHAT, strlen(CHAT), &body, &len);
+			meter_answer(&m, "text/event-stream");
+			struct out o = {.len = 0};
+			struct tokens_usage u;
+			ck_assert_msg(feed_all(&m, in, strlen(in), steps[i], &o, &u),
+			              "ends %zu, step %zu: no usage", e, steps[i]);
+			ck_assert_uint_eq(o.len, strlen(want));
+			ck_assert(memcmp(o.buf, want, o.len) == 0);
+			ck_assert_int_eq(u.input, 6);
+			ck_assert_int_eq(u.output, 5);
+			meter_free(&m);
+		}
+	}
+}
+END_TEST
+
 START_TEST(a_stream_that_asked_itself_passes_untouched)
 {
 	/* learning the cost (not stream_usage: inject), or another API */
@@ -266,6 +310,7 @@ static Suite *meter_suite(void)
 	Suite *s = suite_create("meter");
 	TCase *tc = tcase_create("meter");
 	tcase_add_test(tc, a_stream_pacerd_asked_the_usage_of);
+	tcase_add_test(tc, one_framer_for_both_readers_whatever_the_line_ends);
 	tcase_add_test(tc, a_stream_that_asked_itself_passes_untouched);
 	tcase_add_test(tc, a_json_answer_in_pieces);
 	tcase_add_test(tc, off_hands_the_bytes_on_and_reads_nothing);
