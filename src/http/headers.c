@@ -102,10 +102,17 @@ static long long parse_time(const char *s, long long scale)
 	return v > 0 && v <= 366LL * 86400 * 1000 ? v : -1;
 }
 
-long long hdr_client_timeout_ms(const char *pacer_timeout_ms, const char *stainless_timeout)
+long long hdr_client_timeout_ms(const char *pacer_timeout_ms, const char *request_timeout_ms,
+                                const char *stainless_timeout)
 {
 	long long ms = parse_time(pacer_timeout_ms, 1);
-	return ms > 0 ? ms : parse_time(stainless_timeout, 1000);
+	if (ms > 0)
+		return ms;
+	long long req = parse_time(request_timeout_ms, 1);
+	long long sdk = parse_time(stainless_timeout, 1000);
+	if (req > 0 && (sdk <= 0 || req < sdk))
+		return req;
+	return sdk;
 }
 
 bool hdr_forward_response(const char *name, const char *connection)

@@ -25,11 +25,14 @@ bool hdr_forward_request(const char *name, const char *connection);
  * Connection. Content-Length is kept (the body is relayed byte for byte). */
 bool hdr_forward_response(const char *name, const char *connection);
 
-/* The client's own time limit, in ms, from x-pacer-timeout-ms (whole ms) or
- * else X-Stainless-Timeout (seconds, a decimal number: the official OpenAI and
- * Anthropic SDKs send their timeout on every request); either may be NULL.
- * -1 when neither is there or parses as a positive number (up to a year). */
-long long hdr_client_timeout_ms(const char *pacer_timeout_ms, const char *stainless_timeout);
+/* The client's own time limit, in ms: x-pacer-timeout-ms (whole ms, pacerd's
+ * own: it wins) or else the earlier of Request-Timeout-Ms (ms, a decimal
+ * number: the header openai-python#3277 discusses) and X-Stainless-Timeout
+ * (seconds, a decimal number: the official OpenAI and Anthropic SDKs send
+ * their timeout on every request); any may be NULL. -1 when none is there or
+ * parses as a positive number (up to a year). */
+long long hdr_client_timeout_ms(const char *pacer_timeout_ms, const char *request_timeout_ms,
+                                const char *stainless_timeout);
 
 /* Splits one header line as libcurl delivers it ("Name: value\r\n") into name
  * and value, trimming optional white space. False for a line that is not a

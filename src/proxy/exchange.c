@@ -424,6 +424,7 @@ void exchange_start(struct exchanges *xs, struct hreq *client, const struct exch
 	 * and the client's own timeout, which the official SDKs send. */
 	x->retry_deadline = now + (int64_t)plan->retry.deadline_s * 1000;
 	long long client_ms = hdr_client_timeout_ms(in->headers->value[IF_X_PACER_TIMEOUT_MS],
+	                                            in->headers->value[IF_REQUEST_TIMEOUT_MS],
 	                                            in->headers->value[IF_X_STAINLESS_TIMEOUT]);
 	if (client_ms > 0 && now + client_ms < x->retry_deadline)
 		x->retry_deadline = now + client_ms;

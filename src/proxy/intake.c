@@ -14,6 +14,7 @@ static const char *const fixed[IF_FIXED] = {
     [IF_X_PACER_PRIORITY] = "x-pacer-priority",
     [IF_X_PACER_TIMEOUT_MS] = "x-pacer-timeout-ms",
     [IF_X_STAINLESS_TIMEOUT] = "x-stainless-timeout",
+    [IF_REQUEST_TIMEOUT_MS] = "request-timeout-ms",
 };
 
 /* The known names, chained by length: a field's length leaves one or two

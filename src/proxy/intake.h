@@ -32,6 +32,8 @@ enum intake_field {
 	IF_X_PACER_TIMEOUT_MS,
 	/* the time limit the official OpenAI and Anthropic SDKs send */
 	IF_X_STAINLESS_TIMEOUT,
+	/* a client's deadline in ms (openai-python#3277) */
+	IF_REQUEST_TIMEOUT_MS,
 	IF_FIXED
 };
 

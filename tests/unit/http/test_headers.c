@@ -91,23 +91,32 @@ END_TEST
 START_TEST(client_timeouts)
 {
 	/* X-Stainless-Timeout: seconds, as the official SDKs send them */
-	ck_assert_int_eq(hdr_client_timeout_ms(NULL, "600"), 600000);
-	ck_assert_int_eq(hdr_client_timeout_ms(NULL, "2"), 2000);
-	ck_assert_int_eq(hdr_client_timeout_ms(NULL, " 1.5 "), 1500);
-	ck_assert_int_eq(hdr_client_timeout_ms(NULL, "0.0005"), -1); /* under 1 ms */
+	ck_assert_int_eq(hdr_client_timeout_ms(NULL, NULL, "600"), 600000);
+	ck_assert_int_eq(hdr_client_timeout_ms(NULL, NULL, "2"), 2000);
+	ck_assert_int_eq(hdr_client_timeout_ms(NULL, NULL, " 1.5 "), 1500);
+	ck_assert_int_eq(hdr_client_timeout_ms(NULL, NULL, "0.0005"), -1); /* under 1 ms */
 	/* x-pacer-timeout-ms wins, in ms */
-	ck_assert_int_eq(hdr_client_timeout_ms("250", "600"), 250);
-	ck_assert_int_eq(hdr_client_timeout_ms("bad", "3"), 3000);
+	ck_assert_int_eq(hdr_client_timeout_ms("250", NULL, "600"), 250);
+	ck_assert_int_eq(hdr_client_timeout_ms("bad", NULL, "3"), 3000);
 	/* nothing else is a time */
 	const char *bad[] = {"",    "0",    "-1",    "1e3", "inf",
 	                     "nan", "0x10", "1.2.3", "10s", "1234567890123"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		ck_assert_int_eq(hdr_client_timeout_ms(bad[i], NULL), -1);
-		ck_assert_int_eq(hdr_client_timeout_ms(NULL, bad[i]), -1);
+		ck_assert_int_eq(hdr_client_timeout_ms(bad[i], NULL, NULL), -1);
+		ck_assert_int_eq(hdr_client_timeout_ms(NULL, NULL, bad[i]), -1);
 	}
-	ck_assert_int_eq(hdr_client_timeout_ms(NULL, NULL), -1);
-	ck_assert_int_eq(hdr_client_timeout_ms(NULL, "31622400"), 31622400000LL); /* a year */
-	ck_assert_int_eq(hdr_client_timeout_ms(NULL, "31622401"), -1);
+	ck_assert_int_eq(hdr_client_timeout_ms(NULL, NULL, NULL), -1);
+	/* Request-Timeout-Ms: ms; the earlier of it and X-Stainless-Timeout;
+	 * x-pacer-timeout-ms still wins */
+	ck_assert_int_eq(hdr_client_timeout_ms(NULL, "1500", NULL), 1500);
+	ck_assert_int_eq(hdr_client_timeout_ms(NULL, " 2500.5 ", NULL), 2500);
+	ck_assert_int_eq(hdr_client_timeout_ms(NULL, "1500", "600"), 1500);
+	ck_assert_int_eq(hdr_client_timeout_ms(NULL, "900000", "600"), 600000);
+	ck_assert_int_eq(hdr_client_timeout_ms(NULL, "bad", "2"), 2000);
+	ck_assert_int_eq(hdr_client_timeout_ms(NULL, "0", NULL), -1);
+	ck_assert_int_eq(hdr_client_timeout_ms("250", "1500", "600"), 250);
+	ck_assert_int_eq(hdr_client_timeout_ms(NULL, NULL, "31622400"), 31622400000LL); /* a year */
+	ck_assert_int_eq(hdr_client_timeout_ms(NULL, NULL, "31622401"), -1);
 }
 END_TEST
 

@@ -41,6 +41,8 @@ START_TEST(every_known_name_is_found_in_any_case)
 	}
 	ck_assert_str_eq(intake_field_name(IF_HOST), "host");
 	ck_assert_str_eq(intake_field_name(IF_X_STAINLESS_TIMEOUT), "x-stainless-timeout");
+	ck_assert_str_eq(intake_field_name(IF_REQUEST_TIMEOUT_MS), "request-timeout-ms");
+	ck_assert_int_eq(intake_field_of("Request-Timeout-Ms", 18), IF_REQUEST_TIMEOUT_MS);
 	const char *others[] = {
 	    "user-agent", "x-stainless-os", "content-encoding",  "cookie",
 	    "",           "openai-beta",    "anthropic-version", "x-request-id"};
