@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "admin/metrics.h"
 #include "core/clock.h"
@@ -19,7 +20,9 @@
 #include "core/stats.h"
 #include "core/version.h"
 #include "http/httpd.h"
+#include "provider/profile.h"
 #include "provider/ratelimit_headers.h"
+#include "proxy/rewrites.h"
 #include "proxy/server.h"
 #include "sched/learned.h"
 #include "sched/registry.h"
@@ -198,6 +201,40 @@ static json_t *tunnels_json(const struct server *srv)
 	                 "certificates", (json_int_t)t.leaves);
 }
 
+/* /status "providers": what pacerd does to each provider's requests.
+ * rewrites: "on" (it may add stream_options.include_usage to meter a stream),
+ * "never" (the provider's profile accepts no rewrite), "off" (the upstream
+ * refused a rewritten body and took the client's own: rewrites_off says
+ * which status, and when). */
+static json_t *providers_json(const struct config *cfg, const struct rewrites *rw)
+{
+	json_t *o = json_object();
+	for (size_t i = 0; i < cfg->n_providers; i++) {
+		const struct provider_conf *p = &cfg->providers[i];
+		const struct rewrite_stop *st = rewrites_stopped(rw, p->name);
+		const char *state = !profile_of(p)->add_stream_usage               ? "never"
+		                    : st != NULL || !rewrites_allowed(rw, p->name) ? "off"
+		                                                                   : "on";
+		json_t *j = json_pack("{s:s}", "rewrites", state);
+		if (j != NULL && st != NULL) {
+			char at[32];
+			time_t t = (time_t)(st->at_ms / 1000);
+			struct tm tm;
+			gmtime_r(&t, &tm);
+			strftime(at, sizeof(at), "%Y-%m-%dT%H:%M:%SZ", &tm);
+			json_object_set_new(
+			    j, "rewrites_off",
+			    json_pack(
+			        "{s:s,s:i,s:i,s:s,s:s}", "rewrite", st->what, "refused_status",
+			        st->status, "resent_status", st->resent_status, "reason",
+			        "the upstream refused the rewritten body and took the client's own",
+			        "at", at));
+		}
+		json_object_set_new(o, p->name, j);
+	}
+	return o;
+}
+
 static void handle_status(struct admin *adm, struct hreq *req)
 {
 	struct server *srv = adm->srv;
@@ -217,6 +254,7 @@ static void handle_status(struct admin *adm, struct hreq *req)
 	if (j != NULL) {
 		json_object_set_new(j, "store", store_json(server_shared(srv)));
 		json_object_set_new(j, "tunnels", tunnels_json(srv));
+		json_object_set_new(j, "providers", providers_json(cfg, server_rewrites(srv)));
 	}
 	reply_json(req, 200, j);
 }

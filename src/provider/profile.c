@@ -60,51 +60,60 @@ static struct model_rule anthropic_groups[] = {
     {.pattern = (char *)"claude-3-opus*", .value = (char *)"claude-3-opus"},
 };
 
-/* What every row shares today: keys anywhere, the known identity headers,
- * stream usage may be asked for. */
+/* What every row shares today: keys anywhere, the known identity headers. */
 #define COMMON                                                                                     \
 	.key_fallbacks = key_anywhere, .n_key_fallbacks = COUNT(key_anywhere),                     \
 	.request_identity = request_openai, .n_request_identity = COUNT(request_openai),           \
-	.answer_identity = answer_known, .n_answer_identity = COUNT(answer_known),                 \
-	.add_stream_usage = true
+	.answer_identity = answer_known, .n_answer_identity = COUNT(answer_known)
 
 /* The built-in providers, in the order they are activated without a
  * providers: section. cached_input: cache reads do not count toward the
  * input-token limits at Anthropic and Groq (PROVIDERS.md §10).
  *
- * add_stream_usage: Mistral refused stream_options with 422 extra_forbidden in
- * 2024-2025 (PROVIDERS.md §11; current behaviour unverified) and sends usage
- * in its last chunk anyway; it stays true here as pacerd always had it, for
- * the provider-fidelity issue to settle against the live API. */
+ * add_stream_usage is false where asking is useless or
+ * harmful: Mistral refused stream_options with 422 extra_forbidden in
+ * 2024-2025 (avante.nvim#2347, openai-agents-python#442; PROVIDERS.md §11)
+ * and sends usage in its last chunk anyway; OpenRouter always sends usage at
+ * the end of a stream (OpenRouterTeam docs, api_reference/limits). Where it
+ * stays true, an upstream that refuses the rewritten body still gets the
+ * client's own bytes (proxy/rewrites.h). */
 static struct provider_profile builtins[] = {
     {.conf = {"openai", "https://api.openai.com", "/", "api.openai.com", KEY_AUTHORIZATION,
               DIALECT_OPENAI, CACHED_INPUT_CHARGED},
-     COMMON},
+     COMMON,
+     .add_stream_usage = true},
     {.conf = {"anthropic", "https://api.anthropic.com", "/anthropic", "api.anthropic.com",
               KEY_X_API_KEY, DIALECT_ANTHROPIC, CACHED_INPUT_FREE},
      COMMON,
+     .add_stream_usage = true,
      .model_groups = anthropic_groups,
      .n_model_groups = COUNT(anthropic_groups)},
     /* No upstream: every Azure resource has its own host. */
     {.conf = {"azure", NULL, "/azure", NULL, KEY_API_KEY, DIALECT_AZURE, CACHED_INPUT_CHARGED},
-     COMMON},
+     COMMON,
+     .add_stream_usage = true},
     /* No rate-limit headers (PROVIDERS.md §5): error bodies say it all. */
     {.conf = {"gemini", "https://generativelanguage.googleapis.com", "/gemini",
               "generativelanguage.googleapis.com", KEY_X_GOOG_API_KEY, DIALECT_NONE,
               CACHED_INPUT_CHARGED},
-     COMMON},
+     COMMON,
+     .add_stream_usage = true},
     {.conf = {"openrouter", "https://openrouter.ai/api", "/openrouter", "openrouter.ai",
               KEY_AUTHORIZATION, DIALECT_OPENAI, CACHED_INPUT_CHARGED},
-     COMMON},
+     COMMON,
+     .add_stream_usage = false},
     {.conf = {"groq", "https://api.groq.com/openai", "/groq", "api.groq.com", KEY_AUTHORIZATION,
               DIALECT_OPENAI, CACHED_INPUT_FREE},
-     COMMON},
+     COMMON,
+     .add_stream_usage = true},
     {.conf = {"mistral", "https://api.mistral.ai", "/mistral", "api.mistral.ai", KEY_AUTHORIZATION,
               DIALECT_OPENAI, CACHED_INPUT_CHARGED},
-     COMMON},
+     COMMON,
+     .add_stream_usage = false},
     {.conf = {"together", "https://api.together.xyz", "/together", "api.together.xyz",
               KEY_AUTHORIZATION, DIALECT_OPENAI, CACHED_INPUT_CHARGED},
-     COMMON},
+     COMMON,
+     .add_stream_usage = true},
 };
 
 /* The rows as core/config reads them (config_set_builtins). */
@@ -116,7 +125,7 @@ _Static_assert(COUNT(builtin_confs) == COUNT(builtins), "one config row per prof
 _Static_assert(offsetof(struct provider_profile, conf) == 0, "profile_of reads conf as the row");
 
 /* A provider of the user's own: what pacerd does for any provider. */
-static const struct provider_profile generic = {COMMON};
+static const struct provider_profile generic = {COMMON, .add_stream_usage = true};
 
 void profile_install(void)
 {

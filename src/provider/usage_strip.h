@@ -33,6 +33,8 @@
  * once, by tokens_estimate(): nothing here parses it again. */
 int usage_inject_request(const char *body, size_t len, const struct tokens_cost *cost, char **out,
                          size_t *out_len);
+/* What usage_inject_request adds, for log lines and /status. */
+#define USAGE_INJECTED "stream_options.include_usage"
 
 /* Whether a request to `path` (len bytes, a query string allowed) speaks the
  * OpenAI chat-completions API, whose streams say what they cost only when

@@ -60,8 +60,11 @@ struct exchange {
 	int status;
 	struct held held; /* XS_HELD: the answer, kept whole (its buffer kept across uses) */
 	struct rlh_result rlh;
-	struct meter meter;      /* the answer's usage (kept across uses) */
-	bool no_retry_hdr;       /* relay with x-should-retry: false */
+	struct meter meter; /* the answer's usage (kept across uses) */
+	bool no_retry_hdr;  /* relay with x-should-retry: false */
+	/* The status (400, 422) the upstream gave the body pacerd rewrote, when
+	 * the client's own bytes were resent (rewrites.h); 0: none. */
+	int rewrite_refused;
 	long long tokens_used;   /* the usage the answer reported, -1: none */
 	double tokens_estimated; /* the estimate charged before dispatch (0: none made) */
 

@@ -57,6 +57,7 @@
 #include "proxy/meter.h"
 #include "proxy/refusal.h"
 #include "proxy/reqstats.h"
+#include "proxy/rewrites.h"
 #include "proxy/upreq.h"
 #include "proxy/xlog.h"
 #include "proxy/xstate.h"
@@ -82,6 +83,7 @@ struct exchanges {
 	void (*idle_fn)(void *);
 	void *idle_arg;
 	uint64_t rng;
+	struct rewrites rewrites; /* the providers pacerd no longer rewrites requests of */
 };
 
 static const struct up_handler relay_handler;
@@ -324,6 +326,13 @@ static void reset_attempt(struct exchange *x)
 static void on_lane_dispatch(struct lane_ticket *t)
 {
 	struct exchange *x = X_OF_TICKET(t);
+	/* Rewrites of its provider stopped while it waited: the client's own
+	 * bytes go (rewrites.h). */
+	if (meter_rewrote(&x->meter) &&
+	    !rewrites_allowed(&x->xs->rewrites, x->route.provider->name)) {
+		meter_unrewrite(&x->meter);
+		x->body = hreq_body(x->client, &x->body_len);
+	}
 	struct up_request ur = {
 	    .url = x->upreq.url,
 	    .method = x->method,
@@ -448,7 +457,8 @@ void exchange_start(struct exchanges *xs, struct hreq *client, const struct exch
 	if (x->ticket.metered)
 		meter_request(&x->meter,
 		              plan->stream_usage == STREAM_USAGE_INJECT &&
-		                  profile_of(prov)->add_stream_usage,
+		                  profile_of(prov)->add_stream_usage &&
+		                  rewrites_allowed(&xs->rewrites, prov->name),
 		              x->route.path, x->route.path_len, &cost, &x->body, &x->body_len);
 	else if (lanes_learns_cost(&x->ticket, &lc))
 		meter_request(&x->meter, false, x->route.path, x->route.path_len, &cost, &x->body,
@@ -551,6 +561,28 @@ static void learn_identity(struct exchange *x, const struct up_header *h, size_t
 	}
 }
 
+/* The upstream refused the body pacerd rewrote (x->rewrite_refused) and
+ * answered status to the client's own bytes: the rewrite broke a request that
+ * works direct, so that provider's requests are no longer rewritten. Logged
+ * once per provider; /status shows it. */
+static void rewrite_stop(struct exchange *x, int status)
+{
+	const char *what = USAGE_INJECTED;
+	if (!rewrites_stop(&x->xs->rewrites, x->route.provider->name, x->rewrite_refused, status,
+	                   what, clock_wall_ms()))
+		return;
+	struct log_line l;
+	if (xlog_begin(&l, LOG_WARN, "rewrites_off", x)) {
+		log_str(&l, "rewrite", what);
+		log_int(&l, "refused_status", x->rewrite_refused);
+		log_int(&l, "resent_status", status);
+		log_str(&l, "detail",
+		        "the upstream refused the body pacerd rewrote and took the "
+		        "client's own: its requests go as sent from now on");
+		log_end(&l);
+	}
+}
+
 static bool on_up_headers(void *ctx, int status, const char *reason, const struct up_header *h,
                           size_t n)
 {
@@ -572,6 +604,12 @@ static bool on_up_headers(void *ctx, int status, const char *reason, const struc
 
 	const char *ctype = find_up_header(h, n, "content-type");
 	meter_answer(&x->meter, ctype);
+	if (x->rewrite_refused != 0 && status < 400)
+		rewrite_stop(x, status);
+	/* The body pacerd rewrote was refused: held back, the client's own
+	 * bytes are resent (decide). */
+	if (meter_rewrote(&x->meter) && (status == 400 || status == 422))
+		hv.hold_body = true;
 	if (hv.hold_body) {
 		set_state(x, XS_HELD);
 		return held_start(&x->held, h, n, reason);
@@ -696,6 +734,40 @@ static void on_retry_deadline(evutil_socket_t fd, short what, void *arg)
 	lanes_pump(x->xs->lanes, lane);
 }
 
+/* x waits without a slot for delay_ms, then goes again; at its deadline the
+ * last answer is given (on_retry_deadline). */
+static void wait_to_retry(struct exchange *x, int64_t now, int64_t delay_ms)
+{
+	struct exchanges *xs = x->xs;
+	set_state(x, XS_RETRY_WAIT);
+	lanes_retry(xs->lanes, &x->ticket, now + delay_ms);
+	evtimer_assign(&x->retry_timer, xs->base, on_retry_deadline, x);
+	int64_t left = x->retry_deadline - now;
+	struct timeval tv = {(time_t)(left / 1000), (suseconds_t)(left % 1000) * 1000};
+	evtimer_add(&x->retry_timer, &tv);
+}
+
+/* The upstream refused (400, 422) the body pacerd rewrote: the client never
+ * sees an error pacerd caused, so its own bytes go again, at once (a
+ * request the lane has already paced, sent again as a retry). The refusal
+ * is dropped: should the deadline come first, the client gets pacerd's 504,
+ * not an answer to a body it did not send. */
+static void resend_own_bytes(struct exchange *x, int64_t now)
+{
+	struct lane_change ch;
+	lanes_complete(x->xs->lanes, &x->ticket, RETRY_LANE_SUCCESS, false, 0, now, &ch);
+	xlog_event(x, "rewrite_refused", LOG_INFO, "status_code", x->status);
+	x->rewrite_refused = x->status;
+	meter_unrewrite(&x->meter);
+	x->body = hreq_body(x->client, &x->body_len);
+	held_clear(&x->held);
+	x->up_error = UP_TIMEOUT;
+	copy_str(x->up_detail, sizeof(x->up_detail),
+	         "the deadline passed before the client's own body was resent");
+	wait_to_retry(x, now, 0);
+	lanes_pump(x->xs->lanes, x->ticket.lane);
+}
+
 /* The transfer ended before the client's response began: the answer was
  * held back (XS_HELD), or there was none (a transport error). The verdict
  * says what to do: retry after a delay, or relay / answer it now. */
@@ -704,6 +776,10 @@ static void decide(struct exchange *x, enum up_error err, const char *detail)
 	struct exchanges *xs = x->xs;
 	int64_t now = now_ms();
 	bool held = err == UP_OK && x->state == XS_HELD;
+	if (held && meter_rewrote(&x->meter) && (x->status == 400 || x->status == 422)) {
+		resend_own_bytes(x, now);
+		return;
+	}
 	const char *body = NULL;
 	size_t body_len = 0;
 	if (held)
@@ -740,12 +816,7 @@ static void decide(struct exchange *x, enum up_error err, const char *detail)
 		 * queue.max_wait_s past its deadline, then be sent anyway. */
 		if (err != UP_OK) /* kept for the deadline's answer */
 			copy_str(x->up_detail, sizeof(x->up_detail), detail ? detail : "");
-		set_state(x, XS_RETRY_WAIT);
-		lanes_retry(xs->lanes, &x->ticket, now + v.delay_ms);
-		evtimer_assign(&x->retry_timer, xs->base, on_retry_deadline, x);
-		int64_t left = x->retry_deadline - now;
-		struct timeval tv = {(time_t)(left / 1000), (suseconds_t)(left % 1000) * 1000};
-		evtimer_add(&x->retry_timer, &tv);
+		wait_to_retry(x, now, v.delay_ms);
 		lanes_pump(xs->lanes, lane);
 		return;
 	}
@@ -859,6 +930,7 @@ struct exchanges *exchanges_new(struct event_base *base, struct upstream *up,
 	xs->reap = event_new(base, -1, 0, on_reap, xs);
 	xs->idle = evtimer_new(base, on_idle, xs);
 	xs->rng = ((uint64_t)arc4random() << 32) | arc4random() | 1;
+	rewrites_init(&xs->rewrites);
 	if (xs->stats == NULL || xs->reap == NULL || xs->idle == NULL) {
 		snprintf(err, errlen, "out of memory");
 		exchanges_free(xs);
@@ -899,6 +971,11 @@ size_t exchanges_live(const struct exchanges *xs)
 struct registry *exchanges_lanes(const struct exchanges *xs)
 {
 	return lanes_registry(xs->lanes);
+}
+
+const struct rewrites *exchanges_rewrites(const struct exchanges *xs)
+{
+	return &xs->rewrites;
 }
 
 struct shared *exchanges_shared(const struct exchanges *xs)

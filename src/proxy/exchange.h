@@ -21,6 +21,7 @@
 
 struct exchanges;
 struct reqstats;
+struct rewrites;
 
 /* What intake found out about a request. */
 struct exchange_intake {
@@ -65,5 +66,7 @@ struct registry *exchanges_lanes(const struct exchanges *xs);
 struct shared *exchanges_shared(const struct exchanges *xs);
 /* Per-provider histograms and counters, read-only, for /metrics. */
 const struct reqstats *exchanges_metrics(const struct exchanges *xs);
+/* The providers whose requests pacerd no longer rewrites, for /status. */
+const struct rewrites *exchanges_rewrites(const struct exchanges *xs);
 
 #endif

@@ -33,6 +33,18 @@ void meter_request(struct meter *m, bool ask_stream_usage, const char *path, siz
 	m->strip = true;
 }
 
+bool meter_rewrote(const struct meter *m)
+{
+	return m->body != NULL;
+}
+
+void meter_unrewrite(struct meter *m)
+{
+	free(m->body);
+	m->body = NULL;
+	m->strip = false;
+}
+
 void meter_answer(struct meter *m, const char *content_type)
 {
 	sse_framer_free(&m->framer);

@@ -13,6 +13,10 @@
  *                  without the usage pacerd asked for (usage_strip).
  *   meter_finish   the body ended complete: what the filter held back goes to
  *                  emit, and the usage is given.
+ * meter_rewrote says whether the body sent upstream is the meter's copy;
+ * meter_unrewrite goes back to the client's own bytes (an upstream refused
+ * the rewrite, or rewrites stopped for the provider meanwhile: rewrites.h):
+ * the usage is still read when the answer sends it unasked.
  * Off (meter_request not called, or on false), feed only hands the bytes on.
  * Pure: no I/O; the client's bytes go to the callback. Kept in the exchange
  * across uses: meter_reset keeps a small JSON buffer for the next request. */
@@ -59,6 +63,12 @@ void meter_init(struct meter *m);
  * copy, goes as it is. */
 void meter_request(struct meter *m, bool ask_stream_usage, const char *path, size_t path_len,
                    const struct tokens_cost *cost, const char **body, size_t *len);
+/* Whether meter_request rewrote the body (the meter's copy goes upstream). */
+bool meter_rewrote(const struct meter *m);
+/* Drops the rewrite: the caller sends the client's own bytes from now on;
+ * answers reach the client as they come (nothing is stripped), and their
+ * usage is read when present. */
+void meter_unrewrite(struct meter *m);
 /* An attempt's answer begins (what an earlier attempt read is forgotten);
  * content_type: its Content-Type value, or NULL. */
 void meter_answer(struct meter *m, const char *content_type);

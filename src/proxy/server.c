@@ -542,6 +542,11 @@ const struct reqstats *server_metrics(const struct server *srv)
 	return exchanges_metrics(srv->xs);
 }
 
+const struct rewrites *server_rewrites(const struct server *srv)
+{
+	return exchanges_rewrites(srv->xs);
+}
+
 void server_free(struct server *srv)
 {
 	if (srv == NULL)

@@ -16,6 +16,7 @@ struct shared;     /* store/shared.h */
 
 struct server;
 struct reqstats;
+struct rewrites; /* proxy/rewrites.h */
 
 /* Binds cfg->listen and starts accepting. The server takes the configuration
  * over (it frees it, also on failure). NULL with err set on failure. */
@@ -71,6 +72,8 @@ void server_get_tunnel_stats(const struct server *srv, struct server_tunnel_stat
 struct registry *server_lanes(const struct server *srv);
 /* Per-provider histograms and counters, for /metrics. */
 const struct reqstats *server_metrics(const struct server *srv);
+/* The providers whose requests pacerd no longer rewrites (rewrites.h). */
+const struct rewrites *server_rewrites(const struct server *srv);
 /* The shared store, NULL with store.kind: local. */
 struct shared *server_shared(const struct server *srv);
 

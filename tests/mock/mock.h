@@ -117,6 +117,9 @@ struct mock_limit_out {
 };
 int mock_limits_configure(const char *json, size_t len, char *err, size_t errlen);
 long mock_limits_latency_ms(void);
+/* strict_fields: a chat completion naming a member the mock does not know
+ * (stream_options, as Mistral's API refused it) is answered 422. */
+bool mock_limits_strict_fields(void);
 void mock_limits_check(const struct mock_limit_in *in, struct evkeyvalq *out_headers,
                        const char *request_id, struct mock_limit_out *out);
 void mock_limits_release(struct mock_key *key);

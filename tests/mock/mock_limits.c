@@ -93,6 +93,7 @@ static struct cfg {
 	struct project *projects;
 	int nprojects;
 	long cache_ttl_ms;
+	bool strict_fields; /* chat completions refuse unknown body members with 422 */
 } cfg = {.retry_after = true,
          .headers = true,
          .overload = {429},
@@ -156,6 +157,11 @@ static void restart_state(void)
 	cap_level = -1; /* full at the first request */
 	overload_turn = 0;
 	rng = cfg.seed ? cfg.seed : 1;
+}
+
+bool mock_limits_strict_fields(void)
+{
+	return cfg.strict_fields;
 }
 
 long mock_limits_latency_ms(void)
@@ -415,17 +421,18 @@ int mock_limits_configure(const char *text, size_t len, char *err, size_t errlen
 		json_decref(o);
 		return -1;
 	}
-	static const char *known[] = {"style",       "rpm",
-	                              "tpm",         "burst",
-	                              "itpm",        "otpm",
-	                              "lockout",     "window_grace_ms",
-	                              "concurrency", "latency_ms",
-	                              "retry_after", "retry_after_s",
-	                              "headers",     "quota_exhausted",
-	                              "capacity",    "overload_status",
-	                              "error_rate",  "error_status",
-	                              "seed",        "model_limits",
-	                              "projects",    "cache_ttl_ms"};
+	static const char *known[] = {"style",        "rpm",
+	                              "tpm",          "burst",
+	                              "itpm",         "otpm",
+	                              "lockout",      "window_grace_ms",
+	                              "concurrency",  "latency_ms",
+	                              "retry_after",  "retry_after_s",
+	                              "headers",      "quota_exhausted",
+	                              "capacity",     "overload_status",
+	                              "error_rate",   "error_status",
+	                              "seed",         "model_limits",
+	                              "projects",     "cache_ttl_ms",
+	                              "strict_fields"};
 	json_t *v;
 	struct cfg c = {.retry_after = true,
 	                .headers = true,
@@ -456,7 +463,8 @@ int mock_limits_configure(const char *text, size_t len, char *err, size_t errlen
 	    get_num(o, "error_rate", 0, 1, &c.error_rate, err, errlen) ||
 	    get_bool(o, "retry_after", &c.retry_after, err, errlen) ||
 	    get_bool(o, "headers", &c.headers, err, errlen) ||
-	    get_bool(o, "quota_exhausted", &c.quota, err, errlen))
+	    get_bool(o, "quota_exhausted", &c.quota, err, errlen) ||
+	    get_bool(o, "strict_fields", &c.strict_fields, err, errlen))
 		goto fail;
 	d = 0;
 	if (get_num(o, "concurrency", 0, 1e9, &d, err, errlen))

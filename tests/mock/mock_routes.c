@@ -153,7 +153,48 @@ struct llm_in {
 	bool cacheable;  /* /v1/messages: a block carries cache_control */
 	long prefix_chars;
 	unsigned char prefix_sha[32];
+	char extra[40]; /* chat: the first member outside known_chat[] ("": none) */
 };
+
+/* The members a strict upstream takes in a chat completion (Mistral's
+ * parameters and OpenAI's common ones); strict_fields refuses the rest. */
+static const char *const known_chat[] = {"model",
+                                         "messages",
+                                         "stream",
+                                         "max_tokens",
+                                         "temperature",
+                                         "top_p",
+                                         "n",
+                                         "stop",
+                                         "tools",
+                                         "tool_choice",
+                                         "response_format",
+                                         "seed",
+                                         "random_seed",
+                                         "presence_penalty",
+                                         "frequency_penalty",
+                                         "safe_prompt",
+                                         "user",
+                                         "parallel_tool_calls",
+                                         "prediction",
+                                         "max_completion_tokens"};
+
+static void find_extra(json_t *j, struct llm_in *li)
+{
+	const char *k;
+	json_t *v;
+	json_object_foreach(j, k, v)
+	{
+		size_t i = 0;
+		while (i < sizeof(known_chat) / sizeof(known_chat[0]) &&
+		       strcmp(k, known_chat[i]) != 0)
+			i++;
+		if (i == sizeof(known_chat) / sizeof(known_chat[0])) {
+			snprintf(li->extra, sizeof(li->extra), "%s", k);
+			return;
+		}
+	}
+}
 
 static long content_chars(json_t *content)
 {
@@ -300,6 +341,8 @@ static void llm_parse(struct evhttp_request *req, struct llm_in *li, const char 
 		snprintf(li->bmodel, sizeof(li->bmodel), "%s", json_string_value(m));
 	size_t i;
 	json_t *msg, *msgs = json_object_get(j, "messages");
+	if (kind == MOCK_K_CHAT && mock_limits_strict_fields())
+		find_extra(j, li);
 	if (kind == MOCK_K_MESSAGES)
 		messages_parse(j, li);
 	else
@@ -816,7 +859,19 @@ void mock_routes_handle(struct evhttp_request *req, void *arg)
 		                            .cacheable = li.cacheable,
 		                            .prefix_tokens = prefix};
 		memcpy(lin.prefix_sha, li.prefix_sha, 32);
-		mock_limits_check(&lin, oh, rid, &lo);
+		if (li.extra[0] != '\0') { /* strict_fields: Mistral's 422 extra_forbidden */
+			lo.status = 422;
+			lo.body = evbuffer_new();
+			evbuffer_add_printf(
+			    lo.body,
+			    "{\"object\":\"error\",\"message\":{\"detail\":[{\"type\":"
+			    "\"extra_forbidden\",\"loc\":[\"body\",\"%s\"],\"msg\":"
+			    "\"Extra inputs are not permitted\"}]},\"type\":"
+			    "\"invalid_request_error\",\"param\":null,\"code\":null}",
+			    li.extra);
+		} else {
+			mock_limits_check(&lin, oh, rid, &lo);
+		}
 		/* usage: input_tokens is what is neither read from nor written to the cache */
 		if (li.cacheable)
 			prompt -= prefix;

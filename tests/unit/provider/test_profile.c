@@ -100,6 +100,12 @@ START_TEST(config_reads_the_rows)
 	ck_assert_ptr_null(g->conf.name);
 	ck_assert(g->add_stream_usage);
 	ck_assert_uint_eq(g->n_model_groups, 0);
+	/* usage comes unasked at Mistral (which refused stream_options) and
+	 * OpenRouter: no rewrite; the others accept it */
+	ck_assert(!profile_find("mistral")->add_stream_usage);
+	ck_assert(!profile_find("openrouter")->add_stream_usage);
+	ck_assert(profile_find("openai")->add_stream_usage);
+	ck_assert(profile_find("groq")->add_stream_usage);
 	ck_assert_uint_eq(g->n_key_fallbacks, 5);
 	/* a dialect does not make a profile: groups stay the built-in row's */
 	size_t n;

@@ -305,6 +305,38 @@ START_TEST(reset_keeps_a_small_buffer_and_turns_off)
 }
 END_TEST
 
+/* The upstream refused the rewrite: the client's own bytes go, and a stream
+ * that sends its usage unasked (Mistral, OpenRouter) reaches the client
+ * whole and is still read. */
+START_TEST(unrewrite_sends_the_clients_bytes_and_strips_nothing)
+{
+	struct meter m;
+	meter_init(&m);
+	const char *body = stream_request;
+	size_t len = strlen(stream_request);
+	request(&m, true, CHAT, strlen(CHAT), &body, &len);
+	ck_assert(meter_rewrote(&m));
+	ck_assert_ptr_ne(body, stream_request);
+	ck_assert_ptr_nonnull(strstr(body, "include_usage"));
+	meter_unrewrite(&m);
+	ck_assert(!meter_rewrote(&m));
+	meter_answer(&m, "text/event-stream");
+	struct out o = {0};
+	struct tokens_usage u;
+	ck_assert(feed_all(&m, metered, strlen(metered), 5, &o, &u));
+	ck_assert_uint_eq(o.len, strlen(metered)); /* the usage chunk not stripped */
+	ck_assert_int_eq(memcmp(o.buf, metered, o.len), 0);
+	ck_assert_int_eq(u.total, 11);
+	/* not asked: nothing rewritten */
+	meter_reset(&m);
+	body = stream_request;
+	request(&m, false, CHAT, strlen(CHAT), &body, &len);
+	ck_assert(!meter_rewrote(&m));
+	ck_assert_ptr_eq(body, stream_request);
+	meter_free(&m);
+}
+END_TEST
+
 static Suite *meter_suite(void)
 {
 	Suite *s = suite_create("meter");
@@ -318,6 +350,7 @@ static Suite *meter_suite(void)
 	tcase_add_test(tc, a_json_answer_over_the_cap_is_not_read);
 	tcase_add_test(tc, finish_without_a_client_drops_what_is_held);
 	tcase_add_test(tc, reset_keeps_a_small_buffer_and_turns_off);
+	tcase_add_test(tc, unrewrite_sends_the_clients_bytes_and_strips_nothing);
 	suite_add_tcase(s, tc);
 	return s;
 }
