@@ -162,6 +162,83 @@ const struct provider_profile *profile_builtins(size_t *n)
 	return builtins;
 }
 
+/* ---------- what a request is for ---------- */
+
+/* Paths that end a count of tokens (PROVIDERS.md §11: Anthropic's
+ * /v1/messages/count_tokens has its own RPM and counts against nothing
+ * else; OpenAI's /v1/responses/input_tokens; Gemini's :countTokens). */
+static const char *const count_tokens_ends[] = {
+    "/messages/count_tokens",
+    "/responses/input_tokens",
+    ":countTokens",
+};
+
+/* A path segment that names uploads or batch jobs: OpenAI's /v1/files,
+ * /v1/uploads/…/parts, /v1/batches, vector stores' …/files; Anthropic's
+ * /v1/files and /v1/messages/batches; Gemini's /upload/v1beta/files; Azure's
+ * /openai/files and /openai/batches. */
+static const char *const files_segments[] = {"files", "uploads", "batches"};
+
+static bool ends_with(const char *p, size_t n, const char *end)
+{
+	size_t e = strlen(end);
+	return n >= e && memcmp(p + n - e, end, e) == 0;
+}
+
+enum endpoint_kind profile_endpoint(const char *method, const char *path, size_t len)
+{
+	if (path == NULL)
+		return ENDPOINT_GENERATION;
+	const char *q = memchr(path, '?', len);
+	size_t n = q != NULL ? (size_t)(q - path) : len;
+	for (size_t i = 0; i < COUNT(count_tokens_ends); i++)
+		if (ends_with(path, n, count_tokens_ends[i]))
+			return ENDPOINT_COUNT_TOKENS;
+	/* The segments, and the one before the last. */
+	const char *last = NULL, *before = NULL;
+	size_t last_len = 0, before_len = 0;
+	for (size_t i = 0; i < n;) {
+		while (i < n && path[i] == '/')
+			i++;
+		size_t j = i;
+		while (j < n && path[j] != '/')
+			j++;
+		if (j == i)
+			break;
+		for (size_t k = 0; k < COUNT(files_segments); k++)
+			if (j - i == strlen(files_segments[k]) &&
+			    memcmp(path + i, files_segments[k], j - i) == 0)
+				return ENDPOINT_FILES;
+		before = last;
+		before_len = last_len;
+		last = path + i;
+		last_len = j - i;
+		i = j;
+	}
+	bool get = method != NULL && (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0);
+	if (get && last != NULL &&
+	    ((last_len == 6 && memcmp(last, "models", 6) == 0) ||
+	     (before != NULL && before_len == 6 && memcmp(before, "models", 6) == 0 &&
+	      memchr(last, ':', last_len) == NULL)))
+		return ENDPOINT_MODELS;
+	return ENDPOINT_GENERATION;
+}
+
+const char *profile_endpoint_lane(enum endpoint_kind k)
+{
+	switch (k) {
+	case ENDPOINT_COUNT_TOKENS:
+		return ":count_tokens";
+	case ENDPOINT_MODELS:
+		return ":models";
+	case ENDPOINT_FILES:
+		return ":files";
+	case ENDPOINT_GENERATION:
+		break;
+	}
+	return NULL;
+}
+
 /* ---------- the key ---------- */
 
 const char *profile_key_header(enum key_source src)

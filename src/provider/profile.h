@@ -79,6 +79,28 @@ const struct provider_profile *profile_find(const char *name);
 /* The built-in rows, for tests and docs: *n set to their count. */
 const struct provider_profile *profile_builtins(size_t *n);
 
+/* ---- what a request is for ---- */
+
+/* Side endpoints are not generation (issue 28 item 6): each kind has a lane
+ * of its own per scope (beside the model lanes) and charges no token budget;
+ * its answers are not metered. */
+enum endpoint_kind {
+	ENDPOINT_GENERATION,
+	ENDPOINT_COUNT_TOKENS, /* Anthropic messages/count_tokens, OpenAI responses/input_tokens,
+	                        * Gemini models/NAME:countTokens */
+	ENDPOINT_MODELS,       /* GET …/models, GET …/models/NAME: listings */
+	ENDPOINT_FILES,        /* …/files, …/uploads, …/batches (any method): uploads and
+	                        * batch jobs, bodies pacerd does not read */
+};
+
+/* The kind of a request to path (len bytes, a query allowed) with method;
+ * every provider, as gateways speak each other's paths. */
+enum endpoint_kind profile_endpoint(const char *method, const char *path, size_t len);
+/* The name of a side kind's lane (its model dimension in /status and logs:
+ * ":count_tokens", ":models", ":files", which no model name starts with);
+ * NULL for generation. */
+const char *profile_endpoint_lane(enum endpoint_kind k);
+
 /* ---- the key ---- */
 
 /* The request header that carries the key for src, or NULL for

@@ -420,11 +420,16 @@ void exchange_start(struct exchanges *xs, struct hreq *client, const struct exch
 		memcpy(x->model, model, model_len);
 	x->model[model_len] = '\0';
 	x->identity = request_identity(prov, in->headers);
+	/* A side endpoint (count_tokens, a model listing, files and batches)
+	 * has a lane of its own and charges no generation budget. */
+	const char *side =
+	    profile_endpoint_lane(profile_endpoint(x->method, x->route.path, x->route.path_len));
 	struct lane_request lr = {
 	    .key_hash = x->key_hash[0] ? x->key_hash : NULL,
 	    .model = model_len > 0 ? x->model : NULL,
 	    .model_len = model_len,
 	    .identity = x->identity,
+	    .side = side,
 	};
 	const struct plan_conf *plan = lanes_find(xs->lanes, &x->ticket, prov, &lr, now);
 	if (plan == NULL)
@@ -448,7 +453,8 @@ void exchange_start(struct exchanges *xs, struct hreq *client, const struct exch
 	    .prompt_key = cost.cache_marked ? cost.head_key : cost.prompt_key,
 	    .max_output = cost.output_named ? cost.output : -1,
 	};
-	lanes_charge(&x->ticket, &rq, &lc, now);
+	if (side == NULL)
+		lanes_charge(&x->ticket, &rq, &lc, now);
 	/* A chat completion streamed without include_usage on a token-paced
 	 * lane never says what it cost: the meter asks for the usage (keyed on
 	 * the API the request speaks, not on the provider's rate-limit header
@@ -460,7 +466,7 @@ void exchange_start(struct exchanges *xs, struct hreq *client, const struct exch
 		                  profile_of(prov)->add_stream_usage &&
 		                  rewrites_allowed(&xs->rewrites, prov->name),
 		              x->route.path, x->route.path_len, &cost, &x->body, &x->body_len);
-	else if (lanes_learns_cost(&x->ticket, &lc))
+	else if (side == NULL && lanes_learns_cost(&x->ticket, &lc))
 		meter_request(&x->meter, false, x->route.path, x->route.path_len, &cost, &x->body,
 		              &x->body_len);
 	x->tokens_estimated = rq.cost_prompt + rq.cost_output;

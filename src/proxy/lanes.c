@@ -411,8 +411,10 @@ const struct plan_conf *lanes_find(struct lanes *ls, struct lane_ticket *t,
 		return NULL;
 	}
 	struct intern *names = registry_intern(ls->reg);
-	const char *group =
-	    r->model != NULL ? model_group_intern(names, prov, r->model, r->model_len) : NULL;
+	const char *group = r->side != NULL ? intern_get(names, r->side, strlen(r->side))
+	                    : r->model != NULL
+	                        ? model_group_intern(names, prov, r->model, r->model_len)
+	                        : NULL;
 	char scope_name[32];
 	struct registry_lane_id id = {
 	    .scope = scope_of_request(ls, prov, r, now, scope_name, sizeof(scope_name)),

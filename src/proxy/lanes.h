@@ -58,6 +58,9 @@ struct lane_request {
 	size_t model_len;
 	uint64_t identity; /* lanes_identity() of its own OpenAI-Project or
 	                    * OpenAI-Organization header; 0: none */
+	/* A side endpoint's lane name (profile_endpoint_lane: ":count_tokens",
+	 * …), which takes the model group's place; NULL: generation. */
+	const char *side;
 };
 
 /* What a request would be charged (cost.h), before its lane's share and

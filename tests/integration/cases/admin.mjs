@@ -42,7 +42,7 @@ export const tests = [
       assert.equal(lane.queue_depth, 0);
       assert.equal(lane.concurrency_limit, 64); // open: no capacity signal yet
       assert.equal(lane.state, 'open');
-      assert.equal(lane.model, null); // GET /v1/models names no model: the key's model-less lane
+      assert.equal(lane.model, ':models'); // GET /v1/models is a side endpoint: its own lane (issue 28 item 6)
       assert.equal(lane.scope_kind, 'key');
       assert.equal(st.draining, false);
       assert.ok(st.responses['2xx'] >= 3);
@@ -53,7 +53,7 @@ export const tests = [
       assert.match(m.headers['content-type'], /^text\/plain/);
       assert.match(m.body, /^pacerd_up 1$/m);
       assert.match(m.body, /^# TYPE pacerd_lane_dispatched_total counter$/m);
-      assert.ok(m.body.includes(`pacerd_lane_dispatched_total{provider="openai",key="${keyHash(key)}",model=""} 3\n`), m.body);
+      assert.ok(m.body.includes(`pacerd_lane_dispatched_total{provider="openai",key="${keyHash(key)}",model=":models"} 3\n`), m.body);
       assert.match(m.body, /^pacerd_responses_total\{class="2xx"\} [1-9]\d*$/m);
       assert.ok(!m.body.includes(key), '/metrics shows the API key');
 

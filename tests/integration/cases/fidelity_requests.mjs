@@ -5,6 +5,8 @@
 // model listings) charge no generation budget; Request-Timeout-Ms is the client's
 // deadline like X-Stainless-Timeout. Each test has a mock and a pacerd of its own.
 import assert from 'node:assert/strict';
+import crypto from 'node:crypto';
+import http from 'node:http';
 import { SLOW, freePort, keyHash, request, streamRequest, tryConnect, waitFor } from '../lib.mjs';
 import { chatBody, events, keyEntry, send, sleep, startPacerdFor } from '../load.mjs';
 
@@ -132,3 +134,89 @@ export const tests = [
     },
   },
 ];
+
+// ---- side endpoints (item 6) ----
+
+
+const tight = { max_tokens_per_minute: 6000 }; // 100 tokens a second
+
+async function sideSetup(t) {
+  const mock = await t.startMock();
+  const aport = await freePort();
+  const p = await startPacerdFor(t, mock, {
+    admin: { listen: `127.0.0.1:${aport}` },
+    plans: { tight },
+    keys: [keyEntry(key, 'tight'), { provider: 'anthropic', key_sha256: keyHash(key), plan: 'tight' }],
+  });
+  await waitFor(async () => (await tryConnect(aport)) === 'open', { timeout_ms: 10000 * SLOW, what: 'the admin port' });
+  return { mock, p, admin: `http://127.0.0.1:${aport}` };
+}
+
+const anth = { 'x-api-key': key, 'anthropic-version': '2023-06-01', 'content-type': 'application/json' };
+const longMessage = (n) => JSON.stringify({ model: 'claude-sonnet-4-5', max_tokens: 16, messages: [{ role: 'user', content: 'count me '.repeat(n) }] });
+
+tests.push(
+  {
+    name: 'side endpoints: 20 count_tokens and 20 GET /v1/models on a lane with a tight token plan are served without waiting, and the generation after them is not slowed',
+    timeout_ms: 60000,
+    fn: async (t) => {
+      const { p, admin } = await sideSetup(t);
+      const t0 = Date.now();
+      const timed = async (f) => { const r = await f(); r.ms = Date.now() - t0; return r; };
+      const countsP = Promise.all(Array.from({ length: 20 }, () => timed(() =>
+        send(`${p.url}/anthropic/v1/messages/count_tokens`, { headers: anth, body: longMessage(250), timeout_ms: 5000 }))));
+      const listsP = Promise.all(Array.from({ length: 20 }, () => timed(() =>
+        send(`${p.url}/v1/models`, { method: 'GET', headers: { authorization: `Bearer ${key}` }, timeout_ms: 5000 }))));
+      await sleep(50); // the side calls are in pacerd: the generation comes after them
+      const t2 = Date.now();
+      const gen = await send(`${p.url}/anthropic/v1/messages`, { headers: anth, body: longMessage(4), timeout_ms: 5000 });
+      const tGen = Date.now() - t2;
+      const [counts, lists] = [await countsP, await listsP];
+      const tCount = Math.max(...counts.map((r) => r.ms));
+      const tList = Math.max(...lists.map((r) => r.ms));
+      const ok = (rs) => rs.filter((r) => r.status === 200).length;
+      console.log(`#   side endpoints: count_tokens ${ok(counts)}/20 in ${tCount} ms, /v1/models ${ok(lists)}/20 in ${tList} ms, the generation after them ${gen.status} in ${tGen} ms`);
+      assert.equal(ok(counts), 20, JSON.stringify(counts.find((r) => r.status !== 200)));
+      assert.equal(ok(lists), 20);
+      assert.equal(gen.status, 200, gen.body);
+      assert.ok(tCount <= 1000 * SLOW, `count_tokens took ${tCount} ms`);
+      assert.ok(tList <= 1000 * SLOW, `/v1/models took ${tList} ms`);
+      assert.ok(tGen <= 500 * SLOW, `the generation waited ${tGen} ms behind side calls`);
+      const lanes = JSON.parse((await request(`${admin}/status`)).body).lanes;
+      const models = lanes.map((l) => `${l.provider}/${l.model}`).sort();
+      assert.ok(models.includes('anthropic/:count_tokens'), models.join(' '));
+      assert.ok(models.includes('openai/:models'), models.join(' '));
+      const side = lanes.find((l) => l.model === ':count_tokens');
+      assert.equal(side.counters.dispatched, 20);
+      const genLane = lanes.find((l) => l.provider === 'anthropic' && l.model !== ':count_tokens');
+      assert.equal(genLane.counters.dispatched, 1, 'a count_tokens call went through the generation lane');
+    },
+  },
+  {
+    name: 'side endpoints: an 8 MiB upload (…/files) on a tight token lane passes at once, byte for byte',
+    timeout_ms: 60000,
+    fn: async (t) => {
+      const { p } = await sideSetup(t);
+      const blob = crypto.randomBytes(8 << 20);
+      const want = crypto.createHash('sha256').update(blob).digest('hex');
+      const t0 = Date.now();
+      const r = await new Promise((resolve, reject) => {
+        const req = http.request(`${p.url}/echo/v1/files`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/octet-stream', 'content-length': blob.length }, agent: false }, (res) => {
+          const h = crypto.createHash('sha256');
+          let n = 0;
+          res.on('data', (c) => { h.update(c); n += c.length; });
+          res.on('end', () => resolve({ status: res.statusCode, sha: h.digest('hex'), n }));
+          res.on('error', reject);
+        });
+        req.setTimeout(30000, () => req.destroy(new Error('timeout')));
+        req.on('error', reject);
+        req.end(blob);
+      });
+      const ms = Date.now() - t0;
+      console.log(`#   upload: ${r.status}, ${r.n} bytes back in ${ms} ms, identical=${r.sha === want}`);
+      assert.equal(r.status, 200);
+      assert.equal(r.sha, want);
+      assert.ok(ms <= 5000 * SLOW, `${ms} ms`);
+    },
+  },
+);

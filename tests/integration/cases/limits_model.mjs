@@ -523,13 +523,13 @@ export const tests = [
       assert.ok(listLine && !('model' in listLine), 'a request without a model has no "model"');
       assert.ok(learned.length >= 1 && learned.every((l) => l.model === 'gpt-shown-2024-08-06'), `limit_learned lines name the model: ${JSON.stringify(learned).slice(0, 300)}`);
       const withModel = series.find((s) => s.l.key === keyHash(key) && s.l.model === 'gpt-shown-2024-08-06');
-      const without = series.find((s) => s.l.key === keyHash(key) && s.l.model === '');
+      // GET /v1/models is a side endpoint (issue 28 item 6): a lane of its own, ":models"
+      const without = series.find((s) => s.l.key === keyHash(key) && s.l.model === ':models');
       assert.equal(withModel?.v, 3, `pacerd_lane_dispatched_total with model="gpt-shown-2024-08-06": ${JSON.stringify(series)}`);
-      assert.equal(without?.v, 1, `pacerd_lane_dispatched_total with model="": ${JSON.stringify(series)}`);
+      assert.equal(without?.v, 1, `pacerd_lane_dispatched_total with model=":models": ${JSON.stringify(series)}`);
       const byModel = Object.fromEntries(lanes.map((l) => [String(l.model), l]));
       assert.equal(byModel['gpt-shown-2024-08-06']?.counters.dispatched, 3, `/status: ${lanes.map(brief).join(' ')}`);
-      assert.equal(byModel.null?.model, null, 'the model-less lane has "model": null');
-      assert.equal(byModel.null?.counters.dispatched, 1);
+      assert.equal(byModel[':models']?.counters.dispatched, 1, 'the listing\'s own lane');
       for (const l of lanes) assert.equal(l.scope_kind, 'key');
     },
   },

@@ -244,6 +244,56 @@ START_TEST(model_rows_are_patterns)
 }
 END_TEST
 
+/* Side endpoints by path and method (issue 28 item 6). */
+START_TEST(side_endpoints)
+{
+	static const struct {
+		const char *method, *path;
+		enum endpoint_kind kind;
+	} rows[] = {
+	    {"POST", "/v1/chat/completions", ENDPOINT_GENERATION},
+	    {"POST", "/v1/messages", ENDPOINT_GENERATION},
+	    {"POST", "/v1/responses", ENDPOINT_GENERATION},
+	    {"POST", "/v1beta/models/gemini-2.0-flash:generateContent", ENDPOINT_GENERATION},
+	    {"POST", "/v1beta/models/gemini-2.0-flash:streamGenerateContent?alt=sse",
+	     ENDPOINT_GENERATION},
+	    {"POST", "/openai/deployments/gpt4o/chat/completions?api-version=1",
+	     ENDPOINT_GENERATION},
+	    {"POST", "/v1/messages/count_tokens", ENDPOINT_COUNT_TOKENS},
+	    {"POST", "/v1/messages/count_tokens?beta=true", ENDPOINT_COUNT_TOKENS},
+	    {"POST", "/v1/responses/input_tokens", ENDPOINT_COUNT_TOKENS},
+	    {"POST", "/v1beta/models/gemini-2.0-flash:countTokens", ENDPOINT_COUNT_TOKENS},
+	    {"GET", "/v1/models", ENDPOINT_MODELS},
+	    {"GET", "/v1/models/", ENDPOINT_MODELS},
+	    {"HEAD", "/v1/models/gpt-4o", ENDPOINT_MODELS},
+	    {"GET", "/v1beta/models?pageSize=50", ENDPOINT_MODELS},
+	    {"GET", "/v1beta/models/gemini-2.0-flash", ENDPOINT_MODELS},
+	    {"GET", "/openai/models?api-version=1", ENDPOINT_MODELS},
+	    {"POST", "/v1/models", ENDPOINT_GENERATION}, /* a listing is a GET */
+	    {"GET", "/v1/modelsx", ENDPOINT_GENERATION},
+	    {"POST", "/v1/files", ENDPOINT_FILES},
+	    {"GET", "/v1/files/file-abc/content", ENDPOINT_FILES},
+	    {"POST", "/v1/uploads/upload_abc/parts", ENDPOINT_FILES},
+	    {"POST", "/v1/batches", ENDPOINT_FILES},
+	    {"POST", "/v1/messages/batches", ENDPOINT_FILES},
+	    {"POST", "/upload/v1beta/files?uploadType=resumable", ENDPOINT_FILES},
+	    {"POST", "/v1/vector_stores/vs_1/files", ENDPOINT_FILES},
+	    {"POST", "/v1/filesystem", ENDPOINT_GENERATION},
+	    {"POST", "", ENDPOINT_GENERATION},
+	    {"POST", "/", ENDPOINT_GENERATION},
+	};
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+		ck_assert_msg(profile_endpoint(rows[i].method, rows[i].path,
+		                               strlen(rows[i].path)) == rows[i].kind,
+		              "%s %s", rows[i].method, rows[i].path);
+	ck_assert_int_eq(profile_endpoint("POST", NULL, 0), ENDPOINT_GENERATION);
+	ck_assert_ptr_null(profile_endpoint_lane(ENDPOINT_GENERATION));
+	ck_assert_str_eq(profile_endpoint_lane(ENDPOINT_COUNT_TOKENS), ":count_tokens");
+	ck_assert_str_eq(profile_endpoint_lane(ENDPOINT_MODELS), ":models");
+	ck_assert_str_eq(profile_endpoint_lane(ENDPOINT_FILES), ":files");
+}
+END_TEST
+
 static Suite *profile_suite(void)
 {
 	Suite *s = suite_create("profile");
@@ -256,6 +306,7 @@ static Suite *profile_suite(void)
 	tcase_add_test(t, query_key);
 	tcase_add_test(t, identity_headers);
 	tcase_add_test(t, model_rows_are_patterns);
+	tcase_add_test(t, side_endpoints);
 	suite_add_tcase(s, t);
 	return s;
 }
