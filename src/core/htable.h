@@ -73,6 +73,13 @@ static inline void *htable_find(const struct htable *t, const struct htable_type
 	}
 }
 
+/* For a type whose slots hold a pointer to a record kept elsewhere (intern's
+ * strings, the registry's lanes): a slot is used when the pointer is set. */
+static inline bool htable_ptr_used(const void *slot)
+{
+	return *(void *const *)slot != NULL;
+}
+
 #define HTABLE_MIN_CAP 8
 
 /* Doubles the slots, records moved (htable_reserve's slow path). */

@@ -3,6 +3,7 @@
 
 #include <jansson.h>
 #include <string.h>
+#include <strings.h>
 
 /* Codes (in error.code, error.type, error.status or error.details.error_code)
  * that mean money, not rate: waiting does not help, and retrying only burns
@@ -42,16 +43,12 @@ static bool is_digit(int c)
 	return c >= '0' && c <= '9';
 }
 
-/* Whether s[0..len) starts with the lower-case literal lit, ignoring case. */
+/* Whether s[0..len) starts with the literal lit, ignoring case (the C
+ * locale's: pacerd never calls setlocale). */
 static bool ci_at(const char *s, size_t len, const char *lit)
 {
 	size_t n = strlen(lit);
-	if (len < n)
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (lower((unsigned char)s[i]) != lit[i])
-			return false;
-	return true;
+	return len >= n && strncasecmp(s, lit, n) == 0;
 }
 
 static const char *match(const char *s, const char *const *list, size_t n)

@@ -6,6 +6,7 @@
 #include <curl/curl.h>
 #include <math.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 /* Delays are clamped here (about 142 years): far enough to mean "never" and
@@ -43,16 +44,12 @@ static void trim(const char **s, size_t *len)
 		(*len)--;
 }
 
-/* Whether s (len bytes) starts with the lower-case literal lit, ignoring case. */
+/* Whether s (len bytes) starts with the literal lit, ignoring case (the C
+ * locale's: pacerd never calls setlocale). */
 static bool ci_prefix(const char *s, size_t len, const char *lit)
 {
 	size_t n = strlen(lit);
-	if (len < n)
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (lower((unsigned char)s[i]) != lit[i])
-			return false;
-	return true;
+	return len >= n && strncasecmp(s, lit, n) == 0;
 }
 
 static bool ci_equal(const char *s, size_t len, const char *lit)

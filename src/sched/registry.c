@@ -67,11 +67,6 @@ static struct entry *slot_entry(const void *slot)
 	return *(struct entry *const *)slot;
 }
 
-static bool slot_used(const void *slot)
-{
-	return slot_entry(slot) != NULL;
-}
-
 static uint64_t slot_hash(const void *slot, const void *ctx)
 {
 	(void)ctx;
@@ -92,7 +87,7 @@ static bool slot_match(const void *slot, const void *key, const void *ctx)
 
 static const struct htable_type lane_table = {
     .size = sizeof(struct entry *),
-    .used = slot_used,
+    .used = htable_ptr_used,
     .hash = slot_hash,
     .match = slot_match,
 };
