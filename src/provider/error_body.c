@@ -19,11 +19,26 @@ static const char *const money_codes[] = {
 
 /* Codes, types and statuses that say "overloaded, come back later". */
 static const char *const capacity_codes[] = {
-    "RESOURCE_EXHAUSTED",   /* Gemini status */
-    "slow_down",            /* OpenAI 429 */
-    "server_is_overloaded", /* OpenAI 503 */
-    "rate_limit_error",     /* Anthropic 429 */
-    "overloaded_error",     /* Anthropic 529 */
+    "RESOURCE_EXHAUSTED",         /* Gemini status */
+    "slow_down",                  /* OpenAI 429 */
+    "server_is_overloaded",       /* OpenAI 503 */
+    "rate_limit_error",           /* Anthropic 429 */
+    "overloaded_error",           /* Anthropic 529 */
+    "resource_unavailable",       /* OpenAI flex 429 */
+    "capacity_exceeded",          /* Groq 498 (flex) */
+    "in_flight_budget_exhausted", /* OpenRouter 402 error.metadata.reason */
+};
+
+/* Of those, the ones that are not the account's budget (PROVIDERS.md §11). */
+static const char *const overload_codes[] = {
+    "overloaded_error", /* Anthropic 529: Anthropic-wide capacity */
+};
+static const char *const tier_codes[] = {
+    "resource_unavailable", /* OpenAI: flex capacity is short */
+    "capacity_exceeded",    /* Groq 498: flex capacity */
+};
+static const char *const in_flight_codes[] = {
+    "in_flight_budget_exhausted", /* OpenRouter 402, with Retry-After */
 };
 
 /* What one parse carries between the elements of a body. */
@@ -69,6 +84,18 @@ static void note_code(struct error_facts *f, const char *s)
 		f->money = m;
 	if (c != NULL && f->capacity == NULL)
 		f->capacity = c;
+	if (c == NULL)
+		return;
+	const char *o = match(s, overload_codes, sizeof overload_codes / sizeof overload_codes[0]);
+	const char *t = match(s, tier_codes, sizeof tier_codes / sizeof tier_codes[0]);
+	const char *i =
+	    match(s, in_flight_codes, sizeof in_flight_codes / sizeof in_flight_codes[0]);
+	if (o != NULL && f->overload == NULL)
+		f->overload = o;
+	if (t != NULL && f->tier == NULL)
+		f->tier = t;
+	if (i != NULL && f->in_flight == NULL)
+		f->in_flight = i;
 }
 
 /* OpenAI's "Request too large for gpt-4 in organization ...": Requested >
@@ -268,6 +295,9 @@ static void read_element(const json_t *obj, struct error_body *b, struct scan *s
 		if (json_is_object(details))
 			note_code(&b->facts,
 			          json_string_value(json_object_get(details, "error_code")));
+		/* OpenRouter: error.metadata.reason tells its two 402s apart. */
+		note_code(&b->facts, json_string_value(json_object_get(
+		                         json_object_get(obj, "metadata"), "reason")));
 		msg = json_string_value(json_object_get(obj, "message"));
 	}
 	b->facts.too_large |= is_too_large(msg);

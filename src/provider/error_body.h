@@ -10,6 +10,7 @@
  * OpenAI-compatible endpoint answers [{"error":{...}}]):
  *   OpenAI, Groq, Mistral, Together, OpenRouter, Azure:
  *     {"error":{"message","type","code",...}}, code a string or a number
+ *   OpenRouter: {"error":{"code":402,"message","metadata":{"reason"}}}
  *   Anthropic: {"type":"error","error":{"type","message","details":{"error_code"}}}
  *   Gemini:    {"error":{"code":429,"status","message","details":[
  *                {"@type":"…QuotaFailure","violations":[{"quotaId","quotaValue"}]},
@@ -48,6 +49,18 @@ struct error_facts {
 	/* A refused quota is a daily one (Gemini: a violation's quotaId contains
 	 * "PerDay"): read from structured fields only. */
 	bool daily_cap;
+	/* Whose shortage a refusal names, when it is not the account's budget
+	 * (the taxonomy of refusals, docs/pacing.md). NULL: none said.
+	 * in_flight: OpenRouter's transient 402 (error.metadata.reason
+	 *   in_flight_budget_exhausted): what the key has in flight costs more
+	 *   than its balance covers; it passes once those end (Retry-After).
+	 * overload: the provider as a whole is short (Anthropic
+	 *   overloaded_error): a hold and a retry, not a cut of the account's pace.
+	 * tier: one service tier is short (OpenAI flex resource_unavailable,
+	 *   Groq 498 capacity_exceeded): only that tier's requests wait. */
+	const char *in_flight;
+	const char *overload;
+	const char *tier;
 };
 
 /* What the refusal says of the budget it refused. */

@@ -241,6 +241,69 @@ START_TEST(body_vector)
 }
 END_TEST
 
+/* Whose shortage a refusal names (the taxonomy of refusals): each body, and
+ * the facts in_flight, overload and tier it gives (NULL: none) with its
+ * capacity code. */
+static const struct whose_vector {
+	const char *name, *body;
+	const char *capacity, *in_flight, *overload, *tier;
+} whose[] = {
+    /* OpenRouter (OpenRouterTeam docs, api_reference/limits) */
+    {"openrouter 402 in-flight budget: transient",
+     "{\"error\":{\"code\":402,\"message\":\"Your in-flight requests would exceed your "
+     "credit balance.\",\"metadata\":{\"reason\":\"in_flight_budget_exhausted\","
+     "\"limit_source\":\"openrouter_in_flight_budget\"}}}",
+     "in_flight_budget_exhausted", "in_flight_budget_exhausted", NULL, NULL},
+    {"openrouter 402 credits: none of them",
+     "{\"error\":{\"code\":402,\"message\":\"Insufficient credits.\"}}", NULL, NULL, NULL, NULL},
+    {"openrouter metadata without a reason",
+     "{\"error\":{\"code\":402,\"message\":\"x\",\"metadata\":{\"provider_name\":null}}}", NULL,
+     NULL, NULL, NULL},
+    /* Anthropic 529 (docs.anthropic.com errors page) */
+    {"anthropic 529 overloaded_error: the provider's",
+     "{\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":"
+     "\"Overloaded\"},\"request_id\":\"req_011CV\"}",
+     "overloaded_error", NULL, "overloaded_error", NULL},
+    {"anthropic 429 rate_limit_error: the account's",
+     "{\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\",\"message\":\"x\"}}",
+     "rate_limit_error", NULL, NULL, NULL},
+    /* OpenAI flex processing (platform.openai.com/docs/guides/flex-processing) */
+    {"openai flex 429 resource_unavailable: the tier's",
+     "{\"error\":{\"message\":\"Resource unavailable. Please try again later.\",\"type\":"
+     "\"invalid_request_error\",\"param\":null,\"code\":\"resource_unavailable\"}}",
+     "resource_unavailable", NULL, NULL, "resource_unavailable"},
+    /* Groq (console.groq.com/docs/errors: 498 Flex Tier Capacity Exceeded) */
+    {"groq 498 capacity_exceeded: the tier's",
+     "{\"error\":{\"message\":\"Flex tier capacity exceeded. This is a temporary error "
+     "due to high demand.\",\"type\":\"internal_server_error\",\"code\":"
+     "\"capacity_exceeded\"}}",
+     "capacity_exceeded", NULL, NULL, "capacity_exceeded"},
+    {"openai 503 server_is_overloaded: capacity, no more said",
+     "{\"error\":{\"message\":\"The server is overloaded.\",\"type\":\"server_error\","
+     "\"code\":\"server_is_overloaded\"}}",
+     "server_is_overloaded", NULL, NULL, NULL},
+    {"a tier word in a message is not a code",
+     "{\"error\":{\"message\":\"resource_unavailable\",\"type\":\"x\"}}", NULL, NULL, NULL, NULL},
+};
+
+static bool same(const char *a, const char *b)
+{
+	return a == b || (a != NULL && b != NULL && strcmp(a, b) == 0);
+}
+
+START_TEST(whose_vector)
+{
+	const struct whose_vector *v = &whose[_i];
+	struct error_body eb;
+	error_body_parse(v->body, strlen(v->body), &eb);
+	ck_assert_msg(same(eb.facts.capacity, v->capacity), "%s: capacity", v->name);
+	ck_assert_msg(same(eb.facts.in_flight, v->in_flight), "%s: in_flight", v->name);
+	ck_assert_msg(same(eb.facts.overload, v->overload), "%s: overload", v->name);
+	ck_assert_msg(same(eb.facts.tier, v->tier), "%s: tier", v->name);
+	ck_assert_msg(eb.facts.money == NULL, "%s: money", v->name);
+}
+END_TEST
+
 /* A code found is the module's own static string, not the parse's: it
  * outlives the body (logs and metrics keep it). */
 START_TEST(codes_outlive_the_body)
@@ -295,6 +358,7 @@ static Suite *error_body_suite(void)
 	Suite *s = suite_create("error_body");
 	TCase *v = tcase_create("vectors");
 	tcase_add_loop_test(v, body_vector, 0, (int)(sizeof vectors / sizeof vectors[0]));
+	tcase_add_loop_test(v, whose_vector, 0, (int)(sizeof whose / sizeof whose[0]));
 	suite_add_tcase(s, v);
 	TCase *o = tcase_create("other");
 	tcase_add_test(o, codes_outlive_the_body);
