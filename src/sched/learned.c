@@ -400,6 +400,29 @@ void learned_on_capacity_signal(struct learned *l, int64_t now_ms, double penalt
 	update_pace(l, now_ms);
 }
 
+bool learned_told(struct learned *l, int64_t now_ms, double limit, double window_ms)
+{
+	if (l->n_obs > 0 || !in_range(limit, 1e-9, 1e15) || !in_range(window_ms, 1, 1e12))
+		return false;
+	reset_fit(l);
+	l->limit = limit;
+	l->capacity = limit;
+	l->rho = limit / window_ms;
+	l->shape = LEARNED_CONTINUOUS;
+	/* Empty now, with everything sent so far counted: what is still in flight
+	 * reached the provider before this refusal was written, or meets the same
+	 * empty budget (and is refused, costing it nothing). */
+	l->obs_mark = l->cum_cost;
+	l->obs_at_ms = now_ms;
+	l->reset_at_ms = now_ms + (int64_t)ceil(window_ms);
+	l->obs_remaining = 0;
+	l->max_remaining = fmax(l->max_remaining, limit);
+	l->thousands = false;
+	l->n_obs = 1;
+	update_pace(l, now_ms);
+	return true;
+}
+
 void learned_view(const struct learned *l, int64_t now_ms, struct learned_view *v)
 {
 	memset(v, 0, sizeof(*v));

@@ -183,6 +183,16 @@ int64_t learned_blind_ready_at(size_t in_flight, int64_t last_dispatch_ms, int64
  * a burst. */
 void learned_on_capacity_signal(struct learned *l, int64_t now_ms, double penalty);
 
+/* A refusal (not headers) told the budget's limit per window (Gemini's
+ * quotaValue per its quotaId's minute) when nothing had been observed: the
+ * budget is taken as a continuous bucket of `limit` refilled at
+ * limit / window_ms, empty at now_ms with every unit charged so far counted
+ * (the requests still in flight were sent into the same empty budget: they
+ * are refused too, or were counted before it). Returns false, changing
+ * nothing, when values are not positive and finite or the budget has
+ * observations already (headers know better). */
+bool learned_told(struct learned *l, int64_t now_ms, double limit, double window_ms);
+
 /* What is learned, as seen at now_ms. */
 void learned_view(const struct learned *l, int64_t now_ms, struct learned_view *v);
 

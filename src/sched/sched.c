@@ -985,8 +985,26 @@ void sched_complete(struct sched_lane *lane, struct sched_item *it, enum sched_o
 	case SCHED_ABORTED:
 		lane->stats.cancelled++;
 		break;
+	case SCHED_OVERLOAD:
+		/* The provider's or a tier's shortage says nothing of the
+		 * account's pace: the lane holds (the lanes' hold), not cuts. */
+		lane->stats.capacity_signals++;
+		aimd_observe_rtt(&lane->conc, (double)rtt);
+		break;
 	}
 	idle_update(lane);
+}
+
+bool sched_learn_told(struct sched_lane *lane, int b, double limit, int64_t window_ms,
+                      int64_t now_ms)
+{
+	if (b < 0 || b >= RLH_N_BUDGETS || !(limit > 0) || window_ms <= 0)
+		return false;
+	if (lane_learns(lane) && lane->learned[b].n_obs > 0)
+		return false; /* headers describe it: they know better than a refusal */
+	if (!lane_learn_start(lane))
+		return false;
+	return learned_told(&lane->learned[b], now_ms, limit, (double)window_ms);
 }
 
 bool sched_observe(struct sched_lane *lane, const struct sched_item *it, const struct rlh_result *h,

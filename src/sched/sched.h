@@ -92,6 +92,9 @@ enum sched_outcome {
 	SCHED_TRANSIENT, /* 5xx, transport errors: no capacity signal */
 	SCHED_QUOTA_OUT, /* a final refusal for money or a daily cap (sched_quota_exhausted) */
 	SCHED_ABORTED,   /* the client left: release only */
+	SCHED_OVERLOAD,  /* capacity that is not the account's budget (a provider's
+	                  * overload, a service tier's shortage): counted as a
+	                  * capacity signal, never a cut of AIMD or the learned pace */
 };
 
 struct sched_lane_stats {
@@ -182,6 +185,15 @@ void sched_complete(struct sched_lane *lane, struct sched_item *it, enum sched_o
  * changed (worth a limit_learned log line). */
 bool sched_observe(struct sched_lane *lane, const struct sched_item *it, const struct rlh_result *h,
                    int64_t now_ms);
+
+/* A capacity refusal named budget b's limit per window_ms (Gemini's
+ * quotaValue and quotaId: no header ever describes it). When the lane has
+ * learned nothing of b from headers, it takes the budget as a bucket of
+ * `limit` refilled over window_ms, empty at now_ms (learned_told), so that
+ * the next requests are paced below it instead of meeting the next refusal.
+ * Returns true when it learned (worth a limit_learned log line). */
+bool sched_learn_told(struct sched_lane *lane, int b, double limit, int64_t window_ms,
+                      int64_t now_ms);
 
 /* Whether a learned token budget paces the lane (the caller must then
  * estimate token costs). */

@@ -140,6 +140,41 @@ START_TEST(a_drained_bucket_with_a_known_rate_waits_for_one_unit_not_the_reset)
 }
 END_TEST
 
+/* Issue 28: a refusal's body told the budget (Gemini: quotaValue 30 per
+ * minute) and no header ever did: a bucket of 30 refilled at 30/min, empty
+ * now with what is in flight counted; the next request waits for one unit
+ * at the paced rate (60 s / (0.95 x 30) = 2105 ms), not for the minute. */
+START_TEST(a_limit_told_by_a_refusal_paces_at_its_rate)
+{
+	struct learned l;
+	learned_init(&l, NULL);
+	for (int i = 0; i < 5; i++)
+		learned_charge(&l, 100, 1); /* 5 sent blind, the refused one among them */
+	ck_assert(learned_told(&l, 200, 30, 60000));
+	ck_assert_int_eq(l.shape, LEARNED_CONTINUOUS);
+	ck_assert(fabs(rate_per_min(&l) - 30) < 1e-6);
+	int64_t at = learned_held_until(&l, 200, 1);
+	ck_assert_int_ge(at, 200 + 2100);
+	ck_assert_int_le(at, 200 + 2110);
+	ck_assert_int_ge(learned_ready_at(&l, 200, 1), at);
+	struct learned_view v;
+	learned_view(&l, 200, &v);
+	ck_assert(v.limit == 30 && v.capacity == 30 && fabs(v.pace_per_min - 28.5) < 1e-6);
+	/* told once: a second refusal, or one with nonsense, changes nothing */
+	ck_assert(!learned_told(&l, 300, 60, 60000));
+	ck_assert(l.limit == 30);
+	struct learned fresh;
+	learned_init(&fresh, NULL);
+	ck_assert(!learned_told(&fresh, 0, 0, 60000));
+	ck_assert(!learned_told(&fresh, 0, 30, 0));
+	ck_assert(!learned_told(&fresh, 0, NAN, 60000));
+	ck_assert_int_eq(fresh.n_obs, 0);
+	/* headers first: they know better than a refusal */
+	ck_assert_int_ge(see(&fresh, 10, 5, 1000, 10), 0);
+	ck_assert(!learned_told(&fresh, 20, 30, 60000));
+}
+END_TEST
+
 /* Issue 19: the first answers to a fresh lane's blind requests (4 sent at 0
  * into "300 RPM" enforced as a bucket of 5 refilling 5/s, 150 ms latency) say
  * 4 then 3 left, resets 200 and 399 ms. Two answers a unit apart already tell
@@ -812,6 +847,7 @@ static Suite *learned_suite(void)
 {
 	Suite *s = suite_create("learned");
 	TCase *inf = tcase_create("inference");
+	tcase_add_test(inf, a_limit_told_by_a_refusal_paces_at_its_rate);
 	tcase_add_test(inf, nothing_known_nothing_held);
 	tcase_add_test(inf, two_observations_give_capacity_and_rate);
 	tcase_add_test(inf, a_limit_far_above_the_bucket_is_not_its_capacity);

@@ -677,6 +677,65 @@ START_TEST(a_burst_of_capacity_errors_is_one_signal)
 }
 END_TEST
 
+/* Issue 28: an overload that is not the account's (Anthropic 529, a flex
+ * tier's shortage) is counted, never a cut: no AIMD reaction, the learned
+ * pace kept; a capacity answer of the account's still cuts. */
+START_TEST(an_overload_is_counted_not_cut)
+{
+	init_lane(AGENTS_OFF);
+	struct rlh_result h;
+	memset(&h, 0, sizeof(h));
+	h.budget[RLH_REQUESTS] = (struct rlh_budget){
+	    .has_remaining = true, .has_reset = true, .remaining = 50, .reset_ms = 30000};
+	for (int i = 0; i < 6; i++)
+		submit(&lane, &items[i], 0, 0, 0, 1000);
+	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 0);
+	sched_observe(&lane, &items[0], &h, 1100);
+	sched_complete(&lane, &items[0], SCHED_SUCCESS, 1100);
+	unsigned limit = sched_concurrency_limit(&lane);
+	for (int i = 1; i < 4; i++)
+		ck_assert_int_eq(idx(sched_next(&lane, 1100 + i)), i);
+	for (int i = 1; i < 4; i++)
+		sched_complete(&lane, &items[i], SCHED_OVERLOAD, 1300 + i);
+	ck_assert_int_eq(lane.stats.capacity_signals, 3);
+	ck_assert_int_eq(lane.stats.capacity_reactions, 0);
+	ck_assert_uint_eq(sched_concurrency_limit(&lane), limit);
+	ck_assert(lane.learned[RLH_REQUESTS].correction == 1);
+	ck_assert_int_eq(aimd_delay_ms(&lane.delay), 0);
+	int64_t t = wake_ms(&lane, 1400);
+	ck_assert_int_eq(idx(sched_next(&lane, t)), 4);
+	sched_complete(&lane, &items[4], SCHED_CAPACITY, t + 100);
+	ck_assert_int_eq(lane.stats.capacity_reactions, 1);
+}
+END_TEST
+
+/* A refusal's body that named the budget teaches a lane no header taught,
+ * and only such a lane. */
+START_TEST(a_told_limit_is_learned_once_and_never_over_headers)
+{
+	init_lane(AGENTS_OFF);
+	ck_assert_ptr_null(sched_learned(&lane, RLH_REQUESTS));
+	ck_assert(sched_learn_told(&lane, RLH_REQUESTS, 30, 60000, 1000));
+	const struct learned *l = sched_learned(&lane, RLH_REQUESTS);
+	ck_assert_ptr_nonnull(l);
+	ck_assert(l->limit == 30 && l->shape == LEARNED_CONTINUOUS);
+	ck_assert(!sched_learn_told(&lane, RLH_REQUESTS, 60, 60000, 2000));
+	ck_assert(!sched_learn_told(&lane, RLH_N_BUDGETS, 60, 60000, 2000));
+	ck_assert(!sched_learn_told(&lane, RLH_TOKENS, 0, 60000, 2000));
+	/* the next request waits for one unit at the paced rate */
+	submit(&lane, &items[0], 0, 0, 0, 1000);
+	ck_assert_ptr_null(sched_next(&lane, 1000));
+	ck_assert_int_ge(wake_ms(&lane, 1000), 1000 + 2100);
+	/* headers taught the tokens budget: a refusal does not overrule them */
+	struct rlh_result h;
+	memset(&h, 0, sizeof(h));
+	h.budget[RLH_TOKENS] = (struct rlh_budget){
+	    .has_remaining = true, .has_reset = true, .remaining = 5000, .reset_ms = 30000};
+	sched_observe(&lane, &items[0], &h, 1100);
+	ck_assert(!sched_learn_told(&lane, RLH_TOKENS, 100, 60000, 1200));
+}
+END_TEST
+
 /* ---- cost and memory (lanes that scale) ---- */
 
 START_TEST(retries_leave_in_ready_order)
@@ -1657,6 +1716,8 @@ static Suite *sched_suite(void)
 	tcase_add_test(tc, empty_lane_never_wakes);
 	tcase_add_test(tc, saturation_is_recorded);
 	tcase_add_test(tc, a_burst_of_capacity_errors_is_one_signal);
+	tcase_add_test(tc, an_overload_is_counted_not_cut);
+	tcase_add_test(tc, a_told_limit_is_learned_once_and_never_over_headers);
 	tcase_add_test(tc, retries_leave_in_ready_order);
 	tcase_add_test(tc, serialize_parked_requests_keep_their_place);
 	tcase_add_test(tc, serialize_off_after_reload_frees_parked_requests);
