@@ -50,6 +50,7 @@
 #include "http/headers.h"
 #include "provider/model.h"
 #include "provider/profile.h"
+#include "provider/service_tier.h"
 #include "provider/tokens.h"
 #include "proxy/exchange-t.h"
 #include "proxy/held.h"
@@ -420,6 +421,7 @@ void exchange_start(struct exchanges *xs, struct hreq *client, const struct exch
 		memcpy(x->model, model, model_len);
 	x->model[model_len] = '\0';
 	x->identity = request_identity(prov, in->headers);
+	x->own_tier = service_tier_flex(x->body, x->body_len);
 	/* A side endpoint (count_tokens, a model listing, files and batches)
 	 * has a lane of its own and charges no generation budget. */
 	const char *side =
@@ -604,7 +606,7 @@ static bool on_up_headers(void *ctx, int status, const char *reason, const struc
 		rh[nr++] = (struct rlh_header){h[i].name, h[i].value, h[i].value_len};
 	rlh_parse(x->route.provider->dialect, rh, nr, clock_wall_ms(), &x->rlh);
 	learn_identity(x, h, n);
-	struct retry_head_verdict hv = retry_verdict_head(status, &x->rlh);
+	struct retry_head_verdict hv = retry_verdict_head(status, &x->rlh, x->own_tier);
 	if (lanes_headers(x->xs->lanes, &x->ticket, &x->rlh, &hv, x->t_headers))
 		xlog_limit_learned(x);
 
@@ -809,6 +811,9 @@ static void decide(struct exchange *x, enum up_error err, const char *detail)
 	struct lane_change ch;
 	lanes_complete(xs->lanes, &x->ticket, v.outcome, v.hinted, v.hold_ms, now, &ch);
 	xlog_lane_change(x, &ch);
+	if (v.told.limit > 0 && lanes_learn_told(xs->lanes, &x->ticket, (int)v.told.budget,
+	                                         v.told.limit, v.told.window_ms, now))
+		xlog_limit_learned(x);
 	if (v.quota)
 		quota_begin(x, v.reason);
 	x->retry_stop = v.stop;

@@ -572,6 +572,9 @@ static enum sched_outcome sched_outcome_of(enum retry_lane_outcome o)
 		return SCHED_TRANSIENT;
 	case RETRY_LANE_QUOTA_OUT:
 		return SCHED_QUOTA_OUT;
+	case RETRY_LANE_OVERLOAD:
+	case RETRY_LANE_TIER:
+		return SCHED_OVERLOAD;
 	case RETRY_LANE_SUCCESS:
 		break;
 	}
@@ -594,6 +597,17 @@ void lanes_complete(struct lanes *ls, struct lane_ticket *t, enum retry_lane_out
 	 * before it ends (the provider would refuse it anyway). */
 	if (hold_ms > 0)
 		hold_for_hint(ls, lane, hold_ms);
+}
+
+bool lanes_learn_told(struct lanes *ls, struct lane_ticket *t, int budget, int64_t limit,
+                      int64_t window_ms, int64_t now_ms)
+{
+	(void)ls;
+	if (t->lane == NULL || limit <= 0 ||
+	    !sched_learn_told(t->lane, budget, (double)limit, window_ms, now_ms))
+		return false;
+	lane_kick(t->lane); /* the lane's next instant moved */
+	return true;
 }
 
 void lanes_tokens_used(struct lanes *ls, struct lane_ticket *t, const struct tokens_usage *u,

@@ -169,6 +169,11 @@ struct lane_change {
  * the answer asked the whole lane to wait (a capacity hint). */
 void lanes_complete(struct lanes *ls, struct lane_ticket *t, enum retry_lane_outcome outcome,
                     bool hinted, int64_t hold_ms, int64_t now_ms, struct lane_change *ch);
+/* t's refusal named the budget it refused, its limit and window (struct
+ * retry_verdict's told): the lane learns it when no header taught it
+ * (sched_learn_told). Returns true when it learned (a limit_learned line). */
+bool lanes_learn_told(struct lanes *ls, struct lane_ticket *t, int budget, int64_t limit,
+                      int64_t window_ms, int64_t now_ms);
 /* The usage the answer reported (tokens.h) corrects the token gates, and
  * teaches the lane what its requests cost (cost.h). */
 void lanes_tokens_used(struct lanes *ls, struct lane_ticket *t, const struct tokens_usage *u,

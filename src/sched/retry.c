@@ -77,6 +77,10 @@ static enum retry_class classify_error(int status, const struct rlh_result *hdrs
 		*why = "request_too_large";
 		return RETRY_FINAL_NO_RETRY;
 	}
+	if (status == 402 && f->in_flight != NULL) { /* OpenRouter: passes once some end */
+		*why = f->in_flight;
+		return RETRY_CAPACITY;
+	}
 	if (status == 402) { /* no credits (OpenRouter) */
 		*why = "payment_required";
 		*quota = true;
@@ -204,17 +208,30 @@ static bool capacity_status(int status)
 	return status == 429 || status == 503 || status == 529;
 }
 
-struct retry_head_verdict retry_verdict_head(int status, const struct rlh_result *hdrs)
+struct retry_head_verdict retry_verdict_head(int status, const struct rlh_result *hdrs,
+                                             bool own_tier)
 {
 	struct retry_head_verdict v = {
-	    .hold_body =
-	        status == 402 || status == 408 || status == 409 || status == 429 || status >= 500,
-	    .capacity = capacity_status(status),
+	    .hold_body = status == 402 || status == 408 || status == 409 || status == 429 ||
+	                 status == 498 || status >= 500,
+	    .capacity = capacity_status(status) && !own_tier,
 	};
 	int64_t hint;
 	if (v.capacity && rlh_server_hint(hdrs, NULL, &hint) && hint > 0)
 		v.hold_ms = hint;
 	return v;
+}
+
+/* Whose shortage a capacity answer is (error_facts' in_flight, overload,
+ * tier): the account's budget (the lane is told: AIMD, the learned pace), or
+ * not (the lane is not cut). A 529 is Anthropic's overload whatever its body. */
+static enum retry_lane_outcome capacity_outcome(int status, const struct error_facts *f)
+{
+	if (f->tier != NULL)
+		return RETRY_LANE_TIER;
+	if (f->overload != NULL || status == 529)
+		return RETRY_LANE_OVERLOAD;
+	return RETRY_LANE_CAPACITY;
 }
 
 static enum retry_lane_outcome lane_outcome(enum retry_class cls)
@@ -238,7 +255,7 @@ struct retry_verdict retry_verdict(const struct retry_input *in)
 
 	if (in->streamed) {
 		if (capacity_status(in->status))
-			v.outcome = RETRY_LANE_CAPACITY;
+			v.outcome = in->status == 529 ? RETRY_LANE_OVERLOAD : RETRY_LANE_CAPACITY;
 		else if (!http)
 			v.outcome = RETRY_LANE_TRANSIENT;
 		return v;
@@ -259,6 +276,18 @@ struct retry_verdict retry_verdict(const struct retry_input *in)
 	v.outcome = quota   ? RETRY_LANE_QUOTA_OUT
 	            : !http ? RETRY_LANE_TRANSIENT
 	                    : lane_outcome(v.cls);
+	if (v.outcome == RETRY_LANE_CAPACITY)
+		v.outcome = capacity_outcome(in->status, &eb.facts);
+	/* What the refusal says of the budget it refused, for the lane to learn
+	 * (a budget no header describes: Gemini's quotaValue). Not a daily cap:
+	 * that one is the quota's. */
+	if (v.outcome == RETRY_LANE_CAPACITY && eb.hints.has_limit && eb.hints.limit > 0 &&
+	    eb.hints.budget != RLH_N_BUDGETS && eb.hints.window_s > 0 &&
+	    eb.hints.window_s < 86400) {
+		v.told.budget = eb.hints.budget;
+		v.told.limit = eb.hints.limit;
+		v.told.window_ms = eb.hints.window_s * 1000;
+	}
 
 	if (v.cls == RETRY_FINAL || v.cls == RETRY_FINAL_NO_RETRY) {
 		v.action = http ? RETRY_ACTION_RELAY : RETRY_ACTION_GIVE_UP;
@@ -268,8 +297,13 @@ struct retry_verdict retry_verdict(const struct retry_input *in)
 	}
 	struct retry_decision d = retry_decide(v.cls, in->attempt, has_hint, hint, in->plan,
 	                                       in->deadline_ms - in->now_ms, in->rnd);
-	if (v.cls == RETRY_CAPACITY && has_hint && hint > 0)
+	/* A capacity hint holds the whole lane; a tier's shortage holds none of
+	 * it (only that tier's requests wait, each its own delay); an overload
+	 * holds it for the hint, or else for the backoff the retry waits. */
+	if (v.cls == RETRY_CAPACITY && has_hint && hint > 0 && v.outcome != RETRY_LANE_TIER)
 		v.hold_ms = hint;
+	else if (v.outcome == RETRY_LANE_OVERLOAD && d.retry)
+		v.hold_ms = d.delay_ms;
 	if (d.retry) {
 		v.action = RETRY_ACTION_RETRY;
 		v.delay_ms = d.delay_ms;

@@ -56,7 +56,8 @@ enum retry_transport {
  * transport error is transient; 1xx/2xx/3xx are
  * final (a 200 is never an overload signal, whatever its body); then for
  * errors: x-should-retry: false → final_no_retry; money (facts->money), a
- * request too large (facts->too_large), 402, and a daily cap
+ * request too large (facts->too_large), a 402 (unless its body says
+ * in_flight: OpenRouter's transient one → capacity), and a daily cap
  * (facts->daily_cap) → final_no_retry; 429, 503, 529 and bodies saying
  * capacity (facts->capacity) → capacity; 408, 409, 500, 502, 504 and other
  * 5xx except 501, 505, 511 → transient; x-should-retry: true on anything else
@@ -118,8 +119,14 @@ struct retry_head_verdict {
  * capacity status holds the lane at once, before its body is read: what would
  * leave meanwhile reaches a provider that has just refused; a retry hint in
  * the headers (not the body, not yet read) holds it for that long. hold_ms is
- * 0 for other statuses, whatever their headers say. */
-struct retry_head_verdict retry_verdict_head(int status, const struct rlh_result *hdrs);
+ * 0 for other statuses, whatever their headers say.
+ * own_tier: the request asked for a service tier of its own (flex,
+ * provider/service_tier.h): its capacity answer may be that tier's shortage,
+ * which must not hold the lane's other requests, so nothing is held before
+ * its body says whose shortage it is (capacity false, hold_ms 0). Groq's 498
+ * (a flex shortage) is held for its body too. */
+struct retry_head_verdict retry_verdict_head(int status, const struct rlh_result *hdrs,
+                                             bool own_tier);
 
 /* What an attempt's answer means for the lane (sched_complete's outcome). */
 enum retry_lane_outcome {
@@ -127,6 +134,10 @@ enum retry_lane_outcome {
 	RETRY_LANE_CAPACITY,
 	RETRY_LANE_TRANSIENT,
 	RETRY_LANE_QUOTA_OUT,
+	RETRY_LANE_OVERLOAD, /* capacity, but the provider's (Anthropic 529): the lane
+	                      * holds, its pace and concurrency are not cut */
+	RETRY_LANE_TIER,     /* capacity of one service tier (flex): nothing of the
+	                      * lane is held or cut; the request waits alone */
 };
 
 enum retry_action {
@@ -171,6 +182,15 @@ struct retry_verdict {
 	const char *stop;   /* static, when an answer that could be retried is given
 	                     * up on: "max_attempts", "deadline", "hint_past_deadline"
 	                     * (retry_decide's why); NULL otherwise */
+	/* A capacity refusal of the account's that named its budget, its limit
+	 * and a window under a day (error_hints: Gemini's quotaId and quotaValue,
+	 * OpenAI's "Limit N"): what the lane may learn when no header told it.
+	 * limit 0: none. */
+	struct {
+		enum rlh_budget_kind budget;
+		int64_t limit;
+		int64_t window_ms;
+	} told;
 };
 
 /* Decides on one attempt's answer once it is whole (or cut, or never came).
@@ -201,7 +221,15 @@ struct retry_verdict {
  * - final classes of an HTTP answer are RELAY; final_no_retry with
  *   no_retry_hdr.
  * - hold_ms: a capacity answer's positive hint holds the whole lane, retried
- *   or not (the provider would refuse what goes before it ends). */
+ *   or not (the provider would refuse what goes before it ends).
+ * - whose capacity (error_facts): a tier's shortage (flex) is outcome TIER
+ *   and holds nothing (hold_ms 0, the request waits its own delay); a
+ *   provider's overload (overloaded_error, any 529) is outcome OVERLOAD and
+ *   holds the lane for its hint, or else for the retry's delay; OpenRouter's
+ *   in-flight 402 is a capacity answer of the account's (retried after its
+ *   Retry-After), the other 402s stay final.
+ * - told: a CAPACITY answer whose body named a budget, its limit and a window
+ *   under a day (else limit 0). */
 struct retry_verdict retry_verdict(const struct retry_input *in);
 
 #endif

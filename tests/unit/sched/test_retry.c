@@ -186,6 +186,42 @@ static const char gemini_minute[] =
     "\"GenerateRequestsPerMinutePerProjectPerModel-FreeTier\"}]},{\"@type\":\"type."
     "googleapis.com/google.rpc.RetryInfo\",\"retryDelay\":\"47s\"}]}}";
 
+static const char gemini_minute_value[] =
+    "{\"error\":{\"code\":429,\"message\":\"Resource has been exhausted.\",\"status\":"
+    "\"RESOURCE_EXHAUSTED\",\"details\":[{\"@type\":\"type.googleapis.com/google.rpc."
+    "QuotaFailure\",\"violations\":[{\"quotaMetric\":\"generativelanguage.googleapis.com/"
+    "generate_content_free_tier_requests\",\"quotaId\":\"GenerateRequestsPerMinutePer"
+    "ProjectPerModel-FreeTier\",\"quotaDimensions\":{\"model\":\"gemini-2.0-flash\"},"
+    "\"quotaValue\":\"15\"}]},{\"@type\":\"type.googleapis.com/google.rpc.RetryInfo\","
+    "\"retryDelay\":\"0.734s\"}]}}";
+static const char gemini_tokens_value[] =
+    "{\"error\":{\"code\":429,\"status\":\"RESOURCE_EXHAUSTED\",\"details\":[{\"@type\":"
+    "\"type.googleapis.com/google.rpc.QuotaFailure\",\"violations\":[{\"quotaId\":"
+    "\"GenerateContentInputTokensPerModelPerMinute-FreeTier\",\"quotaValue\":250000}]},"
+    "{\"@type\":\"type.googleapis.com/google.rpc.RetryInfo\",\"retryDelay\":\"12s\"}]}}";
+static const char gemini_day_value[] =
+    "{\"error\":{\"code\":429,\"status\":\"RESOURCE_EXHAUSTED\",\"details\":[{\"@type\":"
+    "\"type.googleapis.com/google.rpc.QuotaFailure\",\"violations\":[{\"quotaId\":"
+    "\"GenerateRequestsPerDayPerProjectPerModel-FreeTier\",\"quotaValue\":\"200\"}]},"
+    "{\"@type\":\"type.googleapis.com/google.rpc.RetryInfo\",\"retryDelay\":\"3600s\"}]}}";
+/* OpenRouter's 402s (OpenRouterTeam docs, api_reference/limits and errors). */
+static const char openrouter_in_flight[] =
+    "{\"error\":{\"code\":402,\"message\":\"Your in-flight requests would exceed your "
+    "credit balance. Please retry shortly.\",\"metadata\":{\"reason\":"
+    "\"in_flight_budget_exhausted\",\"limit_source\":\"openrouter_in_flight_budget\"}}}";
+static const char openrouter_credits[] =
+    "{\"error\":{\"code\":402,\"message\":\"Insufficient credits. Add more using "
+    "https://openrouter.ai/settings/credits\"}}";
+/* OpenAI flex processing (platform.openai.com/docs/guides/flex-processing). */
+static const char openai_flex[] =
+    "{\"error\":{\"message\":\"Resource unavailable. Please try again later.\",\"type\":"
+    "\"invalid_request_error\",\"param\":null,\"code\":\"resource_unavailable\"}}";
+/* Groq (console.groq.com/docs/errors: 498 Flex Tier Capacity Exceeded). */
+static const char groq_flex[] =
+    "{\"error\":{\"message\":\"Flex tier capacity exceeded. This is a temporary error "
+    "due to high demand.\",\"type\":\"internal_server_error\",\"code\":"
+    "\"capacity_exceeded\"}}";
+
 START_TEST(gemini_bodies)
 {
 	const char *why = NULL;
@@ -451,6 +487,9 @@ static const struct facts_vector {
     {429, {.daily_cap = true}, RETRY_FINAL_NO_RETRY, "daily_quota", true},
     {402, {0}, RETRY_FINAL_NO_RETRY, "payment_required", true},
     {402, {.capacity = "c"}, RETRY_FINAL_NO_RETRY, "payment_required", true},
+    {402, {.capacity = "i", .in_flight = "i"}, RETRY_CAPACITY, "i", false},
+    {402, {.money = "m", .in_flight = "i"}, RETRY_FINAL_NO_RETRY, "m", true},
+    {498, {.capacity = "t", .tier = "t"}, RETRY_CAPACITY, "t", false},
     {400, {.capacity = "busy_code"}, RETRY_CAPACITY, "busy_code", false},
     {500, {.capacity = "busy_code"}, RETRY_CAPACITY, "busy_code", false},
     {429, {.capacity = "busy_code"}, RETRY_CAPACITY, "rate_limited", false},
@@ -595,28 +634,36 @@ static const struct head_vector {
 	const char *hdr[4]; /* name, value, name, value; NULL: none */
 	bool hold_body, capacity;
 	int64_t hold_ms;
+	bool own_tier; /* the request asked for a tier of its own (flex) */
 } head_vectors[] = {
-    {200, {NULL}, false, false, 0},
-    {200, {"retry-after", "3"}, false, false, 0},
-    {400, {NULL}, false, false, 0},
-    {402, {NULL}, true, false, 0},
-    {408, {NULL}, true, false, 0},
-    {409, {NULL}, true, false, 0},
-    {429, {NULL}, true, true, 0},
-    {429, {"retry-after", "3"}, true, true, 3000},
-    {429, {"retry-after-ms", "1500", "retry-after", "2"}, true, true, 1500},
-    {429, {"retry-after", "0"}, true, true, 0},
+    {200, {NULL}, false, false, 0, false},
+    {200, {"retry-after", "3"}, false, false, 0, false},
+    {400, {NULL}, false, false, 0, false},
+    {402, {NULL}, true, false, 0, false},
+    {408, {NULL}, true, false, 0, false},
+    {409, {NULL}, true, false, 0, false},
+    {429, {NULL}, true, true, 0, false},
+    {429, {"retry-after", "3"}, true, true, 3000, false},
+    {429, {"retry-after-ms", "1500", "retry-after", "2"}, true, true, 1500, false},
+    {429, {"retry-after", "0"}, true, true, 0, false},
     {429,
      {"x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "2s"},
      true,
      true,
-     2000},
-    {503, {NULL}, true, true, 0},
-    {503, {"retry-after", "10"}, true, true, 10000},
-    {529, {NULL}, true, true, 0},
-    {500, {"retry-after", "3"}, true, false, 0},
-    {501, {NULL}, true, false, 0},
-    {599, {NULL}, true, false, 0},
+     2000,
+     false},
+    {503, {NULL}, true, true, 0, false},
+    {503, {"retry-after", "10"}, true, true, 10000, false},
+    {529, {NULL}, true, true, 0, false},
+    /* a flex request's 429 or 503 holds nothing before its body says whose
+     * shortage it is; Groq's 498 (flex capacity) is held for its body */
+    {429, {"retry-after", "3"}, true, false, 0, true},
+    {503, {NULL}, true, false, 0, true},
+    {498, {NULL}, true, false, 0, false},
+    {498, {NULL}, true, false, 0, true},
+    {500, {"retry-after", "3"}, true, false, 0, false},
+    {501, {NULL}, true, false, 0, false},
+    {599, {NULL}, true, false, 0, false},
 };
 
 START_TEST(verdict_head_vector)
@@ -624,7 +671,7 @@ START_TEST(verdict_head_vector)
 	const struct head_vector *v = &head_vectors[_i];
 	struct rlh_result r;
 	parse_hdrs(v->hdr, &r);
-	struct retry_head_verdict h = retry_verdict_head(v->status, &r);
+	struct retry_head_verdict h = retry_verdict_head(v->status, &r, v->own_tier);
 	ck_assert_msg(h.hold_body == v->hold_body, "row %d (%d): hold_body", _i, v->status);
 	ck_assert_msg(h.capacity == v->capacity, "row %d (%d): capacity", _i, v->status);
 	ck_assert_msg(h.hold_ms == v->hold_ms, "row %d (%d): hold_ms %lld", _i, v->status,
@@ -634,9 +681,9 @@ END_TEST
 
 START_TEST(verdict_head_no_headers)
 {
-	struct retry_head_verdict h = retry_verdict_head(429, NULL);
+	struct retry_head_verdict h = retry_verdict_head(429, NULL, false);
 	ck_assert(h.hold_body && h.capacity && h.hold_ms == 0);
-	h = retry_verdict_head(200, NULL);
+	h = retry_verdict_head(200, NULL, false);
 	ck_assert(!h.hold_body && !h.capacity && h.hold_ms == 0);
 }
 END_TEST
@@ -685,6 +732,9 @@ static const struct verdict_vector {
 	bool hinted, quota, no_retry_hdr;
 	const char *reason; /* NULL: NULL */
 	const char *stop;   /* NULL: NULL */
+	/* what the refusal told of its budget (told.limit 0: nothing) */
+	enum rlh_budget_kind told_budget;
+	int64_t told_limit, told_window_ms;
 } verdict_vectors[] = {
     {.name = "200 relay",
      .status = 200,
@@ -748,7 +798,12 @@ static const struct verdict_vector {
      .delay_ms = 1000,
      .hold_ms = 644,
      .hinted = true,
-     .reason = "rate_limited"},
+     .reason = "rate_limited",
+     /* the message names the budget too: the lane learns it only when no
+      * header described it (sched_learn_told) */
+     .told_budget = RLH_TOKENS,
+     .told_limit = 30000,
+     .told_window_ms = 60000},
     {.name = "429 retry-after past the request's deadline",
      .status = 429,
      .hdr = {"retry-after", "120"},
@@ -873,36 +928,69 @@ static const struct verdict_vector {
      .hold_ms = 10000,
      .hinted = true,
      .reason = "status_503"},
-    {.name = "529, full jitter",
+    /* A 529 is the provider's overload (Anthropic-wide): the lane holds for
+     * the retry's backoff and is not cut (outcome OVERLOAD). */
+    {.name = "529, full jitter: an overload, the lane holds for the backoff",
      .status = 529,
      .held = true,
      .attempt = 3,
      .jitter = JITTER_FULL,
      .rnd = 0.5,
      .action = RETRY_ACTION_RETRY,
-     .outcome = RETRY_LANE_CAPACITY,
+     .outcome = RETRY_LANE_OVERLOAD,
      .cls = RETRY_CAPACITY,
      .delay_ms = 2000,
+     .hold_ms = 2000,
      .reason = "status_529"},
     {.name = "529 Anthropic overloaded_error",
      .status = 529,
      .body = anthropic_overloaded,
      .held = true,
      .action = RETRY_ACTION_RETRY,
-     .outcome = RETRY_LANE_CAPACITY,
+     .outcome = RETRY_LANE_OVERLOAD,
      .cls = RETRY_CAPACITY,
      .delay_ms = 1000,
+     .hold_ms = 1000,
      .reason = "status_529"},
+    {.name = "529 with retry-after 5 s: the hint holds the lane, no cut",
+     .status = 529,
+     .hdr = {"retry-after", "5"},
+     .body = anthropic_overloaded,
+     .held = true,
+     .action = RETRY_ACTION_RETRY,
+     .outcome = RETRY_LANE_OVERLOAD,
+     .cls = RETRY_CAPACITY,
+     .delay_ms = 5000,
+     .hold_ms = 5000,
+     .hinted = true,
+     .reason = "status_529"},
+    {.name = "529 streamed: an overload for the lane",
+     .status = 529,
+     .streamed = true,
+     .action = RETRY_ACTION_RELAY,
+     .outcome = RETRY_LANE_OVERLOAD,
+     .cls = RETRY_FINAL},
     {.name = "500 Anthropic overloaded_error: the body makes it capacity",
      .status = 500,
      .body = anthropic_overloaded,
      .held = true,
      .attempt = 4,
      .action = RETRY_ACTION_RETRY,
-     .outcome = RETRY_LANE_CAPACITY,
+     .outcome = RETRY_LANE_OVERLOAD,
      .cls = RETRY_CAPACITY,
      .delay_ms = 8000,
+     .hold_ms = 8000,
      .reason = "overloaded_error"},
+    {.name = "529 past the deadline: given up, nothing held",
+     .status = 529,
+     .body = anthropic_overloaded,
+     .held = true,
+     .left = 500,
+     .action = RETRY_ACTION_GIVE_UP,
+     .outcome = RETRY_LANE_OVERLOAD,
+     .cls = RETRY_CAPACITY,
+     .reason = "status_529",
+     .stop = "deadline"},
     {.name = "429 Gemini RESOURCE_EXHAUSTED per minute",
      .status = 429,
      .body = gemini_minute,
@@ -914,6 +1002,110 @@ static const struct verdict_vector {
      .hold_ms = 47000,
      .hinted = true,
      .reason = "rate_limited"},
+    {.name = "429 Gemini with quotaValue: the budget told, the retryDelay the hold",
+     .status = 429,
+     .body = gemini_minute_value,
+     .held = true,
+     .action = RETRY_ACTION_RETRY,
+     .outcome = RETRY_LANE_CAPACITY,
+     .cls = RETRY_CAPACITY,
+     .delay_ms = 1000,
+     .hold_ms = 734,
+     .hinted = true,
+     .reason = "rate_limited",
+     .told_budget = RLH_REQUESTS,
+     .told_limit = 15,
+     .told_window_ms = 60000},
+    {.name = "429 Gemini input tokens per minute told",
+     .status = 429,
+     .body = gemini_tokens_value,
+     .held = true,
+     .action = RETRY_ACTION_RETRY,
+     .outcome = RETRY_LANE_CAPACITY,
+     .cls = RETRY_CAPACITY,
+     .delay_ms = 12000,
+     .hold_ms = 12000,
+     .hinted = true,
+     .reason = "rate_limited",
+     .told_budget = RLH_INPUT_TOKENS,
+     .told_limit = 250000,
+     .told_window_ms = 60000},
+    {.name = "429 Gemini per day with quotaValue: quota, nothing told to learn",
+     .status = 429,
+     .body = gemini_day_value,
+     .held = true,
+     .action = RETRY_ACTION_RELAY,
+     .outcome = RETRY_LANE_QUOTA_OUT,
+     .cls = RETRY_FINAL_NO_RETRY,
+     .hinted = true,
+     .quota = true,
+     .no_retry_hdr = true,
+     .reason = "daily_quota"},
+    /* OpenRouter's two 402s (PROVIDERS.md §11) */
+    {.name = "402 OpenRouter in_flight_budget_exhausted, Retry-After 2: held, retried",
+     .status = 402,
+     .hdr = {"retry-after", "2"},
+     .body = openrouter_in_flight,
+     .held = true,
+     .action = RETRY_ACTION_RETRY,
+     .outcome = RETRY_LANE_CAPACITY,
+     .cls = RETRY_CAPACITY,
+     .delay_ms = 2000,
+     .hold_ms = 2000,
+     .hinted = true,
+     .reason = "in_flight_budget_exhausted"},
+    {.name = "402 OpenRouter in-flight past the deadline: given up, no quota",
+     .status = 402,
+     .hdr = {"retry-after", "2"},
+     .body = openrouter_in_flight,
+     .held = true,
+     .left = 1500,
+     .action = RETRY_ACTION_GIVE_UP,
+     .outcome = RETRY_LANE_CAPACITY,
+     .cls = RETRY_CAPACITY,
+     .hold_ms = 2000,
+     .hinted = true,
+     .no_retry_hdr = true,
+     .reason = "in_flight_budget_exhausted",
+     .stop = "hint_past_deadline"},
+    {.name = "402 OpenRouter credits: final, the lane's quota",
+     .status = 402,
+     .body = openrouter_credits,
+     .held = true,
+     .action = RETRY_ACTION_RELAY,
+     .outcome = RETRY_LANE_QUOTA_OUT,
+     .cls = RETRY_FINAL_NO_RETRY,
+     .quota = true,
+     .no_retry_hdr = true,
+     .reason = "payment_required"},
+    /* a service tier's shortage: retried, nothing of the lane held or cut */
+    {.name = "429 OpenAI flex resource_unavailable: the tier's, not the lane's",
+     .status = 429,
+     .hdr = {"retry-after", "3"},
+     .body = openai_flex,
+     .held = true,
+     .action = RETRY_ACTION_RETRY,
+     .outcome = RETRY_LANE_TIER,
+     .cls = RETRY_CAPACITY,
+     .delay_ms = 3000,
+     .hinted = true,
+     .reason = "rate_limited"},
+    {.name = "498 Groq capacity_exceeded: capacity of the flex tier",
+     .status = 498,
+     .body = groq_flex,
+     .held = true,
+     .action = RETRY_ACTION_RETRY,
+     .outcome = RETRY_LANE_TIER,
+     .cls = RETRY_CAPACITY,
+     .delay_ms = 1000,
+     .reason = "capacity_exceeded"},
+    {.name = "498 without a body: final",
+     .status = 498,
+     .held = true,
+     .action = RETRY_ACTION_RELAY,
+     .outcome = RETRY_LANE_SUCCESS,
+     .cls = RETRY_FINAL,
+     .reason = "final"},
     {.name = "429 Gemini RESOURCE_EXHAUSTED per day: quota",
      .status = 429,
      .body = gemini_day,
@@ -1104,6 +1296,13 @@ START_TEST(verdict_vector)
 	ck_assert_msg(same_str(d.reason, v->reason), "%s: reason %s", v->name,
 	              d.reason ? d.reason : "NULL");
 	ck_assert_msg(same_str(d.stop, v->stop), "%s: stop %s", v->name, d.stop ? d.stop : "NULL");
+	ck_assert_msg(d.told.limit == v->told_limit, "%s: told.limit %lld", v->name,
+	              (long long)d.told.limit);
+	if (v->told_limit > 0)
+		ck_assert_msg(d.told.budget == v->told_budget &&
+		                  d.told.window_ms == v->told_window_ms,
+		              "%s: told budget %d window %lld", v->name, (int)d.told.budget,
+		              (long long)d.told.window_ms);
 	/* the verdict agrees with the pieces it is made of */
 	if (!v->streamed) {
 		const char *why = NULL;
