@@ -74,6 +74,8 @@ struct phase {
 
 static struct cfg {
 	bool anthropic;
+	bool gemini;              /* style gemini: no headers, google.rpc error details */
+	int payment;              /* payment_402: 0 none, 1 in_flight, 2 credits */
 	struct limits top;        /* rpm, tpm, burst, itpm, otpm of the top level */
 	bool lockout;             /* inside an advertised window every request is refused again */
 	uint64_t window_grace_us; /* window_grace_ms, which may be fractional */
@@ -421,18 +423,18 @@ int mock_limits_configure(const char *text, size_t len, char *err, size_t errlen
 		json_decref(o);
 		return -1;
 	}
-	static const char *known[] = {"style",        "rpm",
-	                              "tpm",          "burst",
-	                              "itpm",         "otpm",
-	                              "lockout",      "window_grace_ms",
-	                              "concurrency",  "latency_ms",
-	                              "retry_after",  "retry_after_s",
-	                              "headers",      "quota_exhausted",
-	                              "capacity",     "overload_status",
-	                              "error_rate",   "error_status",
-	                              "seed",         "model_limits",
-	                              "projects",     "cache_ttl_ms",
-	                              "strict_fields"};
+	static const char *known[] = {"style",         "rpm",
+	                              "tpm",           "burst",
+	                              "itpm",          "otpm",
+	                              "lockout",       "window_grace_ms",
+	                              "concurrency",   "latency_ms",
+	                              "retry_after",   "retry_after_s",
+	                              "headers",       "quota_exhausted",
+	                              "capacity",      "overload_status",
+	                              "error_rate",    "error_status",
+	                              "seed",          "model_limits",
+	                              "projects",      "cache_ttl_ms",
+	                              "strict_fields", "payment_402"};
 	json_t *v;
 	struct cfg c = {.retry_after = true,
 	                .headers = true,
@@ -448,8 +450,24 @@ int mock_limits_configure(const char *text, size_t len, char *err, size_t errlen
 	if (v != NULL) {
 		if (json_is_string(v) && strcmp(json_string_value(v), "anthropic") == 0)
 			c.anthropic = true;
+		else if (json_is_string(v) && strcmp(json_string_value(v), "gemini") == 0)
+			c.gemini = true, c.headers = false;
 		else if (!json_is_string(v) || strcmp(json_string_value(v), "openai") != 0) {
-			snprintf(err, errlen, "\"style\" must be \"openai\" or \"anthropic\"");
+			snprintf(err, errlen,
+			         "\"style\" must be \"openai\", \"anthropic\" or \"gemini\"");
+			goto fail;
+		}
+	}
+	v = json_object_get(o, "payment_402");
+	if (v != NULL) {
+		const char *pv = json_string_value(v);
+		c.payment = pv == NULL                     ? -1
+		            : strcmp(pv, "in_flight") == 0 ? 1
+		            : strcmp(pv, "credits") == 0   ? 2
+		                                           : -1;
+		if (c.payment < 0) {
+			snprintf(err, errlen,
+			         "\"payment_402\" must be \"in_flight\" or \"credits\"");
 			goto fail;
 		}
 	}
@@ -984,7 +1002,7 @@ static void ratelimit_headers(struct evkeyvalq *h, const struct budget *top, con
 static void retry_headers(struct evkeyvalq *h, uint64_t wait_ms)
 {
 	char v[32];
-	if (!cfg.retry_after)
+	if (!cfg.retry_after || cfg.gemini) /* Gemini: RetryInfo in the body only */
 		return;
 	if (cfg.retry_after_s > 0) {
 		snprintf(v, sizeof(v), "%g", cfg.retry_after_s);
@@ -1029,6 +1047,53 @@ struct evbuffer *mock_error_body(bool anthropic, const char *type, const char *c
 	free(s);
 	json_decref(j);
 	return b;
+}
+
+/* A JSON text into a fresh buffer. */
+static struct evbuffer *json_buffer(json_t *j)
+{
+	struct evbuffer *b = evbuffer_new();
+	char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+	evbuffer_add(b, s != NULL ? s : "{}", s != NULL ? strlen(s) : 2);
+	free(s);
+	json_decref(j);
+	return b;
+}
+
+/* Gemini's 429 (PROVIDERS.md §5, §11): RESOURCE_EXHAUSTED with a QuotaFailure
+ * naming the budget (quotaId), its limit (quotaValue, a string as protobuf's
+ * JSON writes int64) and the model, and RetryInfo.retryDelay (seconds with
+ * decimals) the wait. */
+static struct evbuffer *gemini_body(const char *quota_id, double limit, const char *model,
+                                    uint64_t wait_ms)
+{
+	char value[32], delay[32];
+	snprintf(value, sizeof(value), "%.0f", limit);
+	snprintf(delay, sizeof(delay), "%.3fs", (double)wait_ms / 1000.0);
+	return json_buffer(json_pack(
+	    "{s:{s:i,s:s,s:s,s:[{s:s,s:[{s:s,s:s,s:{s:s},s:s}]},{s:s,s:s}]}}", "error", "code", 429,
+	    "message",
+	    "You exceeded your current quota, please check your plan and billing details.",
+	    "status", "RESOURCE_EXHAUSTED", "details", "@type",
+	    "type.googleapis.com/google.rpc.QuotaFailure", "violations", "quotaMetric",
+	    "generativelanguage.googleapis.com/generate_content_requests", "quotaId", quota_id,
+	    "quotaDimensions", "model", model, "quotaValue", value, "@type",
+	    "type.googleapis.com/google.rpc.RetryInfo", "retryDelay", delay));
+}
+
+/* OpenRouter's two 402s (PROVIDERS.md §11): the transient one names its reason. */
+static struct evbuffer *openrouter_402(bool in_flight)
+{
+	if (in_flight)
+		return json_buffer(json_pack(
+		    "{s:{s:i,s:s,s:{s:s,s:s}}}", "error", "code", 402, "message",
+		    "Your in-flight requests would exceed your credit balance. Please retry "
+		    "shortly.",
+		    "metadata", "reason", "in_flight_budget_exhausted", "limit_source",
+		    "openrouter_in_flight_budget"));
+	return json_buffer(json_pack("{s:{s:i,s:s}}", "error", "code", 402, "message",
+	                             "Insufficient credits. Add more using "
+	                             "https://openrouter.ai/settings/credits"));
 }
 
 static struct evbuffer *status_body(int status, const char *rid)
@@ -1228,6 +1293,12 @@ static bool buckets_refuse(const struct limits *l, const struct budget *b, const
 	if (l->rpm > 0 && b->rq_level < 1) {
 		*wait = (uint64_t)ceil((1 - b->rq_level) * 60000.0 / l->rpm);
 		mock_go_duration(*wait, dur, sizeof(dur));
+		if (cfg.gemini) {
+			out->status = 429;
+			out->body = gemini_body("GenerateRequestsPerMinutePerProjectPerModel",
+			                        l->rpm, nm->model, *wait);
+			return true;
+		}
 		if (cfg.anthropic)
 			snprintf(msg, sizeof(msg),
 			         "This request would exceed the rate limit for your organization "
@@ -1247,6 +1318,12 @@ static bool buckets_refuse(const struct limits *l, const struct budget *b, const
 	if (l->tpm > 0 && b->tk_level < (double)c->total) {
 		*wait = (uint64_t)ceil(((double)c->total - b->tk_level) * 60000.0 / l->tpm);
 		mock_go_duration(*wait, dur, sizeof(dur));
+		if (cfg.gemini) {
+			out->status = 429;
+			out->body = gemini_body("GenerateContentInputTokensPerModelPerMinute",
+			                        l->tpm, nm->model, *wait);
+			return true;
+		}
 		if (cfg.anthropic)
 			snprintf(msg, sizeof(msg),
 			         "This request would exceed the rate limit for your organization "
@@ -1387,6 +1464,15 @@ void mock_limits_check(const struct mock_limit_in *in, struct evkeyvalq *h, cons
 	if (deny != 0) {
 		out->status = deny;
 		out->body = mock_error_body(false, "invalid_request_error", ecode, emsg, NULL, rid);
+	} else if (cfg.payment == 2) {
+		out->status = 402;
+		out->body = openrouter_402(false);
+	} else if (cfg.payment == 1 && cfg.concurrency > 0 && k->in_flight >= cfg.concurrency) {
+		/* OpenRouter's in-flight budget: what is in flight passes first */
+		out->status = 402;
+		out->body = openrouter_402(true);
+		snprintf(msg, sizeof(msg), "%g", cfg.retry_after_s > 0 ? cfg.retry_after_s : 2.0);
+		evhttp_add_header(h, "retry-after", msg);
 	} else if (cfg.quota) {
 		out->status = 429;
 		out->body = cfg.anthropic

@@ -761,6 +761,21 @@ static enum mock_kind azure_route(enum evhttp_cmd_type m, const char *path, char
 	return k;
 }
 
+/* Gemini native: /v1beta/models/NAME:generateContent (answered as a chat
+ * completion: pacerd reads its status and its error bodies); NAME goes to dep. */
+static enum mock_kind gemini_route(enum evhttp_cmd_type m, const char *path, char dep[64])
+{
+	static const char pre[] = "/v1beta/models/", verb[] = ":generateContent";
+	if (m != EVHTTP_REQ_POST || strncmp(path, pre, sizeof(pre) - 1) != 0)
+		return MOCK_K_OTHER;
+	const char *name = path + sizeof(pre) - 1, *colon = strchr(name, ':');
+	if (colon == NULL || colon == name || colon - name >= 64 || strcmp(colon, verb) != 0)
+		return MOCK_K_OTHER;
+	memcpy(dep, name, (size_t)(colon - name));
+	dep[colon - name] = '\0';
+	return MOCK_K_CHAT;
+}
+
 static enum mock_kind route(enum evhttp_cmd_type m, const char *path)
 {
 	if (m == EVHTTP_REQ_POST && strcmp(path, "/v1/chat/completions") == 0)
@@ -828,6 +843,9 @@ void mock_routes_handle(struct evhttp_request *req, void *arg)
 	if (kind == MOCK_K_OTHER && path[1] == 'o') {
 		kind = azure_route(method, path, dep);
 		azure = kind != MOCK_K_OTHER;
+	} else if (kind == MOCK_K_OTHER && path[1] == 'v') {
+		kind = gemini_route(method, path, dep);
+		azure = kind != MOCK_K_OTHER; /* the path names the model, as Azure's */
 	}
 	int status = 200;
 	const char *ctype = "application/json";
