@@ -293,6 +293,11 @@ struct retry_verdict retry_verdict(const struct retry_input *in)
 		v.action = http ? RETRY_ACTION_RELAY : RETRY_ACTION_GIVE_UP;
 		v.no_retry_hdr = v.cls == RETRY_FINAL_NO_RETRY;
 		v.quota = quota;
+		/* A daily cap that says when it comes back (Gemini's retryDelay)
+		 * holds the lane until then: its quota probe waits for the reset
+		 * (sched's quota_next_probe). Money says no such thing. */
+		if (quota && eb.facts.daily_cap && has_hint && hint > 0)
+			v.hold_ms = hint;
 		return v;
 	}
 	struct retry_decision d = retry_decide(v.cls, in->attempt, has_hint, hint, in->plan,

@@ -221,7 +221,8 @@ struct retry_verdict {
  * - final classes of an HTTP answer are RELAY; final_no_retry with
  *   no_retry_hdr.
  * - hold_ms: a capacity answer's positive hint holds the whole lane, retried
- *   or not (the provider would refuse what goes before it ends).
+ *   or not (the provider would refuse what goes before it ends); so does a
+ *   daily cap's (Gemini's retryDelay: the quota's probe waits for the reset).
  * - whose capacity (error_facts): a tier's shortage (flex) is outcome TIER
  *   and holds nothing (hold_ms 0, the request waits its own delay); a
  *   provider's overload (overloaded_error, any 529) is outcome OVERLOAD and
