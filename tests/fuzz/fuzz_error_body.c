@@ -38,11 +38,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!same_str(a.facts.money, b.facts.money) ||
 	    !same_str(a.facts.capacity, b.facts.capacity) ||
 	    a.facts.too_large != b.facts.too_large || a.facts.daily_cap != b.facts.daily_cap ||
+	    !same_str(a.facts.in_flight, b.facts.in_flight) ||
+	    !same_str(a.facts.overload, b.facts.overload) ||
+	    !same_str(a.facts.tier, b.facts.tier) ||
 	    memcmp(&a.hints, &b.hints, sizeof a.hints) != 0)
 		abort();
 
 	/* The verdict on the same body held back, for a few statuses. */
-	static const int statuses[] = {400, 402, 429, 500, 503, 529};
+	static const int statuses[] = {400, 402, 429, 498, 500, 503, 529};
 	struct plan_conf plan;
 	memset(&plan, 0, sizeof plan);
 	plan.retry.max_attempts = 3;
@@ -65,6 +68,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		    retry_classify(statuses[i], RETRY_TRANSPORT_NONE, NULL, &a.facts, &why, NULL);
 		if (v.cls != c || !same_str(v.reason, why) || v.delay_ms < 0 || v.hold_ms < 0 ||
 		    (v.action == RETRY_ACTION_RETRY && v.delay_ms >= 300000))
+			abort();
+		/* the taxonomy: whose shortage only for a capacity class; a tier's
+		 * holds nothing; a budget told only by the account's refusal */
+		if ((v.outcome == RETRY_LANE_OVERLOAD || v.outcome == RETRY_LANE_TIER) &&
+		    v.cls != RETRY_CAPACITY)
+			abort();
+		if (v.outcome == RETRY_LANE_TIER && v.hold_ms != 0)
+			abort();
+		if (v.told.limit != 0 && (v.outcome != RETRY_LANE_CAPACITY || v.told.limit < 0 ||
+		                          v.told.window_ms <= 0 || v.told.window_ms >= 86400000 ||
+		                          v.told.budget >= RLH_N_BUDGETS))
 			abort();
 	}
 	free(body);
