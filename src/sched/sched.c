@@ -1002,6 +1002,10 @@ bool sched_learn_told(struct sched_lane *lane, int b, double limit, int64_t wind
 		return false;
 	if (lane_learns(lane) && lane->learned[b].n_obs > 0)
 		return false; /* headers describe it: they know better than a refusal */
+	/* The plan sets the lane's rates (the user told the limits): a refusal
+	 * does not add a learned pace at a margin below them. */
+	if (gates_enabled(&lane->gates))
+		return false;
 	if (!lane_learn_start(lane))
 		return false;
 	return learned_told(&lane->learned[b], now_ms, limit, (double)window_ms);

@@ -188,7 +188,8 @@ bool sched_observe(struct sched_lane *lane, const struct sched_item *it, const s
 
 /* A capacity refusal named budget b's limit per window_ms (Gemini's
  * quotaValue and quotaId: no header ever describes it). When the lane has
- * learned nothing of b from headers, it takes the budget as a bucket of
+ * learned nothing of b from headers and its plan sets no rate (a plan's
+ * limits are the user's word), it takes the budget as a bucket of
  * `limit` refilled over window_ms, empty at now_ms (learned_told), so that
  * the next requests are paced below it instead of meeting the next refusal.
  * Returns true when it learned (worth a limit_learned log line). */

@@ -733,6 +733,11 @@ START_TEST(a_told_limit_is_learned_once_and_never_over_headers)
 	    .has_remaining = true, .has_reset = true, .remaining = 5000, .reset_ms = 30000};
 	sched_observe(&lane, &items[0], &h, 1100);
 	ck_assert(!sched_learn_told(&lane, RLH_TOKENS, 100, 60000, 1200));
+	/* a plan's rate is the user's word: nothing learned over it */
+	plan.max_requests_per_minute = 600;
+	init_lane(AGENTS_OFF);
+	ck_assert(!sched_learn_told(&lane, RLH_REQUESTS, 600, 60000, 1000));
+	ck_assert_ptr_null(sched_learned(&lane, RLH_REQUESTS));
 }
 END_TEST
 
