@@ -164,12 +164,14 @@ export const tests = [
       assert.ok((st.responses['529'] ?? 0) >= 1, `the mock sent no 529: the case did not happen${why}`);
       assert.equal(sum.statuses['200'] ?? 0, 80, `not every call succeeded: ${JSON.stringify(sum.statuses)}${why}`);
       // The learned pace is cut only by a capacity reaction (sched.c: the same
-      // reaction that cuts AIMD), so none may happen; the pace itself is compared
-      // when the warm-up taught one (its shape is not always known after 40 requests).
+      // reaction that cuts AIMD), so none may happen. The pace itself moves with the
+      // headers' fit (±15 % between runs), so it is only checked against a collapse
+      // (main before this work: 4746 -> 619/min, concurrency 64 -> 2), when the
+      // warm-up taught one (its shape is not always known after 40 requests).
       assert.ok(after.counters.capacity_signals >= 1, `no 529 reached the lane${why}`);
       assert.equal(after.counters.capacity_reactions, 0, `a 529 cut the lane (capacity_reactions)${why}`);
       assert.ok(after.concurrency_limit >= before.concurrency_limit, `the concurrency limit fell: ${before.concurrency_limit} -> ${after.concurrency_limit}${why}`);
-      if (pace(before) > 0) assert.ok(pace(after) >= 0.95 * pace(before), `the learned pace fell: ${pace(before)} -> ${pace(after)}${why}`);
+      if (pace(before) > 0) assert.ok(pace(after) >= 0.5 * pace(before), `the learned pace fell: ${pace(before)} -> ${pace(after)}${why}`);
     },
   },
   {
