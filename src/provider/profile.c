@@ -70,6 +70,11 @@ static struct model_rule anthropic_groups[] = {
  * providers: section. cached_input: cache reads do not count toward the
  * input-token limits at Anthropic and Groq (PROVIDERS.md §10).
  *
+ * output_charge: Anthropic's OTPM counts output as it is produced (its
+ * rate-limits page: max_tokens does not factor into OTPM); OpenAI's TPM counts
+ * max_tokens when the request arrives, and the others are taken to do the same
+ * until their remaining counters say otherwise (PROVIDERS.md §10, §11).
+ *
  * add_stream_usage is false where asking is useless or
  * harmful: Mistral refused stream_options with 422 extra_forbidden in
  * 2024-2025 (avante.nvim#2347, openai-agents-python#442; PROVIDERS.md §11)
@@ -86,6 +91,7 @@ static struct provider_profile builtins[] = {
               KEY_X_API_KEY, DIALECT_ANTHROPIC, CACHED_INPUT_FREE},
      COMMON,
      .add_stream_usage = true,
+     .output_charge = OUTPUT_PRODUCED,
      .model_groups = anthropic_groups,
      .n_model_groups = COUNT(anthropic_groups)},
     /* No upstream: every Azure resource has its own host. */

@@ -36,6 +36,13 @@ struct profile_identity {
 	const char *kind;
 };
 
+/* How a provider counts a request's max_tokens against its output budget
+ * (PROVIDERS.md §10, §11): reserved in full when the request arrives (OpenAI's
+ * TPM), or only what the answer produces (Anthropic's OTPM). The starting
+ * point: the lanes learn the truth from the provider's remaining counters
+ * (sched/cost.h). */
+enum output_charge { OUTPUT_RESERVED, OUTPUT_PRODUCED };
+
 struct provider_profile {
 	struct config_builtin conf; /* first (profile_of); conf.name NULL: the generic profile */
 	/* Where else the key may travel, tried in this order after the provider's
@@ -57,6 +64,8 @@ struct provider_profile {
 	 * (usage_inject_request)? A strict upstream refuses members it does not
 	 * know (PROVIDERS.md §11). */
 	bool add_stream_usage;
+	/* How it counts max_tokens: OUTPUT_RESERVED (0) unless documented. */
+	enum output_charge output_charge;
 	/* Models that share one budget (model.h): only where the provider
 	 * documents the sharing. Their literal, prefix and exact are filled at
 	 * profile_install(). */

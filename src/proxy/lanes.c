@@ -532,6 +532,7 @@ bool lanes_headers(struct lanes *ls, struct lane_ticket *t, const struct rlh_res
 {
 	struct sched_lane *lane = t->lane;
 	provider_answered(ls, sched_lane_provider(lane), rlh);
+	sched_cost_headers(lane, &t->item, &t->cost, rlh, now);
 	bool learned = limiter_observe(ls->shared, lane, lane_shared(lane), &t->item, rlh, now);
 	lane_kick(lane); /* what was learned may move the lane's next instant */
 	/* A capacity answer holds the lane from its headers on: what would

@@ -13,9 +13,11 @@ struct cost_prompt {
 };
 
 struct cost_outputs {
-	uint32_t v[COST_OUTPUTS]; /* ring of the newest answers' output tokens */
-	uint16_t head;            /* next slot written */
-	uint16_t n;               /* slots filled, <= COST_OUTPUTS */
+	uint32_t v[COST_OUTPUTS];         /* ring of the newest answers' output tokens */
+	uint16_t head;                    /* next slot written */
+	uint16_t n;                       /* slots filled, <= COST_OUTPUTS */
+	float last_limit, last_remaining; /* the newest output budget count (remaining < 0: none) */
+	int64_t last_ms;
 };
 
 /* Agent hashes and prompt hashes live in one table: keep them apart. */
@@ -114,23 +116,90 @@ int64_t cost_output_percentile(const struct cost_lane *c)
 	return c->outputs != NULL && c->outputs->n > 0 ? (int64_t)c->output_pct : -1;
 }
 
+enum cost_output_rule cost_output_rule(const struct cost_lane *c,
+                                       enum cost_output_rule rule_default)
+{
+	return c->output_rule != 0 ? (enum cost_output_rule)(c->output_rule - 1) : rule_default;
+}
+
 void cost_charge(const struct cost_lane *c, const struct cost_request *r, bool cached_input_free,
-                 unsigned default_output, int64_t cache_ttl_ms, int64_t now_ms,
-                 struct cost_charge *out)
+                 enum cost_output_rule rule_default, unsigned default_output, int64_t cache_ttl_ms,
+                 int64_t now_ms, struct cost_charge *out)
 {
 	double input = r->input_estimate > 0 ? (double)r->input_estimate : 0;
 	double share = cached_input_free ? input_share(c, r, cache_ttl_ms, now_ms) : 1;
 	out->input = input * share;
 	out->input_scaled = share < 1;
 	out->output_learned = false;
-	if (r->max_output >= 0) {
-		out->output = (double)r->max_output;
-	} else if (cost_output_percentile(c) >= 0) {
-		out->output = c->output_pct;
+	double likely = default_output;
+	if (cost_output_percentile(c) >= 0) {
+		likely = c->output_pct;
 		out->output_learned = true;
-	} else {
-		out->output = default_output;
 	}
+	if (r->max_output >= 0 && (cost_output_rule(c, rule_default) == COST_OUTPUT_RESERVED ||
+	                           (double)r->max_output <= likely)) {
+		out->output = (double)r->max_output;
+		out->output_learned = false;
+	} else {
+		out->output = likely;
+	}
+}
+
+/* ---- the output rule ---- */
+
+int cost_output_evidence(const struct cost_output_count *now, const struct cost_output_count *prev,
+                         int64_t pct)
+{
+	double m = (double)now->max_output;
+	if (now->max_output <= 0 || now->remaining < 0)
+		return 0;
+	/* Both rules would charge about the same: nothing to tell. */
+	if (m <= (double)(pct > 0 ? pct : 0) + COST_RULE_SLACK)
+		return 0;
+	if (now->limit > 0 && now->remaining + m > now->limit + COST_RULE_SLACK)
+		return COST_OUTPUT_PRODUCED + 1;
+	if (!now->alone || prev == NULL || prev->remaining < 0 || prev->at_ms > now->at_ms)
+		return 0;
+	/* The budget before this request: the previous count and a per-minute
+	 * refill since (the limit is per minute in every header family that sends
+	 * one), at most the limit. */
+	double before = prev->remaining;
+	double limit = now->limit > 0 ? now->limit : prev->limit;
+	if (limit > 0) {
+		before += limit * (double)(now->at_ms - prev->at_ms) / 60000.0;
+		if (before > limit)
+			before = limit;
+	}
+	double drop = before - now->remaining;
+	if (drop >= m - COST_RULE_SLACK)
+		return COST_OUTPUT_RESERVED + 1;
+	if (drop + COST_RULE_SLACK < m / 2)
+		return COST_OUTPUT_PRODUCED + 1;
+	return 0;
+}
+
+int cost_output_headers(struct cost_lane *c, const struct cost_output_count *n)
+{
+	if (n->remaining < 0)
+		return 0;
+	struct cost_output_count prev = {.remaining = -1};
+	if (c->outputs != NULL) {
+		prev.limit = c->outputs->last_limit;
+		prev.remaining = c->outputs->last_remaining;
+		prev.at_ms = c->outputs->last_ms;
+	}
+	int ev = cost_output_evidence(n, &prev, cost_output_percentile(c));
+	if (ev != 0)
+		c->output_rule = (uint8_t)ev;
+	if (c->outputs == NULL) {
+		c->outputs = calloc(1, sizeof(*c->outputs));
+		if (c->outputs == NULL)
+			return -1;
+	}
+	c->outputs->last_limit = (float)n->limit;
+	c->outputs->last_remaining = (float)n->remaining;
+	c->outputs->last_ms = n->at_ms;
+	return 0;
 }
 
 /* ---- the output percentile ---- */

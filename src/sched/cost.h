@@ -36,15 +36,37 @@
  * a lookup is a scan of at most COST_PROMPTS entries.
  *
  * Output. max_output (max_tokens or its equivalents, times n) when the request
- * sends one; otherwise the 90th percentile (nearest rank) of the output tokens of
- * the lane's last COST_OUTPUTS answers, kept in a ring (allocated on the first
- * answer: 260 bytes) with the percentile recomputed on insert (a sort of at most
- * 64 values, once per answer) so that a charge reads one number; before any
+ * sends one and the provider reserves it (below); otherwise the 90th percentile
+ * (nearest rank) of the output tokens of the lane's last COST_OUTPUTS answers,
+ * kept in a ring (allocated on the first answer, or on the first count of an
+ * output budget: 280 bytes) with the percentile recomputed on insert (a sort of
+ * at most 64 values, once per answer) so that a charge reads one number; before any
  * answer, the configured default. An answer cut at its max_tokens only says
  * "at least this": it is recorded when it is at or above the current percentile
  * (a long answer either way) and left out when below (it says nothing of the tail).
  *
- * Bytes per lane: sizeof(struct cost_lane) (24) inline; at most 384 + 260 on the
+ * Output as the provider counts it (issue 28 item 2). A provider either reserves
+ * max_tokens when the request arrives (OpenAI's TPM; Cerebras reserves the model's
+ * maximum without max_completion_tokens) or counts output as it is produced
+ * (Anthropic's OTPM: Claude Code sends max_tokens 32,000 and gets ~200). Where it
+ * is produced, a request that names max_output is charged min(max_output, the
+ * lane's percentile, else the default): what the answer will likely produce, and
+ * the usage corrects the gate afterwards as for any other estimate. Reserving
+ * providers are charged max_output, as before. The rule starts from the
+ * provider's profile (rule_default) and is learned from the provider's own
+ * remaining counters (cost_output_headers), the evidence of one answer:
+ *  - remaining + max_output > limit + COST_RULE_SLACK: no reservation of
+ *    max_output could leave that much: produced;
+ *  - the drop since the previous answer's count (plus the refill of a per-minute
+ *    budget since then), when this request was the only one sent in between:
+ *    at least max_output − COST_RULE_SLACK: reserved; under max_output / 2:
+ *    produced;
+ *  - max_output within COST_RULE_SLACK of the lane's percentile says nothing
+ *    (both rules charge about the same).
+ * The newest evidence wins: it is a property of the provider, which changes
+ * only when the provider does.
+ *
+ * Bytes per lane: sizeof(struct cost_lane) (24) inline; at most 384 + 280 on the
  * heap (cost_lane_heap_bytes). */
 #ifndef PACERD_COST_H
 #define PACERD_COST_H
@@ -59,6 +81,13 @@
 #define COST_PROMPTS 16          /* prompts remembered per lane (LRU) */
 #define COST_OUTPUTS 64          /* answers whose output the percentile is taken over */
 #define COST_OUTPUT_PCT 0.90     /* the output percentile charged without max_tokens */
+#define COST_RULE_SLACK 1000     /* tokens of doubt in a count (Anthropic's are rounded) */
+
+/* How the provider charges a request's max_tokens against an output budget. */
+enum cost_output_rule {
+	COST_OUTPUT_RESERVED, /* all of it, when the request arrives */
+	COST_OUTPUT_PRODUCED, /* only what the answer produces */
+};
 
 struct cost_prompt;  /* cost.c */
 struct cost_outputs; /* cost.c */
@@ -67,6 +96,7 @@ struct cost_lane {
 	struct cost_prompt *prompts;  /* NULL until a cached prompt is seen */
 	struct cost_outputs *outputs; /* NULL until the first answer with usage */
 	uint32_t output_pct;          /* the cached percentile of the outputs */
+	uint8_t output_rule;          /* learned: 0 nothing yet, else enum cost_output_rule + 1 */
 };
 
 /* What the caller knows of a request before dispatch. */
@@ -97,15 +127,40 @@ struct cost_charge {
 void cost_lane_init(struct cost_lane *c);
 /* Frees what the lane allocated and empties it. */
 void cost_lane_free(struct cost_lane *c);
-/* Heap bytes the lane holds (0, 260, 384 or 644; allocator overhead not counted). */
+/* Heap bytes the lane holds (0, 280, 384 or 664; allocator overhead not counted). */
 size_t cost_lane_heap_bytes(const struct cost_lane *c);
 
 /* The charge of request r dispatched at now_ms. cached_input_free: the provider
  * does not count cache reads against its input limit. default_output: the plan's
  * default_output_tokens. cache_ttl_ms <= 0: COST_CACHE_TTL_MS. Never allocates. */
 void cost_charge(const struct cost_lane *c, const struct cost_request *r, bool cached_input_free,
-                 unsigned default_output, int64_t cache_ttl_ms, int64_t now_ms,
-                 struct cost_charge *out);
+                 enum cost_output_rule rule_default, unsigned default_output, int64_t cache_ttl_ms,
+                 int64_t now_ms, struct cost_charge *out);
+
+/* The rule the lane charges output by: the learned one, else rule_default. */
+enum cost_output_rule cost_output_rule(const struct cost_lane *c,
+                                       enum cost_output_rule rule_default);
+
+/* One answer's count of an output budget (the provider's output-tokens
+ * budget, else its combined tokens budget), at the answer's start. */
+struct cost_output_count {
+	int64_t max_output; /* the request's max_output (cost_request), <= 0: none */
+	double limit;       /* the budget's limit, <= 0: not sent */
+	double remaining;   /* < 0: not sent */
+	int64_t at_ms;      /* when the answer's headers came */
+	bool alone;         /* nothing else was sent since the previous count was taken,
+	                       and nothing else is in flight */
+};
+
+/* What the count says of the provider's rule: 1 reserved, 2 produced, 0 nothing
+ * (enum cost_output_rule + 1). prev: the previous count (NULL or remaining < 0:
+ * none); pct: the lane's output percentile (-1: none). Pure. */
+int cost_output_evidence(const struct cost_output_count *now, const struct cost_output_count *prev,
+                         int64_t pct);
+
+/* Learns the rule from the count (cost_output_evidence against the lane's
+ * previous count, which this one replaces). 0, or -1 when memory ran out. */
+int cost_output_headers(struct cost_lane *c, const struct cost_output_count *n);
 
 /* Learns from the usage of the answer to request r, which went upstream at sent_ms
  * (the provider's cache was refreshed then, not when the answer came back).

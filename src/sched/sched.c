@@ -38,6 +38,7 @@
 #include "core/hash.h"
 #include "core/htable.h"
 #include "core/log.h"
+#include "provider/profile.h"
 #include "sched/lane_mode.h"
 #include "sched/sched_lane-t.h"
 
@@ -1113,8 +1114,32 @@ struct sched_item *sched_drain(struct sched_lane *lane)
 void sched_cost_charge(const struct sched_lane *lane, const struct cost_request *r, int64_t now_ms,
                        struct cost_charge *out)
 {
-	cost_charge(&lane->cost, r, lane->provider->cached_input == CACHED_INPUT_FREE,
+	enum cost_output_rule rule = profile_of(lane->provider)->output_charge == OUTPUT_PRODUCED
+	                                 ? COST_OUTPUT_PRODUCED
+	                                 : COST_OUTPUT_RESERVED;
+	cost_charge(&lane->cost, r, lane->provider->cached_input == CACHED_INPUT_FREE, rule,
 	            lane->plan->default_output_tokens, COST_CACHE_TTL_MS, now_ms, out);
+}
+
+void sched_cost_headers(struct sched_lane *lane, const struct sched_item *it,
+                        const struct cost_request *r, const struct rlh_result *h, int64_t now_ms)
+{
+	const struct rlh_budget *b = &h->budget[RLH_OUTPUT_TOKENS];
+	if (!b->has_remaining)
+		b = &h->budget[RLH_TOKENS];
+	if (!b->has_remaining || r->max_output <= 0)
+		return;
+	struct cost_output_count n = {
+	    .max_output = r->max_output,
+	    .limit = b->has_limit ? (double)b->limit : 0,
+	    .remaining = (double)b->remaining,
+	    .at_ms = now_ms,
+	    /* only this request between the previous count and this one */
+	    .alone = lane->in_flight <= 1 && it->dispatch_seq == lane->dispatch_seq &&
+	             lane->cost_count_seq + 1 == it->dispatch_seq,
+	};
+	cost_output_headers(&lane->cost, &n);
+	lane->cost_count_seq = lane->dispatch_seq;
 }
 
 void sched_cost_observe(struct sched_lane *lane, const struct cost_request *r,

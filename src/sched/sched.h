@@ -249,9 +249,15 @@ struct sched_item *sched_drain(struct sched_lane *lane);
 
 /* What request r would be charged on the lane at now_ms (cost.h's
  * cost_charge, with the lane's provider and plan: the prompt's cache share
- * where cache reads are free, the output percentile). */
+ * where cache reads are free, the output percentile, max_output where the
+ * provider reserves it: its profile's output_charge until its counters told). */
 void sched_cost_charge(const struct sched_lane *lane, const struct cost_request *r, int64_t now_ms,
                        struct cost_charge *out);
+/* The rate-limit headers of the answer to it (request r) teach the lane how
+ * the provider charges r's max_output (cost_output_headers): from its output
+ * tokens budget, else its combined tokens budget. */
+void sched_cost_headers(struct sched_lane *lane, const struct sched_item *it,
+                        const struct cost_request *r, const struct rlh_result *h, int64_t now_ms);
 /* The usage of the answer to r, which went upstream at sent_ms, teaches the
  * lane what its requests cost (cost_observe). */
 void sched_cost_observe(struct sched_lane *lane, const struct cost_request *r,

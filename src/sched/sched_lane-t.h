@@ -138,9 +138,10 @@ struct sched_lane {
 	uint64_t dispatch_seq, signal_seq;
 
 	struct sched_lane_stats stats;
-	struct cost_lane cost;  /* what its requests are charged (cost.h) */
-	int64_t last_active_ms; /* for idle eviction */
-	void *shell;            /* the event-loop side's state (its timer) */
+	struct cost_lane cost;   /* what its requests are charged (cost.h) */
+	uint64_t cost_count_seq; /* dispatch_seq when the last output budget count came */
+	int64_t last_active_ms;  /* for idle eviction */
+	void *shell;             /* the event-loop side's state (its timer) */
 	struct sched_idle_list *idle_list;
 	struct list idle_link; /* on idle_list while idle_linked */
 };

@@ -28,7 +28,7 @@ int main(void)
 	double t0 = now_ns();
 	for (int i = 0; i < N; i++) {
 		struct cost_request r = {10000, 9000, 1 + (uint64_t)i % (2 * COST_PROMPTS), 0, -1};
-		cost_charge(&c, &r, true, 1024, COST_CACHE_TTL_MS, 100, &ch);
+		cost_charge(&c, &r, true, COST_OUTPUT_RESERVED, 1024, COST_CACHE_TTL_MS, 100, &ch);
 		sink += ch.input + ch.output;
 	}
 	double t1 = now_ns();

@@ -99,6 +99,11 @@ START_TEST(config_reads_the_rows)
 	const struct provider_profile *g = profile_of(local);
 	ck_assert_ptr_null(g->conf.name);
 	ck_assert(g->add_stream_usage);
+	/* output: Anthropic counts what is produced; the others, and a provider of
+	 * the user's own, reserve max_tokens until their counters say otherwise */
+	ck_assert_int_eq(profile_of(an)->output_charge, OUTPUT_PRODUCED);
+	ck_assert_int_eq(profile_find("openai")->output_charge, OUTPUT_RESERVED);
+	ck_assert_int_eq(g->output_charge, OUTPUT_RESERVED);
 	ck_assert_uint_eq(g->n_model_groups, 0);
 	/* usage comes unasked at Mistral (which refused stream_options) and
 	 * OpenRouter: no rewrite; the others accept it */

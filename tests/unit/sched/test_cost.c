@@ -28,7 +28,7 @@ static struct cost_charge charge(const struct cost_lane *c, const struct cost_re
                                  int64_t now)
 {
 	struct cost_charge ch;
-	cost_charge(c, r, true, 1024, TTL, now, &ch);
+	cost_charge(c, r, true, COST_OUTPUT_RESERVED, 1024, TTL, now, &ch);
 	return ch;
 }
 
@@ -99,10 +99,10 @@ START_TEST(expired_cache_full)
 	ck_assert(!ch.input_scaled);
 	ck_assert(ch.input == 10000);
 	/* a one-hour cache, told by the caller */
-	cost_charge(&c, &r, true, 1024, 3600000, 1000 + TTL + 1, &ch);
+	cost_charge(&c, &r, true, COST_OUTPUT_RESERVED, 1024, 3600000, 1000 + TTL + 1, &ch);
 	ck_assert(ch.input_scaled);
 	/* ttl <= 0: the default */
-	cost_charge(&c, &r, true, 1024, 0, 1000 + TTL + 1, &ch);
+	cost_charge(&c, &r, true, COST_OUTPUT_RESERVED, 1024, 0, 1000 + TTL + 1, &ch);
 	ck_assert(!ch.input_scaled);
 	/* each answer refreshes the entry, from when its request went out */
 	learn_warm(&c, PROMPT_A, 200000);
@@ -121,7 +121,7 @@ START_TEST(cache_reads_counted_full)
 	learn_warm(&c, PROMPT_A, 1000);
 	struct cost_request r = req(10000, PROMPT_A, 0, 200);
 	struct cost_charge ch;
-	cost_charge(&c, &r, false, 1024, TTL, 2000, &ch);
+	cost_charge(&c, &r, false, COST_OUTPUT_RESERVED, 1024, TTL, 2000, &ch);
 	ck_assert(ch.input == 10000);
 	ck_assert(!ch.input_scaled);
 	cost_lane_free(&c);
@@ -155,7 +155,7 @@ START_TEST(no_table_without_cache)
 	struct cost_usage u = usage(1000, 0, 0, 100);
 	cost_observe(&c, &r, &u, 0);
 	ck_assert_ptr_null(c.prompts);
-	ck_assert_uint_eq(cost_lane_heap_bytes(&c), 260);
+	ck_assert_uint_eq(cost_lane_heap_bytes(&c), 280);
 	ck_assert(!charge(&c, &r, 10).input_scaled);
 	cost_lane_free(&c);
 	ck_assert_uint_eq(cost_lane_heap_bytes(&c), 0);
@@ -169,7 +169,7 @@ START_TEST(lru_bound)
 	for (uint64_t k = 1; k <= COST_PROMPTS; k++)
 		learn_warm(&c, k, (int64_t)k * 10);
 	size_t bytes = cost_lane_heap_bytes(&c);
-	ck_assert_uint_eq(bytes, 384 + 260);
+	ck_assert_uint_eq(bytes, 384 + 280);
 	for (uint64_t k = 1; k <= COST_PROMPTS; k++) {
 		struct cost_request r = req(10000, k, 0, 200);
 		ck_assert(charge(&c, &r, 1000).input_scaled);
@@ -375,7 +375,7 @@ START_TEST(output_converges_to_p90)
 		cost_observe(&c, &r, &u, i);
 	}
 	ck_assert_double_eq_tol(charge(&c, &r, 0).output, 100, 10);
-	ck_assert_uint_eq(cost_lane_heap_bytes(&c), 260);
+	ck_assert_uint_eq(cost_lane_heap_bytes(&c), 280);
 	cost_lane_free(&c);
 }
 END_TEST
@@ -431,11 +431,181 @@ START_TEST(lane_is_small)
 	struct cost_lane c;
 	cost_lane_init(&c);
 	learn_warm(&c, PROMPT_A, 0);
-	ck_assert_uint_eq(cost_lane_heap_bytes(&c), 384 + 260);
+	ck_assert_uint_eq(cost_lane_heap_bytes(&c), 384 + 280);
 	ck_assert_uint_lt(sizeof(c) + cost_lane_heap_bytes(&c), 700);
 	cost_lane_free(&c);
 	ck_assert_ptr_null(c.prompts);
 	ck_assert_ptr_null(c.outputs);
+}
+END_TEST
+
+/* ---- output as the provider counts it ---- */
+
+static struct cost_charge charge_rule(const struct cost_lane *c, const struct cost_request *r,
+                                      enum cost_output_rule rule)
+{
+	struct cost_charge ch;
+	cost_charge(c, r, false, rule, 1024, TTL, 0, &ch);
+	return ch;
+}
+
+/* The charge rule, as a table: (rule, max_output, the lane's percentile) → output. */
+START_TEST(output_rule_table)
+{
+	static const struct {
+		enum cost_output_rule rule;
+		int64_t max_output;
+		int64_t pct; /* -1: no answer yet */
+		double output;
+		bool learned;
+	} rows[] = {
+	    /* reserving (OpenAI's TPM): max_tokens, whatever the lane has seen */
+	    {COST_OUTPUT_RESERVED, 32000, -1, 32000, false},
+	    {COST_OUTPUT_RESERVED, 32000, 200, 32000, false},
+	    {COST_OUTPUT_RESERVED, -1, 200, 200, true},
+	    {COST_OUTPUT_RESERVED, -1, -1, 1024, false},
+	    /* produced (Anthropic's OTPM): what the answer will likely produce */
+	    {COST_OUTPUT_PRODUCED, 32000, 200, 200, true},
+	    {COST_OUTPUT_PRODUCED, 32000, -1, 1024, false}, /* before any answer: the default */
+	    {COST_OUTPUT_PRODUCED, 100, 200, 100, false},   /* never above max_tokens */
+	    {COST_OUTPUT_PRODUCED, 500, -1, 500, false},    /* ... nor the default */
+	    {COST_OUTPUT_PRODUCED, 0, 200, 0, false},       /* an explicit 0 (embeddings) */
+	    {COST_OUTPUT_PRODUCED, -1, 200, 200, true},
+	    {COST_OUTPUT_PRODUCED, -1, -1, 1024, false},
+	};
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		struct cost_lane c;
+		cost_lane_init(&c);
+		struct cost_request r = req(100, 0, 0, -1);
+		if (rows[i].pct >= 0) {
+			struct cost_usage u = usage(100, 0, 0, rows[i].pct);
+			ck_assert_int_eq(cost_observe(&c, &r, &u, 0), 0);
+		}
+		r.max_output = rows[i].max_output;
+		struct cost_charge ch = charge_rule(&c, &r, rows[i].rule);
+		ck_assert_msg(ch.output == rows[i].output, "row %zu: output %g, expected %g", i,
+		              ch.output, rows[i].output);
+		ck_assert_msg(ch.output_learned == rows[i].learned, "row %zu: learned", i);
+		cost_lane_free(&c);
+	}
+}
+END_TEST
+
+/* What one count of an output budget says, as a table. */
+START_TEST(output_evidence_table)
+{
+	enum { NONE = 0, RES = COST_OUTPUT_RESERVED + 1, PROD = COST_OUTPUT_PRODUCED + 1 };
+	static const struct {
+		const char *what;
+		int64_t max_output;
+		double limit, remaining;
+		bool alone;
+		double prev_remaining; /* the budget before the request (< 0: no previous count) */
+		int64_t pct;
+		int want;
+	} rows[] = {
+	    {"no max_tokens", -1, 8000, 7800, true, 8000, 200, NONE},
+	    {"no remaining", 32000, 8000, -1, true, 8000, 200, NONE},
+	    /* Claude Code at Anthropic: 32,000 could never have been taken from 8,000 */
+	    {"max_tokens above what a reservation leaves", 32000, 8000, 7800, false, -1, 200, PROD},
+	    {"... even with little left", 32000, 8000, 0, false, -1, 200, PROD},
+	    {"4,000 of 120,000 and 118,000 left", 4000, 120000, 118000, false, -1, -1, PROD},
+	    /* OpenAI's TPM: 4,000 reserved, the count shows it */
+	    {"a reservation's count, not alone", 4000, 120000, 115990, false, -1, -1, NONE},
+	    {"a reservation's drop, alone", 4000, 120000, 100000, true, 104000, -1, RES},
+	    {"a produced drop, alone", 20000, 120000, 90000, true, 88200, 200, PROD},
+	    {"a drop between the two", 20000, 120000, 80000, true, 93000, 200, NONE},
+	    /* max_tokens about the percentile: both rules charge the same */
+	    {"max_tokens near the percentile", 1000, 120000, 119800, true, 100000, 200, NONE},
+	    {"a count older than the previous", 4000, 120000, 100000, true, 102000, -2, NONE},
+	};
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		struct cost_output_count now = {rows[i].max_output, rows[i].limit,
+		                                rows[i].remaining, 10000, rows[i].alone};
+		struct cost_output_count prev = {0, rows[i].limit, rows[i].prev_remaining, 9000,
+		                                 false};
+		int64_t pct = rows[i].pct;
+		if (pct == -2) { /* out of order */
+			prev.at_ms = 11000;
+			pct = -1;
+		}
+		/* the previous count, a second before: the budget less a second of refill */
+		if (prev.remaining >= 0)
+			prev.remaining -= rows[i].limit / 60;
+		int got =
+		    cost_output_evidence(&now, rows[i].prev_remaining >= 0 ? &prev : NULL, pct);
+		ck_assert_msg(got == rows[i].want, "%s: %d, expected %d", rows[i].what, got,
+		              rows[i].want);
+	}
+}
+END_TEST
+
+/* The rule a lane charges by: the profile's until a count tells, then the
+ * count's; the newest evidence wins. */
+START_TEST(output_rule_learned_from_counts)
+{
+	struct cost_lane c;
+	cost_lane_init(&c);
+	struct cost_request r = req(100, 0, 0, 32000);
+	ck_assert_int_eq(cost_output_rule(&c, COST_OUTPUT_PRODUCED), COST_OUTPUT_PRODUCED);
+	ck_assert_int_eq(cost_output_rule(&c, COST_OUTPUT_RESERVED), COST_OUTPUT_RESERVED);
+	ck_assert(charge_rule(&c, &r, COST_OUTPUT_RESERVED).output == 32000);
+	/* an Anthropic count: 32,000 could not have been reserved from 8,000 */
+	struct cost_output_count n = {32000, 8000, 7800, 1000, false};
+	ck_assert_int_eq(cost_output_headers(&c, &n), 0);
+	ck_assert_int_eq(cost_output_rule(&c, COST_OUTPUT_RESERVED), COST_OUTPUT_PRODUCED);
+	ck_assert(charge_rule(&c, &r, COST_OUTPUT_RESERVED).output == 1024);
+	struct cost_usage u = usage(100, 0, 0, 200);
+	cost_observe(&c, &r, &u, 0);
+	ck_assert(charge_rule(&c, &r, COST_OUTPUT_RESERVED).output == 200);
+	/* a provider that reserves, one request at a time: 60,000 a minute, 5,000 a call */
+	cost_lane_free(&c);
+	cost_lane_init(&c);
+	r.max_output = 5000;
+	struct cost_output_count a = {5000, 60000, 55000, 1000, false};
+	ck_assert_int_eq(cost_output_headers(&c, &a), 0);
+	ck_assert_int_eq(cost_output_rule(&c, COST_OUTPUT_PRODUCED), COST_OUTPUT_PRODUCED);
+	struct cost_output_count b = {5000, 60000, 50100, 1100, true}; /* +100 of refill, -5,000 */
+	ck_assert_int_eq(cost_output_headers(&c, &b), 0);
+	ck_assert_int_eq(cost_output_rule(&c, COST_OUTPUT_PRODUCED), COST_OUTPUT_RESERVED);
+	ck_assert(charge_rule(&c, &r, COST_OUTPUT_PRODUCED).output == 5000);
+	/* a count that says nothing keeps what was learned */
+	struct cost_output_count d = {5000, 60000, 40000, 1200, false};
+	ck_assert_int_eq(cost_output_headers(&c, &d), 0);
+	ck_assert_int_eq(cost_output_rule(&c, COST_OUTPUT_PRODUCED), COST_OUTPUT_RESERVED);
+	ck_assert_uint_eq(cost_lane_heap_bytes(&c), 280);
+	cost_lane_free(&c);
+}
+END_TEST
+
+/* Told 7,000 OTPM (a minute's bucket, as pacerd gives Anthropic's token
+ * gates) and 48 calls of max_tokens 32,000 producing 200: charged what is
+ * produced, 35 leave at once and the rest at the refill; charged max_tokens,
+ * none fits the bucket. */
+START_TEST(output_claude_code_scenario)
+{
+	struct cost_lane c;
+	cost_lane_init(&c);
+	struct cost_request r = req(30, 0, 0, 32000);
+	struct cost_usage u = usage(30, 0, 0, 200);
+	cost_observe(&c, &r, &u, 0);
+	struct cost_output_count n = {32000, 7000, 6800, 0, false};
+	cost_output_headers(&c, &n);
+	struct gcra g;
+	gcra_init(&g, 60000.0 / 7000.0, 7000);
+	int64_t t = 0, at_once = 0;
+	for (int i = 0; i < 48; i++) {
+		double out = charge_rule(&c, &r, COST_OUTPUT_PRODUCED).output;
+		ck_assert(out == 200);
+		int64_t at = gcra_ready_at(&g, t, out);
+		if (at == 0)
+			at_once++;
+		gcra_charge(&g, at, out);
+		t = at;
+	}
+	ck_assert_int_eq(at_once, 35);
+	ck_assert_int_le(t, 23000); /* (48 × 200 − 7,000) / 7,000 a minute */
+	cost_lane_free(&c);
 }
 END_TEST
 
@@ -462,6 +632,10 @@ static Suite *cost_suite(void)
 	tcase_add_test(out, output_exact_ranks);
 	tcase_add_test(out, output_capped_answers);
 	tcase_add_test(out, lane_is_small);
+	tcase_add_test(out, output_rule_table);
+	tcase_add_test(out, output_evidence_table);
+	tcase_add_test(out, output_rule_learned_from_counts);
+	tcase_add_test(out, output_claude_code_scenario);
 	suite_add_tcase(s, out);
 	return s;
 }
