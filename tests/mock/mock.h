@@ -101,6 +101,7 @@ struct mock_limit_in {
 	const unsigned char *key_sha;        /* 32 bytes, or NULL for requests without a key */
 	long cost_tokens;                    /* prompt estimate + max_tokens (or 16) */
 	long input_tokens, output_tokens;    /* its parts */
+	long produced_tokens;                /* output tokens the answer will carry */
 	const char *model;                   /* the model of the budgets: "" for none */
 	bool messages;                       /* /v1/messages: Anthropic identity headers */
 	const char *want_project, *want_org; /* OpenAI-Project / OpenAI-Organization, or NULL */

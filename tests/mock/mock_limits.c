@@ -27,7 +27,8 @@
  * historical itpm/otpm buckets of one second's worth; a model group's hold a minute's. */
 struct limits {
 	double rpm, burst, tpm, itpm, otpm;
-	bool minute; /* itpm/otpm buckets hold a full minute's worth */
+	bool minute;        /* itpm/otpm buckets hold a full minute's worth */
+	bool otpm_produced; /* otpm counts the tokens produced, not max_tokens (Anthropic) */
 };
 
 /* The state of one budget: bucket levels and the last advertised window. */
@@ -245,7 +246,8 @@ static int only_fields(json_t *o, const char *const *known, size_t n, const char
 /* "model_limits": [{"models": [...], "rpm", "burst", "tpm", "itpm", "otpm"}, ...] */
 static int parse_groups(json_t *v, struct group **out, int *nout, char *err, size_t errlen)
 {
-	static const char *const known[] = {"models", "rpm", "burst", "tpm", "itpm", "otpm"};
+	static const char *const known[] = {"models", "rpm",  "burst",      "tpm",
+	                                    "itpm",   "otpm", "otpm_counts"};
 	if (!json_is_array(v) || json_array_size(v) > MAX_GROUPS) {
 		snprintf(err, errlen, "\"model_limits\" must be an array of at most %d entries",
 		         MAX_GROUPS);
@@ -304,6 +306,15 @@ static int parse_groups(json_t *v, struct group **out, int *nout, char *err, siz
 		    get_num(e, "itpm", 0, 1e12, &g[i].l.itpm, err, errlen) ||
 		    get_num(e, "otpm", 0, 1e12, &g[i].l.otpm, err, errlen))
 			goto fail;
+		json_t *oc = json_object_get(e, "otpm_counts");
+		if (oc != NULL &&
+		    (!json_is_string(oc) || (strcmp(json_string_value(oc), "produced") != 0 &&
+		                             strcmp(json_string_value(oc), "max_tokens") != 0))) {
+			snprintf(err, errlen,
+			         "\"otpm_counts\" must be \"max_tokens\" or \"produced\"");
+			goto fail;
+		}
+		g[i].l.otpm_produced = oc != NULL && strcmp(json_string_value(oc), "produced") == 0;
 	}
 	*out = g;
 	*nout = (int)n;
@@ -1236,7 +1247,14 @@ static int resolve_scope(const struct mock_limit_in *in, struct mock_key *k, str
  * Cache reads are not in any of them. */
 struct costs {
 	long total, input, output;
+	long produced; /* output tokens the answer will produce (otpm_counts: produced) */
 };
+
+/* The output tokens an otpm bucket counts. */
+static long out_cost(const struct limits *l, const struct costs *c)
+{
+	return l->otpm_produced ? c->produced : c->output;
+}
 
 /* How messages name things: the model of the budget, the organization. */
 struct names {
@@ -1269,8 +1287,8 @@ static bool too_large(const struct limits *l, const struct costs *c, const struc
 	}
 	if (l->minute && l->itpm > 0 && (double)c->input > l->itpm) {
 		what = "input", limit = l->itpm, req = c->input;
-	} else if (l->minute && l->otpm > 0 && (double)c->output > l->otpm) {
-		what = "output", limit = l->otpm, req = c->output;
+	} else if (l->minute && l->otpm > 0 && (double)out_cost(l, c) > l->otpm) {
+		what = "output", limit = l->otpm, req = out_cost(l, c);
 	} else {
 		return false;
 	}
@@ -1340,10 +1358,10 @@ static bool buckets_refuse(const struct limits *l, const struct budget *b, const
 		return true;
 	}
 	bool input = l->itpm > 0 && b->in_level < (double)c->input;
-	if (input || (l->otpm > 0 && b->out_level < (double)c->output)) {
+	if (input || (l->otpm > 0 && b->out_level < (double)out_cost(l, c))) {
 		double per_min = input ? l->itpm : l->otpm;
 		double lack =
-		    input ? (double)c->input - b->in_level : (double)c->output - b->out_level;
+		    input ? (double)c->input - b->in_level : (double)out_cost(l, c) - b->out_level;
 		*wait = (uint64_t)ceil(lack * 60000.0 / per_min);
 		snprintf(msg, sizeof(msg),
 		         "This request would exceed the rate limit for your organization (%s) of "
@@ -1364,7 +1382,7 @@ static void charge(const struct limits *l, struct budget *b, const struct costs 
 	if (l->itpm > 0)
 		b->in_level -= (double)c->input;
 	if (l->otpm > 0)
-		b->out_level -= (double)c->output;
+		b->out_level -= (double)out_cost(l, c);
 }
 
 /* Windows are kept to the microsecond: a client that waits out retry-after-ms
@@ -1450,7 +1468,8 @@ void mock_limits_check(const struct mock_limit_in *in, struct evkeyvalq *h, cons
 		hit = cache_find(ckey, now);
 	}
 	long cread = hit != NULL ? in->prefix_tokens : 0;
-	struct costs c = {in->cost_tokens - cread, in->input_tokens - cread, in->output_tokens};
+	struct costs c = {in->cost_tokens - cread, in->input_tokens - cread, in->output_tokens,
+	                  in->produced_tokens};
 	struct names top_nm = {"gpt-mock", sc.org, sc.project ? sc.org : "mock"};
 	struct names g_nm = {model, sc.org, sc.project ? sc.org : "mock"};
 

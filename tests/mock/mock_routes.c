@@ -870,6 +870,7 @@ void mock_routes_handle(struct evhttp_request *req, void *arg)
 		                            .cost_tokens = prompt + out_tokens,
 		                            .input_tokens = prompt,
 		                            .output_tokens = out_tokens,
+		                            .produced_tokens = completion,
 		                            .model = li.bmodel,
 		                            .messages = kind == MOCK_K_MESSAGES,
 		                            .want_project = wp != NULL && *wp ? wp : NULL,
