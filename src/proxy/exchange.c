@@ -607,7 +607,7 @@ static bool on_up_headers(void *ctx, int status, const char *reason, const struc
 	rlh_parse(x->route.provider->dialect, rh, nr, clock_wall_ms(), &x->rlh);
 	learn_identity(x, h, n);
 	struct retry_head_verdict hv = retry_verdict_head(status, &x->rlh, x->own_tier);
-	if (lanes_headers(x->xs->lanes, &x->ticket, &x->rlh, &hv, x->t_headers))
+	if (lanes_headers(x->xs->lanes, &x->ticket, status, &x->rlh, &hv, x->t_headers))
 		xlog_limit_learned(x);
 
 	const char *ctype = find_up_header(h, n, "content-type");

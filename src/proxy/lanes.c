@@ -527,12 +527,15 @@ static void hold_for_hint(struct lanes *ls, struct sched_lane *lane, int64_t hol
 	limiter_hold(ls->shared, lane, lane_shared(lane), hold_ms, clock_fresh_ms() + 1);
 }
 
-bool lanes_headers(struct lanes *ls, struct lane_ticket *t, const struct rlh_result *rlh,
-                   const struct retry_head_verdict *hv, int64_t now)
+bool lanes_headers(struct lanes *ls, struct lane_ticket *t, int status,
+                   const struct rlh_result *rlh, const struct retry_head_verdict *hv, int64_t now)
 {
 	struct sched_lane *lane = t->lane;
 	provider_answered(ls, sched_lane_provider(lane), rlh);
-	sched_cost_headers(lane, &t->item, &t->cost, rlh, now);
+	/* Only an answer the provider serves was charged its output: a refusal's
+	 * count says nothing of how max_tokens is counted. */
+	if (status >= 200 && status < 300)
+		sched_cost_headers(lane, &t->item, &t->cost, rlh, now);
 	bool learned = limiter_observe(ls->shared, lane, lane_shared(lane), &t->item, rlh, now);
 	lane_kick(lane); /* what was learned may move the lane's next instant */
 	/* A capacity answer holds the lane from its headers on: what would
