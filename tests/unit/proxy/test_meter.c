@@ -330,6 +330,7 @@ START_TEST(unrewrite_sends_the_clients_bytes_and_strips_nothing)
 	/* not asked: nothing rewritten */
 	meter_reset(&m);
 	body = stream_request;
+	len = strlen(stream_request);
 	request(&m, false, CHAT, strlen(CHAT), &body, &len);
 	ck_assert(!meter_rewrote(&m));
 	ck_assert_ptr_eq(body, stream_request);
