@@ -54,6 +54,7 @@
 #include "provider/tokens.h"
 #include "proxy/exchange-t.h"
 #include "proxy/held.h"
+#include "proxy/identity.h"
 #include "proxy/lanes.h"
 #include "proxy/meter.h"
 #include "proxy/refusal.h"
@@ -361,20 +362,6 @@ static void on_lane_dispatch(struct lane_ticket *t)
 
 /* ---- entry ---- */
 
-/* The identity a request names for itself (its profile's request_identity:
- * a key may bill several projects or organizations, each with its own
- * budget). The narrowest wins, as on answers (learn_identity). */
-static uint64_t request_identity(const struct provider_conf *prov, const struct intake_headers *ih)
-{
-	const struct provider_profile *pp = profile_of(prov);
-	for (size_t i = 0; i < pp->n_request_identity; i++) {
-		const char *v = intake_header(ih, pp->request_identity[i].header);
-		if (v != NULL && v[0])
-			return lanes_identity(prov, pp->request_identity[i].kind, v, strlen(v));
-	}
-	return 0;
-}
-
 void exchange_start(struct exchanges *xs, struct hreq *client, const struct exchange_intake *in)
 {
 	int64_t now = now_ms();
@@ -420,7 +407,7 @@ void exchange_start(struct exchanges *xs, struct hreq *client, const struct exch
 	if (model_len > 0)
 		memcpy(x->model, model, model_len);
 	x->model[model_len] = '\0';
-	x->identity = request_identity(prov, in->headers);
+	x->identity = identity_of_request(prov, in->headers);
 	x->own_tier = service_tier_flex(x->body, x->body_len);
 	/* A side endpoint (count_tokens, a model listing, files and batches)
 	 * has a lane of its own and charges no generation budget. */
@@ -548,25 +535,15 @@ static void start_held(struct exchange *x, const char **body, size_t *body_len)
 	*body = held_body(&x->held, body_len);
 }
 
-/* The answer names whose budget it billed (PROVIDERS.md §10; its profile's
- * answer_identity, narrowest first). The key's next requests share that
- * identity's lanes with every key whose answers name it. */
+/* The answer names whose budget it billed (identity.h): the key's next
+ * requests share that identity's lanes with every key whose answers name it. */
 static void learn_identity(struct exchange *x, const struct up_header *h, size_t n)
 {
-	const struct provider_profile *pp = profile_of(x->route.provider);
-	if (x->key_hash[0] == '\0')
+	uint64_t id = x->key_hash[0] != '\0' ? identity_of_answer(x->route.provider, h, n) : 0;
+	if (id == 0)
 		return;
-	for (size_t k = 0; k < pp->n_answer_identity; k++) {
-		const char *v = find_up_header(h, n, pp->answer_identity[k].header);
-		if (v == NULL || v[0] == '\0')
-			continue;
-		struct lane_request lr = {.key_hash = x->key_hash, .identity = x->identity};
-		lanes_learn_identity(
-		    x->xs->lanes, &x->ticket, x->route.provider, &lr,
-		    lanes_identity(x->route.provider, pp->answer_identity[k].kind, v, strlen(v)),
-		    x->t_headers);
-		return;
-	}
+	struct lane_request lr = {.key_hash = x->key_hash, .identity = x->identity};
+	lanes_learn_identity(x->xs->lanes, &x->ticket, x->route.provider, &lr, id, x->t_headers);
 }
 
 /* The upstream refused the body pacerd rewrote (x->rewrite_refused) and
@@ -575,20 +552,9 @@ static void learn_identity(struct exchange *x, const struct up_header *h, size_t
  * once per provider; /status shows it. */
 static void rewrite_stop(struct exchange *x, int status)
 {
-	const char *what = USAGE_INJECTED;
-	if (!rewrites_stop(&x->xs->rewrites, x->route.provider->name, x->rewrite_refused, status,
-	                   what, clock_wall_ms()))
-		return;
-	struct log_line l;
-	if (xlog_begin(&l, LOG_WARN, "rewrites_off", x)) {
-		log_str(&l, "rewrite", what);
-		log_int(&l, "refused_status", x->rewrite_refused);
-		log_int(&l, "resent_status", status);
-		log_str(&l, "detail",
-		        "the upstream refused the body pacerd rewrote and took the "
-		        "client's own: its requests go as sent from now on");
-		log_end(&l);
-	}
+	if (rewrites_stop(&x->xs->rewrites, x->route.provider->name, x->rewrite_refused, status,
+	                  USAGE_INJECTED, clock_wall_ms()))
+		xlog_rewrites_off(x, USAGE_INJECTED, status);
 }
 
 static bool on_up_headers(void *ctx, int status, const char *reason, const struct up_header *h,
@@ -704,22 +670,6 @@ static void quota_begin(struct exchange *x, const char *why)
 	}
 }
 
-static enum retry_transport transport_of(enum up_error err)
-{
-	switch (err) {
-	case UP_CONNECT:
-	case UP_RESOLVE:
-	case UP_TLS:
-		return RETRY_TRANSPORT_CONNECT;
-	case UP_TIMEOUT:
-		return RETRY_TRANSPORT_TIMEOUT;
-	case UP_TLS_VERIFY:
-		return RETRY_TRANSPORT_CERT;
-	default:
-		return RETRY_TRANSPORT_RESET;
-	}
-}
-
 /* A retry still waiting in its lane when the request's deadline came: the
  * last answer now (the held upstream answer, or pacerd's own 502 / 504 for a
  * transport failure), as when a retry's delay does not fit the deadline. */
@@ -794,7 +744,7 @@ static void decide(struct exchange *x, enum up_error err, const char *detail)
 		body = held_body(&x->held, &body_len);
 	struct retry_input in = {
 	    .status = x->status,
-	    .transport = err == UP_OK ? RETRY_TRANSPORT_NONE : transport_of(err),
+	    .transport = refusal_transport_class(err),
 	    .hdrs = err == UP_OK ? &x->rlh : NULL,
 	    .body = body,
 	    .body_len = body_len,
@@ -854,7 +804,7 @@ static void on_up_done(void *ctx, enum up_error err, const char *detail)
 	int64_t now = now_ms();
 	struct retry_input in = {
 	    .status = x->status,
-	    .transport = err == UP_OK ? RETRY_TRANSPORT_NONE : transport_of(err),
+	    .transport = refusal_transport_class(err),
 	    .streamed = true,
 	    .attempt = x->ticket.item.attempts,
 	    .now_ms = now,

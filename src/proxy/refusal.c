@@ -171,3 +171,21 @@ void refusal_of_transport(enum up_error err, const char *detail, struct refusal 
 	snprintf(out->message, sizeof(out->message), "the upstream could not be reached: %s (%s)",
 	         upstream_error_name(err), detail);
 }
+
+enum retry_transport refusal_transport_class(enum up_error err)
+{
+	switch (err) {
+	case UP_OK:
+		return RETRY_TRANSPORT_NONE;
+	case UP_CONNECT:
+	case UP_RESOLVE:
+	case UP_TLS:
+		return RETRY_TRANSPORT_CONNECT;
+	case UP_TIMEOUT:
+		return RETRY_TRANSPORT_TIMEOUT;
+	case UP_TLS_VERIFY:
+		return RETRY_TRANSPORT_CERT;
+	default:
+		return RETRY_TRANSPORT_RESET;
+	}
+}

@@ -17,6 +17,7 @@
 
 #include "proxy/lanes.h"
 #include "proxy/upstream.h"
+#include "sched/retry.h"
 
 #define REFUSAL_MESSAGE_MAX 256
 
@@ -47,5 +48,10 @@ void refusal_of_lane(const struct lane_refusal_info *r, int64_t waited_ms, int64
  * time, and no retry is left: 504 upstream_timeout or 502
  * upstream_unreachable, with libcurl's detail (NULL: none) in the message. */
 void refusal_of_transport(enum up_error err, const char *detail, struct refusal *out);
+
+/* What kind of failure err is for the retry verdict (retry.h): one that never
+ * reached the server (connect, resolve, TLS), a timeout, a certificate that
+ * failed verification, or a reset; UP_OK: none (an answer came). */
+enum retry_transport refusal_transport_class(enum up_error err);
 
 #endif

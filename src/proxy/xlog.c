@@ -128,3 +128,17 @@ void xlog_retry(const struct exchange *x, enum up_error err, const struct retry_
 	log_int(&l, "dispatch_delay_ms", lanes_dispatch_delay_ms(&x->ticket));
 	log_end(&l);
 }
+
+void xlog_rewrites_off(const struct exchange *x, const char *what, int resent_status)
+{
+	struct log_line l;
+	if (!xlog_begin(&l, LOG_WARN, "rewrites_off", x))
+		return;
+	log_str(&l, "rewrite", what);
+	log_int(&l, "refused_status", x->rewrite_refused);
+	log_int(&l, "resent_status", resent_status);
+	log_str(&l, "detail",
+	        "the upstream refused the body pacerd rewrote and took the "
+	        "client's own: its requests go as sent from now on");
+	log_end(&l);
+}

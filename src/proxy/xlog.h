@@ -27,6 +27,9 @@ void xlog_limit_learned(const struct exchange *x);
 /* What an attempt's end changed in the lane (concurrency_changed,
  * quota_restored), logged with x. */
 void xlog_lane_change(const struct exchange *x, const struct lane_change *ch);
+/* rewrites_off (once per provider): the upstream refused the body pacerd
+ * rewrote (what) and took the client's own bytes with resent_status. */
+void xlog_rewrites_off(const struct exchange *x, const char *what, int resent_status);
 /* retry: the verdict v on x's attempt that ended with err (UP_OK: an answer). */
 void xlog_retry(const struct exchange *x, enum up_error err, const struct retry_verdict *v);
 /* The access log line: one per request, when it is over. */

@@ -40,6 +40,20 @@ START_TEST(every_refusal_has_its_status_and_code)
 }
 END_TEST
 
+START_TEST(transport_failures_have_their_retry_class)
+{
+	ck_assert_int_eq(refusal_transport_class(UP_OK), RETRY_TRANSPORT_NONE);
+	ck_assert_int_eq(refusal_transport_class(UP_CONNECT), RETRY_TRANSPORT_CONNECT);
+	ck_assert_int_eq(refusal_transport_class(UP_RESOLVE), RETRY_TRANSPORT_CONNECT);
+	ck_assert_int_eq(refusal_transport_class(UP_TLS), RETRY_TRANSPORT_CONNECT);
+	ck_assert_int_eq(refusal_transport_class(UP_TLS_VERIFY), RETRY_TRANSPORT_CERT);
+	ck_assert_int_eq(refusal_transport_class(UP_TIMEOUT), RETRY_TRANSPORT_TIMEOUT);
+	ck_assert_int_eq(refusal_transport_class(UP_RESET), RETRY_TRANSPORT_RESET);
+	ck_assert_int_eq(refusal_transport_class(UP_TOO_LARGE), RETRY_TRANSPORT_RESET);
+	ck_assert_int_eq(refusal_transport_class(UP_INTERNAL), RETRY_TRANSPORT_RESET);
+}
+END_TEST
+
 START_TEST(messages_say_the_numbers)
 {
 	struct refusal r = lane(LANE_REFUSE_DEADLINE, 45000);
@@ -148,6 +162,7 @@ static Suite *refusal_suite(void)
 	TCase *tc = tcase_create("refusal");
 	tcase_add_test(tc, every_refusal_has_its_status_and_code);
 	tcase_add_test(tc, messages_say_the_numbers);
+	tcase_add_test(tc, transport_failures_have_their_retry_class);
 	tcase_add_test(tc, retry_hints);
 	tcase_add_test(tc, no_retry_where_an_sdk_retry_cannot_help);
 	tcase_add_test(tc, log_events);
