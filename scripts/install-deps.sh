@@ -44,6 +44,11 @@ done
 if [ "$GROUP" != bench ]; then
 	if ! command -v node >/dev/null 2>&1; then missing="$missing nodejs"; fi
 	if ! command -v npm >/dev/null 2>&1; then missing="$missing npm"; fi
+	# make test runs the container and package tests where podman is installed;
+	# they make their base image with debootstrap (scripts/container-base.sh).
+	if command -v podman >/dev/null 2>&1 && ! command -v debootstrap >/dev/null 2>&1; then
+		missing="$missing debootstrap"
+	fi
 fi
 
 [ -z "$missing" ] && exit 0
