@@ -39,7 +39,7 @@ struct admin {
 };
 
 static const char *const budget_names[RLH_N_BUDGETS] = {"requests", "tokens", "input_tokens",
-                                                        "output_tokens"};
+                                                        "output_tokens", "project_tokens"};
 
 static void reply(struct hreq *req, int code, const char *ctype, const char *body, size_t len)
 {

@@ -59,7 +59,7 @@ void metrics_hist_write(struct evbuffer *out, const char *name, const char *labe
 /* ---- lanes ---- */
 
 static const char *const budget_names[RLH_N_BUDGETS] = {"requests", "tokens", "input_tokens",
-                                                        "output_tokens"};
+                                                        "output_tokens", "project_tokens"};
 
 /* The order of activity: more dispatches first, then the more recently
  * active. The dispatch count, not the last activity, ranks: it changes

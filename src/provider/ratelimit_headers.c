@@ -623,50 +623,82 @@ struct name_map {
 	unsigned dialects;
 	enum rlh_budget_kind budget;
 	enum field field;
+	int64_t window_ms; /* the window the name states, 0: none */
 };
 
 #define N(lit) lit, sizeof(lit) - 1
+#define MINUTE INT64_C(60000)
+#define DAY INT64_C(86400000)
 
 static const struct name_map names[] = {
-    /* OpenAI, Azure, Groq */
-    {N("x-ratelimit-limit-requests"), D_OAI | D_AZ, RLH_REQUESTS, F_LIMIT},
-    {N("x-ratelimit-remaining-requests"), D_OAI | D_AZ, RLH_REQUESTS, F_REMAINING},
-    {N("x-ratelimit-reset-requests"), D_OAI | D_AZ, RLH_REQUESTS, F_RESET},
-    {N("x-ratelimit-limit-tokens"), D_OAI | D_AZ, RLH_TOKENS, F_LIMIT},
-    {N("x-ratelimit-remaining-tokens"), D_OAI | D_AZ, RLH_TOKENS, F_REMAINING},
-    {N("x-ratelimit-reset-tokens"), D_OAI | D_AZ, RLH_TOKENS, F_RESET},
+    /* Azure: a deployment's quota is per minute (its RPM and TPM), whatever
+     * shorter window enforces it (PROVIDERS.md §4, §10) */
+    {N("x-ratelimit-limit-requests"), D_AZ, RLH_REQUESTS, F_LIMIT, MINUTE},
+    {N("x-ratelimit-limit-tokens"), D_AZ, RLH_TOKENS, F_LIMIT, MINUTE},
+    /* OpenAI, Azure, Groq (OpenAI's and Groq's windows are not in the name:
+     * Groq's requests are per day) */
+    {N("x-ratelimit-limit-requests"), D_OAI, RLH_REQUESTS, F_LIMIT, 0},
+    {N("x-ratelimit-remaining-requests"), D_OAI | D_AZ, RLH_REQUESTS, F_REMAINING, 0},
+    {N("x-ratelimit-reset-requests"), D_OAI | D_AZ, RLH_REQUESTS, F_RESET, 0},
+    {N("x-ratelimit-limit-tokens"), D_OAI, RLH_TOKENS, F_LIMIT, 0},
+    {N("x-ratelimit-remaining-tokens"), D_OAI | D_AZ, RLH_TOKENS, F_REMAINING, 0},
+    {N("x-ratelimit-reset-tokens"), D_OAI | D_AZ, RLH_TOKENS, F_RESET, 0},
     /* Azure on 429 */
-    {N("x-rate-limit-reset-tokens"), D_OAI | D_AZ, RLH_TOKENS, F_RESET},
-    /* Mistral */
-    {N("x-ratelimit-limit-req-minute"), D_OAI, RLH_REQUESTS, F_LIMIT},
-    {N("x-ratelimit-remaining-req-minute"), D_OAI, RLH_REQUESTS, F_REMAINING},
-    {N("x-ratelimit-limit-tokens-minute"), D_OAI, RLH_TOKENS, F_LIMIT},
-    {N("x-ratelimit-remaining-tokens-minute"), D_OAI, RLH_TOKENS, F_REMAINING},
+    {N("x-rate-limit-reset-tokens"), D_OAI | D_AZ, RLH_TOKENS, F_RESET, 0},
+    /* OpenAI, when a project-level token limit applies */
+    {N("x-ratelimit-limit-project-tokens"), D_OAI, RLH_PROJECT_TOKENS, F_LIMIT, 0},
+    {N("x-ratelimit-remaining-project-tokens"), D_OAI, RLH_PROJECT_TOKENS, F_REMAINING, 0},
+    {N("x-ratelimit-reset-project-tokens"), D_OAI, RLH_PROJECT_TOKENS, F_RESET, 0},
+    /* Mistral (no reset) */
+    {N("x-ratelimit-limit-req-minute"), D_OAI, RLH_REQUESTS, F_LIMIT, MINUTE},
+    {N("x-ratelimit-remaining-req-minute"), D_OAI, RLH_REQUESTS, F_REMAINING, MINUTE},
+    /* Mistral, and Cerebras (with a reset in float seconds) */
+    {N("x-ratelimit-limit-tokens-minute"), D_OAI, RLH_TOKENS, F_LIMIT, MINUTE},
+    {N("x-ratelimit-remaining-tokens-minute"), D_OAI, RLH_TOKENS, F_REMAINING, MINUTE},
+    {N("x-ratelimit-reset-tokens-minute"), D_OAI, RLH_TOKENS, F_RESET, MINUTE},
+    /* Cerebras: its only request budget is per day */
+    {N("x-ratelimit-limit-requests-day"), D_OAI, RLH_REQUESTS, F_LIMIT, DAY},
+    {N("x-ratelimit-remaining-requests-day"), D_OAI, RLH_REQUESTS, F_REMAINING, DAY},
+    {N("x-ratelimit-reset-requests-day"), D_OAI, RLH_REQUESTS, F_RESET, DAY},
     /* Together and OpenRouter (reset: seconds vs epoch ms, told apart by size) */
-    {N("x-ratelimit-limit"), D_OAI, RLH_REQUESTS, F_LIMIT},
-    {N("x-ratelimit-remaining"), D_OAI, RLH_REQUESTS, F_REMAINING},
-    {N("x-ratelimit-reset"), D_OAI, RLH_REQUESTS, F_RESET},
-    {N("x-tokenlimit-limit"), D_OAI, RLH_TOKENS, F_LIMIT},
-    {N("x-tokenlimit-remaining"), D_OAI, RLH_TOKENS, F_REMAINING},
+    {N("x-ratelimit-limit"), D_OAI, RLH_REQUESTS, F_LIMIT, 0},
+    {N("x-ratelimit-remaining"), D_OAI, RLH_REQUESTS, F_REMAINING, 0},
+    {N("x-ratelimit-reset"), D_OAI, RLH_REQUESTS, F_RESET, 0},
+    {N("x-tokenlimit-limit"), D_OAI, RLH_TOKENS, F_LIMIT, 0},
+    {N("x-tokenlimit-remaining"), D_OAI, RLH_TOKENS, F_REMAINING, 0},
     /* Fireworks */
-    {N("x-ratelimit-limit-tokens-prompt"), D_OAI, RLH_INPUT_TOKENS, F_LIMIT},
-    {N("x-ratelimit-remaining-tokens-prompt"), D_OAI, RLH_INPUT_TOKENS, F_REMAINING},
-    {N("x-ratelimit-limit-tokens-generated"), D_OAI, RLH_OUTPUT_TOKENS, F_LIMIT},
-    {N("x-ratelimit-remaining-tokens-generated"), D_OAI, RLH_OUTPUT_TOKENS, F_REMAINING},
+    {N("x-ratelimit-limit-tokens-prompt"), D_OAI, RLH_INPUT_TOKENS, F_LIMIT, 0},
+    {N("x-ratelimit-remaining-tokens-prompt"), D_OAI, RLH_INPUT_TOKENS, F_REMAINING, 0},
+    {N("x-ratelimit-limit-tokens-generated"), D_OAI, RLH_OUTPUT_TOKENS, F_LIMIT, 0},
+    {N("x-ratelimit-remaining-tokens-generated"), D_OAI, RLH_OUTPUT_TOKENS, F_REMAINING, 0},
     /* Anthropic */
-    {N("anthropic-ratelimit-requests-limit"), D_AN, RLH_REQUESTS, F_LIMIT},
-    {N("anthropic-ratelimit-requests-remaining"), D_AN, RLH_REQUESTS, F_REMAINING},
-    {N("anthropic-ratelimit-requests-reset"), D_AN, RLH_REQUESTS, F_RESET},
-    {N("anthropic-ratelimit-tokens-limit"), D_AN, RLH_TOKENS, F_LIMIT},
-    {N("anthropic-ratelimit-tokens-remaining"), D_AN, RLH_TOKENS, F_REMAINING},
-    {N("anthropic-ratelimit-tokens-reset"), D_AN, RLH_TOKENS, F_RESET},
-    {N("anthropic-ratelimit-input-tokens-limit"), D_AN, RLH_INPUT_TOKENS, F_LIMIT},
-    {N("anthropic-ratelimit-input-tokens-remaining"), D_AN, RLH_INPUT_TOKENS, F_REMAINING},
-    {N("anthropic-ratelimit-input-tokens-reset"), D_AN, RLH_INPUT_TOKENS, F_RESET},
-    {N("anthropic-ratelimit-output-tokens-limit"), D_AN, RLH_OUTPUT_TOKENS, F_LIMIT},
-    {N("anthropic-ratelimit-output-tokens-remaining"), D_AN, RLH_OUTPUT_TOKENS, F_REMAINING},
-    {N("anthropic-ratelimit-output-tokens-reset"), D_AN, RLH_OUTPUT_TOKENS, F_RESET},
+    {N("anthropic-ratelimit-requests-limit"), D_AN, RLH_REQUESTS, F_LIMIT, 0},
+    {N("anthropic-ratelimit-requests-remaining"), D_AN, RLH_REQUESTS, F_REMAINING, 0},
+    {N("anthropic-ratelimit-requests-reset"), D_AN, RLH_REQUESTS, F_RESET, 0},
+    {N("anthropic-ratelimit-tokens-limit"), D_AN, RLH_TOKENS, F_LIMIT, 0},
+    {N("anthropic-ratelimit-tokens-remaining"), D_AN, RLH_TOKENS, F_REMAINING, 0},
+    {N("anthropic-ratelimit-tokens-reset"), D_AN, RLH_TOKENS, F_RESET, 0},
+    {N("anthropic-ratelimit-input-tokens-limit"), D_AN, RLH_INPUT_TOKENS, F_LIMIT, 0},
+    {N("anthropic-ratelimit-input-tokens-remaining"), D_AN, RLH_INPUT_TOKENS, F_REMAINING, 0},
+    {N("anthropic-ratelimit-input-tokens-reset"), D_AN, RLH_INPUT_TOKENS, F_RESET, 0},
+    {N("anthropic-ratelimit-output-tokens-limit"), D_AN, RLH_OUTPUT_TOKENS, F_LIMIT, 0},
+    {N("anthropic-ratelimit-output-tokens-remaining"), D_AN, RLH_OUTPUT_TOKENS, F_REMAINING, 0},
+    {N("anthropic-ratelimit-output-tokens-reset"), D_AN, RLH_OUTPUT_TOKENS, F_RESET, 0},
 };
+
+/* Whether a reset value is a whole number of seconds to wait (Azure's "55",
+ * Together's, IETF delta-seconds): digits only, under 1e9 (a larger number
+ * is an instant). Such a reset is rounded, a bound and not an instant. */
+static bool whole_seconds(const char *s, size_t len)
+{
+	trim(&s, &len);
+	if (len == 0 || len > 9)
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if (!is_digit((unsigned char)s[i]))
+			return false;
+	return true;
+}
 
 static void set_field(struct rlh_budget *b, enum field f, int64_t v, uint8_t prio)
 {
@@ -689,10 +721,20 @@ static void set_field(struct rlh_budget *b, enum field f, int64_t v, uint8_t pri
 		if (prio >= b->prio_reset) {
 			b->has_reset = true;
 			b->reset_ms = v;
+			b->reset_coarse = false;
 			b->prio_reset = prio;
 		}
 		break;
 	}
+}
+
+/* A reset in whole seconds: set_field's, and marked coarse when it won. */
+static void set_reset(struct rlh_budget *b, int64_t ms, bool coarse, uint8_t prio)
+{
+	if (prio < b->prio_reset)
+		return;
+	set_field(b, F_RESET, ms, prio);
+	b->reset_coarse = coarse;
 }
 
 /* A value of a mapped header; reset values are any reset form. */
@@ -700,10 +742,15 @@ static void apply_mapped(struct rlh_result *out, const struct name_map *m, const
                          size_t vlen, int64_t now_ms, uint8_t prio)
 {
 	int64_t x;
-	int rc =
-	    m->field == F_RESET ? rlh_parse_reset(v, vlen, now_ms, &x) : parse_count(v, vlen, &x);
-	if (rc == 0)
-		set_field(&out->budget[m->budget], m->field, x, prio);
+	struct rlh_budget *b = &out->budget[m->budget];
+	if (m->window_ms > 0)
+		b->window_ms = m->window_ms;
+	if (m->field == F_RESET) {
+		if (rlh_parse_reset(v, vlen, now_ms, &x) == 0)
+			set_reset(b, x, whole_seconds(v, vlen), prio);
+	} else if (parse_count(v, vlen, &x) == 0) {
+		set_field(b, m->field, x, prio);
+	}
 }
 
 /* The older RateLimit-Limit/-Remaining/-Reset: the leading number only
@@ -721,6 +768,8 @@ static void apply_ietf_old(struct rlh_result *out, enum field f, const char *v, 
 	if (f == F_RESET) {
 		if (rlh_guess_number_ms(d, now_ms, &x) == -1)
 			return;
+		set_reset(&out->budget[RLH_REQUESTS], x, whole_seconds(v, n), PRIO_IETF_OLD);
+		return;
 	} else if (d < 0 || d >= (double)MAX_MS) {
 		return;
 	} else {
@@ -775,12 +824,17 @@ static void apply_ietf_fields(struct rlh_result *out, const struct ietf_fields *
 		struct rlh_budget *bud =
 		    &out->budget[u == RLH_UNIT_REQUESTS ? RLH_REQUESTS : RLH_TOKENS];
 		set_field(bud, F_REMAINING, b->r, PRIO_IETF);
-		if (b->has_t)
-			set_field(bud, F_RESET, clamp_ms((double)b->t * 1000), PRIO_IETF);
+		if (b->has_t) /* delta-seconds: whole by the grammar */
+			set_reset(bud, clamp_ms((double)b->t * 1000), true, PRIO_IETF);
 		if (b->has_q)
 			set_field(bud, F_LIMIT, b->q, PRIO_IETF);
 		else if (best_pol[u] && best_pol[u]->has_q)
 			set_field(bud, F_LIMIT, best_pol[u]->q, PRIO_IETF);
+		/* w: the policy's window in seconds; a provider's name that
+		 * states one (-minute) says the same of its own headers */
+		const struct rlh_ietf_item *w = b->has_w ? b : best_pol[u];
+		if (bud->window_ms == 0 && w != NULL && w->has_w && w->w > 0 && w->w < 1000000000)
+			bud->window_ms = w->w * 1000;
 	}
 }
 

@@ -24,20 +24,31 @@ struct rlh_header {
 };
 
 enum rlh_budget_kind {
-	RLH_REQUESTS,
-	RLH_TOKENS,        /* combined tokens (OpenAI, Anthropic, Together, Mistral) */
-	RLH_INPUT_TOKENS,  /* Anthropic input-tokens, Fireworks tokens-prompt */
-	RLH_OUTPUT_TOKENS, /* Anthropic output-tokens, Fireworks tokens-generated */
+	RLH_REQUESTS,       /* also Cerebras requests-day, Mistral req-minute */
+	RLH_TOKENS,         /* combined tokens (OpenAI, Anthropic, Together, Mistral, Cerebras) */
+	RLH_INPUT_TOKENS,   /* Anthropic input-tokens, Fireworks tokens-prompt */
+	RLH_OUTPUT_TOKENS,  /* Anthropic output-tokens, Fireworks tokens-generated */
+	RLH_PROJECT_TOKENS, /* OpenAI project-tokens: the project's own token limit,
+	                     * beside the model's (PROVIDERS.md §11) */
 	RLH_N_BUDGETS
 };
 
 /* One budget as observed in one response. reset_ms is relative to now_ms and
- * never negative (an instant in the past is 0). */
+ * never negative (an instant in the past is 0).
+ *
+ * reset_coarse: the reset came as a whole number of seconds (Azure, Together,
+ * IETF delta-seconds), so it is a bound, not an instant: the budget is full
+ * again by reset_ms, and may be up to a second sooner (Azure's "1" covers
+ * anything from 1 ms to 1 s). window_ms: the window the header's name states
+ * for the limit (Mistral and Cerebras "-minute", Cerebras "-day"); 0 when the
+ * name states none (never assume one: Groq's request headers are per day). */
 struct rlh_budget {
 	bool has_limit, has_remaining, has_reset;
+	bool reset_coarse;
 	int64_t limit;
 	int64_t remaining;
 	int64_t reset_ms;
+	int64_t window_ms;
 	/* Which source set each field (higher wins): private to rlh_parse. */
 	uint8_t prio_limit, prio_remaining, prio_reset;
 };
@@ -56,14 +67,13 @@ struct rlh_result {
 };
 
 /* Parses `n` headers per `dialect` into *out (always fully initialised).
- * DIALECT_OPENAI also knows Groq, Mistral, Together, OpenRouter and Fireworks
- * names; DIALECT_AZURE knows the OpenAI names plus Azure's hyphenated
- * x-rate-limit-reset-tokens; every dialect but NONE knows the IETF fields;
- * retry hints and x-should-retry are read in every dialect, NONE included
- * (they steer retries, not learning). A provider-specific header wins over an
- * IETF field for the same value whatever their order; among repeats of one
- * header the last wins, except RateLimit and RateLimit-Policy, of which the
- * first line is read (providers send one). */
+ * DIALECT_OPENAI also knows OpenAI's project-tokens and the Groq, Mistral,
+ * Together, OpenRouter, Fireworks and Cerebras names; DIALECT_AZURE knows the OpenAI names plus
+ * Azure's hyphenated x-rate-limit-reset-tokens; every dialect but NONE knows the IETF fields; retry
+ * hints and x-should-retry are read in every dialect, NONE included (they steer retries, not
+ * learning). A provider-specific header wins over an IETF field for the same value whatever their
+ * order; among repeats of one header the last wins, except RateLimit and RateLimit-Policy, of which
+ * the first line is read (providers send one). */
 void rlh_parse(enum dialect dialect, const struct rlh_header *h, size_t n, int64_t now_ms,
                struct rlh_result *out);
 

@@ -553,7 +553,7 @@ bool lanes_headers(struct lanes *ls, struct lane_ticket *t, int status,
 void lanes_log_learned(const struct lane_ticket *t, struct log_line *l, int64_t now)
 {
 	static const char *const names[RLH_N_BUDGETS] = {"requests", "tokens", "input_tokens",
-	                                                 "output_tokens"};
+	                                                 "output_tokens", "project_tokens"};
 	const char *model = sched_lane_model(t->lane);
 	if (model != NULL)
 		log_str(l, "model", model);

@@ -670,8 +670,10 @@ static double budget_cost(const struct sched_item *it, int budget)
 		return it->cost_tokens;
 	case RLH_INPUT_TOKENS:
 		return it->cost_prompt;
-	default:
+	case RLH_OUTPUT_TOKENS:
 		return it->cost_output;
+	default: /* the project's tokens count what the model's do */
+		return it->cost_tokens;
 	}
 }
 

@@ -49,8 +49,8 @@
 #define CORRECT_EVERY_MS 10
 #define CORRECTIONS_MAX 64
 /* The gates a correction touches: the plan's token gates, the learned ones. */
-#define CORRECT_FIELDS 6
-static const char *const correct_fields[CORRECT_FIELDS] = {"t", "ti", "to", "l1", "l2", "l3"};
+#define CORRECT_FIELDS 7
+static const char *const correct_fields[CORRECT_FIELDS] = {"t", "ti", "to", "l1", "l2", "l3", "l4"};
 
 /* One lane's corrections not sent yet. */
 struct correction {
@@ -60,7 +60,7 @@ struct correction {
 };
 
 static const char *const request_fields[SHARED_REQUEST_GATES] = {"r0", "r1", "r2", "r3"};
-static const char *const learned_fields[RLH_N_BUDGETS] = {"l0", "l1", "l2", "l3"};
+static const char *const learned_fields[RLH_N_BUDGETS] = {"l0", "l1", "l2", "l3", "l4"};
 
 struct shared_lease {
 	struct list link; /* sh->leases: renewed while in flight */
@@ -285,7 +285,7 @@ static size_t decision_gates(const struct shared_gates *s, const struct shared_a
 		g[n++] = (struct store_gate){"ti", s->input.t_ms, s->input.burst, c->prompt};
 	if (s->output.t_ms > 0 && c->output > 0)
 		g[n++] = (struct store_gate){"to", s->output.t_ms, s->output.burst, c->output};
-	const double costs[RLH_N_BUDGETS] = {1, c->tokens, c->prompt, c->output};
+	const double costs[RLH_N_BUDGETS] = {1, c->tokens, c->prompt, c->output, c->tokens};
 	for (int b = 0; b < RLH_N_BUDGETS; b++) {
 		if (costs[b] <= 0)
 			continue;
@@ -694,6 +694,7 @@ void shared_tokens_used(struct shared *sh, struct shared_lane *sl, const struct 
 	    {correct_fields[3], 0, 0, d_tokens},
 	    {correct_fields[4], 0, 0, d_input},
 	    {correct_fields[5], 0, 0, d_output},
+	    {correct_fields[6], 0, 0, d_tokens},
 	};
 	bool on[CORRECT_FIELDS] = {
 	    s->tokens.t_ms > 0 && d_tokens != 0,
@@ -702,6 +703,7 @@ void shared_tokens_used(struct shared *sh, struct shared_lane *sl, const struct 
 	    d_tokens != 0 && s->learned[RLH_TOKENS].known,
 	    d_input != 0 && s->learned[RLH_INPUT_TOKENS].known,
 	    d_output != 0 && s->learned[RLH_OUTPUT_TOKENS].known,
+	    d_tokens != 0 && s->learned[RLH_PROJECT_TOKENS].known,
 	};
 	struct correction *c = correction_of(sh, names->key);
 	if (c == NULL) {

@@ -46,8 +46,8 @@ const char *store_script_source(enum store_script_id id);
 const char *store_script_sha(enum store_script_id id);
 const char *store_script_name(enum store_script_id id);
 
-/* Most gates a decision carries: 4 request windows, 3 token gates, 4 learned. */
-#define STORE_MAX_GATES 11
+/* Most gates a decision carries: 4 request windows, 3 token gates, 5 learned. */
+#define STORE_MAX_GATES 12
 /* Arguments of the longest command: EVALSHA sha numkeys, 4 keys, 6 + 4 per gate. */
 #define STORE_MAX_ARGS (3 + 4 + 6 + 4 * STORE_MAX_GATES)
 /* The longest key name: prefix, provider, scope, a model group of up to 128

@@ -383,6 +383,80 @@ START_TEST(azure_headers)
 	parse(DIALECT_AZURE, h2, COUNT(h2), &r);
 	ck_assert(!B(r, RLH_TOKENS)->has_reset); /* -1 = unknown */
 	ck_assert_int_eq(r.hint_ms, 54322);      /* retry-after-ms first, rounded up */
+
+	/* The usual answer: remaining counts only (Azure-Samples/openai#80's capture) */
+	static const struct rlh_header h3[] = {
+	    H("x-ratelimit-remaining-requests", "79"),
+	    H("x-ratelimit-remaining-tokens", "61353"),
+	};
+	parse(DIALECT_AZURE, h3, COUNT(h3), &r);
+	for (int b = RLH_REQUESTS; b <= RLH_TOKENS; b++) {
+		ck_assert(B(r, b)->has_remaining);
+		ck_assert(!B(r, b)->has_limit && !B(r, b)->has_reset);
+	}
+	ck_assert_int_eq(B(r, RLH_REQUESTS)->remaining, 79);
+	ck_assert_int_eq(B(r, RLH_TOKENS)->remaining, 61353);
+
+	/* "no data" (openai-dotnet#838): -1 counts are no counts; the reset 0
+	 * that came with them is read, whole seconds */
+	static const struct rlh_header h4[] = {
+	    H("x-ratelimit-limit-tokens", "-1"),
+	    H("x-ratelimit-remaining-tokens", "-1"),
+	    H("x-ratelimit-reset-tokens", "0"),
+	};
+	parse(DIALECT_AZURE, h4, COUNT(h4), &r);
+	ck_assert(!B(r, RLH_TOKENS)->has_limit && !B(r, RLH_TOKENS)->has_remaining);
+	ck_assert(B(r, RLH_TOKENS)->has_reset && B(r, RLH_TOKENS)->reset_coarse);
+}
+END_TEST
+
+/* OpenAI's project-level token limit is a budget of its own beside the
+ * model's; Cerebras' request budget is per day and its tokens per minute,
+ * resets in float seconds (PROVIDERS.md §11). */
+START_TEST(project_tokens_and_cerebras_budgets)
+{
+	static const struct rlh_header oai[] = {
+	    H("x-ratelimit-limit-tokens", "30000"),
+	    H("x-ratelimit-remaining-tokens", "29000"),
+	    H("x-ratelimit-reset-tokens", "2s"),
+	    H("x-ratelimit-limit-project-tokens", "5000000"),
+	    H("x-ratelimit-remaining-project-tokens", "4990000"),
+	    H("x-ratelimit-reset-project-tokens", "120ms"),
+	};
+	struct rlh_result r;
+	parse(DIALECT_OPENAI, oai, COUNT(oai), &r);
+	ck_assert_int_eq(B(r, RLH_TOKENS)->remaining, 29000);
+	ck_assert_int_eq(B(r, RLH_TOKENS)->reset_ms, 2000);
+	ck_assert_int_eq(B(r, RLH_PROJECT_TOKENS)->limit, 5000000);
+	ck_assert_int_eq(B(r, RLH_PROJECT_TOKENS)->remaining, 4990000);
+	ck_assert_int_eq(B(r, RLH_PROJECT_TOKENS)->reset_ms, 120);
+	ck_assert(!B(r, RLH_PROJECT_TOKENS)->reset_coarse);
+	/* Azure knows no project tokens */
+	parse(DIALECT_AZURE, oai, COUNT(oai), &r);
+	ck_assert(!B(r, RLH_PROJECT_TOKENS)->has_limit);
+
+	static const struct rlh_header cerebras[] = {
+	    H("x-ratelimit-limit-requests-day", "14400"),
+	    H("x-ratelimit-remaining-requests-day", "14370"),
+	    H("x-ratelimit-reset-requests-day", "33011.382867"),
+	    H("x-ratelimit-limit-tokens-minute", "60000"),
+	    H("x-ratelimit-remaining-tokens-minute", "59800"),
+	    H("x-ratelimit-reset-tokens-minute", "11.382867"),
+	};
+	parse(DIALECT_OPENAI, cerebras, COUNT(cerebras), &r);
+	const struct rlh_budget *rq = B(r, RLH_REQUESTS), *tk = B(r, RLH_TOKENS);
+	ck_assert(rq->has_limit && rq->has_remaining && rq->has_reset);
+	ck_assert_int_eq(rq->limit, 14400);
+	ck_assert_int_eq(rq->remaining, 14370);
+	ck_assert_int_eq(rq->reset_ms, 33011383);
+	ck_assert_int_eq(rq->window_ms, 86400000);
+	ck_assert(!rq->reset_coarse);
+	ck_assert_int_eq(tk->limit, 60000);
+	ck_assert_int_eq(tk->remaining, 59800);
+	ck_assert_int_eq(tk->reset_ms, 11383);
+	ck_assert_int_eq(tk->window_ms, 60000);
+	for (int b = RLH_INPUT_TOKENS; b < RLH_N_BUDGETS; b++)
+		ck_assert(!B(r, b)->has_limit && !B(r, b)->has_remaining && !B(r, b)->has_reset);
 }
 END_TEST
 
@@ -749,6 +823,58 @@ START_TEST(header_vector)
 }
 END_TEST
 
+/* What a budget's headers say besides the numbers (issue 28): whether its
+ * reset is whole seconds (a bound, not an instant), and the window its
+ * name states (0: none). One header each. */
+static const struct shape_vector {
+	enum dialect d;
+	const char *name, *value;
+	enum rlh_budget_kind b;
+	bool coarse;
+	int64_t window_ms;
+} shape_vectors[] = {
+    {DIALECT_AZURE, "x-ratelimit-reset-requests", "1", RLH_REQUESTS, true, 0},
+    {DIALECT_AZURE, "x-ratelimit-reset-tokens", "55", RLH_TOKENS, true, 0},
+    {DIALECT_AZURE, "x-rate-limit-reset-tokens", "0", RLH_TOKENS, true, 0},
+    /* Azure's limits are its RPM and TPM; OpenAI's and Groq's names say no window */
+    {DIALECT_AZURE, "x-ratelimit-limit-requests", "120", RLH_REQUESTS, false, 60000},
+    {DIALECT_AZURE, "x-ratelimit-limit-tokens", "120000", RLH_TOKENS, false, 60000},
+    {DIALECT_OPENAI, "x-ratelimit-limit-requests", "14400", RLH_REQUESTS, false, 0},
+    {DIALECT_OPENAI, "x-ratelimit-limit-tokens", "6000", RLH_TOKENS, false, 0},
+    {DIALECT_OPENAI, "x-ratelimit-reset-tokens", "1s", RLH_TOKENS, false, 0},
+    {DIALECT_OPENAI, "x-ratelimit-reset-tokens", "6m0s", RLH_TOKENS, false, 0},
+    {DIALECT_OPENAI, "x-ratelimit-reset", "1", RLH_REQUESTS, true, 0},              /* Together */
+    {DIALECT_OPENAI, "x-ratelimit-reset", "1772049722000", RLH_REQUESTS, false, 0}, /* OpenRouter */
+    {DIALECT_OPENAI, "x-ratelimit-limit-req-minute", "120", RLH_REQUESTS, false, 60000},
+    {DIALECT_OPENAI, "x-ratelimit-remaining-tokens-minute", "499000", RLH_TOKENS, false, 60000},
+    {DIALECT_OPENAI, "x-ratelimit-reset-requests-day", "33011.382867", RLH_REQUESTS, false,
+     86400000},
+    {DIALECT_OPENAI, "x-ratelimit-reset-tokens-minute", "59", RLH_TOKENS, true, 60000},
+    {DIALECT_OPENAI, "x-ratelimit-limit-project-tokens", "5000000", RLH_PROJECT_TOKENS, false, 0},
+    /* instants are precise, even to the second: Anthropic stays with its (remaining, reset) fit */
+    {DIALECT_ANTHROPIC, "anthropic-ratelimit-requests-reset", "2026-02-25T20:02:32Z", RLH_REQUESTS,
+     false, 0},
+    {DIALECT_IETF, "RateLimit", "\"default\";r=50;t=30", RLH_REQUESTS, true, 0},
+    {DIALECT_IETF, "RateLimit-Reset", "12", RLH_REQUESTS, true, 0},
+    {DIALECT_IETF, "RateLimit-Reset", "12.5", RLH_REQUESTS, false, 0},
+};
+
+START_TEST(shape_vector)
+{
+	const struct shape_vector *v = &shape_vectors[_i];
+	struct rlh_header h = {v->name, v->value, strlen(v->value)};
+	struct rlh_result r;
+	rlh_parse(v->d, &h, 1, NOW, &r);
+	const struct rlh_budget *b = &r.budget[v->b];
+	ck_assert_msg(b->has_limit || b->has_remaining || b->has_reset, "%s: nothing read",
+	              v->name);
+	ck_assert_msg(b->reset_coarse == v->coarse, "%s: %s coarse %d", v->name, v->value,
+	              b->reset_coarse);
+	ck_assert_msg(b->window_ms == v->window_ms, "%s: window %lld", v->name,
+	              (long long)b->window_ms);
+}
+END_TEST
+
 /* Server hints, one header each: value → hint ms (-1: none). */
 static const struct hint_vector {
 	const char *name, *value;
@@ -806,6 +932,7 @@ static Suite *ratelimit_headers_suite(void)
 	tcase_add_test(d, groq_headers);
 	tcase_add_test(d, anthropic_headers);
 	tcase_add_test(d, azure_headers);
+	tcase_add_test(d, project_tokens_and_cerebras_budgets);
 	tcase_add_test(d, mistral_headers);
 	tcase_add_test(d, together_and_openrouter_headers);
 	tcase_add_test(d, fireworks_headers);
@@ -816,6 +943,7 @@ static Suite *ratelimit_headers_suite(void)
 	TCase *v = tcase_create("vectors");
 	tcase_add_loop_test(v, header_vector, 0, (int)COUNT(vectors));
 	tcase_add_loop_test(v, hint_vector, 0, (int)COUNT(hint_vectors));
+	tcase_add_loop_test(v, shape_vector, 0, (int)COUNT(shape_vectors));
 	suite_add_tcase(s, v);
 	TCase *i = tcase_create("ietf");
 	tcase_add_test(i, ietf_draft10_fields);
