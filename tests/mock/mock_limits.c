@@ -73,10 +73,18 @@ struct phase {
 	long ms;
 };
 
+/* How the rate-limit headers of the OpenAI dialect are written (README "style"). */
+enum hdr_form {
+	HDR_OPENAI,         /* limit, remaining, reset as a Go duration */
+	HDR_WHOLE_SECONDS,  /* Azure: the same, reset in whole seconds rounded up */
+	HDR_REMAINING_ONLY, /* Azure's usual answer: remaining, no limit, no reset */
+};
+
 static struct cfg {
 	bool anthropic;
 	bool gemini;              /* style gemini: no headers, google.rpc error details */
 	int payment;              /* payment_402: 0 none, 1 in_flight, 2 credits */
+	enum hdr_form form;       /* styles azure and remaining: how the openai headers go */
 	struct limits top;        /* rpm, tpm, burst, itpm, otpm of the top level */
 	bool lockout;             /* inside an advertised window every request is refused again */
 	uint64_t window_grace_us; /* window_grace_ms, which may be fractional */
@@ -459,13 +467,19 @@ int mock_limits_configure(const char *text, size_t len, char *err, size_t errlen
 	double d;
 	v = json_object_get(o, "style");
 	if (v != NULL) {
-		if (json_is_string(v) && strcmp(json_string_value(v), "anthropic") == 0)
+		const char *st = json_is_string(v) ? json_string_value(v) : "";
+		if (strcmp(st, "anthropic") == 0)
 			c.anthropic = true;
-		else if (json_is_string(v) && strcmp(json_string_value(v), "gemini") == 0)
+		else if (strcmp(st, "gemini") == 0)
 			c.gemini = true, c.headers = false;
-		else if (!json_is_string(v) || strcmp(json_string_value(v), "openai") != 0) {
+		else if (strcmp(st, "azure") == 0)
+			c.form = HDR_WHOLE_SECONDS;
+		else if (strcmp(st, "remaining") == 0)
+			c.form = HDR_REMAINING_ONLY;
+		else if (strcmp(st, "openai") != 0) {
 			snprintf(err, errlen,
-			         "\"style\" must be \"openai\", \"anthropic\" or \"gemini\"");
+			         "\"style\" must be \"openai\", \"anthropic\", \"gemini\", "
+			         "\"azure\" or \"remaining\"");
 			goto fail;
 		}
 	}
@@ -956,6 +970,8 @@ static void add_reset(struct evkeyvalq *h, const char *name, uint64_t ms)
 	char v[48];
 	if (cfg.anthropic)
 		rfc3339_in(ms, v, sizeof(v));
+	else if (cfg.form == HDR_WHOLE_SECONDS)
+		snprintf(v, sizeof(v), "%llu", (unsigned long long)((ms + 999) / 1000));
 	else
 		mock_go_duration(ms, v, sizeof(v));
 	evhttp_add_header(h, name, v);
@@ -974,16 +990,20 @@ static void budget_headers(struct evkeyvalq *h, const char *what, double limit, 
 {
 	char n[64];
 	double rem = floor(level);
+	bool only_remaining = !cfg.anthropic && cfg.form == HDR_REMAINING_ONLY;
 	if (cfg.anthropic)
 		snprintf(n, sizeof(n), "anthropic-ratelimit-%s-limit", what);
 	else
 		snprintf(n, sizeof(n), "x-ratelimit-limit-%s", what);
-	add_num(h, n, limit);
+	if (!only_remaining)
+		add_num(h, n, limit);
 	if (cfg.anthropic)
 		snprintf(n, sizeof(n), "anthropic-ratelimit-%s-remaining", what);
 	else
 		snprintf(n, sizeof(n), "x-ratelimit-remaining-%s", what);
 	add_num(h, n, rem < 0 ? 0 : rem);
+	if (only_remaining)
+		return;
 	if (cfg.anthropic)
 		snprintf(n, sizeof(n), "anthropic-ratelimit-%s-reset", what);
 	else
