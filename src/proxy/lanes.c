@@ -536,7 +536,8 @@ bool lanes_headers(struct lanes *ls, struct lane_ticket *t, int status,
 	 * count says nothing of how max_tokens is counted. */
 	if (status >= 200 && status < 300)
 		sched_cost_headers(lane, &t->item, &t->cost, rlh, now);
-	bool learned = limiter_observe(ls->shared, lane, lane_shared(lane), &t->item, rlh, now);
+	bool learned =
+	    limiter_observe(ls->shared, lane, lane_shared(lane), &t->item, rlh, hv->capacity, now);
 	lane_kick(lane); /* what was learned may move the lane's next instant */
 	/* A capacity answer holds the lane from its headers on: what would
 	 * leave in between reaches a provider that has just refused. Until its

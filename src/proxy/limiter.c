@@ -114,9 +114,10 @@ void limiter_sent(struct shared *sh, struct sched_lane *lane, struct shared_lane
 }
 
 bool limiter_observe(struct shared *sh, struct sched_lane *lane, struct shared_lane *sl,
-                     const struct sched_item *it, const struct rlh_result *h, int64_t now_ms)
+                     const struct sched_item *it, const struct rlh_result *h, bool refused,
+                     int64_t now_ms)
 {
-	bool changed = sched_observe(lane, it, h, now_ms);
+	bool changed = sched_observe(lane, it, h, refused, now_ms);
 	if (sl != NULL && shared_up(sh)) {
 		struct shared_gates g;
 		gates_of(lane, true, clock_now_ms(), &g);

@@ -51,10 +51,11 @@ struct sched_item *limiter_next(struct shared *sh, struct sched_lane *lane, stru
 void limiter_sent(struct shared *sh, struct sched_lane *lane, struct shared_lane *sl,
                   const struct sched_item *it, struct shared_grant *grant, double dispatched_ms,
                   double sent_ms);
-/* Rate-limit headers of an answer: learned by the lane, shared with the
- * replicas. True when what the lane knows changed. */
+/* Rate-limit headers of an answer (refused: a capacity status): learned by
+ * the lane, shared with the replicas. True when what the lane knows changed. */
 bool limiter_observe(struct shared *sh, struct sched_lane *lane, struct shared_lane *sl,
-                     const struct sched_item *it, const struct rlh_result *h, int64_t now_ms);
+                     const struct sched_item *it, const struct rlh_result *h, bool refused,
+                     int64_t now_ms);
 /* The provider asked every request of the lane to wait hold_ms from fresh_ms
  * (a fresh clock: the answer may have arrived after the turn began). */
 void limiter_hold(struct shared *sh, struct sched_lane *lane, struct shared_lane *sl,

@@ -61,7 +61,58 @@
  * flight, which the answer can not count yet) is subtracted from the reported
  * remaining (1.): exact, and O(1) memory per budget.
  * Remaining values that are all multiples of 1000 are taken as rounded to the
- * thousand. */
+ * thousand.
+ *
+ * Counted budgets. Many answers carry a remaining count and no reset (Azure's
+ * usual x-ratelimit-remaining-requests / -tokens, Mistral, Together's
+ * x-tokenlimit-*, Fireworks), or a reset in whole seconds (Azure: "1" for
+ * anything from 1 ms to 1 s), which bounds the instant the budget is full and
+ * says little more. Such a budget is learned from its successive counts
+ * instead, for good (the first such observation decides). While a bucket is
+ * not full, its level is the count R after the request, and
+ *     Y = R + (what this lane had sent up to that request) = Y0 + ρ·s,
+ * s the instant the request was sent: Y grows at the refill rate. Refill is
+ * lost only while the bucket is full, which shows: if R + (what was sent
+ * since the previous observation) + q reaches the highest level seen C
+ * (q the rounding of R), the bucket may have been full in between
+ * ("clipped"). From pairs of observations a, j (Y is known to within q,
+ * exactly when the request found the bucket full and was alone on the wire):
+ *   - ρ > (Yj − Ya − qa) / (sj − sa) always (the refill was at least that);
+ *   - ρ < (Yj + q − Ya) / (sj − sa) when no clip lay between them;
+ *   - ρ ≥ (C − R − q) / (reset + the answer's age), from a coarse reset.
+ * Pairs are taken from the start of the current run of unclipped answers
+ * (long spans: the rounding matters less and less) and from consecutive ones;
+ * the bounds fade over LEARNED_COUNT_MEMORY_MS. The estimate is the middle of
+ * the bounds once they are within a factor 2, else the refill seen over
+ * unclipped stretches (Σ ΔY / Σ Δs, whose rounding errors cancel along a run),
+ * kept within the bounds; else limit / stated window (Mistral "-minute").
+ * Noise: an answer whose request left within LEARNED_ORDER_GAP_MS of another
+ * may have been counted in the other order, so its bounds allow for one more
+ * request's cost; a request the upstream refused was not charged, so its cost
+ * is taken back from Y (learned_obs.refused). Answers older than the newest
+ * are ignored, as above; the first answer only anchors.
+ *
+ * Pacing a counted budget: a shadow bucket forecasts the level. It refills at
+ * ρ' = margin × ρ up to C, each dispatch takes its cost, and each answer
+ * corrects it by the difference between the level the answer shows (R, or
+ * more when the previous answer's level plus the refill at the lower bound
+ * since, less what was sent, says so: a count rounds down) and what the
+ * shadow had right after that request's own charge (learned_shadow_level):
+ * the dispatches since are in both, so a refused request's cost comes back
+ * and more requests in flight than the bucket holds are no trouble. It is full
+ * again (but for what was sent since) at a coarse reset's instant, and never
+ * below min(C, ρ'·(t − the last dispatch)) (the bucket held at least nothing
+ * after it). A request of cost c goes when the level is at least c +
+ * proactive_threshold × C (the threshold once ρ is known). Every answer
+ * corrects the forecast, so ρ matters over one round trip only: errors do
+ * not pile up.
+ * Until ρ is known and nothing says when units come back, one request goes
+ * every probe interval (LEARNED_PROBE_MS, doubled while the counts show no
+ * refill). A request the forecast held back that still found the bucket full
+ * says the pace is below the refill, and nothing more (full buckets lose
+ * refill): the estimate's low end is raised to LEARNED_PROBE_UP × ρ, once a
+ * round trip (a guess, kept apart from the proven bound), until the bucket
+ * drains and the counts bound ρ from above. */
 #ifndef PACERD_LEARNED_H
 #define PACERD_LEARNED_H
 
@@ -79,6 +130,14 @@
 #define LEARNED_SHORT_SHARE 0.5     /* ... when remaining and the free fit stay below this × L */
 #define LEARNED_BLIND_MAX 4         /* requests in flight before any answer reported a budget */
 #define LEARNED_BLIND_WAIT_MS 1000  /* ... the longest the others wait for that answer */
+#define LEARNED_ORDER_GAP_MS 20     /* counted: a request alone on the wire this long either side */
+#define LEARNED_COUNT_MEMORY_MS 30000 /* counted: how long evidence of the rate counts */
+#define LEARNED_SPAN_MIN_MS 50        /* counted: shortest pair of answers bounding the rate */
+#define LEARNED_BOUNDS_SPREAD 2       /* counted: bounds this close decide the rate alone */
+#define LEARNED_RUN_MAX_MS 30000      /* counted: a run of answers longer than this starts over */
+#define LEARNED_PROBE_MS 250          /* counted: first probe interval while the rate is unknown */
+#define LEARNED_PROBE_MAX_MS 30000
+#define LEARNED_PROBE_UP 1.25 /* counted: a held request that found the bucket full */
 
 enum learned_shape { LEARNED_UNKNOWN, LEARNED_CONTINUOUS, LEARNED_WINDOW };
 
@@ -97,6 +156,17 @@ struct learned_obs {
 	double remaining; /* >= 0 */
 	double reset_ms;  /* >= 0: time until reset, from the now_ms of learned_observe */
 	double limit;     /* > 0 when sent, 0 when absent */
+	/* For counted budgets (see above); zero for a precise (remaining, reset) pair: */
+	bool no_reset;     /* the answer had no reset for this budget (reset_ms ignored) */
+	bool coarse_reset; /* reset_ms is whole seconds: full by then, up to 1 s sooner */
+	double sent_ms;    /* when the request that carried it was dispatched (now_ms's clock) */
+	double cost;       /* what that request was charged here (learned_charge's cost) */
+	bool refused;      /* the upstream refused it (429, 503, 529): it was not charged */
+	double alone_ms;   /* time between its dispatch and the nearest other one
+	                    * (either side; 0: unknown) */
+	double window_ms;  /* the window the header names for the limit, 0: none */
+	bool has_level_at_send; /* level_at_send is learned_shadow_level after that */
+	double level_at_send;   /* request's charge (a number, not NAN) */
 };
 
 /* For /status and the limit_learned log line. */
@@ -109,6 +179,7 @@ struct learned_view {
 	double remaining;      /* local estimate now, -1: no information */
 	int64_t reset_in_ms;   /* until the observed reset, 0: passed or unknown */
 	unsigned observations; /* accepted so far */
+	bool counted;          /* learned from successive counts (no precise reset) */
 };
 
 struct learned {
@@ -133,6 +204,25 @@ struct learned {
 	int64_t last_pass_ms;
 	bool passed;
 	struct gcra pace; /* rate pacing at margin × ρ, disabled when not trusted */
+	/* counted budgets: capacity is C (the highest level seen), rho ρ,
+	 * reset_at_ms a coarse reset's instant (0: none) */
+	bool counted;
+	double refunded;             /* cost of the requests the upstream refused */
+	double obs_net, obs_sent_ms; /* the newest answer's mark net of refunds; its dispatch */
+	double obs_level;            /* ... the level it leaves, at least (>= its remaining) */
+	double sh_level, sh_at_ms;   /* the forecast: the level after its last event, when */
+	bool sh_valid;
+	double sh_shift;           /* the corrections made to it so far */
+	double probe_up_ms;        /* the last upward probe: answers of requests sent after */
+	double run_sent_ms, run_y; /* the first answer of the current unclipped run */
+	double run_q, run_nu;      /* ... its rounding and its order allowance */
+	bool run_open, run_summed; /* ... and whether the sums have a step of it */
+	double lo, hi;             /* bounds on ρ, units per ms (0: none) */
+	double probe_lo;           /* ... and where an upward probe put the low end */
+	int64_t bounds_at_ms;      /* when they last faded */
+	double s_dy, s_dt;         /* fading sums over unclipped increments */
+	double prior;              /* limit / stated window, 0: none */
+	double probe_ms;           /* wait before a probe while ρ is unknown */
 };
 
 /* Fills the defaults listed in struct learned_params. */
@@ -161,6 +251,14 @@ int64_t learned_held_until(const struct learned *l, int64_t now_ms, double cost)
 /* Records that `cost` units were dispatched at now_ms. Returns the mark to pass
  * back in the learned_obs of that request's answer (non-decreasing). */
 double learned_charge(struct learned *l, int64_t now_ms, double cost);
+
+/* A counted budget's forecast of its level right after the last
+ * learned_charge, less the corrections made to it so far (NAN for other
+ * budgets): the caller keeps it with the request
+ * and passes it back as learned_obs.level_at_send (when a number), so that the
+ * answer corrects the forecast by what it got wrong then, not by what was
+ * sent since. */
+double learned_shadow_level(const struct learned *l);
 
 /* Before the first answer. A lane with no plan that has had no answer yet
  * knows nothing of its budget, and a burst sent blind meets whatever bucket is
@@ -197,8 +295,8 @@ bool learned_told(struct learned *l, int64_t now_ms, double limit, double window
 void learned_view(const struct learned *l, int64_t now_ms, struct learned_view *v);
 
 /* One readable line for /status or a log, e.g.
- * "continuous capacity=1000 rate=1000.0/min pace=950.0/min remaining=812 reset_in=11280ms".
- * Returns what snprintf returns. */
+ * "continuous capacity=1000 rate=1000.0/min pace=950.0/min remaining=812 reset_in=11280ms"
+ * (a counted budget's line ends " from=counts"). Returns what snprintf returns. */
 int learned_summary(const struct learned *l, int64_t now_ms, char *buf, size_t len);
 
 /* "unknown", "continuous" or "window". */

@@ -838,6 +838,7 @@ struct sched_item *sched_next(struct sched_lane *lane, double precise_ms)
 		lane->stats.queue_wait_max_ms = waited;
 
 	it->state = SCHED_IN_FLIGHT;
+	it->gap_before_ms = fmin((double)now_ms - (double)lane->last_dispatch_ms, 1e12);
 	it->dispatched_ms = now_ms;
 	it->dispatch_seq = ++lane->dispatch_seq;
 	it->attempts++;
@@ -857,6 +858,7 @@ struct sched_item *sched_next(struct sched_lane *lane, double precise_ms)
 		lane->charged[b] += (isfinite(cost) && cost > 0) ? cost : 0;
 		it->marks[b] = lane_learns(lane) ? learned_charge(&lane->learned[b], now_ms, cost)
 		                                 : lane->charged[b];
+		it->levels[b] = lane_learns(lane) ? learned_shadow_level(&lane->learned[b]) : NAN;
 	}
 	aimd_delay_charge(&lane->delay, now_ms);
 	lane->day.requests += 1;
@@ -1014,25 +1016,50 @@ bool sched_learn_told(struct sched_lane *lane, int b, double limit, int64_t wind
 	return learned_told(&lane->learned[b], now_ms, limit, (double)window_ms);
 }
 
+/* How long `it` was alone on the wire: the time between its dispatch and the
+ * nearest other one, as far as the lane knows (0 when a later one's time is
+ * not kept). Requests closer than that may reach the upstream in either order. */
+static double alone_ms(const struct sched_lane *lane, const struct sched_item *it)
+{
+	double after = 0;
+	if (lane->dispatch_seq == it->dispatch_seq)
+		after = INFINITY; /* nothing left after it before it was answered */
+	else if (lane->dispatch_seq == it->dispatch_seq + 1)
+		after = (double)(lane->last_dispatch_ms - it->dispatched_ms);
+	return fmin(it->gap_before_ms, after);
+}
+
 bool sched_observe(struct sched_lane *lane, const struct sched_item *it, const struct rlh_result *h,
-                   int64_t now_ms)
+                   bool refused, int64_t now_ms)
 {
 	bool changed = false;
 	if (lane->st.mode == LANE_LEARNING)
 		set_state(lane, LANE_EV_ANSWERED);
 	for (int b = 0; b < RLH_N_BUDGETS; b++) {
 		const struct rlh_budget *rb = &h->budget[b];
-		/* Learn from (remaining, reset) pairs, never from limit alone:
-		 * its window is not in the header name (DESIGN §4). */
-		if (!rb->has_remaining || !rb->has_reset)
+		/* Learn from what remains: with a precise reset from the pair,
+		 * without one (or with a reset in whole seconds) from successive
+		 * counts; never from limit alone: its window is not in the
+		 * header name (DESIGN §4). */
+		if (!rb->has_remaining)
 			continue;
 		if (!lane_learn_start(lane))
 			break; /* out of memory: the next answer teaches it */
+		double cost = budget_cost(it, b);
 		struct learned_obs o = {
 		    .mark = it->marks[b],
 		    .remaining = (double)rb->remaining,
-		    .reset_ms = (double)rb->reset_ms,
+		    .reset_ms = rb->has_reset ? (double)rb->reset_ms : 0,
 		    .limit = rb->has_limit ? (double)rb->limit : 0,
+		    .no_reset = !rb->has_reset,
+		    .coarse_reset = rb->has_reset && rb->reset_coarse,
+		    .sent_ms = (double)it->dispatched_ms,
+		    .cost = isfinite(cost) && cost > 0 ? cost : 0,
+		    .refused = refused,
+		    .alone_ms = alone_ms(lane, it),
+		    .window_ms = (double)rb->window_ms,
+		    .has_level_at_send = isfinite(it->levels[b]),
+		    .level_at_send = it->levels[b],
 		};
 		if (learned_observe(&lane->learned[b], now_ms, &o) > 0)
 			changed = true;

@@ -67,6 +67,10 @@ struct sched_item {
 	bool holding;                /* its capacity answer holds the lane until decided */
 	bool probe;                  /* it left as its lane's probe (lane_mode.h) */
 	bool hinted;                 /* its capacity answer said when (retry-after, a reset) */
+
+	/* for counted budgets (learned.h), echoed by observations too */
+	double levels[RLH_N_BUDGETS]; /* learned_shadow_level after the marks' charges */
+	double gap_before_ms;         /* since the lane's dispatch before this one's */
 };
 
 /* A new request, as sched_submit takes it. */
@@ -181,10 +185,11 @@ void sched_complete(struct sched_lane *lane, struct sched_item *it, enum sched_o
                     int64_t now_ms);
 
 /* Rate-limit headers seen on the response to `it` (dispatched at
- * it->dispatched_ms). Returns true when what the lane knows of its limits
- * changed (worth a limit_learned log line). */
+ * it->dispatched_ms); refused: the upstream refused it (a capacity status),
+ * so it was charged nothing there. Returns true when what the lane knows of
+ * its limits changed (worth a limit_learned log line). */
 bool sched_observe(struct sched_lane *lane, const struct sched_item *it, const struct rlh_result *h,
-                   int64_t now_ms);
+                   bool refused, int64_t now_ms);
 
 /* A capacity refusal named budget b's limit per window_ms (Gemini's
  * quotaValue and quotaId: no header ever describes it). When the lane has

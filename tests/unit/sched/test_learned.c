@@ -8,7 +8,8 @@
 
 static struct learned_obs obs(double mark, double remaining, double reset_ms, double limit)
 {
-	struct learned_obs o = {mark, remaining, reset_ms, limit};
+	struct learned_obs o = {
+	    .mark = mark, .remaining = remaining, .reset_ms = reset_ms, .limit = limit};
 	return o;
 }
 

@@ -316,7 +316,7 @@ START_TEST(a_lane_takes_at_most_1_kib)
 	sched_submit(l, &it, &(struct sched_request){.cost_prompt = 10, .cost_output = 10}, 1001,
 	             &ev);
 	ck_assert_ptr_eq(sched_next(l, 1001), &it);
-	sched_observe(l, &it, &h, 1002);
+	sched_observe(l, &it, &h, false, 1002);
 	sched_complete(l, &it, SCHED_SUCCESS, 1002);
 	ck_assert_ptr_nonnull(sched_learned(l, RLH_TOKENS));
 	ck_assert_uint_gt(registry_heap_bytes(reg), counted);

@@ -276,7 +276,7 @@ START_TEST(fresh_lane_is_open_up_to_max_concurrent)
 	ck_assert_int_eq(sched_wake_at(&lane, 1000), 1000 + LEARNED_BLIND_WAIT_MS);
 	struct rlh_result h; /* an answer that reports no budget */
 	memset(&h, 0, sizeof(h));
-	sched_observe(&lane, &items[0], &h, 1020);
+	sched_observe(&lane, &items[0], &h, false, 1020);
 	for (int i = LEARNED_BLIND_MAX; i < 16; i++)
 		ck_assert_int_eq(idx(sched_next(&lane, 1020)), i);
 	ck_assert_int_eq(sched_concurrency_limit(&lane), 64);
@@ -499,7 +499,7 @@ START_TEST(a_learned_budget_at_zero_ends_with_a_probe)
 	memset(&h, 0, sizeof(h));
 	h.budget[RLH_REQUESTS] = (struct rlh_budget){
 	    .has_remaining = true, .has_reset = true, .remaining = 0, .reset_ms = 2000};
-	sched_observe(&lane, &items[0], &h, 1100);
+	sched_observe(&lane, &items[0], &h, false, 1100);
 	sched_complete(&lane, &items[0], SCHED_SUCCESS, 1100);
 	ck_assert_ptr_null(sched_next(&lane, 1100));
 	ck_assert_int_eq(wake_ms(&lane, 1100), 3100);
@@ -525,7 +525,7 @@ START_TEST(a_refusal_that_says_when_cuts_the_learned_rate_by_a_margin_only)
 	for (int i = 0; i < 3; i++)
 		submit(&lane, &items[i], 0, 0, 0, 1000);
 	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 0);
-	sched_observe(&lane, &items[0], &h, 1100);
+	sched_observe(&lane, &items[0], &h, false, 1100);
 	sched_complete(&lane, &items[0], SCHED_SUCCESS, 1100);
 	ck_assert_int_eq(idx(sched_next(&lane, 1100)), 1);
 	items[1].hinted = true;
@@ -690,7 +690,7 @@ START_TEST(an_overload_is_counted_not_cut)
 	for (int i = 0; i < 6; i++)
 		submit(&lane, &items[i], 0, 0, 0, 1000);
 	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 0);
-	sched_observe(&lane, &items[0], &h, 1100);
+	sched_observe(&lane, &items[0], &h, false, 1100);
 	sched_complete(&lane, &items[0], SCHED_SUCCESS, 1100);
 	unsigned limit = sched_concurrency_limit(&lane);
 	for (int i = 1; i < 4; i++)
@@ -731,7 +731,7 @@ START_TEST(a_told_limit_is_learned_once_and_never_over_headers)
 	memset(&h, 0, sizeof(h));
 	h.budget[RLH_TOKENS] = (struct rlh_budget){
 	    .has_remaining = true, .has_reset = true, .remaining = 5000, .reset_ms = 30000};
-	sched_observe(&lane, &items[0], &h, 1100);
+	sched_observe(&lane, &items[0], &h, false, 1100);
 	ck_assert(!sched_learn_told(&lane, RLH_TOKENS, 100, 60000, 1200));
 	/* a plan's rate is the user's word: nothing learned over it */
 	plan.max_requests_per_minute = 600;
@@ -939,7 +939,7 @@ START_TEST(learned_budgets_allocated_on_first_report)
 	                                             .limit = 100,
 	                                             .remaining = 10,
 	                                             .reset_ms = 60000};
-	ck_assert(sched_observe(&lane, &items[0], &h, 1100));
+	ck_assert(sched_observe(&lane, &items[0], &h, false, 1100));
 	const struct learned *l = sched_learned(&lane, RLH_REQUESTS);
 	ck_assert_ptr_nonnull(l);
 	ck_assert_ptr_null(sched_learned(&lane, RLH_TOKENS));
@@ -971,7 +971,7 @@ START_TEST(a_fresh_lane_inherits_what_was_learned)
 	                                             .limit = 100,
 	                                             .remaining = 10,
 	                                             .reset_ms = 60000};
-	ck_assert(sched_observe(&lane, &items[0], &h, 1100));
+	ck_assert(sched_observe(&lane, &items[0], &h, false, 1100));
 	static struct sched_lane fresh, busy;
 	sched_lane_init(&fresh, prov, &plan, AGENTS_OFF, 1100);
 	ck_assert_ptr_null(sched_learned(&fresh, RLH_REQUESTS));
@@ -1602,7 +1602,7 @@ START_TEST(the_view_says_what_the_lane_says)
 	                                             .limit = 100,
 	                                             .remaining = 10,
 	                                             .reset_ms = 60000};
-	sched_observe(&lane, &items[0], &h, 1100);
+	sched_observe(&lane, &items[0], &h, false, 1100);
 	sched_complete(&lane, &items[0], SCHED_CAPACITY, 1100);
 	sched_retry(&lane, &items[0], 3000);
 	sched_complete(&lane, &items[1], SCHED_SUCCESS, 1150);
