@@ -417,23 +417,69 @@ static void idle_update(struct sched_lane *lane)
 
 /* ---- learned budgets ---- */
 
-/* What every lane reads before a response reported a budget: nothing
- * observed. Read-only: sched.c writes only to a lane's own allocation. */
-static const struct learned sched_no_learned[RLH_N_BUDGETS];
+/* What a lane reads for a budget no response has reported: nothing
+ * observed; and the table a lane points to until one does. Read-only:
+ * sched.c writes only to a lane's own allocations. */
+static const struct learned sched_no_learned;
+static struct learned *const sched_no_budgets[RLH_N_BUDGETS] = {
+    (struct learned *)&sched_no_learned, (struct learned *)&sched_no_learned,
+    (struct learned *)&sched_no_learned, (struct learned *)&sched_no_learned,
+    (struct learned *)&sched_no_learned};
+_Static_assert(RLH_N_BUDGETS == 5, "one sched_no_budgets entry per budget");
+
+/* Whether the lane has a table of its own (a response reported a budget). */
+static bool lane_has_budgets(const struct sched_lane *lane)
+{
+	return lane->learned != NULL && lane->learned != (struct learned **)sched_no_budgets;
+}
+
+/* Whether budget b has an allocation of its own (a response reported it). */
+static bool budget_learns(const struct sched_lane *lane, int b)
+{
+	return lane_has_budgets(lane) && lane->learned[b] != &sched_no_learned;
+}
+
+/* Budget b as read: the lane's, or the one that observed nothing. */
+static const struct learned *budget(const struct sched_lane *lane, int b)
+{
+	return budget_learns(lane, b) ? lane->learned[b] : &sched_no_learned;
+}
 
 static bool lane_learns(const struct sched_lane *lane)
 {
-	return lane->learned != NULL && lane->learned != sched_no_learned;
+	for (int b = 0; b < RLH_N_BUDGETS; b++)
+		if (budget_learns(lane, b))
+			return true;
+	return false;
 }
 
-/* Allocates the lane's budgets, set up as if they had followed every dispatch
- * so far (learned_charge's marks and its last pass), so that answers to
- * requests sent before still line up. */
-static bool lane_learn_start(struct sched_lane *lane)
+static void lane_learn_none(struct sched_lane *lane)
 {
-	if (lane_learns(lane))
+	lane->learned = (struct learned **)sched_no_budgets;
+}
+
+/* The lane's own table of budgets, made the first time one is learned. */
+static bool lane_budgets(struct sched_lane *lane)
+{
+	if (lane_has_budgets(lane))
 		return true;
-	struct learned *l = malloc(RLH_N_BUDGETS * sizeof(*l));
+	struct learned **t = malloc(sizeof(sched_no_budgets));
+	if (t == NULL)
+		return false;
+	memcpy(t, sched_no_budgets, sizeof(sched_no_budgets));
+	lane->learned = t;
+	return true;
+}
+
+/* Allocates budget b, the first time a response reports it (most answers
+ * report one or two of RLH_N_BUDGETS), set up as if it had followed every
+ * dispatch so far (learned_charge's marks and its last pass), so that
+ * answers to requests sent before still line up. */
+static bool lane_learn_start(struct sched_lane *lane, int b)
+{
+	if (budget_learns(lane, b))
+		return true;
+	struct learned *l = lane_budgets(lane) ? malloc(sizeof(*l)) : NULL;
 	if (l == NULL)
 		return false;
 	struct learned_params lp;
@@ -443,13 +489,11 @@ static bool lane_learn_start(struct sched_lane *lane)
 	 * (RFC 3339 instants, integer seconds) are whole seconds. */
 	if (lane->fine_resets)
 		lp.time_noise_ms = 50;
-	for (int b = 0; b < RLH_N_BUDGETS; b++) {
-		learned_init(&l[b], &lp);
-		l[b].cum_cost = lane->charged[b];
-		l[b].passed = lane->dispatch_seq > 0;
-		l[b].last_pass_ms = l[b].passed ? lane->last_dispatch_ms : 0;
-	}
-	lane->learned = l;
+	learned_init(l, &lp);
+	l->cum_cost = lane->charged[b];
+	l->passed = lane->dispatch_seq > 0;
+	l->last_pass_ms = l->passed ? lane->last_dispatch_ms : 0;
+	lane->learned[b] = l;
 	return true;
 }
 
@@ -457,11 +501,23 @@ bool sched_lane_inherit(struct sched_lane *to, const struct sched_lane *from)
 {
 	if (to == from || to->dispatch_seq > 0 || lane_learns(to) || !lane_learns(from))
 		return false;
-	struct learned *l = malloc(RLH_N_BUDGETS * sizeof(*l));
-	if (l == NULL)
+	struct learned *l[RLH_N_BUDGETS] = {NULL};
+	if (!lane_budgets(to))
 		return false;
-	memcpy(l, from->learned, RLH_N_BUDGETS * sizeof(*l));
-	to->learned = l;
+	for (int b = 0; b < RLH_N_BUDGETS; b++) {
+		if (!budget_learns(from, b))
+			continue;
+		l[b] = malloc(sizeof(*l[b]));
+		if (l[b] == NULL) {
+			for (int i = 0; i < b; i++)
+				free(l[i]);
+			return false;
+		}
+		memcpy(l[b], from->learned[b], sizeof(*l[b]));
+	}
+	for (int b = 0; b < RLH_N_BUDGETS; b++)
+		if (l[b] != NULL)
+			to->learned[b] = l[b];
 	memcpy(to->charged, from->charged, sizeof(to->charged));
 	to->conc = from->conc;
 	to->delay = from->delay;
@@ -476,9 +532,9 @@ bool sched_lane_inherit(struct sched_lane *to, const struct sched_lane *from)
 
 const struct learned *sched_learned(const struct sched_lane *lane, int b)
 {
-	if (!lane_learns(lane) || b < 0 || b >= RLH_N_BUDGETS || lane->learned[b].n_obs == 0)
+	if (b < 0 || b >= RLH_N_BUDGETS || !budget_learns(lane, b) || lane->learned[b]->n_obs == 0)
 		return NULL;
-	return &lane->learned[b];
+	return lane->learned[b];
 }
 
 /* ---- lane setup ---- */
@@ -492,7 +548,7 @@ void sched_lane_init(struct sched_lane *lane, const struct provider_conf *prov,
 	lane->agents_mode = agents;
 	lane->st = LANE_STATE_FRESH;
 	lane->fine_resets = prov->dialect == DIALECT_OPENAI;
-	lane->learned = (struct learned *)sched_no_learned;
+	lane_learn_none(lane);
 	gates_init_burst(&lane->gates, plan, prov->dialect == DIALECT_ANTHROPIC ? 60 : 1);
 	cost_lane_init(&lane->cost);
 	aimd_init_plan(&lane->conc, plan);
@@ -509,9 +565,12 @@ void sched_lane_release(struct sched_lane *lane)
 	if (lane->idle_linked)
 		idle_unlink(lane);
 	lane->idle_list = NULL;
-	if (lane_learns(lane))
+	for (int b = 0; b < RLH_N_BUDGETS; b++)
+		if (budget_learns(lane, b))
+			free(lane->learned[b]);
+	if (lane_has_budgets(lane))
 		free(lane->learned);
-	lane->learned = (struct learned *)sched_no_learned;
+	lane_learn_none(lane);
 	agents_free(lane->agents);
 	lane->agents = NULL;
 	fairq_release(&lane->fq);
@@ -529,8 +588,11 @@ void sched_lane_track_idle(struct sched_lane *lane, struct sched_idle_list *list
 size_t sched_lane_heap_bytes(const struct sched_lane *lane)
 {
 	size_t n = 0;
-	if (lane_learns(lane))
-		n += RLH_N_BUDGETS * sizeof(struct learned);
+	if (lane_has_budgets(lane))
+		n += sizeof(sched_no_budgets);
+	for (int b = 0; b < RLH_N_BUDGETS; b++)
+		if (budget_learns(lane, b))
+			n += sizeof(struct learned);
 	if (lane->agents != NULL)
 		n += agents_bytes(lane->agents);
 	return n + fairq_heap_bytes(&lane->fq) + cost_lane_heap_bytes(&lane->cost);
@@ -549,9 +611,9 @@ void sched_lane_reconfigure(struct sched_lane *lane, const struct provider_conf 
 		set_state(lane, LANE_EV_DAY_NEW);
 	gates_reconfigure_scaled(&lane->gates, plan, lane->gates_scale > 0 ? lane->gates_scale : 1,
 	                         now_ms);
-	if (lane_learns(lane))
-		for (int i = 0; i < RLH_N_BUDGETS; i++)
-			lane->learned[i].p.proactive_threshold = plan->proactive_threshold;
+	for (int b = 0; b < RLH_N_BUDGETS; b++)
+		if (budget_learns(lane, b))
+			lane->learned[b]->p.proactive_threshold = plan->proactive_threshold;
 	aimd_reconfigure(&lane->conc, plan);
 	double delay = lane->delay.delay_ms;
 	aimd_delay_init_plan(&lane->delay, plan);
@@ -686,12 +748,12 @@ static double lane_ready_at(const struct sched_lane *lane, const struct sched_it
 	double t = gates_ready_at(&lane->gates, precise_ms, it->cost_tokens, it->cost_prompt,
 	                          it->cost_output);
 	/* A budget no response reported lets everything pass. */
-	for (int b = 0; lane_learns(lane) && b < RLH_N_BUDGETS; b++) {
+	for (int b = 0; b < RLH_N_BUDGETS; b++) {
 		/* A token budget without a token estimate cannot be paced. */
 		double cost = budget_cost(it, b);
 		if (b != RLH_REQUESTS && cost <= 0)
 			continue;
-		double g = (double)learned_ready_at(&lane->learned[b], now_ms, cost);
+		double g = (double)learned_ready_at(budget(lane, b), now_ms, cost);
 		if (g > t)
 			t = g;
 	}
@@ -767,11 +829,11 @@ static bool held_back(const struct sched_lane *lane, int64_t now_ms)
  * every 20 ms reports 0 all the time). */
 static void note_learned_hold(struct sched_lane *lane, const struct sched_item *it, int64_t now_ms)
 {
-	for (int b = 0; lane_learns(lane) && b < RLH_N_BUDGETS; b++) {
+	for (int b = 0; b < RLH_N_BUDGETS; b++) {
 		double cost = budget_cost(it, b);
 		if (b != RLH_REQUESTS && cost <= 0)
 			continue;
-		int64_t until = learned_held_until(&lane->learned[b], now_ms, cost);
+		int64_t until = learned_held_until(budget(lane, b), now_ms, cost);
 		if (until > now_ms && (double)(until - now_ms) >= lane->conc.rtt_ms) {
 			set_state(lane, LANE_EV_HOLD);
 			return;
@@ -856,9 +918,10 @@ struct sched_item *sched_next(struct sched_lane *lane, double precise_ms)
 		/* The same sum learned_charge keeps, for budgets learned later. */
 		double cost = budget_cost(it, b);
 		lane->charged[b] += (isfinite(cost) && cost > 0) ? cost : 0;
-		it->marks[b] = lane_learns(lane) ? learned_charge(&lane->learned[b], now_ms, cost)
-		                                 : lane->charged[b];
-		it->levels[b] = lane_learns(lane) ? learned_shadow_level(&lane->learned[b]) : NAN;
+		bool learns = budget_learns(lane, b);
+		it->marks[b] =
+		    learns ? learned_charge(lane->learned[b], now_ms, cost) : lane->charged[b];
+		it->levels[b] = learns ? learned_shadow_level(lane->learned[b]) : NAN;
 	}
 	aimd_delay_charge(&lane->delay, now_ms);
 	lane->day.requests += 1;
@@ -972,12 +1035,11 @@ void sched_complete(struct sched_lane *lane, struct sched_item *it, enum sched_o
 		 * holds for it), so it cuts the rate by a margin's worth, not by a
 		 * fifth: not more than the evidence says, yet enough that a pace a
 		 * few % above the provider's rate does not meet refusals forever. */
-		if (aimd_on_capacity_signal(&lane->conc, now_ms, lane->in_flight + 1) &&
-		    lane_learns(lane))
+		if (aimd_on_capacity_signal(&lane->conc, now_ms, lane->in_flight + 1))
 			for (int b = 0; b < RLH_N_BUDGETS; b++)
-				if (lane->learned[b].n_obs > 0)
+				if (budget_learns(lane, b) && lane->learned[b]->n_obs > 0)
 					learned_on_capacity_signal(
-					    &lane->learned[b], now_ms,
+					    lane->learned[b], now_ms,
 					    it->hinted ? LEARNED_PENALTY_HINTED : LEARNED_PENALTY);
 		aimd_delay_on_capacity(&lane->delay, now_ms);
 		break;
@@ -1005,15 +1067,15 @@ bool sched_learn_told(struct sched_lane *lane, int b, double limit, int64_t wind
 {
 	if (b < 0 || b >= RLH_N_BUDGETS || !(limit > 0) || window_ms <= 0)
 		return false;
-	if (lane_learns(lane) && lane->learned[b].n_obs > 0)
+	if (budget(lane, b)->n_obs > 0)
 		return false; /* headers describe it: they know better than a refusal */
 	/* The plan sets the lane's rates (the user told the limits): a refusal
 	 * does not add a learned pace at a margin below them. */
 	if (gates_enabled(&lane->gates))
 		return false;
-	if (!lane_learn_start(lane))
+	if (!lane_learn_start(lane, b))
 		return false;
-	return learned_told(&lane->learned[b], now_ms, limit, (double)window_ms);
+	return learned_told(lane->learned[b], now_ms, limit, (double)window_ms);
 }
 
 /* How long `it` was alone on the wire: the time between its dispatch and the
@@ -1043,7 +1105,7 @@ bool sched_observe(struct sched_lane *lane, const struct sched_item *it, const s
 		 * header name (DESIGN §4). */
 		if (!rb->has_remaining)
 			continue;
-		if (!lane_learn_start(lane))
+		if (!lane_learn_start(lane, b))
 			break; /* out of memory: the next answer teaches it */
 		double cost = budget_cost(it, b);
 		struct learned_obs o = {
@@ -1061,7 +1123,7 @@ bool sched_observe(struct sched_lane *lane, const struct sched_item *it, const s
 		    .has_level_at_send = isfinite(it->levels[b]),
 		    .level_at_send = it->levels[b],
 		};
-		if (learned_observe(&lane->learned[b], now_ms, &o) > 0)
+		if (learned_observe(lane->learned[b], now_ms, &o) > 0)
 			changed = true;
 	}
 	return changed;
@@ -1069,8 +1131,8 @@ bool sched_observe(struct sched_lane *lane, const struct sched_item *it, const s
 
 bool sched_wants_tokens(const struct sched_lane *lane)
 {
-	for (int b = RLH_TOKENS; lane_learns(lane) && b < RLH_N_BUDGETS; b++)
-		if (lane->learned[b].n_obs > 0)
+	for (int b = RLH_TOKENS; b < RLH_N_BUDGETS; b++)
+		if (budget(lane, b)->n_obs > 0)
 			return true;
 	const struct plan_conf *p = lane->plan;
 	return p->max_tokens_per_minute > 0 || p->max_input_tokens_per_minute > 0 ||
@@ -1238,8 +1300,8 @@ void sched_set_gates_mode(struct sched_lane *lane, enum sched_gates_mode mode, d
 static bool spaced_here(const struct sched_lane *lane)
 {
 	bool spaced = lane->delay.delay_ms > 0;
-	for (int b = 0; !spaced && lane_learns(lane) && b < RLH_N_BUDGETS; b++)
-		spaced = lane->learned[b].n_obs > 0;
+	for (int b = 0; !spaced && b < RLH_N_BUDGETS; b++)
+		spaced = budget(lane, b)->n_obs > 0;
 	return spaced;
 }
 
@@ -1331,9 +1393,9 @@ unsigned sched_permits_unused(struct sched_lane *lane)
 static int64_t eta_for(const struct sched_lane *lane, size_t ahead, int64_t now_ms)
 {
 	double per_request_ms = gates_min_interval_ms(&lane->gates);
-	if (lane_learns(lane)) {
+	if (budget_learns(lane, RLH_REQUESTS)) {
 		struct learned_view v;
-		learned_view(&lane->learned[RLH_REQUESTS], now_ms, &v);
+		learned_view(lane->learned[RLH_REQUESTS], now_ms, &v);
 		if (v.pace_per_min > 0 && 60000.0 / v.pace_per_min > per_request_ms)
 			per_request_ms = 60000.0 / v.pace_per_min;
 	}

@@ -92,10 +92,11 @@ struct sched_lane {
 
 	/* Gates. */
 	struct gates gates; /* request-rate windows and the token gate */
-	/* RLH_N_BUDGETS budgets the headers report, allocated when a response
-	 * first reports one; until then a shared, read-only set that has
-	 * observed nothing (n_obs 0). Prefer sched_learned(). */
-	struct learned *learned;
+	/* The RLH_N_BUDGETS budgets the headers report, each allocated when a
+	 * response first reports it; until then a shared, read-only one that
+	 * has observed nothing (n_obs 0), in a shared table until the lane
+	 * learns its first. Prefer sched_learned(). */
+	struct learned **learned;
 	double charged[RLH_N_BUDGETS]; /* units dispatched per budget: learned's marks */
 	struct aimd conc;              /* adaptive concurrency */
 	struct aimd_delay delay;       /* dispatch-delay AIMD */

@@ -530,10 +530,10 @@ START_TEST(a_refusal_that_says_when_cuts_the_learned_rate_by_a_margin_only)
 	ck_assert_int_eq(idx(sched_next(&lane, 1100)), 1);
 	items[1].hinted = true;
 	sched_complete(&lane, &items[1], SCHED_CAPACITY, 1200);
-	ck_assert(lane.learned[RLH_REQUESTS].correction == LEARNED_PENALTY_HINTED);
+	ck_assert(lane.learned[RLH_REQUESTS]->correction == LEARNED_PENALTY_HINTED);
 	ck_assert_int_eq(idx(sched_next(&lane, wake_ms(&lane, 1200))), 2);
 	sched_complete(&lane, &items[2], SCHED_CAPACITY, 5000);
-	ck_assert(lane.learned[RLH_REQUESTS].correction ==
+	ck_assert(lane.learned[RLH_REQUESTS]->correction ==
 	          LEARNED_PENALTY_HINTED * LEARNED_PENALTY);
 }
 END_TEST
@@ -700,7 +700,7 @@ START_TEST(an_overload_is_counted_not_cut)
 	ck_assert_int_eq(lane.stats.capacity_signals, 3);
 	ck_assert_int_eq(lane.stats.capacity_reactions, 0);
 	ck_assert_uint_eq(sched_concurrency_limit(&lane), limit);
-	ck_assert(lane.learned[RLH_REQUESTS].correction == 1);
+	ck_assert(lane.learned[RLH_REQUESTS]->correction == 1);
 	ck_assert_int_eq(aimd_delay_ms(&lane.delay), 0);
 	int64_t t = wake_ms(&lane, 1400);
 	ck_assert_int_eq(idx(sched_next(&lane, t)), 4);
@@ -925,7 +925,7 @@ START_TEST(learned_budgets_allocated_on_first_report)
 	init_lane(AGENTS_OFF);
 	ck_assert_ptr_null(sched_learned(&lane, RLH_REQUESTS));
 	ck_assert_int_eq(sched_lane_heap_bytes(&lane), 0);
-	ck_assert_int_eq(lane.learned[RLH_REQUESTS].n_obs, 0); /* readable before */
+	ck_assert_int_eq(lane.learned[RLH_REQUESTS]->n_obs, 0); /* readable before */
 	for (int i = 0; i < 3; i++) {
 		submit(&lane, &items[i], 0, 0, 0, 1000);
 		ck_assert_int_eq(idx(sched_next(&lane, 1000)), i);
@@ -947,7 +947,7 @@ START_TEST(learned_budgets_allocated_on_first_report)
 	struct learned_view v;
 	learned_view(l, 1100, &v);
 	ck_assert(v.remaining == 8);
-	ck_assert_int_eq(lane.learned[RLH_REQUESTS].n_obs, 1);
+	ck_assert_int_eq(lane.learned[RLH_REQUESTS]->n_obs, 1);
 	for (int i = 0; i < 3; i++)
 		sched_complete(&lane, &items[i], SCHED_SUCCESS, 1200);
 }
