@@ -546,6 +546,7 @@ int learned_observe(struct learned *l, int64_t now_ms, const struct learned_obs 
 		fit_add(l, o->reset_ms, rem);
 	}
 
+	l->unreported = 0;
 	l->obs_mark = o->mark;
 	l->obs_at_ms = now_ms;
 	l->reset_at_ms = a_now;
@@ -686,6 +687,22 @@ double learned_charge(struct learned *l, int64_t now_ms, double cost)
 	l->last_pass_ms = now_ms;
 	l->passed = true;
 	return l->cum_cost;
+}
+
+void learned_unreported(struct learned *l, double mark)
+{
+	if (!l->counted || l->n_obs == 0 || mark <= l->obs_mark)
+		return;
+	if (++l->unreported < LEARNED_UNREPORTED_MAX)
+		return;
+	struct learned_params p = l->p;
+	double cum = l->cum_cost;
+	int64_t last = l->last_pass_ms;
+	bool passed = l->passed;
+	learned_init(l, &p);
+	l->cum_cost = cum;
+	l->last_pass_ms = last;
+	l->passed = passed;
 }
 
 double learned_shadow_level(const struct learned *l)

@@ -137,7 +137,8 @@
 #define LEARNED_RUN_MAX_MS 30000      /* counted: a run of answers longer than this starts over */
 #define LEARNED_PROBE_MS 250          /* counted: first probe interval while the rate is unknown */
 #define LEARNED_PROBE_MAX_MS 30000
-#define LEARNED_PROBE_UP 1.25 /* counted: a held request that found the bucket full */
+#define LEARNED_PROBE_UP 1.25    /* counted: a held request that found the bucket full */
+#define LEARNED_UNREPORTED_MAX 3 /* counted: answers in a row without it, and it is forgotten */
 
 enum learned_shape { LEARNED_UNKNOWN, LEARNED_CONTINUOUS, LEARNED_WINDOW };
 
@@ -214,6 +215,7 @@ struct learned {
 	bool sh_valid;
 	double sh_shift;           /* the corrections made to it so far */
 	double probe_up_ms;        /* the last upward probe: answers of requests sent after */
+	unsigned unreported;       /* newer answers in a row that did not report it */
 	double run_sent_ms, run_y; /* the first answer of the current unclipped run */
 	double run_q, run_nu;      /* ... its rounding and its order allowance */
 	bool run_open, run_summed; /* ... and whether the sums have a step of it */
@@ -237,6 +239,14 @@ void learned_init(struct learned *l, const struct learned_params *p);
  * (shape, limit, or capacity or rate by more than 5 %: worth a limit_learned log
  * line), 0 otherwise. */
 int learned_observe(struct learned *l, int64_t now_ms, const struct learned_obs *o);
+
+/* An answer to the request of `mark` did not report this budget. A counted
+ * budget has no reset to bound what it holds: once LEARNED_UNREPORTED_MAX
+ * answers newer than its last count in a row leave it out (an endpoint that
+ * does not report it, or a provider that stopped), it is forgotten, as if it
+ * had never been reported (what was sent stays counted); the next count
+ * teaches it again. */
+void learned_unreported(struct learned *l, double mark);
 
 /* Earliest instant >= now_ms at which `cost` units (1 for a request, the token
  * estimate for a token budget) may pass. With no observation yet: now_ms. */

@@ -1103,8 +1103,11 @@ bool sched_observe(struct sched_lane *lane, const struct sched_item *it, const s
 		 * without one (or with a reset in whole seconds) from successive
 		 * counts; never from limit alone: its window is not in the
 		 * header name (DESIGN §4). */
-		if (!rb->has_remaining)
+		if (!rb->has_remaining) {
+			if (budget_learns(lane, b))
+				learned_unreported(lane->learned[b], it->marks[b]);
 			continue;
+		}
 		if (!lane_learn_start(lane, b))
 			break; /* out of memory: the next answer teaches it */
 		double cost = budget_cost(it, b);

@@ -322,6 +322,37 @@ START_TEST(a_stated_window_gives_the_first_rate)
 }
 END_TEST
 
+/* One answer said 7 left, and then answers stop reporting the budget (an
+ * endpoint that does not): without a rate nothing says when units come back,
+ * and the lane would probe for ever. Three newer answers in a row without it,
+ * and it is forgotten; what was sent stays counted for the marks. */
+START_TEST(a_budget_no_longer_reported_is_forgotten)
+{
+	struct learned l;
+	learned_init(&l, NULL);
+	double m = learned_charge(&l, 0, 1);
+	struct learned_obs o = remaining_only(m, 7, 0, 1);
+	learned_observe(&l, 5, &o);
+	double marks[10];
+	for (int i = 0; i < 10; i++)
+		marks[i] = learned_charge(&l, 10, 1);
+	ck_assert_int_gt(learned_ready_at(&l, 10, 1), 10); /* 7 spent, 3 more out */
+	learned_unreported(&l, m);                         /* not newer: no matter */
+	learned_unreported(&l, marks[0]);
+	learned_unreported(&l, marks[1]);
+	ck_assert_int_eq(l.n_obs, 1);
+	learned_unreported(&l, marks[2]);
+	ck_assert_int_eq(l.n_obs, 0);
+	ck_assert_int_eq(learned_ready_at(&l, 20, 1), 20);
+	ck_assert_double_eq(learned_charge(&l, 20, 1), 12); /* marks go on */
+	/* a count again: learned afresh */
+	o = remaining_only(12, 3, 20, 1);
+	learned_observe(&l, 25, &o);
+	ck_assert(view(&l, 25).counted);
+	ck_assert_double_eq(view(&l, 25).remaining, 3);
+}
+END_TEST
+
 /* A counted budget learns from the refusal's count, not from the 429 signal. */
 START_TEST(a_capacity_signal_does_not_cut_a_counted_rate)
 {
@@ -446,6 +477,7 @@ static Suite *counted_suite(void)
 	tcase_add_test(noise, a_refusal_is_not_refill);
 	tcase_add_test(noise, counts_of_a_burst_in_either_order);
 	tcase_add_test(noise, a_capacity_signal_does_not_cut_a_counted_rate);
+	tcase_add_test(noise, a_budget_no_longer_reported_is_forgotten);
 	suite_add_tcase(s, noise);
 	TCase *loop = tcase_create("closed loop");
 	tcase_add_loop_test(loop, closed_loop_uses_the_budget_without_refusals, 0,
