@@ -805,6 +805,7 @@ struct est_fields {
 	bool stream;
 	const char *close;
 	struct stream_options opts;
+	bool flex; /* "service_tier": "flex" (tokens_cost.flex_tier) */
 };
 
 enum { TF_INPUT, TF_PROMPT, TF_SYSTEM, TF_CONTENTS, TF_INSTRUCTIONS, TF_SYS_INSTR, TF_SYS_INSTR2 };
@@ -861,6 +862,21 @@ static void scan_model(struct js *s, struct est_fields *f)
 }
 
 /* Whether the value is the literal true (checked by the skip). */
+/* Whether the value is the string lit (lit_len bytes, no escapes in lit; an
+ * escaped string is compared as it is written). */
+static bool scan_string_is(struct js *s, const char *lit, size_t lit_len)
+{
+	struct js_str str;
+	if (js_peek(s) != '"') {
+		js_skip(s);
+		return false;
+	}
+	if (!js_room(s))
+		return false;
+	js_string(s, &str);
+	return !s->bad && !str.esc && str.n == lit_len && memcmp(str.b, lit, lit_len) == 0;
+}
+
 static bool scan_true(struct js *s)
 {
 	bool t = js_peek(s) == 't';
@@ -932,6 +948,8 @@ static bool scan_request(const char *body, size_t len, struct est_fields *f)
 			f->stream = scan_true(&s);
 		else if (js_key_is(&k, "stream_options"))
 			scan_stream_options(&s, &f->opts);
+		else if (js_key_is(&k, "service_tier"))
+			f->flex = scan_string_is(&s, "flex", 4);
 		else
 			js_skip(&s);
 	}
@@ -1060,6 +1078,7 @@ int64_t tokens_estimate(const char *body, size_t len, unsigned default_output_to
 			}
 			prompt_prefix(&f, &c);
 			ask_usage(body, &f, &c.ask_usage);
+			c.flex_tier = f.flex;
 		} else {
 			c.output = default_output_tokens;
 		}

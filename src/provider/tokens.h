@@ -78,6 +78,16 @@ struct tokens_cost {
 	 * to be done: not streamed, asked already, stream_options not an object,
 	 * or not a JSON object. */
 	struct tokens_edit ask_usage;
+
+	/* The request asks for a service tier of its own (PROVIDERS.md §11): its
+	 * top-level "service_tier" (the last one) is the string "flex", as the
+	 * OpenAI and Groq APIs name it ("auto", "default", "scale", "priority"
+	 * and none are the standard capacity; one nested in a message or a tool
+	 * schema is not the request's). Such a tier has a capacity of its own:
+	 * when it is short the provider refuses only its requests (OpenAI 429
+	 * resource_unavailable, Groq 498 capacity_exceeded), and the lane, shared
+	 * by the tiers, must not take the refusal as its own. */
+	bool flex_tier;
 };
 
 /* Estimates the token cost of a request body.

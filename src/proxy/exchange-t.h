@@ -65,8 +65,8 @@ struct exchange {
 	/* The status (400, 422) the upstream gave the body pacerd rewrote, when
 	 * the client's own bytes were resent (rewrites.h); 0: none. */
 	int rewrite_refused;
-	bool own_tier;           /* the request asks for a tier of its own (flex:
-	                          * provider/service_tier.h) */
+	bool own_tier;           /* the request asks for a tier of its own (flex: the body
+	                          * scan's tokens_cost.flex_tier) */
 	long long tokens_used;   /* the usage the answer reported, -1: none */
 	double tokens_estimated; /* the estimate charged before dispatch (0: none made) */
 

@@ -50,7 +50,6 @@
 #include "http/headers.h"
 #include "provider/model.h"
 #include "provider/profile.h"
-#include "provider/service_tier.h"
 #include "provider/tokens.h"
 #include "proxy/exchange-t.h"
 #include "proxy/held.h"
@@ -395,8 +394,8 @@ void exchange_start(struct exchanges *xs, struct hreq *client, const struct exch
 		answer(x, 503, "out_of_memory", "pacerd is out of memory", -1);
 		return;
 	}
-	/* The one scan of the body: the model, what the request costs, and how
-	 * to ask its stream for its usage (meter_request). */
+	/* The one scan of the body: the model, what the request costs, how to
+	 * ask its stream for its usage (meter_request), and its service tier. */
 	const struct provider_conf *prov = x->route.provider;
 	struct tokens_cost cost;
 	tokens_estimate(x->body, x->body_len, 0, &cost);
@@ -408,7 +407,7 @@ void exchange_start(struct exchanges *xs, struct hreq *client, const struct exch
 		memcpy(x->model, model, model_len);
 	x->model[model_len] = '\0';
 	x->identity = identity_of_request(prov, in->headers);
-	x->own_tier = service_tier_flex(x->body, x->body_len);
+	x->own_tier = cost.flex_tier;
 	/* A side endpoint (count_tokens, a model listing, files and batches)
 	 * has a lane of its own and charges no generation budget. */
 	const char *side =

@@ -121,7 +121,7 @@ struct retry_head_verdict {
  * the headers (not the body, not yet read) holds it for that long. hold_ms is
  * 0 for other statuses, whatever their headers say.
  * own_tier: the request asked for a service tier of its own (flex,
- * provider/service_tier.h): its capacity answer may be that tier's shortage,
+ * tokens_cost.flex_tier): its capacity answer may be that tier's shortage,
  * which must not hold the lane's other requests, so nothing is held before
  * its body says whose shortage it is (capacity false, hold_ms 0). Groq's 498
  * (a flex shortage) is held for its body too. */

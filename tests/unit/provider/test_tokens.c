@@ -797,6 +797,43 @@ START_TEST(estimate_prompt_prefix)
 }
 END_TEST
 
+/* The request's own service tier, read in the one scan of the body: the
+ * top-level "service_tier" only. */
+static const struct tier_vector {
+	const char *body;
+	bool flex;
+} tier_vectors[] = {
+    {"{\"model\":\"o3\",\"service_tier\":\"flex\",\"messages\":[]}", true},
+    {"{\"service_tier\" : \"flex\"}", true},
+    {" \n{\"model\":\"o3\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+     "\"service_tier\":\"flex\"}",
+     true},
+    {"{\"service_tier\":\"flex\",\"service_tier\":\"auto\"}", false}, /* the last one */
+    {"{\"model\":\"o3\",\"service_tier\":\"auto\"}", false},
+    {"{\"model\":\"o3\",\"service_tier\":\"default\"}", false},
+    {"{\"model\":\"o3\",\"service_tier\":\"flexible\"}", false},
+    {"{\"model\":\"o3\",\"service_tier\":[\"flex\"]}", false},
+    {"{\"model\":\"o3\"}", false},
+    /* nested or inside a string: not the request's */
+    {"{\"metadata\":{\"service_tier\":\"flex\"}}", false},
+    {"{\"messages\":[{\"content\":\"\\\"service_tier\\\":\\\"flex\\\"\"}]}", false},
+    {"{\"tools\":[{\"parameters\":{\"service_tier\":\"flex\"}}],\"model\":\"x\"}", false},
+    {"{\"a\":\"service_tier\",\"b\":\"flex\"}", false},
+    {"[{\"service_tier\":\"flex\"}]", false},
+    {"not json \"service_tier\":\"flex\"", false},
+    {"{\"service_tier\":\"fle", false},
+    {"", false},
+};
+
+START_TEST(estimate_service_tier)
+{
+	const struct tier_vector *v = &tier_vectors[_i];
+	struct tokens_cost c;
+	tokens_estimate(v->body, strlen(v->body), 0, &c);
+	ck_assert_msg(c.flex_tier == v->flex, "row %d: %s", _i, v->body);
+}
+END_TEST
+
 static Suite *tokens_suite(void)
 {
 	Suite *s = suite_create("tokens");
@@ -809,6 +846,8 @@ static Suite *tokens_suite(void)
 	tcase_add_test(e, estimate_not_json);
 	tcase_add_test(e, estimate_model);
 	tcase_add_test(e, estimate_prompt_prefix);
+	tcase_add_loop_test(e, estimate_service_tier, 0,
+	                    (int)(sizeof tier_vectors / sizeof tier_vectors[0]));
 	tcase_add_test(e, output_named_and_cache_usage);
 	suite_add_tcase(s, e);
 	TCase *u = tcase_create("usage");
