@@ -2,7 +2,7 @@
 // Bounded everywhere: a run stops at `n` requests or at `deadline_ms`, whichever
 // comes first; every request has its own timeout; only 127.0.0.1 is contacted.
 import http from 'node:http';
-import { SLOW, freePort, keyHash, merge, sleep } from './lib.mjs';
+import { SLOW, freePort, keyHash, merge, sleep, tryConnect, waitFor } from './lib.mjs';
 
 /**
  * YAML for pacerd, like lib.toYaml but also able to write lists of mappings
@@ -34,6 +34,18 @@ export async function startPacerdFor(t, mock, over = {}) {
   const port = await freePort();
   const cfg = merge(t.baseConfig(port, { providers: { openai: { upstream: mock.url } } }), over);
   return t.startPacerd({ port, config: toYaml(cfg) });
+}
+
+/**
+ * startPacerdFor with an admin port (over.admin merged in): resolves once the
+ * admin port answers, with `p.admin` its base URL.
+ */
+export async function startPacerdWithAdmin(t, mock, over = {}) {
+  const aport = await freePort();
+  const p = await startPacerdFor(t, mock, merge(over, { admin: { listen: `127.0.0.1:${aport}` } }));
+  await waitFor(async () => (await tryConnect(aport)) === 'open', { timeout_ms: 10000 * SLOW, what: 'the admin port' });
+  p.admin = `http://127.0.0.1:${aport}`;
+  return p;
 }
 
 /** `{provider: openai, key_sha256, plan}` for a key. */

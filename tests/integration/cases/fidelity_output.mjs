@@ -13,24 +13,16 @@
 // Anthropic-style budget that reserves (pacerd starts from Anthropic's "produced" and
 // must learn "reserved" from the remaining counts).
 import assert from 'node:assert/strict';
-import { SLOW, freePort, request, tryConnect, waitFor } from '../lib.mjs';
-import { logDigest, runLoad, startPacerdFor, summarize } from '../load.mjs';
+import { SLOW, merge, request } from '../lib.mjs';
+import { logDigest, runLoad, startPacerdWithAdmin, summarize } from '../load.mjs';
 
 export const alone = true;
 
 const MODEL = 'claude-sonnet-4-5';
 const LATENCY_MS = 500;
 
-async function pacerdWithAdmin(t, mock, over = {}) {
-  const aport = await freePort();
-  const p = await startPacerdFor(t, mock, {
-    ...over,
-    admin: { listen: `127.0.0.1:${aport}` },
-    providers: { ...(over.providers ?? {}), openai: { upstream: mock.url, ...(over.providers?.openai ?? {}) }, anthropic: { upstream: mock.url, ...(over.providers?.anthropic ?? {}) } },
-  });
-  await waitFor(async () => (await tryConnect(aport)) === 'open', { timeout_ms: 10000 * SLOW, what: 'the admin port' });
-  p.admin = `http://127.0.0.1:${aport}`;
-  return p;
+function pacerdWithAdmin(t, mock, over = {}) {
+  return startPacerdWithAdmin(t, mock, merge({ providers: { anthropic: { upstream: mock.url } } }, over));
 }
 
 async function lanesOf(p) {

@@ -8,17 +8,11 @@
 // Every test has a mock and a pacerd of its own; the figures are the mock's counts,
 // printed as `# ` lines.
 import assert from 'node:assert/strict';
-import { SLOW, freePort, request, tryConnect, waitFor } from '../lib.mjs';
-import { logDigest, runLoad, startPacerdFor, summarize } from '../load.mjs';
+import { SLOW, request } from '../lib.mjs';
+import { logDigest, runLoad, startPacerdWithAdmin, summarize } from '../load.mjs';
 
 /** A pacerd of this test with an admin port, `over` merged into the suite's configuration. */
-async function pacerdWithAdmin(t, mock, over = {}) {
-  const aport = await freePort();
-  const p = await startPacerdFor(t, mock, { ...over, admin: { listen: `127.0.0.1:${aport}` } });
-  await waitFor(async () => (await tryConnect(aport)) === 'open', { timeout_ms: 10000 * SLOW, what: 'the admin port' });
-  p.admin = `http://127.0.0.1:${aport}`;
-  return p;
-}
+const pacerdWithAdmin = startPacerdWithAdmin;
 
 async function lanesOf(p, provider) {
   const r = await request(`${p.admin}/status`);

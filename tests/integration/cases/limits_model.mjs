@@ -8,22 +8,14 @@
 // (/_mock/stats: per model and per scope), printed as `# ` lines. Loads are bounded in
 // requests and in time (runLoad's deadline); the bounds are those of issue 18.
 import assert from 'node:assert/strict';
-import { SLOW, freePort, keyHash, request, sleep, tryConnect, waitFor } from '../lib.mjs';
-import { events, logDigest, runLoad, send, startPacerdFor, summarize } from '../load.mjs';
+import { SLOW, keyHash, merge, request, sleep, waitFor } from '../lib.mjs';
+import { events, logDigest, runLoad, send, startPacerdWithAdmin, summarize } from '../load.mjs';
 
 // ---------------------------------------------------------------- helpers
 
 /** A pacerd of this test with an admin port; openai and anthropic both upstream at `mock`. */
-async function pacerdWithAdmin(t, mock, over = {}) {
-  const aport = await freePort();
-  const p = await startPacerdFor(t, mock, {
-    ...over,
-    admin: { listen: `127.0.0.1:${aport}` },
-    providers: { ...(over.providers ?? {}), openai: { upstream: mock.url, ...(over.providers?.openai ?? {}) }, anthropic: { upstream: mock.url, ...(over.providers?.anthropic ?? {}) } },
-  });
-  await waitFor(async () => (await tryConnect(aport)) === 'open', { timeout_ms: 10000 * SLOW, what: 'the admin port' });
-  p.admin = `http://127.0.0.1:${aport}`;
-  return p;
+function pacerdWithAdmin(t, mock, over = {}) {
+  return startPacerdWithAdmin(t, mock, merge({ providers: { anthropic: { upstream: mock.url } } }, over));
 }
 
 async function status(p) {

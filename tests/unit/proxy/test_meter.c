@@ -56,6 +56,18 @@ static void request(struct meter *m, bool ask, const char *path, size_t path_len
 	meter_request(m, ask, path, path_len, &c, body, len);
 }
 
+/* A meter after meter_init and the request a token-paced lane sends with
+ * stream_usage: inject (stream_request, to CHAT); returns the body that goes
+ * upstream, *len its bytes. */
+static const char *metered_request(struct meter *m, size_t *len)
+{
+	const char *body = stream_request;
+	*len = strlen(body);
+	meter_init(m);
+	request(m, true, CHAT, strlen(CHAT), &body, len);
+	return body;
+}
+
 /* Feeds `in` to m in pieces of `step` bytes, then finishes it. */
 static bool feed_all(struct meter *m, const char *in, size_t n, size_t step, struct out *o,
                      struct tokens_usage *u)
@@ -72,10 +84,8 @@ START_TEST(a_stream_pacerd_asked_the_usage_of)
 {
 	for (size_t i = 0; i < N_STEPS; i++) {
 		struct meter m;
-		meter_init(&m);
-		const char *body = stream_request;
-		size_t len = strlen(body);
-		request(&m, true, CHAT, strlen(CHAT), &body, &len);
+		size_t len;
+		const char *body = metered_request(&m, &len);
 		ck_assert_ptr_ne(body, stream_request); /* the meter's copy goes upstream */
 		ck_assert_ptr_nonnull(strstr(body, "\"include_usage\":true"));
 		ck_assert_uint_eq(len, strlen(body));
@@ -119,10 +129,8 @@ START_TEST(one_framer_for_both_readers_whatever_the_line_ends)
 		replace_lf(asked, ends[e], want, sizeof(want));
 		for (size_t i = 0; i < N_STEPS; i++) {
 			struct meter m;
-			meter_init(&m);
-			const char *body = stream_request;
-			size_t len = strlen(body);
-			request(&m, true, CHAT, strlen(CHAT), &body, &len);
+			size_t len;
+			(void)metered_request(&m, &len);
 			meter_answer(&m, "text/event-stream");
 			struct out o = {.len = 0};
 			struct tokens_usage u;
@@ -202,10 +210,8 @@ END_TEST
 START_TEST(each_attempt_is_read_afresh)
 {
 	struct meter m;
-	meter_init(&m);
-	const char *body = stream_request;
-	size_t len = strlen(body);
-	request(&m, true, CHAT, strlen(CHAT), &body, &len);
+	size_t len;
+	(void)metered_request(&m, &len);
 	/* the first attempt broke off mid-body (no meter_finish) */
 	meter_answer(&m, "application/json");
 	struct out o = {.len = 0};
@@ -265,10 +271,8 @@ END_TEST
 START_TEST(finish_without_a_client_drops_what_is_held)
 {
 	struct meter m;
-	meter_init(&m);
-	const char *body = stream_request;
-	size_t len = strlen(body);
-	request(&m, true, CHAT, strlen(CHAT), &body, &len);
+	size_t len;
+	(void)metered_request(&m, &len);
 	meter_answer(&m, "text/event-stream");
 	struct out o = {.len = 0};
 	/* an event without its blank line is held back by the filter */
@@ -285,10 +289,8 @@ END_TEST
 START_TEST(reset_keeps_a_small_buffer_and_turns_off)
 {
 	struct meter m;
-	meter_init(&m);
-	const char *body = stream_request;
-	size_t len = strlen(body);
-	request(&m, true, CHAT, strlen(CHAT), &body, &len);
+	size_t len;
+	(void)metered_request(&m, &len);
 	meter_answer(&m, "application/json");
 	struct out o = {.len = 0};
 	struct tokens_usage u;
@@ -311,10 +313,8 @@ END_TEST
 START_TEST(unrewrite_sends_the_clients_bytes_and_strips_nothing)
 {
 	struct meter m;
-	meter_init(&m);
-	const char *body = stream_request;
-	size_t len = strlen(stream_request);
-	request(&m, true, CHAT, strlen(CHAT), &body, &len);
+	size_t len;
+	const char *body = metered_request(&m, &len);
 	ck_assert(meter_rewrote(&m));
 	ck_assert_ptr_ne(body, stream_request);
 	ck_assert_ptr_nonnull(strstr(body, "include_usage"));
