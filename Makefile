@@ -130,7 +130,8 @@ deps:
 node-deps: deps
 	./scripts/install-node-deps.sh
 
-run: deps
+run:
+	./scripts/install-deps.sh run
 	$(MAKE) all
 	./$(BUILD)/pacerd -c conf/pacerd.yaml
 
