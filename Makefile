@@ -17,6 +17,9 @@
 #   make format     clang-format -i over every source (what make lint checks)
 #   make man        the manual pages, man/*.scd -> $(BUILD)/man/ (scdoc)
 #   make deb        the Debian package, $(BUILD)/deb/pacerd_*.deb (dpkg-buildpackage)
+#   make dist       the source tarball of HEAD, $(BUILD)/dist/pacerd-VERSION.tar.gz and
+#                   its .sha256 (reproducible: the same bytes every time)
+#   make version    print the version (scripts/version.sh)
 #
 # Every object goes to $(BUILD) so that sanitizer and plain builds never mix.
 
@@ -72,10 +75,24 @@ FUZZ_CFLAGS   := -std=c11 -D_GNU_SOURCE -g -O1 $(WARN) $(FUZZ_SAN)
 FUZZ_SECONDS  ?= 60
 
 .PHONY: all run demo test unit integration container-test valgrind bench bench-lanes microbench \
-        deps node-deps clean format lint fuzz fuzz-run install man deb
+        deps node-deps clean format lint fuzz fuzz-run install man deb dist version FORCE
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/pacerd
+
+# The version (scripts/version.sh: git describe, or a tarball's VERSION file) is
+# compiled into core/version.o alone; the stamp changes only when the version
+# does, so a new commit rebuilds one object and relinks.
+VERSION := $(shell ./scripts/version.sh)
+$(BUILD)/src/core/version.o: CPPFLAGS += -DPACERD_VERSION_STRING='"$(VERSION)"'
+$(BUILD)/src/core/version.o: $(BUILD)/version.stamp
+$(BUILD)/version.stamp: FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(VERSION)' | cmp -s - $@ || echo '$(VERSION)' >$@
+FORCE:
+
+version:
+	@echo '$(VERSION)'
 
 $(BUILD)/pacerd: $(OBJS)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
@@ -231,12 +248,21 @@ install: all man
 # make deb: dpkg-buildpackage -us -uc -b in a copy of the tree under
 # $(BUILD)/deb/src, so that the package, .buildinfo and .changes land in
 # $(BUILD)/deb/ rather than beside the checkout; about 30 s.
+# The package's version is the program's (VERSION, written into the copy, which
+# has no .git): debian/changelog's newest entry is stamped with it.
 deb:
 	rm -rf $(BUILD)/deb && mkdir -p $(BUILD)/deb/src
 	tar --exclude='./build*' --exclude=./.git --exclude=node_modules --exclude=./tests/integration/.tmp \
 		-cf - . | tar -xf - -C $(BUILD)/deb/src
+	echo '$(VERSION)' >$(BUILD)/deb/src/VERSION
+	sed -i '1s/([^)]*)/($(VERSION)-1)/' $(BUILD)/deb/src/debian/changelog
 	cd $(BUILD)/deb/src && dpkg-buildpackage -us -uc -b
 	@ls $(BUILD)/deb/*.deb
+
+# make dist: scripts/dist.sh (git archive of HEAD, a VERSION file, tar and gzip
+# without timestamps or owners).
+dist:
+	BUILD=$(BUILD) ./scripts/dist.sh
 
 format:
 	clang-format -i $(SRCS) $(HDRS) $(UNIT_SRCS) tests/unit/*.h tests/mock/*.[ch] tests/bench/*.c tests/fuzz/*.c

@@ -354,7 +354,7 @@ static int run(struct daemon *d)
 
 	struct log_line l;
 	if (log_begin(&l, LOG_INFO, "started")) {
-		log_str(&l, "version", PACERD_VERSION);
+		log_str(&l, "version", pacerd_version);
 		const struct config *c = server_config(d->srv);
 		log_str(&l, "listen", c->listen);
 		log_str(&l, "config", c->source);
@@ -410,7 +410,7 @@ int main(int argc, char **argv)
 		} else if (strcmp(a, "--check-config") == 0) {
 			check_only = true;
 		} else if (strcmp(a, "--version") == 0) {
-			printf("pacerd %s\n", PACERD_VERSION);
+			printf("pacerd %s\n", pacerd_version);
 			return 0;
 		} else if (strcmp(a, "--config-keys") == 0) {
 			config_keys_print(stdout);

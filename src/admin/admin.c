@@ -244,7 +244,7 @@ static void handle_status(struct admin *adm, struct hreq *req)
 	json_t *lanes = json_array();
 	registry_foreach(server_lanes(srv), lane_status, lanes);
 	json_t *j = json_pack(
-	    "{s:s,s:I,s:s,s:s,s:b,s:I,s:I,s:{s:I,s:I,s:I,s:I,s:I},s:o}", "version", PACERD_VERSION,
+	    "{s:s,s:I,s:s,s:s,s:b,s:I,s:I,s:{s:I,s:I,s:I,s:I,s:I},s:o}", "version", pacerd_version,
 	    "uptime_s", (json_int_t)((clock_now_ms() - adm->started_ms) / 1000), "listen",
 	    cfg->listen, "config", cfg->source, "draining", st.draining, "in_flight",
 	    (json_int_t)st.in_flight, "lanes_count", (json_int_t)registry_count(server_lanes(srv)),

@@ -9,6 +9,7 @@
 
 #include "core/config.h"
 #include "core/stats.h"
+#include "core/version.h"
 #include "provider/ratelimit_headers.h"
 #include "proxy/reqstats.h"
 #include "sched/learned.h"
@@ -320,6 +321,11 @@ int metrics_write(struct evbuffer *out, const struct reqstats *m, const struct m
 {
 	metrics_family(out, "pacerd_up", "gauge", "1 while pacerd runs.");
 	evbuffer_add_printf(out, "pacerd_up 1\n");
+	metrics_family(out, "pacerd_build_info", "gauge",
+	               "1, labelled with the version pacerd was built as (scripts/version.sh).");
+	evbuffer_add_printf(out, "pacerd_build_info{version=");
+	metrics_label_value(out, pacerd_version);
+	evbuffer_add_printf(out, "} 1\n");
 	metrics_family(out, "pacerd_draining", "gauge", "1 while pacerd drains before exiting.");
 	evbuffer_add_printf(out, "pacerd_draining %d\n", p->draining ? 1 : 0);
 	metrics_family(out, "pacerd_in_flight_requests", "gauge",

@@ -1,5 +1,7 @@
-/* version — the one place pacerd's version is written. */
+/* version — pacerd's version, as scripts/version.sh tells it at build time
+ * (git describe against the release tag, or the VERSION file of a tarball):
+ * what --version, /status, the pacerd_build_info metric and the package say. */
 #ifndef PACERD_VERSION_H
 #define PACERD_VERSION_H
-#define PACERD_VERSION "0.1.0"
+extern const char pacerd_version[];
 #endif

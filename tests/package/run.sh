@@ -28,6 +28,7 @@ stage() {
 }
 stage tests/package/man.sh
 stage tests/package/install.sh
+stage tests/package/dist.sh
 stage tests/package/prometheus.sh
 if command -v podman >/dev/null 2>&1; then
 	stage tests/package/deb.sh

@@ -2,7 +2,9 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { freePort, toYaml, tryConnect } from '../lib.mjs';
+import { execFileSync } from 'node:child_process';
+import { freePort, request, toYaml, tryConnect } from '../lib.mjs';
+import { startPacerdWithAdmin } from '../load.mjs';
 
 function write(dir, name, text) {
   const f = path.join(dir, name);
@@ -129,11 +131,18 @@ export const tests = [
     },
   },
   {
-    name: '--version and --help exit 0; an unknown option exits non-zero',
+    name: '--version and --help exit 0; an unknown option exits non-zero; --version, /status and pacerd_build_info say what scripts/version.sh says',
     fn: async (t) => {
       const v = await t.runPacerd(['--version']);
       assert.equal(v.code, 0);
       assert.match(v.stdout, /pacerd \d+\.\d+/);
+      const want = execFileSync('scripts/version.sh').toString().trim();
+      assert.equal(v.stdout.trim(), `pacerd ${want}`);
+      const p = await startPacerdWithAdmin(t, await t.startMock());
+      const st = JSON.parse((await request(`${p.admin}/status`)).body.toString());
+      assert.equal(st.version, want);
+      const m = (await request(`${p.admin}/metrics`)).body.toString();
+      assert.ok(m.includes(`pacerd_build_info{version="${want}"} 1\n`), `no pacerd_build_info{version="${want}"} 1 in /metrics`);
       const h = await t.runPacerd(['--help']);
       assert.equal(h.code, 0);
       assert.match(h.stdout, /--check-config/);
