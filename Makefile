@@ -213,8 +213,9 @@ bench-lanes: $(BUILD)/bench-lanes
 $(BUILD)/bench_%: tests/bench/bench_%.c $(LIB_OBJS)
 	$(CC) $(CFLAGS) -Wno-missing-prototypes $(PKG_CFLAGS) -Isrc -o $@ $< $(LIB_OBJS) $(LDFLAGS) $(PKG_LIBS) -lm
 
-microbench: $(BUILD)/bench_tokens $(BUILD)/bench_retry
+microbench: $(BUILD)/bench_tokens $(BUILD)/bench_usage $(BUILD)/bench_retry
 	./$(BUILD)/bench_tokens
+	./$(BUILD)/bench_usage
 	./$(BUILD)/bench_retry
 
 # Manual pages: one scdoc source each in man/, rendered to $(BUILD)/man/.

@@ -1,5 +1,5 @@
 /* sse — the one framer of text/event-stream bytes, shared by the usage meter
- * (tokens.h: tokens_sse) and the filter that gives a client the stream it
+ * (usage_sse.h) and the filter that gives a client the stream it
  * asked for (usage_strip.h).
  *
  * Lines as the WHATWG HTML standard's event-stream parsing cuts them (§9.2.6):

@@ -18,7 +18,6 @@
 
 #include "core/grow.h"
 #include "core/intern.h"
-#include "provider/sse.h"
 
 #define MAX_N 128
 /* A requested maximum above this is a typo or an attack, not a plan. */
@@ -1107,41 +1106,71 @@ const char *tokens_model_name(const struct tokens_cost *c, char *buf, size_t *le
 /* ---------- usage ---------- */
 
 enum usage_key {
-	UK_PROMPT,       /* prompt_tokens */
-	UK_INPUT,        /* input_tokens */
-	UK_CACHE_CREATE, /* cache_creation_input_tokens */
-	UK_CACHE_READ,   /* cache_read_input_tokens */
-	UK_COMPLETION,   /* completion_tokens */
-	UK_OUTPUT,       /* output_tokens */
-	UK_TOTAL,        /* total_tokens */
-	UK_G_PROMPT,     /* promptTokenCount */
-	UK_G_CANDIDATES, /* candidatesTokenCount */
-	UK_G_THOUGHTS,   /* thoughtsTokenCount */
-	UK_G_TOTAL,      /* totalTokenCount */
+	UK_PROMPT,            /* prompt_tokens */
+	UK_INPUT,             /* input_tokens */
+	UK_CACHE_CREATE,      /* cache_creation_input_tokens */
+	UK_CACHE_READ,        /* cache_read_input_tokens */
+	UK_COMPLETION,        /* completion_tokens */
+	UK_OUTPUT,            /* output_tokens */
+	UK_TOTAL,             /* total_tokens */
+	UK_G_PROMPT,          /* promptTokenCount */
+	UK_G_CANDIDATES,      /* candidatesTokenCount */
+	UK_G_THOUGHTS,        /* thoughtsTokenCount */
+	UK_G_TOTAL,           /* totalTokenCount */
+	UK_PROMPT_CACHED,     /* prompt_tokens_details.cached_tokens */
+	UK_INPUT_CACHED,      /* input_tokens_details.cached_tokens */
+	UK_COMPLETION_REASON, /* completion_tokens_details.reasoning_tokens */
+	UK_OUTPUT_REASON,     /* output_tokens_details.reasoning_tokens */
 	UK_N
 };
+_Static_assert(UK_N == TOKENS_USAGE_COUNTS, "one count per usage key");
+#define UK_DIRECT UK_PROMPT_CACHED /* the counts that are members of the object itself */
 
-/* One usage object as read: each count as its last occurrence says (a count
- * is an integer >= 0). */
-struct usage_obj {
-	bool object; /* the value was an object */
-	bool has[UK_N];
-	int64_t v[UK_N];
-};
-
-static void scan_usage_obj(struct js *s, struct usage_obj *u)
+/* A count at s->p: an integer >= 0, else none. */
+static void scan_count(struct js *s, struct tokens_usage_obj *u, size_t i)
 {
-	static const struct js_name names[UK_N] = {JS_NAME("prompt_tokens"),
-	                                           JS_NAME("input_tokens"),
-	                                           JS_NAME("cache_creation_input_tokens"),
-	                                           JS_NAME("cache_read_input_tokens"),
-	                                           JS_NAME("completion_tokens"),
-	                                           JS_NAME("output_tokens"),
-	                                           JS_NAME("total_tokens"),
-	                                           JS_NAME("promptTokenCount"),
-	                                           JS_NAME("candidatesTokenCount"),
-	                                           JS_NAME("thoughtsTokenCount"),
-	                                           JS_NAME("totalTokenCount")};
+	int64_t v;
+	u->has[i] = js_int(s, &v) && v >= 0;
+	u->v[i] = u->has[i] ? v : 0;
+}
+
+/* A details object (prompt_tokens_details, …) at s->p: its member `name` is
+ * count i; the last details object counts whole. */
+static void scan_usage_details(struct js *s, struct tokens_usage_obj *u, size_t i,
+                               const struct js_name *name)
+{
+	bool first = true;
+	struct js_str k;
+	u->has[i] = false;
+	u->v[i] = 0;
+	if (!js_enter(s, '{'))
+		return;
+	while (js_member(s, &first, &k)) {
+		if (js_key_eq(&k, name->s, name->n))
+			scan_count(s, u, i);
+		else
+			js_skip(s);
+	}
+}
+
+static void scan_usage_obj(struct js *s, struct tokens_usage_obj *u)
+{
+	static const struct js_name names[UK_DIRECT] = {JS_NAME("prompt_tokens"),
+	                                                JS_NAME("input_tokens"),
+	                                                JS_NAME("cache_creation_input_tokens"),
+	                                                JS_NAME("cache_read_input_tokens"),
+	                                                JS_NAME("completion_tokens"),
+	                                                JS_NAME("output_tokens"),
+	                                                JS_NAME("total_tokens"),
+	                                                JS_NAME("promptTokenCount"),
+	                                                JS_NAME("candidatesTokenCount"),
+	                                                JS_NAME("thoughtsTokenCount"),
+	                                                JS_NAME("totalTokenCount")};
+	static const struct js_name details[UK_N - UK_DIRECT] = {
+	    JS_NAME("prompt_tokens_details"), JS_NAME("input_tokens_details"),
+	    JS_NAME("completion_tokens_details"), JS_NAME("output_tokens_details")};
+	static const struct js_name cached = JS_NAME("cached_tokens"),
+	                            reasoning = JS_NAME("reasoning_tokens");
 	bool first = true;
 	struct js_str k;
 	memset(u, 0, sizeof *u);
@@ -1149,39 +1178,49 @@ static void scan_usage_obj(struct js *s, struct usage_obj *u)
 		return;
 	u->object = true;
 	while (js_member(s, &first, &k)) {
-		size_t i = js_key_find(&k, names, UK_N);
-		if (i == UK_N) {
-			js_skip(s);
+		size_t i = js_key_find(&k, names, UK_DIRECT);
+		if (i < UK_DIRECT) {
+			scan_count(s, u, i);
 			continue;
 		}
-		int64_t v;
-		u->has[i] = js_int(s, &v) && v >= 0;
-		u->v[i] = u->has[i] ? v : 0;
-	}
-}
-
-/* {"usage": ...} one level down (message, response, x_groq). */
-static void scan_usage_holder(struct js *s, struct usage_obj *u)
-{
-	bool first = true;
-	struct js_str k;
-	memset(u, 0, sizeof *u);
-	if (!js_enter(s, '{'))
-		return;
-	while (js_member(s, &first, &k)) {
-		if (js_key_is(&k, "usage"))
-			scan_usage_obj(s, u);
+		i = js_key_find(&k, details, UK_N - UK_DIRECT);
+		if (i < UK_N - UK_DIRECT)
+			scan_usage_details(s, u, UK_DIRECT + i, i < 2 ? &cached : &reasoning);
 		else
 			js_skip(s);
 	}
 }
 
-/* Merges one usage object into *u: the fields it carries replace the earlier
- * ones (Anthropic's message_delta carries only the cumulative output). */
-static void merge_usage(const struct usage_obj *o, struct tokens_usage *u, bool gemini)
+bool tokens_usage_object(const char *text, size_t len, struct tokens_usage_obj *o)
 {
-	int64_t in = 0, out = 0, total = 0;
-	bool has_in, has_out, has_total;
+	memset(o, 0, sizeof *o);
+	if (len == 0)
+		return false;
+	struct js s = {text, text + len, 0, false};
+	scan_usage_obj(&s, o);
+	js_peek(&s);
+	if (!s.bad && s.p == s.end)
+		return true;
+	memset(o, 0, sizeof *o);
+	return false;
+}
+
+/* The first count of a and b that the object has: true and *v. */
+static bool usage_either(const struct tokens_usage_obj *o, size_t a, size_t b, int64_t *v)
+{
+	*v = o->has[a] ? o->v[a] : o->v[b];
+	return o->has[a] || o->has[b];
+}
+
+static int64_t less_or_zero(int64_t a, int64_t b)
+{
+	return a > b ? a - b : 0;
+}
+
+void tokens_usage_merge(const struct tokens_usage_obj *o, bool gemini, struct tokens_usage *u)
+{
+	int64_t in = 0, out = 0, total = 0, reasoning = 0;
+	bool has_in, has_out, has_total, has_reasoning;
 
 	if (!o->object)
 		return;
@@ -1190,26 +1229,37 @@ static void merge_usage(const struct usage_obj *o, struct tokens_usage *u, bool 
 		in = o->v[UK_G_PROMPT];
 		has_out = o->has[UK_G_CANDIDATES];
 		out = o->v[UK_G_CANDIDATES];
-		if (o->has[UK_G_THOUGHTS]) {
-			out += o->v[UK_G_THOUGHTS];
+		has_reasoning = o->has[UK_G_THOUGHTS];
+		if (has_reasoning) { /* candidatesTokenCount leaves the thoughts out */
+			reasoning = o->v[UK_G_THOUGHTS];
+			out += reasoning;
 			has_out = true;
 		}
 		has_total = o->has[UK_G_TOTAL];
 		total = o->v[UK_G_TOTAL];
 	} else {
-		has_in = o->has[UK_PROMPT] || o->has[UK_INPUT];
-		in = o->has[UK_PROMPT] ? o->v[UK_PROMPT] : o->v[UK_INPUT];
+		int64_t cached = 0;
+		has_in = usage_either(o, UK_PROMPT, UK_INPUT, &in);
 		if (has_in && o->has[UK_CACHE_CREATE])
 			in += o->v[UK_CACHE_CREATE];
-		if (o->has[UK_CACHE_CREATE] || o->has[UK_CACHE_READ]) {
+		/* OpenAI's cached_tokens are a part of its input count;
+		 * Anthropic's cache reads are not a part of its own. */
+		bool cached_in_input = !o->has[UK_CACHE_READ] &&
+		                       usage_either(o, UK_PROMPT_CACHED, UK_INPUT_CACHED, &cached);
+		if (o->has[UK_CACHE_CREATE] || o->has[UK_CACHE_READ] || cached_in_input) {
 			u->has_cache = true;
 			u->cache_creation = o->has[UK_CACHE_CREATE] ? o->v[UK_CACHE_CREATE] : 0;
-			u->cache_read = o->has[UK_CACHE_READ] ? o->v[UK_CACHE_READ] : 0;
+			u->cache_read = cached_in_input ? cached : o->v[UK_CACHE_READ];
 		}
-		has_out = o->has[UK_COMPLETION] || o->has[UK_OUTPUT];
-		out = o->has[UK_COMPLETION] ? o->v[UK_COMPLETION] : o->v[UK_OUTPUT];
+		has_out = usage_either(o, UK_COMPLETION, UK_OUTPUT, &out);
+		/* inside the output count already: told, never added */
+		has_reasoning = usage_either(o, UK_COMPLETION_REASON, UK_OUTPUT_REASON, &reasoning);
 		has_total = o->has[UK_TOTAL];
 		total = o->v[UK_TOTAL];
+		if (cached_in_input) {
+			in = less_or_zero(in, cached);
+			total = less_or_zero(total, cached);
+		}
 	}
 	if (!has_in && !has_out && !has_total)
 		return;
@@ -1221,136 +1271,19 @@ static void merge_usage(const struct usage_obj *o, struct tokens_usage *u, bool 
 		u->has_output = true;
 		u->output = out;
 	}
+	if (has_reasoning)
+		u->reasoning = reasoning;
 	u->total = has_total ? total : u->input + u->output;
 	u->present = true;
 }
 
-/* Reads a JSON object's usage, wherever each API keeps it (usage,
- * usageMetadata, message.usage of Anthropic's message_start, response.usage
- * of Responses API events, x_groq.usage), into *u; *has_error: it has a
- * top-level "error" member. Nothing changes when the text is not a JSON
- * object. */
-static void scan_usage(const char *body, size_t len, struct tokens_usage *u, bool *has_error)
+struct tokens_usage tokens_usage_counted(const struct tokens_usage *u, bool cache_reads_free)
 {
-	enum { AT_USAGE, AT_METADATA, AT_MESSAGE, AT_RESPONSE, AT_GROQ, AT_N };
-	static const struct js_name holders[] = {JS_NAME("message"), JS_NAME("response"),
-	                                         JS_NAME("x_groq")};
-	struct usage_obj o[AT_N];
-	struct js s = {body, body + len, 0, false};
-	bool first = true, error = false;
-	struct js_str k;
-
-	memset(o, 0, sizeof o);
-	if (js_peek(&s) != '{')
-		return;
-	js_enter(&s, '{');
-	while (js_member(&s, &first, &k)) {
-		size_t i;
-		if (js_key_is(&k, "usage")) {
-			scan_usage_obj(&s, &o[AT_USAGE]);
-			continue;
-		}
-		if (js_key_is(&k, "usageMetadata")) {
-			scan_usage_obj(&s, &o[AT_METADATA]);
-			continue;
-		}
-		if ((i = js_key_find(&k, holders, 3)) < 3) {
-			scan_usage_holder(&s, &o[AT_MESSAGE + i]);
-			continue;
-		}
-		if (js_key_is(&k, "error"))
-			error = true;
-		js_skip(&s);
+	struct tokens_usage c = *u;
+	if (!cache_reads_free && u->has_cache && u->cache_read > 0) {
+		if (c.has_input)
+			c.input += u->cache_read;
+		c.total += u->cache_read;
 	}
-	js_peek(&s);
-	if (s.bad || s.p != s.end)
-		return;
-	if (error && has_error != NULL)
-		*has_error = true;
-	merge_usage(&o[AT_USAGE], u, false);
-	merge_usage(&o[AT_METADATA], u, true);
-	merge_usage(&o[AT_MESSAGE], u, false);
-	merge_usage(&o[AT_RESPONSE], u, false);
-	merge_usage(&o[AT_GROQ], u, false);
-}
-
-bool tokens_usage_json(const char *body, size_t len, struct tokens_usage *out)
-{
-	memset(out, 0, sizeof *out);
-	if (body == NULL || len == 0)
-		return false;
-	scan_usage(body, len, out, NULL);
-	return out->present;
-}
-
-/* ---------- SSE ---------- */
-
-void tokens_sse_init(struct tokens_sse *s)
-{
-	memset(s, 0, sizeof *s);
-	sse_framer_init(&s->framer, TOKENS_SSE_LINE_MAX);
-}
-
-void tokens_sse_free(struct tokens_sse *s)
-{
-	sse_framer_free(&s->framer);
-}
-
-/* Whether s holds the member name "usage..." (usage, usageMetadata) whose
- * value is not null. A quoted word inside a string value is escaped (\"usage\")
- * and does not look like a member name. */
-static bool mentions_usage(const char *s, size_t len)
-{
-	static const char key[] = "\"usage";
-	const char *p = s, *end = s + len;
-	while ((p = memmem(p, (size_t)(end - p), key, sizeof key - 1)) != NULL) {
-		const char *q = p + sizeof key - 1;
-		while (q < end && ((*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z')))
-			q++;
-		if (q < end && *q == '"') {
-			for (q++; q < end && (*q == ' ' || *q == ':' || *q == '\t'); q++)
-				;
-			if ((size_t)(end - q) < 4 || memcmp(q, "null", 4) != 0)
-				return true;
-		}
-		p += sizeof key - 1;
-	}
-	return false;
-}
-
-static bool worth_parsing(const char *v, size_t n)
-{
-	return memmem(v, n, "\"error\"", 7) != NULL || mentions_usage(v, n);
-}
-
-/* One line of the stream (sse.h). Blank lines end events, ':' starts a
- * comment (": OPENROUTER PROCESSING", ": keep-alive"); a line over the cap
- * is skipped whole, and so is one the stream stopped in. */
-void tokens_sse_line(struct tokens_sse *s, const struct sse_line *l)
-{
-	struct sse_field f;
-	if (l->cut || !l->ended || l->len > TOKENS_SSE_LINE_MAX ||
-	    sse_field_of(l->text, l->len, &f) != SSE_FIELD)
-		return;
-	if (sse_field_is(&f, "event")) {
-		if (f.value_len == 5 && memcmp(f.value, "error", 5) == 0)
-			s->error = true;
-	} else if (sse_field_is(&f, "data") && worth_parsing(f.value, f.value_len)) {
-		scan_usage(f.value, f.value_len, &s->usage, &s->error);
-	}
-}
-
-static void sse_line(void *ctx, const struct sse_line *l)
-{
-	tokens_sse_line(ctx, l);
-}
-
-void tokens_sse_feed(struct tokens_sse *s, const char *data, size_t n)
-{
-	sse_framer_feed(&s->framer, data, n, sse_line, s);
-}
-
-void tokens_sse_finish(struct tokens_sse *s)
-{
-	sse_framer_finish(&s->framer, sse_line, s);
+	return c;
 }

@@ -10,8 +10,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "provider/sse.h"
-
 /* Longest model name taken from a request; a longer one is no model at all
  * (truncating would merge different names into one lane). */
 #define TOKENS_MODEL_MAX 128
@@ -123,64 +121,60 @@ const char *tokens_model_name(const struct tokens_cost *c, char *buf, size_t *le
 struct tokens_usage {
 	bool present; /* some usage was found */
 	bool has_input, has_output;
-	int64_t input;  /* prompt / input tokens */
-	int64_t output; /* completion / output tokens (thoughts included) */
-	int64_t total;  /* total_tokens when sent, else input + output */
-	/* Anthropic's prompt cache: what input counts (input_tokens +
-	 * cache_creation_input_tokens, the rate limit's count) and the cache
-	 * reads it does not count (cache_read_input_tokens); has_cache when the
-	 * answer reported either. */
+	/* Input tokens not read from a prompt cache: OpenAI's prompt_tokens (or
+	 * the Responses API's input_tokens) less their cached_tokens, Anthropic's
+	 * input_tokens + cache_creation_input_tokens (its input_tokens leave the
+	 * cache reads out already), Gemini's promptTokenCount. What counts toward
+	 * an input limit where cache reads are free (tokens_usage_counted). */
+	int64_t input;
+	int64_t output; /* completion / output tokens (reasoning and thoughts included) */
+	/* Of output, the reasoning: OpenAI's reasoning_tokens (already inside its
+	 * output count), Gemini's thoughtsTokenCount (added to it); 0 when not
+	 * reported. */
+	int64_t reasoning;
+	int64_t total; /* total_tokens (less its cache reads) when sent, else input + output */
+	/* The prompt cache: has_cache when the answer reported a creation or a
+	 * read; cache_creation is part of input, cache_read is not (Anthropic's
+	 * cache_read_input_tokens, OpenAI's cached_tokens). */
 	bool has_cache;
 	int64_t cache_creation, cache_read;
 };
 
-/* Reads the usage of a JSON response body: OpenAI usage.prompt_tokens /
- * completion_tokens / total_tokens (chat, completions, embeddings), Responses
- * API and Anthropic usage.input_tokens / output_tokens (Anthropic cache
- * creation tokens count as input, cache reads do not: they are not charged
- * against the input-token rate limit), Gemini usageMetadata.promptTokenCount /
- * candidatesTokenCount (+ thoughtsTokenCount) / totalTokenCount. Sets *out
- * (always initialised) and returns out->present. */
-bool tokens_usage_json(const char *body, size_t len, struct tokens_usage *out);
+/* u as a provider's limits count it: cache reads are left out of input and
+ * total where they are free (cache_reads_free: Anthropic, Groq), and counted
+ * in both where they are not (OpenAI: "caching does not affect rate limits",
+ * so an OpenAI answer counts its whole prompt_tokens). */
+struct tokens_usage tokens_usage_counted(const struct tokens_usage *u, bool cache_reads_free);
 
-/* Longest SSE line kept; longer lines are skipped whole. */
-#define TOKENS_SSE_LINE_MAX (64 * 1024)
-
-/* Incremental scanner of a text/event-stream, fed the response body in chunks
- * of any size as they arrive, framed into lines by provider/sse.h (events and
- * lines may straddle chunks; CR, LF and CRLF all end lines). It keeps at most
- * one partial line (<= TOKENS_SSE_LINE_MAX bytes, allocated only when a line
- * straddles chunks). Each data: line is looked at alone (every provider sends
- * one-line JSON), and parsed only when it mentions "error" or a non-null
- * "usage": other chunks cost a scan or two.
- *
- * Results, readable at any time (after tokens_sse_finish for the last line,
- * when a CR ended the stream):
- *   usage: the last usage seen: OpenAI's include_usage chunk ("choices": []
- *          + usage; the "usage": null of other chunks is skipped), Anthropic
- *          message_start (input) and message_delta (cumulative output: the last
- *          wins), Gemini usageMetadata, Responses API response.usage.
- *   error: the stream carried an error: an "event: error" line or a data: JSON
- *          object with a top-level "error" member (errors after HTTP 200). */
-struct tokens_sse {
-	struct tokens_usage usage;
-	bool error;
-	/* private */
-	struct sse_framer framer;
+/* The counts one usage object holds, as tokens_usage_object() read them:
+ * each as its last occurrence says (a count is an integer >= 0). For
+ * provider/usage_read.c, which finds the objects in a document. */
+#define TOKENS_USAGE_COUNTS 15
+struct tokens_usage_obj {
+	bool object; /* the value was an object */
+	bool has[TOKENS_USAGE_COUNTS];
+	int64_t v[TOKENS_USAGE_COUNTS];
 };
 
-void tokens_sse_init(struct tokens_sse *s);
-/* Feeds n bytes (any n, 0 included). */
-void tokens_sse_feed(struct tokens_sse *s, const char *data, size_t n);
-/* One line a framer of the caller's gave (sse.h): for a caller that frames
- * the stream once for several readers (proxy/meter.c). A line whose text is
- * longer than TOKENS_SSE_LINE_MAX is skipped, as tokens_sse_feed's own
- * framer would skip it. */
-void tokens_sse_line(struct tokens_sse *s, const struct sse_line *l);
-/* The stream ended: reads the line a CR ended it with (the framer waits for
- * the byte after a CR); a line without its end is not read. */
-void tokens_sse_finish(struct tokens_sse *s);
-/* Frees the partial-line buffer; results stay readable. */
-void tokens_sse_free(struct tokens_sse *s);
+/* Reads text (len bytes: one JSON value, blanks around it allowed, checked as
+ * strictly as tokens_estimate() checks a body) as a usage object, its counts
+ * named as OpenAI (prompt_tokens, completion_tokens, total_tokens, and
+ * prompt_tokens_details.cached_tokens, completion_tokens_details
+ * .reasoning_tokens), the Responses API and Anthropic (input_tokens,
+ * output_tokens, input_tokens_details.cached_tokens,
+ * output_tokens_details.reasoning_tokens, cache_creation_input_tokens,
+ * cache_read_input_tokens) and Gemini (promptTokenCount,
+ * candidatesTokenCount, thoughtsTokenCount, totalTokenCount) name them. A
+ * value that is not an object has no counts (o->object false). Returns false,
+ * *o empty, when text is not one JSON value. */
+bool tokens_usage_object(const char *text, size_t len, struct tokens_usage_obj *o);
+
+/* Merges one usage object into *u: the counts it carries replace the earlier
+ * ones (Anthropic's message_delta carries only the cumulative output).
+ * gemini: read Gemini's names, else the others'. Where both conventions meet
+ * (cache_read_input_tokens and cached_tokens), Anthropic's wins: its input
+ * leaves the reads out. An object without input, output or total changes
+ * nothing but the cache counts. */
+void tokens_usage_merge(const struct tokens_usage_obj *o, bool gemini, struct tokens_usage *u);
 
 #endif

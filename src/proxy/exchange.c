@@ -631,8 +631,7 @@ static void settle_tokens(struct exchange *x)
 	struct tokens_usage u;
 	if (!meter_finish(&x->meter, x->client != NULL ? relay_cb : NULL, x, &u))
 		return;
-	x->tokens_used = u.total;
-	lanes_tokens_used(x->xs->lanes, &x->ticket, &u, now_ms());
+	x->tokens_used = lanes_tokens_used(x->xs->lanes, &x->ticket, &u, now_ms());
 }
 
 static void relay_held(struct exchange *x)

@@ -615,23 +615,29 @@ bool lanes_learn_told(struct lanes *ls, struct lane_ticket *t, int budget, int64
 	return true;
 }
 
-void lanes_tokens_used(struct lanes *ls, struct lane_ticket *t, const struct tokens_usage *u,
-                       int64_t now)
+int64_t lanes_tokens_used(struct lanes *ls, struct lane_ticket *t,
+                          const struct tokens_usage *reported, int64_t now)
 {
 	struct sched_lane *lane = t->lane;
+	bool reads_free = sched_lane_provider(lane)->cached_input == CACHED_INPUT_FREE;
+	struct tokens_usage c = tokens_usage_counted(reported, reads_free);
+	const struct tokens_usage *u = &c;
 	if (t->metered)
 		limiter_tokens_used(ls->shared, lane, lane_shared(lane), &t->item, (double)u->total,
 		                    u->has_input ? (double)u->input : -1,
 		                    u->has_output ? (double)u->output : -1, now);
+	/* Where cache reads count as input there is no cached share to learn. */
+	bool cache = u->has_cache && reads_free;
 	struct cost_usage cu = {
 	    .charged_input = u->has_input ? u->input : -1,
-	    .cache_creation = u->has_cache ? u->cache_creation : -1,
-	    .cache_read = u->has_cache ? u->cache_read : -1,
+	    .cache_creation = cache ? u->cache_creation : -1,
+	    .cache_read = cache ? u->cache_read : -1,
 	    .output = u->has_output ? u->output : -1,
 	    .output_capped =
 	        u->has_output && t->cost.max_output > 0 && u->output >= t->cost.max_output,
 	};
 	sched_cost_observe(lane, &t->cost, &cu, t->item.dispatched_ms);
+	return u->total;
 }
 
 void lanes_retry(struct lanes *ls, struct lane_ticket *t, int64_t ready_ms)

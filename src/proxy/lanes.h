@@ -175,10 +175,12 @@ void lanes_complete(struct lanes *ls, struct lane_ticket *t, enum retry_lane_out
  * (sched_learn_told). Returns true when it learned (a limit_learned line). */
 bool lanes_learn_told(struct lanes *ls, struct lane_ticket *t, int budget, int64_t limit,
                       int64_t window_ms, int64_t now_ms);
-/* The usage the answer reported (tokens.h) corrects the token gates, and
- * teaches the lane what its requests cost (cost.h). */
-void lanes_tokens_used(struct lanes *ls, struct lane_ticket *t, const struct tokens_usage *u,
-                       int64_t now_ms);
+/* The usage the answer reported (tokens.h), as the lane's provider counts it
+ * (tokens_usage_counted: cache reads where they count), corrects the token
+ * gates and teaches the lane what its requests cost (cost.h). Returns the
+ * total it counted. */
+int64_t lanes_tokens_used(struct lanes *ls, struct lane_ticket *t,
+                          const struct tokens_usage *reported, int64_t now_ms);
 /* t waits without a slot until ready_ms, then queues again ahead of the new. */
 void lanes_retry(struct lanes *ls, struct lane_ticket *t, int64_t ready_ms);
 

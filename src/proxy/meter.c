@@ -5,15 +5,11 @@
 #include <string.h>
 #include <strings.h>
 
-#include "core/grow.h"
-
-/* A JSON buffer kept for the next request (most answers fit); a larger one
- * is freed, so that a pooled exchange does not pin a large answer's memory. */
-#define JSON_KEEP (16 * 1024)
-
 void meter_init(struct meter *m)
 {
 	memset(m, 0, sizeof(*m));
+	usage_sse_init(&m->scan);
+	usage_read_init(&m->json);
 }
 
 void meter_request(struct meter *m, bool ask_stream_usage, const char *path, size_t path_len,
@@ -48,30 +44,15 @@ void meter_unrewrite(struct meter *m)
 void meter_answer(struct meter *m, const char *content_type)
 {
 	sse_framer_free(&m->framer);
-	tokens_sse_free(&m->scan);
-	tokens_sse_init(&m->scan);
+	usage_sse_start(&m->scan);
 	usage_strip_free(&m->filter);
 	usage_strip_init(&m->filter);
-	m->json_len = 0;
-	m->json_over = false;
+	usage_read_start(&m->json);
 	m->sse = m->on && content_type != NULL &&
 	         strncasecmp(content_type, "text/event-stream", 17) == 0;
-	/* The cap of the reader that keeps the longest lines: the filter's when
-	 * it runs (the usage reader skips what is longer than its own). */
-	sse_framer_init(&m->framer, m->strip ? USAGE_STRIP_EVENT_MAX : TOKENS_SSE_LINE_MAX);
-}
-
-static void keep_json(struct meter *m, const char *data, size_t n)
-{
-	if (m->json_over)
-		return;
-	if (m->json_len + n > METER_JSON_CAP ||
-	    !grow_bytes(&m->json, &m->json_cap, m->json_len + n, 4096)) {
-		m->json_over = true; /* a document with a hole in it is not read */
-		return;
-	}
-	memcpy(m->json + m->json_len, data, n);
-	m->json_len += n;
+	/* Lines are kept whole only for the filter, when it runs (it decides on
+	 * whole events); the usage reader reads a long line in pieces. */
+	sse_framer_init(&m->framer, m->strip ? USAGE_STRIP_EVENT_MAX : USAGE_SSE_LINE_KEEP);
 }
 
 /* Where the framer's lines go: the usage reader, and the filter with the
@@ -85,7 +66,7 @@ struct meter_lines {
 static void meter_line(void *arg, const struct sse_line *l)
 {
 	struct meter_lines *to = arg;
-	tokens_sse_line(&to->m->scan, l);
+	usage_sse_line(&to->m->scan, l);
 	if (to->m->strip)
 		usage_strip_line(&to->m->filter, l, to->emit, to->ctx);
 }
@@ -98,7 +79,7 @@ void meter_feed(struct meter *m, const char *data, size_t n, meter_emit emit, vo
 		if (m->strip)
 			return; /* the filter emitted what the client gets */
 	} else if (m->on) {
-		keep_json(m, data, n);
+		usage_read_feed(&m->json, data, n);
 	}
 	emit(ctx, data, n);
 }
@@ -121,37 +102,30 @@ bool meter_finish(struct meter *m, meter_emit emit, void *ctx, struct tokens_usa
 	memset(usage, 0, sizeof(*usage));
 	if (!m->on)
 		return false;
-	if (m->sse) {
+	if (m->sse)
 		*usage = m->scan.usage;
-	} else if (m->json_len > 0 && !m->json_over)
-		tokens_usage_json(m->json, m->json_len, usage);
+	else
+		usage_read_end(&m->json, usage, NULL);
 	return usage->present;
 }
 
 void meter_reset(struct meter *m)
 {
-	char *json = m->json;
-	size_t json_cap = m->json_cap;
 	sse_framer_free(&m->framer);
-	tokens_sse_free(&m->scan);
 	usage_strip_free(&m->filter);
 	free(m->body);
-	if (json_cap > JSON_KEEP) {
-		free(json);
-		json = NULL;
-		json_cap = 0;
-	}
-	memset(m, 0, sizeof(*m));
-	m->json = json;
-	m->json_cap = json_cap;
+	m->body = NULL;
+	m->on = m->strip = m->sse = false;
+	usage_sse_start(&m->scan);
+	usage_read_start(&m->json);
 }
 
 void meter_free(struct meter *m)
 {
 	sse_framer_free(&m->framer);
-	tokens_sse_free(&m->scan);
+	usage_sse_free(&m->scan);
 	usage_strip_free(&m->filter);
+	usage_read_free(&m->json);
 	free(m->body);
-	free(m->json);
 	memset(m, 0, sizeof(*m));
 }

@@ -1,5 +1,8 @@
 /* meter — what an answer says it cost: the token usage read from its body as
- * it is relayed, for the lanes to correct the token gate by (DESIGN §5).
+ * it is relayed, for the lanes to correct the token gate by (DESIGN §5). The
+ * body is never kept: an event stream's lines and a JSON answer's bytes are
+ * read as they pass (provider/usage_sse.h, provider/usage_read.h), however
+ * long.
  *
  * Contract, in the order the exchange calls it:
  *   meter_request  once, when the request enters its lane: metering on or off;
@@ -7,7 +10,7 @@
  *                  without include_usage is asked for it (the body sent
  *                  upstream becomes the meter's own copy).
  *   meter_answer   at each attempt's answer head: what the body is (an event
- *                  stream, or a JSON document kept up to METER_JSON_CAP).
+ *                  stream, or a JSON document).
  *   meter_feed     each piece of the answer's body, in order, of any size:
  *                  read, and handed to emit for the client, unchanged, or
  *                  without the usage pacerd asked for (usage_strip).
@@ -19,7 +22,8 @@
  * the usage is still read when the answer sends it unasked.
  * Off (meter_request not called, or on false), feed only hands the bytes on.
  * Pure: no I/O; the client's bytes go to the callback. Kept in the exchange
- * across uses: meter_reset keeps a small JSON buffer for the next request. */
+ * across uses: meter_reset keeps the usage readers' small buffers (at most
+ * USAGE_READ_VALUE_MAX each) for the next request. */
 #ifndef PACERD_METER_H
 #define PACERD_METER_H
 
@@ -28,26 +32,23 @@
 
 #include "provider/sse.h"
 #include "provider/tokens.h"
+#include "provider/usage_read.h"
+#include "provider/usage_sse.h"
 #include "provider/usage_strip.h"
-
-/* A JSON answer larger than this is relayed without reading its usage. */
-#define METER_JSON_CAP (256 * 1024)
 
 typedef void (*meter_emit)(void *ctx, const char *data, size_t len);
 
 struct meter {
-	bool on;        /* the answers' usage is read */
-	bool strip;     /* pacerd asked the stream for its usage: the client gets it without */
-	bool sse;       /* this answer is an event stream */
-	bool json_over; /* this JSON answer passed METER_JSON_CAP: not read */
+	bool on;    /* the answers' usage is read */
+	bool strip; /* pacerd asked the stream for its usage: the client gets it without */
+	bool sse;   /* this answer is an event stream */
 	/* An event stream is framed once (provider/sse.h), here; each line goes
 	 * to the usage reader and, when strip, to the filter. */
 	struct sse_framer framer;
-	struct tokens_sse scan;
+	struct usage_sse scan;
 	struct usage_strip filter;
-	char *json; /* a JSON answer, kept whole for its usage */
-	size_t json_len, json_cap;
-	char *body; /* the request body with include_usage added, or NULL */
+	struct usage_read json; /* a JSON answer's usage, read as it passes */
+	char *body;             /* the request body with include_usage added, or NULL */
 };
 
 /* A meter that is off. */
@@ -79,7 +80,7 @@ void meter_feed(struct meter *m, const char *data, size_t n, meter_emit emit, vo
  * NULL: dropped, the client is gone), sets *usage (always initialised) and
  * returns usage->present: false when off, or when the answer reported none. */
 bool meter_finish(struct meter *m, meter_emit emit, void *ctx, struct tokens_usage *usage);
-/* Off again, for the next request; a JSON buffer up to 16 KiB is kept. */
+/* Off again, for the next request; the readers' buffers are kept. */
 void meter_reset(struct meter *m);
 void meter_free(struct meter *m);
 

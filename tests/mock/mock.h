@@ -58,6 +58,7 @@ struct mock_req {
 	/* stream state (mock_stream.c) */
 	enum mock_kind kind;
 	long chunks, sent, chunk_ms, chunk_bytes;
+	long usage_pad; /* x-mock-usage-pad: a "pad" member this long before the final usage */
 	long prompt_tokens, completion_tokens;
 	bool include_usage, truncated;
 	bool reset_now;   /* the timer fires the body-mode reset */

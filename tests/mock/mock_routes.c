@@ -28,7 +28,7 @@
 struct ctl {
 	int status;
 	const char *ecode, *etype, *emsg;
-	long delay_ms, chunks, chunk_ms, chunk_bytes;
+	long delay_ms, chunks, chunk_ms, chunk_bytes, usage_pad;
 	enum mock_mode hang, reset;
 };
 
@@ -96,6 +96,9 @@ static void ctl_set(struct ctl *c, struct evkeyvalq *oh, const char *name, const
 	else if (strcasecmp(name, "chunk-bytes") == 0 &&
 	         mock_parse_long(v, 0, MAX_CHUNK_BYTES, &n) == 0)
 		c->chunk_bytes = n;
+	else if (strcasecmp(name, "usage-pad") == 0 &&
+	         mock_parse_long(v, 0, MAX_CHUNK_BYTES, &n) == 0)
+		c->usage_pad = n;
 	else if (strcasecmp(name, "hang") == 0)
 		c->hang = parse_mode(v);
 	else if (strcasecmp(name, "reset") == 0)
@@ -911,6 +914,7 @@ void mock_routes_handle(struct evhttp_request *req, void *arg)
 			tmpl.chunks = completion;
 			tmpl.chunk_ms = c.chunk_ms;
 			tmpl.chunk_bytes = c.chunk_bytes;
+			tmpl.usage_pad = c.usage_pad;
 			tmpl.prompt_tokens = prompt;
 			tmpl.completion_tokens = completion;
 			tmpl.include_usage = li.include_usage;

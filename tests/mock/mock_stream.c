@@ -70,6 +70,18 @@ static void head_events(struct evbuffer *b, const struct mock_req *mr)
 	       "\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n");
 }
 
+/* x-mock-usage-pad: the event that carries the final usage grows a "pad"
+ * member before it, as the Responses API's response.completed repeats the
+ * instructions, tools and output before its usage (PROVIDERS.md §11). */
+static void usage_pad(struct evbuffer *b, const struct mock_req *mr)
+{
+	if (mr->usage_pad <= 0)
+		return;
+	PUT(b, ",\"pad\":\"");
+	mock_put_chunk_text(b, mr->usage_pad);
+	PUT(b, "\"");
+}
+
 static void tail_events(struct evbuffer *b, const struct mock_req *mr)
 {
 	if (mr->kind == MOCK_K_CHAT) {
@@ -83,7 +95,9 @@ static void tail_events(struct evbuffer *b, const struct mock_req *mr)
 		chat_suffix(b, mr);
 		if (mr->include_usage) {
 			chat_prefix(b, mr);
-			PUT(b, "],\"usage\":{\"prompt_tokens\":");
+			PUT(b, "]");
+			usage_pad(b, mr);
+			PUT(b, ",\"usage\":{\"prompt_tokens\":");
 			mock_put_long(b, mr->prompt_tokens);
 			PUT(b, ",\"completion_tokens\":");
 			mock_put_long(b, mr->completion_tokens);
@@ -101,7 +115,9 @@ static void tail_events(struct evbuffer *b, const struct mock_req *mr)
 		PUT(b, "max_tokens");
 	else
 		PUT(b, "end_turn");
-	PUT(b, "\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":");
+	PUT(b, "\",\"stop_sequence\":null}");
+	usage_pad(b, mr);
+	PUT(b, ",\"usage\":{\"output_tokens\":");
 	mock_put_long(b, mr->completion_tokens);
 	PUT(b, "}}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n");
 }

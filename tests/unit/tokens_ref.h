@@ -1,6 +1,7 @@
-/* The token estimate and usage reading as they were written on jansson trees,
- * kept as the reference the JSON scanner of tokens.c must agree with: the unit
- * test and the fuzzer compare the two on every input. Include once. */
+/* The token estimate as it was written on jansson trees, kept as the
+ * reference the JSON scanner of tokens.c must agree with: the unit test and
+ * the fuzzer compare the two on every input (the usage: usage_ref.h).
+ * Include once. */
 #ifndef PACERD_TOKENS_REF_H
 #define PACERD_TOKENS_REF_H
 
@@ -298,105 +299,6 @@ static bool ref_prefix_agrees(const char *body, size_t len, const struct tokens_
 	return r.marked == a->cache_marked && r.keyed == (a->prompt_key != 0) &&
 	       r.keyed == (a->head_key != 0) && r.prefix_tokens == a->prefix_tokens &&
 	       r.head_tokens == a->head_tokens;
-}
-
-/* ---------- usage ---------- */
-
-static bool ref_get_count(json_t *obj, const char *key, int64_t *out)
-{
-	json_t *v = json_object_get(obj, key);
-	if (!json_is_integer(v) || json_integer_value(v) < 0)
-		return false;
-	*out = (int64_t)json_integer_value(v);
-	return true;
-}
-
-/* Merges one usage object into *u: the fields it carries replace the earlier
- * ones (Anthropic's message_delta carries only the cumulative output). */
-static bool ref_merge_usage(json_t *usage, struct tokens_usage *u, bool gemini)
-{
-	int64_t in = 0, out = 0, total = 0, extra = 0;
-	bool has_in, has_out, has_total;
-
-	if (!json_is_object(usage))
-		return false;
-	if (gemini) {
-		has_in = ref_get_count(usage, "promptTokenCount", &in);
-		has_out = ref_get_count(usage, "candidatesTokenCount", &out);
-		if (ref_get_count(usage, "thoughtsTokenCount", &extra)) {
-			out += extra;
-			has_out = true;
-		}
-		has_total = ref_get_count(usage, "totalTokenCount", &total);
-	} else {
-		has_in = ref_get_count(usage, "prompt_tokens", &in) ||
-		         ref_get_count(usage, "input_tokens", &in);
-		if (has_in && ref_get_count(usage, "cache_creation_input_tokens", &extra))
-			in += extra;
-		int64_t cc = 0, cr = 0;
-		bool hcc = ref_get_count(usage, "cache_creation_input_tokens", &cc);
-		bool hcr = ref_get_count(usage, "cache_read_input_tokens", &cr);
-		if (hcc || hcr) {
-			u->has_cache = true;
-			u->cache_creation = hcc ? cc : 0;
-			u->cache_read = hcr ? cr : 0;
-		}
-		has_out = ref_get_count(usage, "completion_tokens", &out) ||
-		          ref_get_count(usage, "output_tokens", &out);
-		has_total = ref_get_count(usage, "total_tokens", &total);
-	}
-	if (!has_in && !has_out && !has_total)
-		return false;
-	if (has_in) {
-		u->has_input = true;
-		u->input = in;
-	}
-	if (has_out) {
-		u->has_output = true;
-		u->output = out;
-	}
-	u->total = has_total ? total : u->input + u->output;
-	u->present = true;
-	return true;
-}
-
-/* Where each API keeps its usage object. */
-static bool ref_usage_from_object(json_t *root, struct tokens_usage *u)
-{
-	json_t *msg = json_object_get(root, "message");   /* Anthropic message_start */
-	json_t *resp = json_object_get(root, "response"); /* Responses API events */
-	json_t *groq = json_object_get(root, "x_groq");   /* Groq stream */
-	bool found = ref_merge_usage(json_object_get(root, "usage"), u, false);
-	found |= ref_merge_usage(json_object_get(root, "usageMetadata"), u, true);
-	found |= ref_merge_usage(json_object_get(msg, "usage"), u, false);
-	found |= ref_merge_usage(json_object_get(resp, "usage"), u, false);
-	found |= ref_merge_usage(json_object_get(groq, "usage"), u, false);
-	return found;
-}
-
-static bool ref_tokens_usage_json(const char *body, size_t len, struct tokens_usage *out)
-{
-	memset(out, 0, sizeof *out);
-	if (body == NULL || len == 0)
-		return false;
-	json_t *root = json_loadb(body, len, 0, NULL);
-	if (json_is_object(root))
-		ref_usage_from_object(root, out);
-	json_decref(root);
-	return out->present;
-}
-
-/* What tokens_sse_feed takes from one data: line. */
-__attribute__((unused)) static void ref_sse_data(const char *v, size_t n, struct tokens_usage *u,
-                                                 bool *error)
-{
-	json_t *root = json_loadb(v, n, 0, NULL);
-	if (json_is_object(root)) {
-		if (json_object_get(root, "error") != NULL)
-			*error = true;
-		ref_usage_from_object(root, u);
-	}
-	json_decref(root);
 }
 
 #endif

@@ -202,7 +202,7 @@ START_TEST(off_hands_the_bytes_on_and_reads_nothing)
 	ck_assert(!u.present);
 	ck_assert_uint_eq(o.len, strlen(metered));
 	ck_assert(memcmp(o.buf, metered, o.len) == 0);
-	ck_assert_ptr_null(m.json);
+	ck_assert_ptr_null(m.json.value);
 	meter_free(&m);
 }
 END_TEST
@@ -233,26 +233,26 @@ START_TEST(each_attempt_is_read_afresh)
 }
 END_TEST
 
-START_TEST(a_json_answer_over_the_cap_is_not_read)
+/* A JSON answer is read as it passes, however long (a Responses API answer
+ * repeats its instructions and tools): the usage after 300 KiB is read, and
+ * nothing of the body is kept. */
+START_TEST(a_json_answer_of_any_length_is_read)
 {
-	/* A piece that does not fit makes a hole: the pieces after it, though
-	 * they would fit, make a document that says other than the answer did
-	 * (here still valid JSON with a usage): none is read, and every byte
-	 * still reaches the client. */
-	size_t pad = METER_JSON_CAP + 1000;
-	size_t n = pad + 64;
+	size_t pad = 300 * 1024;
+	size_t n = pad + 128;
 	char *big = malloc(n);
 	ck_assert_ptr_nonnull(big);
-	int k = snprintf(big, n, "{\"pad\":\"");
+	int k = snprintf(big, n, "{\"instructions\":\"");
 	memset(big + k, 'a', pad);
-	snprintf(big + k + pad, n - (size_t)k - pad, "\",\"usage\":{\"total_tokens\":9}}");
+	snprintf(big + k + pad, n - (size_t)k - pad,
+	         "\",\"usage\":{\"input_tokens\":9,\"output_tokens\":2,\"total_tokens\":11}}");
 	size_t len = strlen(big);
 	const size_t pieces[] = {200 * 1024, 100 * 1024, len - 300 * 1024};
 	struct meter m;
 	meter_init(&m);
 	const char *body = "{}";
 	size_t blen = 2;
-	request(&m, false, CHAT, strlen(CHAT), &body, &blen);
+	request(&m, false, "/v1/responses", strlen("/v1/responses"), &body, &blen);
 	meter_answer(&m, "application/json");
 	size_t at = 0, relayed = 0;
 	for (size_t i = 0; i < 3; i++) {
@@ -261,10 +261,68 @@ START_TEST(a_json_answer_over_the_cap_is_not_read)
 	}
 	ck_assert_uint_eq(at, len);
 	struct tokens_usage u;
-	ck_assert(!meter_finish(&m, count, &relayed, &u));
+	ck_assert(meter_finish(&m, count, &relayed, &u));
+	ck_assert_int_eq(u.total, 11);
 	ck_assert_uint_eq(relayed, len);
+	ck_assert_uint_le(m.json.value_cap, USAGE_READ_VALUE_MAX);
 	meter_free(&m);
 	free(big);
+}
+END_TEST
+
+/* A stream's last event over the filter's cap, or over the framer's own when
+ * no filter runs, is read as it passes: a 2 MiB response.completed on the
+ * Responses API, a 2 MiB usage chunk of a chat completion whose usage pacerd
+ * asked for (the filter gives up on it and passes it on whole, as before). */
+static char *long_event(const char *head, const char *tail, size_t pad, size_t *len)
+{
+	size_t h = strlen(head), t = strlen(tail);
+	char *b = malloc(h + pad + t);
+	ck_assert_ptr_nonnull(b);
+	memcpy(b, head, h);
+	memset(b + h, 'x', pad);
+	memcpy(b + h + pad, tail, t);
+	*len = h + pad + t;
+	return b;
+}
+
+START_TEST(a_long_last_event_is_read)
+{
+	for (int chat = 0; chat < 2; chat++) {
+		size_t len;
+		char *ev =
+		    chat ? long_event("data: {\"id\":\"x\",\"choices\":[],\"pad\":\"",
+		                      "\",\"usage\":{\"prompt_tokens\":6,\"completion_tokens\":"
+		                      "5,\"total_tokens\":11}}\n\ndata: [DONE]\n\n",
+		                      2 * 1024 * 1024, &len)
+		         : long_event("event: response.completed\ndata: {\"type\":"
+		                      "\"response.completed\",\"response\":{\"instructions\":\"",
+		                      "\",\"usage\":{\"input_tokens\":6,\"output_tokens\":5,"
+		                      "\"total_tokens\":11}}}\n\n",
+		                      2 * 1024 * 1024, &len);
+		struct meter m;
+		size_t blen;
+		if (chat) {
+			(void)metered_request(&m, &blen);
+		} else {
+			meter_init(&m);
+			const char *body = stream_request;
+			blen = strlen(body);
+			request(&m, true, "/v1/responses", strlen("/v1/responses"), &body, &blen);
+		}
+		meter_answer(&m, "text/event-stream");
+		size_t relayed = 0;
+		for (size_t at = 0; at < len; at += 16384)
+			meter_feed(&m, ev + at, len - at < 16384 ? len - at : 16384, count,
+			           &relayed);
+		struct tokens_usage u;
+		ck_assert(meter_finish(&m, count, &relayed, &u));
+		ck_assert_int_eq(u.input, 6);
+		ck_assert_int_eq(u.total, 11);
+		ck_assert_uint_eq(relayed, len);
+		meter_free(&m);
+		free(ev);
+	}
 }
 END_TEST
 
@@ -295,11 +353,12 @@ START_TEST(reset_keeps_a_small_buffer_and_turns_off)
 	struct out o = {.len = 0};
 	struct tokens_usage u;
 	ck_assert(feed_all(&m, json_answer, strlen(json_answer), 8, &o, &u));
-	char *json = m.json;
-	ck_assert_ptr_nonnull(json);
+	char *kept = m.json.value; /* the usage value's, not the answer's */
+	ck_assert_ptr_nonnull(kept);
+	ck_assert_uint_le(m.json.value_cap, USAGE_READ_VALUE_MAX);
 	meter_reset(&m);
-	ck_assert(!m.on && !m.strip && m.body == NULL && m.json_len == 0);
-	ck_assert_ptr_eq(m.json, json);
+	ck_assert(!m.on && !m.strip && m.body == NULL);
+	ck_assert_ptr_eq(m.json.value, kept);
 	meter_answer(&m, "application/json");
 	o.len = 0;
 	ck_assert(!feed_all(&m, json_answer, strlen(json_answer), 8, &o, &u));
@@ -348,7 +407,8 @@ static Suite *meter_suite(void)
 	tcase_add_test(tc, a_json_answer_in_pieces);
 	tcase_add_test(tc, off_hands_the_bytes_on_and_reads_nothing);
 	tcase_add_test(tc, each_attempt_is_read_afresh);
-	tcase_add_test(tc, a_json_answer_over_the_cap_is_not_read);
+	tcase_add_test(tc, a_json_answer_of_any_length_is_read);
+	tcase_add_test(tc, a_long_last_event_is_read);
 	tcase_add_test(tc, finish_without_a_client_drops_what_is_held);
 	tcase_add_test(tc, reset_keeps_a_small_buffer_and_turns_off);
 	tcase_add_test(tc, unrewrite_sends_the_clients_bytes_and_strips_nothing);
