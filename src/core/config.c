@@ -880,6 +880,16 @@ static const struct opt limits_opts[] = {
      .off = offsetof(struct config, limits.max_body_bytes),
      .lo = 1,
      .dnum = 33554432},
+    /* An upload is streamed (profile_endpoint_streams), so its size costs no
+     * memory; the cap only bounds what one client can pour through a lane's
+     * slot. 2 GiB: the largest single request body a built-in provider takes
+     * (a Gemini file, 2 GB; OpenAI files 512 MB, parts 64 MB; Anthropic
+     * files 500 MB, batches 256 MB). 0: no limit. */
+    {.key = "max_upload_bytes",
+     .type = OPT_U64,
+     .off = offsetof(struct config, limits.max_upload_bytes),
+     .lo = 0,
+     .dnum = 2147483648},
     U("max_header_bytes", struct config, limits.max_header_bytes, 1, NOMAX, 65536),
     U("max_connections", struct config, limits.max_connections, 1, NOMAX, 4096),
     U("client_timeout_s", struct config, limits.client_timeout_s, 1, NOMAX, 900),

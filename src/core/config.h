@@ -185,6 +185,7 @@ struct config {
 	} log;
 	struct {
 		uint64_t max_body_bytes;
+		uint64_t max_upload_bytes; /* a streamed upload's body; 0: no limit */
 		unsigned max_header_bytes;
 		unsigned max_connections;
 		unsigned client_timeout_s;

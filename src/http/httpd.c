@@ -95,6 +95,16 @@ struct hreq {
 	char *body;
 	size_t body_len, body_cap;
 	size_t body_most; /* the body's declared length, else limits.max_body_bytes */
+	/* A streamed body (hreq_streamed): the bytes that arrived and are held
+	 * (the evbuffer is kept with the connection), how many of them the
+	 * owner has read, and what became of it. */
+	struct evbuffer *stream;
+	size_t stream_off;
+	uint64_t stream_in; /* body bytes parsed so far */
+	int64_t body_size;  /* Content-Length; -1: chunked */
+	int body_fail;      /* the answer it failed with; 0: none */
+	const char *body_fail_code, *body_fail_msg;
+	bool streamed, body_done, body_dropped, continue_owed;
 	const char *method;
 	char id[HREQ_ID_MAX + 1];
 	unsigned short major, minor;
@@ -137,6 +147,10 @@ struct hconn {
 	char tunnel_host[HREQ_HOST_MAX + 1];
 	bool tls_notified; /* close_notify queued */
 	bool close_after;
+	/* The answer ended before a streamed body did: the lingering close lasts
+	 * while the client keeps sending, so that one that writes its whole
+	 * body before it reads gets the answer rather than a reset. */
+	bool linger_upload;
 	bool flush_queued, reap_queued;
 	struct list flush_link; /* h->flushq while flush_queued */
 	struct list link;       /* h->conns while open, then h->reaped, then h->pool */
@@ -147,6 +161,8 @@ struct httpd {
 	struct httpd_conf conf;
 	httpd_request_fn on_request;
 	void *arg;
+	httpd_stream_fn streams; /* NULL: every body is read whole */
+	void *streams_arg;
 	struct evconnlistener *listener;
 	struct event *accept_retry;
 	bool listener_paused; /* at max_connections */
@@ -175,6 +191,8 @@ static void conn_destroy(void *obj);
 static void conn_queue_flush(struct hconn *c);
 static void conn_arm(struct hconn *c);
 static void conn_parse_pending(struct hconn *c);
+static void set_read_mode(struct hconn *c, bool closed_only);
+static bool pend_save(struct hconn *c, const char *data, size_t len);
 static void on_read(evutil_socket_t fd, short what, void *arg);
 static void tls_pump(struct hconn *c);
 static void tls_failed(struct hconn *c, const char *why);
@@ -409,6 +427,13 @@ static void req_reset(struct hreq *r)
 	r->target_len = 0;
 	r->n_hdrs = 0;
 	r->body_len = 0;
+	if (r->stream != NULL)
+		evbuffer_drain(r->stream, evbuffer_get_length(r->stream));
+	r->stream_off = 0;
+	r->stream_in = 0;
+	r->body_size = -1;
+	r->body_fail = 0;
+	r->streamed = r->body_done = r->body_dropped = r->continue_owed = false;
 	r->method = "";
 	r->id[0] = '\0';
 	r->keep_alive = r->head_method = false;
@@ -556,6 +581,22 @@ static const char *find_header(const struct hreq *r, const char *name, size_t le
 	return NULL;
 }
 
+/* The most a body of r may be: max_upload_bytes for a streamed one (0: no
+ * limit), else max_body_bytes. */
+static uint64_t body_cap(const struct httpd *h, const struct hreq *r)
+{
+	if (!r->streamed)
+		return h->conf.max_body_bytes;
+	return h->conf.max_upload_bytes ? h->conf.max_upload_bytes : UINT64_MAX;
+}
+
+static int too_large(struct hconn *c, const struct hreq *r)
+{
+	return reject(c, 413, "body_too_large",
+	              r->streamed ? "the upload exceeds limits.max_upload_bytes"
+	                          : "the request body exceeds limits.max_body_bytes");
+}
+
 static int on_headers_complete(http_parser *p)
 {
 	struct hconn *c = conn_of(p);
@@ -588,21 +629,31 @@ static int on_headers_complete(http_parser *p)
 		return reject(c, 400, "bad_request", "unsupported Transfer-Encoding");
 	bool chunked = (p->flags & F_CHUNKED) != 0;
 	bool has_length = !chunked && p->content_length != ULLONG_MAX;
-	if (has_length && p->content_length > h->conf.max_body_bytes)
-		return reject(c, 413, "body_too_large",
-		              "the request body exceeds limits.max_body_bytes");
+	bool has_body = chunked || (has_length && p->content_length > 0);
+	r->streamed = has_body && h->streams != NULL && h->streams(r, h->streams_arg);
+	r->body_size = has_length ? (int64_t)p->content_length : -1;
+	if (has_length && p->content_length > body_cap(h, r))
+		return too_large(c, r);
 
 	const char *expect = find_header(r, "expect", 6);
 	if (expect != NULL) {
 		if (strcasecmp(expect, "100-continue") != 0)
 			return reject(c, 417, "expectation_failed",
 			              "only 100-continue is understood");
-		if (p->http_minor >= 1 && (chunked || (has_length && p->content_length > 0))) {
-			/* The body is welcome: say so now, the client waits for it. */
-			evbuffer_add(c->out, "HTTP/1.1 100 Continue\r\n\r\n", 25);
-			conn_queue_flush(c);
+		if (p->http_minor >= 1 && has_body) {
+			/* The body is welcome: say so now, the client waits for it;
+			 * a streamed one when the owner asks for it (hreq_body_read),
+			 * so a request refused before it leaves is never sent. */
+			if (r->streamed) {
+				r->continue_owed = true;
+			} else {
+				evbuffer_add(c->out, "HTTP/1.1 100 Continue\r\n\r\n", 25);
+				conn_queue_flush(c);
+			}
 		}
 	}
+	if (r->streamed && r->stream == NULL && (r->stream = evbuffer_new()) == NULL)
+		return reject(c, 503, "out_of_memory", "pacerd is out of memory");
 	/* A declared length is a limit, not an allocation: the body's buffer
 	 * grows as its bytes arrive (on_body), up to it. */
 	r->body_most = has_length ? (size_t)p->content_length : (size_t)h->conf.max_body_bytes;
@@ -613,9 +664,16 @@ static int on_body(http_parser *p, const char *at, size_t len)
 {
 	struct hconn *c = conn_of(p);
 	struct hreq *r = &c->req;
+	if (r->streamed) {
+		if (len > body_cap(c->h, r) - r->stream_in)
+			return too_large(c, r);
+		if (evbuffer_add(r->stream, at, len) != 0)
+			return reject(c, 503, "out_of_memory", "pacerd is out of memory");
+		r->stream_in += len;
+		return 0;
+	}
 	if (r->body_len + len > c->h->conf.max_body_bytes)
-		return reject(c, 413, "body_too_large",
-		              "the request body exceeds limits.max_body_bytes");
+		return too_large(c, r);
 	if (!grow_bytes_upto(&r->body, &r->body_cap, r->body_len + len, BODY_FIRST_BYTES,
 	                     r->body_most))
 		return reject(c, 503, "out_of_memory", "pacerd is out of memory");
@@ -627,7 +685,10 @@ static int on_body(http_parser *p, const char *at, size_t len)
 static int on_message_complete(http_parser *p)
 {
 	struct hconn *c = conn_of(p);
-	c->req.keep_alive = http_should_keep_alive(p) != 0;
+	/* A streamed body may end after its answer began, with connection:
+	 * close (hreq_start): that stands. */
+	c->req.keep_alive = http_should_keep_alive(p) != 0 && !c->req.started;
+	c->req.body_done = true;
 	c->in_head = true; /* what follows is the next request's head */
 	/* One request at a time: the rest waits until this one is answered. */
 	http_parser_pause(p, 1);
@@ -824,6 +885,70 @@ static void dispatch_request(struct hconn *c)
 	h->on_request(r, h->arg);
 }
 
+/* ---- a streamed body ---- */
+
+static size_t stream_unread(const struct hreq *r)
+{
+	return evbuffer_get_length(r->stream) - r->stream_off;
+}
+
+/* Whether the connection is read for a streamed body now (not failed, not
+ * held back by its cap): the client must keep sending then. */
+static bool stream_reading(const struct hconn *c)
+{
+	const struct hreq *r = &c->req;
+	return c->state == HC_ACTIVE && r->streamed && !r->body_done && r->body_fail == 0 &&
+	       !c->rd_closed_only;
+}
+
+static void stream_fail(struct hconn *c, int status, const char *code, const char *msg)
+{
+	struct hreq *r = &c->req;
+	if (r->body_fail != 0)
+		return;
+	r->body_fail = status;
+	r->body_fail_code = code;
+	r->body_fail_msg = msg;
+}
+
+/* After body bytes were parsed: past the cap, the connection is not read
+ * until the owner takes some; then the owner is told. Last: the owner may
+ * end the request from its callback. */
+static void stream_moved(struct hconn *c)
+{
+	struct hreq *r = &c->req;
+	if (c->state != HC_ACTIVE || !r->streamed)
+		return;
+	if (!r->body_done && stream_unread(r) >= HREQ_BODY_CAP)
+		set_read_mode(c, true);
+	conn_arm(c);
+	if (r->ev != NULL && r->ev->body != NULL)
+		r->ev->body(r->ctx);
+}
+
+/* Bytes of a streamed body, while the owner has its request: parsed into
+ * the body; what follows its end waits as a pipelined request does. */
+static void stream_input(struct hconn *c, const char *data, size_t n)
+{
+	struct hreq *r = &c->req;
+	if (r->body_fail != 0)
+		return; /* discarded: the connection closes after the owner's answer */
+	size_t took = feed(c, data, n);
+	enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
+	if (c->reject) {
+		stream_fail(c, c->reject, c->reject_code, c->reject_msg);
+		c->reject = 0;
+	} else if (e == HPE_PAUSED) {
+		/* The body ended; the rest is the next request's. */
+		http_parser_pause(&c->parser, 0);
+		if (!pend_save(c, data + took, n - took) || c->pend_len >= PENDING_CAP)
+			set_read_mode(c, true);
+	} else if (e != HPE_OK) {
+		stream_fail(c, 400, "bad_request", parser_error_message(e));
+	}
+	stream_moved(c);
+}
+
 /* Saves bytes that cannot be parsed yet. False when over the cap. */
 static bool pend_save(struct hconn *c, const char *data, size_t len)
 {
@@ -880,6 +1005,13 @@ static void conn_parse(struct hconn *c, const char *data, size_t len, bool from_
 		}
 		if (took == 0)
 			break;
+	}
+	/* A streamed body's head is complete: the owner has the request now,
+	 * and its body follows as it arrives (stream_input). */
+	if (c->state == HC_READING && c->req.streamed && !c->in_head) {
+		dispatch_request(c);
+		stream_moved(c);
+		return;
 	}
 	if (c->state == HC_CLOSING || c->state == HC_LINGER) {
 		c->pend_len = 0;
@@ -945,6 +1077,10 @@ static void conn_input(struct hconn *c, const char *data, size_t n)
 			conn_arm(c);
 		break;
 	case HC_ACTIVE:
+		if (c->req.streamed && !c->req.body_done) {
+			stream_input(c, data, n);
+			break;
+		}
 		/* Pipelined: kept for after this answer, within a cap. */
 		if (!pend_save(c, data, (size_t)n) || c->pend_len >= PENDING_CAP)
 			set_read_mode(c, true);
@@ -1285,11 +1421,23 @@ static int64_t conn_deadline(const struct hconn *c)
 		 * minimum rate (body_deadline). */
 		return c->in_head ? c->head_start_ms + t : body_deadline(c, t);
 	case HC_ACTIVE:
-	case HC_CLOSING:
+	case HC_CLOSING: {
 		/* Only a write that makes no progress counts; an answer that
-		 * is still being produced is the owner's business. */
-		return out_len(c) > 0 ? c->last_write_ms + t : 0;
+		 * is still being produced is the owner's business. A streamed
+		 * body being read must keep moving (not at a minimum rate: the
+		 * upstream sets its pace). */
+		int64_t w = out_len(c) > 0 ? c->last_write_ms + t : 0;
+		int64_t b = stream_reading(c) ? c->last_read_ms + t : 0;
+		return w == 0 || (b != 0 && b < w) ? b : w;
+	}
 	case HC_LINGER:
+		if (c->linger_upload) {
+			/* While the upload keeps coming, up to client_timeout_s. */
+			int64_t last = c->last_read_ms > c->linger_start_ms ? c->last_read_ms
+			                                                    : c->linger_start_ms;
+			int64_t quiet = last + LINGER_MS, most = c->linger_start_ms + t;
+			return quiet < most ? quiet : most;
+		}
 		return c->linger_start_ms + LINGER_MS;
 	case HC_DEAD:
 		break;
@@ -1345,6 +1493,14 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 		            "the request was not complete within limits.client_timeout_s");
 		break;
 	case HC_ACTIVE:
+		if (stream_reading(c) &&
+		    c->last_read_ms + (int64_t)c->h->conf.client_timeout_s * 1000 <= now) {
+			/* The client stopped sending its upload: the owner answers. */
+			stream_fail(c, 408, "request_timeout",
+			            "the upload stopped for limits.client_timeout_s");
+			stream_moved(c);
+			break;
+		}
 		conn_gone(c); /* the client stopped reading */
 		break;
 	case HC_DEAD:
@@ -1462,6 +1618,8 @@ static void conn_destroy(void *obj)
 	free(c->req.head);
 	free(c->req.hdrs);
 	free(c->req.body);
+	if (c->req.stream != NULL)
+		evbuffer_free(c->req.stream);
 	free(c->pend);
 	evbuffer_free(c->out);
 	if (c->tls_out != NULL)
@@ -1496,6 +1654,7 @@ static int adopt(struct httpd *h, evutil_socket_t fd, const struct sockaddr *pee
 	c->state = HC_IDLE;
 	c->rd_closed_only = false;
 	c->close_after = false;
+	c->linger_upload = false;
 	c->flush_queued = c->reap_queued = false;
 	c->last = K_NONE;
 	c->in_head = true;
@@ -1670,6 +1829,12 @@ void httpd_set_conf(struct httpd *h, const struct httpd_conf *conf)
 	update_listener(h);
 }
 
+void httpd_set_streaming(struct httpd *h, httpd_stream_fn fn, void *arg)
+{
+	h->streams = fn;
+	h->streams_arg = arg;
+}
+
 void httpd_shutdown(struct httpd *h)
 {
 	h->closing = true;
@@ -1772,6 +1937,81 @@ const char *hreq_body(const struct hreq *r, size_t *len)
 {
 	*len = r->body_len;
 	return r->body_len ? r->body : NULL;
+}
+
+bool hreq_streamed(const struct hreq *r)
+{
+	return r->streamed;
+}
+
+int64_t hreq_body_size(const struct hreq *r)
+{
+	return r->body_size;
+}
+
+enum hreq_body hreq_body_read(struct hreq *r, char *buf, size_t cap, size_t *n)
+{
+	struct hconn *c = r->conn;
+	*n = 0;
+	if (!r->streamed || !writable(r) || r->body_fail != 0)
+		return HREQ_BODY_FAILED;
+	if (r->continue_owed) {
+		/* Only to a client still waiting: none of its body came yet. */
+		r->continue_owed = false;
+		if (!r->started && r->stream_in == 0) {
+			evbuffer_add(c->out, "HTTP/1.1 100 Continue\r\n\r\n", 25);
+			conn_queue_flush(c);
+		}
+	}
+	size_t k = stream_unread(r) < cap ? stream_unread(r) : cap;
+	if (k > 0) {
+		struct evbuffer_ptr at;
+		evbuffer_ptr_set(r->stream, &at, r->stream_off, EVBUFFER_PTR_SET);
+		ev_ssize_t got = evbuffer_copyout_from(r->stream, &at, buf, k);
+		if (got < 0)
+			return HREQ_BODY_FAILED;
+		r->stream_off += (size_t)got;
+		*n = (size_t)got;
+		if (r->stream_in > HREQ_BODY_CAP || r->body_size > HREQ_BODY_CAP) {
+			/* Too large to hold whole: what was read goes. */
+			evbuffer_drain(r->stream, r->stream_off);
+			r->stream_off = 0;
+			r->body_dropped = true;
+		}
+	}
+	if (c->rd_closed_only && !r->body_done && stream_unread(r) < HREQ_BODY_CAP / 2) {
+		/* Room again: read the client, which must keep sending from now
+		 * on; plaintext a TLS session holds is read on the next turn. */
+		set_read_mode(c, false);
+		c->last_read_ms = now_ms();
+		conn_arm(c);
+		if (c->ssl != NULL)
+			event_active(&c->rd, EV_READ, 1);
+	}
+	return *n == 0 && r->body_done && stream_unread(r) == 0 ? HREQ_BODY_END : HREQ_BODY_MORE;
+}
+
+bool hreq_body_rewindable(const struct hreq *r)
+{
+	return r->streamed && !r->body_dropped && r->body_fail == 0;
+}
+
+bool hreq_body_rewind(struct hreq *r)
+{
+	if (!hreq_body_rewindable(r))
+		return false;
+	r->stream_off = 0;
+	return true;
+}
+
+bool hreq_body_failure(const struct hreq *r, int *status, const char **code, const char **message)
+{
+	if (!r->streamed || r->body_fail == 0)
+		return false;
+	*status = r->body_fail;
+	*code = r->body_fail_code;
+	*message = r->body_fail_msg;
+	return true;
 }
 
 const char *hreq_id(const struct hreq *r)
@@ -1881,8 +2121,10 @@ void hreq_end(struct hreq *r, bool complete)
 	r->ev = NULL;
 	r->ctx = NULL;
 	c->h->n_active--;
-	if (!complete || !r->keep_alive || c->h->closing || c->close_after) {
+	bool upload_cut = r->streamed && !r->body_done;
+	if (!complete || !r->keep_alive || c->h->closing || c->close_after || upload_cut) {
 		c->state = HC_CLOSING;
+		c->linger_upload = upload_cut;
 		c->pend_len = c->pend_off = 0;
 	} else {
 		c->state = HC_IDLE; /* r stays readable until the next request begins */

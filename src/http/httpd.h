@@ -14,6 +14,22 @@
  * before the body is read when Content-Length announces it), an unknown
  * expectation (417), a request not complete within client_timeout_s (408).
  *
+ * A streamed body (httpd_set_streaming: uploads, which pacerd never parses)
+ * is not read first: the request is handed over as soon as its head is
+ * complete, and the owner reads the body in pieces as it arrives
+ * (hreq_body_read, told by events->body). At most HREQ_BODY_CAP unread bytes
+ * are buffered; past that the connection is not read until the owner has
+ * taken some (TCP slows the client down). max_upload_bytes replaces
+ * max_body_bytes for it, and an Expect: 100-continue is answered when the
+ * owner first asks for the body, not before. What goes wrong once the owner
+ * has the request (a bad chunk, the upload over its cap, a client that stops
+ * sending for client_timeout_s) is not answered by the layer: the body
+ * fails (hreq_body_failure says with what answer) and the owner answers. An
+ * answer that ends before the body does closes the connection after a
+ * lingering close that lasts while the client keeps sending (up to
+ * client_timeout_s), so a client that writes its whole body before reading
+ * still gets the answer.
+ *
  * Life of an hreq: handed to on_request; the owner starts, writes and ends the
  * response (or answers with hreq_error / hreq_respond). After the response
  * ended, or after events->gone ran, the hreq belongs to the layer again: the
@@ -35,6 +51,11 @@
 /* Bytes waiting for a client above which hreq_write asks the writer to pause:
  * the memory a slow reader can pin is about this plus one upstream buffer. */
 #define HREQ_OUT_CAP (256 * 1024)
+/* A streamed body's unread bytes above which its connection is not read; a
+ * body no larger than this is also held whole after it was read, so that it
+ * can be read again (hreq_body_rewind). The memory a streamed upload pins is
+ * about this plus one read (64 KiB). */
+#define HREQ_BODY_CAP (256 * 1024)
 
 struct httpd;
 struct hreq;
@@ -42,7 +63,8 @@ struct ssl_st; /* OpenSSL's SSL */
 
 struct httpd_conf {
 	size_t max_header_bytes;   /* request line and header fields (431 above) */
-	uint64_t max_body_bytes;   /* request body (413 above) */
+	uint64_t max_body_bytes;   /* request body read whole (413 above) */
+	uint64_t max_upload_bytes; /* a streamed body (413 above); 0: no limit */
 	size_t max_connections;    /* accepting pauses at this many open connections */
 	unsigned client_timeout_s; /* idle keep-alive, slow request, stuck write */
 };
@@ -65,6 +87,9 @@ struct hreq_events {
 	/* The client closed or reset its connection, or stopped reading for
 	 * client_timeout_s, before the response ended. The hreq is gone. */
 	void (*gone)(void *ctx);
+	/* A streamed body moved: bytes arrived, it ended, or it failed
+	 * (hreq_body_read says which). The owner may answer from here. */
+	void (*body)(void *ctx);
 };
 
 struct httpd_stats {
@@ -81,6 +106,11 @@ struct httpd_stats {
 };
 
 typedef void (*httpd_request_fn)(struct hreq *r, void *arg);
+/* Whether r's body is streamed: asked once r's head is complete, only when a
+ * body follows (a Content-Length above 0, or chunked), before a byte of it is
+ * read. r's method, target, fields and tunnel host are readable; it must not
+ * answer r. */
+typedef bool (*httpd_stream_fn)(const struct hreq *r, void *arg);
 
 /* Listens on `listen` (an IP literal and port; "localhost" = 127.0.0.1);
  * listen NULL: no listener (connections come through httpd_adopt). NULL with
@@ -89,6 +119,8 @@ struct httpd *httpd_new(struct event_base *base, const char *listen, const struc
                         httpd_request_fn on_request, void *arg, char *err, size_t errlen);
 /* New limits, from the next request on. */
 void httpd_set_conf(struct httpd *h, const struct httpd_conf *conf);
+/* Which bodies are streamed (fn NULL: none, the default). */
+void httpd_set_streaming(struct httpd *h, httpd_stream_fn fn, void *arg);
 /* Serves an already connected, non-blocking socket (tests, the fuzzer). */
 int httpd_adopt(struct httpd *h, evutil_socket_t fd);
 /* Graceful stop: the listening socket is closed and every later answer
@@ -115,8 +147,35 @@ const char *hreq_header(const struct hreq *r, const char *name);
 size_t hreq_n_headers(const struct hreq *r);
 /* Field i in arrival order; name and value are NUL-terminated. */
 void hreq_header_at(const struct hreq *r, size_t i, struct hhdr *out);
-/* The whole body, de-chunked (NULL and 0 when there is none). */
+/* The whole body, de-chunked (NULL and 0 when there is none, or when it is
+ * streamed). */
 const char *hreq_body(const struct hreq *r, size_t *len);
+
+/* ---- a streamed body ---- */
+/* Whether r's body is streamed (httpd_set_streaming). */
+bool hreq_streamed(const struct hreq *r);
+/* Its declared length (Content-Length), or -1 when chunked. */
+int64_t hreq_body_size(const struct hreq *r);
+enum hreq_body {
+	HREQ_BODY_MORE,   /* *n bytes read (0: none yet; events->body when some come) */
+	HREQ_BODY_END,    /* every byte has been read (*n 0) */
+	HREQ_BODY_FAILED, /* it will not arrive whole: hreq_body_failure */
+};
+/* Copies up to cap of the body's next bytes to buf (*n: how many). The
+ * first call sends the 100 Continue a client waits for. */
+enum hreq_body hreq_body_read(struct hreq *r, char *buf, size_t cap, size_t *n);
+/* Whether the body can be read again from its first byte: every byte read so
+ * far is still held. A body of at most HREQ_BODY_CAP is held whole; a larger
+ * one (by its Content-Length, or once that much of it came) only until the
+ * owner reads from it. */
+bool hreq_body_rewindable(const struct hreq *r);
+/* Reads it again from its first byte; false (nothing changed) when not
+ * rewindable. */
+bool hreq_body_rewind(struct hreq *r);
+/* Why the body failed: the answer the layer would give (400 bad_request,
+ * 408 request_timeout, 413 body_too_large), for the owner to give; the
+ * connection closes after it. False when it has not failed. */
+bool hreq_body_failure(const struct hreq *r, int *status, const char **code, const char **message);
 /* The client's x-request-id when acceptable, else one made here. */
 const char *hreq_id(const struct hreq *r);
 /* The client's IP address as text (no port); "" when not known (a connection

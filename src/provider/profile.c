@@ -245,6 +245,26 @@ const char *profile_endpoint_lane(enum endpoint_kind k)
 	return NULL;
 }
 
+/* The uploads: every body sent to a files, uploads or batches path
+ * (ENDPOINT_FILES) with a method that carries one. The ones that are large
+ * and never need parsing (provider docs, 2026): OpenAI POST /v1/files
+ * (multipart, up to 512 MB a file), POST /v1/uploads/{id}/parts (64 MB a
+ * part), POST /v1/containers/{id}/files; Anthropic POST /v1/files (500 MB)
+ * and POST /v1/messages/batches (a JSON body up to 256 MB); Gemini's
+ * /upload/v1beta/files (multipart, or resumable: the start's metadata, then
+ * "upload, finalize" with up to 2 GB, by POST or PUT); Azure OpenAI's
+ * /openai/files and /openai/batches. The small bodies of the same family
+ * (create a batch from a file id, attach a file to a vector store) stream
+ * too: one rule, and a body small enough to hold is still resent on a
+ * retry (httpd.h: hreq_body_rewind). Audio transcriptions and image edits
+ * are multipart too, but generation, and under the 32 MiB cap: read whole. */
+bool profile_endpoint_streams(enum endpoint_kind k, const char *method)
+{
+	return k == ENDPOINT_FILES && method != NULL &&
+	       (strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0 ||
+	        strcmp(method, "PATCH") == 0);
+}
+
 /* ---------- the key ---------- */
 
 const char *profile_key_header(enum key_source src)

@@ -109,6 +109,11 @@ enum endpoint_kind profile_endpoint(const char *method, const char *path, size_t
  * ":count_tokens", ":models", ":files", which no model name starts with);
  * NULL for generation. */
 const char *profile_endpoint_lane(enum endpoint_kind k);
+/* Whether the body of a request of kind k with method is streamed upstream as
+ * it arrives instead of being read whole first (issue 28 item 6): an upload,
+ * which pacerd never parses, so neither limits.max_body_bytes nor a token
+ * charge applies to it (limits.max_upload_bytes does). */
+bool profile_endpoint_streams(enum endpoint_kind k, const char *method);
 
 /* ---- the key ---- */
 

@@ -36,6 +36,10 @@ struct exchange {
 	struct upreq upreq; /* the URL and header lines sent upstream (kept across uses) */
 	const char *body;   /* the client's, valid while client != NULL, or the meter's */
 	size_t body_len;
+	/* An upload (hreq_streamed): its body goes upstream as it arrives, never
+	 * read here; body is NULL, upload_bytes counts what was sent. */
+	bool upload;
+	uint64_t upload_bytes;
 	const char *method;
 	char key_hash[KEYID_HEX + 1];
 	char key_id[KEYID_NAME_SIZE];

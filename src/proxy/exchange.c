@@ -16,6 +16,11 @@
  *              body is relayed chunk by chunk (on_up_body), pausing the
  *              transfer while the client's output is over its cap
  *              (hreq_write → false) until it drains (on_client_drained).
+ *
+ * An upload (hreq_streamed) has the same life; its body is not read here but
+ * handed to the transfer as it arrives (on_up_read, upstream_resume_send on
+ * on_client_body), and it is sent again only while httpd still holds its
+ * first byte (hreq_body_rewindable; else the verdict's body_gone).
  *   RETRY_WAIT the verdict said retry: it waits in the lane without a slot,
  *              then is dispatched again; at the request's deadline the last
  *              answer is given (on_retry_deadline).
@@ -340,8 +345,16 @@ static void on_lane_dispatch(struct lane_ticket *t)
 	    .headers = x->upreq.headers,
 	    .body = x->body,
 	    .body_len = x->body_len,
+	    .body_streamed = x->upload,
+	    .body_size = x->upload ? hreq_body_size(x->client) : 0,
 	    .provider = x->route.provider,
 	};
+	/* An attempt sends the upload from its first byte (decide() retries
+	 * one only while it can be). */
+	if (x->upload) {
+		hreq_body_rewind(x->client);
+		x->upload_bytes = 0;
+	}
 	if (x->state == XS_RETRY_WAIT)
 		evtimer_del(&x->retry_timer);
 	set_state(x, XS_UPSTREAM);
@@ -377,6 +390,7 @@ void exchange_start(struct exchanges *xs, struct hreq *client, const struct exch
 	x->route = in->route;
 	x->method = hreq_method(client);
 	x->body = hreq_body(client, &x->body_len);
+	x->upload = hreq_streamed(client);
 	x->t_start = now;
 	copy_str(x->request_id, sizeof(x->request_id), hreq_id(client));
 	if (in->key_hash != NULL)
@@ -484,9 +498,28 @@ static void on_client_drained(void *ctx)
 		upstream_resume(x->xfer);
 }
 
+/* An upload's body moved: more bytes for a transfer waiting for them; or it
+ * failed (a bad chunk, over limits.max_upload_bytes, the client stopped
+ * sending): pacerd's answer, and the transfer is aborted (finish) before
+ * the upstream has the whole request. */
+static void on_client_body(void *ctx)
+{
+	struct exchange *x = ctx;
+	int status;
+	const char *code, *message;
+	if (hreq_body_failure(x->client, &status, &code, &message)) {
+		xlog_event(x, "upload_failed", LOG_INFO, "status_code", status);
+		answer(x, status, code, message, -1);
+		return;
+	}
+	if (x->xfer != NULL)
+		upstream_resume_send(x->xfer);
+}
+
 static const struct hreq_events client_events = {
     .drained = on_client_drained,
     .gone = on_client_gone,
+    .body = on_client_body,
 };
 
 /* ---- relaying ---- */
@@ -748,6 +781,8 @@ static void decide(struct exchange *x, enum up_error err, const char *detail)
 	    .body_len = body_len,
 	    .held = held,
 	    .streamed = false,
+	    /* an upload is sent again only from its first byte */
+	    .body_gone = x->upload && (x->client == NULL || !hreq_body_rewindable(x->client)),
 	    .attempt = x->ticket.item.attempts,
 	    .now_ms = now,
 	    .deadline_ms = x->retry_deadline,
@@ -842,11 +877,41 @@ static void on_up_sent(void *ctx)
 	lanes_sent(x->xs->lanes, &x->ticket);
 }
 
+/* The upload's next bytes for the transfer, as the client sends them. */
+static enum up_read on_up_read(void *ctx, char *buf, size_t len, size_t *n)
+{
+	struct exchange *x = ctx;
+	*n = 0;
+	if (x->client == NULL)
+		return UP_READ_ABORT;
+	switch (hreq_body_read(x->client, buf, len, n)) {
+	case HREQ_BODY_MORE:
+		x->upload_bytes += *n;
+		return *n > 0 ? UP_READ_DATA : UP_READ_WAIT;
+	case HREQ_BODY_END:
+		return UP_READ_END;
+	case HREQ_BODY_FAILED:
+		break;
+	}
+	return UP_READ_ABORT;
+}
+
+static bool on_up_rewind(void *ctx)
+{
+	struct exchange *x = ctx;
+	if (x->client == NULL || !hreq_body_rewind(x->client))
+		return false;
+	x->upload_bytes = 0;
+	return true;
+}
+
 static const struct up_handler relay_handler = {
     .on_headers = on_up_headers,
     .on_body = on_up_body,
     .on_done = on_up_done,
     .on_sent = on_up_sent,
+    .on_read = on_up_read,
+    .on_rewind = on_up_rewind,
 };
 
 /* ---- the set ---- */

@@ -6,6 +6,7 @@
 #include <strings.h>
 
 #include "http/connect.h"
+#include "provider/profile.h"
 
 static bool prefix_matches(const char *prefix, const char *path, size_t path_len)
 {
@@ -216,6 +217,17 @@ enum route_status route_resolve(const struct config *cfg, const char *target, st
 	if (strncasecmp(target, "https://", 8) == 0)
 		return resolve_absolute_form(cfg, target, 8, out);
 	return ROUTE_BAD_TARGET;
+}
+
+bool route_streams_body(const struct config *cfg, const char *method, const char *target,
+                        const char *tunnel_host)
+{
+	struct route r;
+	enum route_status rs = tunnel_host != NULL
+	                           ? route_resolve_tunnel(cfg, tunnel_host, target, &r)
+	                           : route_resolve(cfg, target, &r);
+	return rs == ROUTE_OK &&
+	       profile_endpoint_streams(profile_endpoint(method, r.path, r.path_len), method);
 }
 
 int route_upstream_url(const struct route *r, char *buf, size_t len)

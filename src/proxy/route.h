@@ -50,6 +50,15 @@ enum connect_verdict {
 enum connect_verdict route_connect(const struct config *cfg, const char *host, unsigned port,
                                    const struct provider_conf **provider);
 
+/* Whether the request's body streams upstream as it arrives (an upload:
+ * profile_endpoint_streams on the routed path), decided when its head is
+ * complete, before any byte of the body is read. method and target as sent;
+ * tunnel_host: the host of the terminated tunnel it came through, or NULL. A
+ * target that does not route is read whole: its answer (404, 403, 400) does
+ * not wait for the body anyway. */
+bool route_streams_body(const struct config *cfg, const char *method, const char *target,
+                        const char *tunnel_host);
+
 /* Writes the upstream URL: the provider's upstream base joined with the path
  * (origin-form), or the upstream's scheme://authority with the path as given
  * (absolute-form, which already carries the provider's full path). Returns the

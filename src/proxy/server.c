@@ -63,6 +63,7 @@ static void http_conf_of(const struct config *cfg, struct httpd_conf *hc)
 {
 	hc->max_header_bytes = cfg->limits.max_header_bytes;
 	hc->max_body_bytes = cfg->limits.max_body_bytes;
+	hc->max_upload_bytes = cfg->limits.max_upload_bytes;
 	hc->max_connections = cfg->limits.max_connections;
 	hc->client_timeout_s = cfg->limits.client_timeout_s;
 }
@@ -218,6 +219,14 @@ static void on_connect(struct server *srv, struct hreq *r)
 	hreq_tunnel_tls(r, ssl, t.host);
 }
 
+/* An upload's body streams upstream as it arrives (route_streams_body). */
+static bool streams_body(const struct hreq *r, void *arg)
+{
+	const struct server *srv = arg;
+	return route_streams_body(srv->cref->cfg, hreq_method(r), hreq_target(r),
+	                          hreq_tunnel_host(r));
+}
+
 static void on_request(struct hreq *r, void *arg)
 {
 	struct server *srv = arg;
@@ -370,6 +379,7 @@ struct server *server_new(struct event_base *base, struct config *cfg, struct up
 		server_free(srv);
 		return NULL;
 	}
+	httpd_set_streaming(srv->http, streams_body, srv);
 	struct timeval tv = {TRIM_S, 0};
 	event_add(srv->trim, &tv);
 	exchanges_on_idle(srv->xs, IDLE_TRIM_MS, on_idle, srv);

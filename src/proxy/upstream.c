@@ -64,6 +64,7 @@ struct up_xfer {
 	void *ctx;
 	const struct provider_conf *prov;
 	long long last_ms;
+	long long wait_from_ms; /* the first byte is awaited from here: start, or the body's end */
 	int status;
 	char reason[64];
 	char errbuf[CURL_ERROR_SIZE]; /* libcurl's own words on a failure */
@@ -73,6 +74,10 @@ struct up_xfer {
 	size_t hoff_cap;
 	size_t nh;
 	bool headers_done, paused, aborted, too_large;
+	/* A streamed body (up_request.body_streamed): sending paused for want
+	 * of its bytes, its end reached; the resumes asked for (on_resume). */
+	bool body_streamed, send_paused, body_done;
+	bool resume_recv, resume_send;
 	bool active;      /* added to the multi handle */
 	bool doomed;      /* aborted with libcurl on the stack: on up->doomed */
 	struct list link; /* up->active while active, else up->xfer_pool */
@@ -330,6 +335,7 @@ static enum up_error map_curl_error(CURLcode rc)
 	case CURLE_GOT_NOTHING:
 	case CURLE_RECV_ERROR:
 	case CURLE_SEND_ERROR:
+	case CURLE_SEND_FAIL_REWIND: /* died, and the upload cannot be resent */
 	case CURLE_PARTIAL_FILE:
 	case CURLE_HTTP2:
 	case CURLE_HTTP2_STREAM:
@@ -399,20 +405,27 @@ static void on_xfer_timer(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	long long now = clock_now_ms();
-	if (x->headers_done) {
+	bool sending = x->body_streamed && !x->body_done && !x->headers_done;
+	long long left;
+	if (x->headers_done || sending) {
 		long long idle = (long long)x->prov->timeouts.idle_s * 1000;
-		/* A paused transfer waits for the client, not for the upstream. */
-		long long left = x->paused ? idle : x->last_ms + idle - now;
-		if (x->paused)
+		/* A paused transfer waits for the client, not for the upstream:
+		 * to read the answer, or to send more of its body. */
+		bool waiting = x->headers_done ? x->paused : x->send_paused;
+		left = waiting ? idle : x->last_ms + idle - now;
+		if (waiting)
 			x->last_ms = now;
-		if (left > 0) {
-			arm_timer(x, left);
-			return;
-		}
+	} else {
+		left = x->wait_from_ms + (long long)x->prov->timeouts.first_byte_s * 1000 - now;
+	}
+	if (left > 0) {
+		arm_timer(x, left);
+		return;
 	}
 	/* The detail names the setting that fired (logged as upstream_detail). */
 	finish(x, UP_TIMEOUT,
 	       x->headers_done ? "no upstream bytes within timeouts.idle_s"
+	       : sending       ? "the upstream took no bytes of the upload within timeouts.idle_s"
 	                       : "no response headers within timeouts.first_byte_s");
 }
 
@@ -549,18 +562,65 @@ static size_t write_cb(char *data, size_t size, size_t n, void *arg)
 	return len;
 }
 
+/* A streamed body's bytes (up_request.body_streamed), from the handler. */
+static size_t read_cb(char *buf, size_t size, size_t n, void *arg)
+{
+	struct up_xfer *x = arg;
+	size_t got = 0;
+	if (x->aborted)
+		return CURL_READFUNC_ABORT;
+	switch (x->h->on_read(x->ctx, buf, size * n, &got)) {
+	case UP_READ_DATA:
+		x->last_ms = clock_now_ms();
+		return got;
+	case UP_READ_WAIT:
+		x->send_paused = true;
+		return CURL_READFUNC_PAUSE;
+	case UP_READ_END:
+		if (!x->body_done && !x->headers_done) {
+			/* The whole request is out: the answer is awaited from now. */
+			x->wait_from_ms = clock_now_ms();
+			arm_timer(x, (long long)x->prov->timeouts.first_byte_s * 1000);
+		}
+		x->body_done = true;
+		return 0;
+	case UP_READ_ABORT:
+		break;
+	}
+	return CURL_READFUNC_ABORT;
+}
+
+/* libcurl resends the request on a fresh connection (a reused one died
+ * before any answer) and must read its body from the start. */
+static int seek_cb(void *arg, curl_off_t offset, int origin)
+{
+	struct up_xfer *x = arg;
+	if (x->aborted || offset != 0 || origin != SEEK_SET || x->h->on_rewind == NULL ||
+	    !x->h->on_rewind(x->ctx))
+		return CURL_SEEKFUNC_CANTSEEK;
+	x->body_done = false;
+	return CURL_SEEKFUNC_OK;
+}
+
 static void on_resume(evutil_socket_t fd, short what, void *arg)
 {
 	struct up_xfer *x = arg;
 	(void)fd;
 	(void)what;
-	if (!x->active || x->aborted || !x->paused)
+	bool recv = x->resume_recv && x->paused, send = x->resume_send && x->send_paused;
+	x->resume_recv = x->resume_send = false;
+	if (!x->active || x->aborted || (!recv && !send))
 		return;
-	x->paused = false;
+	if (recv)
+		x->paused = false;
+	if (send)
+		x->send_paused = false;
 	x->last_ms = clock_now_ms();
 	x->up->in_curl++;
-	/* May deliver the held bytes to write_cb right here, which may pause again. */
-	curl_easy_pause(x->easy, CURLPAUSE_CONT);
+	/* May deliver the held bytes to write_cb right here, which may pause
+	 * again; the direction still waiting stays paused. */
+	curl_easy_pause(x->easy,
+	                (x->paused ? CURLPAUSE_RECV : 0) | (x->send_paused ? CURLPAUSE_SEND : 0));
 	x->up->in_curl--;
 	/* Kick the transfer: libcurl armed its timer; run it now. */
 	socket_action(x->up, CURL_SOCKET_TIMEOUT, 0);
@@ -648,13 +708,37 @@ void upstream_abort(struct up_xfer *x)
 
 void upstream_resume(struct up_xfer *x)
 {
-	if (x != NULL && x->paused && !x->aborted)
+	if (x != NULL && x->paused && !x->aborted) {
+		x->resume_recv = true;
 		event_active(x->resume, 0, 0);
+	}
 }
 
-static void set_method(CURL *e, const struct up_request *r)
+void upstream_resume_send(struct up_xfer *x)
 {
+	if (x != NULL && x->send_paused && !x->aborted) {
+		x->resume_send = true;
+		event_active(x->resume, 0, 0);
+	}
+}
+
+static void set_method(struct up_xfer *x, const struct up_request *r)
+{
+	CURL *e = x->easy;
 	const char *m = r->method;
+	if (r->body_streamed) {
+		/* Read as it arrives: with Content-Length when the client gave
+		 * one, else chunked (-1); CUSTOMREQUEST keeps PUT or PATCH. */
+		curl_easy_setopt(e, CURLOPT_POST, 1L);
+		curl_easy_setopt(e, CURLOPT_READFUNCTION, read_cb);
+		curl_easy_setopt(e, CURLOPT_READDATA, x);
+		curl_easy_setopt(e, CURLOPT_SEEKFUNCTION, seek_cb);
+		curl_easy_setopt(e, CURLOPT_SEEKDATA, x);
+		curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->body_size);
+		if (strcmp(m, "POST") != 0)
+			curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, m);
+		return;
+	}
 	if (strcmp(m, "GET") == 0 && r->body_len == 0) {
 		curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
 		return;
@@ -691,7 +775,9 @@ struct up_xfer *upstream_start(struct upstream *up, const struct up_request *r,
 	x->nh = 0;
 	x->hlen = 0;
 	x->headers_done = x->paused = x->aborted = x->too_large = false;
-	x->last_ms = clock_now_ms();
+	x->body_streamed = r->body_streamed;
+	x->send_paused = x->body_done = x->resume_recv = x->resume_send = false;
+	x->last_ms = x->wait_from_ms = clock_now_ms();
 
 	CURL *e = x->easy;
 	curl_easy_setopt(e, CURLOPT_URL, r->url);
@@ -723,9 +809,13 @@ struct up_xfer *upstream_start(struct upstream *up, const struct up_request *r,
 	curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, r->provider->tls.verify ? 2L : 0L);
 	if (r->provider->tls.ca_file != NULL && r->provider->tls.ca_file[0] != '\0')
 		curl_easy_setopt(e, CURLOPT_CAINFO, r->provider->tls.ca_file);
-	set_method(e, r);
+	set_method(x, r);
 
-	arm_timer(x, (long long)r->provider->timeouts.first_byte_s * 1000);
+	/* Sending a streamed body, the upstream must keep taking it (idle_s);
+	 * then, or at once, the answer must begin (first_byte_s). */
+	arm_timer(x, (long long)(r->body_streamed ? r->provider->timeouts.idle_s
+	                                          : r->provider->timeouts.first_byte_s) *
+	                 1000);
 	if (curl_multi_add_handle(up->multi, e) != CURLM_OK) {
 		evtimer_del(x->timer);
 		x->h = NULL;

@@ -2,9 +2,10 @@
  * by the libevent loop (DESIGN §11), streaming the response in as it arrives.
  *
  * Contract with the caller (exchange.c):
- *   - on_headers and on_body run inside libcurl callbacks: they must not
- *     start transfers; upstream_abort and upstream_resume are safe anywhere
- *     (they defer themselves to the next loop turn when needed).
+ *   - on_headers, on_body, on_read and on_rewind run inside libcurl
+ *     callbacks: they must not start transfers; upstream_abort,
+ *     upstream_resume and upstream_resume_send are safe anywhere (they defer
+ *     themselves to the next loop turn when needed).
  *   - on_done never runs inside a libcurl callback; after it (or after
  *     upstream_abort) the transfer handle is gone.
  * Easy handles, transfer objects and socket watchers are pooled: no allocation
@@ -48,7 +49,21 @@ struct up_request {
 	const struct curl_slist *headers; /* owned by the caller until done */
 	const char *body;                 /* owned by the caller until done */
 	size_t body_len;
+	/* The body is read as it arrives instead (body NULL): the handler's
+	 * on_read gives its bytes, body_size is its length or -1 when unknown
+	 * (sent chunked). The first-byte timeout counts from its end; while it
+	 * is sent, the idle timeout applies to the upstream taking it. */
+	bool body_streamed;
+	int64_t body_size;
 	const struct provider_conf *provider; /* tls, timeouts, http2 */
+};
+
+/* What a streamed body's reader gives (up_handler.on_read). */
+enum up_read {
+	UP_READ_DATA,  /* *n > 0 bytes */
+	UP_READ_WAIT,  /* none yet: sending pauses until upstream_resume_send */
+	UP_READ_END,   /* the body is complete */
+	UP_READ_ABORT, /* it will not be: the transfer fails (UP_INTERNAL) */
 };
 
 struct up_handler {
@@ -65,6 +80,13 @@ struct up_handler {
 	/* The connection is ready and the request is written next (libcurl's
 	 * PREREQFUNCTION): where pacing is measured. Optional (NULL). */
 	void (*on_sent)(void *ctx);
+	/* A streamed body (up_request.body_streamed): up to len of its next
+	 * bytes into buf, *n set to how many. */
+	enum up_read (*on_read)(void *ctx, char *buf, size_t len, size_t *n);
+	/* Start the streamed body over: libcurl sends the request again on a
+	 * fresh connection when a reused one died before any answer. False
+	 * when its first bytes are gone (the transfer then fails). */
+	bool (*on_rewind)(void *ctx);
 };
 
 struct upstream *upstream_new(struct event_base *base, char *err, size_t errlen);
@@ -77,6 +99,8 @@ struct up_xfer *upstream_start(struct upstream *up, const struct up_request *req
 void upstream_abort(struct up_xfer *x);
 /* Continues a transfer paused by on_body returning false (next loop turn). */
 void upstream_resume(struct up_xfer *x);
+/* Continues sending a body whose on_read said UP_READ_WAIT (next loop turn). */
+void upstream_resume_send(struct up_xfer *x);
 
 /* Frees the pooled transfers (easy handles and their buffers) that none
  * needed since the last call (the pool's low-water mark); all: every pooled

@@ -79,6 +79,8 @@ void xlog_request(const struct exchange *x, int64_t now)
 	log_int(&l, "upstream_ms", x->t_dispatch ? now - x->t_dispatch : 0);
 	log_int(&l, "duration_ms", now - x->t_start);
 	log_int(&l, "bytes", (long long)x->bytes_out);
+	if (x->upload)
+		log_int(&l, "upload_bytes", (long long)x->upload_bytes);
 	if (x->tokens_used >= 0)
 		log_int(&l, "tokens", x->tokens_used);
 	if (x->error_code != NULL)

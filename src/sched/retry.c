@@ -309,14 +309,14 @@ struct retry_verdict retry_verdict(const struct retry_input *in)
 		v.hold_ms = hint;
 	else if (v.outcome == RETRY_LANE_OVERLOAD && d.retry)
 		v.hold_ms = d.delay_ms;
-	if (d.retry) {
+	if (d.retry && !in->body_gone) {
 		v.action = RETRY_ACTION_RETRY;
 		v.delay_ms = d.delay_ms;
 		return v;
 	}
 	v.action = RETRY_ACTION_GIVE_UP;
-	v.no_retry_hdr = d.no_retry_hdr;
+	v.no_retry_hdr = d.retry ? false : d.no_retry_hdr;
 	v.quota = quota;
-	v.stop = d.why;
+	v.stop = d.retry ? "body_gone" : d.why;
 	return v;
 }

@@ -159,6 +159,9 @@ struct retry_input {
 	                                 * body is read only then */
 	bool streamed;                  /* bytes already reached the client: final
 	                                 * whatever it says */
+	bool body_gone;                 /* the request cannot be sent again (an
+	                                 * upload whose first bytes are gone): what
+	                                 * would be retried is given up on */
 	unsigned attempt;               /* attempts made so far, 1-based */
 	int64_t now_ms, deadline_ms;    /* the request's deadline (monotonic) */
 	const struct plan_conf *plan;   /* retry settings and retry.deadline_s (the
@@ -180,7 +183,8 @@ struct retry_verdict {
 	const char *reason; /* static: why the class (retry_classify's reason);
 	                     * NULL for a streamed answer */
 	const char *stop;   /* static, when an answer that could be retried is given
-	                     * up on: "max_attempts", "deadline", "hint_past_deadline"
+	                     * up on: "max_attempts", "deadline", "hint_past_deadline",
+	                     * "body_gone"
 	                     * (retry_decide's why); NULL otherwise */
 	/* A capacity refusal of the account's that named its budget, its limit
 	 * and a window under a day (error_hints: Gemini's quotaId and quotaValue,
@@ -215,7 +219,10 @@ struct retry_verdict {
  *   final → SUCCESS.
  * - capacity and transient go to retry_decide with the time left until
  *   deadline_ms: RETRY with its delay, or GIVE_UP with stop = its why and its
- *   no_retry_hdr (a hint past the deadline). A transport error given up on,
+ *   no_retry_hdr (a hint past the deadline). A request whose body is gone
+ *   (in->body_gone) is GIVE_UP where it would be retried, stop "body_gone",
+ *   without x-should-retry: false (the client still has its body); the
+ *   lane's outcome and hold are those of a retry. A transport error given up on,
  *   a certificate failure included, is GIVE_UP too: there is no answer to
  *   relay, pacerd answers its own.
  * - final classes of an HTTP answer are RELAY; final_no_retry with

@@ -2,6 +2,9 @@
  * connection layer (parser and state machine) over a socketpair, with an
  * owner that answers in every way the seam allows (error, a whole answer, a
  * chunked stream, a truncated stream, no answer until the client leaves).
+ * Bodies of targets under /up are streamed (uploads): the owner answers
+ * before reading any, or reads them as they come (rewinding the ones it may)
+ * and answers at their end or with their failure.
  *
  * Input: byte 0 = the owner's behaviour seed; then pieces, each a length byte
  * (1..64) followed by that many bytes sent on the client end, with the event
@@ -24,12 +27,54 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static struct event_base *base;
 static struct httpd *httpd;
 static unsigned behaviour;
-static struct hreq *held; /* a request left unanswered until the client leaves */
+static struct hreq *held;   /* a request left unanswered until the client leaves */
+static struct hreq *upload; /* a streamed body being read */
+
+static void on_drained(void *ctx);
 
 static void on_gone(void *ctx)
 {
 	(void)ctx;
-	held = NULL;
+	if (ctx != NULL)
+		upload = NULL;
+	else
+		held = NULL;
+}
+
+/* Reads what the upload has; answers at its end or failure. */
+static void on_body(void *ctx)
+{
+	(void)ctx;
+	struct hreq *r = upload;
+	if (r == NULL)
+		return;
+	char buf[512];
+	size_t n, total = 0;
+	enum hreq_body st;
+	while ((st = hreq_body_read(r, buf, sizeof(buf), &n)) == HREQ_BODY_MORE && n > 0)
+		total += n;
+	if (total > 0 && (behaviour & 1) && hreq_body_rewindable(r) && !hreq_body_rewind(r))
+		abort(); /* rewindable says it can */
+	int status;
+	const char *code, *msg;
+	if (st == HREQ_BODY_END) {
+		upload = NULL;
+		hreq_respond(r, 201, NULL, 0, "up", 2);
+	} else if (st == HREQ_BODY_FAILED) {
+		if (!hreq_body_failure(r, &status, &code, &msg))
+			abort(); /* a failed body says why */
+		upload = NULL;
+		hreq_error(r, status, code, msg, NULL, 0);
+	}
+}
+
+static const struct hreq_events upload_events = {
+    .drained = on_drained, .gone = on_gone, .body = on_body};
+
+static bool streams(const struct hreq *r, void *arg)
+{
+	(void)arg;
+	return strncmp(hreq_target(r), "/up", 3) == 0;
 }
 
 static void on_drained(void *ctx)
@@ -56,6 +101,18 @@ static void on_request(struct hreq *r, void *arg)
 		abort();
 	(void)hreq_header(r, "host");
 	(void)hreq_id(r);
+	if (hreq_streamed(r)) {
+		if (blen != 0 || upload != NULL)
+			abort(); /* one request at a time; a streamed body is not whole */
+		if (behaviour++ % 3 == 0) {
+			hreq_respond(r, 401, h, 1, "early", 5); /* before reading any */
+			return;
+		}
+		upload = r;
+		hreq_set_events(r, &upload_events, r);
+		on_body(r);
+		return;
+	}
 	hreq_set_events(r, &events, NULL);
 	switch (behaviour++ % 6) {
 	case 0:
@@ -91,6 +148,7 @@ static void on_request(struct hreq *r, void *arg)
 static void setup(void)
 {
 	httpd = feed_httpd_new(&base, on_request);
+	httpd_set_streaming(httpd, streams, NULL);
 }
 
 /* A held request is answered late when the chunk's last byte is odd. */
@@ -111,8 +169,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	behaviour = data[0];
 	held = NULL;
+	upload = NULL;
 	int left_open = feed_connection(base, httpd, data, size, 1, answer_held);
-	if (left_open > 0 || held != NULL)
+	if (left_open > 0 || held != NULL || upload != NULL)
 		abort(); /* a connection whose client left must be closed */
 	return 0;
 }

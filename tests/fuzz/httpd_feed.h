@@ -26,6 +26,7 @@ static struct httpd *feed_httpd_new(struct event_base **base, httpd_request_fn o
 	*base = event_base_new();
 	struct httpd_conf hc = {.max_header_bytes = 1024,
 	                        .max_body_bytes = 2048,
+	                        .max_upload_bytes = 4096,
 	                        .max_connections = 16,
 	                        .client_timeout_s = 30};
 	struct httpd *h =

@@ -139,7 +139,7 @@ static struct evhttp *new_http(void)
 	struct evhttp *h = evhttp_new(mock_base);
 	if (h == NULL)
 		return NULL;
-	evhttp_set_max_body_size(h, 64 * 1024 * 1024);
+	evhttp_set_max_body_size(h, 256 * 1024 * 1024); /* uploads.mjs sends 100 MiB */
 	evhttp_set_max_headers_size(h, 1024 * 1024);
 	/* evhttp answers 501 to methods it was not told to allow: the echo route takes any. */
 	evhttp_set_allowed_methods(h, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |

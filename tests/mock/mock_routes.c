@@ -935,6 +935,11 @@ void mock_routes_handle(struct evhttp_request *req, void *arg)
 		/* Anthropic's count: {"input_tokens": N}, N = body bytes / 4; no limits */
 		size_t n = evbuffer_get_length(evhttp_request_get_input_buffer(req)) / 4;
 		evbuffer_add_printf(out_buf, "{\"input_tokens\":%zu}", n > 0 ? n : 1);
+	} else if (method == EVHTTP_REQ_POST && strcmp(path, "/v1/files") == 0) {
+		/* An upload: OpenAI's file object; /_mock/requests has its hash */
+		size_t n = evbuffer_get_length(evhttp_request_get_input_buffer(req));
+		evbuffer_add_printf(out_buf,
+		                    "{\"id\":\"file-mock\",\"object\":\"file\",\"bytes\":%zu}", n);
 	} else if (strcmp(path, "/echo") == 0 || strncmp(path, "/echo/", 6) == 0) {
 		const char *ct =
 		    evhttp_find_header(evhttp_request_get_input_headers(req), "Content-Type");

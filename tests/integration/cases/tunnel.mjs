@@ -401,6 +401,27 @@ print(r.status_code, r.json()["choices"][0]["message"]["content"])`;
     },
   },
   {
+    name: 'an upload through a terminated tunnel streams (issue 28 item 6): 24 MiB to /v1/files reach the mock byte-identical, pacerd\'s VmHWM grows < 16 MiB',
+    timeout_ms: 30000,
+    fn: async (t) => {
+      const p = await pacerdAdmin(t);
+      const hwm = () => Number(/^VmHWM:\s+(\d+)\s+kB/m.exec(fs.readFileSync(`/proc/${p.pid}/status`, 'utf8'))[1]);
+      const body = crypto.randomBytes(24 * 1024 * 1024);
+      const warm = await viaTunnel(p, { method: 'POST', path: '/v1/files', body: body.subarray(0, 1024 * 1024) });
+      assert.equal(warm.status, 200, warm.body);
+      await t.mock.reset();
+      const before = hwm();
+      const r = await viaTunnel(p, { method: 'POST', path: '/v1/files', headers: { 'content-type': 'application/octet-stream' }, body });
+      const after = hwm();
+      assert.equal(r.status, 200, r.body);
+      const rec = await t.mock.onlyRequest();
+      assert.equal(rec.body_len, body.length);
+      assert.equal(rec.body_sha256, crypto.createHash('sha256').update(body).digest('hex'));
+      t.note(`VmHWM ${before} -> ${after} KiB`);
+      if (!t.valgrind) assert.ok(after - before < 16 * 1024, `VmHWM grew ${after - before} KiB`);
+    },
+  },
+  {
     name: 'a ClientHello sent in the same packet as the CONNECT, before its 200 (bytes httpd had already read go to the TLS session): served',
     fn: async (t) => {
       const p = await pacerdAdmin(t);

@@ -141,6 +141,7 @@ static void check_defaults(const struct config *c)
 	ck_assert_int_eq(c->log.level, LOG_INFO);
 	ck_assert_str_eq(c->log.file, "-");
 	ck_assert_uint_eq(c->limits.max_body_bytes, 33554432);
+	ck_assert_uint_eq(c->limits.max_upload_bytes, 2147483648ULL);
 	ck_assert_uint_eq(c->limits.max_header_bytes, 65536);
 	ck_assert_uint_eq(c->limits.max_connections, 4096);
 	ck_assert_uint_eq(c->limits.client_timeout_s, 900);
@@ -255,6 +256,7 @@ static const char full_yaml[] =
     "log: {level: debug, file: /var/log/pacerd.log}\n"
     "limits:\n"
     "  max_body_bytes: 1048576\n"
+    "  max_upload_bytes: 0\n"
     "  max_header_bytes: 8192\n"
     "  max_connections: 100\n"
     "  client_timeout_s: 60\n"
@@ -322,6 +324,7 @@ START_TEST(full_file_every_key)
 	ck_assert_int_eq(c->log.level, LOG_DEBUG);
 	ck_assert_str_eq(c->log.file, "/var/log/pacerd.log");
 	ck_assert_uint_eq(c->limits.max_body_bytes, 1048576);
+	ck_assert_uint_eq(c->limits.max_upload_bytes, 0);
 	ck_assert_uint_eq(c->limits.max_header_bytes, 8192);
 	ck_assert_uint_eq(c->limits.max_connections, 100);
 	ck_assert_uint_eq(c->limits.client_timeout_s, 60);

@@ -21,7 +21,7 @@ static int client = -1;
 
 /* What the owner saw and does. */
 static struct hreq *last;
-static int n_requests, n_gone, n_drained;
+static int n_requests, n_gone, n_drained, n_body;
 static char targets[8][64];
 static enum { ANSWER_NONE, ANSWER_ECHO, ANSWER_STREAM } mode;
 
@@ -38,7 +38,20 @@ static void on_drained(void *ctx)
 	n_drained++;
 }
 
-static const struct hreq_events events = {.drained = on_drained, .gone = on_gone};
+static void on_body(void *ctx)
+{
+	(void)ctx;
+	n_body++;
+}
+
+static const struct hreq_events events = {.drained = on_drained, .gone = on_gone, .body = on_body};
+
+/* Bodies of targets under /up are streamed (an upload, in pacerd). */
+static bool streams(const struct hreq *r, void *arg)
+{
+	(void)arg;
+	return strncmp(hreq_target(r), "/up", 3) == 0;
+}
 
 static void on_request(struct hreq *r, void *arg)
 {
@@ -72,16 +85,18 @@ static void setup(void)
 	base = event_base_new();
 	struct httpd_conf hc = {.max_header_bytes = 1024,
 	                        .max_body_bytes = 100,
+	                        .max_upload_bytes = 1 << 20,
 	                        .max_connections = 16,
 	                        .client_timeout_s = 30};
 	h = httpd_new(base, NULL, &hc, on_request, NULL, err, sizeof(err));
 	ck_assert_ptr_nonnull(h);
+	httpd_set_streaming(h, streams, NULL);
 	int sv[2];
 	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
 	ck_assert_int_eq(httpd_adopt(h, sv[0]), 0);
 	client = sv[1];
 	last = NULL;
-	n_requests = n_gone = n_drained = 0;
+	n_requests = n_gone = n_drained = n_body = 0;
 	mode = ANSWER_ECHO;
 }
 
@@ -408,6 +423,293 @@ START_TEST(pool_trim_frees_what_went_unused)
 }
 END_TEST
 
+/* ---- streamed bodies (uploads) ---- */
+
+/* Everything the owner can read of last's body now, appended to buf at *n. */
+static enum hreq_body read_body(char *buf, size_t cap, size_t *n)
+{
+	enum hreq_body st;
+	size_t got;
+	do {
+		st = hreq_body_read(last, buf + *n, cap - *n, &got);
+		*n += got;
+	} while (st == HREQ_BODY_MORE && got > 0 && *n < cap);
+	return st;
+}
+
+/* Writes len bytes of c, spinning the loop while the socket is full; gives
+ * up after tries turns without progress. Returns how many went. */
+static size_t push(char c, size_t len, int tries)
+{
+	static char chunk[65536];
+	memset(chunk, c, sizeof(chunk));
+	size_t sent = 0;
+	for (int idle = 0; sent < len && idle < tries;) {
+		size_t n = len - sent < sizeof(chunk) ? len - sent : sizeof(chunk);
+		ssize_t w = write(client, chunk, n);
+		if (w > 0) {
+			sent += (size_t)w;
+			idle = 0;
+		} else {
+			idle++;
+		}
+		spin();
+	}
+	return sent;
+}
+
+START_TEST(streamed_body_arrives_in_pieces_then_keep_alive)
+{
+	mode = ANSWER_NONE;
+	char body[400];
+	size_t n = 0;
+	/* 300 bytes: over max_body_bytes (100), under max_upload_bytes. */
+	send_str("POST /up HTTP/1.1\r\nContent-Length: 300\r\n\r\n");
+	ck_assert_int_eq(n_requests, 1); /* the head alone: the owner has it */
+	ck_assert(hreq_streamed(last));
+	ck_assert_int_eq(hreq_body_size(last), 300);
+	size_t whole;
+	ck_assert_ptr_null(hreq_body(last, &whole));
+	ck_assert_int_eq(read_body(body, sizeof(body), &n), HREQ_BODY_MORE);
+	ck_assert_uint_eq(n, 0);
+	ck_assert_uint_eq(push('a', 100, 5), 100);
+	ck_assert_int_ge(n_body, 1);
+	ck_assert_int_eq(read_body(body, sizeof(body), &n), HREQ_BODY_MORE);
+	ck_assert_uint_eq(n, 100);
+	int told = n_body;
+	ck_assert_uint_eq(push('b', 200, 5), 200);
+	ck_assert_int_gt(n_body, told);
+	ck_assert_int_eq(read_body(body, sizeof(body), &n), HREQ_BODY_END);
+	ck_assert_uint_eq(n, 300);
+	ck_assert(body[0] == 'a' && body[99] == 'a' && body[100] == 'b' && body[299] == 'b');
+	hreq_respond(last, 201, NULL, 0, "ok", 2);
+	const char *out = recv_all(NULL);
+	ck_assert_ptr_nonnull(strstr(out, "HTTP/1.1 201 Created\r\n"));
+	ck_assert_ptr_null(strstr(out, "connection: close"));
+	mode = ANSWER_ECHO; /* the connection goes on */
+	send_str("GET /next HTTP/1.1\r\n\r\n");
+	ck_assert_int_eq(n_requests, 2);
+	ck_assert_ptr_nonnull(strstr(recv_all(NULL), "x-target: /next"));
+}
+END_TEST
+
+START_TEST(streamed_chunked_is_held_whole_and_rewinds)
+{
+	mode = ANSWER_NONE;
+	send_str("POST /up HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n");
+	ck_assert_int_eq(n_requests, 1);
+	ck_assert_int_eq(hreq_body_size(last), -1);
+	send_str("4\r\ndefg\r\n0\r\n\r\nGET /after HTTP/1.1\r\n\r\n");
+	char body[16];
+	size_t n = 0;
+	ck_assert_int_eq(read_body(body, sizeof(body), &n), HREQ_BODY_END);
+	ck_assert_uint_eq(n, 7);
+	ck_assert_int_eq(memcmp(body, "abcdefg", 7), 0);
+	/* Small: held whole, read again from its first byte. */
+	ck_assert(hreq_body_rewindable(last));
+	ck_assert(hreq_body_rewind(last));
+	n = 0;
+	ck_assert_int_eq(read_body(body, sizeof(body), &n), HREQ_BODY_END);
+	ck_assert_uint_eq(n, 7);
+	ck_assert_int_eq(memcmp(body, "abcdefg", 7), 0);
+	ck_assert_int_eq(n_requests, 1); /* the pipelined one waits */
+	mode = ANSWER_ECHO;
+	hreq_respond(last, 200, NULL, 0, NULL, 0);
+	spin();
+	ck_assert_int_eq(n_requests, 2);
+	ck_assert_str_eq(targets[1], "/after");
+}
+END_TEST
+
+/* Past HREQ_BODY_CAP unread bytes the connection is not read: the memory an
+ * upload pins is bounded whatever the client sends; reading resumes as the
+ * owner takes bytes. A body that large is not held after it was read. */
+START_TEST(streamed_backpressure_and_no_rewind_once_read)
+{
+	mode = ANSWER_NONE;
+	size_t total = 4 * HREQ_BODY_CAP;
+	char head[96];
+	snprintf(head, sizeof(head), "POST /up HTTP/1.1\r\nContent-Length: %zu\r\n\r\n", total);
+	send_str(head);
+	size_t sent = push('z', total, 20);
+	ck_assert_uint_lt(sent, total); /* the client is held back */
+	static char body[4 * HREQ_BODY_CAP];
+	size_t n = 0;
+	ck_assert_int_eq(read_body(body, HREQ_BODY_CAP * 2, &n), HREQ_BODY_MORE);
+	ck_assert_uint_ge(n, HREQ_BODY_CAP);
+	ck_assert_uint_le(n, HREQ_BODY_CAP + 65536);
+	ck_assert(!hreq_body_rewindable(last)); /* read, and too large to hold */
+	ck_assert(!hreq_body_rewind(last));
+	/* The rest flows as the owner reads. */
+	for (int i = 0; i < 200 && n < total; i++) {
+		sent += push('z', total - sent, 2);
+		spin();
+		read_body(body, sizeof(body), &n);
+	}
+	ck_assert_uint_eq(n, total);
+	ck_assert_int_eq(read_body(body, sizeof(body), &n), HREQ_BODY_END);
+	hreq_respond(last, 200, NULL, 0, NULL, 0);
+}
+END_TEST
+
+START_TEST(streamed_large_body_rewinds_until_read)
+{
+	mode = ANSWER_NONE;
+	char head[96];
+	snprintf(head, sizeof(head), "POST /up HTTP/1.1\r\nContent-Length: %d\r\n\r\n",
+	         2 * HREQ_BODY_CAP);
+	send_str(head);
+	push('q', HREQ_BODY_CAP + 1000, 20);
+	/* Declared larger than the cap, but nothing read yet: still whole. */
+	ck_assert(hreq_body_rewindable(last));
+	char b[100];
+	size_t n = 0;
+	hreq_body_read(last, b, sizeof(b), &n);
+	ck_assert_uint_eq(n, sizeof(b));
+	ck_assert(!hreq_body_rewindable(last));
+	hreq_respond(last, 503, NULL, 0, NULL, 0);
+}
+END_TEST
+
+/* A streamed body's 100 Continue goes when the owner first wants the body:
+ * a request refused before that is never sent. */
+START_TEST(streamed_continue_when_the_owner_reads)
+{
+	mode = ANSWER_NONE;
+	send_str("POST /up HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n");
+	ck_assert_int_eq(n_requests, 1);
+	ck_assert_str_eq(recv_all(NULL), "");
+	char body[8];
+	size_t n = 0;
+	ck_assert_int_eq(read_body(body, sizeof(body), &n), HREQ_BODY_MORE);
+	ck_assert_str_eq(recv_all(NULL), "HTTP/1.1 100 Continue\r\n\r\n");
+	send_str("hello");
+	ck_assert_int_eq(read_body(body, sizeof(body), &n), HREQ_BODY_END);
+	ck_assert_uint_eq(n, 5);
+	hreq_respond(last, 200, NULL, 0, NULL, 0);
+	/* Refused before it is wanted: no 100, and the connection closes. */
+	send_str("POST /up HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n");
+	recv_all(NULL);
+	ck_assert_int_eq(n_requests, 2);
+	hreq_error(last, 503, "queue_full", "full", NULL, 0);
+	const char *out = recv_all(NULL);
+	ck_assert_ptr_null(strstr(out, "100 Continue"));
+	ck_assert_ptr_nonnull(strstr(out, "HTTP/1.1 503 "));
+	ck_assert_ptr_nonnull(strstr(out, "connection: close\r\n"));
+}
+END_TEST
+
+/* What goes wrong once the owner has the request is the owner's to answer. */
+START_TEST(streamed_bad_chunk_fails_to_the_owner)
+{
+	mode = ANSWER_NONE;
+	send_str("POST /up HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n");
+	ck_assert_int_eq(n_requests, 1);
+	int told = n_body;
+	send_str("zz\r\n");
+	ck_assert_int_gt(n_body, told);
+	char body[8];
+	size_t n = 0;
+	ck_assert_int_eq(read_body(body, sizeof(body), &n), HREQ_BODY_FAILED);
+	int status;
+	const char *code, *msg;
+	ck_assert(hreq_body_failure(last, &status, &code, &msg));
+	ck_assert_int_eq(status, 400);
+	ck_assert_str_eq(code, "bad_request");
+	ck_assert(!hreq_body_rewindable(last));
+	hreq_error(last, status, code, msg, NULL, 0);
+	const char *out = recv_all(NULL);
+	ck_assert_ptr_nonnull(strstr(out, "HTTP/1.1 400 "));
+	ck_assert_ptr_nonnull(strstr(out, "connection: close\r\n"));
+	shutdown(client, SHUT_WR);
+	ck_assert(client_sees_eof());
+}
+END_TEST
+
+START_TEST(streamed_over_max_upload_bytes)
+{
+	/* Announced: the layer answers before the owner sees it. */
+	send_str("POST /up HTTP/1.1\r\nContent-Length: 1048577\r\n\r\n");
+	const char *out = recv_all(NULL);
+	ck_assert_ptr_nonnull(strstr(out, "HTTP/1.1 413 "));
+	ck_assert_ptr_nonnull(strstr(out, "max_upload_bytes"));
+	ck_assert_int_eq(n_requests, 0);
+	/* Chunked: the owner is told as it grows past. */
+	close(client);
+	client = adopt_one();
+	mode = ANSWER_NONE;
+	send_str("POST /up HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n");
+	ck_assert_int_eq(n_requests, 1);
+	static char body[0x10000];
+	int status = 0;
+	const char *code = NULL, *msg = NULL;
+	for (int i = 0; i < 20 && !hreq_body_failure(last, &status, &code, &msg); i++) {
+		send_str("10000\r\n");
+		push('c', 0x10000, 20);
+		send_str("\r\n");
+		for (size_t n = sizeof(body); n == sizeof(body);) {
+			n = 0;
+			read_body(body, sizeof(body), &n);
+		}
+	}
+	ck_assert(hreq_body_failure(last, &status, &code, &msg));
+	ck_assert_int_eq(status, 413);
+	ck_assert_ptr_nonnull(strstr(msg, "max_upload_bytes"));
+	hreq_error(last, status, code, msg, NULL, 0);
+}
+END_TEST
+
+/* An answer that ends before the body: connection: close, and the rest of
+ * the body is read and dropped while it keeps coming, then the connection
+ * closes, so the client that writes before it reads still gets the answer. */
+START_TEST(streamed_early_answer_lingers_then_closes)
+{
+	mode = ANSWER_NONE;
+	send_str("POST /up HTTP/1.1\r\nContent-Length: 1000000\r\n\r\n");
+	ck_assert_uint_eq(push('e', 1000, 5), 1000);
+	hreq_respond(last, 401, NULL, 0, "no", 2);
+	last = NULL;
+	ck_assert_uint_eq(push('e', 999000, 50), 999000); /* all of it is taken */
+	const char *out = recv_all(NULL);
+	ck_assert_ptr_nonnull(strstr(out, "HTTP/1.1 401 Unauthorized\r\n"));
+	ck_assert_ptr_nonnull(strstr(out, "connection: close\r\n"));
+	ck_assert_ptr_nonnull(strstr(out, "\r\n\r\nno"));
+	shutdown(client, SHUT_WR);
+	ck_assert(client_sees_eof());
+	ck_assert_int_eq(n_requests, 1);
+}
+END_TEST
+
+/* A client that stops sending its upload for client_timeout_s: the owner
+ * is told (408), and answers. */
+START_TEST(streamed_stalled_upload_times_out)
+{
+	struct httpd_conf hc = {.max_header_bytes = 1024,
+	                        .max_body_bytes = 100,
+	                        .max_upload_bytes = 1 << 20,
+	                        .max_connections = 16,
+	                        .client_timeout_s = 1};
+	httpd_set_conf(h, &hc);
+	mode = ANSWER_NONE;
+	send_str("POST /up HTTP/1.1\r\nContent-Length: 10\r\n\r\nabc");
+	ck_assert_int_eq(n_requests, 1);
+	clock_turn_end();
+	long long t0 = clock_now_ms();
+	int status = 0;
+	const char *code, *msg;
+	while (!hreq_body_failure(last, &status, &code, &msg) && clock_now_ms() - t0 < 5000) {
+		event_base_loop(base, EVLOOP_ONCE);
+		clock_turn_end();
+	}
+	ck_assert_int_eq(status, 408);
+	ck_assert_str_eq(code, "request_timeout");
+	ck_assert_int_ge(clock_now_ms() - t0, 500);
+	ck_assert_int_eq(n_gone, 0); /* the owner answers */
+	hreq_error(last, status, code, msg, NULL, 0);
+	ck_assert_ptr_nonnull(strstr(recv_all(NULL), "HTTP/1.1 408 "));
+}
+END_TEST
+
 static Suite *httpd_suite(void)
 {
 	Suite *s = suite_create("httpd");
@@ -429,6 +731,15 @@ static Suite *httpd_suite(void)
 	tcase_add_test(t, head_answer_has_no_body);
 	tcase_add_test(t, stuck_write_times_out);
 	tcase_add_test(t, pool_trim_frees_what_went_unused);
+	tcase_add_test(t, streamed_body_arrives_in_pieces_then_keep_alive);
+	tcase_add_test(t, streamed_chunked_is_held_whole_and_rewinds);
+	tcase_add_test(t, streamed_backpressure_and_no_rewind_once_read);
+	tcase_add_test(t, streamed_large_body_rewinds_until_read);
+	tcase_add_test(t, streamed_continue_when_the_owner_reads);
+	tcase_add_test(t, streamed_bad_chunk_fails_to_the_owner);
+	tcase_add_test(t, streamed_over_max_upload_bytes);
+	tcase_add_test(t, streamed_early_answer_lingers_then_closes);
+	tcase_add_test(t, streamed_stalled_upload_times_out);
 	suite_add_tcase(s, t);
 	return s;
 }

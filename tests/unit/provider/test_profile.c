@@ -299,6 +299,42 @@ START_TEST(side_endpoints)
 }
 END_TEST
 
+/* Which bodies stream upstream as they arrive: uploads (issue 28 item 6). */
+START_TEST(upload_bodies_stream)
+{
+	static const struct {
+		const char *method, *path;
+		bool streams;
+	} rows[] = {
+	    {"POST", "/v1/files", true},                    /* OpenAI, Anthropic: multipart */
+	    {"POST", "/v1/uploads/upload_abc/parts", true}, /* OpenAI: 64 MB parts */
+	    {"POST", "/v1/messages/batches", true},         /* Anthropic: JSON up to 256 MB */
+	    {"POST", "/upload/v1beta/files?uploadType=multipart", true}, /* Gemini */
+	    {"PUT", "/upload/v1beta/files?upload_id=x&upload_protocol=resumable", true},
+	    {"POST", "/openai/files?api-version=2024-10-21", true}, /* Azure */
+	    {"POST", "/openai/batches?api-version=2024-10-21", true},
+	    {"PATCH", "/v1/files/file-1", true},
+	    {"POST", "/v1/batches", true}, /* small, but of the family: held for a retry */
+	    {"GET", "/v1/files/file-abc/content", false}, /* a download has no body */
+	    {"HEAD", "/v1/files", false},
+	    {"DELETE", "/v1/files/file-abc", false},
+	    {"POST", "/v1/chat/completions", false}, /* parsed: read whole, under the cap */
+	    {"POST", "/v1/messages", false},
+	    {"POST", "/v1/messages/count_tokens", false},
+	    {"POST", "/v1/audio/transcriptions", false}, /* multipart, but generation */
+	    {"POST", "/v1/filesystem", false},
+	};
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		enum endpoint_kind k =
+		    profile_endpoint(rows[i].method, rows[i].path, strlen(rows[i].path));
+		ck_assert_msg(profile_endpoint_streams(k, rows[i].method) == rows[i].streams,
+		              "%s %s", rows[i].method, rows[i].path);
+	}
+	ck_assert(!profile_endpoint_streams(ENDPOINT_FILES, NULL));
+	ck_assert(!profile_endpoint_streams(ENDPOINT_GENERATION, "POST"));
+}
+END_TEST
+
 static Suite *profile_suite(void)
 {
 	Suite *s = suite_create("profile");
@@ -312,6 +348,7 @@ static Suite *profile_suite(void)
 	tcase_add_test(t, identity_headers);
 	tcase_add_test(t, model_rows_are_patterns);
 	tcase_add_test(t, side_endpoints);
+	tcase_add_test(t, upload_bodies_stream);
 	suite_add_tcase(s, t);
 	return s;
 }

@@ -142,6 +142,26 @@ START_TEST(url_buffer_too_small)
 }
 END_TEST
 
+/* The class is decided on the routed path: the prefix is stripped first,
+ * and a target that does not route is read whole (issue 28 item 6). */
+START_TEST(uploads_stream_by_routed_path)
+{
+	ck_assert(route_streams_body(&cfg, "POST", "/v1/files", NULL));
+	ck_assert(route_streams_body(&cfg, "POST", "/anthropic/v1/messages/batches", NULL));
+	ck_assert(route_streams_body(&cfg, "PUT", "/gemini/v1/upload/files?key=k", NULL));
+	ck_assert(
+	    route_streams_body(&cfg, "POST", "http://api.openai.com/v1/uploads/u/parts", NULL));
+	ck_assert(route_streams_body(&cfg, "POST", "/v1/files", "api.anthropic.com"));
+	ck_assert(!route_streams_body(&cfg, "POST", "/v1/chat/completions", NULL));
+	ck_assert(!route_streams_body(&cfg, "GET", "/v1/files/f/content", NULL));
+	/* Not routed: 403, 404 or 400 without reading the body. */
+	ck_assert(!route_streams_body(&cfg, "POST", "http://evil.example/v1/files", NULL));
+	ck_assert(!route_streams_body(&cfg_no_root, "POST", "/v1/files", NULL));
+	ck_assert(!route_streams_body(&cfg, "POST", "/v1/../v1/files", NULL));
+	ck_assert(!route_streams_body(&cfg, "POST", "/v1/files", "evil.example"));
+}
+END_TEST
+
 START_TEST(key_hash_is_sha256_hex)
 {
 	char hex[KEYID_HEX + 1], id[KEYID_NAME_SIZE];
@@ -167,6 +187,7 @@ static Suite *route_suite(void)
 	tcase_add_test(tc, other_targets_are_bad);
 	tcase_add_test(tc, unsafe_paths_are_refused);
 	tcase_add_test(tc, url_buffer_too_small);
+	tcase_add_test(tc, uploads_stream_by_routed_path);
 	tcase_add_test(tc, key_hash_is_sha256_hex);
 	suite_add_tcase(s, tc);
 	return s;
