@@ -311,6 +311,8 @@ static json_t *status_json(struct admin *adm)
 		                    json_pack("{s:I,s:I,s:I}", "open", (json_int_t)st.connections,
 		                              "accepted", (json_int_t)st.accepted, "admin_open",
 		                              (json_int_t)hs.connections));
+		json_object_set_new(j, "uptime_ms",
+		                    json_integer((json_int_t)(clock_now_ms() - adm->started_ms)));
 		json_object_set_new(j, "events", events_json(adm->events));
 		json_object_set_new(j, "last_errors", last_errors_json());
 	}
