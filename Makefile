@@ -102,6 +102,19 @@ $(BUILD)/src/%.o: src/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(PKG_CFLAGS) -Isrc -c -o $@ $<
 
+# The status page, src/admin/page.html, compiled in as the bytes of a C array
+# that src/admin/page.c includes. od and sed are in every Debian system (xxd
+# is in vim-common, often missing); an array of bytes, unlike a string
+# literal, needs no escaping and has no length limit. One generated file per
+# build tree (gcc/clang builds, the fuzz build).
+%/gen/admin/page_html.inc: src/admin/page.html
+	@mkdir -p $(dir $@)
+	od -An -v -tx1 $< | sed 's/ *\([0-9a-f][0-9a-f]\)/0x\1,/g' >$@.tmp && mv $@.tmp $@
+$(BUILD)/src/admin/page.o: $(BUILD)/gen/admin/page_html.inc
+$(BUILD)/src/admin/page.o: CPPFLAGS += -I$(BUILD)/gen
+$(FUZZ_BUILD)/src/admin/page.o: $(FUZZ_BUILD)/gen/admin/page_html.inc
+$(FUZZ_BUILD)/src/admin/page.o: FUZZ_CFLAGS += -I$(FUZZ_BUILD)/gen
+
 $(BUILD)/tests/%.o: tests/unit/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Wno-missing-prototypes $(PKG_CFLAGS) $(CHECK_CFLAGS) -Isrc -Itests/unit -c -o $@ $<

@@ -14,7 +14,7 @@ libevent-dev libhttp-parser-dev libcurl4-openssl-dev libjansson-dev libyaml-dev 
 curl openssl ca-certificates valgrind wrk
 clang libclang-rt-14-dev python3 python3-httpx systemd
 clang-format cppcheck
-procps tzdata prometheus tmux
+procps tzdata prometheus tmux chromium
 libhiredis-dev redis-server
 build-essential debhelper lintian scdoc man-db"
 # prometheus: promtool checks /metrics, and a real Prometheus scrapes it (tests/integration).
@@ -26,6 +26,10 @@ build-essential debhelper lintian scdoc man-db"
 # (Debian's is built with TLS: the store's TLS tests use its tls-port). libevent-dev
 # brings libevent_openssl (TLS to Redis) and libssl-dev OpenSSL's headers.
 # tmux: the terminal of the `pacerd top` integration test (tests/integration/cases/top.mjs).
+# chromium: the headless browser that loads the admin status page (cases/page.mjs, through
+# the DevTools protocol on a pipe: no npm package). On a fresh Debian 12 it alone is 174
+# packages, about 47 s of apt and 350 MB; page.mjs skips its browser test with one line
+# where it is absent.
 # python3-httpx: a Python client through the HTTPS proxy (tests/integration/cases/tunnel.mjs).
 # tzdata: the IANA zones of plans' day_time_zone (a minimal Debian may lack them).
 # procps: /bin/kill, which systemd/pacerd.service names for ExecReload (systemd-analyze

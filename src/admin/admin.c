@@ -1,4 +1,5 @@
-/* admin — /healthz, /readyz, /status, /metrics, /reload. See admin.h.
+/* admin — /healthz, /readyz, /status, /metrics, /reload, the status page (/
+ * and /events). See admin.h.
  *
  * Read-only views of the lanes, built on request: the admin port is for
  * operators and scrapers, so clarity beats speed here (jansson for JSON). */
@@ -15,8 +16,11 @@
 #include <time.h>
 
 #include "admin/metrics.h"
+#include "admin/page.h"
+#include "admin/page_events.h"
 #include "core/clock.h"
 #include "core/config.h"
+#include "core/log.h"
 #include "core/stats.h"
 #include "core/version.h"
 #include "http/httpd.h"
@@ -36,20 +40,35 @@ struct admin {
 	admin_reload_fn reload;
 	void *reload_arg;
 	long long started_ms;
+	struct page_events *events; /* GET /events */
 };
 
 static const char *const budget_names[RLH_N_BUDGETS] = {"requests", "tokens", "input_tokens",
                                                         "output_tokens", "project_tokens"};
 
+/* Where the token may come as HTTP Basic's password (a browser asks for it
+ * and sends it again with the page's event stream), the 401 says so too. */
+static const char basic_challenge[] = "Basic realm=\"pacerd admin\", charset=\"UTF-8\"";
+
+static bool reads(const struct hreq *req)
+{
+	const char *m = hreq_method(req);
+	return strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0;
+}
+
 static void reply(struct hreq *req, int code, const char *ctype, const char *body, size_t len)
 {
-	struct hhdr h[3] = {
+	struct hhdr h[4] = {
 	    {"content-type", 12, ctype, strlen(ctype)},
 	    {"cache-control", 13, "no-store", 8},
 	};
 	size_t n = 2;
-	if (code == 401)
+	if (code == 401) {
 		h[n++] = (struct hhdr){"www-authenticate", 16, "Bearer", 6};
+		if (reads(req))
+			h[n++] = (struct hhdr){"www-authenticate", 16, basic_challenge,
+			                       sizeof(basic_challenge) - 1};
+	}
 	hreq_respond(req, code, h, n, body, len);
 }
 
@@ -159,6 +178,8 @@ static void lane_status(struct sched_lane *lane, void *arg)
 		                    json_integer((json_int_t)lv.output_estimate));
 		json_object_set_new(j, "priorities", priorities_json(lane, lv.n_levels, now));
 		json_object_set_new(j, "state", json_string(lv.state));
+		json_object_set_new(j, "oldest_wait_ms",
+		                    json_integer((json_int_t)lv.oldest_wait_ms));
 		static const char *const modes[] = {"local", "shared", "fallback"};
 		json_object_set_new(j, "gates_decided", json_string(modes[lv.gates_mode]));
 		json_array_append_new(lanes, j);
@@ -235,7 +256,36 @@ static json_t *providers_json(const struct config *cfg, const struct rewrites *r
 	return o;
 }
 
-static void handle_status(struct admin *adm, struct hreq *req)
+/* /status "last_errors": the log's recent problems (warn and error lines,
+ * requests that ended in an error), newest first, each the logged object; a
+ * line cut at LOG_LINE_MAX may not parse: {"line": its text} then. */
+static json_t *last_errors_json(void)
+{
+	struct log_recent_line lines[LOG_RECENT_MAX];
+	size_t n = log_recent(lines, LOG_RECENT_MAX);
+	json_t *a = json_array();
+	for (size_t i = 0; i < n; i++) {
+		json_t *o = json_loadb(lines[i].text, lines[i].len, 0, NULL);
+		if (o == NULL)
+			o = json_pack("{s:s%}", "line", lines[i].text, lines[i].len);
+		if (o != NULL)
+			json_array_append_new(a, o);
+	}
+	return a;
+}
+
+/* /status "events": the status page's streams (page_events.h). */
+static json_t *events_json(const struct page_events *pe)
+{
+	struct page_events_stats st = {0};
+	if (pe != NULL)
+		page_events_stats(pe, &st);
+	return json_pack("{s:I,s:i,s:I,s:I,s:I}", "clients", (json_int_t)st.clients, "max_clients",
+	                 PAGE_EVENTS_MAX_CLIENTS, "served", (json_int_t)st.served, "refused",
+	                 (json_int_t)st.refused, "dropped_slow", (json_int_t)st.dropped_slow);
+}
+
+static json_t *status_json(struct admin *adm)
 {
 	struct server *srv = adm->srv;
 	const struct config *cfg = server_config(srv);
@@ -255,8 +305,62 @@ static void handle_status(struct admin *adm, struct hreq *req)
 		json_object_set_new(j, "store", store_json(server_shared(srv)));
 		json_object_set_new(j, "tunnels", tunnels_json(srv));
 		json_object_set_new(j, "providers", providers_json(cfg, server_rewrites(srv)));
+		struct httpd_stats hs;
+		httpd_get_stats(adm->http, &hs);
+		json_object_set_new(j, "connections",
+		                    json_pack("{s:I,s:I,s:I}", "open", (json_int_t)st.connections,
+		                              "accepted", (json_int_t)st.accepted, "admin_open",
+		                              (json_int_t)hs.connections));
+		json_object_set_new(j, "uptime_ms",
+		                    json_integer((json_int_t)(clock_now_ms() - adm->started_ms)));
+		json_object_set_new(j, "events", events_json(adm->events));
+		json_object_set_new(j, "last_errors", last_errors_json());
 	}
-	reply_json(req, 200, j);
+	return j;
+}
+
+static void handle_status(struct admin *adm, struct hreq *req)
+{
+	reply_json(req, 200, status_json(adm));
+}
+
+/* ---- the status page ---- */
+
+static char *snapshot_text(void *arg, size_t *len)
+{
+	json_t *j = status_json(arg);
+	char *text = j != NULL ? json_dumps(j, JSON_COMPACT) : NULL;
+	json_decref(j);
+	if (text != NULL)
+		*len = strlen(text);
+	return text;
+}
+
+static void handle_page(struct admin *adm, struct hreq *req)
+{
+	json_t *st = status_json(adm);
+	struct evbuffer *b = evbuffer_new();
+	if (st == NULL || b == NULL || page_write(b, st) != 0) {
+		json_decref(st);
+		if (b != NULL)
+			evbuffer_free(b);
+		reply(req, 500, "text/plain", "out of memory\n", 14);
+		return;
+	}
+	json_decref(st);
+	const char *csp = page_csp();
+	const struct hhdr h[] = {
+	    {"content-type", 12, "text/html; charset=utf-8", 24},
+	    {"cache-control", 13, "no-store", 8},
+	    {"content-security-policy", 23, csp, strlen(csp)},
+	    {"x-content-type-options", 22, "nosniff", 7},
+	    {"referrer-policy", 15, "no-referrer", 11},
+	    {"x-frame-options", 15, "DENY", 4},
+	};
+	size_t len = evbuffer_get_length(b);
+	hreq_respond(req, 200, h, sizeof(h) / sizeof(h[0]), (const char *)evbuffer_pullup(b, -1),
+	             len);
+	evbuffer_free(b);
 }
 
 /* ---- /metrics ---- */
@@ -300,24 +404,60 @@ static void handle_metrics(struct admin *adm, struct hreq *req)
 
 /* The token is compared as SHA-256 digests, with CRYPTO_memcmp over their
  * fixed 32 bytes: neither the time of a wrong guess nor an early length check
- * tells how much of it, or how long it, is right. The scheme name is
- * case-insensitive (RFC 9110 §11.1). */
+ * tells how much of it, or how long it, is right. */
+static bool token_matches(const char *token, const char *given, size_t given_len)
+{
+	unsigned char want[EVP_MAX_MD_SIZE], got[EVP_MAX_MD_SIZE];
+	unsigned int want_len = 0, got_len = 0;
+	if (EVP_Digest(token, strlen(token), want, &want_len, EVP_sha256(), NULL) != 1 ||
+	    EVP_Digest(given, given_len, got, &got_len, EVP_sha256(), NULL) != 1 ||
+	    want_len != 32 || got_len != 32)
+		return false;
+	return CRYPTO_memcmp(want, got, 32) == 0;
+}
+
+/* HTTP Basic's password (RFC 7617; the user name is not looked at) matches
+ * the token. b64: what follows "Basic ". */
+static bool basic_matches(const char *token, const char *b64)
+{
+	unsigned char plain[768];
+	size_t n = strlen(b64);
+	if (n == 0 || n % 4 != 0 || n / 4 * 3 > sizeof(plain) - 1)
+		return false;
+	int len = EVP_DecodeBlock(plain, (const unsigned char *)b64, (int)n);
+	if (len < 0)
+		return false;
+	/* EVP_DecodeBlock counts the padding's zero bytes. */
+	for (size_t pad = n; pad > n - 2 && b64[pad - 1] == '='; pad--)
+		len--;
+	const unsigned char *colon = memchr(plain, ':', (size_t)len);
+	if (colon == NULL)
+		return false;
+	size_t user = (size_t)(colon - plain);
+	return token_matches(token, (const char *)colon + 1, (size_t)len - user - 1);
+}
+
+/* With admin.token set: `Authorization: Bearer TOKEN` on every path, or
+ * the token as HTTP Basic's password on the paths that only read (GET,
+ * HEAD): a browser cannot send a bearer token when it opens the status page,
+ * but asks for Basic credentials when told to (the 401's challenge) and
+ * sends them again with the page's event stream. Not for POST /reload:
+ * credentials a browser remembers are sent by any site's form, and only the
+ * reading paths are safe from that. The scheme names are case-insensitive
+ * (RFC 9110 §11.1). */
 static bool authorized(struct admin *adm, struct hreq *req)
 {
 	const char *token = server_config(adm->srv)->admin.token;
 	if (token == NULL || token[0] == '\0')
 		return true;
 	const char *auth = hreq_header(req, "authorization");
-	if (auth == NULL || strncasecmp(auth, "Bearer ", 7) != 0)
+	if (auth == NULL)
 		return false;
-	const char *given = auth + 7;
-	unsigned char want[EVP_MAX_MD_SIZE], got[EVP_MAX_MD_SIZE];
-	unsigned int want_len = 0, got_len = 0;
-	if (EVP_Digest(token, strlen(token), want, &want_len, EVP_sha256(), NULL) != 1 ||
-	    EVP_Digest(given, strlen(given), got, &got_len, EVP_sha256(), NULL) != 1 ||
-	    want_len != 32 || got_len != 32)
-		return false;
-	return CRYPTO_memcmp(want, got, 32) == 0;
+	if (strncasecmp(auth, "Bearer ", 7) == 0)
+		return token_matches(token, auth + 7, strlen(auth + 7));
+	if (strncasecmp(auth, "Basic ", 6) == 0 && reads(req))
+		return basic_matches(token, auth + 6);
+	return false;
 }
 
 static void on_admin_request(struct hreq *req, void *arg)
@@ -326,14 +466,18 @@ static void on_admin_request(struct hreq *req, void *arg)
 	const char *uri = hreq_target(req);
 	size_t path_len = strcspn(uri, "?");
 	const char *method = hreq_method(req);
-	bool get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+	bool get = reads(req);
 	bool post = strcmp(method, "POST") == 0;
 #define PATH_IS(p) (path_len == strlen(p) && strncmp(uri, p, path_len) == 0)
 
 	if (!authorized(adm, req)) {
-		reply_json(req, 401,
-		           error_json("unauthorized",
-		                      "admin.token is required: Authorization: Bearer TOKEN"));
+		reply_json(
+		    req, 401,
+		    error_json("unauthorized",
+		               reads(req)
+		                   ? "admin.token is required: Authorization: Bearer "
+		                     "TOKEN, or TOKEN as the password of HTTP Basic"
+		                   : "admin.token is required: Authorization: Bearer TOKEN"));
 		return;
 	}
 	if (PATH_IS("/healthz") && get) {
@@ -347,6 +491,10 @@ static void on_admin_request(struct hreq *req, void *arg)
 		handle_status(adm, req);
 	} else if (PATH_IS("/metrics") && get) {
 		handle_metrics(adm, req);
+	} else if (PATH_IS("/") && get) {
+		handle_page(adm, req);
+	} else if (PATH_IS("/events") && strcmp(method, "GET") == 0) {
+		page_events_serve(adm->events, req);
 	} else if (PATH_IS("/reload") && post) {
 		char err[1024];
 		if (adm->reload(adm->reload_arg, err, sizeof(err)) == 0)
@@ -354,13 +502,15 @@ static void on_admin_request(struct hreq *req, void *arg)
 		else
 			reply_json(req, 400, error_json("invalid_config", err));
 	} else if (PATH_IS("/healthz") || PATH_IS("/readyz") || PATH_IS("/status") ||
-	           PATH_IS("/metrics") || PATH_IS("/reload")) {
+	           PATH_IS("/metrics") || PATH_IS("/reload") || PATH_IS("/") ||
+	           PATH_IS("/events")) {
 		reply_json(req, 405,
 		           error_json("method_not_allowed", "wrong method for this path"));
 	} else {
 		reply_json(req, 404,
 		           error_json("not_found",
-		                      "admin paths: /healthz /readyz /status /metrics /reload"));
+		                      "admin paths: / /events /healthz /readyz /status /metrics "
+		                      "/reload"));
 	}
 #undef PATH_IS
 }
@@ -381,6 +531,12 @@ struct admin *admin_new(struct event_base *base, struct server *srv, admin_reloa
 	adm->reload = reload;
 	adm->reload_arg = reload_arg;
 	adm->started_ms = clock_now_ms();
+	adm->events = page_events_new(base, PAGE_EVENTS_INTERVAL_MS, snapshot_text, adm);
+	if (adm->events == NULL) {
+		snprintf(err, errlen, "out of memory");
+		free(adm);
+		return NULL;
+	}
 	/* Small limits: operators and scrapers send small requests. */
 	struct httpd_conf hc = {.max_header_bytes = 16384,
 	                        .max_body_bytes = 65536,
@@ -390,6 +546,7 @@ struct admin *admin_new(struct event_base *base, struct server *srv, admin_reloa
 	adm->http = httpd_new(base, listen, &hc, on_admin_request, adm, e, sizeof(e));
 	if (adm->http == NULL) {
 		snprintf(err, errlen, "admin.%s", e);
+		page_events_free(adm->events);
 		free(adm);
 		return NULL;
 	}
@@ -400,6 +557,7 @@ void admin_free(struct admin *adm)
 {
 	if (adm == NULL)
 		return;
-	httpd_free(adm->http);
+	httpd_free(adm->http); /* the event streams are gone first */
+	page_events_free(adm->events);
 	free(adm);
 }

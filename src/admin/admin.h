@@ -1,5 +1,9 @@
 /* admin — the operator's listener (DESIGN §7), default 127.0.0.1:9090:
  *
+ *   GET  /          the status page: one HTML document, every lane live
+ *                   (page.h), usable without JavaScript
+ *   GET  /events    the page's feed: a /status snapshot a second as
+ *                   server-sent events (page_events.h)
  *   GET  /healthz   200 while the process runs
  *   GET  /readyz    200 while accepting requests, 503 while draining
  *   GET  /status    JSON: every lane (queue, in flight, limits, what it learned,
@@ -8,7 +12,9 @@
  *   POST /reload    reads the configuration again (as SIGHUP); 400 with the
  *                   file:line:column error when it is invalid
  *
- * With admin.token set, every request needs `Authorization: Bearer TOKEN`. */
+ * With admin.token set, every request needs `Authorization: Bearer TOKEN`;
+ * GET and HEAD also take the token as HTTP Basic's password (any user name),
+ * which is how a browser sends it: the 401 of a GET offers Basic too. */
 #ifndef PACERD_ADMIN_H
 #define PACERD_ADMIN_H
 

@@ -26,6 +26,13 @@ static size_t log_buf_len;
 static unsigned long long log_dropped; /* lines lost to a full buffer on a stuck fd */
 static bool log_atexit_set;
 
+/* The recent problems (log_recent): a ring of whole lines, next slot at
+ * recent_next. Static and only touched when a line is kept, so a quiet
+ * process holds none of its pages. */
+static char recent_text[LOG_RECENT_MAX][LOG_LINE_MAX];
+static size_t recent_len[LOG_RECENT_MAX];
+static size_t recent_next, recent_n;
+
 /* The line head up to the seconds, rebuilt once a second:
  * {"ts":"2025-01-31T12:34:56. */
 static long long log_ts_sec = -1;
@@ -191,6 +198,7 @@ bool log_begin(struct log_line *l, enum log_level level, const char *event)
 		return false;
 	l->len = 0;
 	l->truncated = false;
+	l->keep = level >= LOG_WARN;
 
 	long long now = clock_wall_ms();
 	long long sec = now / 1000;
@@ -263,6 +271,13 @@ void log_end(struct log_line *l)
 		l->len += 17;
 	}
 	l->buf[l->len++] = '}';
+	if (l->keep) {
+		memcpy(recent_text[recent_next], l->buf, l->len);
+		recent_len[recent_next] = l->len;
+		recent_next = (recent_next + 1) % LOG_RECENT_MAX;
+		if (recent_n < LOG_RECENT_MAX)
+			recent_n++;
+	}
 	l->buf[l->len++] = '\n';
 	if (log_buf_len + l->len > sizeof log_buf)
 		log_flush();
@@ -272,6 +287,21 @@ void log_end(struct log_line *l)
 	}
 	memcpy(log_buf + log_buf_len, l->buf, l->len);
 	log_buf_len += l->len;
+}
+
+void log_keep(struct log_line *l)
+{
+	l->keep = true;
+}
+
+size_t log_recent(struct log_recent_line *out, size_t max)
+{
+	size_t n = recent_n < max ? recent_n : max;
+	for (size_t i = 0; i < n; i++) {
+		size_t slot = (recent_next + LOG_RECENT_MAX - 1 - i) % LOG_RECENT_MAX;
+		out[i] = (struct log_recent_line){recent_text[slot], recent_len[slot]};
+	}
+	return n;
 }
 
 void log_msg(enum log_level level, const char *event, const char *msg)

@@ -30,6 +30,18 @@ struct log_line {
 	char buf[LOG_LINE_MAX];
 	size_t len;
 	bool truncated;
+	bool keep; /* among the recent problems (log_recent): warn, error, log_keep */
+};
+
+/* The recent problems kept for the operator (the admin page's "last
+ * errors"): the last LOG_RECENT_MAX lines written at warn or error, and the
+ * lines their writer marked with log_keep (a request that ended in an error).
+ * A line its level filters out is never begun, so it is not kept either. */
+#define LOG_RECENT_MAX 16
+
+struct log_recent_line {
+	const char *text; /* one whole JSON object, without the newline */
+	size_t len;
 };
 
 /* Opens `path` for appending ("-" = stderr). 0 on success; -1 with err set. */
@@ -52,6 +64,13 @@ void log_int(struct log_line *l, const char *key, long long value);
 void log_num(struct log_line *l, const char *key, double value);
 void log_bool(struct log_line *l, const char *key, bool value);
 void log_end(struct log_line *l);
+
+/* Keeps the line among the recent problems when it ends (log_begin keeps
+ * warn and error lines by itself). */
+void log_keep(struct log_line *l);
+/* The kept lines, newest first: up to max of them into out; their count.
+ * Valid until the next line ends. */
+size_t log_recent(struct log_recent_line *out, size_t max);
 
 /* A plain message event: {"event":event,"message":msg}. */
 void log_msg(enum log_level level, const char *event, const char *msg);

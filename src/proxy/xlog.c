@@ -95,6 +95,10 @@ void xlog_request(const struct exchange *x, int64_t now)
 		log_str(&l, "upstream_error", upstream_error_name(x->up_error));
 	if (x->up_detail[0])
 		log_str(&l, "upstream_detail", x->up_detail);
+	/* Among the operator's last errors (admin /status): pacerd's own
+	 * refusals, failed transfers, and 429s and 5xx passed on. */
+	if (x->error_code != NULL || x->up_error != UP_OK || x->status == 429 || x->status >= 500)
+		log_keep(&l);
 	log_end(&l);
 }
 

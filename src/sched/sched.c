@@ -970,6 +970,12 @@ double sched_wake_at(struct sched_lane *lane, double precise_ms)
 	return wake;
 }
 
+int64_t sched_oldest_wait_ms(const struct sched_lane *lane, int64_t now_ms)
+{
+	const struct fairq_node *oldest = fairq_oldest(&lane->fq, fq_arrived);
+	return oldest != NULL && fq_arrived(oldest) < now_ms ? now_ms - fq_arrived(oldest) : 0;
+}
+
 /* Every queued request has the same max wait, so the oldest is the only one
  * to look at. */
 struct sched_item *sched_expired(struct sched_lane *lane, int64_t now_ms)

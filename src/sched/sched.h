@@ -156,6 +156,8 @@ enum sched_submit_result sched_submit(struct sched_lane *lane, struct sched_item
 
 /* Requests waiting to go (not retries): the queue's depth. */
 size_t sched_queue_depth(const struct sched_lane *lane);
+/* How long the request waiting longest has waited at now_ms; 0: none waits. */
+int64_t sched_oldest_wait_ms(const struct sched_lane *lane, int64_t now_ms);
 
 /* The next request to send now, or NULL. The caller must then dispatch it (the
  * item is already counted in flight and the gates are charged). now_ms may
@@ -374,8 +376,9 @@ struct sched_lane_view {
 	unsigned burst, max_concurrent;
 	double max_requests_per_day, max_tokens_per_day;
 	/* Queue, flight and limits now. */
-	size_t queue_depth;   /* sched_queue_depth */
-	size_t retry_waiting; /* retries waiting for their time */
+	size_t queue_depth;     /* sched_queue_depth */
+	int64_t oldest_wait_ms; /* sched_oldest_wait_ms */
+	size_t retry_waiting;   /* retries waiting for their time */
 	size_t in_flight;
 	unsigned concurrency_limit; /* sched_concurrency_limit */
 	int64_t dispatch_delay_ms;  /* the dispatch-delay AIMD's delay */

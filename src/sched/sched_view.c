@@ -39,6 +39,7 @@ void sched_lane_view(const struct sched_lane *lane, int64_t now_ms, struct sched
 	v->max_tokens_per_day = p->max_tokens_per_day;
 
 	v->queue_depth = sched_queue_depth(lane);
+	v->oldest_wait_ms = sched_oldest_wait_ms(lane, now_ms);
 	v->retry_waiting = lane->waiting.n;
 	v->in_flight = lane->in_flight;
 	v->concurrency_limit = sched_concurrency_limit(lane);

@@ -1,5 +1,6 @@
-/* Unit tests for log: the hand-made timestamp and numbers, escaping, and the
- * buffer written once per turn in whole lines. */
+/* Unit tests for log: the hand-made timestamp and numbers, escaping, the
+ * buffer written once per turn in whole lines, and the recent problems kept
+ * for the admin page. */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -180,6 +181,47 @@ START_TEST(truncated_line)
 }
 END_TEST
 
+/* Warn and error lines are kept, info lines only when marked; the last
+ * LOG_RECENT_MAX, newest first, each whole and without its newline. */
+START_TEST(recent_problems)
+{
+	open_tmp();
+	struct log_line l;
+	for (int i = 0; i < LOG_RECENT_MAX + 5; i++) {
+		ck_assert(log_begin(&l, i % 2 ? LOG_WARN : LOG_ERROR, "trouble"));
+		log_int(&l, "i", i);
+		log_end(&l);
+		ck_assert(log_begin(&l, LOG_INFO, "fine"));
+		log_end(&l);
+	}
+	ck_assert(log_begin(&l, LOG_INFO, "request"));
+	log_int(&l, "status", 502);
+	log_keep(&l);
+	log_end(&l);
+	struct log_recent_line r[LOG_RECENT_MAX + 1];
+	ck_assert_uint_eq(log_recent(r, LOG_RECENT_MAX + 1), LOG_RECENT_MAX);
+	char want[64];
+	ck_assert_int_eq(r[0].text[r[0].len - 1], '}');
+	ck_assert_ptr_nonnull(
+	    strstr(r[0].text, "\"level\":\"info\",\"event\":\"request\",\"status\":502}"));
+	for (int k = 1; k < LOG_RECENT_MAX; k++) {
+		int i = LOG_RECENT_MAX + 5 - k;
+		snprintf(want, sizeof(want), "\"event\":\"trouble\",\"i\":%d}", i);
+		ck_assert_int_eq(strncmp(r[k].text + r[k].len - strlen(want), want, strlen(want)),
+		                 0);
+		ck_assert_int_eq(strncmp(r[k].text, "{\"ts\":\"", 7), 0);
+	}
+	ck_assert_uint_eq(log_recent(r, 2), 2);
+	/* A level filtered out is never begun, so never kept. */
+	log_set_level(LOG_ERROR);
+	ck_assert(!log_begin(&l, LOG_WARN, "hidden"));
+	log_set_level(LOG_DEBUG);
+	log_recent(r, 1);
+	ck_assert_ptr_nonnull(strstr(r[0].text, "\"status\":502"));
+	close_tmp();
+}
+END_TEST
+
 static Suite *log_suite(void)
 {
 	Suite *s = suite_create("log");
@@ -190,6 +232,7 @@ static Suite *log_suite(void)
 	tcase_add_test(t, filtered_levels);
 	tcase_add_test(t, full_buffer_written_early);
 	tcase_add_test(t, truncated_line);
+	tcase_add_test(t, recent_problems);
 	suite_add_tcase(s, t);
 	return s;
 }

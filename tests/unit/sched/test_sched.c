@@ -89,6 +89,30 @@ START_TEST(fifo_order)
 }
 END_TEST
 
+/* The oldest wait is the age of the request waiting longest: 0 with none,
+ * the next one's once the oldest is sent. */
+START_TEST(oldest_wait)
+{
+	fixed_concurrency(1);
+	init_lane(AGENTS_OFF);
+	ck_assert_int_eq(sched_oldest_wait_ms(&lane, 5000), 0);
+	submit(&lane, &items[0], 0, 0, 0, 1000);
+	submit(&lane, &items[1], 0, 0, 0, 1500);
+	submit(&lane, &items[2], 0, 0, 0, 2500);
+	ck_assert_int_eq(sched_oldest_wait_ms(&lane, 3000), 2000);
+	ck_assert_int_eq(idx(sched_next(&lane, 3000)), 0);
+	ck_assert_int_eq(sched_oldest_wait_ms(&lane, 3000), 1500);
+	struct sched_lane_view v;
+	sched_lane_view(&lane, 3100, &v);
+	ck_assert_int_eq(v.oldest_wait_ms, 1600);
+	sched_complete(&lane, &items[0], SCHED_SUCCESS, 3200);
+	ck_assert_int_eq(idx(sched_next(&lane, 3200)), 1);
+	sched_complete(&lane, &items[1], SCHED_SUCCESS, 3300);
+	ck_assert_int_eq(idx(sched_next(&lane, 3300)), 2);
+	ck_assert_int_eq(sched_oldest_wait_ms(&lane, 9000), 0);
+}
+END_TEST
+
 START_TEST(concurrency_gate)
 {
 	fixed_concurrency(2);
@@ -1696,6 +1720,7 @@ static Suite *sched_suite(void)
 	TCase *tc = tcase_create("sched");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, fifo_order);
+	tcase_add_test(tc, oldest_wait);
 	tcase_add_test(tc, concurrency_gate);
 	tcase_add_test(tc, rate_gate_spaces_requests);
 	tcase_add_test(tc, queue_full);
