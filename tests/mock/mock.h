@@ -21,13 +21,15 @@
 #include <jansson.h>
 
 struct mock_key;
+struct mock_engine_req;
 
 /* One client connection that has carried at least one request. Owned by mock_main.c;
  * freed by its close callback, which evhttp runs when the connection goes away. */
 struct mock_conn {
 	struct evhttp_connection *evcon;
 	int fd;
-	struct mock_req *cur; /* deferred request in progress on it, or NULL */
+	struct mock_req *cur;           /* deferred request in progress on it, or NULL */
+	struct mock_engine_req *engine; /* engine mode's request on it (mock_engine.c), or NULL */
 };
 
 enum mock_kind { MOCK_K_OTHER, MOCK_K_CHAT, MOCK_K_MESSAGES, MOCK_K_EMBED, MOCK_K_MODELS };
@@ -149,5 +151,10 @@ void mock_put_long(struct evbuffer *b, long v);
 /* ---- mock_stream.c ---- */
 void mock_stream_start(struct mock_req *mr);
 void mock_stream_next(struct mock_req *mr);
+/* The events of a stream whose pace another decides (mock_engine.c): the opening ones,
+ * one content chunk, the closing ones. */
+void mock_stream_head(struct evbuffer *b, const struct mock_req *mr);
+void mock_stream_content(struct evbuffer *b, const struct mock_req *mr);
+void mock_stream_tail(struct evbuffer *b, const struct mock_req *mr);
 
 #endif

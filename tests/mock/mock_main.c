@@ -1,5 +1,6 @@
 /* mock_main.c — command line, listeners (plain and TLS), connection tracking, signals. */
 #include "mock.h"
+#include "mock_engine.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -56,6 +57,8 @@ static void conn_closed(struct evhttp_connection *evcon, void *arg)
 	(void)evcon;
 	if (c->cur != NULL)
 		mock_req_conn_closed(c->cur);
+	if (c->engine != NULL)
+		mock_engine_conn_closed(c->engine);
 	if (c->fd >= 0 && (size_t)c->fd < nconns && conns[c->fd] == c)
 		conns[c->fd] = NULL;
 	mock_stats.connections_closed++;
@@ -120,7 +123,8 @@ static void usage(void)
 	fprintf(stderr,
 	        "usage: pacerd-mock [--host 127.0.0.1] [--port 0] [--tls-port 0 --cert FILE "
 	        "--key FILE]\n"
-	        "                   [--config JSON] [--no-record] [--record-cap N]\n");
+	        "                   [--config JSON] [--engine JSON] [--no-record] [--record-cap "
+	        "N]\n");
 }
 
 int mock_parse_long(const char *s, long lo, long hi, long *out)
@@ -204,7 +208,7 @@ static int setup_tls(const char *cert, const char *key)
 
 int main(int argc, char **argv)
 {
-	const char *host = "127.0.0.1", *cert = NULL, *key = NULL, *config = NULL;
+	const char *host = "127.0.0.1", *cert = NULL, *key = NULL, *config = NULL, *engine = NULL;
 	long port = 0, tls_port = -1, cap = 100000;
 
 	for (int i = 1; i < argc; i++) {
@@ -232,6 +236,8 @@ int main(int argc, char **argv)
 			key = v;
 		else if (strcmp(a, "--config") == 0)
 			config = v;
+		else if (strcmp(a, "--engine") == 0)
+			engine = v;
 		else if (strcmp(a, "--record-cap") == 0 &&
 		         mock_parse_long(v, 1, 10000000, &cap) == 0)
 			;
@@ -270,6 +276,13 @@ int main(int argc, char **argv)
 		char err[256];
 		if (mock_limits_configure(config, strlen(config), err, sizeof(err)) != 0) {
 			fprintf(stderr, "pacerd-mock: --config: %s\n", err);
+			return 2;
+		}
+	}
+	if (engine != NULL) {
+		char err[256];
+		if (mock_engine_configure(engine, strlen(engine), err, sizeof(err)) != 0) {
+			fprintf(stderr, "pacerd-mock: --engine: %s\n", err);
 			return 2;
 		}
 	}
@@ -313,6 +326,7 @@ int main(int argc, char **argv)
 	mock_record_free();
 	mock_limits_free();
 	mock_routes_free();
+	mock_engine_free();
 	free(conns);
 	if (ssl_ctx != NULL)
 		SSL_CTX_free(ssl_ctx);

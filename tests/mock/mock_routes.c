@@ -2,6 +2,7 @@
  * each endpoint, and the lifecycle of answers that are not sent at once (delay, hang,
  * reset, stream). */
 #include "mock.h"
+#include "mock_engine.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -727,6 +728,7 @@ static void admin(struct evhttp_request *req, const char *path)
 	} else if (strcmp(path, "/_mock/reset") == 0) {
 		mock_record_reset();
 		mock_limits_reset();
+		mock_engine_reset();
 		send_json(req, 200, json_pack("{s:b}", "ok", 1));
 	} else if (strcmp(path, "/_mock/config") == 0) {
 		struct evbuffer *b = evhttp_request_get_input_buffer(req);
@@ -737,7 +739,7 @@ static void admin(struct evhttp_request *req, const char *path)
 			send_json(req, 200, json_pack("{s:b}", "ok", 1));
 		else
 			send_json(req, 400, json_pack("{s:b,s:s}", "ok", 0, "error", err));
-	} else {
+	} else if (!mock_engine_admin(req, path)) {
 		send_json(req, 404, json_loads(not_found_json, 0, NULL));
 	}
 }
@@ -853,6 +855,8 @@ void mock_routes_handle(struct evhttp_request *req, void *arg)
 	int status = 200;
 	const char *ctype = "application/json";
 	struct mock_limit_out lo = {0};
+	bool engine = false; /* engine mode: mock_engine.c answers */
+	long eng_prompt = 0, eng_output = 0;
 
 	if (kind != MOCK_K_OTHER) {
 		struct llm_in li;
@@ -864,6 +868,12 @@ void mock_routes_handle(struct evhttp_request *req, void *arg)
 		bool truncated = li.max_tokens > 0 && li.max_tokens < completion;
 		if (truncated)
 			completion = li.max_tokens;
+		engine = kind == MOCK_K_CHAT && mock_engine_enabled();
+		if (engine) {
+			completion = mock_engine_output_tokens(req, li.max_tokens, &truncated);
+			eng_prompt = prompt;
+			eng_output = completion;
+		}
 		unsigned char sha[32];
 		long out_tokens = li.max_tokens > 0 ? li.max_tokens : 16;
 		struct evkeyvalq *ih = evhttp_request_get_input_headers(req);
@@ -976,6 +986,12 @@ void mock_routes_handle(struct evhttp_request *req, void *arg)
 	tmpl.key = lo.key;
 	tmpl.window = lo.window;
 
+	if (engine && status == 200 &&
+	    mock_engine_submit(req, eng_prompt, eng_output, &tmpl, out_buf)) {
+		if (qp != NULL)
+			evhttp_clear_headers(&query);
+		return;
+	}
 	long delay = mock_limits_latency_ms() + c.delay_ms;
 	bool later =
 	    tmpl.streaming || delay > 0 || c.hang != MOCK_MODE_NONE || c.reset != MOCK_MODE_NONE;

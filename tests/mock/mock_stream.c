@@ -159,3 +159,18 @@ void mock_stream_next(struct mock_req *mr)
 	mock_req_done(mr);
 	evhttp_send_reply_end(req);
 }
+
+void mock_stream_head(struct evbuffer *b, const struct mock_req *mr)
+{
+	head_events(b, mr);
+}
+
+void mock_stream_content(struct evbuffer *b, const struct mock_req *mr)
+{
+	content_event(b, mr);
+}
+
+void mock_stream_tail(struct evbuffer *b, const struct mock_req *mr)
+{
+	tail_events(b, mr);
+}
