@@ -445,6 +445,29 @@ static bool basic_matches(const char *token, const char *b64)
  * credentials a browser remembers are sent by any site's form, and only the
  * reading paths are safe from that. The scheme names are case-insensitive
  * (RFC 9110 §11.1). */
+/* Whether a Host header names this machine's loopback: "localhost", an
+ * address of 127.0.0.0/8 or [::1], with or without a port. */
+static bool host_is_loopback(const char *host)
+{
+	size_t n = strlen(host);
+	if (host[0] == '[') {
+		const char *close = strchr(host, ']');
+		return close != NULL && (size_t)(close - host) == 4 && strncmp(host, "[::1]", 5) == 0 &&
+		       (close[1] == '\0' || close[1] == ':');
+	}
+	const char *colon = strchr(host, ':');
+	if (colon != NULL)
+		n = (size_t)(colon - host);
+	if (n == 9 && strncasecmp(host, "localhost", 9) == 0)
+		return true;
+	if (n < 7 || n > 15 || strncmp(host, "127.", 4) != 0)
+		return false;
+	for (size_t i = 4; i < n; i++)
+		if (host[i] != '.' && (host[i] < '0' || host[i] > '9'))
+			return false;
+	return true;
+}
+
 static bool authorized(struct admin *adm, struct hreq *req)
 {
 	const char *token = server_config(adm->srv)->admin.token;
@@ -470,6 +493,21 @@ static void on_admin_request(struct hreq *req, void *arg)
 	bool post = strcmp(method, "POST") == 0;
 #define PATH_IS(p) (path_len == strlen(p) && strncmp(uri, p, path_len) == 0)
 
+	const char *token = server_config(adm->srv)->admin.token;
+	const char *host = hreq_header(req, "host");
+	if ((token == NULL || token[0] == '\0') && host != NULL && !host_is_loopback(host)) {
+		/* Without a token the listener is on loopback (config.c), and the
+		 * one way in from elsewhere is a browser tricked by DNS rebinding: a
+		 * site whose name now resolves to 127.0.0.1 would read the page and
+		 * /status as same-origin. Its requests carry that site's name as
+		 * Host, so only loopback names are served. */
+		reply_json(req, 403,
+		           error_json("host_not_loopback",
+		                      "without admin.token only a loopback Host is served "
+		                      "(localhost, 127.0.0.0/8, [::1]): set admin.token to "
+		                      "reach the admin listener by another name"));
+		return;
+	}
 	if (!authorized(adm, req)) {
 		reply_json(
 		    req, 401,

@@ -198,6 +198,30 @@ export const tests = [
     },
   },
   {
+    name: 'DNS rebinding: without admin.token the admin listener serves only a loopback Host (localhost, 127.0.0.0/8, [::1], any port); another name gets 403 host_not_loopback on every path; with a token the Host is not judged',
+    fn: async (t) => {
+      const mock = await t.startMock();
+      const p = await pacerdWithAdmin(t, mock);
+      const port = new URL(p.admin).port;
+      for (const host of ['localhost', `localhost:${port}`, 'LOCALHOST', `127.0.0.1:${port}`, '127.1.2.3', `[::1]:${port}`, '[::1]']) {
+        const r = await request(`${p.admin}/status`, { headers: { host } });
+        assert.equal(r.status, 200, `Host: ${host}: ${r.status} ${r.text()}`);
+      }
+      for (const host of ['evil.example', `evil.example:${port}`, '127.0.0.1.evil.example', '127.0.0.1evil', 'localhost.evil.example', '[::2]:80', '[::1]x', '0.0.0.0', '10.0.0.1']) {
+        for (const path of ['/', '/status', '/metrics', '/events', '/healthz']) {
+          const r = await request(`${p.admin}${path}`, { headers: { host } });
+          assert.equal(r.status, 403, `Host: ${host} ${path}: ${r.status}`);
+          assert.equal(r.json().error.code, 'host_not_loopback');
+        }
+      }
+      const reload = await request(`${p.admin}/reload`, { method: 'POST', body: '', headers: { host: 'evil.example' } });
+      assert.equal(reload.status, 403);
+      const q = await pacerdWithAdmin(t, mock, { admin: { token: ADMIN_TOKEN } });
+      const withToken = await request(`${q.admin}/status`, { headers: { host: 'pacerd.internal:9090', authorization: `Bearer ${ADMIN_TOKEN}` } });
+      assert.equal(withToken.status, 200, `with a token, another Host: ${withToken.status}`);
+    },
+  },
+  {
     name: 'the admin listener beyond loopback without admin.token: pacerd refuses to start (exit non-zero, names admin.token); with a token it starts',
     fn: async (t) => {
       const port = await freePort();
