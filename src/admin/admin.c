@@ -452,8 +452,8 @@ static bool host_is_loopback(const char *host)
 	size_t n = strlen(host);
 	if (host[0] == '[') {
 		const char *close = strchr(host, ']');
-		return close != NULL && (size_t)(close - host) == 4 && strncmp(host, "[::1]", 5) == 0 &&
-		       (close[1] == '\0' || close[1] == ':');
+		return close != NULL && (size_t)(close - host) == 4 &&
+		       strncmp(host, "[::1]", 5) == 0 && (close[1] == '\0' || close[1] == ':');
 	}
 	const char *colon = strchr(host, ':');
 	if (colon != NULL)
