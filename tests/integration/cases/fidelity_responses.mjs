@@ -9,20 +9,17 @@ import OpenAI from 'openai';
 import { SLOW, request, waitFor } from '../lib.mjs';
 import { events, logDigest, send, startPacerdWithAdmin } from '../load.mjs';
 
-/* pacerd on main (before issue 28, item 1) misses bounds the issue sets: its estimate
- * counts no function_call / function_call_output / reasoning item, no tools and no
- * history held for previous_response_id, it drops a response.completed line over 64 KiB
- * (so that the usage never corrects the gate), and reads no JSON answer over 256 KiB.
- * The asserts main fails, and only those, are skipped while this is true (the figures
- * are printed either way, with "AWAITS_ISSUE28_ITEM1" when a bound is missed):
- *   - "Responses agent": <= 3 upstream 429s (main: 8-10 in 30 calls; its >= 0.8 of the
- *     TPM used is asserted: main, paced at its low estimate and held by the 429s, uses
- *     0.93-0.98);
- *   - "200 KiB response.completed": the log line of the streamed request, and of the
- *     320 KiB whole answer, carries the usage (the 200 KiB whole answer's is read on
- *     main too, and asserted).
- * Set it to false when item 1's fixes are merged (the usage read from events and
- * answers of any length; the estimate of every item kind, and of the history). */
+/* Item 1 of issue 28 has two halves: the usage read from events and answers of any
+ * length (merged: before it, a response.completed line over 64 KiB and a JSON answer
+ * over 256 KiB went unread, and the gate was never corrected), and the estimate of every
+ * item kind and of the history the server holds for previous_response_id (not yet:
+ * function_call / function_call_output / reasoning items, tools and history count
+ * nothing). With the usage read, a few agents whose answers come back fast are paced
+ * right anyway (each answer corrects the gate); many agents with long answers leave
+ * more underestimated requests in flight than the provider's burst holds. The one
+ * bound main misses, "many agents, long answers": >= 0.8 of the TPM used (main: 0.50,
+ * after 1 upstream 429), is printed, not asserted, while this is true. Set it to false
+ * when the estimate's half of item 1 is merged. */
 const AWAITS_ISSUE28_ITEM1 = true;
 
 const MODEL = 'gpt-5-codex';
@@ -95,9 +92,9 @@ function sseEvents(text) {
 }
 
 /** One streamed turn over plain HTTP: {status, id, usage, error}. */
-async function rawTurn(base, key, agent, body, t0) {
+async function rawTurn(base, key, agent, body, t0, headers) {
   const r = await send(`${base}/v1/responses`, {
-    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'x-agent-id': agent },
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'x-agent-id': agent, ...headers },
     body: JSON.stringify(body), timeout_ms: 60000, t0,
   });
   if (r.status !== 200) return { status: r.status, start: r.start, end: r.end, error: r.error ?? (r.body ?? '').slice(0, 200) };
@@ -107,10 +104,10 @@ async function rawTurn(base, key, agent, body, t0) {
 }
 
 /** One streamed turn through the official SDK (client.responses.create). */
-async function sdkTurn(client, body, t0) {
+async function sdkTurn(client, body, t0, headers) {
   const start = Date.now() - t0;
   try {
-    const stream = await client.responses.create(body);
+    const stream = await client.responses.create(body, { headers });
     let id, usage;
     for await (const e of stream) {
       if (e.type === 'response.created') id = e.response.id;
@@ -122,15 +119,15 @@ async function sdkTurn(client, body, t0) {
   }
 }
 
-/** An agent's turns in order, each after the previous answer. */
-async function runAgent({ base, key, a, turns, sdk, t0 }) {
+/** An agent's turns in order (from turn `from` on), each after the previous answer. */
+async function runAgent({ base, key, a, from = 0, turns, sdk, t0, headers = {} }) {
   const agent = `codex-${a}`;
   const client = sdk ? new OpenAI({ apiKey: key, baseURL: `${base}/v1`, maxRetries: 0, timeout: 60000, defaultHeaders: { 'x-agent-id': agent } }) : null;
   const out = [];
   let prev = null;
-  for (let k = 0; k < turns; k++) {
+  for (let k = from; k < from + turns; k++) {
     const body = turnBody(a, k, prev);
-    const r = sdk ? await sdkTurn(client, body, t0) : await rawTurn(base, key, agent, body, t0);
+    const r = sdk ? await sdkTurn(client, body, t0, headers) : await rawTurn(base, key, agent, body, t0, headers);
     out.push({ a, k, chained: body.previous_response_id != null, ...r });
     if (r.id) prev = r.id;
   }
@@ -275,9 +272,8 @@ export const tests = [
     // the provider sends no rate-limit headers. Bounds (issue 28): <= 3 upstream 429s in
     // the 30 calls, >= 0.8 of the TPM used: the tokens the mock charged for what passed,
     // against what its budget admits over the span of the arrivals (the burst plus the
-    // refill). Agent 0 speaks through the official SDK. Measured: main 8-10 upstream 429s,
-    // 0.93-0.98 used (a `retry` line per 429); the same token volume sent as chat
-    // completions, which main estimates and meters right: 0 upstream 429s, 0.95 used.
+    // refill). Agent 0 speaks through the official SDK. Measured: before the usage of
+    // long lines was read, 8-10 upstream 429s at 0.92-0.98 used; since, 0 at 0.97.
     alone: true,
     name: 'Responses agent (80 KiB instructions, tools, function_call items, previous_response_id), told the TPM, no headers: <= 3 upstream 429s in 30 calls, >= 0.8 of the TPM used',
     timeout_ms: 90000,
@@ -305,14 +301,52 @@ export const tests = [
       assert.ok((m.passed ?? 0) >= calls.length, `the mock passed ${m.passed} of ${calls.length} calls${why}`);
       assert.equal(ok, calls.length, `not every call succeeded${why}`);
       assert.ok(calls.every((c) => c.usage?.input_tokens > 20000), 'every call carried the instructions');
-      boundAwaitingFix((m.rate_limited ?? 0) <= 3, `${m.rate_limited} upstream 429s in ${calls.length} calls (> 3)${why}`);
+      assert.ok((m.rate_limited ?? 0) <= 3, `${m.rate_limited} upstream 429s in ${calls.length} calls (> 3)${why}`);
       assert.ok(used >= 0.8 / SLOW, `${(used * 100).toFixed(1)} % of the TPM used (< 80 %)${why}`);
+    },
+  },
+  {
+    // Fifteen agents at once, each mid-session (turn 6 sends its six earlier calls
+    // inline, turn 7 names turn 6's response and sends one output), answers streaming for
+    // ~5 s as a model's do. pacerd's estimate must be right when the request leaves: the
+    // usage corrects the gate only at the answer's end, and by then a dozen requests are
+    // in flight. Same bounds as above. Measured: the same token volume as chat
+    // completions (estimated right): 0 upstream 429s, 0.95 used; main: 1 upstream 429 and
+    // 0.50 used (the 429 cuts the lane's concurrency, and with 5 s answers it comes back
+    // slowly); before the usage of long lines was read, 3 and 0.35.
+    alone: true,
+    name: 'Responses agents, many and mid-session, answers of 5 s, told the TPM, no headers: <= 3 upstream 429s in 30 calls, >= 0.8 of the TPM used',
+    timeout_ms: 120000,
+    fn: async (t) => {
+      const mock = await t.startMock({ config: { style: 'openai', headers: false, latency_ms: 50, model_limits: [{ models: [MODEL], tpm: TPM, token_burst: TOKEN_BURST }] } });
+      const p = await startPacerdWithAdmin(t, mock, { plans: { codex: { max_tokens_per_minute: TPM } }, providers: { openai: { plan: 'codex' } } });
+      const key = 'sk-codex-many';
+      const t0 = Date.now();
+      const headers = { 'x-mock-chunks': '50', 'x-mock-chunk-ms': '100' };
+      const runs = await Promise.all(Array.from({ length: 15 }, (_, a) => runAgent({ base: p.url, key, a, from: 6, turns: 2, sdk: a === 0, t0, headers })));
+      const calls = runs.flat();
+      const st = await mock.stats();
+      const m = st.models[MODEL] ?? {};
+      const at = (await mock.requests()).filter((r) => r.uri === '/v1/responses').map((r) => r.t_mono_us / 1000).sort((x, y) => x - y);
+      const span = at.length ? at[at.length - 1] - at[0] : 0;
+      const allowed = TOKEN_BURST + (TPM / 60000) * span;
+      const used = (m.tokens ?? 0) / allowed;
+      const ok = calls.filter((c) => c.status === 200).length;
+      const lane = await laneOf(p, MODEL);
+      console.log(`# Responses agents, many, answers of 5 s, told ${TPM} TPM: ${ok} of ${calls.length} calls succeeded in ${((Date.now() - t0) / 1000).toFixed(1)} s; upstream 429 ${m.rate_limited ?? 0}; ` +
+        `TPM used ${(used * 100).toFixed(1)} % (${m.tokens} tokens over ${(span / 1000).toFixed(2)} s; the budget admits ${Math.round(allowed)}); concurrency limit ${lane?.concurrency_limit}`);
+      const why = `\n${calls.filter((c) => c.status !== 200).slice(0, 3).map((c) => `agent ${c.a} turn ${c.k}: ${c.status} ${c.error}`).join('\n')}\n${logDigest(p)}`;
+      assert.equal(ok, calls.length, `not every call succeeded${why}`);
+      assert.ok(calls.every((c) => c.usage?.input_tokens > 30000), 'every call carried its history');
+      assert.ok((m.rate_limited ?? 0) <= 3, `${m.rate_limited} upstream 429s in ${calls.length} calls (> 3)${why}`);
+      boundAwaitingFix(used >= 0.8 / SLOW, `${(used * 100).toFixed(1)} % of the TPM used (< 80 %)${why}`);
     },
   },
   {
     // A 200 KiB response.completed (its usage last), streamed through a metered lane (a
     // token gate): the request's log line carries the usage the mock reported, as a chat
     // completion's does (stream_usage.mjs). And whole answers of 200 and 320 KiB.
+    // Before the usage of long lines was read, the streamed one and the 320 KiB one had none.
     name: '200 KiB response.completed: the usage at its end is read (streamed, and whole answers of 200 and 320 KiB), the client gets every byte',
     timeout_ms: 30000,
     fn: async (t) => {
@@ -347,8 +381,8 @@ export const tests = [
         `whole 200 KiB ${plain.tokens}, whole 320 KiB ${large.tokens}`);
       const sum = (u) => u.input_tokens + u.output_tokens;
       assert.equal(plain.tokens, sum(w200), `the 200 KiB answer's log line: ${JSON.stringify(plain)}`);
-      boundAwaitingFix(streamed.tokens === sum(usage), `the streamed request's log line: tokens ${streamed.tokens}, the usage says ${sum(usage)}: ${JSON.stringify(streamed)}`);
-      boundAwaitingFix(large.tokens === sum(w320), `the 320 KiB answer's log line: tokens ${large.tokens}, the usage says ${sum(w320)}: ${JSON.stringify(large)}`);
+      assert.equal(streamed.tokens, sum(usage), `the streamed request's log line: ${JSON.stringify(streamed)}`);
+      assert.equal(large.tokens, sum(w320), `the 320 KiB answer's log line: ${JSON.stringify(large)}`);
     },
   },
 ];
