@@ -4,6 +4,7 @@
  *   mock_main.c    command line, listeners (plain and TLS), connections, signals
  *   mock_routes.c  request intake, per-request control, answers, deferred answers
  *   mock_stream.c  SSE streams (OpenAI and Anthropic), chunk timing
+ *   mock_responses.c  OpenAI's Responses API: input as counted, answers, events, held history
  *   mock_limits.c  provider-like behaviour: config, per-key buckets, 429 dialects
  *   mock_record.c  counters and request records, /_mock/stats and /_mock/requests
  */
@@ -32,11 +33,19 @@ struct mock_conn {
 	struct mock_engine_req *engine; /* engine mode's request on it (mock_engine.c), or NULL */
 };
 
-enum mock_kind { MOCK_K_OTHER, MOCK_K_CHAT, MOCK_K_MESSAGES, MOCK_K_EMBED, MOCK_K_MODELS };
+enum mock_kind {
+	MOCK_K_OTHER,
+	MOCK_K_CHAT,
+	MOCK_K_MESSAGES,
+	MOCK_K_EMBED,
+	MOCK_K_MODELS,
+	MOCK_K_RESPONSES
+};
 enum mock_mode { MOCK_MODE_NONE, MOCK_MODE_HEADERS, MOCK_MODE_BODY };
 
 /* The window a 429 held for latency_ms opens when it leaves (budget NULL: none). */
 struct budget;
+struct mock_resp;
 struct mock_window {
 	struct budget *budget;
 	uint64_t adv_us; /* what it advertises */
@@ -67,6 +76,7 @@ struct mock_req {
 	bool cache_usage; /* /v1/messages with cache_control: usage names the cache fields */
 	long cache_read, cache_creation;
 	char model[64];
+	struct mock_resp *resp; /* a Responses API stream's state (owned), or NULL */
 };
 
 /* ---- mock_main.c ---- */
@@ -147,6 +157,28 @@ void mock_routes_free(void);
 const char *mock_reason(int status);
 void mock_put_chunk_text(struct evbuffer *b, long chunk_bytes);
 void mock_put_long(struct evbuffer *b, long v);
+
+/* ---- mock_responses.c ---- */
+/* The per-request controls a Responses answer reads (README "Responses API"). */
+struct mock_resp_ctl {
+	int status; /* x-mock-status (0: none) */
+	long chunks, chunk_ms, chunk_bytes;
+	long completed_bytes;  /* x-mock-completed-bytes: response.completed padded to it */
+	long reasoning_tokens; /* x-mock-reasoning-tokens */
+};
+/* Answers POST /v1/responses; lin holds the key and the project named. A request naming
+ * history the mock does not hold is a 400 before any limit; then the limits (lo), the
+ * x-mock-status, and the answer: whole in out, or a stream handed to tmpl (its resp).
+ * Returns the status. */
+int mock_responses_answer(struct evhttp_request *req, const struct mock_resp_ctl *ctl,
+                          struct mock_limit_in *lin, const char *rid, struct evbuffer *out,
+                          struct mock_req *tmpl, struct mock_limit_out *lo);
+void mock_responses_head(struct evbuffer *b, struct mock_resp *r);
+void mock_responses_delta(struct evbuffer *b, struct mock_resp *r);
+void mock_responses_tail(struct evbuffer *b, struct mock_resp *r);
+void mock_responses_free(struct mock_resp *r);
+/* Forgets every held history (POST /_mock/reset; at exit). */
+void mock_responses_reset(void);
 
 /* ---- mock_stream.c ---- */
 void mock_stream_start(struct mock_req *mr);

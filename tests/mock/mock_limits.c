@@ -27,6 +27,8 @@
  * historical itpm/otpm buckets of one second's worth; a model group's hold a minute's. */
 struct limits {
 	double rpm, burst, tpm, itpm, otpm;
+	double token_burst; /* capacity of the tpm bucket in tokens (0: tpm, a minute's worth) */
+	double rpd;         /* requests per day (of day_ms), counted from the day's start */
 	bool minute;        /* itpm/otpm buckets hold a full minute's worth */
 	bool otpm_produced; /* otpm counts the tokens produced, not max_tokens (Anthropic) */
 };
@@ -39,6 +41,8 @@ struct budget {
 	bool fresh;              /* buckets not initialised since the last (re)config */
 	uint64_t window_end_us;  /* end of the window the last 429 advertised (mock_now_us) */
 	uint64_t window_open_us; /* when the open window (extended or not) was first advertised */
+	uint64_t day;            /* the day (since the config or reset) day_used counts in */
+	double day_used;         /* requests passed that day (rpd) */
 };
 
 struct mock_key {
@@ -105,7 +109,9 @@ static struct cfg {
 	int nprojects;
 	long cache_ttl_ms;
 	bool strict_fields; /* chat completions refuse unknown body members with 422 */
-} cfg = {.retry_after = true,
+	uint64_t day_ms;    /* the length of a day of rpd (a short one lets a test see it end) */
+} cfg = {.day_ms = 86400000,
+         .retry_after = true,
          .headers = true,
          .overload = {429},
          .noverload = 1,
@@ -120,6 +126,7 @@ static struct mock_key anon = {.hex = "anonymous", .b = {.fresh = true}};
 /* Global capacity schedule state. */
 static double cap_level;
 static uint64_t cap_last_ms, cap_origin_ms;
+static uint64_t day_origin_ms; /* days of rpd start at the config or the last reset */
 static unsigned overload_turn;
 static uint64_t rng;
 
@@ -164,7 +171,7 @@ static void restart_state(void)
 			budget_restart(&cfg.projects[p].groups[g]);
 	}
 	cache_clear();
-	cap_origin_ms = cap_last_ms = mock_now_ms();
+	cap_origin_ms = cap_last_ms = day_origin_ms = mock_now_ms();
 	cap_level = -1; /* full at the first request */
 	overload_turn = 0;
 	rng = cfg.seed ? cfg.seed : 1;
@@ -254,8 +261,8 @@ static int only_fields(json_t *o, const char *const *known, size_t n, const char
 /* "model_limits": [{"models": [...], "rpm", "burst", "tpm", "itpm", "otpm"}, ...] */
 static int parse_groups(json_t *v, struct group **out, int *nout, char *err, size_t errlen)
 {
-	static const char *const known[] = {"models", "rpm",  "burst",      "tpm",
-	                                    "itpm",   "otpm", "otpm_counts"};
+	static const char *const known[] = {"models", "rpm",         "burst",       "tpm", "itpm",
+	                                    "otpm",   "otpm_counts", "token_burst", "rpd"};
 	if (!json_is_array(v) || json_array_size(v) > MAX_GROUPS) {
 		snprintf(err, errlen, "\"model_limits\" must be an array of at most %d entries",
 		         MAX_GROUPS);
@@ -312,7 +319,9 @@ static int parse_groups(json_t *v, struct group **out, int *nout, char *err, siz
 		    get_num(e, "burst", 0, 1e9, &g[i].l.burst, err, errlen) ||
 		    get_num(e, "tpm", 0, 1e12, &g[i].l.tpm, err, errlen) ||
 		    get_num(e, "itpm", 0, 1e12, &g[i].l.itpm, err, errlen) ||
-		    get_num(e, "otpm", 0, 1e12, &g[i].l.otpm, err, errlen))
+		    get_num(e, "otpm", 0, 1e12, &g[i].l.otpm, err, errlen) ||
+		    get_num(e, "token_burst", 0, 1e12, &g[i].l.token_burst, err, errlen) ||
+		    get_num(e, "rpd", 0, 1e9, &g[i].l.rpd, err, errlen))
 			goto fail;
 		json_t *oc = json_object_get(e, "otpm_counts");
 		if (oc != NULL &&
@@ -453,9 +462,12 @@ int mock_limits_configure(const char *text, size_t len, char *err, size_t errlen
 	                              "error_rate",    "error_status",
 	                              "seed",          "model_limits",
 	                              "projects",      "cache_ttl_ms",
-	                              "strict_fields", "payment_402"};
+	                              "strict_fields", "payment_402",
+	                              "token_burst",   "rpd",
+	                              "day_ms"};
 	json_t *v;
-	struct cfg c = {.retry_after = true,
+	struct cfg c = {.day_ms = 86400000,
+	                .retry_after = true,
 	                .headers = true,
 	                .overload = {429},
 	                .noverload = 1,
@@ -501,6 +513,8 @@ int mock_limits_configure(const char *text, size_t len, char *err, size_t errlen
 	    get_num(o, "burst", 0, 1e9, &c.top.burst, err, errlen) ||
 	    get_num(o, "itpm", 0, 1e12, &c.top.itpm, err, errlen) ||
 	    get_num(o, "otpm", 0, 1e12, &c.top.otpm, err, errlen) ||
+	    get_num(o, "token_burst", 0, 1e12, &c.top.token_burst, err, errlen) ||
+	    get_num(o, "rpd", 0, 1e9, &c.top.rpd, err, errlen) ||
 	    get_bool(o, "lockout", &c.lockout, err, errlen) ||
 	    get_num(o, "retry_after_s", 0, 1e7, &c.retry_after_s, err, errlen) ||
 	    get_num(o, "error_rate", 0, 1, &c.error_rate, err, errlen) ||
@@ -529,6 +543,10 @@ int mock_limits_configure(const char *text, size_t len, char *err, size_t errlen
 	if (get_num(o, "cache_ttl_ms", 1, 86400000, &d, err, errlen))
 		goto fail;
 	c.cache_ttl_ms = (long)d;
+	d = 86400000;
+	if (get_num(o, "day_ms", 1, 86400000, &d, err, errlen))
+		goto fail;
+	c.day_ms = (uint64_t)d;
 	v = json_object_get(o, "error_status");
 	if (v != NULL) {
 		if (!status_ok(v)) {
@@ -636,6 +654,17 @@ static double rq_capacity(const struct limits *l)
 	return l->burst > 0 ? l->burst : l->rpm;
 }
 
+static double tk_capacity(const struct limits *l)
+{
+	return l->token_burst > 0 ? l->token_burst : l->tpm;
+}
+
+/* The day of rpd that now (mock_now_ms) falls in. */
+static uint64_t day_of(uint64_t now)
+{
+	return now > day_origin_ms ? (now - day_origin_ms) / cfg.day_ms : 0;
+}
+
 static double in_capacity(const struct limits *l)
 {
 	return l->minute ? l->itpm : l->itpm / 60;
@@ -651,17 +680,19 @@ static void refill(const struct limits *l, struct budget *k, uint64_t now)
 {
 	if (k->fresh) {
 		k->rq_level = rq_capacity(l);
-		k->tk_level = l->tpm;
+		k->tk_level = tk_capacity(l);
 		k->in_level = in_capacity(l);
 		k->out_level = out_capacity(l);
 		k->last_ms = now;
 		k->fresh = false;
+		k->day = day_of(now);
+		k->day_used = 0;
 		return;
 	}
 	double dt = (double)(now - k->last_ms);
 	k->last_ms = now;
 	k->rq_level = fmin(rq_capacity(l), k->rq_level + dt * l->rpm / 60000.0);
-	k->tk_level = fmin(l->tpm, k->tk_level + dt * l->tpm / 60000.0);
+	k->tk_level = fmin(tk_capacity(l), k->tk_level + dt * l->tpm / 60000.0);
 	k->in_level = fmin(in_capacity(l), k->in_level + dt * l->itpm / 60000.0);
 	k->out_level = fmin(out_capacity(l), k->out_level + dt * l->otpm / 60000.0);
 }
@@ -690,11 +721,13 @@ struct cnt {
 	char scope[64], model[64];
 	bool used;
 	uint64_t requests, passed, rate_limited, cache_reads, cache_creations;
+	uint64_t tokens; /* what the passed requests charged the token budgets */
 };
 static struct cnt *cnts; /* CNT_SLOTS, allocated at the first request */
 static size_t ncnts;
 static struct cnt cnt_other = {.model = "other", .used = true};
 static uint64_t cache_reads_total, cache_creations_total;
+static uint64_t tokens_total; /* what passed requests charged the token budgets */
 
 /* Open addressing on FNV-1a of scope NUL model; full (3/4): the "other" entry. */
 static struct cnt *cnt_get(const char *scope, const char *model)
@@ -820,7 +853,8 @@ void mock_limits_reset(void)
 		memset(cnts, 0, CNT_SLOTS * sizeof(*cnts));
 	ncnts = 0;
 	cnt_other.requests = cnt_other.passed = cnt_other.rate_limited = 0;
-	cnt_other.cache_reads = cnt_other.cache_creations = 0;
+	cnt_other.cache_reads = cnt_other.cache_creations = cnt_other.tokens = 0;
+	tokens_total = 0;
 	cache_reads_total = cache_creations_total = 0;
 	restart_state();
 }
@@ -872,17 +906,15 @@ static json_t *cnt_add(json_t *obj, const char *name, const struct cnt *c)
 {
 	json_t *e = json_object_get(obj, name);
 	if (e == NULL) {
-		e = json_pack("{s:I,s:I,s:I,s:I,s:I}", "requests", (json_int_t)0, "passed",
-		              (json_int_t)0, "rate_limited", (json_int_t)0, "cache_reads",
-		              (json_int_t)0, "cache_creations", (json_int_t)0);
+		e = json_object();
 		if (e == NULL || json_object_set_new(obj, name, e) != 0)
 			return NULL; /* a name that is not UTF-8 */
 	}
-	static const char *const f[] = {"requests", "passed", "rate_limited", "cache_reads",
-	                                "cache_creations"};
-	const uint64_t v[] = {c->requests, c->passed, c->rate_limited, c->cache_reads,
-	                      c->cache_creations};
-	for (int i = 0; i < 5; i++)
+	static const char *const f[] = {"requests",    "passed",          "rate_limited",
+	                                "cache_reads", "cache_creations", "tokens"};
+	const uint64_t v[] = {c->requests,    c->passed,          c->rate_limited,
+	                      c->cache_reads, c->cache_creations, c->tokens};
+	for (int i = 0; i < 6; i++)
 		json_object_set_new(
 		    e, f[i],
 		    json_integer(json_integer_value(json_object_get(e, f[i])) + (json_int_t)v[i]));
@@ -920,6 +952,7 @@ void mock_limits_stats_more(json_t *root)
 	json_object_set_new(root, "cache_reads", json_integer((json_int_t)cache_reads_total));
 	json_object_set_new(root, "cache_creations",
 	                    json_integer((json_int_t)cache_creations_total));
+	json_object_set_new(root, "tokens", json_integer((json_int_t)tokens_total));
 }
 
 /* ---------- formats ---------- */
@@ -1021,9 +1054,9 @@ static void ratelimit_headers(struct evkeyvalq *h, const struct budget *top, con
 	else if (cfg.top.rpm > 0)
 		budget_headers(h, "requests", cfg.top.rpm, top->rq_level, rq_capacity(&cfg.top));
 	if (g != NULL && g->l.tpm > 0)
-		budget_headers(h, "tokens", g->l.tpm, gb->tk_level, g->l.tpm);
+		budget_headers(h, "tokens", g->l.tpm, gb->tk_level, tk_capacity(&g->l));
 	else if (cfg.top.tpm > 0)
-		budget_headers(h, "tokens", cfg.top.tpm, top->tk_level, cfg.top.tpm);
+		budget_headers(h, "tokens", cfg.top.tpm, top->tk_level, tk_capacity(&cfg.top));
 	if (g != NULL && cfg.anthropic && g->l.itpm > 0)
 		budget_headers(h, "input-tokens", g->l.itpm, gb->in_level, in_capacity(&g->l));
 	if (g != NULL && cfg.anthropic && g->l.otpm > 0)
@@ -1296,7 +1329,7 @@ static bool too_large(const struct limits *l, const struct costs *c, const struc
 	const char *what = NULL;
 	double limit = 0;
 	long req = 0;
-	if (l->tpm > 0 && (double)c->total > l->tpm) {
+	if (l->tpm > 0 && (double)c->total > tk_capacity(l)) {
 		snprintf(msg, sizeof(msg),
 		         "Request too large for %s in organization %s on tokens per min (TPM): "
 		         "Limit %.0f, Requested %ld. The input or output tokens must be reduced in "
@@ -1373,7 +1406,8 @@ static bool buckets_refuse(const struct limits *l, const struct budget *b, const
 			    "Rate limit reached for %s in organization %s on tokens per min "
 			    "(TPM): Limit %.0f, Used %.0f, Requested %ld. Please try again in %s. "
 			    "Visit https://platform.openai.com/account/rate-limits to learn more.",
-			    nm->model, nm->org, l->tpm, l->tpm - floor(b->tk_level), c->total, dur);
+			    nm->model, nm->org, l->tpm, tk_capacity(l) - floor(b->tk_level),
+			    c->total, dur);
 		refuse(out, "tokens", msg, rid);
 		return true;
 	}
@@ -1393,12 +1427,53 @@ static bool buckets_refuse(const struct limits *l, const struct budget *b, const
 	return false;
 }
 
+/* The requests of one day (rpd): false when the day has room; else a 429 in out and
+ * the time until the next day in *wait. Gemini names the quota
+ * GenerateRequestsPerDayPerProjectPerModel (PROVIDERS.md §5: a PerDay quotaId). */
+static bool day_refuse(const struct limits *l, struct budget *b, const struct names *nm,
+                       const char *rid, struct mock_limit_out *out, uint64_t now, uint64_t *wait)
+{
+	if (l->rpd <= 0)
+		return false;
+	uint64_t day = day_of(now);
+	if (b->day != day) {
+		b->day = day;
+		b->day_used = 0;
+	}
+	if (b->day_used < l->rpd)
+		return false;
+	*wait = day_origin_ms + (day + 1) * cfg.day_ms - now;
+	out->status = 429;
+	if (cfg.gemini) {
+		out->body = gemini_body("GenerateRequestsPerDayPerProjectPerModel", l->rpd,
+		                        nm->model, *wait);
+		return true;
+	}
+	char msg[512], dur[32];
+	mock_go_duration(*wait, dur, sizeof(dur));
+	if (cfg.anthropic)
+		snprintf(msg, sizeof(msg),
+		         "This request would exceed the rate limit for your organization (%s) of "
+		         "%.0f requests per day. Please try again later.",
+		         nm->org_a, l->rpd);
+	else
+		snprintf(msg, sizeof(msg),
+		         "Rate limit reached for %s in organization %s on requests per day (RPD): "
+		         "Limit %.0f, Used %.0f, Requested 1. Please try again in %s. Visit "
+		         "https://platform.openai.com/account/rate-limits to learn more.",
+		         nm->model, nm->org, l->rpd, b->day_used, dur);
+	refuse(out, "requests", msg, rid);
+	return true;
+}
+
 static void charge(const struct limits *l, struct budget *b, const struct costs *c)
 {
 	if (l->rpm > 0)
 		b->rq_level -= 1;
 	if (l->tpm > 0)
 		b->tk_level -= (double)c->total;
+	if (l->rpd > 0)
+		b->day_used += 1;
 	if (l->itpm > 0)
 		b->in_level -= (double)c->input;
 	if (l->otpm > 0)
@@ -1551,6 +1626,10 @@ void mock_limits_check(const struct mock_limit_in *in, struct evkeyvalq *h, cons
 	} else if (too_large(&cfg.top, &c, &top_nm, rid, out) ||
 	           (g != NULL && too_large(&g->l, &c, &g_nm, rid, out))) {
 		/* out is set: no retry-after, it can never pass */
+	} else if (day_refuse(&cfg.top, sc.top, &top_nm, rid, out, now, &wait)) {
+		wb = sc.top;
+	} else if (g != NULL && day_refuse(&g->l, gb, &g_nm, rid, out, now, &wait)) {
+		wb = gb;
 	} else if (buckets_refuse(&cfg.top, sc.top, &c, &top_nm, rid, out, &wait)) {
 		wb = sc.top;
 	} else if (g != NULL && buckets_refuse(&g->l, gb, &c, &g_nm, rid, out, &wait)) {
@@ -1609,6 +1688,8 @@ void mock_limits_check(const struct mock_limit_in *in, struct evkeyvalq *h, cons
 		k->in_flight++;
 		out->key = k;
 		cn->passed++;
+		cn->tokens += (uint64_t)(c.total > 0 ? c.total : 0);
+		tokens_total += (uint64_t)(c.total > 0 ? c.total : 0);
 		if (in->cacheable) {
 			if (hit != NULL) {
 				hit->expires_ms = now + (uint64_t)cfg.cache_ttl_ms;

@@ -325,6 +325,7 @@ int main(int argc, char **argv)
 	event_free(sigint);
 	mock_record_free();
 	mock_limits_free();
+	mock_responses_reset();
 	mock_routes_free();
 	mock_engine_free();
 	free(conns);

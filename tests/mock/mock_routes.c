@@ -30,6 +30,7 @@ struct ctl {
 	int status;
 	const char *ecode, *etype, *emsg;
 	long delay_ms, chunks, chunk_ms, chunk_bytes, usage_pad;
+	long completed_bytes, reasoning_tokens; /* Responses API (mock_responses.c) */
 	enum mock_mode hang, reset;
 };
 
@@ -100,6 +101,12 @@ static void ctl_set(struct ctl *c, struct evkeyvalq *oh, const char *name, const
 	else if (strcasecmp(name, "usage-pad") == 0 &&
 	         mock_parse_long(v, 0, MAX_CHUNK_BYTES, &n) == 0)
 		c->usage_pad = n;
+	else if (strcasecmp(name, "completed-bytes") == 0 &&
+	         mock_parse_long(v, 0, 64L * 1024 * 1024, &n) == 0)
+		c->completed_bytes = n;
+	else if (strcasecmp(name, "reasoning-tokens") == 0 &&
+	         mock_parse_long(v, 0, MAX_CHUNKS, &n) == 0)
+		c->reasoning_tokens = n;
 	else if (strcasecmp(name, "hang") == 0)
 		c->hang = parse_mode(v);
 	else if (strcasecmp(name, "reset") == 0)
@@ -521,6 +528,7 @@ static void free_req_state(struct mock_req *mr)
 		event_free(mr->watch);
 	if (mr->body != NULL)
 		evbuffer_free(mr->body);
+	mock_responses_free(mr->resp);
 	mock_limits_release(mr->key);
 	if (mock_stats.in_flight > 0)
 		mock_stats.in_flight--;
@@ -729,6 +737,7 @@ static void admin(struct evhttp_request *req, const char *path)
 		mock_record_reset();
 		mock_limits_reset();
 		mock_engine_reset();
+		mock_responses_reset();
 		send_json(req, 200, json_pack("{s:b}", "ok", 1));
 	} else if (strcmp(path, "/_mock/config") == 0) {
 		struct evbuffer *b = evhttp_request_get_input_buffer(req);
@@ -791,7 +800,28 @@ static enum mock_kind route(enum evhttp_cmd_type m, const char *path)
 		return MOCK_K_MESSAGES;
 	if (m == EVHTTP_REQ_POST && strcmp(path, "/v1/embeddings") == 0)
 		return MOCK_K_EMBED;
+	/* OpenAI's, and Azure's v1 and preview paths (the model in the body) */
+	if (m == EVHTTP_REQ_POST &&
+	    (strcmp(path, "/v1/responses") == 0 || strcmp(path, "/openai/v1/responses") == 0 ||
+	     strcmp(path, "/openai/responses") == 0))
+		return MOCK_K_RESPONSES;
 	return MOCK_K_OTHER;
+}
+
+/* POST /v1/responses: the key and the project named, then mock_responses.c answers. */
+static int responses(struct evhttp_request *req, const struct ctl *c, const char *rid,
+                     struct mock_req *tmpl, struct mock_limit_out *lo)
+{
+	struct evkeyvalq *ih = evhttp_request_get_input_headers(req);
+	const char *wp = evhttp_find_header(ih, "openai-project");
+	const char *wo = evhttp_find_header(ih, "openai-organization");
+	unsigned char sha[32];
+	struct mock_limit_in lin = {.key_sha = key_sha(req, sha) ? sha : NULL,
+	                            .want_project = wp != NULL && *wp ? wp : NULL,
+	                            .want_org = wo != NULL && *wo ? wo : NULL};
+	const struct mock_resp_ctl rc = {c->status,      c->chunks,          c->chunk_ms,
+	                                 c->chunk_bytes, c->completed_bytes, c->reasoning_tokens};
+	return mock_responses_answer(req, &rc, &lin, rid, out_buf, tmpl, lo);
 }
 
 void mock_routes_handle(struct evhttp_request *req, void *arg)
@@ -858,7 +888,9 @@ void mock_routes_handle(struct evhttp_request *req, void *arg)
 	bool engine = false; /* engine mode: mock_engine.c answers */
 	long eng_prompt = 0, eng_output = 0;
 
-	if (kind != MOCK_K_OTHER) {
+	if (kind == MOCK_K_RESPONSES) {
+		status = responses(req, &c, rid, &tmpl, &lo);
+	} else if (kind != MOCK_K_OTHER) {
 		struct llm_in li;
 		llm_parse(req, &li, kind == MOCK_K_MESSAGES ? "claude-mock" : "gpt-mock", kind,
 		          azure ? dep : NULL);
@@ -1001,6 +1033,7 @@ void mock_routes_handle(struct evhttp_request *req, void *arg)
 		mock_limits_window_sent(&lo.window);
 		mock_count_response(status);
 		mock_limits_release(lo.key);
+		mock_responses_free(tmpl.resp);
 		mock_stats.in_flight--;
 	}
 	if (qp != NULL)

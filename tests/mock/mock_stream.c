@@ -1,7 +1,7 @@
-/* mock_stream.c — SSE streams: OpenAI chat chunks and the Anthropic messages events
- * (PROVIDERS.md §3, §9). One content chunk per step; the next step is armed only
- * when the previous bytes have left (mock_req_written), so a slow reader slows the
- * stream instead of growing our buffers. */
+/* mock_stream.c — SSE streams: OpenAI chat chunks, the Anthropic messages events
+ * and the Responses API's events (PROVIDERS.md §3, §9, §11; mock_responses.c). One content chunk
+ * per step; the next step is armed only when the previous bytes have left (mock_req_written), so a
+ * slow reader slows the stream instead of growing our buffers. */
 #include "mock.h"
 
 #include <string.h>
@@ -30,7 +30,9 @@ static void chat_suffix(struct evbuffer *b, const struct mock_req *mr)
 
 static void content_event(struct evbuffer *b, const struct mock_req *mr)
 {
-	if (mr->kind == MOCK_K_CHAT) {
+	if (mr->kind == MOCK_K_RESPONSES) {
+		mock_responses_delta(b, mr->resp);
+	} else if (mr->kind == MOCK_K_CHAT) {
 		chat_prefix(b, mr);
 		PUT(b, "{\"index\":0,\"delta\":{\"content\":\"");
 		mock_put_chunk_text(b, mr->chunk_bytes);
@@ -46,6 +48,10 @@ static void content_event(struct evbuffer *b, const struct mock_req *mr)
 
 static void head_events(struct evbuffer *b, const struct mock_req *mr)
 {
+	if (mr->kind == MOCK_K_RESPONSES) {
+		mock_responses_head(b, mr->resp);
+		return;
+	}
 	if (mr->kind == MOCK_K_CHAT) {
 		chat_prefix(b, mr);
 		PUT(b, "{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},"
@@ -84,6 +90,10 @@ static void usage_pad(struct evbuffer *b, const struct mock_req *mr)
 
 static void tail_events(struct evbuffer *b, const struct mock_req *mr)
 {
+	if (mr->kind == MOCK_K_RESPONSES) {
+		mock_responses_tail(b, mr->resp);
+		return;
+	}
 	if (mr->kind == MOCK_K_CHAT) {
 		chat_prefix(b, mr);
 		PUT(b, "{\"index\":0,\"delta\":{},\"logprobs\":null,\"finish_reason\":\"");

@@ -68,7 +68,8 @@ export const tests = [
       // another key has buckets of its own (no projects: the key is the scope)
       assert.equal((await chat(mock, 'sk-two', 'm-slow')).status, 200);
       const s = await mock.stats();
-      assert.deepEqual(s.models['m-slow'], { requests: 4, passed: 3, rate_limited: 1, cache_reads: 0, cache_creations: 0 });
+      // tokens: what the 3 passed requests charged the token budgets (prompt + 16 each)
+      assert.deepEqual(s.models['m-slow'], { requests: 4, passed: 3, rate_limited: 1, cache_reads: 0, cache_creations: 0, tokens: 51 });
       assert.equal(s.models['m-fast'].rate_limited, 0);
       assert.equal(s.models['m-fast'].passed, 20);
       assert.equal(s.models['g-1'].rate_limited, 1);
@@ -313,7 +314,8 @@ export const tests = [
       assert.equal(huge.status, 429);
       assert.equal(huge.headers['retry-after'], undefined);
       const s = await mock.stats();
-      assert.deepEqual(s.models['claude-c'], { requests: 11, passed: 9, rate_limited: 2, cache_reads: 8, cache_creations: 1 });
+      // tokens: what the 9 passed requests charged (cache reads never)
+      assert.deepEqual(s.models['claude-c'], { requests: 11, passed: 9, rate_limited: 2, cache_reads: 8, cache_creations: 1, tokens: 2990 });
     },
   },
   {
