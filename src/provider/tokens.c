@@ -626,13 +626,21 @@ static size_t js_key_find(const struct js_str *key, const struct js_name *names,
 #define JS_TABLE_NAME(e, lit) JS_NAME(lit),
 #define JS_TABLE_LEN(e, lit) | (UINT64_C(1) << (sizeof(lit) - 1))
 
-/* js_key_find in a table whose lengths mask is `lengths`. */
+/* js_key_find in a table whose lengths mask is `lengths`: a name without
+ * escapes is compared only with the names of its length and first byte. */
 static inline size_t js_key_lookup(const struct js_str *key, const struct js_name *names, size_t n,
                                    uint64_t lengths)
 {
-	if (!key->esc && (key->n >= 64 || !((lengths >> key->n) & 1)))
+	if (key->esc)
+		return js_key_find(key, names, n);
+	if (key->n >= 64 || !((lengths >> key->n) & 1))
 		return n;
-	return js_key_find(key, names, n);
+	size_t i;
+	for (i = 0; i < n; i++)
+		if (names[i].n == key->n && names[i].s[0] == key->b[0] &&
+		    memcmp(names[i].s, key->b, key->n) == 0)
+			break;
+	return i;
 }
 
 /* ---------- estimate ---------- */
@@ -771,8 +779,9 @@ static int64_t scan_content(struct js *s, int depth, struct cache_mark *mark)
 		js_skip(s);
 		return 0;
 	}
+	/* each member as its last occurrence says: its count and its marks */
 	int64_t v[PM_CACHE_CONTROL] = {0};
-	struct cache_mark vm[PM_CACHE_CONTROL] = {{0}};
+	struct cache_mark vm[PM_CACHE_CONTROL - PM_CONTENT] = {{0}};
 	struct js_str k;
 	js_enter(s, '{');
 	while (js_member(s, &first, &k)) {
@@ -780,17 +789,17 @@ static int64_t scan_content(struct js *s, int depth, struct cache_mark *mark)
 		if (i < PM_CONTENT)
 			v[i] = js_chars(s);
 		else if (i < PM_CACHE_CONTROL)
-			v[i] = scan_content(s, depth + 1, &vm[i]);
+			v[i] = scan_content(s, depth + 1, &vm[i - PM_CONTENT]);
 		else if (i == PM_CACHE_CONTROL)
 			scan_cache_control(s, mark);
 		else
 			js_skip(s);
 	}
 	v[PM_SEALED] = v[PM_SEALED] * 3 / 4; /* tokens.h: the text base64 carries */
-	for (size_t i = 0; i < PM_CACHE_CONTROL; i++) {
+	for (size_t i = 0; i < PM_CACHE_CONTROL; i++)
 		n += v[i];
+	for (size_t i = 0; i < PM_CACHE_CONTROL - PM_CONTENT; i++)
 		mark_merge(mark, &vm[i]);
-	}
 	return n;
 }
 
