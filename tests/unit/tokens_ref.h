@@ -316,7 +316,10 @@ static struct ref_mark ref_content_mark(json_t *v, int depth)
 	if (json_is_array(v)) {
 		size_t i;
 		json_t *el;
-		json_array_foreach(v, i, el) ref_mark_merge(&m, ref_content_mark(el, depth + 1));
+		json_array_foreach(v, i, el)
+		{
+			ref_mark_merge(&m, ref_content_mark(el, depth + 1));
+		}
 		return m;
 	}
 	if (!json_is_object(v))
@@ -337,8 +340,12 @@ static struct ref_mark ref_tools_mark(json_t *root)
 		json_t *t = json_object_get(root, fields[f]);
 		size_t i;
 		json_t *el;
-		if (json_is_array(t))
-			json_array_foreach(t, i, el) ref_mark_merge(&m, ref_cache_control(el));
+		if (!json_is_array(t))
+			continue;
+		json_array_foreach(t, i, el)
+		{
+			ref_mark_merge(&m, ref_cache_control(el));
+		}
 	}
 	return m;
 }

@@ -402,8 +402,9 @@ static const char *const agree_bodies[] = {
     "\"abcd\",\"cache_control\":{\"type\":\"ephemeral\",\"ttl\":\"5m\"}}],\"messages\":[{"
     "\"role\":\"user\",\"content\":[{\"type\":\"tool_use\",\"name\":\"n\",\"input\":{}},{"
     "\"text\":\"q\",\"cache_control\":{}}]}],\"functions\":[{\"a\":1,\"a\":2}]}",
-    "{\"contents\":[{\"parts\":[{\"text\":\"a\"}]}],\"tools\":[{\"functionDeclarations\":[{"
-    "\"name\":\"f\",\"d\":\"\\u00e9\\\"\"}]}],\"conversation\":\"conv\",\"store\":false}",
+    "{\"contents\":[{\"parts\":[{\"text\":\"a\"}]}],"
+    "\"tools\":[{\"functionDeclarations\":[{\"name\":\"f\",\"d\":\"\\u00e9\\\"\"}]}],"
+    "\"conversation\":\"conv\",\"store\":false}",
 };
 
 START_TEST(items_agree_with_jansson)
