@@ -1,6 +1,7 @@
 /* profile — see profile.h. */
 #include "provider/profile.h"
 
+#include <fnmatch.h>
 #include <stddef.h>
 #include <string.h>
 #include <strings.h>
@@ -60,6 +61,12 @@ static struct model_rule anthropic_groups[] = {
     {.pattern = (char *)"claude-3-opus*", .value = (char *)"claude-3-opus"},
 };
 
+/* Anthropic counts cache reads toward input tokens per minute on Claude Haiku 3
+ * and 3.5 only (marked † on its rate-limits page; PROVIDERS.md §11): their
+ * lanes charge a cached prompt in full. The patterns match the groups of
+ * anthropic_groups and the models' own names. */
+static const char *const anthropic_reads_counted[] = {"claude-3-haiku*", "claude-3-5-haiku*"};
+
 /* What every row shares today: keys anywhere, the known identity headers. */
 #define COMMON                                                                                     \
 	.key_fallbacks = key_anywhere, .n_key_fallbacks = COUNT(key_anywhere),                     \
@@ -68,7 +75,8 @@ static struct model_rule anthropic_groups[] = {
 
 /* The built-in providers, in the order they are activated without a
  * providers: section. cached_input: cache reads do not count toward the
- * input-token limits at Anthropic and Groq (PROVIDERS.md §10).
+ * input-token limits at Anthropic and Groq (PROVIDERS.md §10), but on the
+ * models of cache_reads_counted (Anthropic's Haiku 3 and 3.5, §11).
  *
  * output_charge: Anthropic's OTPM counts output as it is produced (its
  * rate-limits page: max_tokens does not factor into OTPM); OpenAI's TPM counts
@@ -92,6 +100,8 @@ static struct provider_profile builtins[] = {
      COMMON,
      .add_stream_usage = true,
      .output_charge = OUTPUT_PRODUCED,
+     .cache_reads_counted = anthropic_reads_counted,
+     .n_cache_reads_counted = COUNT(anthropic_reads_counted),
      .model_groups = anthropic_groups,
      .n_model_groups = COUNT(anthropic_groups)},
     /* No upstream: every Azure resource has its own host. */
@@ -166,6 +176,17 @@ const struct provider_profile *profile_builtins(size_t *n)
 {
 	*n = COUNT(builtins);
 	return builtins;
+}
+
+bool profile_cache_reads_free(const struct provider_conf *p, const char *model)
+{
+	if (p == NULL || p->cached_input != CACHED_INPUT_FREE)
+		return false;
+	const struct provider_profile *pf = profile_of(p);
+	for (size_t i = 0; model != NULL && i < pf->n_cache_reads_counted; i++)
+		if (fnmatch(pf->cache_reads_counted[i], model, 0) == 0)
+			return false;
+	return true;
 }
 
 /* ---------- what a request is for ---------- */

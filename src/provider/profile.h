@@ -66,6 +66,11 @@ struct provider_profile {
 	bool add_stream_usage;
 	/* How it counts max_tokens: OUTPUT_RESERVED (0) unless documented. */
 	enum output_charge output_charge;
+	/* Models whose cache reads count toward the input-token limit although
+	 * the provider's do not (cached_input free): fnmatch(3) patterns matched
+	 * against a lane's model (its group's name, else its own). */
+	const char *const *cache_reads_counted;
+	size_t n_cache_reads_counted;
 	/* Models that share one budget (model.h): only where the provider
 	 * documents the sharing. Their literal, prefix and exact are filled at
 	 * profile_install(). */
@@ -87,6 +92,11 @@ const struct provider_profile *profile_find(const char *name);
 
 /* The built-in rows, for tests and docs: *n set to their count. */
 const struct provider_profile *profile_builtins(size_t *n);
+
+/* Whether cache reads of a prompt are free of p's input-token limit for
+ * `model` (a lane's model, NUL-terminated; NULL: none): p's cached_input is
+ * free and the model matches none of its profile's cache_reads_counted. */
+bool profile_cache_reads_free(const struct provider_conf *p, const char *model);
 
 /* ---- what a request is for ---- */
 

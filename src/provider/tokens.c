@@ -291,94 +291,147 @@ bad:
 	return false;
 }
 
-static void js_literal(struct js *s)
+/* The literal at s->p; its length. */
+static int64_t js_literal(struct js *s)
 {
 	static const char *const lits[] = {"true", "false", "null"};
 	const char *lit = *s->p == 't' ? lits[0] : *s->p == 'f' ? lits[1] : lits[2];
 	size_t n = strlen(lit);
 	if ((size_t)(s->end - s->p) < n || memcmp(s->p, lit, n) != 0) {
 		js_fail(s);
-		return;
+		return 0;
 	}
 	s->p += n; /* what follows is the grammar's business */
+	return (int64_t)n;
 }
 
-/* A member name and its colon, at s->p. */
-static bool js_key(struct js *s, struct js_str *key)
+/* A member name and its colon, at s->p: the name's characters, or -1. */
+static inline int64_t js_key(struct js *s, struct js_str *key)
 {
 	if (js_peek(s) != '"') {
 		js_fail(s);
-		return false;
+		return -1;
 	}
-	js_string(s, key);
+	int64_t n = js_string(s, key);
 	if (js_peek(s) != ':') {
 		js_fail(s);
-		return false;
+		return -1;
 	}
 	s->p++;
-	return true;
+	return n;
 }
 
-/* Skips the value at s->p, checking it all. Iterative: nesting costs a bit of
- * stack per level, not a frame. */
-static void js_skip(struct js *s)
+/* Characters of compact JSON text that a member adds beside its value: the
+ * name's quotes and the colon (the comma before it is counted apart). */
+#define JS_MEMBER_CHARS 3
+
+/* The scalar at s->p, whose first byte is c, checked: its compact JSON
+ * characters (js_json_chars). */
+static inline int64_t js_scalar(struct js *s, char c)
 {
+	if (c == '"')
+		return js_string(s, NULL) + 2;
+	if (c == '-' || js_digit(c)) {
+		int64_t iv;
+		js_number(s, &iv);
+		return CHARS_PER_TOKEN;
+	}
+	if (c == 't' || c == 'f' || c == 'n')
+		return js_literal(s);
+	js_fail(s);
+	return 0;
+}
+
+/* Walks over the value at s->p, checking it all; with count, returns the
+ * characters of its compact JSON text (js_json_chars), else 0. Iterative:
+ * nesting costs a bit of stack per level, not a frame; a scalar none.
+ * Inline into its two callers, each with count constant. */
+static inline int64_t js_walk(struct js *s, const bool count)
+{
+	char c = js_peek(s);
+	if (c != '{' && c != '[')
+		return js_room(s) ? js_scalar(s, c) : 0;
 	unsigned char is_obj[JS_MAX_DEPTH / 8] = {0}; /* per container opened here */
 	unsigned top = 0;
+	int64_t n = 0, k;
 	for (;;) {
-		char c = js_peek(s);
+		c = js_peek(s);
 		if (!js_room(s))
-			return;
+			return n;
 		if (c == '{' || c == '[') {
 			bool obj = c == '{';
 			s->p++;
 			s->depth++;
+			if (count)
+				n += 2; /* it and its closing bracket */
 			if (obj)
 				is_obj[top / 8] |= (unsigned char)(1u << (top % 8));
 			else
 				is_obj[top / 8] &= (unsigned char)~(1u << (top % 8));
 			top++;
 			if (js_peek(s) != (obj ? '}' : ']')) {
-				if (obj && !js_key(s, NULL))
-					return;
+				if (obj) {
+					if ((k = js_key(s, NULL)) < 0)
+						return n;
+					if (count)
+						n += k + JS_MEMBER_CHARS;
+				}
 				continue; /* its first value */
 			}
 			s->p++;
 			s->depth--;
 			top--;
-		} else if (c == '"') {
-			js_string(s, NULL);
-		} else if (c == '-' || js_digit(c)) {
-			int64_t iv;
-			js_number(s, &iv);
-		} else if (c == 't' || c == 'f' || c == 'n') {
-			js_literal(s);
 		} else {
-			js_fail(s);
+			k = js_scalar(s, c);
+			if (count)
+				n += k;
 		}
 		if (s->bad)
-			return;
+			return n;
 		/* After a value: close what ends here, or go on to the next value. */
 		for (;;) {
 			if (top == 0)
-				return;
+				return n;
 			bool obj = is_obj[(top - 1) / 8] & (1u << ((top - 1) % 8));
 			char d = js_peek(s);
 			if (d == ',') {
 				s->p++;
-				if (obj && !js_key(s, NULL))
-					return;
+				if (count)
+					n++;
+				if (obj) {
+					if ((k = js_key(s, NULL)) < 0)
+						return n;
+					if (count)
+						n += k + JS_MEMBER_CHARS;
+				}
 				break;
 			}
 			if (d != (obj ? '}' : ']')) {
 				js_fail(s);
-				return;
+				return n;
 			}
 			s->p++;
 			s->depth--;
 			top--;
 		}
 	}
+}
+
+/* Skips the value at s->p, checking it all. */
+static void js_skip(struct js *s)
+{
+	js_walk(s, false);
+}
+
+/* Skips the value at s->p, checking it all, and returns the characters of
+ * its compact JSON text (tokens_cost.tools_tokens): a string's characters as
+ * js_string counts them and its two quotes, a member name likewise and its
+ * colon, each bracket and comma once, a literal's letters, and
+ * CHARS_PER_TOKEN for a number (one token; the digits as written are not
+ * what a tree keeps, and the reference walks a tree). Blanks count nothing. */
+static int64_t js_json_chars(struct js *s)
+{
+	return js_walk(s, true);
 }
 
 /* Enters the object or array at s->p when it is one ('{' or '['); else
@@ -399,7 +452,7 @@ static bool js_enter(struct js *s, char open)
 /* Moves to the next item of the object or array entered, whose closing
  * character is `close`: true when s->p is at it. False at the closing
  * character (consumed) or on an error. *first: true before the first call. */
-static bool js_next(struct js *s, bool *first, char close)
+static inline bool js_next(struct js *s, bool *first, char close)
 {
 	char c = js_peek(s);
 	if (s->bad)
@@ -424,7 +477,19 @@ static bool js_next(struct js *s, bool *first, char close)
  * colon, and leaves s->p at the value, which the caller consumes. */
 static bool js_member(struct js *s, bool *first, struct js_str *key)
 {
-	return js_next(s, first, '}') && js_key(s, key);
+	return js_next(s, first, '}') && js_key(s, key) >= 0;
+}
+
+/* js_member that adds to *chars what the member adds to the object's compact
+ * JSON text beside its value (js_json_chars): the comma before it, its name. */
+static bool js_member_counted(struct js *s, bool *first, struct js_str *key, int64_t *chars)
+{
+	bool later = !*first;
+	int64_t k;
+	if (!js_next(s, first, '}') || (k = js_key(s, key)) < 0)
+		return false;
+	*chars += k + JS_MEMBER_CHARS + later;
+	return true;
 }
 
 /* The next element of the array entered: s->p is at it. */
@@ -553,17 +618,142 @@ static size_t js_key_find(const struct js_str *key, const struct js_name *names,
 	return i;
 }
 
+/* A table of member names made from one list of X(ENUM, "name") rows: the
+ * enum, the names in its order, and the mask of their lengths (each under 64
+ * bytes), by which a name of another length is known absent in one test:
+ * most members of a body are none of those a scan reads. */
+#define JS_TABLE_ENUM(e, lit) e,
+#define JS_TABLE_NAME(e, lit) JS_NAME(lit),
+#define JS_TABLE_LEN(e, lit) | (UINT64_C(1) << (sizeof(lit) - 1))
+
+/* js_key_find in a table whose lengths mask is `lengths`: a name without
+ * escapes is compared only with the names of its length and first byte. */
+static inline size_t js_key_lookup(const struct js_str *key, const struct js_name *names, size_t n,
+                                   uint64_t lengths)
+{
+	if (key->esc)
+		return js_key_find(key, names, n);
+	if (key->n >= 64 || !((lengths >> key->n) & 1))
+		return n;
+	size_t i;
+	for (i = 0; i < n; i++)
+		if (names[i].n == key->n && names[i].s[0] == key->b[0] &&
+		    memcmp(names[i].s, key->b, key->n) == 0)
+			break;
+	return i;
+}
+
 /* ---------- estimate ---------- */
 
-/* Text of a content value: a string, an array of parts or strings, or one part
- * ({"text"}, {"content": ...} of a tool result, {"parts": [...]} of Gemini);
- * an integer is a token id. Deeper than MAX_DEPTH nothing counts. *mark: a
- * part in it (counted, so not deeper than MAX_DEPTH) carries a "cache_control"
- * object, each member as its last occurrence says. */
-static int64_t scan_content(struct js *s, int depth, bool *mark)
+/* A cache_control mark found in a value: whether there is one, and the
+ * longest "ttl" a mark in it names (ms; 0: none). */
+struct cache_mark {
+	bool on;
+	int64_t ttl_ms;
+};
+
+static void mark_merge(struct cache_mark *m, const struct cache_mark *o)
+{
+	m->on |= o->on;
+	if (o->ttl_ms > m->ttl_ms)
+		m->ttl_ms = o->ttl_ms;
+}
+
+/* The longest cache lifetime a mark may name (tokens_cost.cache_ttl_ms). */
+#define TTL_MAX_MS INT64_C(86400000)
+
+/* A "ttl" as Anthropic writes it ("5m", "1h"): 1 to 6 digits and a unit, s,
+ * m or h; in ms, at most TTL_MAX_MS; 0 when it is not one. */
+static int64_t ttl_ms_of(const char *p, size_t n)
+{
+	if (n < 2 || n > 7)
+		return 0;
+	int64_t v = 0;
+	for (size_t i = 0; i + 1 < n; i++) {
+		if (!js_digit(p[i]))
+			return 0;
+		v = v * 10 + (p[i] - '0');
+	}
+	char u = p[n - 1];
+	v *= u == 's' ? 1000 : u == 'm' ? 60000 : u == 'h' ? 3600000 : 0;
+	return v < TTL_MAX_MS ? v : TTL_MAX_MS;
+}
+
+static int64_t ttl_of_str(const struct js_str *str)
+{
+	char buf[8];
+	if (!str->esc)
+		return ttl_ms_of(str->b, str->n);
+	size_t n = js_unescape(str, buf, sizeof buf);
+	return n <= sizeof buf ? ttl_ms_of(buf, n) : 0;
+}
+
+/* A "cache_control" value: a mark when it is an object, with the ttl its
+ * "ttl" (the last one) names; returns its compact JSON characters (js_json_chars),
+ * for tools that carry one. */
+static int64_t scan_cache_control(struct js *s, struct cache_mark *cc)
+{
+	bool first = true;
+	struct js_str k;
+	int64_t n = 2;
+	cc->on = false;
+	cc->ttl_ms = 0;
+	if (js_peek(s) != '{')
+		return js_json_chars(s);
+	if (!js_enter(s, '{'))
+		return 0;
+	cc->on = true;
+	while (js_member_counted(s, &first, &k, &n)) {
+		bool ttl = js_key_is(&k, "ttl");
+		if (ttl)
+			cc->ttl_ms = 0;
+		if (!ttl || js_peek(s) != '"') {
+			n += js_json_chars(s);
+			continue;
+		}
+		struct js_str str;
+		if (!js_room(s))
+			break;
+		n += js_string(s, &str) + 2;
+		if (!s->bad)
+			cc->ttl_ms = ttl_of_str(&str);
+	}
+	return n;
+}
+
+/* Members of a part or an item object that count (tokens.h), whatever the
+ * object's "type": those whose value counts as a string (PM_SEALED: 3/4 of
+ * it), then those that hold content (a string, parts, or one part); and
+ * the object's own cache_control. */
+#define PART_MEMBERS(X)                                                                            \
+	X(PM_TEXT, "text")           /* text, input_text, output_text, summary_text parts */       \
+	X(PM_NAME, "name")           /* function_call, custom_tool_call; Anthropic tool_use */     \
+	X(PM_ARGUMENTS, "arguments") /* function_call */                                           \
+	X(PM_INPUT, "input") /* custom_tool_call (a string; Anthropic's object does not count) */  \
+	X(PM_SEALED, "encrypted_content") /* a reasoning item */                                   \
+	X(PM_CONTENT, "content")          /* messages, reasoning text, Anthropic tool results */   \
+	X(PM_PARTS, "parts")              /* Gemini */                                             \
+	X(PM_OUTPUT, "output")            /* function_call_output, custom_tool_call_output */      \
+	X(PM_SUMMARY, "summary")          /* reasoning */                                          \
+	X(PM_QUERIES, "queries")          /* file_search_call */                                   \
+	X(PM_RESULTS, "results")          /* file_search_call: results[].text */                   \
+	X(PM_CACHE_CONTROL, "cache_control")
+
+enum part_member { PART_MEMBERS(JS_TABLE_ENUM) PM_END };
+static const struct js_name part_names[] = {PART_MEMBERS(JS_TABLE_NAME)};
+static const uint64_t part_lengths = 0 PART_MEMBERS(JS_TABLE_LEN);
+
+/* Text of a content value: a string, an array of parts or strings, or one
+ * part or item (part_members: {"text"}, {"content": ...} of a tool result,
+ * {"parts": [...]} of Gemini, a Responses API item); an integer is a token
+ * id. Deeper than MAX_DEPTH nothing counts. *mark: a part in it (counted, so
+ * not deeper than MAX_DEPTH) carries a "cache_control" object, each member as
+ * its last occurrence says. */
+static int64_t scan_content(struct js *s, int depth, struct cache_mark *mark)
 {
 	char c = js_peek(s);
-	*mark = false;
+	mark->on = false;
+	mark->ttl_ms = 0;
 	if (depth > MAX_DEPTH) {
 		js_skip(s);
 		return 0;
@@ -575,12 +765,13 @@ static int64_t scan_content(struct js *s, int depth, bool *mark)
 		return js_int(s, &id) ? CHARS_PER_TOKEN : 0;
 	}
 	int64_t n = 0;
-	bool first = true, m;
+	bool first = true;
+	struct cache_mark m;
 	if (c == '[') {
 		js_enter(s, '[');
 		while (js_element(s, &first)) {
 			n += scan_content(s, depth + 1, &m);
-			*mark |= m;
+			mark_merge(mark, &m);
 		}
 		return n;
 	}
@@ -588,26 +779,70 @@ static int64_t scan_content(struct js *s, int depth, bool *mark)
 		js_skip(s);
 		return 0;
 	}
-	int64_t text = 0, content = 0, parts = 0;
-	bool cc = false, content_mark = false, parts_mark = false;
+	/* each member as its last occurrence says: its count and its marks */
+	int64_t v[PM_CACHE_CONTROL] = {0};
+	struct cache_mark vm[PM_CACHE_CONTROL - PM_CONTENT] = {{0}};
 	struct js_str k;
 	js_enter(s, '{');
 	while (js_member(s, &first, &k)) {
-		if (js_key_is(&k, "text")) {
-			text = js_chars(s);
-		} else if (js_key_is(&k, "content")) {
-			content = scan_content(s, depth + 1, &content_mark);
-		} else if (js_key_is(&k, "parts")) {
-			parts = scan_content(s, depth + 1, &parts_mark);
-		} else if (js_key_is(&k, "cache_control")) {
-			cc = js_peek(s) == '{';
+		size_t i = js_key_lookup(&k, part_names, PM_END, part_lengths);
+		if (i < PM_CONTENT)
+			v[i] = js_chars(s);
+		else if (i < PM_CACHE_CONTROL)
+			v[i] = scan_content(s, depth + 1, &vm[i - PM_CONTENT]);
+		else if (i == PM_CACHE_CONTROL)
+			scan_cache_control(s, mark);
+		else
 			js_skip(s);
-		} else {
-			js_skip(s);
-		}
 	}
-	*mark = cc || content_mark || parts_mark;
-	return text + content + parts;
+	v[PM_SEALED] = v[PM_SEALED] * 3 / 4; /* tokens.h: the text base64 carries */
+	for (size_t i = 0; i < PM_CACHE_CONTROL; i++)
+		n += v[i];
+	for (size_t i = 0; i < PM_CACHE_CONTROL - PM_CONTENT; i++)
+		mark_merge(mark, &vm[i]);
+	return n;
+}
+
+/* "tools" or "functions": an array's compact JSON characters (js_json_chars;
+ * tokens_cost.tools_tokens: a schema is JSON, and what a model reads of it is
+ * its names, descriptions, types and the punctuation between them, so its
+ * JSON text at the characters-per-token rule of the prose), 0 for another
+ * type. *mark: a tool (an element) is an object whose "cache_control" (the
+ * last) is an object. */
+static int64_t scan_tools(struct js *s, struct cache_mark *mark)
+{
+	bool first = true, later = false;
+	int64_t n = 2;
+	mark->on = false;
+	mark->ttl_ms = 0;
+	if (js_peek(s) != '[') {
+		js_skip(s);
+		return 0;
+	}
+	if (!js_enter(s, '['))
+		return 0;
+	while (js_element(s, &first)) {
+		n += later;
+		later = true;
+		if (js_peek(s) != '{') {
+			n += js_json_chars(s);
+			continue;
+		}
+		bool f1 = true;
+		struct js_str k;
+		struct cache_mark cc = {0};
+		if (!js_enter(s, '{'))
+			break;
+		n += 2;
+		while (js_member_counted(s, &f1, &k, &n)) {
+			if (js_key_is(&k, "cache_control"))
+				n += scan_cache_control(s, &cc);
+			else
+				n += js_json_chars(s);
+		}
+		mark_merge(mark, &cc);
+	}
+	return n;
 }
 
 /* messages[].tool_calls[].function.arguments: the arguments of an assistant's
@@ -654,13 +889,17 @@ struct prefix {
 	int64_t chars;                    /* all of it */
 	const char *first_end, *last_end; /* after the first and last marked element; NULL: none */
 	int64_t first_chars, last_chars;
+	int64_t ttl_ms;     /* the longest "ttl" its marks name */
 	const char *m0_end; /* messages: the end of the first message */
 	int64_t m0_chars;   /* its characters */
 	bool m0_system;     /* its role is "system" or "developer" */
 };
 
-static void prefix_mark(struct prefix *px, const char *end, int64_t chars)
+static void prefix_mark(struct prefix *px, const char *end, int64_t chars,
+                        const struct cache_mark *m)
 {
+	if (m->ttl_ms > px->ttl_ms)
+		px->ttl_ms = m->ttl_ms;
 	if (px->first_end == NULL) {
 		px->first_end = end;
 		px->first_chars = chars;
@@ -672,20 +911,21 @@ static void prefix_mark(struct prefix *px, const char *end, int64_t chars)
 /* "system": counted as scan_content counts it, block by block when an array. */
 static int64_t scan_system(struct js *s, struct prefix *px)
 {
-	bool m, first = true;
+	bool first = true;
+	struct cache_mark m;
 	memset(px, 0, sizeof *px);
 	js_peek(s);
 	px->start = s->p;
 	if (js_peek(s) != '[') {
 		px->chars = scan_content(s, 0, &m);
-		if (m)
-			prefix_mark(px, s->p, px->chars);
+		if (m.on)
+			prefix_mark(px, s->p, px->chars, &m);
 	} else {
 		js_enter(s, '[');
 		while (js_element(s, &first)) {
 			px->chars += scan_content(s, 1, &m);
-			if (m)
-				prefix_mark(px, s->p, px->chars);
+			if (m.on)
+				prefix_mark(px, s->p, px->chars, &m);
 		}
 	}
 	px->end = s->p;
@@ -717,7 +957,8 @@ static int64_t scan_messages(struct js *s, struct prefix *px)
 		goto out;
 	while (js_element(s, &first)) {
 		int64_t content = 0, calls = 0;
-		bool f1 = true, mark = false, sys = false, m0 = px->m0_end == NULL;
+		bool f1 = true, sys = false, m0 = px->m0_end == NULL;
+		struct cache_mark mark = {0};
 		struct js_str k;
 		if (js_enter(s, '{')) {
 			while (js_member(s, &f1, &k)) {
@@ -737,8 +978,8 @@ static int64_t scan_messages(struct js *s, struct prefix *px)
 			px->m0_chars = content + calls;
 			px->m0_system = sys;
 		}
-		if (mark)
-			prefix_mark(px, s->p, n);
+		if (mark.on)
+			prefix_mark(px, s->p, n, &mark);
 	}
 out:
 	px->end = s->p;
@@ -791,9 +1032,15 @@ static void scan_stream_options(struct js *s, struct stream_options *o)
  * occurrence says. */
 struct est_fields {
 	int64_t messages;
+	bool has_messages;
 	int64_t text[7]; /* input, prompt, system, contents, instructions, systemInstruction,
 	                    system_instruction */
-	const char *text_start[7], *text_end[7];
+	const char *text_start[7], *text_end[7]; /* start NULL: the member is absent */
+	/* "tools", "functions": compact JSON characters, the arrays' spans
+	 * (start NULL: absent or not an array), their marks */
+	int64_t tools[2];
+	const char *tools_start[2], *tools_end[2];
+	struct cache_mark tools_mark[2];
 	int64_t max[3]; /* max_tokens, max_completion_tokens, max_output_tokens */
 	int64_t n, gen_max, gen_cand;
 	bool embedding;
@@ -805,9 +1052,45 @@ struct est_fields {
 	const char *close;
 	struct stream_options opts;
 	bool flex; /* "service_tier": "flex" (tokens_cost.flex_tier) */
+	/* History the provider holds (tokens_cost.chained, stored) */
+	bool previous;      /* "previous_response_id" names one */
+	struct js_str conv; /* the conversation's id; b NULL: none */
+	bool store_false;   /* "store": false */
 };
 
 enum { TF_INPUT, TF_PROMPT, TF_SYSTEM, TF_CONTENTS, TF_INSTRUCTIONS, TF_SYS_INSTR, TF_SYS_INSTR2 };
+
+/* The top-level members the estimate reads, the most common first: the
+ * text fields in TF_ order, the maxima in est_fields.max's, the tools in
+ * est_fields.tools'. */
+#define TOP_MEMBERS(X)                                                                             \
+	X(T_MODEL, "model")                                                                        \
+	X(T_MESSAGES, "messages")                                                                  \
+	X(T_MAX_TOKENS, "max_tokens")                                                              \
+	X(T_MAX_COMPLETION, "max_completion_tokens")                                               \
+	X(T_MAX_OUTPUT, "max_output_tokens")                                                       \
+	X(T_STREAM, "stream")                                                                      \
+	X(T_STREAM_OPTIONS, "stream_options")                                                      \
+	X(T_INPUT, "input")                                                                        \
+	X(T_PROMPT, "prompt")                                                                      \
+	X(T_SYSTEM, "system")                                                                      \
+	X(T_CONTENTS, "contents")                                                                  \
+	X(T_INSTRUCTIONS, "instructions")                                                          \
+	X(T_SYS_INSTR, "systemInstruction")                                                        \
+	X(T_SYS_INSTR2, "system_instruction")                                                      \
+	X(T_TOOLS, "tools")                                                                        \
+	X(T_FUNCTIONS, "functions")                                                                \
+	X(T_N, "n")                                                                                \
+	X(T_GENERATION, "generationConfig")                                                        \
+	X(T_SERVICE_TIER, "service_tier")                                                          \
+	X(T_PREVIOUS, "previous_response_id")                                                      \
+	X(T_CONVERSATION, "conversation")                                                          \
+	X(T_STORE, "store")
+
+enum top_member { TOP_MEMBERS(JS_TABLE_ENUM) T_END };
+static const struct js_name top_names[] = {TOP_MEMBERS(JS_TABLE_NAME)};
+static const uint64_t top_lengths = 0 TOP_MEMBERS(JS_TABLE_LEN);
+_Static_assert(T_SYS_INSTR2 - T_INPUT == TF_SYS_INSTR2, "text fields in TF_ order");
 
 /* A byte a model name may hold: printable ASCII but space, '"' and '\\' (it
  * names lanes in logs, metrics labels and store keys). */
@@ -883,6 +1166,51 @@ static bool scan_true(struct js *s)
 	return t && !s->bad;
 }
 
+static bool scan_false(struct js *s)
+{
+	bool f = js_peek(s) == 'f';
+	js_skip(s);
+	return f && !s->bad;
+}
+
+/* A string that is not empty: true with its raw span in *str (when not
+ * NULL); another value is skipped. */
+static bool scan_nonempty(struct js *s, struct js_str *str)
+{
+	struct js_str tmp;
+	if (js_peek(s) != '"') {
+		js_skip(s);
+		return false;
+	}
+	if (!js_room(s))
+		return false;
+	js_string(s, str != NULL ? str : &tmp);
+	return !s->bad && (str != NULL ? str : &tmp)->n > 0;
+}
+
+/* "conversation": its id, a string or an object's "id" (the last), when it
+ * is a non-empty string; else conv->b NULL. */
+static void scan_conversation(struct js *s, struct js_str *conv)
+{
+	bool first = true;
+	struct js_str k;
+	conv->b = NULL;
+	if (js_peek(s) != '{') {
+		if (!scan_nonempty(s, conv))
+			conv->b = NULL;
+		return;
+	}
+	if (!js_enter(s, '{'))
+		return;
+	while (js_member(s, &first, &k)) {
+		if (!js_key_is(&k, "id")) {
+			js_skip(s);
+		} else if (!scan_nonempty(s, conv)) {
+			conv->b = NULL;
+		}
+	}
+}
+
 static void scan_generation_config(struct js *s, struct est_fields *f)
 {
 	bool first = true;
@@ -904,17 +1232,9 @@ static void scan_generation_config(struct js *s, struct est_fields *f)
  * JSON object. */
 static bool scan_request(const char *body, size_t len, struct est_fields *f)
 {
-	static const struct js_name text_fields[] = {JS_NAME("input"),
-	                                             JS_NAME("prompt"),
-	                                             JS_NAME("system"),
-	                                             JS_NAME("contents"),
-	                                             JS_NAME("instructions"),
-	                                             JS_NAME("systemInstruction"),
-	                                             JS_NAME("system_instruction")};
-	static const struct js_name max_fields[] = {
-	    JS_NAME("max_tokens"), JS_NAME("max_completion_tokens"), JS_NAME("max_output_tokens")};
 	struct js s = {body, body + len, 0, false};
-	bool first = true, m;
+	bool first = true;
+	struct cache_mark m;
 	struct js_str k;
 
 	memset(f, 0, sizeof *f);
@@ -922,35 +1242,68 @@ static bool scan_request(const char *body, size_t len, struct est_fields *f)
 		return false;
 	js_enter(&s, '{');
 	while (js_member(&s, &first, &k)) {
-		size_t i;
-		if (js_key_is(&k, "messages")) {
+		size_t i = js_key_lookup(&k, top_names, T_END, top_lengths);
+		switch (i) {
+		case T_MODEL:
+			scan_model(&s, f);
+			break;
+		case T_MESSAGES:
 			f->messages = scan_messages(&s, &f->msgs);
-			continue;
-		}
-		if ((i = js_key_find(&k, text_fields, 7)) < 7) {
+			f->has_messages = true;
+			break;
+		case T_MAX_TOKENS:
+		case T_MAX_COMPLETION:
+		case T_MAX_OUTPUT:
+			f->max[i - T_MAX_TOKENS] = scan_positive(&s, MAX_OUTPUT);
+			break;
+		case T_STREAM:
+			f->stream = scan_true(&s);
+			break;
+		case T_STREAM_OPTIONS:
+			scan_stream_options(&s, &f->opts);
+			break;
+		case T_INPUT:
+		case T_PROMPT:
+		case T_SYSTEM:
+		case T_CONTENTS:
+		case T_INSTRUCTIONS:
+		case T_SYS_INSTR:
+		case T_SYS_INSTR2:
+			i -= T_INPUT;
 			js_peek(&s);
 			f->text_start[i] = s.p;
 			f->text[i] =
 			    i == TF_SYSTEM ? scan_system(&s, &f->sys) : scan_content(&s, 0, &m);
 			f->text_end[i] = s.p;
-			continue;
-		}
-		if ((i = js_key_find(&k, max_fields, 3)) < 3)
-			f->max[i] = scan_positive(&s, MAX_OUTPUT);
-		else if (js_key_is(&k, "n"))
+			break;
+		case T_TOOLS:
+		case T_FUNCTIONS:
+			i -= T_TOOLS;
+			f->tools_start[i] = js_peek(&s) == '[' ? s.p : NULL;
+			f->tools[i] = scan_tools(&s, &f->tools_mark[i]);
+			f->tools_end[i] = s.p;
+			break;
+		case T_N:
 			f->n = scan_positive(&s, MAX_N);
-		else if (js_key_is(&k, "generationConfig"))
+			break;
+		case T_GENERATION:
 			scan_generation_config(&s, f);
-		else if (js_key_is(&k, "model"))
-			scan_model(&s, f);
-		else if (js_key_is(&k, "stream"))
-			f->stream = scan_true(&s);
-		else if (js_key_is(&k, "stream_options"))
-			scan_stream_options(&s, &f->opts);
-		else if (js_key_is(&k, "service_tier"))
+			break;
+		case T_SERVICE_TIER:
 			f->flex = scan_string_is(&s, "flex", 4);
-		else
+			break;
+		case T_PREVIOUS:
+			f->previous = scan_nonempty(&s, NULL);
+			break;
+		case T_CONVERSATION:
+			scan_conversation(&s, &f->conv);
+			break;
+		case T_STORE:
+			f->store_false = scan_false(&s);
+			break;
+		default:
 			js_skip(&s);
+		}
 	}
 	f->close = s.p - 1;
 	js_peek(&s);
@@ -1003,37 +1356,61 @@ static uint64_t nonzero(uint64_t h)
 	return h != 0 ? h : 1;
 }
 
-/* The cacheable prefix (tokens.h): keys and their estimates. Each span is
- * hashed once at most (hashing is the one cost here that grows with the
- * prompt). */
+/* The hash the prefix's key starts from: the tool definitions' text, which
+ * comes first in the prompt every provider renders. */
+static uint64_t tools_seed(const struct est_fields *f)
+{
+	uint64_t h = PROMPT_SEED;
+	for (size_t i = 0; i < 2; i++)
+		if (f->tools_start[i] != NULL)
+			h = span_hash(f->tools_start[i], f->tools_end[i], h);
+	return h;
+}
+
+/* The cacheable prefix (tokens.h): keys and their estimates, in the order
+ * Anthropic reads a prompt: tools (one element), "system", "messages". Each
+ * span is hashed once at most on the common paths (hashing is the one cost
+ * here that grows with the prompt). */
 static void prompt_prefix(const struct est_fields *f, struct tokens_cost *c)
 {
 	const struct prefix *sys = &f->sys, *msgs = &f->msgs;
-	c->cache_marked = sys->last_end != NULL || msgs->last_end != NULL;
+	const int64_t tt = c->tools_tokens;
+	const bool tmark = f->tools_mark[0].on || f->tools_mark[1].on;
+	const uint64_t seed = tools_seed(f);
+	c->cache_marked = tmark || sys->last_end != NULL || msgs->last_end != NULL;
 	if (c->cache_marked) {
-		if (msgs->last_end == NULL) { /* marks in "system" only */
-			c->prompt_key = nonzero(span_hash(sys->start, sys->last_end, PROMPT_SEED));
-			c->prefix_tokens = (sys->last_chars + 3) / 4;
-		} else {
-			uint64_t hs = span_hash(sys->start, sys->end, PROMPT_SEED);
+		uint64_t hs = seed; /* the tools and the whole system, when messages are marked */
+		/* through the last mark */
+		if (msgs->last_end != NULL) {
+			hs = span_hash(sys->start, sys->end, seed);
 			c->prompt_key = nonzero(span_hash(msgs->start, msgs->last_end, hs));
-			c->prefix_tokens = (sys->chars + msgs->last_chars + 3) / 4;
-			if (sys->first_end == NULL) {
-				c->head_key =
-				    msgs->first_end == msgs->last_end
-				        ? c->prompt_key
-				        : nonzero(span_hash(msgs->start, msgs->first_end, hs));
-				c->head_tokens = (sys->chars + msgs->first_chars + 3) / 4;
-				return;
-			}
+			c->prefix_tokens = tt + (sys->chars + msgs->last_chars + 3) / 4;
+		} else if (sys->last_end != NULL) {
+			c->prompt_key = nonzero(span_hash(sys->start, sys->last_end, seed));
+			c->prefix_tokens = tt + (sys->last_chars + 3) / 4;
+		} else {
+			c->prompt_key = nonzero(seed);
+			c->prefix_tokens = tt;
 		}
-		c->head_key = sys->first_end == sys->last_end && msgs->last_end == NULL
-		                  ? c->prompt_key
-		                  : nonzero(span_hash(sys->start, sys->first_end, PROMPT_SEED));
-		c->head_tokens = (sys->first_chars + 3) / 4;
+		/* through the first */
+		if (tmark) {
+			c->head_key = nonzero(seed);
+			c->head_tokens = tt;
+		} else if (sys->first_end != NULL) {
+			c->head_key = sys->first_end == sys->last_end && msgs->last_end == NULL
+			                  ? c->prompt_key
+			                  : nonzero(span_hash(sys->start, sys->first_end, seed));
+			c->head_tokens = tt + (sys->first_chars + 3) / 4;
+		} else {
+			c->head_key = msgs->first_end == msgs->last_end
+			                  ? c->prompt_key
+			                  : nonzero(span_hash(msgs->start, msgs->first_end, hs));
+			c->head_tokens = tt + (sys->chars + msgs->first_chars + 3) / 4;
+		}
 		return;
 	}
-	/* No marks: the system prompt, else a long first message. */
+	/* No marks: the system prompt, else a long first message (the tools
+	 * before either). */
 	static const int order[] = {TF_SYSTEM, TF_INSTRUCTIONS, TF_SYS_INSTR, TF_SYS_INSTR2};
 	const char *b = NULL, *e = NULL;
 	int64_t chars = 0;
@@ -1049,9 +1426,24 @@ static void prompt_prefix(const struct est_fields *f, struct tokens_cost *c)
 		chars = msgs->m0_chars;
 	}
 	if (chars > 0) {
-		c->prompt_key = c->head_key = nonzero(span_hash(b, e, PROMPT_SEED));
-		c->prefix_tokens = c->head_tokens = (chars + 3) / 4;
+		c->prompt_key = c->head_key = nonzero(span_hash(b, e, seed));
+		c->prefix_tokens = c->head_tokens = tt + (chars + 3) / 4;
 	}
+}
+
+/* A fixed seed for conversation ids, apart from the prompts'. */
+#define CHAIN_SEED UINT64_C(0x636861696e6b6579)
+
+/* History the provider holds (tokens.h: chained, stored, chain_key). */
+static void held_history(const struct est_fields *f, struct tokens_cost *c)
+{
+	c->chained = f->previous || f->conv.b != NULL;
+	if (f->conv.b != NULL)
+		c->chain_key = nonzero(intern_hash(f->conv.b, f->conv.n, CHAIN_SEED));
+	c->stored = !f->store_false && !f->has_messages && f->text_start[TF_CONTENTS] == NULL &&
+	            !f->embedding &&
+	            (f->text_start[TF_INPUT] != NULL || f->text_start[TF_INSTRUCTIONS] != NULL);
+	c->items_tokens = (f->text[TF_INPUT] + 3) / 4;
 }
 
 int64_t tokens_estimate(const char *body, size_t len, unsigned default_output_tokens,
@@ -1066,7 +1458,8 @@ int64_t tokens_estimate(const char *body, size_t len, unsigned default_output_to
 			int64_t chars = f.messages;
 			for (size_t i = 0; i < 7; i++)
 				chars += f.text[i];
-			c.prompt = (chars + 3) / 4;
+			c.tools_tokens = (f.tools[0] + f.tools[1] + 3) / 4;
+			c.prompt = (chars + 3) / 4 + c.tools_tokens;
 			c.output = output_tokens(&f, default_output_tokens);
 			c.output_named = f.embedding || f.gen_max > 0 || f.max[0] > 0 ||
 			                 f.max[1] > 0 || f.max[2] > 0;
@@ -1076,6 +1469,13 @@ int64_t tokens_estimate(const char *body, size_t len, unsigned default_output_to
 				c.model_escaped = f.model.esc;
 			}
 			prompt_prefix(&f, &c);
+			struct cache_mark ttl = {false, f.sys.ttl_ms};
+			mark_merge(&ttl, &f.tools_mark[0]);
+			mark_merge(&ttl, &f.tools_mark[1]);
+			if (f.msgs.ttl_ms > ttl.ttl_ms)
+				ttl.ttl_ms = f.msgs.ttl_ms;
+			c.cache_ttl_ms = ttl.ttl_ms;
+			held_history(&f, &c);
 			ask_usage(body, &f, &c.ask_usage);
 			c.flex_tier = f.flex;
 		} else {

@@ -65,6 +65,36 @@ struct tokens_cost {
 	uint64_t head_key;
 	int64_t head_tokens;
 	bool cache_marked;
+	/* The longest lifetime the marks name (cache_control's "ttl": "5m",
+	 * "1h"; digits and s, m or h, at most a day), in ms; 0 when none names
+	 * one (the provider's default, 5 minutes). The longest is the head's:
+	 * Anthropic requires marks of a longer ttl to come before shorter ones. */
+	int64_t cache_ttl_ms;
+
+	/* Tool definitions, sent with every request and billed as input: the
+	 * top-level "tools" (Chat Completions, Responses, Anthropic; Gemini's
+	 * [{"functionDeclarations": [...]}]) and "functions" (Chat's legacy
+	 * form), when arrays, by the characters of their compact JSON text / 4,
+	 * rounded up. Part of prompt (added to the text's tokens, each rounded
+	 * on its own), and of prefix_tokens and head_tokens whenever a prefix is
+	 * keyed: tools come first in the prompt every provider renders (and
+	 * seed the prefix's key). A tool carrying a "cache_control" object marks
+	 * the tools as one element, ahead of "system". */
+	int64_t tools_tokens;
+
+	/* History the provider holds (OpenAI Responses API, PROVIDERS.md §11).
+	 * chained: the request names history it does not carry: a top-level
+	 * "previous_response_id" that is a non-empty string, or a "conversation"
+	 * that is one (or an object whose "id" is one). chain_key: a hash of the
+	 * conversation's id (raw JSON bytes, fixed seed; never 0), 0 without
+	 * one. stored: a Responses API request the provider keeps for a later
+	 * one to name: "input" or "instructions" at the top level, no "messages"
+	 * or "contents", not an embedding model, and "store" not false.
+	 * items_tokens: the estimate of its "input" (the items that join the
+	 * held history; instructions and tools are sent again each time). */
+	bool chained, stored;
+	uint64_t chain_key;
+	int64_t items_tokens;
 
 	/* What asks a streamed request for its usage (usage_strip.h): when the
 	 * top-level "stream" is true and "stream_options" (the last one) is
@@ -95,9 +125,22 @@ struct tokens_cost {
  * nested "content" too, as in Anthropic tool results) and
  * messages[].tool_calls[].function.arguments, input (a string, an
  * array of strings, of token ids — 1 token each — or of Responses API
- * messages), prompt, system (a string or an array of blocks), instructions,
+ * items), prompt, system (a string or an array of blocks), instructions,
  * and Gemini contents[].parts[].text and systemInstruction; divided by 4,
- * rounded up.
+ * rounded up; plus tools_tokens (above).
+ * Every Responses API input item counts what it sends the model: a message's
+ * content (a string, or parts whose "text" counts: input_text, output_text),
+ * function_call "name" and "arguments", function_call_output "output" (a
+ * string or parts), custom_tool_call "name" and "input" (a string),
+ * custom_tool_call_output "output", a reasoning item's summary[].text (and
+ * content[].text) and 3/4 of its "encrypted_content" (below),
+ * file_search_call "queries" and results[].text. These members count in any
+ * part or item object, whatever its "type" says (one pass, no look-ahead):
+ * Anthropic's tool_use "name" counts too.
+ * encrypted_content is base64: N characters carry 3N/4 bytes of ciphertext,
+ * and an AEAD's ciphertext is as long as the text it seals (plus a fixed
+ * tag): the reasoning text the provider decrypts and bills as input is
+ * about 3N/4 characters long, counted as such (floor, per string).
  * Output: the largest of max_tokens, max_completion_tokens, max_output_tokens,
  * generationConfig.maxOutputTokens; default_output_tokens when none is there;
  * times n (or generationConfig.candidateCount) when it is above 1 (capped at
@@ -106,8 +149,9 @@ struct tokens_cost {
  * Not a JSON object (a multipart upload, text, a JSON array): costs
  * default_output_tokens alone — an audio file's bytes are not prompt tokens,
  * so bytes / 4 would only overcharge; usage corrects the rest afterwards.
- * An empty body (GET /v1/models) costs 0. Images, tool definitions and
- * other non-text parts are not counted.
+ * An empty body (GET /v1/models) costs 0. Images, files and other non-text
+ * parts are not counted, nor are Anthropic tool_use inputs or Gemini
+ * functionCall/functionResponse objects.
  * Returns the total; fills *detail when it is not NULL. */
 int64_t tokens_estimate(const char *body, size_t len, unsigned default_output_tokens,
                         struct tokens_cost *detail);

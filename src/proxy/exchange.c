@@ -454,6 +454,11 @@ void exchange_start(struct exchanges *xs, struct hreq *client, const struct exch
 	    .prefix = cost.cache_marked ? cost.head_tokens : cost.prefix_tokens,
 	    .prompt_key = cost.cache_marked ? cost.head_key : cost.prompt_key,
 	    .max_output = cost.output_named ? cost.output : -1,
+	    .cache_ttl_ms = cost.cache_ttl_ms,
+	    .chained = cost.chained,
+	    .stored = cost.stored,
+	    .conversation = cost.chain_key,
+	    .items = cost.items_tokens,
 	};
 	if (side == NULL)
 		lanes_charge(&x->ticket, &rq, &lc, now);

@@ -23,6 +23,7 @@
 #include "core/keyid.h"
 #include "core/log.h"
 #include "provider/model.h"
+#include "provider/profile.h"
 #include "provider/tokens.h"
 #include "proxy/limiter.h"
 #include "sched/gcra.h"
@@ -442,8 +443,11 @@ const struct plan_conf *lanes_plan(const struct lane_ticket *t)
 
 bool lanes_learns_cost(const struct lane_ticket *t, const struct lane_cost *c)
 {
+	const struct cost_request *r = &t->cost;
+	if ((r->chained || r->stored) && (r->conversation || r->agent || r->prompt_key))
+		return true;
 	return c->prompt_key != 0 &&
-	       sched_lane_provider(t->lane)->cached_input == CACHED_INPUT_FREE;
+	       profile_cache_reads_free(sched_lane_provider(t->lane), sched_lane_model(t->lane));
 }
 
 void lanes_charge(struct lane_ticket *t, struct sched_request *rq, const struct lane_cost *c,
@@ -456,6 +460,11 @@ void lanes_charge(struct lane_ticket *t, struct sched_request *rq, const struct 
 	    .prompt_key = c->prompt_key,
 	    .agent = rq->agent,
 	    .max_output = c->max_output,
+	    .cache_ttl_ms = c->cache_ttl_ms,
+	    .chained = c->chained,
+	    .stored = c->stored,
+	    .conversation = c->conversation,
+	    .items = c->items,
 	};
 	t->metered = sched_wants_tokens(lane);
 	if (!t->metered) {
@@ -619,7 +628,11 @@ int64_t lanes_tokens_used(struct lanes *ls, struct lane_ticket *t,
                           const struct tokens_usage *reported, int64_t now)
 {
 	struct sched_lane *lane = t->lane;
-	bool reads_free = sched_lane_provider(lane)->cached_input == CACHED_INPUT_FREE;
+	/* Cache reads count where the provider's limits count them, and on the
+	 * models whose reads count although their provider's do not (Anthropic's
+	 * Haiku 3 and 3.5: profile.h). */
+	bool reads_free =
+	    profile_cache_reads_free(sched_lane_provider(lane), sched_lane_model(lane));
 	struct tokens_usage c = tokens_usage_counted(reported, reads_free);
 	const struct tokens_usage *u = &c;
 	if (t->metered)

@@ -63,13 +63,19 @@ struct lane_request {
 	const char *side;
 };
 
-/* What a request would be charged (cost.h), before its lane's share and
- * percentile apply. */
+/* What a request would be charged (cost.h), before its lane's share,
+ * held history and percentile apply. */
 struct lane_cost {
-	int64_t input;       /* the input estimate (tokens.h) */
-	int64_t prefix;      /* of which the cacheable prefix */
-	uint64_t prompt_key; /* the prefix's key; 0: none */
-	int64_t max_output;  /* the output the request names; -1: none */
+	int64_t input;        /* the input estimate (tokens.h) */
+	int64_t prefix;       /* of which the cacheable prefix */
+	uint64_t prompt_key;  /* the prefix's key; 0: none */
+	int64_t max_output;   /* the output the request names; -1: none */
+	int64_t cache_ttl_ms; /* its cache marks' lifetime; 0: the provider's default */
+	/* History the provider holds (tokens.h): named, kept for a later
+	 * request, the conversation's key (0: none), the input items' estimate */
+	bool chained, stored;
+	uint64_t conversation;
+	int64_t items;
 };
 
 /* Why the lanes answer a request themselves. */
@@ -135,7 +141,10 @@ const struct plan_conf *lanes_plan(const struct lane_ticket *t);
 /* Whether the answer's usage would teach t's lane what a prompt costs even
  * though no token budget paces it yet: a cacheable prompt where cache reads
  * are free, so that the lane knows the cache's share by the time a budget
- * is learned (a coding agent's first wave is not charged ten full prompts). */
+ * is learned (a coding agent's first wave is not charged ten full prompts);
+ * a request whose history the provider holds or will hold, with a chain to
+ * learn it for (the next turn is not charged its new items alone). Call after
+ * lanes_charge. */
 bool lanes_learns_cost(const struct lane_ticket *t, const struct lane_cost *c);
 /* What t will be charged, into rq's costs: when a token budget paces the
  * lane (then t->metered: the caller reads the answer's usage and meters

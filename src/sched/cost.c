@@ -7,21 +7,39 @@
 /* One prompt of a lane. key 0: a free slot. */
 struct cost_prompt {
 	uint64_t key;
-	int64_t last_ms; /* when the request of its newest answer went upstream */
-	float s_charged; /* decayed Σ charged input of its answers */
-	float s_est;     /* decayed Σ input estimate of the same answers */
+	int64_t expires_ms; /* when the provider's cache of it lapses: the newest
+	                     * answered request's sending + its cache's lifetime */
+	float s_charged;    /* decayed Σ charged input of its answers */
+	float s_est;        /* decayed Σ input estimate of the same answers */
 };
 
 struct cost_outputs {
-	uint32_t v[COST_OUTPUTS];         /* ring of the newest answers' output tokens */
-	uint16_t head;                    /* next slot written */
-	uint16_t n;                       /* slots filled, <= COST_OUTPUTS */
+	uint32_t v[COST_OUTPUTS]; /* ring of the newest answers' output tokens */
+	uint8_t head;             /* next slot written */
+	uint8_t n;                /* slots filled, <= COST_OUTPUTS */
+	uint8_t rule;             /* learned: 0 nothing yet, else enum cost_output_rule + 1 */
+	uint32_t pct;             /* the cached percentile of v */
 	float last_limit, last_remaining; /* the newest output budget count (remaining < 0: none) */
 	int64_t last_ms;
+};
+_Static_assert(COST_OUTPUTS <= 255, "head and n are bytes");
+
+/* One chain of requests whose history the provider holds (cost.h). key 0: a
+ * free slot. */
+struct cost_chain {
+	uint64_t key;
+	int64_t last_ms; /* when the request of its newest answer went upstream */
+	float held;      /* that answer's charged input − its request's estimate */
+	float grow;      /* that request's items + its answer's output */
+	float s_grown;   /* decayed Σ of the growth seen (held − the previous held) */
+	float s_grow;    /* decayed Σ of the growth foretold (the previous grow) */
 };
 
 /* Agent hashes and prompt hashes live in one table: keep them apart. */
 #define COST_AGENT_SALT 0x6a09e667f3bcc909ULL
+/* Chains are keyed by conversation, agent or prompt: the same. */
+#define COST_CONV_SALT 0xbb67ae8584caa73bULL
+#define COST_CHAIN_PROMPT_SALT 0x3c6ef372fe94f82bULL
 
 void cost_lane_init(struct cost_lane *c)
 {
@@ -32,13 +50,15 @@ void cost_lane_free(struct cost_lane *c)
 {
 	free(c->prompts);
 	free(c->outputs);
+	free(c->chains);
 	cost_lane_init(c);
 }
 
 size_t cost_lane_heap_bytes(const struct cost_lane *c)
 {
 	return (c->prompts ? COST_PROMPTS * sizeof(struct cost_prompt) : 0) +
-	       (c->outputs ? sizeof(struct cost_outputs) : 0);
+	       (c->outputs ? sizeof(struct cost_outputs) : 0) +
+	       (c->chains ? COST_CHAINS * sizeof(struct cost_chain) : 0);
 }
 
 /* The table key of a request: its prompt, else its agent, else 0 (none). */
@@ -62,8 +82,8 @@ static struct cost_prompt *prompt_find(const struct cost_lane *c, uint64_t key)
 	return NULL;
 }
 
-/* The entry of key, made when missing in a free slot or in place of the least
- * recently answered prompt. */
+/* The entry of key, made when missing in a free slot or in place of the
+ * prompt whose cache lapses first. */
 static struct cost_prompt *prompt_get(struct cost_lane *c, uint64_t key, bool *made)
 {
 	*made = false;
@@ -72,7 +92,7 @@ static struct cost_prompt *prompt_get(struct cost_lane *c, uint64_t key, bool *m
 		struct cost_prompt *p = &c->prompts[i];
 		if (p->key == key)
 			return p;
-		if (victim->key != 0 && (p->key == 0 || p->last_ms < victim->last_ms))
+		if (victim->key != 0 && (p->key == 0 || p->expires_ms < victim->expires_ms))
 			victim = p;
 	}
 	memset(victim, 0, sizeof(*victim));
@@ -87,11 +107,10 @@ static int64_t ttl_or_default(int64_t ttl_ms)
 }
 
 /* The share of r's estimate to charge at now_ms; 1 when nothing warm is known. */
-static double input_share(const struct cost_lane *c, const struct cost_request *r,
-                          int64_t cache_ttl_ms, int64_t now_ms)
+static double input_share(const struct cost_lane *c, const struct cost_request *r, int64_t now_ms)
 {
 	const struct cost_prompt *p = prompt_find(c, prompt_key(r));
-	if (p == NULL || p->s_est <= 0 || now_ms - p->last_ms > ttl_or_default(cache_ttl_ms))
+	if (p == NULL || p->s_est <= 0 || now_ms > p->expires_ms)
 		return 1;
 	double share = (double)p->s_charged / p->s_est;
 	double floor = COST_SHARE_MIN;
@@ -105,35 +124,130 @@ static double input_share(const struct cost_lane *c, const struct cost_request *
 	return share < 1 ? share : 1;
 }
 
-double cost_input_share(const struct cost_lane *c, const struct cost_request *r,
-                        int64_t cache_ttl_ms, int64_t now_ms)
+double cost_input_share(const struct cost_lane *c, const struct cost_request *r, int64_t now_ms)
 {
-	return input_share(c, r, cache_ttl_ms, now_ms);
+	return input_share(c, r, now_ms);
+}
+
+/* ---- the history the provider holds ---- */
+
+/* The chain of r: its conversation, else its agent, else its prompt; 0: none. */
+static uint64_t chain_key(const struct cost_request *r)
+{
+	uint64_t k;
+	if (r->conversation != 0)
+		k = r->conversation ^ COST_CONV_SALT;
+	else if (r->agent != 0)
+		k = r->agent ^ COST_AGENT_SALT;
+	else if (r->prompt_key != 0)
+		k = r->prompt_key ^ COST_CHAIN_PROMPT_SALT;
+	else
+		return 0;
+	return k != 0 ? k : 1;
+}
+
+static struct cost_chain *chain_find(const struct cost_lane *c, uint64_t key)
+{
+	if (c->chains == NULL || key == 0)
+		return NULL;
+	for (size_t i = 0; i < COST_CHAINS; i++)
+		if (c->chains[i].key == key)
+			return &c->chains[i];
+	return NULL;
+}
+
+/* The entry of key, made when missing in a free slot or in place of the least
+ * recently sent chain. */
+static struct cost_chain *chain_get(struct cost_lane *c, uint64_t key, bool *made)
+{
+	*made = false;
+	struct cost_chain *victim = &c->chains[0];
+	for (size_t i = 0; i < COST_CHAINS; i++) {
+		struct cost_chain *h = &c->chains[i];
+		if (h->key == key)
+			return h;
+		if (victim->key != 0 && (h->key == 0 || h->last_ms < victim->last_ms))
+			victim = h;
+	}
+	memset(victim, 0, sizeof(*victim));
+	victim->key = key;
+	*made = true;
+	return victim;
+}
+
+/* The history a chained request r will be charged (cost.h); 0 when it is not
+ * chained or its chain was never answered. */
+static double held_history(const struct cost_lane *c, const struct cost_request *r)
+{
+	if (!r->chained)
+		return 0;
+	const struct cost_chain *h = chain_find(c, chain_key(r));
+	if (h == NULL)
+		return 0;
+	double g = h->s_grow > 0 ? (double)h->s_grown / h->s_grow : 1;
+	if (!(g >= 0)) /* NaN too */
+		g = 0;
+	if (g > COST_GROW_MAX)
+		g = COST_GROW_MAX;
+	double held = h->held + g * h->grow;
+	return held > 0 ? held : 0;
+}
+
+static int observe_history(struct cost_lane *c, const struct cost_request *r,
+                           const struct cost_usage *u, int64_t sent_ms)
+{
+	if ((!r->chained && !r->stored) || u->charged_input < 0)
+		return 0;
+	uint64_t key = chain_key(r);
+	if (key == 0)
+		return 0;
+	if (c->chains == NULL) {
+		c->chains = calloc(COST_CHAINS, sizeof(*c->chains));
+		if (c->chains == NULL)
+			return -1;
+	}
+	bool made;
+	struct cost_chain *h = chain_get(c, key, &made);
+	if (!made && sent_ms < h->last_ms)
+		return 0; /* an older turn answered late: the newer one is the base */
+	double sent = r->input_estimate > 0 ? (double)r->input_estimate : 0;
+	double held = (double)u->charged_input - sent;
+	if (!made && r->chained) {
+		h->s_grown = (float)(h->s_grown * COST_DECAY + (held - h->held));
+		h->s_grow = (float)(h->s_grow * COST_DECAY + h->grow);
+	}
+	h->held = (float)held;
+	h->grow = (float)((r->items > 0 ? r->items : 0) + (u->output > 0 ? u->output : 0));
+	h->last_ms = sent_ms;
+	return 0;
 }
 
 int64_t cost_output_percentile(const struct cost_lane *c)
 {
-	return c->outputs != NULL && c->outputs->n > 0 ? (int64_t)c->output_pct : -1;
+	return c->outputs != NULL && c->outputs->n > 0 ? (int64_t)c->outputs->pct : -1;
 }
 
 enum cost_output_rule cost_output_rule(const struct cost_lane *c,
                                        enum cost_output_rule rule_default)
 {
-	return c->output_rule != 0 ? (enum cost_output_rule)(c->output_rule - 1) : rule_default;
+	return c->outputs != NULL && c->outputs->rule != 0
+	           ? (enum cost_output_rule)(c->outputs->rule - 1)
+	           : rule_default;
 }
 
 void cost_charge(const struct cost_lane *c, const struct cost_request *r, bool cached_input_free,
-                 enum cost_output_rule rule_default, unsigned default_output, int64_t cache_ttl_ms,
-                 int64_t now_ms, struct cost_charge *out)
+                 enum cost_output_rule rule_default, unsigned default_output, int64_t now_ms,
+                 struct cost_charge *out)
 {
 	double input = r->input_estimate > 0 ? (double)r->input_estimate : 0;
-	double share = cached_input_free ? input_share(c, r, cache_ttl_ms, now_ms) : 1;
-	out->input = input * share;
+	double share = cached_input_free ? input_share(c, r, now_ms) : 1;
+	out->held = held_history(c, r);
+	out->input = input * share + out->held;
 	out->input_scaled = share < 1;
 	out->output_learned = false;
 	double likely = default_output;
 	if (cost_output_percentile(c) >= 0) {
-		likely = c->output_pct;
+		likely = c->outputs->pct;
 		out->output_learned = true;
 	}
 	if (r->max_output >= 0 && (cost_output_rule(c, rule_default) == COST_OUTPUT_RESERVED ||
@@ -189,13 +303,13 @@ int cost_output_headers(struct cost_lane *c, const struct cost_output_count *n)
 		prev.at_ms = c->outputs->last_ms;
 	}
 	int ev = cost_output_evidence(n, &prev, cost_output_percentile(c));
-	if (ev != 0)
-		c->output_rule = (uint8_t)ev;
 	if (c->outputs == NULL) {
 		c->outputs = calloc(1, sizeof(*c->outputs));
 		if (c->outputs == NULL)
 			return -1;
 	}
+	if (ev != 0)
+		c->outputs->rule = (uint8_t)ev;
 	c->outputs->last_limit = (float)n->limit;
 	c->outputs->last_remaining = (float)n->remaining;
 	c->outputs->last_ms = n->at_ms;
@@ -221,7 +335,7 @@ static void outputs_record(struct cost_lane *c, uint32_t v)
 {
 	struct cost_outputs *o = c->outputs;
 	o->v[o->head] = v;
-	o->head = (uint16_t)((o->head + 1) % COST_OUTPUTS);
+	o->head = (uint8_t)((o->head + 1) % COST_OUTPUTS);
 	if (o->n < COST_OUTPUTS)
 		o->n++;
 	uint32_t tmp[COST_OUTPUTS];
@@ -231,7 +345,7 @@ static void outputs_record(struct cost_lane *c, uint32_t v)
 	if (rank < 1)
 		rank = 1;
 	sort_small(tmp, o->n);
-	c->output_pct = tmp[rank - 1];
+	o->pct = tmp[rank - 1];
 }
 
 static int observe_output(struct cost_lane *c, const struct cost_usage *u)
@@ -243,7 +357,7 @@ static int observe_output(struct cost_lane *c, const struct cost_usage *u)
 		c->outputs = calloc(1, sizeof(*c->outputs));
 		if (c->outputs == NULL)
 			return -1;
-	} else if (u->output_capped && v < c->output_pct) {
+	} else if (u->output_capped && v < c->outputs->pct) {
 		return 0; /* "at least v": nothing about the tail */
 	}
 	outputs_record(c, v);
@@ -256,7 +370,7 @@ static int observe_input(struct cost_lane *c, const struct cost_request *r,
                          const struct cost_usage *u, int64_t sent_ms)
 {
 	uint64_t key = prompt_key(r);
-	if (key == 0 || r->input_estimate <= 0 || u->charged_input < 0)
+	if (key == 0 || r->chained || r->input_estimate <= 0 || u->charged_input < 0)
 		return 0;
 	int64_t read = u->cache_read > 0 ? u->cache_read : 0;
 	int64_t wrote = u->cache_creation > 0 ? u->cache_creation : 0;
@@ -280,8 +394,9 @@ static int observe_input(struct cost_lane *c, const struct cost_request *r,
 		p->s_charged = (float)(p->s_charged * COST_DECAY + u->charged_input);
 		p->s_est = (float)(p->s_est * COST_DECAY + est);
 	}
-	if (made || p->last_ms < sent_ms) /* answers may come back out of order */
-		p->last_ms = sent_ms;
+	int64_t expires = sent_ms + ttl_or_default(r->cache_ttl_ms);
+	if (made || p->expires_ms < expires) /* answers may come back out of order */
+		p->expires_ms = expires;
 	return 0;
 }
 
@@ -290,5 +405,6 @@ int cost_observe(struct cost_lane *c, const struct cost_request *r, const struct
 {
 	int rc_in = observe_input(c, r, u, sent_ms);
 	int rc_out = observe_output(c, u);
-	return rc_in == 0 && rc_out == 0 ? 0 : -1;
+	int rc_held = observe_history(c, r, u, sent_ms);
+	return rc_in == 0 && rc_out == 0 && rc_held == 0 ? 0 : -1;
 }

@@ -24,16 +24,46 @@
  *    (the cache was cold: older samples describe a cache that is gone). With
  *    neither, the sample is the charged input (≈ the estimate: no caching).
  *  - A prompt never answered, or whose last answer's request went out more than
- *    cache_ttl_ms ago (COST_CACHE_TTL_MS: Anthropic's 5 minutes; each use
- *    refreshes the provider's cache, and each answer the entry), is charged in
- *    full: the provider will charge it as a cache write.
+ *    its cache's lifetime ago, is charged in full: the provider will charge it
+ *    as a cache write. The lifetime is the longest "ttl" the request's
+ *    cache_control marks name (Anthropic: "1h"; tokens.h cache_ttl_ms), else
+ *    COST_CACHE_TTL_MS (Anthropic's 5 minutes); each use refreshes the
+ *    provider's cache, and each answer the entry, which keeps when it lapses.
  *  - The share is at least (estimate − prefix_tokens) / estimate when the caller
  *    knows the prefix (what the request adds after its cacheable prefix is never
  *    a cache read), and is clamped to [COST_SHARE_MIN, 1].
  * Memory: the prompts table (COST_PROMPTS entries of 24 bytes: 384 bytes) is
  * allocated on the first answer that reports a cache read or write for a named
- * prompt; a lane that never sees cached prompts holds none. LRU replacement:
- * a lookup is a scan of at most COST_PROMPTS entries.
+ * prompt; a lane that never sees cached prompts holds none. The entry whose
+ * cache lapses first is replaced: a lookup is a scan of at most COST_PROMPTS
+ * entries.
+ *
+ * History the provider holds (issue 28 item 1; OpenAI's Responses API). A
+ * request that names previous_response_id or a conversation (chained) carries
+ * only its new items; the provider charges it the whole history as input. Its
+ * charge is its estimate plus the history the lane foresees for its chain: the
+ * conversation's id, else the agent, else the prompt key (one chain per key;
+ * agents that run several conversations under one key share an entry). From
+ * each answer to a chained request, or to one the provider keeps for a later
+ * one to name (stored: the first turn of a chain), the entry learns
+ *  - held = charged input − the estimate of what the request sent: the
+ *    history the provider added (plus the estimate's own error on what every
+ *    turn sends again, instructions and tools, which cancels from turn to turn);
+ *  - grow = the estimate of the request's items + its output tokens: what the
+ *    next turn's history adds to this one's (a chain grows by each turn's
+ *    input items and output);
+ * and the next chained request is charged held + g × grow, where g, the share
+ * of the foretold growth that showed (a ratio of decayed sums, as the cache
+ * share, over the chain's answers; 1 before any; within [0, COST_GROW_MAX]),
+ * learns what the provider drops (reasoning items of earlier turns) and the
+ * estimate's bias on the items. The history's size does not lapse with time
+ * (the provider keeps it for days): time only orders the samples (an answer to
+ * a request sent before the entry's newest is not learned from) and picks the
+ * entry replaced (the least recently sent; COST_CHAINS entries of 32 bytes:
+ * 256 bytes, allocated on the first answer to a chained or stored request). A
+ * chained request of a chain never answered is charged its estimate alone, as
+ * every request without those fields is; a chained request's answer teaches
+ * no cache share (its charged input is mostly history).
  *
  * Output. max_output (max_tokens or its equivalents, times n) when the request
  * sends one and the provider reserves it (below); otherwise the 90th percentile
@@ -66,8 +96,8 @@
  * The newest evidence wins: it is a property of the provider, which changes
  * only when the provider does.
  *
- * Bytes per lane: sizeof(struct cost_lane) (24) inline; at most 384 + 280 on the
- * heap (cost_lane_heap_bytes). */
+ * Bytes per lane: sizeof(struct cost_lane) (32) inline; at most 384 + 280 + 256
+ * on the heap (cost_lane_heap_bytes). */
 #ifndef PACERD_COST_H
 #define PACERD_COST_H
 
@@ -82,6 +112,8 @@
 #define COST_OUTPUTS 64          /* answers whose output the percentile is taken over */
 #define COST_OUTPUT_PCT 0.90     /* the output percentile charged without max_tokens */
 #define COST_RULE_SLACK 1000     /* tokens of doubt in a count (Anthropic's are rounded) */
+#define COST_CHAINS 8            /* chains of held history remembered per lane (LRU) */
+#define COST_GROW_MAX 2.0        /* the learned growth share is at most this */
 
 /* How the provider charges a request's max_tokens against an output budget. */
 enum cost_output_rule {
@@ -91,12 +123,13 @@ enum cost_output_rule {
 
 struct cost_prompt;  /* cost.c */
 struct cost_outputs; /* cost.c */
+struct cost_chain;   /* cost.c */
 
 struct cost_lane {
 	struct cost_prompt *prompts;  /* NULL until a cached prompt is seen */
-	struct cost_outputs *outputs; /* NULL until the first answer with usage */
-	uint32_t output_pct;          /* the cached percentile of the outputs */
-	uint8_t output_rule;          /* learned: 0 nothing yet, else enum cost_output_rule + 1 */
+	struct cost_outputs *outputs; /* NULL until the first answer with usage, or the
+	                               * first count of an output budget */
+	struct cost_chain *chains;    /* NULL until a chained or stored request is answered */
 };
 
 /* What the caller knows of a request before dispatch. */
@@ -106,6 +139,13 @@ struct cost_request {
 	uint64_t prompt_key;    /* hash of the cacheable prefix, 0: none */
 	uint64_t agent;         /* hash of the agent id, 0: none */
 	int64_t max_output;     /* max_tokens (or equivalent) × n; -1: not sent */
+	int64_t cache_ttl_ms;   /* its cache marks' lifetime (tokens.h); <= 0: COST_CACHE_TTL_MS */
+	/* History the provider holds (tokens.h): the request names some
+	 * (chained), the provider keeps it for a later one (stored); the
+	 * conversation's key (0: none); the estimate of its input items. */
+	bool chained, stored;
+	uint64_t conversation;
+	int64_t items;
 };
 
 /* What the answer's usage says, as the provider counts it. -1: not reported. */
@@ -119,6 +159,7 @@ struct cost_usage {
 
 struct cost_charge {
 	double input, output;
+	double held;         /* of input: the history the provider holds (chained) */
 	bool input_scaled;   /* the prompt's learned share was applied */
 	bool output_learned; /* the output is the lane's percentile */
 };
@@ -127,15 +168,15 @@ struct cost_charge {
 void cost_lane_init(struct cost_lane *c);
 /* Frees what the lane allocated and empties it. */
 void cost_lane_free(struct cost_lane *c);
-/* Heap bytes the lane holds (0, 280, 384 or 664; allocator overhead not counted). */
+/* Heap bytes the lane holds (at most 384 + 280 + 256; allocator overhead not counted). */
 size_t cost_lane_heap_bytes(const struct cost_lane *c);
 
 /* The charge of request r dispatched at now_ms. cached_input_free: the provider
- * does not count cache reads against its input limit. default_output: the plan's
- * default_output_tokens. cache_ttl_ms <= 0: COST_CACHE_TTL_MS. Never allocates. */
+ * does not count cache reads against its input limit (for r's model).
+ * default_output: the plan's default_output_tokens. Never allocates. */
 void cost_charge(const struct cost_lane *c, const struct cost_request *r, bool cached_input_free,
-                 enum cost_output_rule rule_default, unsigned default_output, int64_t cache_ttl_ms,
-                 int64_t now_ms, struct cost_charge *out);
+                 enum cost_output_rule rule_default, unsigned default_output, int64_t now_ms,
+                 struct cost_charge *out);
 
 /* The rule the lane charges output by: the learned one, else rule_default. */
 enum cost_output_rule cost_output_rule(const struct cost_lane *c,
@@ -170,8 +211,7 @@ int cost_observe(struct cost_lane *c, const struct cost_request *r, const struct
 
 /* For /status: the learned share of r's prompt at now_ms (1: charged in full) and
  * the lane's output percentile (-1: no answer yet). */
-double cost_input_share(const struct cost_lane *c, const struct cost_request *r,
-                        int64_t cache_ttl_ms, int64_t now_ms);
+double cost_input_share(const struct cost_lane *c, const struct cost_request *r, int64_t now_ms);
 int64_t cost_output_percentile(const struct cost_lane *c);
 
 #endif

@@ -1217,8 +1217,8 @@ void sched_cost_charge(const struct sched_lane *lane, const struct cost_request 
 	enum cost_output_rule rule = profile_of(lane->provider)->output_charge == OUTPUT_PRODUCED
 	                                 ? COST_OUTPUT_PRODUCED
 	                                 : COST_OUTPUT_RESERVED;
-	cost_charge(&lane->cost, r, lane->provider->cached_input == CACHED_INPUT_FREE, rule,
-	            lane->plan->default_output_tokens, COST_CACHE_TTL_MS, now_ms, out);
+	cost_charge(&lane->cost, r, profile_cache_reads_free(lane->provider, lane->model), rule,
+	            lane->plan->default_output_tokens, now_ms, out);
 }
 
 void sched_cost_headers(struct sched_lane *lane, const struct sched_item *it,

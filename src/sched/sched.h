@@ -256,8 +256,10 @@ struct sched_item *sched_drain(struct sched_lane *lane);
 
 /* What request r would be charged on the lane at now_ms (cost.h's
  * cost_charge, with the lane's provider and plan: the prompt's cache share
- * where cache reads are free, the output percentile, max_output where the
- * provider reserves it: its profile's output_charge until its counters told). */
+ * where cache reads are free for the lane's model (profile_cache_reads_free),
+ * the history the provider holds for a chained request, the output
+ * percentile, max_output where the provider reserves it: its profile's
+ * output_charge until its counters told). */
 void sched_cost_charge(const struct sched_lane *lane, const struct cost_request *r, int64_t now_ms,
                        struct cost_charge *out);
 /* The rate-limit headers of the answer to it (request r) teach the lane how

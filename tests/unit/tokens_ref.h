@@ -32,8 +32,16 @@ static int64_t ref_string_chars(json_t *v)
 	return json_is_string(v) ? ref_utf8_chars(json_string_value(v), json_string_length(v)) : 0;
 }
 
+/* Members of a part or item whose string counts, and those holding content. */
+static const char *const ref_string_members[] = {"text", "name", "arguments", "input"};
+static const char *const ref_content_members[] = {"content", "parts",   "output",
+                                                  "summary", "queries", "results"};
+#define REF_COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
 /* Text of a content value: a string, an array of parts or strings, or one part
- * ({"text"}, {"content": ...} of a tool result, {"parts": [...]} of Gemini). */
+ * or item ({"text"}, {"content": ...} of a tool result, {"parts": [...]} of
+ * Gemini, the Responses API's items: name, arguments, input, output, summary,
+ * 3/4 of encrypted_content, file search queries and results). */
 static int64_t ref_content_chars(json_t *v, int depth)
 {
 	if (depth > REF_MAX_DEPTH)
@@ -48,11 +56,68 @@ static int64_t ref_content_chars(json_t *v, int depth)
 		json_t *el;
 		json_array_foreach(v, i, el) n += ref_content_chars(el, depth + 1);
 	} else if (json_is_object(v)) {
-		n += ref_string_chars(json_object_get(v, "text"));
-		n += ref_content_chars(json_object_get(v, "content"), depth + 1);
-		n += ref_content_chars(json_object_get(v, "parts"), depth + 1);
+		for (size_t i = 0; i < REF_COUNT(ref_string_members); i++)
+			n += ref_string_chars(json_object_get(v, ref_string_members[i]));
+		n += ref_string_chars(json_object_get(v, "encrypted_content")) * 3 / 4;
+		for (size_t i = 0; i < REF_COUNT(ref_content_members); i++)
+			n += ref_content_chars(json_object_get(v, ref_content_members[i]),
+			                       depth + 1);
 	}
 	return n;
+}
+
+/* Characters of a value's compact JSON text, as tokens.c counts tools: a
+ * number one token's worth. */
+static int64_t ref_json_chars(json_t *v)
+{
+	size_t i, n;
+	json_t *el;
+	const char *key;
+	int64_t c = 2;
+	switch (json_typeof(v)) {
+	case JSON_OBJECT:
+		n = json_object_size(v);
+		json_object_foreach(v, key, el)
+		{
+			c += ref_utf8_chars(key, strlen(key)) + 3 + ref_json_chars(el);
+		}
+		return c + (n > 0 ? (int64_t)n - 1 : 0);
+	case JSON_ARRAY:
+		n = json_array_size(v);
+		json_array_foreach(v, i, el) c += ref_json_chars(el);
+		return c + (n > 0 ? (int64_t)n - 1 : 0);
+	case JSON_STRING:
+		return ref_string_chars(v) + 2;
+	case JSON_INTEGER:
+	case JSON_REAL:
+		return REF_CHARS_PER_TOKEN;
+	case JSON_FALSE:
+		return 5;
+	default: /* true, null */
+		return 4;
+	}
+}
+
+/* Tool definitions: "tools" and "functions", when arrays, by their JSON text. */
+static int64_t ref_tools_tokens(json_t *root)
+{
+	int64_t n = 0;
+	json_t *t = json_object_get(root, "tools"), *f = json_object_get(root, "functions");
+	if (json_is_array(t))
+		n += ref_json_chars(t);
+	if (json_is_array(f))
+		n += ref_json_chars(f);
+	return (n + 3) / 4;
+}
+
+/* jansson keeps the last of an object's members of one name; the scanner
+ * counts the JSON text of tools as written, duplicates too: the one place the
+ * two may differ (besides a NUL byte). Whether the body has such duplicates. */
+static bool ref_has_duplicates(const char *body, size_t len)
+{
+	json_t *strict = json_loadb(body, len, JSON_REJECT_DUPLICATES, NULL);
+	json_decref(strict);
+	return strict == NULL;
 }
 
 /* The arguments of an assistant's earlier tool calls are prompt text too: in
@@ -149,7 +214,8 @@ static int64_t ref_tokens_estimate(const char *body, size_t len, unsigned defaul
 		    ref_looks_like_object(body, len) ? json_loadb(body, len, 0, NULL) : NULL;
 		c.json = json_is_object(root);
 		if (c.json) {
-			c.prompt = (ref_prompt_chars(root) + 3) / 4;
+			c.tools_tokens = ref_tools_tokens(root);
+			c.prompt = (ref_prompt_chars(root) + 3) / 4 + c.tools_tokens;
 			c.output = ref_output_tokens(root, default_output_tokens);
 		} else {
 			c.output = default_output_tokens;
@@ -162,6 +228,21 @@ static int64_t ref_tokens_estimate(const char *body, size_t len, unsigned defaul
 	return c.total;
 }
 
+/* Whether the scanner's estimate a agrees with the tree walk's r (both of
+ * body): where the body repeats a member name, the tools' count is the
+ * scanner's (ref_has_duplicates) and the rest must agree. */
+static bool ref_estimate_agrees(const char *body, size_t len, const struct tokens_cost *a,
+                                const struct tokens_cost *r)
+{
+	int64_t tools = r->tools_tokens;
+	if (a->tools_tokens != r->tools_tokens && r->tools_tokens > 0 &&
+	    ref_has_duplicates(body, len))
+		tools = a->tools_tokens;
+	int64_t prompt = r->prompt - r->tools_tokens + tools;
+	return a->json == r->json && a->prompt == prompt && a->output == r->output &&
+	       a->total == prompt + r->output && a->tools_tokens == tools;
+}
+
 /* ---------- model and prompt prefix (tokens.h) ---------- */
 
 struct ref_prefix {
@@ -170,24 +251,108 @@ struct ref_prefix {
 	size_t model_len;
 	bool marked, keyed;
 	int64_t prefix_tokens, head_tokens;
+	int64_t ttl_ms;
+	bool chained, stored, conversation;
+	int64_t items_tokens;
 };
 
-static bool ref_content_mark(json_t *v, int depth)
+/* A mark: whether there is one, the longest ttl named. */
+struct ref_mark {
+	bool on;
+	int64_t ttl_ms;
+};
+
+static void ref_mark_merge(struct ref_mark *m, struct ref_mark o)
 {
+	m->on |= o.on;
+	if (o.ttl_ms > m->ttl_ms)
+		m->ttl_ms = o.ttl_ms;
+}
+
+/* "5m", "1h": digits (1 to 6) and s, m or h; at most a day; 0 otherwise. */
+static int64_t ref_ttl_ms(json_t *v)
+{
+	const char *s = json_string_value(v);
+	size_t n = s != NULL ? json_string_length(v) : 0;
+	if (n < 2 || n > 7)
+		return 0;
+	int64_t x = 0;
+	for (size_t i = 0; i + 1 < n; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return 0;
+		x = x * 10 + (s[i] - '0');
+	}
+	switch (s[n - 1]) {
+	case 's':
+		x *= 1000;
+		break;
+	case 'm':
+		x *= 60000;
+		break;
+	case 'h':
+		x *= 3600000;
+		break;
+	default:
+		return 0;
+	}
+	return x < 86400000 ? x : 86400000;
+}
+
+/* The mark of an object's "cache_control" (an object), with its ttl. */
+static struct ref_mark ref_cache_control(json_t *obj)
+{
+	json_t *cc = json_object_get(obj, "cache_control");
+	struct ref_mark m = {json_is_object(cc), 0};
+	if (m.on)
+		m.ttl_ms = ref_ttl_ms(json_object_get(cc, "ttl"));
+	return m;
+}
+
+static struct ref_mark ref_content_mark(json_t *v, int depth)
+{
+	struct ref_mark m = {false, 0};
 	if (depth > REF_MAX_DEPTH)
-		return false;
+		return m;
 	if (json_is_array(v)) {
 		size_t i;
 		json_t *el;
-		bool m = false;
-		json_array_foreach(v, i, el) m |= ref_content_mark(el, depth + 1);
+		json_array_foreach(v, i, el)
+		{
+			ref_mark_merge(&m, ref_content_mark(el, depth + 1));
+		}
 		return m;
 	}
 	if (!json_is_object(v))
-		return false;
-	return json_is_object(json_object_get(v, "cache_control")) ||
-	       ref_content_mark(json_object_get(v, "content"), depth + 1) ||
-	       ref_content_mark(json_object_get(v, "parts"), depth + 1);
+		return m;
+	m = ref_cache_control(v);
+	for (size_t i = 0; i < REF_COUNT(ref_content_members); i++)
+		ref_mark_merge(
+		    &m, ref_content_mark(json_object_get(v, ref_content_members[i]), depth + 1));
+	return m;
+}
+
+/* The marks of the tools: a tool that is an object with a cache_control. */
+static struct ref_mark ref_tools_mark(json_t *root)
+{
+	static const char *const fields[] = {"tools", "functions"};
+	struct ref_mark m = {false, 0};
+	for (size_t f = 0; f < 2; f++) {
+		json_t *t = json_object_get(root, fields[f]);
+		size_t i;
+		json_t *el;
+		if (!json_is_array(t))
+			continue;
+		json_array_foreach(t, i, el)
+		{
+			ref_mark_merge(&m, ref_cache_control(el));
+		}
+	}
+	return m;
+}
+
+static bool ref_nonempty(json_t *v)
+{
+	return json_is_string(v) && json_string_length(v) > 0;
 }
 
 static bool ref_model_valid(const char *p, size_t n)
@@ -202,8 +367,9 @@ static bool ref_model_valid(const char *p, size_t n)
 	return true;
 }
 
-/* false when the body is not a JSON object (nothing to compare). */
-static bool ref_prefix_of(const char *body, size_t len, struct ref_prefix *r)
+/* false when the body is not a JSON object (nothing to compare). tools: the
+ * tools' tokens to take (ref_estimate_agrees), or -1: the tree's. */
+static bool ref_prefix_of(const char *body, size_t len, int64_t tools, struct ref_prefix *r)
 {
 	memset(r, 0, sizeof *r);
 	json_t *root = ref_looks_like_object(body, len) ? json_loadb(body, len, 0, NULL) : NULL;
@@ -218,6 +384,9 @@ static bool ref_prefix_of(const char *body, size_t len, struct ref_prefix *r)
 		r->model_len = json_string_length(model);
 		memcpy(r->model, json_string_value(model), r->model_len);
 	}
+	if (tools < 0)
+		tools = ref_tools_tokens(root);
+	struct ref_mark tmark = ref_tools_mark(root), mk = tmark, m1;
 	json_t *sys = json_object_get(root, "system"), *msgs = json_object_get(root, "messages");
 	int64_t sys_chars = ref_content_chars(sys, 0), sys_first = -1, sys_last = -1;
 	if (json_is_array(sys)) {
@@ -227,13 +396,15 @@ static bool ref_prefix_of(const char *body, size_t len, struct ref_prefix *r)
 		json_array_foreach(sys, i, el)
 		{
 			run += ref_content_chars(el, 1);
-			if (ref_content_mark(el, 1)) {
+			if ((m1 = ref_content_mark(el, 1)).on) {
+				ref_mark_merge(&mk, m1);
 				if (sys_first < 0)
 					sys_first = run;
 				sys_last = run;
 			}
 		}
-	} else if (ref_content_mark(sys, 0)) {
+	} else if ((m1 = ref_content_mark(sys, 0)).on) {
+		ref_mark_merge(&mk, m1);
 		sys_first = sys_last = sys_chars;
 	}
 	int64_t m_first = -1, m_last = -1, m0_chars = 0, run = 0;
@@ -253,19 +424,24 @@ static bool ref_prefix_of(const char *body, size_t len, struct ref_prefix *r)
 				m0_system = role != NULL && (strcmp(role, "system") == 0 ||
 				                             strcmp(role, "developer") == 0);
 			}
-			if (ref_content_mark(json_object_get(m, "content"), 1)) {
+			if ((m1 = ref_content_mark(json_object_get(m, "content"), 1)).on) {
+				ref_mark_merge(&mk, m1);
 				if (m_first < 0)
 					m_first = run;
 				m_last = run;
 			}
 		}
 	}
-	r->marked = sys_last >= 0 || m_last >= 0;
+	r->marked = tmark.on || sys_last >= 0 || m_last >= 0;
+	r->ttl_ms = mk.ttl_ms;
 	if (r->marked) {
 		r->keyed = true;
-		r->prefix_tokens = m_last >= 0 ? (sys_chars + m_last + 3) / 4 : (sys_last + 3) / 4;
-		r->head_tokens =
-		    sys_first >= 0 ? (sys_first + 3) / 4 : (sys_chars + m_first + 3) / 4;
+		r->prefix_tokens = tools + (m_last >= 0     ? (sys_chars + m_last + 3) / 4
+		                            : sys_last >= 0 ? (sys_last + 3) / 4
+		                                            : 0);
+		r->head_tokens = tools + (tmark.on         ? 0
+		                          : sys_first >= 0 ? (sys_first + 3) / 4
+		                                           : (sys_chars + m_first + 3) / 4);
 	} else {
 		static const char *const order[] = {"system", "instructions", "systemInstruction",
 		                                    "system_instruction"};
@@ -275,8 +451,20 @@ static bool ref_prefix_of(const char *body, size_t len, struct ref_prefix *r)
 		if (chars == 0 && m0 && (m0_system || m0_chars >= TOKENS_LONG_PREFIX_CHARS))
 			chars = m0_chars;
 		r->keyed = chars > 0;
-		r->prefix_tokens = r->head_tokens = (chars + 3) / 4;
+		r->prefix_tokens = r->head_tokens = r->keyed ? tools + (chars + 3) / 4 : 0;
 	}
+	/* History the provider holds */
+	json_t *conv = json_object_get(root, "conversation");
+	if (json_is_object(conv))
+		conv = json_object_get(conv, "id");
+	r->conversation = ref_nonempty(conv);
+	r->chained = r->conversation || ref_nonempty(json_object_get(root, "previous_response_id"));
+	r->stored = !json_is_false(json_object_get(root, "store")) &&
+	            json_object_get(root, "messages") == NULL &&
+	            json_object_get(root, "contents") == NULL && !ref_is_embedding(root) &&
+	            (json_object_get(root, "input") != NULL ||
+	             json_object_get(root, "instructions") != NULL);
+	r->items_tokens = (ref_content_chars(json_object_get(root, "input"), 0) + 3) / 4;
 	json_decref(root);
 	return true;
 }
@@ -290,15 +478,25 @@ static bool ref_prefix_agrees(const char *body, size_t len, const struct tokens_
 	const char *name = tokens_model_name(a, buf, &n);
 	if (a->model != NULL && (a->model < body || a->model + a->model_len > body + len))
 		return false;
-	if (!ref_prefix_of(body, len, &r))
-		return a->model == NULL && a->prompt_key == 0 && !a->cache_marked;
+	struct tokens_cost rc;
+	ref_tokens_estimate(body, len, 0, &rc);
+	int64_t tools = a->tools_tokens != rc.tools_tokens && rc.tools_tokens > 0 &&
+	                        ref_has_duplicates(body, len)
+	                    ? a->tools_tokens
+	                    : -1;
+	if (!ref_prefix_of(body, len, tools, &r))
+		return a->model == NULL && a->prompt_key == 0 && !a->cache_marked && !a->chained &&
+		       !a->stored && a->chain_key == 0 && a->items_tokens == 0 &&
+		       a->cache_ttl_ms == 0;
 	if (r.has_model != (name != NULL))
 		return false;
 	if (r.has_model && (n != r.model_len || memcmp(name, r.model, n) != 0))
 		return false;
 	return r.marked == a->cache_marked && r.keyed == (a->prompt_key != 0) &&
 	       r.keyed == (a->head_key != 0) && r.prefix_tokens == a->prefix_tokens &&
-	       r.head_tokens == a->head_tokens;
+	       r.head_tokens == a->head_tokens && r.ttl_ms == a->cache_ttl_ms &&
+	       r.chained == a->chained && r.stored == a->stored &&
+	       r.conversation == (a->chain_key != 0) && r.items_tokens == a->items_tokens;
 }
 
 #endif

@@ -123,6 +123,50 @@ START_TEST(config_reads_the_rows)
 }
 END_TEST
 
+/* Cache reads: free at Anthropic and Groq, but on Anthropic's Haiku 3 and 3.5
+ * (counted toward input tokens per minute, PROVIDERS.md §11), by the lane's
+ * model: its group's name or its own; a provider set to charged, or of the
+ * user's own set to free, by its setting alone. */
+START_TEST(cache_reads_by_model)
+{
+	char err[256];
+	struct config *c = load_text("providers:\n"
+	                             "  anthropic: {}\n"
+	                             "  groq: {}\n"
+	                             "  openai: {}\n"
+	                             "  local:\n"
+	                             "    upstream: http://127.0.0.1:8\n"
+	                             "    cached_input: free\n",
+	                             err, sizeof err);
+	ck_assert_msg(c != NULL, "%s", err);
+	const struct provider_conf *an = config_provider(c, "anthropic");
+	static const char *const counted[] = {"claude-3-haiku", "claude-3-haiku-20240307",
+	                                      "claude-3-5-haiku", "claude-3-5-haiku-latest"};
+	static const char *const free_reads[] = {"claude-sonnet-4",  "claude-haiku-4-5",
+	                                         "claude-opus-4-1",  "claude-3-7-sonnet",
+	                                         "claude-3-opus",    "claude-3-5-sonnet-20241022",
+	                                         "my-haiku-3-proxy", NULL};
+	for (size_t i = 0; i < sizeof counted / sizeof counted[0]; i++)
+		ck_assert_msg(!profile_cache_reads_free(an, counted[i]), "%s", counted[i]);
+	for (size_t i = 0; i < sizeof free_reads / sizeof free_reads[0]; i++)
+		ck_assert_msg(profile_cache_reads_free(an, free_reads[i]), "%s",
+		              free_reads[i] ? free_reads[i] : "(none)");
+	/* the built-in groups name the Haiku classes so that the rule finds them */
+	ck_assert_str_eq(model_group(an, "claude-3-5-haiku-20241022"), "claude-3-5-haiku");
+	ck_assert(!profile_cache_reads_free(an, model_group(an, "claude-3-5-haiku-20241022")));
+	ck_assert(profile_cache_reads_free(config_provider(c, "groq"), "llama-3.3-70b"));
+	ck_assert(profile_cache_reads_free(config_provider(c, "local"), "claude-3-haiku"));
+	ck_assert(!profile_cache_reads_free(config_provider(c, "openai"), "gpt-4o"));
+	ck_assert(!profile_cache_reads_free(NULL, "gpt-4o"));
+	config_free(c);
+	/* set to charged, Anthropic counts every read on every model */
+	c = load_text("providers:\n  anthropic: {cached_input: charged}\n", err, sizeof err);
+	ck_assert_msg(c != NULL, "%s", err);
+	ck_assert(!profile_cache_reads_free(config_provider(c, "anthropic"), "claude-sonnet-4"));
+	config_free(c);
+}
+END_TEST
+
 /* Every place a key travels is tried by every profile, the generic one too:
  * a request with a key never lands in the anonymous lane. */
 START_TEST(key_fallbacks_cover_every_source)
@@ -341,6 +385,7 @@ static Suite *profile_suite(void)
 	TCase *t = tcase_create("profile");
 	tcase_add_test(t, builtin_rows);
 	tcase_add_test(t, config_reads_the_rows);
+	tcase_add_test(t, cache_reads_by_model);
 	tcase_add_test(t, key_fallbacks_cover_every_source);
 	tcase_add_test(t, key_header_names);
 	tcase_add_test(t, bearer_key);

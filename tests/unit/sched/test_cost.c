@@ -14,7 +14,8 @@
 
 static struct cost_request req(int64_t est, uint64_t prompt, uint64_t agent, int64_t max_output)
 {
-	struct cost_request r = {est, 0, prompt, agent, max_output};
+	struct cost_request r = {
+	    .input_estimate = est, .prompt_key = prompt, .agent = agent, .max_output = max_output};
 	return r;
 }
 
@@ -28,7 +29,7 @@ static struct cost_charge charge(const struct cost_lane *c, const struct cost_re
                                  int64_t now)
 {
 	struct cost_charge ch;
-	cost_charge(c, r, true, COST_OUTPUT_RESERVED, 1024, TTL, now, &ch);
+	cost_charge(c, r, true, COST_OUTPUT_RESERVED, 1024, now, &ch);
 	return ch;
 }
 
@@ -68,7 +69,7 @@ START_TEST(warm_prompt_scaled)
 	r.input_estimate = 12000;
 	ch = charge(&c, &r, 2000);
 	ck_assert_double_eq_tol(ch.input, 600, 1e-3);
-	ck_assert_double_eq_tol(cost_input_share(&c, &r, TTL, 2000), 0.05, 1e-6);
+	ck_assert_double_eq_tol(cost_input_share(&c, &r, 2000), 0.05, 1e-6);
 	cost_lane_free(&c);
 }
 END_TEST
@@ -98,18 +99,42 @@ START_TEST(expired_cache_full)
 	struct cost_charge ch = charge(&c, &r, 1000 + TTL + 1);
 	ck_assert(!ch.input_scaled);
 	ck_assert(ch.input == 10000);
-	/* a one-hour cache, told by the caller */
-	cost_charge(&c, &r, true, COST_OUTPUT_RESERVED, 1024, 3600000, 1000 + TTL + 1, &ch);
-	ck_assert(ch.input_scaled);
-	/* ttl <= 0: the default */
-	cost_charge(&c, &r, true, COST_OUTPUT_RESERVED, 1024, 0, 1000 + TTL + 1, &ch);
-	ck_assert(!ch.input_scaled);
 	/* each answer refreshes the entry, from when its request went out */
 	learn_warm(&c, PROMPT_A, 200000);
 	ck_assert(charge(&c, &r, 200000 + TTL).input_scaled);
 	/* an older answer coming back late does not move it back */
 	learn_warm(&c, PROMPT_A, 100000);
 	ck_assert(charge(&c, &r, 200000 + TTL).input_scaled);
+	cost_lane_free(&c);
+}
+END_TEST
+
+/* A prompt whose marks name a "ttl" ("1h") stays warm that long: the entry
+ * keeps when its cache lapses, from the newest answered request's marks. */
+START_TEST(cache_ttl_of_the_prompt)
+{
+	struct cost_lane c;
+	cost_lane_init(&c);
+	struct cost_request hour = req(10000, PROMPT_A, 0, 200);
+	hour.cache_ttl_ms = 3600000;
+	struct cost_usage u = usage(500, 0, 9500, 150);
+	ck_assert_int_eq(cost_observe(&c, &hour, &u, 1000), 0);
+	/* ten minutes on: past the default's five, within the hour */
+	struct cost_charge ch = charge(&c, &hour, 1000 + 600000);
+	ck_assert(ch.input_scaled);
+	ck_assert_double_eq_tol(ch.input, 500, 1e-3);
+	/* the lifetime is the prompt's cache's, whatever the charged request names */
+	struct cost_request plain = req(10000, PROMPT_A, 0, 200);
+	ck_assert(charge(&c, &plain, 1000 + 3600000).input_scaled);
+	ck_assert(!charge(&c, &plain, 1000 + 3600000 + 1).input_scaled);
+	/* a 5-minute answer after it does not shorten the hour the cache still has */
+	ck_assert_int_eq(cost_observe(&c, &plain, &u, 2000), 0);
+	ck_assert(charge(&c, &plain, 1000 + 3600000).input_scaled);
+	/* beside it, a prompt of the default lifetime lapses after 5 minutes */
+	learn_warm(&c, PROMPT_B, 1000);
+	plain.prompt_key = PROMPT_B;
+	ck_assert(charge(&c, &plain, 1000 + TTL).input_scaled);
+	ck_assert(!charge(&c, &plain, 1000 + TTL + 1).input_scaled);
 	cost_lane_free(&c);
 }
 END_TEST
@@ -121,7 +146,7 @@ START_TEST(cache_reads_counted_full)
 	learn_warm(&c, PROMPT_A, 1000);
 	struct cost_request r = req(10000, PROMPT_A, 0, 200);
 	struct cost_charge ch;
-	cost_charge(&c, &r, false, COST_OUTPUT_RESERVED, 1024, TTL, 2000, &ch);
+	cost_charge(&c, &r, false, COST_OUTPUT_RESERVED, 1024, 2000, &ch);
 	ck_assert(ch.input == 10000);
 	ck_assert(!ch.input_scaled);
 	cost_lane_free(&c);
@@ -239,16 +264,16 @@ START_TEST(share_follows_change)
 	struct cost_usage u = usage(3000, 0, 7000, 10); /* the questions grew */
 	for (int i = 0; i < 8; i++)
 		cost_observe(&c, &r, &u, 0);
-	ck_assert_double_eq_tol(cost_input_share(&c, &r, TTL, 0), 0.3, 0.01);
+	ck_assert_double_eq_tol(cost_input_share(&c, &r, 0), 0.3, 0.01);
 	/* the cache expired: the answer wrote 9,000 of 10,000 again */
 	u = usage(10000, 9000, 0, 10);
 	cost_observe(&c, &r, &u, 0);
-	ck_assert_double_eq_tol(cost_input_share(&c, &r, TTL, 0), 0.1, 1e-6);
+	ck_assert_double_eq_tol(cost_input_share(&c, &r, 0), 0.1, 1e-6);
 	/* sizes weigh: a 1,000-token call at share 1 hardly moves a 10,000-token one */
 	struct cost_request small = req(1000, PROMPT_A, 0, 200);
 	u = usage(1000, 0, 0, 10);
 	cost_observe(&c, &small, &u, 0);
-	ck_assert_double_eq_tol(cost_input_share(&c, &r, TTL, 0),
+	ck_assert_double_eq_tol(cost_input_share(&c, &r, 0),
 	                        (0.75 * 1000 + 1000) / (0.75 * 10000 + 1000), 1e-6);
 	cost_lane_free(&c);
 }
@@ -436,6 +461,154 @@ START_TEST(lane_is_small)
 	cost_lane_free(&c);
 	ck_assert_ptr_null(c.prompts);
 	ck_assert_ptr_null(c.outputs);
+	ck_assert_ptr_null(c.chains);
+}
+END_TEST
+
+/* ---- the history the provider holds ---- */
+
+/* A Responses API agent as a provider charges it: each turn sends the
+ * instructions and tools again (6000 tokens, estimated 5400) and its new
+ * items (items_true, estimated at 90 %), names the previous response from
+ * the second turn on, and is charged the instructions, the history the
+ * provider holds, and the new items. The history then grows by the turn's
+ * items and output, less the reasoning the provider drops (reasoning of
+ * each output). Returns the largest error of a chained turn's input charge
+ * from turn `from` on, as a share of the truth. */
+static double chain_worst(struct cost_lane *c, uint64_t agent, int turns, double reasoning_share,
+                          int from)
+{
+	const double fixed_true = 6000, fixed_est = 5400;
+	double held_true = 0, worst = 0;
+	for (int k = 1; k <= turns; k++) {
+		double items_true = 500 + 300 * k, items_est = 0.9 * items_true;
+		double output = 200 + 50 * k;
+		double charged_true = fixed_true + held_true + items_true;
+		struct cost_request r = req((int64_t)(fixed_est + items_est), 0, agent, -1);
+		r.items = (int64_t)items_est;
+		r.stored = true;
+		r.chained = k > 1;
+		struct cost_charge ch;
+		cost_charge(c, &r, false, COST_OUTPUT_RESERVED, 1024, k * 1000, &ch);
+		if (k == 1) {
+			ck_assert(ch.held == 0); /* a first turn: as without the fields */
+			ck_assert_double_eq(ch.input, (double)r.input_estimate);
+		} else {
+			ck_assert_double_eq_tol(ch.input, (double)r.input_estimate + ch.held, 1e-6);
+			double err = fabs(ch.input - charged_true) / charged_true;
+			if (k >= from && err > worst)
+				worst = err;
+		}
+		struct cost_usage u = usage((int64_t)charged_true, -1, -1, (int64_t)output);
+		ck_assert_int_eq(cost_observe(c, &r, &u, k * 1000), 0);
+		held_true += items_true + output * (1 - reasoning_share);
+	}
+	return worst;
+}
+
+START_TEST(held_history_chain)
+{
+	struct cost_lane c;
+	cost_lane_init(&c);
+	/* a chain of 10 turns, its history growing from 0 to ~12,000 tokens: every
+	 * chained turn's charge within 10 % of the truth, from the second on */
+	double worst = chain_worst(&c, 0x77, 10, 0.4, 2);
+	ck_assert_msg(worst <= 0.10, "worst error %.3f", worst);
+	ck_assert_uint_eq(cost_lane_heap_bytes(&c), 280 + COST_CHAINS * 32);
+	/* charged its estimate alone, that history is far off: a chained turn of
+	 * another agent, of a chain never answered */
+	struct cost_request other = req(6000, 0, 0x78, -1);
+	other.chained = true;
+	struct cost_charge ch;
+	cost_charge(&c, &other, false, COST_OUTPUT_RESERVED, 1024, 20000, &ch);
+	ck_assert(ch.held == 0 && ch.input == 6000);
+	/* a request of the agent that does not name the history: as without */
+	struct cost_request plain = req(6000, 0, 0x77, -1);
+	plain.stored = true;
+	cost_charge(&c, &plain, false, COST_OUTPUT_RESERVED, 1024, 20000, &ch);
+	ck_assert(ch.held == 0 && ch.input == 6000);
+	cost_lane_free(&c);
+}
+END_TEST
+
+/* A provider that drops most of each output from the history (reasoning
+ * items): the growth share g learns it; from the fourth turn on within 5 %. */
+START_TEST(held_history_learns_growth)
+{
+	struct cost_lane c;
+	cost_lane_init(&c);
+	double first = chain_worst(&c, 0x77, 3, 0.9, 2);
+	cost_lane_free(&c);
+	cost_lane_init(&c);
+	double later = chain_worst(&c, 0x77, 12, 0.9, 4);
+	ck_assert_msg(later <= 0.05, "from turn 4: worst %.3f (turns 2-3: %.3f)", later, first);
+	ck_assert_msg(first > later, "turns 2-3 %.3f, later %.3f", first, later);
+	cost_lane_free(&c);
+}
+END_TEST
+
+/* Two conversations of one agent, interleaved: each is charged its own
+ * history (the conversation's id keys the chain). An answer to an older turn
+ * coming back after a newer one teaches nothing. */
+START_TEST(held_history_per_conversation)
+{
+	struct cost_lane c;
+	cost_lane_init(&c);
+	struct cost_request a = req(1000, 0, 0x77, -1), b = req(1000, 0, 0x77, -1);
+	a.conversation = 0xaaaa;
+	b.conversation = 0xbbbb;
+	a.chained = b.chained = true;
+	a.items = b.items = 100;
+	struct cost_usage ua = usage(50000, -1, -1, 1000), ub = usage(3000, -1, -1, 500);
+	ck_assert_int_eq(cost_observe(&c, &a, &ua, 1000), 0);
+	ck_assert_int_eq(cost_observe(&c, &b, &ub, 1100), 0);
+	struct cost_charge ch;
+	/* a: held 49000 + grow (100 + 1000) = 50100 */
+	cost_charge(&c, &a, false, COST_OUTPUT_RESERVED, 1024, 2000, &ch);
+	ck_assert_double_eq_tol(ch.held, 50100, 1e-3);
+	ck_assert_double_eq_tol(ch.input, 51100, 1e-3);
+	/* b: held 2000 + (100 + 500) */
+	cost_charge(&c, &b, false, COST_OUTPUT_RESERVED, 1024, 2000, &ch);
+	ck_assert_double_eq_tol(ch.held, 2600, 1e-3);
+	/* a's turn sent at 900 answered after the one sent at 1000: not learned */
+	struct cost_usage late = usage(10, -1, -1, 0);
+	ck_assert_int_eq(cost_observe(&c, &a, &late, 900), 0);
+	cost_charge(&c, &a, false, COST_OUTPUT_RESERVED, 1024, 2000, &ch);
+	ck_assert_double_eq_tol(ch.held, 50100, 1e-3);
+	/* a request neither chained nor stored, or without usage, teaches nothing */
+	struct cost_request chat = req(1000, 0, 0x99, -1);
+	ck_assert_int_eq(cost_observe(&c, &chat, &ua, 3000), 0);
+	chat.chained = true;
+	cost_charge(&c, &chat, false, COST_OUTPUT_RESERVED, 1024, 4000, &ch);
+	ck_assert(ch.held == 0);
+	cost_lane_free(&c);
+}
+END_TEST
+
+/* At most COST_CHAINS chains; the least recently sent is replaced. */
+START_TEST(held_history_bounded)
+{
+	struct cost_lane c;
+	cost_lane_init(&c);
+	struct cost_usage u = usage(5000, -1, -1, 100);
+	for (uint64_t a = 1; a <= 3 * COST_CHAINS; a++) {
+		struct cost_request r = req(1000, 0, a, -1);
+		r.stored = true;
+		ck_assert_int_eq(cost_observe(&c, &r, &u, (int64_t)a * 10), 0);
+	}
+	ck_assert_uint_eq(cost_lane_heap_bytes(&c), 280 + COST_CHAINS * 32);
+	unsigned kept = 0;
+	for (uint64_t a = 1; a <= 3 * COST_CHAINS; a++) {
+		struct cost_request r = req(1000, 0, a, -1);
+		r.chained = true;
+		struct cost_charge ch;
+		cost_charge(&c, &r, false, COST_OUTPUT_RESERVED, 1024, 10000, &ch);
+		kept += ch.held > 0;
+		if (a > 2 * COST_CHAINS) /* the newest: held 4000 + grow 100 */
+			ck_assert_double_eq_tol(ch.held, 4100, 1e-3);
+	}
+	ck_assert_uint_eq(kept, COST_CHAINS);
+	cost_lane_free(&c);
 }
 END_TEST
 
@@ -445,7 +618,7 @@ static struct cost_charge charge_rule(const struct cost_lane *c, const struct co
                                       enum cost_output_rule rule)
 {
 	struct cost_charge ch;
-	cost_charge(c, r, false, rule, 1024, TTL, 0, &ch);
+	cost_charge(c, r, false, rule, 1024, 0, &ch);
 	return ch;
 }
 
@@ -617,6 +790,7 @@ static Suite *cost_suite(void)
 	tcase_add_test(in, warm_prompt_scaled);
 	tcase_add_test(in, other_prompt_full);
 	tcase_add_test(in, expired_cache_full);
+	tcase_add_test(in, cache_ttl_of_the_prompt);
 	tcase_add_test(in, cache_reads_counted_full);
 	tcase_add_test(in, agent_fallback);
 	tcase_add_test(in, no_table_without_cache);
@@ -624,6 +798,10 @@ static Suite *cost_suite(void)
 	tcase_add_test(in, share_floor_and_clamp);
 	tcase_add_test(in, share_follows_change);
 	tcase_add_test(in, anthropic_cached_prompt_scenario);
+	tcase_add_test(in, held_history_chain);
+	tcase_add_test(in, held_history_learns_growth);
+	tcase_add_test(in, held_history_per_conversation);
+	tcase_add_test(in, held_history_bounded);
 	suite_add_tcase(s, in);
 	TCase *out = tcase_create("output");
 	tcase_add_test(out, output_default_before_answers);
