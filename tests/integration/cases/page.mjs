@@ -281,7 +281,7 @@ export const tests = [
       // Another client gets a slot again; a half-closed raw socket is noticed too.
       const sock = net.connect({ host: '127.0.0.1', port: Number(new URL(p.admin).port) });
       await new Promise((res) => sock.on('connect', res));
-      sock.write('GET /events HTTP/1.1\r\nhost: x\r\n\r\n');
+      sock.write('GET /events HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n');
       let got = '';
       sock.on('data', (d) => { got += d; });
       await waitFor(() => got.includes('data: '), { timeout_ms: 3000 * SLOW, what: 'a snapshot on the raw socket' });
