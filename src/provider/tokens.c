@@ -723,20 +723,27 @@ static int64_t scan_cache_control(struct js *s, struct cache_mark *cc)
 
 /* Members of a part or an item object that count (tokens.h), whatever the
  * object's "type": those whose value counts as a string (PM_SEALED: 3/4 of
- * it), then those that hold content (a string, parts, or one part); and
- * the object's own cache_control. */
+ * it; PM_INPUT to PM_RESPONSE, a tool call's arguments as an object, count
+ * as their compact JSON text when they are not a string, as tools do: Claude
+ * Code's tool_use inputs, Gemini's functionCall args and functionResponse
+ * response are often the bulk of an agent's context), then those that hold
+ * content (a string, parts, or one part); and the object's own cache_control. */
 #define PART_MEMBERS(X)                                                                            \
 	X(PM_TEXT, "text")           /* text, input_text, output_text, summary_text parts */       \
 	X(PM_NAME, "name")           /* function_call, custom_tool_call; Anthropic tool_use */     \
 	X(PM_ARGUMENTS, "arguments") /* function_call */                                           \
-	X(PM_INPUT, "input") /* custom_tool_call (a string; Anthropic's object does not count) */  \
-	X(PM_SEALED, "encrypted_content") /* a reasoning item */                                   \
-	X(PM_CONTENT, "content")          /* messages, reasoning text, Anthropic tool results */   \
-	X(PM_PARTS, "parts")              /* Gemini */                                             \
-	X(PM_OUTPUT, "output")            /* function_call_output, custom_tool_call_output */      \
-	X(PM_SUMMARY, "summary")          /* reasoning */                                          \
-	X(PM_QUERIES, "queries")          /* file_search_call */                                   \
-	X(PM_RESULTS, "results")          /* file_search_call: results[].text */                   \
+	X(PM_INPUT, "input")         /* custom_tool_call's string; Anthropic tool_use's object */  \
+	X(PM_ARGS, "args")           /* Gemini functionCall */                                     \
+	X(PM_RESPONSE, "response")   /* Gemini functionResponse */                                 \
+	X(PM_SEALED, "encrypted_content")   /* a reasoning item */                                 \
+	X(PM_CONTENT, "content")            /* messages, reasoning text, Anthropic tool results */ \
+	X(PM_FCALL, "functionCall")         /* Gemini: {name, args} */                             \
+	X(PM_FRESPONSE, "functionResponse") /* Gemini: {name, response} */                         \
+	X(PM_PARTS, "parts")                /* Gemini */                                           \
+	X(PM_OUTPUT, "output")              /* function_call_output, custom_tool_call_output */    \
+	X(PM_SUMMARY, "summary")            /* reasoning */                                        \
+	X(PM_QUERIES, "queries")            /* file_search_call */                                 \
+	X(PM_RESULTS, "results")            /* file_search_call: results[].text */                 \
 	X(PM_CACHE_CONTROL, "cache_control")
 
 enum part_member { PART_MEMBERS(JS_TABLE_ENUM) PM_END };
@@ -786,7 +793,9 @@ static int64_t scan_content(struct js *s, int depth, struct cache_mark *mark)
 	js_enter(s, '{');
 	while (js_member(s, &first, &k)) {
 		size_t i = js_key_lookup(&k, part_names, PM_END, part_lengths);
-		if (i < PM_CONTENT)
+		if (i >= PM_INPUT && i <= PM_RESPONSE && js_peek(s) != '"')
+			v[i] = js_json_chars(s);
+		else if (i < PM_CONTENT)
 			v[i] = js_chars(s);
 		else if (i < PM_CACHE_CONTROL)
 			v[i] = scan_content(s, depth + 1, &vm[i - PM_CONTENT]);

@@ -135,8 +135,11 @@ struct tokens_cost {
  * custom_tool_call_output "output", a reasoning item's summary[].text (and
  * content[].text) and 3/4 of its "encrypted_content" (below),
  * file_search_call "queries" and results[].text. These members count in any
- * part or item object, whatever its "type" says (one pass, no look-ahead):
- * Anthropic's tool_use "name" counts too.
+ * part or item object, whatever its "type" says (one pass, no look-ahead).
+ * A tool call's arguments sent as an object count as their compact JSON text,
+ * as tools do (tools_tokens): Anthropic's tool_use "name" and "input", and
+ * Gemini's parts' functionCall "name" and "args" and functionResponse "name"
+ * and "response" (in agent loops, these are much of the context).
  * encrypted_content is base64: N characters carry 3N/4 bytes of ciphertext,
  * and an AEAD's ciphertext is as long as the text it seals (plus a fixed
  * tag): the reasoning text the provider decrypts and bills as input is
@@ -150,8 +153,7 @@ struct tokens_cost {
  * default_output_tokens alone — an audio file's bytes are not prompt tokens,
  * so bytes / 4 would only overcharge; usage corrects the rest afterwards.
  * An empty body (GET /v1/models) costs 0. Images, files and other non-text
- * parts are not counted, nor are Anthropic tool_use inputs or Gemini
- * functionCall/functionResponse objects.
+ * parts are not counted.
  * Returns the total; fills *detail when it is not NULL. */
 int64_t tokens_estimate(const char *body, size_t len, unsigned default_output_tokens,
                         struct tokens_cost *detail);

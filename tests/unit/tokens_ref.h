@@ -33,15 +33,20 @@ static int64_t ref_string_chars(json_t *v)
 }
 
 /* Members of a part or item whose string counts, and those holding content. */
-static const char *const ref_string_members[] = {"text", "name", "arguments", "input"};
-static const char *const ref_content_members[] = {"content", "parts",   "output",
-                                                  "summary", "queries", "results"};
+static const char *const ref_string_members[] = {"text", "name", "arguments"};
+/* A string's characters, else the value's compact JSON text (ref_json_chars). */
+static const char *const ref_json_members[] = {"input", "args", "response"};
+static const char *const ref_content_members[] = {"content",      "parts",           "output",
+                                                  "summary",      "queries",         "results",
+                                                  "functionCall", "functionResponse"};
 #define REF_COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
 /* Text of a content value: a string, an array of parts or strings, or one part
  * or item ({"text"}, {"content": ...} of a tool result, {"parts": [...]} of
  * Gemini, the Responses API's items: name, arguments, input, output, summary,
  * 3/4 of encrypted_content, file search queries and results). */
+static int64_t ref_json_chars(json_t *v);
+
 static int64_t ref_content_chars(json_t *v, int depth)
 {
 	if (depth > REF_MAX_DEPTH)
@@ -58,6 +63,12 @@ static int64_t ref_content_chars(json_t *v, int depth)
 	} else if (json_is_object(v)) {
 		for (size_t i = 0; i < REF_COUNT(ref_string_members); i++)
 			n += ref_string_chars(json_object_get(v, ref_string_members[i]));
+		for (size_t i = 0; i < REF_COUNT(ref_json_members); i++) {
+			json_t *m = json_object_get(v, ref_json_members[i]);
+			n += m == NULL           ? 0
+			     : json_is_string(m) ? ref_string_chars(m)
+			                         : ref_json_chars(m);
+		}
 		n += ref_string_chars(json_object_get(v, "encrypted_content")) * 3 / 4;
 		for (size_t i = 0; i < REF_COUNT(ref_content_members); i++)
 			n += ref_content_chars(json_object_get(v, ref_content_members[i]),
@@ -235,10 +246,16 @@ static bool ref_estimate_agrees(const char *body, size_t len, const struct token
                                 const struct tokens_cost *r)
 {
 	int64_t tools = r->tools_tokens;
-	if (a->tools_tokens != r->tools_tokens && r->tools_tokens > 0 &&
-	    ref_has_duplicates(body, len))
+	bool dup = (a->tools_tokens != r->tools_tokens || a->prompt != r->prompt) &&
+	           ref_has_duplicates(body, len);
+	if (dup && a->tools_tokens != r->tools_tokens && r->tools_tokens > 0)
 		tools = a->tools_tokens;
 	int64_t prompt = r->prompt - r->tools_tokens + tools;
+	/* A tool call's arguments as an object (tool_use input, functionCall
+	 * args) count as JSON text as written, as tools do: with a repeated
+	 * member name inside, the scanner counts both and the tree keeps one. */
+	if (dup && a->prompt != prompt)
+		prompt = a->prompt;
 	return a->json == r->json && a->prompt == prompt && a->output == r->output &&
 	       a->total == prompt + r->output && a->tools_tokens == tools;
 }
@@ -492,11 +509,15 @@ static bool ref_prefix_agrees(const char *body, size_t len, const struct tokens_
 		return false;
 	if (r.has_model && (n != r.model_len || memcmp(name, r.model, n) != 0))
 		return false;
+	/* Counts over a tool call's arguments as an object differ where a member
+	 * name repeats inside them (ref_estimate_agrees). */
+	bool counts = (r.prefix_tokens == a->prefix_tokens && r.head_tokens == a->head_tokens &&
+	               r.items_tokens == a->items_tokens) ||
+	              ref_has_duplicates(body, len);
 	return r.marked == a->cache_marked && r.keyed == (a->prompt_key != 0) &&
-	       r.keyed == (a->head_key != 0) && r.prefix_tokens == a->prefix_tokens &&
-	       r.head_tokens == a->head_tokens && r.ttl_ms == a->cache_ttl_ms &&
+	       r.keyed == (a->head_key != 0) && counts && r.ttl_ms == a->cache_ttl_ms &&
 	       r.chained == a->chained && r.stored == a->stored &&
-	       r.conversation == (a->chain_key != 0) && r.items_tokens == a->items_tokens;
+	       r.conversation == (a->chain_key != 0);
 }
 
 #endif

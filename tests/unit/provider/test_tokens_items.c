@@ -87,9 +87,18 @@ static const struct item_row {
      "{\"type\":\"search\",\"query\":\"pacerd\"}}",
      0},
     {"{\"type\":\"item_reference\",\"id\":\"msg_1\"}", 0},
-    /* Anthropic's tool_use in the same shape: its name counts, its input object
-     * does not: "get_time" 8 → 2 */
-    {"{\"type\":\"tool_use\",\"id\":\"t\",\"name\":\"get_time\",\"input\":{\"tz\":\"UTC\"}}", 2},
+    /* Anthropic's tool_use in the same shape: its name, and its input object as
+     * compact JSON text, as tools count: "get_time" 8 + {"tz":"UTC"} 12 = 20 → 5 */
+    {"{\"type\":\"tool_use\",\"id\":\"t\",\"name\":\"get_time\",\"input\":{\"tz\":\"UTC\"}}", 5},
+    /* blanks inside the object count nothing: the same 5 */
+    {"{\"type\":\"tool_use\",\"id\":\"t\",\"name\":\"get_time\",\"input\": { \"tz\" : \"UTC\" } }",
+     5},
+    /* Gemini's parts: functionCall {name, args} and functionResponse {name,
+     * response}: "get_time" 8 + {"tz":"UTC"} 12 = 20 → 5; 8 + {"t":"12:00"} 13 = 21 → 6 */
+    {"{\"functionCall\":{\"name\":\"get_time\",\"args\":{\"tz\":\"UTC\"}}}", 5},
+    {"{\"functionResponse\":{\"name\":\"get_time\",\"response\":{\"t\":\"12:00\"}}}", 6},
+    /* a number as the input: one token's worth (4 characters) → 1 */
+    {"{\"type\":\"tool_use\",\"id\":\"t\",\"input\":7}", 1},
 };
 
 START_TEST(responses_item_kinds)
