@@ -194,10 +194,11 @@ static json_t *store_json(struct shared *sh)
 		return json_pack("{s:s}", "kind", "local");
 	const struct stats_hist *h = &s->latency;
 	return json_pack(
-	    "{s:s,s:s,s:b,s:b,s:s,s:i,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:f,s:I,s:f,s:I}", "kind",
-	    "redis", "address", s->address, "connected", s->connected, "fallback",
+	    "{s:s,s:s,s:b,s:b,s:s,s:i,s:i,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:f,s:I,s:f,s:I}",
+	    "kind", "redis", "address", s->address, "connected", s->connected, "fallback",
 	    !s->connected && !shared_refusing(sh), "on_error", shared_on_error(sh), "replicas",
-	    (int)shared_replicas(sh), "decisions",
+	    (int)s->replicas, "fallback_divisor", (int)s->fallback_divisor, "heartbeats",
+	    (json_int_t)s->heartbeats, "decisions",
 	    (json_int_t)(s->decisions_go + s->decisions_wait), "decisions_go",
 	    (json_int_t)s->decisions_go, "decisions_wait", (json_int_t)s->decisions_wait,
 	    "commands", (json_int_t)s->commands, "errors", (json_int_t)s->errors, "timeouts",

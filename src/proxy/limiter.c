@@ -62,7 +62,7 @@ bool limiter_pump(struct shared *sh, struct sched_lane *lane, struct shared_lane
 	enum sched_gates_mode want =
 	    mode == SHARED_FALLBACK ? SCHED_GATES_FALLBACK : SCHED_GATES_SHARED;
 	if (sched_lane_gates_mode(lane) != want)
-		sched_set_gates_mode(lane, want, 1.0 / shared_replicas(sh), now_ms);
+		sched_set_gates_mode(lane, want, 1.0 / shared_fallback_divisor(sh), now_ms);
 	struct shared_gates g;
 	gates_of(lane, false, now_ms, &g);
 	shared_settle(sh, sl, sched_permits_unused(lane), sched_lane_permits(lane), &g);

@@ -24,6 +24,7 @@
 #include "provider/ratelimit_headers.h"
 #include "store/batch.h"
 #include "store/delay_bound.h"
+#include "store/fleet.h"
 #include "store/store.h"
 #include "store/store_script.h"
 
@@ -112,8 +113,12 @@ struct shared {
 	char prefix[80];
 	double idle_ms, lease_ms;
 	enum store_on_error on_error;
-	unsigned replicas;
-	char replica[64]; /* names this process's leases */
+	/* The replicas sharing the store, from their heartbeats: what the
+	 * plans' limits are divided by while it is down. */
+	struct fleet fleet;
+	char fleet_key[STORE_KEY_MAX];
+	struct event beat;
+	char replica[64]; /* names this process's leases and heartbeats */
 	uint64_t lease_seq;
 	struct list leases; /* newest first */
 	/* The margin's three steps, from a decision's instant in Redis to its
@@ -745,13 +750,71 @@ void shared_lane_free(struct shared *sh, struct shared_lane *sl)
 	free(sl);
 }
 
+/* ---- the fleet ---- */
+
+static void fleet_stats(struct shared *sh)
+{
+	struct store_stats *st = store_stats(sh->store);
+	st->replicas = fleet_heard_any(&sh->fleet) ? fleet_divisor(&sh->fleet) : 0;
+	st->fallback_divisor = fleet_divisor(&sh->fleet);
+}
+
+static void on_beat_reply(void *arg, const redisReply *r)
+{
+	struct shared *sh = arg;
+	if (sh->closing || r == NULL || r->type != REDIS_REPLY_INTEGER || r->integer < 0)
+		return;
+	unsigned alive = r->integer > 100000 ? 100000 : (unsigned)r->integer;
+	fleet_heard(&sh->fleet, alive, clock_now_ms());
+	store_stats(sh->store)->heartbeats++;
+	fleet_stats(sh);
+}
+
+/* One heartbeat: this replica is alive; the answer counts the fleet. */
+static void send_beat(struct shared *sh)
+{
+	if (!store_up(sh->store) || sh->fleet_key[0] == '\0')
+		return;
+	struct store_cmd cmd;
+	store_cmd_beat(&cmd, sh->fleet_key, sh->replica, FLEET_TTL_MS);
+	store_send(sh->store, &cmd, on_beat_reply, sh);
+}
+
+static void on_beat(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	send_beat(arg);
+}
+
 /* ---- the store's state ---- */
 
 static void on_store_state(void *arg, bool up)
 {
 	struct shared *sh = arg;
+	if (up)
+		send_beat(sh); /* a Redis back (perhaps restarted empty) counts us at once */
 	if (sh->hooks.store_changed != NULL)
 		sh->hooks.store_changed(sh->hooks.arg, up);
+}
+
+/* The store's log lines say what the lanes do now: decided in the store,
+ * or here at the plans' limits divided by the fleet as last heard. */
+static void describe_state(void *arg, struct log_line *l, bool up)
+{
+	struct shared *sh = arg;
+	if (up) {
+		log_str(l, "gates", "shared");
+		return;
+	}
+	if (sh->on_error == STORE_ON_ERROR_FAIL) {
+		log_str(l, "gates", "refused");
+		return;
+	}
+	log_str(l, "gates", "local");
+	log_int(l, "fallback_divisor", fleet_divisor(&sh->fleet));
+	log_str(l, "replicas_from",
+	        fleet_heard_any(&sh->fleet) ? "heartbeats" : "store.redis.replicas");
 }
 
 struct shared *shared_new(struct event_base *base, const struct config *cfg,
@@ -775,7 +838,9 @@ struct shared *shared_new(struct event_base *base, const struct config *cfg,
 	sh->idle_ms = (double)cfg->limits.idle_ttl_s * 1000;
 	sh->lease_ms = cfg->store.redis.lease_ms;
 	sh->on_error = cfg->store.redis.on_error;
-	sh->replicas = cfg->store.redis.replicas > 0 ? cfg->store.redis.replicas : 1;
+	fleet_init(&sh->fleet, cfg->store.redis.replicas);
+	if (!store_fleet_key(sh->prefix, sh->fleet_key, sizeof(sh->fleet_key)))
+		sh->fleet_key[0] = '\0';
 	char host[40] = "pacerd";
 	gethostname(host, sizeof(host) - 1);
 	host[sizeof(host) - 1] = '\0';
@@ -784,12 +849,17 @@ struct shared *shared_new(struct event_base *base, const struct config *cfg,
 	/* Unique among replicas, also for a restarted one with the same pid. */
 	snprintf(sh->replica, sizeof(sh->replica), "%.32s:%d:%llx", host, (int)getpid(),
 	         (unsigned long long)ts.tv_sec * 1000000000ULL + (unsigned long long)ts.tv_nsec);
-	sh->store = store_new(base, cfg, on_store_state, sh, err, errlen);
+	const struct store_hooks store_hooks = {on_store_state, describe_state, sh};
+	sh->store = store_new(base, cfg, &store_hooks, err, errlen);
 	if (sh->store == NULL) {
 		free(sh);
 		return NULL;
 	}
+	fleet_stats(sh);
 	evtimer_assign(&sh->flush, base, on_flush, sh);
+	event_assign(&sh->beat, base, -1, EV_PERSIST, on_beat, sh);
+	struct timeval beat = {FLEET_BEAT_MS / 1000, (FLEET_BEAT_MS % 1000) * 1000};
+	event_add(&sh->beat, &beat);
 	/* Leases renewed at a third of their life: two renewals may be lost. */
 	event_assign(&sh->renew, base, -1, EV_PERSIST, on_renew, sh);
 	int64_t every = (int64_t)sh->lease_ms / 3;
@@ -805,6 +875,7 @@ void shared_free(struct shared *sh)
 	sh->closing = true;
 	event_del(&sh->renew);
 	event_del(&sh->flush);
+	event_del(&sh->beat);
 	cancel_reserved(sh, NULL);
 	struct list *node, *tmp;
 	LIST_FOR_EACH_SAFE(node, tmp, &sh->leases)
@@ -838,7 +909,7 @@ const char *shared_on_error(const struct shared *sh)
 	return sh != NULL && sh->on_error == STORE_ON_ERROR_FAIL ? "fail" : "local";
 }
 
-unsigned shared_replicas(const struct shared *sh)
+unsigned shared_fallback_divisor(const struct shared *sh)
 {
-	return sh != NULL ? sh->replicas : 1;
+	return sh != NULL ? fleet_divisor(&sh->fleet) : 1;
 }

@@ -20,9 +20,11 @@
  * Concurrency (AIMD) and the probe after a hold stay per replica.
  *
  * While the store is down, on_error says what lanes do: `local` paces each
- * lane here at its plan's limits / replicas (logged once: store_unavailable,
- * then store_restored); `fail` answers 503 store_unavailable to what waits.
- * Nothing accepted is lost either way.
+ * lane here at its plan's limits / the replicas alive at the last heartbeats
+ * (every replica beats once a second into the store: store/fleet.h; logged
+ * once: store_unavailable with the divisor, then store_restored); `fail`
+ * answers 503 store_unavailable to what waits. Nothing accepted is lost
+ * either way.
  *
  * The seam. The store never sees a lane: it keeps its own side of one (struct
  * shared_lane: keys, decisions, leases), made by the lanes' owner
@@ -98,7 +100,7 @@ void shared_lane_free(struct shared *sh, struct shared_lane *sl);
 /* Where a lane's gates are decided now, by the store's state. */
 enum shared_mode {
 	SHARED_DECIDES,  /* up: a request goes with a "go" from the store */
-	SHARED_FALLBACK, /* down, on_error local: here, at the plan's limits / replicas */
+	SHARED_FALLBACK, /* down, on_error local: here, at the plan's limits / the fleet */
 	SHARED_REFUSES,  /* down, on_error fail: what waits is answered 503 */
 };
 /* The mode for sl now (a lane's fall-back is counted once, in stats). */
@@ -193,6 +195,9 @@ bool shared_refusing(const struct shared *sh);
 int64_t shared_retry_in_ms(const struct shared *sh);
 struct store_stats *shared_stats(struct shared *sh);
 const char *shared_on_error(const struct shared *sh);
-unsigned shared_replicas(const struct shared *sh);
+/* What a lane's limits are divided by while the store is down (on_error:
+ * local): the replicas alive at the last heartbeats this replica heard, or
+ * store.redis.replicas before any (store/fleet.h). */
+unsigned shared_fallback_divisor(const struct shared *sh);
 
 #endif

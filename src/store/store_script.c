@@ -204,12 +204,24 @@ static const char renew_src[] =
                 "keep(KEYS[1], lease)\n"
                 "return r\n";
 
+/* KEYS: the fleet's sorted set. ARGV: member, ttl_ms. The member's score is
+ * its last beat on the server's clock; members older than ttl_ms go (a
+ * replica that died, or one restarted under a new name); the key lives as
+ * long as a beat is that recent. Reply: the members left. */
+static const char beat_src[] =
+    LUA_PRELUDE "local key, member, ttl = KEYS[1], ARGV[1], tonumber(ARGV[2])\n"
+                "redis.call('ZADD', key, now, member)\n"
+                "redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. fmt(now - ttl))\n"
+                "redis.call('PEXPIRE', key, math.ceil(ttl))\n"
+                "return redis.call('ZCARD', key)\n";
+
 static const struct {
 	const char *name, *src;
 } scripts[SCRIPT_N] = {
     [SCRIPT_DECIDE] = {"decide", decide_src},    [SCRIPT_ADJUST] = {"adjust", adjust_src},
     [SCRIPT_OBSERVE] = {"observe", observe_src}, [SCRIPT_HOLD] = {"hold", hold_src},
     [SCRIPT_QUOTA] = {"quota", quota_src},       [SCRIPT_RENEW] = {"renew", renew_src},
+    [SCRIPT_BEAT] = {"beat", beat_src},
 };
 
 static char shas[SCRIPT_N][41];
@@ -373,6 +385,20 @@ void store_cmd_renew(struct store_cmd *cmd, const char *leases, double lease_ms,
 	arg_str(cmd, leases);
 	arg_num(cmd, lease_ms);
 	arg_str(cmd, member);
+}
+
+bool store_fleet_key(const char *prefix, char *key, size_t keylen)
+{
+	int n = snprintf(key, keylen, "%sreplicas", prefix);
+	return n > 0 && (size_t)n < keylen;
+}
+
+void store_cmd_beat(struct store_cmd *cmd, const char *fleet_key, const char *member, double ttl_ms)
+{
+	begin(cmd, SCRIPT_BEAT, 1);
+	arg_str(cmd, fleet_key);
+	arg_str(cmd, member);
+	arg_num(cmd, ttl_ms);
 }
 
 void store_cmd_release(struct store_cmd *cmd, const char *leases, const char *member)

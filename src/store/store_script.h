@@ -22,6 +22,8 @@
  *                      by their first ask (served first come, first served)
  *   KEY  <same>:leases:asked  the same members, scored by their last ask (a
  *                      waiter that stops asking leaves the queue)
+ *   KEY  <prefix>replicas  a sorted set: every replica's name, scored by its
+ *                      last heartbeat (store/fleet.h), one per prefix
  *
  * Keys expire once their state is back to idle, plus the idle time the
  * caller passes: a gate whose TAT has passed means the same as no gate. */
@@ -38,6 +40,7 @@ enum store_script_id {
 	SCRIPT_HOLD,    /* a retry-after: hold every replica */
 	SCRIPT_QUOTA,   /* the quota is out / back */
 	SCRIPT_RENEW,   /* renews leases still in flight */
+	SCRIPT_BEAT,    /* a replica's heartbeat: how many replicas are alive */
 	SCRIPT_N
 };
 
@@ -114,6 +117,13 @@ void store_cmd_quota(struct store_cmd *cmd, const char *key, double idle_ms, boo
 /* EVALSHA renew: the lease `member` lives lease_ms more (one per command). */
 void store_cmd_renew(struct store_cmd *cmd, const char *leases, double lease_ms,
                      const char *member);
+/* The fleet's key: prefix + "replicas" (no hash tag: a key of its own).
+ * False when it does not fit. */
+bool store_fleet_key(const char *prefix, char *key, size_t keylen);
+/* EVALSHA beat: `member` (this replica) is alive now; names not seen for
+ * ttl_ms leave. The reply is how many are left, this one included. */
+void store_cmd_beat(struct store_cmd *cmd, const char *fleet_key, const char *member,
+                    double ttl_ms);
 /* ZREM: the lease is given back. */
 void store_cmd_release(struct store_cmd *cmd, const char *leases, const char *member);
 /* Replaces EVALSHA by EVAL with the script's source (after NOSCRIPT). */

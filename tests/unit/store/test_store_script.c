@@ -434,6 +434,7 @@ static void build_all(struct store_cmd c[SCRIPT_N], const struct store_gate *g)
 	store_cmd_hold(&c[SCRIPT_HOLD], key, 1000, 5);
 	store_cmd_quota(&c[SCRIPT_QUOTA], key, 1000, false);
 	store_cmd_renew(&c[SCRIPT_RENEW], leases, 200, "r1:1");
+	store_cmd_beat(&c[SCRIPT_BEAT], "pacerd:replicas", "r1", 3000);
 }
 
 START_TEST(noscript_then_eval)
@@ -1446,6 +1447,42 @@ START_TEST(every_script_sets_an_expiry)
 }
 END_TEST
 
+/* --- the fleet's heartbeats ------------------------------------------------------------ */
+
+static long long beat(const char *member, double ttl_ms)
+{
+	char fk[64];
+	ck_assert(store_fleet_key("pacerd:", fk, sizeof(fk)));
+	ck_assert_str_eq(fk, "pacerd:replicas");
+	struct store_cmd c;
+	store_cmd_beat(&c, fk, member, ttl_ms);
+	return send_int(&c, -1);
+}
+
+/* Each beat answers how many names beat within the TTL, itself included; a
+ * name not heard for the TTL leaves; the key lives a TTL after the last beat. */
+START_TEST(beat_counts_the_fleet)
+{
+	ck_assert_int_eq(beat("a", 1000), 1);
+	ck_assert_int_eq(beat("b", 1000), 2);
+	ck_assert_int_eq(beat("a", 1000), 2); /* the same name again: still two */
+	ck_assert_int_eq(beat("c", 1000), 3);
+	redisReply *r = command("PTTL %s", "pacerd:replicas", NULL);
+	ck_assert_int_eq(r->type, REDIS_REPLY_INTEGER);
+	ck_assert_msg(r->integer > 0 && r->integer <= 1000, "PTTL %lld", r->integer);
+	freeReplyObject(r);
+	sleep_ms(500);
+	ck_assert_int_eq(beat("a", 1000), 3);
+	sleep_ms(600); /* b and c last beat 1100 ms ago, a 600 */
+	ck_assert_int_eq(beat("b", 1000), 2);
+	sleep_ms(1100); /* nobody beat since: the set is gone with its key */
+	ck_assert_int_eq(int_cmd("EXISTS %s", "pacerd:replicas", NULL), 0);
+	ck_assert_int_eq(beat("c", 1000), 1);
+	char fk[4];
+	ck_assert(!store_fleet_key("pacerd:", fk, sizeof(fk)));
+}
+END_TEST
+
 /* --- pure helpers ------------------------------------------------------------------ */
 
 START_TEST(lane_keys)
@@ -1586,6 +1623,7 @@ static Suite *store_script_suite(void)
 	tcase_add_test(r, leases_queue_forgets_who_stopped_asking);
 	tcase_add_test(r, every_key_expires);
 	tcase_add_test(r, every_script_sets_an_expiry);
+	tcase_add_test(r, beat_counts_the_fleet);
 	suite_add_tcase(s, r);
 	TCase *p = tcase_create("pure");
 	tcase_add_test(p, lane_keys);
