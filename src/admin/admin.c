@@ -182,6 +182,7 @@ static void lane_status(struct sched_lane *lane, void *arg)
 		                    json_integer((json_int_t)lv.oldest_wait_ms));
 		static const char *const modes[] = {"local", "shared", "fallback"};
 		json_object_set_new(j, "gates_decided", json_string(modes[lv.gates_mode]));
+		json_object_set_new(j, "strict_margin", json_real(lv.strict_margin));
 		json_array_append_new(lanes, j);
 	}
 }

@@ -14,11 +14,13 @@
 _Static_assert(SCHED_PERMITS_MAX <= SHARED_PERMITS_MAX, "the store keeps every permit");
 _Static_assert(GATES_N_WINDOWS == SHARED_REQUEST_GATES, "one store gate per request window");
 
-static struct shared_rate rate_of(const struct gcra *g)
+/* One gate in the store's terms; what a strict one keeps after a send is
+ * the lane's learned margin (sched/margin.h). */
+static struct shared_rate rate_of(const struct gcra *g, double margin)
 {
 	if (!gcra_enabled(g))
 		return (struct shared_rate){0, 0, 0};
-	return (struct shared_rate){g->t_ms, g->burst, gcra_strict_keep(g)};
+	return (struct shared_rate){g->t_ms, g->burst, gcra_strict_keep(g, margin)};
 }
 
 /* The lane's gates in the store's terms: the plan's request and token gates
@@ -28,11 +30,12 @@ static void gates_of(const struct sched_lane *lane, bool views, int64_t now_ms,
                      struct shared_gates *out)
 {
 	const struct gates *s = sched_lane_gates(lane);
+	double margin = sched_lane_margin(lane);
 	for (int w = 0; w < GATES_N_WINDOWS; w++)
-		out->req[w] = rate_of(&s->req[w]);
-	out->tokens = rate_of(&s->tokens);
-	out->input = rate_of(&s->input);
-	out->output = rate_of(&s->output);
+		out->req[w] = rate_of(&s->req[w], margin);
+	out->tokens = rate_of(&s->tokens, margin);
+	out->input = rate_of(&s->input, margin);
+	out->output = rate_of(&s->output, margin);
 	for (int b = 0; b < RLH_N_BUDGETS; b++) {
 		const struct learned *l = sched_learned(lane, b);
 		struct shared_budget *sb = &out->learned[b];
