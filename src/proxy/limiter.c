@@ -96,6 +96,9 @@ void limiter_decided(struct sched_lane *lane, const struct shared_answer *a)
 	                                                          : SCHED_PERMIT_FAILED;
 	for (unsigned i = 0; i < a->permits; i++)
 		sched_permit_answer(lane, pa, a->until_ms);
+	/* what the replicas learned of the path: the lane's margin */
+	if (a->margin > 0)
+		sched_margin_adopt(lane, a->margin, clock_now_ms());
 }
 
 struct sched_item *limiter_next(struct shared *sh, struct sched_lane *lane, struct shared_lane *sl,
@@ -141,11 +144,15 @@ bool limiter_complete(struct shared *sh, struct sched_lane *lane, struct shared_
                       enum sched_outcome outcome, int64_t now_ms)
 {
 	bool quota_before = sched_quota_out(lane);
+	double margin_before = sched_lane_margin(lane);
 	if (*lease != NULL) {
 		shared_release(sh, *lease);
 		*lease = NULL;
 	}
 	sched_complete(lane, it, outcome, now_ms);
+	/* the outcome widened or narrowed the lane's margin: the others learn it */
+	if (sched_lane_margin(lane) != margin_before)
+		shared_margin(sh, sl, margin_before, sched_lane_margin(lane));
 	if (quota_before && !sched_quota_out(lane)) {
 		shared_quota(sh, sl, false);
 		return true;

@@ -105,6 +105,9 @@ struct shared_lane {
 	unsigned waiting_head, waiting_n;
 	struct store_lane_names names;
 	bool fell_back; /* counted in stats.fallbacks until decided here again */
+	/* when this replica last wrote the lane's margin (mono ms): decisions
+	 * asked before it read what it replaced */
+	double margin_sent_ms;
 };
 
 struct shared {
@@ -146,6 +149,7 @@ struct decision {
 	uint64_t seq;
 	double answered_ms, due_ms;
 	bool quota;
+	double margin;    /* the lane's margin the answer carried (0: none) */
 	unsigned permits; /* 1, or a batch's size (store/batch.h) */
 };
 
@@ -306,12 +310,16 @@ static size_t decision_gates(const struct shared_gates *s, const struct shared_a
 }
 
 /* What Redis decided, told to the lane's owner: every permit the decision
- * asked for is answered so, with the quota flag every verdict carries. */
+ * asked for is answered so, with the quota flag and the margin every
+ * verdict carries. */
 static void tell(const struct decision *d, enum shared_verdict verdict, int64_t until_ms,
                  bool quota)
 {
-	const struct shared_answer a = {
-	    .verdict = verdict, .permits = d->permits, .until_ms = until_ms, .quota = quota};
+	const struct shared_answer a = {.verdict = verdict,
+	                                .permits = d->permits,
+	                                .until_ms = until_ms,
+	                                .quota = quota,
+	                                .margin = verdict == SHARED_FAILED ? 0 : d->margin};
 	d->sh->hooks.decided(d->sl->owner, &a);
 }
 
@@ -383,7 +391,7 @@ static void on_decided(void *arg, const redisReply *r)
 	double answered = mono_ms();
 	struct store_verdict v;
 	struct store_stats *st = store_stats(sh->store);
-	bool parsed = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
+	bool parsed = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements >= 3 &&
 	              r->element[0]->type == REDIS_REPLY_INTEGER &&
 	              r->element[1]->type == REDIS_REPLY_STRING &&
 	              r->element[2]->type == REDIS_REPLY_INTEGER &&
@@ -391,6 +399,12 @@ static void on_decided(void *arg, const redisReply *r)
 	                                  r->element[1]->len, r->element[2]->integer, &v);
 	if (parsed)
 		delay_bound_add(&sh->rtt, answered - d->asked_ms, clock_now_ms());
+	/* The lane's margin, unless this replica changed it after asking: what
+	 * the answer holds is what that change replaced. */
+	if (parsed && r->elements >= 4 && r->element[3]->type == REDIS_REPLY_STRING &&
+	    d->asked_ms >= sl->margin_sent_ms &&
+	    !store_parse_margin(r->element[3]->str, r->element[3]->len, &d->margin))
+		d->margin = 0;
 	if (parsed && v.go) {
 		st->decisions_go++;
 		if (v.wait_ms > 0 && reserve(d, seq, answered, &v))
@@ -623,6 +637,16 @@ void shared_observed(struct shared *sh, struct shared_lane *sl,
 		                  l->capacity, l->remaining);
 		store_send(sh->store, &cmd, NULL, NULL);
 	}
+}
+
+void shared_margin(struct shared *sh, struct shared_lane *sl, double from, double to)
+{
+	if (sh == NULL || sl == NULL || !store_up(sh->store) || from == to)
+		return;
+	struct store_cmd cmd;
+	store_cmd_margin(&cmd, sl->names.key, sh->idle_ms, from, to);
+	if (store_send(sh->store, &cmd, NULL, NULL))
+		sl->margin_sent_ms = mono_ms();
 }
 
 static void build_hold(struct store_cmd *cmd, const char *key, double idle_ms, void *arg)

@@ -13,6 +13,9 @@
  *  - a capacity hold (retry-after): no replica sends before it ends;
  *  - the quota state: one replica's insufficient_quota stops the others, one
  *    replica's successful probe restarts them;
+ *  - the strict gates' margin the replicas learn from refusals (widened by
+ *    any replica's, narrowed by time without: sched/margin.h), read back
+ *    with every decision;
  *  - max_concurrent_global: leases in a sorted set, renewed while in flight,
  *    expiring by themselves when a replica dies, handed out first come, first
  *    served across replicas (a decision waiting for one keeps its place in
@@ -70,6 +73,10 @@ struct shared_answer {
 	unsigned permits; /* the permits the decision asked for, each answered so */
 	int64_t until_ms; /* SHARED_WAIT: the monotonic clock's ms */
 	bool quota;       /* GO, WAIT: the shared quota is out (FAILED: unknown) */
+	/* GO, WAIT: the lane's strict margin as the store holds it (a fraction
+	 * of the interval, sched/margin.h); 0: none, or read before this
+	 * replica's own last change of it reached the store */
+	double margin;
 };
 
 /* What shared tells the lanes' owner (proxy/lanes.c). */
@@ -181,6 +188,11 @@ double shared_margin_ms(struct shared *sh, int64_t now_ms);
  * shared (learned: each budget's pace, capacity and what remains). */
 void shared_observed(struct shared *sh, struct shared_lane *sl,
                      const struct shared_budget learned[RLH_N_BUDGETS]);
+/* This replica's lane changed its strict margin from `from` to `to`
+ * (sched/margin.h): the store keeps the widest of the replicas' widenings,
+ * and a narrowing no replica's widening overtook. Decisions asked before it
+ * carry no margin back (shared_answer.margin 0). */
+void shared_margin(struct shared *sh, struct shared_lane *sl, double from, double to);
 /* A retry-after on a capacity answer: every replica holds for hold_ms. */
 void shared_hold(struct shared *sh, struct shared_lane *sl, int64_t hold_ms);
 /* This replica found the quota out (true) or back (false). */

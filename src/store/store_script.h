@@ -17,6 +17,8 @@
  *                      replica that learned them wrote them
  *        hold          no request before this instant (a retry-after)
  *        quota         present while the account's quota is out
+ *        sm            the strict gates' margin the replicas learned, a
+ *                      fraction of the interval (sched/margin.h)
  *   KEY  <same>:leases  a sorted set: max_concurrent_global leases, scored by expiry
  *   KEY  <same>:leases:queue  a sorted set: decisions waiting for a lease, scored
  *                      by their first ask (served first come, first served)
@@ -41,6 +43,7 @@ enum store_script_id {
 	SCRIPT_QUOTA,   /* the quota is out / back */
 	SCRIPT_RENEW,   /* renews leases still in flight */
 	SCRIPT_BEAT,    /* a replica's heartbeat: how many replicas are alive */
+	SCRIPT_MARGIN,  /* a replica widened or narrowed the lane's strict margin */
 	SCRIPT_N
 };
 
@@ -114,6 +117,13 @@ void store_cmd_observe(struct store_cmd *cmd, const char *key, double idle_ms, c
 void store_cmd_hold(struct store_cmd *cmd, const char *key, double idle_ms, double hold_ms);
 /* EVALSHA quota: out (true) or back (false). */
 void store_cmd_quota(struct store_cmd *cmd, const char *key, double idle_ms, bool out);
+/* EVALSHA margin: this replica changed the lane's strict margin from `from`
+ * to `to` (fractions of the interval). A widening is kept unless the store
+ * holds a wider one already; a narrowing only while the store holds no more
+ * than `from` (no replica widened it since) and more than `to`. The reply
+ * is 1 when it was written. */
+void store_cmd_margin(struct store_cmd *cmd, const char *key, double idle_ms, double from,
+                      double to);
 /* EVALSHA renew: the lease `member` lives lease_ms more (one per command). */
 void store_cmd_renew(struct store_cmd *cmd, const char *leases, double lease_ms,
                      const char *member);
@@ -131,7 +141,8 @@ void store_cmd_as_eval(struct store_cmd *cmd, enum store_script_id id);
 
 /* A decision's answer: go (send wait_ms from now: the instant its gates open,
  * when that was a few ms ahead), or ask again wait_ms from now; quota: the
- * shared quota is out. */
+ * shared quota is out. Its fourth element, the lane's strict margin as the
+ * store holds it ("" when none), is read by store_parse_margin. */
 struct store_verdict {
 	bool go;
 	double wait_ms;
@@ -142,5 +153,8 @@ struct store_verdict {
  * integer). Returns false for a reply of another shape. */
 bool store_parse_verdict(long long go, const char *wait, size_t wait_len, long long quota,
                          struct store_verdict *v);
+/* The margin decide's reply carries (its fourth element): a fraction in
+ * (0, 1) in *out; false when there is none ("") or it is not one. */
+bool store_parse_margin(const char *s, size_t len, double *out);
 
 #endif
