@@ -565,13 +565,16 @@ unsigned shared_ask(struct shared *sh, struct shared_lane *sl, const struct shar
 	size_t ng = decision_gates(s, a, g);
 	unsigned cap = a->lease_cap;
 	sl->n_strict = 0;
-	double strict_t = INFINITY;
+	double strict_t = INFINITY, keep_ms = 0;
 	for (int w = 0; w < SHARED_REQUEST_GATES; w++)
 		if (s->req[w].burst <= 1 && s->req[w].t_ms > 0) {
 			sl->strict[sl->n_strict] = (struct store_gate){
 			    request_fields[w], s->req[w].t_ms, s->req[w].burst, 1};
 			sl->strict_keep[sl->n_strict++] = s->req[w].keep;
-			strict_t = fmin(strict_t, s->req[w].t_ms);
+			if (s->req[w].t_ms < strict_t) {
+				strict_t = s->req[w].t_ms;
+				keep_ms = s->req[w].keep * s->req[w].t_ms;
+			}
 		}
 	/* A strict gate slow enough that a push reaches the store long before
 	 * the next decision (T >= PUSH_IN_TIME_MS, against round trips of a
@@ -579,9 +582,13 @@ unsigned shared_ask(struct shared *sh, struct shared_lane *sl, const struct shar
 	 * dispatch pushes it by its own measured delay (late_send): the
 	 * spacing costs what each request really took, not the bound of the
 	 * slowest (the sum of three bounds was ~2-4 ms on a loaded machine:
-	 * 97-98 % of the rate at 600 RPM). A faster gate keeps the bound. */
+	 * 97-98 % of the rate at 600 RPM). A faster gate keeps the bound, and
+	 * the store keeps the lane's strict margin beyond it (keep_ms: what
+	 * the path past this replica adds, which the bound does not measure);
+	 * a send is late only past the bound. */
 	double margin =
 	    sl->n_strict > 0 && strict_t >= PUSH_IN_TIME_MS ? 0 : shared_margin_ms(sh, now_ms);
+	double kept = margin > 0 && sl->n_strict > 0 ? keep_ms : 0;
 	unsigned permits = batch_of(sh, sl, cap, a->room, g, ng, now_ms);
 	unsigned n = permits > 1 ? 1 : a->decisions; /* one decision for a batch */
 	unsigned sent = 0, asked = 0;
@@ -598,8 +605,8 @@ unsigned shared_ask(struct shared *sh, struct shared_lane *sl, const struct shar
 		char member[MEMBER_MAX];
 		member_of(sh, seq, member);
 		struct store_cmd cmd;
-		store_cmd_decide(&cmd, &sl->names, sh->idle_ms, cap, member, sh->lease_ms, margin,
-		                 g, ng);
+		store_cmd_decide(&cmd, &sl->names, sh->idle_ms, cap, member, sh->lease_ms,
+		                 margin + kept, g, ng);
 		if (!store_send(sh->store, &cmd, on_decided, d)) {
 			free(d);
 			break;
