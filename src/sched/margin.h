@@ -20,14 +20,16 @@
  *    MARGIN_NARROW_OKS successes at the spacing, narrow it by MARGIN_NARROW,
  *    never below MARGIN_MIN; the clock starts again at every change. Slowly:
  *    at equilibrium a steady lane meets one refusal per ln 2.5 / ln(1/0.9)
- *    ≈ 8.7 narrowings, about one in 90 s, and between them sends at the
- *    spacing the path needs. Against arrivals moved by up to ±3 ms (a
- *    bucket of one at 600 RPM), simulated: 2.3 refusals in 300 requests
- *    (1 % fixed: a third refused) at 94.6 % of the rate; ×2 took 3.0 at
- *    93.7 % (1, 2, 4, 8 % where 1, 2.5, 6.25 % suffice). No fixed spacing
- *    does both ≤ 1 % refused and ≥ 95 % of the rate there: two arrivals'
- *    jitters differ by up to 6 ms, and a margin of 5.3 ms still sees 0.8 %
- *    of them closer than T.
+ *    ≈ 8.7 narrowings, about one in three minutes, and between them sends
+ *    at the spacing the path needs. (The period sets how often a lane
+ *    probes, not how wide it runs on average; 10 s met a second refusal
+ *    within a 300-request run about once in two.) Against arrivals moved
+ *    by up to ±3 ms (a bucket of one at 600 RPM), simulated: 2.3 refusals
+ *    in 300 requests (1 % fixed: a third refused) at 94.6 % of the rate;
+ *    ×2 took 3.0 at 93.7 % (1, 2, 4, 8 % where 1, 2.5, 6.25 % suffice).
+ *    No fixed spacing does both ≤ 1 % refused and ≥ 95 % of the rate
+ *    there: two arrivals' jitters differ by up to 6 ms, and a margin of
+ *    5.3 ms still sees 0.8 % of them closer than T.
  *
  * Time, not a count of successes, narrows it, so that replicas sharing a
  * lane through the store (each sees a third of its successes) narrow it at
@@ -45,7 +47,7 @@
 #define MARGIN_MAX 0.10
 #define MARGIN_WIDEN 2.5
 #define MARGIN_NARROW 0.9
-#define MARGIN_NARROW_AFTER_MS 10000
+#define MARGIN_NARROW_AFTER_MS 20000
 #define MARGIN_NARROW_OKS 20
 
 struct margin {
