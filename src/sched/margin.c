@@ -25,13 +25,16 @@ static bool set(struct margin *m, double f, int64_t now_ms)
 
 void margin_init(struct margin *m, int64_t now_ms)
 {
-	*m = (struct margin){.frac = MARGIN_MIN, .since_ms = now_ms};
+	*m = (struct margin){.frac = MARGIN_MIN, .since_ms = now_ms, .adopted_ms = INT64_MIN / 2};
 }
 
-bool margin_refused(struct margin *m, uint64_t dispatch_seq, uint64_t last_seq, int64_t now_ms)
+bool margin_refused(struct margin *m, uint64_t dispatch_seq, int64_t dispatched_ms,
+                    uint64_t last_seq, int64_t now_ms)
 {
-	if (dispatch_seq <= m->widened_seq)
-		return false; /* sent before the last widening: nothing new */
+	/* sent before the last widening, or before the fleet can have heard
+	 * of one adopted: nothing new */
+	if (dispatch_seq <= m->widened_seq || dispatched_ms < m->adopted_ms + MARGIN_SETTLE_MS)
+		return false;
 	m->widened_seq = last_seq;
 	return set(m, m->frac * MARGIN_WIDEN, now_ms);
 }
@@ -49,7 +52,10 @@ bool margin_adopt(struct margin *m, double frac, uint64_t last_seq, int64_t now_
 {
 	if (!isfinite(frac) || fabs(clamp(frac) - m->frac) < MARGIN_SAME)
 		return false;
-	if (frac > m->frac && last_seq > m->widened_seq)
-		m->widened_seq = last_seq;
+	if (frac > m->frac) {
+		if (last_seq > m->widened_seq)
+			m->widened_seq = last_seq;
+		m->adopted_ms = now_ms;
+	}
 	return set(m, frac, now_ms);
 }

@@ -14,8 +14,13 @@
  *    refused for capacity says that the path moved an arrival by more than
  *    the margin: it is multiplied by MARGIN_WIDEN, up to MARGIN_MAX. The
  *    refusals of requests sent before that widening say nothing new (a burst
- *    of them is one signal, as for AIMD): only a request dispatched after it
- *    widens again.
+ *    of them is one signal, as for AIMD). Nor, after a wider margin adopted
+ *    from the store, do those of requests sent within MARGIN_SETTLE_MS of
+ *    it: the replicas sharing the lane learn a widening at their next
+ *    decision, and until then each keeps the spacing it had (three replicas
+ *    at 600 RPM: one widened, another adopted it and met a refusal 200 ms
+ *    later, spaced by a third that had not heard yet, and took 6.25 % to
+ *    10 %). A replica's own widening applies to its next send: no wait.
  *  - MARGIN_NARROW_AFTER_MS without such a refusal, with at least
  *    MARGIN_NARROW_OKS successes at the spacing, narrow it by MARGIN_NARROW,
  *    never below MARGIN_MIN; the clock starts again at every change. Slowly:
@@ -49,20 +54,23 @@
 #define MARGIN_NARROW 0.9
 #define MARGIN_NARROW_AFTER_MS 20000
 #define MARGIN_NARROW_OKS 20
+#define MARGIN_SETTLE_MS 1000
 
 struct margin {
 	double frac;          /* of the interval, in [MARGIN_MIN, MARGIN_MAX] */
 	int64_t since_ms;     /* the last change (or start): narrowing counts from here */
+	int64_t adopted_ms;   /* the last wider margin adopted from the store */
 	unsigned oks;         /* successes at the spacing since then */
 	uint64_t widened_seq; /* requests dispatched up to this one came before the last widening */
 };
 
 void margin_init(struct margin *m, int64_t now_ms);
 
-/* A request dispatched as dispatch_seq, at the gate's spacing, was refused
- * for capacity; last_seq: the lane's newest dispatch. True when the margin
- * widened. */
-bool margin_refused(struct margin *m, uint64_t dispatch_seq, uint64_t last_seq, int64_t now_ms);
+/* A request dispatched as dispatch_seq at dispatched_ms, at the gate's
+ * spacing, was refused for capacity; last_seq: the lane's newest dispatch.
+ * True when the margin widened. */
+bool margin_refused(struct margin *m, uint64_t dispatch_seq, int64_t dispatched_ms,
+                    uint64_t last_seq, int64_t now_ms);
 /* A request at the gate's spacing succeeded. True when the margin narrowed. */
 bool margin_succeeded(struct margin *m, int64_t now_ms);
 /* The lane's margin as the store holds it (another replica widened or

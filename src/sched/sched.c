@@ -1041,7 +1041,7 @@ static void learn_margin(struct sched_lane *lane, const struct sched_item *it,
 	if (outcome == SCHED_SUCCESS)
 		margin_succeeded(m, now_ms);
 	else
-		margin_refused(m, it->dispatch_seq, lane->dispatch_seq, now_ms);
+		margin_refused(m, it->dispatch_seq, it->dispatched_ms, lane->dispatch_seq, now_ms);
 }
 
 void sched_margin_adopt(struct sched_lane *lane, double frac, int64_t now_ms)

@@ -29,7 +29,8 @@ START_TEST(a_refusal_widens_multiplicatively_up_to_the_max)
 	double want = MARGIN_MIN;
 	for (int i = 0; i < 10; i++) {
 		seq += 3;
-		bool changed = margin_refused(&m, seq, seq, 100 * i);
+		int64_t t = 100 * i;
+		bool changed = margin_refused(&m, seq, t, seq, t);
 		want = fmin(want * MARGIN_WIDEN, MARGIN_MAX);
 		EQ(m.frac, want);
 		ck_assert(changed == (i < 3)); /* 2.5, 6.25, 10 %, then the bound */
@@ -45,13 +46,13 @@ START_TEST(a_burst_of_refusals_is_one_signal)
 	struct margin m;
 	margin_init(&m, 0);
 	/* requests 1..5 were out when the first refusal came (lane's last: 5) */
-	ck_assert(margin_refused(&m, 2, 5, 100));
+	ck_assert(margin_refused(&m, 2, 0, 5, 100));
 	EQ(m.frac, MARGIN_WIDEN * MARGIN_MIN);
-	ck_assert(!margin_refused(&m, 3, 6, 110));
-	ck_assert(!margin_refused(&m, 5, 6, 120));
+	ck_assert(!margin_refused(&m, 3, 10, 6, 110));
+	ck_assert(!margin_refused(&m, 5, 30, 6, 120));
 	EQ(m.frac, MARGIN_WIDEN * MARGIN_MIN);
-	/* request 6 left after the widening: it is news */
-	ck_assert(margin_refused(&m, 6, 9, 300));
+	/* request 6 left after the widening: it is news, at once */
+	ck_assert(margin_refused(&m, 6, 300, 9, 400));
 	EQ(m.frac, MARGIN_WIDEN * MARGIN_WIDEN * MARGIN_MIN);
 }
 END_TEST
@@ -63,10 +64,10 @@ START_TEST(a_long_run_of_successes_narrows_slowly)
 {
 	struct margin m;
 	margin_init(&m, 0);
-	margin_refused(&m, 1, 1, 0);
-	margin_refused(&m, 2, 2, 0); /* 6.25 % */
+	margin_refused(&m, 1, 0, 1, 0);
+	int64_t t = 100;
+	margin_refused(&m, 2, t, 2, t); /* 6.25 % */
 	EQ(m.frac, 0.0625);
-	int64_t t = 0;
 	const int per_period = MARGIN_NARROW_AFTER_MS / 100; /* at 10 req/s */
 	/* the success at MARGIN_NARROW_AFTER_MS narrows, not one before */
 	for (int i = 1; i < per_period; i++)
@@ -86,7 +87,8 @@ START_TEST(a_long_run_of_successes_narrows_slowly)
 	ck_assert(margin_succeeded(&m, t += 60000));
 	EQ(m.frac, f * MARGIN_NARROW);
 	/* a refusal starts the period again */
-	margin_refused(&m, 10, 10, t += 100);
+	t += 100;
+	margin_refused(&m, 10, t, 10, t);
 	f = m.frac;
 	for (int i = 1; i < per_period; i++)
 		ck_assert(!margin_succeeded(&m, t += 100));
@@ -99,7 +101,7 @@ START_TEST(narrowing_stops_at_the_least)
 {
 	struct margin m;
 	margin_init(&m, 0);
-	margin_refused(&m, 1, 1, 0); /* 2.5 % */
+	margin_refused(&m, 1, 0, 1, 0); /* 2.5 % */
 	int64_t t = 0;
 	for (int i = 0; i < 40 * MARGIN_NARROW_AFTER_MS / 100; i++)
 		margin_succeeded(&m, t += 100);
@@ -128,7 +130,7 @@ START_TEST(settles_against_a_jittery_path)
 			refused++;
 			if (i >= 600)
 				late_refused++;
-			margin_refused(&m, seq, seq, (int64_t)t);
+			margin_refused(&m, seq, (int64_t)t, seq, (int64_t)t);
 		} else {
 			prev_arrival = arrival;
 			margin_succeeded(&m, (int64_t)t);
@@ -150,14 +152,19 @@ START_TEST(adopt_takes_the_stores_value)
 	 * before that say nothing new */
 	ck_assert(margin_adopt(&m, 0.04, 7, 1000));
 	EQ(m.frac, 0.04);
-	ck_assert(!margin_refused(&m, 6, 8, 1100));
-	ck_assert(margin_refused(&m, 8, 9, 1200));
+	ck_assert(!margin_refused(&m, 6, 900, 8, 1100));
+	/* sent after it, but within the time the other replicas take to
+	 * adopt it: the spacing it met may be theirs */
+	ck_assert(!margin_refused(&m, 8, 1500, 9, 1600));
+	ck_assert(!margin_refused(&m, 9, 1000 + MARGIN_SETTLE_MS - 1, 9, 2100));
+	int64_t t = 1000 + MARGIN_SETTLE_MS;
+	ck_assert(margin_refused(&m, 9, t, 10, t));
 	EQ(m.frac, MARGIN_MAX);
 	/* the same value again changes nothing, not even the clock */
 	for (int i = 0; i < 50; i++)
-		margin_succeeded(&m, 1200 + 100 * i);
-	ck_assert(!margin_adopt(&m, MARGIN_MAX, 9, 7000));
-	int64_t t = 1200 + MARGIN_NARROW_AFTER_MS;
+		margin_succeeded(&m, t + 100 * i);
+	ck_assert(!margin_adopt(&m, MARGIN_MAX, 10, t + 6000));
+	t += MARGIN_NARROW_AFTER_MS;
 	ck_assert(margin_succeeded(&m, t));
 	EQ(m.frac, MARGIN_MAX * MARGIN_NARROW);
 	/* narrowed elsewhere: taken, and the clock starts again */
