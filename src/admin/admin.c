@@ -195,7 +195,7 @@ static json_t *store_json(struct shared *sh)
 		return json_pack("{s:s}", "kind", "local");
 	const struct stats_hist *h = &s->latency;
 	return json_pack(
-	    "{s:s,s:s,s:b,s:b,s:s,s:i,s:i,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:f,s:I,s:f,s:I}",
+	    "{s:s,s:s,s:b,s:b,s:s,s:i,s:i,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:f,s:I,s:f,s:I,s:I}",
 	    "kind", "redis", "address", s->address, "connected", s->connected, "fallback",
 	    !s->connected && !shared_refusing(sh), "on_error", shared_on_error(sh), "replicas",
 	    (int)s->replicas, "fallback_divisor", (int)s->fallback_divisor, "heartbeats",
@@ -207,7 +207,7 @@ static json_t *store_json(struct shared *sh)
 	    (json_int_t)s->refused, "command_ms_avg",
 	    h->count > 0 ? h->sum / (double)h->count * 1000 : 0.0, "late_sends",
 	    (json_int_t)s->late_sends, "margin_ms", shared_margin_ms(sh, clock_now_ms()), "permits",
-	    (json_int_t)s->permits);
+	    (json_int_t)s->permits, "stale_permits", (json_int_t)s->stale_permits);
 }
 
 /* /status "tunnels": CONNECTs and what came through them. */

@@ -71,6 +71,7 @@ bool limiter_pump(struct shared *sh, struct sched_lane *lane, struct shared_lane
 	shared_settle(sh, sl, sched_permits_unused(lane), sched_lane_permits(lane), &g);
 	if (mode != SHARED_DECIDES)
 		return mode == SHARED_FALLBACK;
+	sched_permits_drop(lane, shared_stale(sh, sl));
 
 	struct sched_costs head;
 	unsigned n = sched_permits_wanted(lane, now_ms, &head);

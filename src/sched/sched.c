@@ -1456,6 +1456,14 @@ unsigned sched_permits_unused(struct sched_lane *lane)
 	return n;
 }
 
+void sched_permits_drop(struct sched_lane *lane, unsigned n)
+{
+	if (n == 0)
+		return;
+	lane->permits = n < lane->permits ? lane->permits - n : 0;
+	idle_update(lane);
+}
+
 /* Requests ahead of a newcomer leave at the lane's effective pace: the
  * slowest of the rate gates and of concurrency over the typical latency. */
 static int64_t eta_for(const struct sched_lane *lane, size_t ahead, int64_t now_ms)

@@ -319,6 +319,8 @@ void sched_permit_answer(struct sched_lane *lane, enum sched_permit_answer a, in
 /* Permits no request waits for any more (the queue emptied, the lane left
  * SHARED): they are taken back and counted, for the store to refund. */
 unsigned sched_permits_unused(struct sched_lane *lane);
+/* n permits held too long to be used (shared_stale): gone, not refunded. */
+void sched_permits_drop(struct sched_lane *lane, unsigned n);
 
 /* Estimated wait for `rq` entering the queue now (its priority and fair
  * share), for deadline_unreachable and retry-after on queue_full; NULL: the

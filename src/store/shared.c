@@ -618,6 +618,27 @@ unsigned shared_ask(struct shared *sh, struct shared_lane *sl, const struct shar
 	return asked;
 }
 
+unsigned shared_stale(struct shared *sh, struct shared_lane *sl)
+{
+	if (sh == NULL || sl == NULL || sl->n_strict == 0 || sl->granted_n == 0)
+		return 0;
+	double t = INFINITY;
+	for (size_t i = 0; i < sl->n_strict; i++)
+		t = fmin(t, sl->strict[i].t_ms);
+	double now = mono_ms();
+	unsigned n = 0;
+	for (; sl->granted_n > 0; sl->granted_n--, n++) {
+		const struct granted *g = &sl->granted[sl->granted_head];
+		if (!(now - g->due_ms > t / 2))
+			break;
+		if (g->seq != 0)
+			release_member(sh, sl->names.leases, g->seq);
+		sl->granted_head = (sl->granted_head + 1) % SHARED_PERMITS_MAX;
+	}
+	store_stats(sh->store)->stale_permits += n;
+	return n;
+}
+
 /* ---- what a replica learned ---- */
 
 static void send_simple(struct shared *sh, struct shared_lane *sl,

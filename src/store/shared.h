@@ -161,6 +161,14 @@ struct shared_grant {
 	bool valid;                          /* false: none (local gates, or already sent) */
 };
 
+/* The "go"s of a lane with a gate without slack whose instant passed by
+ * more than half its interval, while the lane held them (a hold, a dispatch
+ * delay): dropped, their leases given back; how many, for the scheduler to
+ * drop as many permits (sched_permits_drop). Sent that late, a request would
+ * leave close behind those other replicas were given since, whose spacing
+ * its push comes too late to keep; a dropped "go" costs one interval. */
+unsigned shared_stale(struct shared *sh, struct shared_lane *sl);
+
 /* A request the lane just dispatched under a permit: its lease, when the
  * plan has max_concurrent_global (else NULL), renewed until shared_release;
  * its "go" in *grant. */

@@ -44,6 +44,7 @@ struct store_stats {
 	uint64_t permits;          /* granted by the "go"s: more than decisions_go with batches */
 	uint64_t fallbacks;        /* decisions made locally because the store was down */
 	uint64_t late_sends;       /* sends later than their margin: strict gates pushed */
+	uint64_t stale_permits;    /* "go"s of strict gates dropped, too late to use */
 	uint64_t refused;          /* requests answered 503 store_unavailable (on_error: fail) */
 	uint64_t heartbeats;       /* heartbeats answered (store/fleet.h) */
 	unsigned replicas;         /* replicas alive at the last heartbeats; 0: none heard */

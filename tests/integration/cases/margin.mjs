@@ -14,8 +14,8 @@ export const alone = true;
 const PREFIX = 'itest:';
 // The issue asked for >= 95 % of the rate with <= 3 refusals in 300; against ±3 ms no
 // spacing does both (sched/margin.h: a margin of 5.3 ms, 95 %, still sees 0.8 % of
-// arrivals closer than T, and 1 % met a third). Measured here: 90–93.5 % (three
-// replicas), 89–91 % (one: each refusal also slows its dispatch-delay AIMD for a
+// arrivals closer than T, and 1 % met a third). Measured here: 94 % (three
+// replicas), 90–91 % (one: each refusal also slows its dispatch-delay AIMD for a
 // second or two). What is asserted is that the margin does not starve the lane.
 const RATE_FLOOR = 0.85;
 const chat = (key) => () => ({
@@ -133,9 +133,9 @@ export const tests = [
     // mock's 600 RPM bucket of one with ±3 ms of arrival jitter: 300 requests. With the
     // fixed 1 % margin 77 upstream 429s came (the issue: 6–51 in 300 on a real path).
     // The margin widens on the first refusals (1 → 2.5 → 6.25 %, shared through the
-    // store: every replica's lane holds the same) and few more come: 2 on a quiet
-    // machine; up to 5 with the two cores shared by other test runs, whose stalls of
-    // several ms move arrivals beyond the mock's ±3 ms (then the margin reaches 10 %).
+    // store: every replica's lane holds the same) and few more come: 2–3 at 94 % of the
+    // rate, the margin settling at 5.6 %; more with the two cores shared by other test
+    // runs, whose stalls of several ms move arrivals beyond the mock's ±3 ms.
     name: 'a. three replicas, burst 1, 600 RPM, jitter ±3 ms: <= 3 upstream 429s in 300, the margin shared',
     timeout_ms: 90000,
     fn: async (t) => {
@@ -143,7 +143,7 @@ export const tests = [
       assert.ok(r.up429 <= 3, `${r.up429} upstream 429s in 300: ${r.msg}`);
       assert.ok(r.rate <= 10 * 1.01, `above the limit: ${r.msg}`);
       assert.ok(r.rate >= 10 * RATE_FLOOR, `below ${RATE_FLOOR * 100} % of the limit: ${r.msg}`);
-      assert.ok(r.margins.every((m) => m > 0.01 && m === r.margins[0]), `the replicas' margins differ or never widened: ${r.msg}`);
+      assert.ok(r.margins.every((m) => m > 0.01 && Math.abs(m - r.margins[0]) < 1e-6), `the replicas' margins differ or never widened: ${r.msg}`);
       assert.ok(Math.abs(Number(r.stored) - r.margins[0]) < 1e-6, `the store's margin ${r.stored}: ${r.msg}`);
     },
   },
