@@ -14,8 +14,8 @@ export const alone = true;
 const PREFIX = 'itest:';
 // The issue asked for >= 95 % of the rate with <= 3 refusals in 300; against ±3 ms no
 // spacing does both (sched/margin.h: a margin of 5.3 ms, 95 %, still sees 0.8 % of
-// arrivals closer than T, and 1 % met a third). Measured here: 94 % (three
-// replicas), 90–91 % (one: each refusal also slows its dispatch-delay AIMD for a
+// arrivals closer than T, and 1 % met a third). Measured here: 92–94 % (three
+// replicas), 89–91 % (one: each refusal also slows its dispatch-delay AIMD for a
 // second or two). What is asserted is that the margin does not starve the lane.
 const RATE_FLOOR = 0.85;
 const chat = (key) => () => ({
@@ -133,8 +133,8 @@ export const tests = [
     // mock's 600 RPM bucket of one with ±3 ms of arrival jitter: 300 requests. With the
     // fixed 1 % margin 77 upstream 429s came (the issue: 6–51 in 300 on a real path).
     // The margin widens on the first refusals (1 → 2.5 → 6.25 %, shared through the
-    // store: every replica's lane holds the same) and few more come: 2–3 at 94 % of the
-    // rate, the margin settling at 5.6 %; more with the two cores shared by other test
+    // store: every replica's lane holds the same) and few more come: 2–3 at 92–94 % of
+    // the rate, the margin settling at 5.6 % (10 % after a late third); more with the two cores shared by other test
     // runs, whose stalls of several ms move arrivals beyond the mock's ±3 ms.
     name: 'a. three replicas, burst 1, 600 RPM, jitter ±3 ms: <= 3 upstream 429s in 300, the margin shared',
     timeout_ms: 90000,
