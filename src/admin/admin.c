@@ -182,6 +182,7 @@ static void lane_status(struct sched_lane *lane, void *arg)
 		                    json_integer((json_int_t)lv.oldest_wait_ms));
 		static const char *const modes[] = {"local", "shared", "fallback"};
 		json_object_set_new(j, "gates_decided", json_string(modes[lv.gates_mode]));
+		json_object_set_new(j, "strict_margin", json_real(lv.strict_margin));
 		json_array_append_new(lanes, j);
 	}
 }
@@ -194,10 +195,11 @@ static json_t *store_json(struct shared *sh)
 		return json_pack("{s:s}", "kind", "local");
 	const struct stats_hist *h = &s->latency;
 	return json_pack(
-	    "{s:s,s:s,s:b,s:b,s:s,s:i,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:f,s:I,s:f,s:I}", "kind",
-	    "redis", "address", s->address, "connected", s->connected, "fallback",
+	    "{s:s,s:s,s:b,s:b,s:s,s:i,s:i,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:f,s:I,s:f,s:I,s:I}",
+	    "kind", "redis", "address", s->address, "connected", s->connected, "fallback",
 	    !s->connected && !shared_refusing(sh), "on_error", shared_on_error(sh), "replicas",
-	    (int)shared_replicas(sh), "decisions",
+	    (int)s->replicas, "fallback_divisor", (int)s->fallback_divisor, "heartbeats",
+	    (json_int_t)s->heartbeats, "decisions",
 	    (json_int_t)(s->decisions_go + s->decisions_wait), "decisions_go",
 	    (json_int_t)s->decisions_go, "decisions_wait", (json_int_t)s->decisions_wait,
 	    "commands", (json_int_t)s->commands, "errors", (json_int_t)s->errors, "timeouts",
@@ -205,7 +207,7 @@ static json_t *store_json(struct shared *sh)
 	    (json_int_t)s->refused, "command_ms_avg",
 	    h->count > 0 ? h->sum / (double)h->count * 1000 : 0.0, "late_sends",
 	    (json_int_t)s->late_sends, "margin_ms", shared_margin_ms(sh, clock_now_ms()), "permits",
-	    (json_int_t)s->permits);
+	    (json_int_t)s->permits, "stale_permits", (json_int_t)s->stale_permits);
 }
 
 /* /status "tunnels": CONNECTs and what came through them. */

@@ -289,9 +289,12 @@ static void store_families(struct evbuffer *out, const struct store_stats *s)
 	    {"pacerd_store_timeouts_total",
 	     "Store commands not answered within store.redis.timeout_ms.", s->timeouts},
 	    {"pacerd_store_fallbacks_total",
-	     "Lanes that fell back to local gates at limit / replicas (store down).", s->fallbacks},
+	     "Lanes that fell back to local gates at limit / the fleet (store down).",
+	     s->fallbacks},
 	    {"pacerd_store_refused_total",
 	     "Requests answered 503 store_unavailable (store.redis.on_error: fail).", s->refused},
+	    {"pacerd_store_heartbeats_total", "Heartbeats the store answered (one a second).",
+	     s->heartbeats},
 	    {"pacerd_store_late_sends_total",
 	     "Requests that left later after their decision than the margin allowed for: their "
 	     "strict gates were pushed.",
@@ -300,6 +303,14 @@ static void store_families(struct evbuffer *out, const struct store_stats *s)
 	metrics_family(out, "pacerd_store_connected", "gauge",
 	               "1 while the shared store (Redis) answers, 0 while lanes fall back.");
 	evbuffer_add_printf(out, "pacerd_store_connected %d\n", s->connected ? 1 : 0);
+	metrics_family(out, "pacerd_store_replicas", "gauge",
+	               "Replicas alive at the last heartbeats in the store (0: none heard yet).");
+	evbuffer_add_printf(out, "pacerd_store_replicas %u\n", s->replicas);
+	metrics_family(out, "pacerd_store_fallback_divisor", "gauge",
+	               "While the store is down (on_error: local), lanes pace at their plan's "
+	               "limits divided by this: the replicas alive at the last heartbeats, or "
+	               "store.redis.replicas before any.");
+	evbuffer_add_printf(out, "pacerd_store_fallback_divisor %u\n", s->fallback_divisor);
 	for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++) {
 		metrics_family(out, counters[i].name, "counter", counters[i].help);
 		evbuffer_add_printf(out, "%s %llu\n", counters[i].name,

@@ -14,11 +14,13 @@
 _Static_assert(SCHED_PERMITS_MAX <= SHARED_PERMITS_MAX, "the store keeps every permit");
 _Static_assert(GATES_N_WINDOWS == SHARED_REQUEST_GATES, "one store gate per request window");
 
-static struct shared_rate rate_of(const struct gcra *g)
+/* One gate in the store's terms; what a strict one keeps after a send is
+ * the lane's learned margin (sched/margin.h). */
+static struct shared_rate rate_of(const struct gcra *g, double margin)
 {
 	if (!gcra_enabled(g))
 		return (struct shared_rate){0, 0, 0};
-	return (struct shared_rate){g->t_ms, g->burst, gcra_strict_keep(g)};
+	return (struct shared_rate){g->t_ms, g->burst, gcra_strict_keep(g, margin)};
 }
 
 /* The lane's gates in the store's terms: the plan's request and token gates
@@ -28,11 +30,12 @@ static void gates_of(const struct sched_lane *lane, bool views, int64_t now_ms,
                      struct shared_gates *out)
 {
 	const struct gates *s = sched_lane_gates(lane);
+	double margin = sched_lane_margin(lane);
 	for (int w = 0; w < GATES_N_WINDOWS; w++)
-		out->req[w] = rate_of(&s->req[w]);
-	out->tokens = rate_of(&s->tokens);
-	out->input = rate_of(&s->input);
-	out->output = rate_of(&s->output);
+		out->req[w] = rate_of(&s->req[w], margin);
+	out->tokens = rate_of(&s->tokens, margin);
+	out->input = rate_of(&s->input, margin);
+	out->output = rate_of(&s->output, margin);
 	for (int b = 0; b < RLH_N_BUDGETS; b++) {
 		const struct learned *l = sched_learned(lane, b);
 		struct shared_budget *sb = &out->learned[b];
@@ -62,12 +65,13 @@ bool limiter_pump(struct shared *sh, struct sched_lane *lane, struct shared_lane
 	enum sched_gates_mode want =
 	    mode == SHARED_FALLBACK ? SCHED_GATES_FALLBACK : SCHED_GATES_SHARED;
 	if (sched_lane_gates_mode(lane) != want)
-		sched_set_gates_mode(lane, want, 1.0 / shared_replicas(sh), now_ms);
+		sched_set_gates_mode(lane, want, 1.0 / shared_fallback_divisor(sh), now_ms);
 	struct shared_gates g;
 	gates_of(lane, false, now_ms, &g);
 	shared_settle(sh, sl, sched_permits_unused(lane), sched_lane_permits(lane), &g);
 	if (mode != SHARED_DECIDES)
 		return mode == SHARED_FALLBACK;
+	sched_permits_drop(lane, shared_stale(sh, sl));
 
 	struct sched_costs head;
 	unsigned n = sched_permits_wanted(lane, now_ms, &head);
@@ -93,6 +97,9 @@ void limiter_decided(struct sched_lane *lane, const struct shared_answer *a)
 	                                                          : SCHED_PERMIT_FAILED;
 	for (unsigned i = 0; i < a->permits; i++)
 		sched_permit_answer(lane, pa, a->until_ms);
+	/* what the replicas learned of the path: the lane's margin */
+	if (a->margin > 0)
+		sched_margin_adopt(lane, a->margin, clock_now_ms());
 }
 
 struct sched_item *limiter_next(struct shared *sh, struct sched_lane *lane, struct shared_lane *sl,
@@ -138,11 +145,15 @@ bool limiter_complete(struct shared *sh, struct sched_lane *lane, struct shared_
                       enum sched_outcome outcome, int64_t now_ms)
 {
 	bool quota_before = sched_quota_out(lane);
+	double margin_before = sched_lane_margin(lane);
 	if (*lease != NULL) {
 		shared_release(sh, *lease);
 		*lease = NULL;
 	}
 	sched_complete(lane, it, outcome, now_ms);
+	/* the outcome widened or narrowed the lane's margin: the others learn it */
+	if (sched_lane_margin(lane) != margin_before)
+		shared_margin(sh, sl, margin_before, sched_lane_margin(lane));
 	if (quota_before && !sched_quota_out(lane)) {
 		shared_quota(sh, sl, false);
 		return true;

@@ -35,9 +35,9 @@ struct shared_grant;
  * the lane must refuse what waits (on_error: fail, store down). */
 bool limiter_pump(struct shared *sh, struct sched_lane *lane, struct shared_lane **sl, void *owner,
                   int64_t now_ms);
-/* A decision of the store came back: its permits go to the scheduler. The
- * caller then looks at the quota the answer carries (not for a failure) and
- * runs the lane. */
+/* A decision of the store came back: its permits go to the scheduler, and
+ * the strict margin it carries (sched_margin_adopt). The caller then looks
+ * at the quota the answer carries (not for a failure) and runs the lane. */
 void limiter_decided(struct sched_lane *lane, const struct shared_answer *a);
 /* The next request the gates let go now (its lease in *lease, the store's
  * "go" it used in *grant), or NULL. */
@@ -61,7 +61,8 @@ bool limiter_observe(struct shared *sh, struct sched_lane *lane, struct shared_l
 void limiter_hold(struct shared *sh, struct sched_lane *lane, struct shared_lane *sl,
                   int64_t hold_ms, int64_t fresh_ms);
 /* An attempt ended: its lease goes back, its slot is released, the adaptive
- * limits learn the outcome. True when a success restored the lane's quota. */
+ * limits and the strict margin learn the outcome (a margin changed is written
+ * to the store). True when a success restored the lane's quota. */
 bool limiter_complete(struct shared *sh, struct sched_lane *lane, struct shared_lane *sl,
                       struct sched_item *it, struct shared_lease **lease,
                       enum sched_outcome outcome, int64_t now_ms);

@@ -108,28 +108,37 @@ void gcra_charge(struct gcra *g, double now_ms, double cost)
 	g->tat = fmin(base + c * g->t_ms, GCRA_FAR_MS);
 }
 
-void gcra_sent(struct gcra *g, double sent_ms, double cost)
+/* A margin as a strict gate keeps it: at least GCRA_STRICT_MARGIN. */
+static double sane_margin(double margin)
+{
+	return isfinite(margin) && margin > GCRA_STRICT_MARGIN ? margin : GCRA_STRICT_MARGIN;
+}
+
+void gcra_sent(struct gcra *g, double sent_ms, double cost, double margin)
 {
 	if (!gcra_enabled(g) || !isfinite(sent_ms))
 		return;
 	double c = sane_cost(cost);
 	double slack = charge_slack(g, c);
 	double at = sent_ms + c * g->t_ms - slack;
-	/* A strict gate (no slack) keeps GCRA_STRICT_MARGIN of the interval
-	 * beyond it: the network and the provider's own receiving add a
-	 * fraction of a millisecond that differs from one request to the next
-	 * (a new connection's first request arrives later after its send than
+	/* A strict gate (no slack) keeps a margin of the interval beyond it:
+	 * the network and the provider's own receiving add a fraction of a
+	 * millisecond or more that differs from one request to the next (a
+	 * new connection's first request arrives later after its send than
 	 * one on a warm connection), and a bucket of one refuses a request
 	 * that arrives even that much early. */
 	if (slack <= 0)
-		at += fmin(c * g->t_ms * GCRA_STRICT_MARGIN, GCRA_SLACK_MS);
+		at += c * g->t_ms * gcra_strict_keep(g, margin);
 	if (at > g->tat)
 		g->tat = fmin(at, GCRA_FAR_MS);
 }
 
-double gcra_strict_keep(const struct gcra *g)
+double gcra_strict_keep(const struct gcra *g, double margin)
 {
-	return gcra_enabled(g) ? fmin(GCRA_STRICT_MARGIN, GCRA_SLACK_MS / g->t_ms) : 0;
+	if (!gcra_enabled(g))
+		return 0;
+	double m = sane_margin(margin);
+	return m * fmin(1, GCRA_SLACK_MS / (GCRA_STRICT_MARGIN * g->t_ms));
 }
 
 void gcra_adjust(struct gcra *g, int64_t now_ms, double delta_units)
@@ -292,16 +301,17 @@ void gates_charge(struct gates *s, double now_ms, double tokens, double input, d
 	gcra_charge(&s->output, now_ms, output);
 }
 
-void gates_sent(struct gates *s, double sent_ms, double tokens, double input, double output)
+void gates_sent(struct gates *s, double sent_ms, double tokens, double input, double output,
+                double margin)
 {
 	for (int w = 0; w < GATES_N_WINDOWS; w++)
-		gcra_sent(&s->req[w], sent_ms, 1);
+		gcra_sent(&s->req[w], sent_ms, 1, margin);
 	if (tokens > 0)
-		gcra_sent(&s->tokens, sent_ms, tokens);
+		gcra_sent(&s->tokens, sent_ms, tokens, margin);
 	if (input > 0)
-		gcra_sent(&s->input, sent_ms, input);
+		gcra_sent(&s->input, sent_ms, input, margin);
 	if (output > 0)
-		gcra_sent(&s->output, sent_ms, output);
+		gcra_sent(&s->output, sent_ms, output, margin);
 }
 
 void gates_adjust_tokens(struct gates *s, int64_t now_ms, double delta_tokens, double delta_input,

@@ -25,7 +25,8 @@ struct plan_conf; /* core/config.h */
 /* Lateness of a unit still counted on schedule, at most (see gcra_charge). */
 #define GCRA_SLACK_MS 10.0
 /* What a strict gate (burst 1) keeps beyond its interval between two sends,
- * as a fraction of it (see gcra_sent): the rate is 99 % of the limit. */
+ * as a fraction of it, at least (see gcra_sent): the rate is 99 % of the
+ * limit. A lane learns more from a path that needs it (sched/margin.h). */
 #define GCRA_STRICT_MARGIN 0.01
 
 struct gcra {
@@ -67,15 +68,17 @@ void gcra_charge(struct gcra *g, double now_ms, double cost);
  * request's bytes went to the provider then, a little after the decision):
  * the schedule moves so that the next units keep their distance from this
  * instant, where the provider measures, not from the decision (within the
- * same slack as gcra_charge; a strict gate keeps GCRA_STRICT_MARGIN more).
- * Never moves the TAT back. */
-void gcra_sent(struct gcra *g, double sent_ms, double cost);
+ * same slack as gcra_charge; a strict gate keeps `margin` more, a fraction
+ * of the interval: gcra_strict_keep). Never moves the TAT back. */
+void gcra_sent(struct gcra *g, double sent_ms, double cost, double margin);
 
 /* What gcra_sent keeps beyond the interval after one unit's send when the
- * gate is strict (no slack: burst 1), in units: GCRA_STRICT_MARGIN of it, at
- * most GCRA_SLACK_MS. For a shared gate that is pushed by each send (the
- * store's, store/shared.c). 0 for a disabled gate. */
-double gcra_strict_keep(const struct gcra *g);
+ * gate is strict (no slack: burst 1), in units: `margin` of it (at least
+ * GCRA_STRICT_MARGIN), at most margin / GCRA_STRICT_MARGIN × GCRA_SLACK_MS
+ * (10 ms at 1 %: a slow gate's margin is a path's jitter, not a share of
+ * seconds). For a shared gate that is pushed by each send (the store's,
+ * store/shared.c). 0 for a disabled gate. */
+double gcra_strict_keep(const struct gcra *g, double margin);
 
 /* Corrects an earlier charge once the actual cost is known: delta_units > 0 is
  * charged as at now_ms; delta_units < 0 is refunded, but the TAT never moves below
@@ -146,8 +149,9 @@ double gates_ready_at(const struct gates *s, double now_ms, double tokens, doubl
 /* Records that such a request passed at now_ms. */
 void gates_charge(struct gates *s, double now_ms, double tokens, double input, double output);
 /* Such a request, charged at its dispatch, left for the provider at sent_ms
- * (gcra_sent). */
-void gates_sent(struct gates *s, double sent_ms, double tokens, double input, double output);
+ * (gcra_sent: a strict gate keeps `margin` of its interval more). */
+void gates_sent(struct gates *s, double sent_ms, double tokens, double input, double output,
+                double margin);
 
 /* Charges (delta > 0) or refunds (delta < 0) the token gates the difference
  * between the actual usage and the estimate charged at dispatch, in all and

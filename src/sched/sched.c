@@ -571,6 +571,8 @@ void sched_lane_release(struct sched_lane *lane)
 	if (lane_has_budgets(lane))
 		free(lane->learned);
 	lane_learn_none(lane);
+	free(lane->margin);
+	lane->margin = NULL;
 	agents_free(lane->agents);
 	lane->agents = NULL;
 	fairq_release(&lane->fq);
@@ -595,6 +597,8 @@ size_t sched_lane_heap_bytes(const struct sched_lane *lane)
 			n += sizeof(struct learned);
 	if (lane->agents != NULL)
 		n += agents_bytes(lane->agents);
+	if (lane->margin != NULL)
+		n += sizeof(*lane->margin);
 	return n + fairq_heap_bytes(&lane->fq) + cost_lane_heap_bytes(&lane->cost);
 }
 
@@ -936,7 +940,8 @@ void sched_sent(struct sched_lane *lane, const struct sched_item *it, double sen
 {
 	if (it->state != SCHED_IN_FLIGHT)
 		return;
-	gates_sent(&lane->gates, sent_ms, it->cost_tokens, it->cost_prompt, it->cost_output);
+	gates_sent(&lane->gates, sent_ms, it->cost_tokens, it->cost_prompt, it->cost_output,
+	           sched_lane_margin(lane));
 }
 
 double sched_wake_at(struct sched_lane *lane, double precise_ms)
@@ -993,6 +998,59 @@ struct sched_item *sched_expired(struct sched_lane *lane, int64_t now_ms)
 	return it;
 }
 
+/* ---- the strict gates' margin (margin.h) ---- */
+
+/* The interval of the lane's gate without slack (burst 1) that spaces it
+ * most; 0: none. */
+static double strict_interval(const struct sched_lane *lane)
+{
+	double t = 0;
+	for (int w = 0; w < GATES_N_WINDOWS; w++) {
+		const struct gcra *g = &lane->gates.req[w];
+		if (gcra_enabled(g) && g->burst <= 1 && g->t_ms > t)
+			t = g->t_ms;
+	}
+	return t;
+}
+
+/* The lane's margin state, made on first use; NULL when out of memory (the
+ * lane keeps MARGIN_MIN). */
+static struct margin *lane_margin(struct sched_lane *lane, int64_t now_ms)
+{
+	if (lane->margin == NULL && (lane->margin = malloc(sizeof(*lane->margin))) != NULL)
+		margin_init(lane->margin, now_ms);
+	return lane->margin;
+}
+
+/* An attempt's outcome teaches the margin when `it` left at its strict
+ * gate's own spacing: it waited for its dispatch (the gate held it), or left
+ * within the widest margin of the lane's previous dispatch. A request sent
+ * into an idle gate says nothing of the path's jitter. */
+static void learn_margin(struct sched_lane *lane, const struct sched_item *it,
+                         enum sched_outcome outcome, int64_t now_ms)
+{
+	if (outcome != SCHED_SUCCESS && outcome != SCHED_CAPACITY)
+		return;
+	double t = strict_interval(lane);
+	if (!(t > 0) ||
+	    !(it->dispatched_ms > it->queued_ms || it->gap_before_ms <= t * (1 + MARGIN_MAX) + 1))
+		return;
+	struct margin *m = lane_margin(lane, now_ms);
+	if (m == NULL)
+		return;
+	if (outcome == SCHED_SUCCESS)
+		margin_succeeded(m, now_ms);
+	else
+		margin_refused(m, it->dispatch_seq, it->dispatched_ms, lane->dispatch_seq, now_ms);
+}
+
+void sched_margin_adopt(struct sched_lane *lane, double frac, int64_t now_ms)
+{
+	struct margin *m = lane_margin(lane, now_ms);
+	if (m != NULL)
+		margin_adopt(m, frac, lane->dispatch_seq, now_ms);
+}
+
 /* ---- feedback ---- */
 
 void sched_complete(struct sched_lane *lane, struct sched_item *it, enum sched_outcome outcome,
@@ -1009,6 +1067,7 @@ void sched_complete(struct sched_lane *lane, struct sched_item *it, enum sched_o
 		it->holding = false;
 		lane->holding--;
 	}
+	learn_margin(lane, it, outcome, now_ms);
 	/* Decided: a success ends the hold (unless another came while it was
 	 * out); anything else lets another probe go. */
 	if (it->probe) {
@@ -1395,6 +1454,14 @@ unsigned sched_permits_unused(struct sched_lane *lane)
 	unsigned n = lane->permits;
 	lane->permits = 0;
 	return n;
+}
+
+void sched_permits_drop(struct sched_lane *lane, unsigned n)
+{
+	if (n == 0)
+		return;
+	lane->permits = n < lane->permits ? lane->permits - n : 0;
+	idle_update(lane);
 }
 
 /* Requests ahead of a newcomer leave at the lane's effective pace: the

@@ -285,8 +285,13 @@ void sched_retry(struct sched_lane *lane, struct sched_item *it, int64_t ready_m
  * which ends with sched_complete(SCHED_ABORTED)). */
 void sched_cancel(struct sched_lane *lane, struct sched_item *it);
 
+/* The lane's strict-gate margin as the shared store holds it (another
+ * replica widened or narrowed it: sched/margin.h); the lane's own outcomes
+ * change it in sched_complete. Its value: sched_lane_margin. */
+void sched_margin_adopt(struct sched_lane *lane, double frac, int64_t now_ms);
+
 /* Where the lane's gates are decided from now on; scale: the share of the
- * plan's limits the local gates apply (FALLBACK: 1 / replicas, else 1). */
+ * plan's limits the local gates apply (FALLBACK: 1 / the fleet, else 1). */
 void sched_set_gates_mode(struct sched_lane *lane, enum sched_gates_mode mode, double scale,
                           int64_t now_ms);
 
@@ -314,6 +319,8 @@ void sched_permit_answer(struct sched_lane *lane, enum sched_permit_answer a, in
 /* Permits no request waits for any more (the queue emptied, the lane left
  * SHARED): they are taken back and counted, for the store to refund. */
 unsigned sched_permits_unused(struct sched_lane *lane);
+/* n permits held too long to be used (shared_stale): gone, not refunded. */
+void sched_permits_drop(struct sched_lane *lane, unsigned n);
 
 /* Estimated wait for `rq` entering the queue now (its priority and fair
  * share), for deadline_unreachable and retry-after on queue_full; NULL: the
@@ -389,7 +396,8 @@ struct sched_lane_view {
 	int64_t idle_ms;            /* since the lane's last activity */
 	const char *state;          /* sched_lane_state */
 	enum sched_gates_mode gates_mode;
-	size_t n_levels; /* priorities with requests waiting: sched_lane_level() */
+	double strict_margin; /* what a strict gate keeps beyond T, learned (margin.h) */
+	size_t n_levels;      /* priorities with requests waiting: sched_lane_level() */
 	struct sched_lane_stats stats;
 	/* What the headers taught, per budget (enum rlh_budget): learned[b] is
 	 * meaningful only where has_learned[b] (sched_learned() is not NULL). */
@@ -432,6 +440,9 @@ const struct sched_lane_stats *sched_lane_stats(const struct sched_lane *lane);
 int64_t sched_lane_last_active_ms(const struct sched_lane *lane);
 /* The lane's local gates (request windows, token gates): their parameters. */
 const struct gates *sched_lane_gates(const struct sched_lane *lane);
+/* What the lane's strict gates keep beyond their interval after a send, a
+ * fraction of it: learned (sched/margin.h), MARGIN_MIN before. */
+double sched_lane_margin(const struct sched_lane *lane);
 enum sched_gates_mode sched_lane_gates_mode(const struct sched_lane *lane);
 /* Permits (SHARED: "go"s from the store) not yet used by a dispatch. */
 unsigned sched_lane_permits(const struct sched_lane *lane);

@@ -23,6 +23,7 @@
 #include "sched/gcra.h"
 #include "sched/lane_mode.h"
 #include "sched/learned.h"
+#include "sched/margin.h"
 #include "sched/pheap.h"
 #include "sched/sched.h"
 
@@ -84,8 +85,7 @@ struct sched_lane {
 	size_t n_due;         /* due retries queued (ready or parked) */
 	struct pheap waiting; /* retries waiting for their time, by (ready_ms, seq) */
 	size_t n_parked;
-	uint32_t park_epoch; /* items parked in an older epoch are not (unpark_all) */
-	uint64_t seq;        /* numbers items as they enter a heap */
+	uint64_t seq; /* numbers items as they enter a heap */
 
 	size_t in_flight;
 	struct sched_agents *agents; /* NULL until agents.mode needs it */
@@ -100,6 +100,10 @@ struct sched_lane {
 	double charged[RLH_N_BUDGETS]; /* units dispatched per budget: learned's marks */
 	struct aimd conc;              /* adaptive concurrency */
 	struct aimd_delay delay;       /* dispatch-delay AIMD */
+	/* What strict gates keep beyond T, learned (margin.h): allocated at
+	 * the first outcome of a request sent at a strict gate's spacing (or
+	 * a margin the store holds); NULL: MARGIN_MIN. */
+	struct margin *margin;
 	int64_t last_dispatch_ms;
 	/* Holds: time windows over the lane's mode, shown "held" while they run.
 	 * A retry-after holds it until hold_until_ms (and puts it in PROBING:
@@ -131,6 +135,9 @@ struct sched_lane {
 	 * this replica's own dispatches: at the full limit they never hold back
 	 * what the shared gates allow, and they say how many to ask for. */
 	enum sched_gates_mode gates_mode;
+	/* (the queue's, here beside gates_mode where it fills what was padding)
+	 * items parked in an older epoch are not (unpark_all) */
+	uint32_t park_epoch;
 	double gates_scale; /* the share of the plan the local gates apply (0: all) */
 	unsigned permits, asking;
 	int64_t shared_until_ms;

@@ -49,6 +49,7 @@ void sched_lane_view(const struct sched_lane *lane, int64_t now_ms, struct sched
 	v->idle_ms = now_ms - lane->last_active_ms;
 	v->state = sched_lane_state(lane, now_ms);
 	v->gates_mode = lane->gates_mode;
+	v->strict_margin = sched_lane_margin(lane);
 	v->n_levels = lane->fq.n_levels;
 	v->stats = lane->stats;
 
@@ -122,6 +123,11 @@ int64_t sched_lane_last_active_ms(const struct sched_lane *lane)
 const struct gates *sched_lane_gates(const struct sched_lane *lane)
 {
 	return &lane->gates;
+}
+
+double sched_lane_margin(const struct sched_lane *lane)
+{
+	return lane->margin != NULL ? lane->margin->frac : MARGIN_MIN;
 }
 
 enum sched_gates_mode sched_lane_gates_mode(const struct sched_lane *lane)

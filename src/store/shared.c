@@ -24,6 +24,7 @@
 #include "provider/ratelimit_headers.h"
 #include "store/batch.h"
 #include "store/delay_bound.h"
+#include "store/fleet.h"
 #include "store/store.h"
 #include "store/store_script.h"
 
@@ -104,6 +105,9 @@ struct shared_lane {
 	unsigned waiting_head, waiting_n;
 	struct store_lane_names names;
 	bool fell_back; /* counted in stats.fallbacks until decided here again */
+	/* when this replica last wrote the lane's margin (mono ms): decisions
+	 * asked before it read what it replaced */
+	double margin_sent_ms;
 };
 
 struct shared {
@@ -112,8 +116,12 @@ struct shared {
 	char prefix[80];
 	double idle_ms, lease_ms;
 	enum store_on_error on_error;
-	unsigned replicas;
-	char replica[64]; /* names this process's leases */
+	/* The replicas sharing the store, from their heartbeats: what the
+	 * plans' limits are divided by while it is down. */
+	struct fleet fleet;
+	char fleet_key[STORE_KEY_MAX];
+	struct event beat;
+	char replica[64]; /* names this process's leases and heartbeats */
 	uint64_t lease_seq;
 	struct list leases; /* newest first */
 	/* The margin's three steps, from a decision's instant in Redis to its
@@ -141,6 +149,7 @@ struct decision {
 	uint64_t seq;
 	double answered_ms, due_ms;
 	bool quota;
+	double margin;    /* the lane's margin the answer carried (0: none) */
 	unsigned permits; /* 1, or a batch's size (store/batch.h) */
 };
 
@@ -301,12 +310,16 @@ static size_t decision_gates(const struct shared_gates *s, const struct shared_a
 }
 
 /* What Redis decided, told to the lane's owner: every permit the decision
- * asked for is answered so, with the quota flag every verdict carries. */
+ * asked for is answered so, with the quota flag and the margin every
+ * verdict carries. */
 static void tell(const struct decision *d, enum shared_verdict verdict, int64_t until_ms,
                  bool quota)
 {
-	const struct shared_answer a = {
-	    .verdict = verdict, .permits = d->permits, .until_ms = until_ms, .quota = quota};
+	const struct shared_answer a = {.verdict = verdict,
+	                                .permits = d->permits,
+	                                .until_ms = until_ms,
+	                                .quota = quota,
+	                                .margin = verdict == SHARED_FAILED ? 0 : d->margin};
 	d->sh->hooks.decided(d->sl->owner, &a);
 }
 
@@ -378,7 +391,7 @@ static void on_decided(void *arg, const redisReply *r)
 	double answered = mono_ms();
 	struct store_verdict v;
 	struct store_stats *st = store_stats(sh->store);
-	bool parsed = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
+	bool parsed = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements >= 3 &&
 	              r->element[0]->type == REDIS_REPLY_INTEGER &&
 	              r->element[1]->type == REDIS_REPLY_STRING &&
 	              r->element[2]->type == REDIS_REPLY_INTEGER &&
@@ -386,6 +399,12 @@ static void on_decided(void *arg, const redisReply *r)
 	                                  r->element[1]->len, r->element[2]->integer, &v);
 	if (parsed)
 		delay_bound_add(&sh->rtt, answered - d->asked_ms, clock_now_ms());
+	/* The lane's margin, unless this replica changed it after asking: what
+	 * the answer holds is what that change replaced. */
+	if (parsed && r->elements >= 4 && r->element[3]->type == REDIS_REPLY_STRING &&
+	    d->asked_ms >= sl->margin_sent_ms &&
+	    !store_parse_margin(r->element[3]->str, r->element[3]->len, &d->margin))
+		d->margin = 0;
 	if (parsed && v.go) {
 		st->decisions_go++;
 		if (v.wait_ms > 0 && reserve(d, seq, answered, &v))
@@ -546,13 +565,16 @@ unsigned shared_ask(struct shared *sh, struct shared_lane *sl, const struct shar
 	size_t ng = decision_gates(s, a, g);
 	unsigned cap = a->lease_cap;
 	sl->n_strict = 0;
-	double strict_t = INFINITY;
+	double strict_t = INFINITY, keep_ms = 0;
 	for (int w = 0; w < SHARED_REQUEST_GATES; w++)
 		if (s->req[w].burst <= 1 && s->req[w].t_ms > 0) {
 			sl->strict[sl->n_strict] = (struct store_gate){
 			    request_fields[w], s->req[w].t_ms, s->req[w].burst, 1};
 			sl->strict_keep[sl->n_strict++] = s->req[w].keep;
-			strict_t = fmin(strict_t, s->req[w].t_ms);
+			if (s->req[w].t_ms < strict_t) {
+				strict_t = s->req[w].t_ms;
+				keep_ms = s->req[w].keep * s->req[w].t_ms;
+			}
 		}
 	/* A strict gate slow enough that a push reaches the store long before
 	 * the next decision (T >= PUSH_IN_TIME_MS, against round trips of a
@@ -560,9 +582,13 @@ unsigned shared_ask(struct shared *sh, struct shared_lane *sl, const struct shar
 	 * dispatch pushes it by its own measured delay (late_send): the
 	 * spacing costs what each request really took, not the bound of the
 	 * slowest (the sum of three bounds was ~2-4 ms on a loaded machine:
-	 * 97-98 % of the rate at 600 RPM). A faster gate keeps the bound. */
+	 * 97-98 % of the rate at 600 RPM). A faster gate keeps the bound, and
+	 * the store keeps the lane's strict margin beyond it (keep_ms: what
+	 * the path past this replica adds, which the bound does not measure);
+	 * a send is late only past the bound. */
 	double margin =
 	    sl->n_strict > 0 && strict_t >= PUSH_IN_TIME_MS ? 0 : shared_margin_ms(sh, now_ms);
+	double kept = margin > 0 && sl->n_strict > 0 ? keep_ms : 0;
 	unsigned permits = batch_of(sh, sl, cap, a->room, g, ng, now_ms);
 	unsigned n = permits > 1 ? 1 : a->decisions; /* one decision for a batch */
 	unsigned sent = 0, asked = 0;
@@ -579,8 +605,8 @@ unsigned shared_ask(struct shared *sh, struct shared_lane *sl, const struct shar
 		char member[MEMBER_MAX];
 		member_of(sh, seq, member);
 		struct store_cmd cmd;
-		store_cmd_decide(&cmd, &sl->names, sh->idle_ms, cap, member, sh->lease_ms, margin,
-		                 g, ng);
+		store_cmd_decide(&cmd, &sl->names, sh->idle_ms, cap, member, sh->lease_ms,
+		                 margin + kept, g, ng);
 		if (!store_send(sh->store, &cmd, on_decided, d)) {
 			free(d);
 			break;
@@ -590,6 +616,27 @@ unsigned shared_ask(struct shared *sh, struct shared_lane *sl, const struct shar
 		asked += permits;
 	}
 	return asked;
+}
+
+unsigned shared_stale(struct shared *sh, struct shared_lane *sl)
+{
+	if (sh == NULL || sl == NULL || sl->n_strict == 0 || sl->granted_n == 0)
+		return 0;
+	double t = INFINITY;
+	for (size_t i = 0; i < sl->n_strict; i++)
+		t = fmin(t, sl->strict[i].t_ms);
+	double now = mono_ms();
+	unsigned n = 0;
+	for (; sl->granted_n > 0; sl->granted_n--, n++) {
+		const struct granted *g = &sl->granted[sl->granted_head];
+		if (!(now - g->due_ms > t / 2))
+			break;
+		if (g->seq != 0)
+			release_member(sh, sl->names.leases, g->seq);
+		sl->granted_head = (sl->granted_head + 1) % SHARED_PERMITS_MAX;
+	}
+	store_stats(sh->store)->stale_permits += n;
+	return n;
 }
 
 /* ---- what a replica learned ---- */
@@ -618,6 +665,16 @@ void shared_observed(struct shared *sh, struct shared_lane *sl,
 		                  l->capacity, l->remaining);
 		store_send(sh->store, &cmd, NULL, NULL);
 	}
+}
+
+void shared_margin(struct shared *sh, struct shared_lane *sl, double from, double to)
+{
+	if (sh == NULL || sl == NULL || !store_up(sh->store) || from == to)
+		return;
+	struct store_cmd cmd;
+	store_cmd_margin(&cmd, sl->names.key, sh->idle_ms, from, to);
+	if (store_send(sh->store, &cmd, NULL, NULL))
+		sl->margin_sent_ms = mono_ms();
 }
 
 static void build_hold(struct store_cmd *cmd, const char *key, double idle_ms, void *arg)
@@ -745,13 +802,71 @@ void shared_lane_free(struct shared *sh, struct shared_lane *sl)
 	free(sl);
 }
 
+/* ---- the fleet ---- */
+
+static void fleet_stats(struct shared *sh)
+{
+	struct store_stats *st = store_stats(sh->store);
+	st->replicas = fleet_heard_any(&sh->fleet) ? fleet_divisor(&sh->fleet) : 0;
+	st->fallback_divisor = fleet_divisor(&sh->fleet);
+}
+
+static void on_beat_reply(void *arg, const redisReply *r)
+{
+	struct shared *sh = arg;
+	if (sh->closing || r == NULL || r->type != REDIS_REPLY_INTEGER || r->integer < 0)
+		return;
+	unsigned alive = r->integer > 100000 ? 100000 : (unsigned)r->integer;
+	fleet_heard(&sh->fleet, alive, clock_now_ms());
+	store_stats(sh->store)->heartbeats++;
+	fleet_stats(sh);
+}
+
+/* One heartbeat: this replica is alive; the answer counts the fleet. */
+static void send_beat(struct shared *sh)
+{
+	if (!store_up(sh->store) || sh->fleet_key[0] == '\0')
+		return;
+	struct store_cmd cmd;
+	store_cmd_beat(&cmd, sh->fleet_key, sh->replica, FLEET_TTL_MS);
+	store_send(sh->store, &cmd, on_beat_reply, sh);
+}
+
+static void on_beat(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	send_beat(arg);
+}
+
 /* ---- the store's state ---- */
 
 static void on_store_state(void *arg, bool up)
 {
 	struct shared *sh = arg;
+	if (up)
+		send_beat(sh); /* a Redis back (perhaps restarted empty) counts us at once */
 	if (sh->hooks.store_changed != NULL)
 		sh->hooks.store_changed(sh->hooks.arg, up);
+}
+
+/* The store's log lines say what the lanes do now: decided in the store,
+ * or here at the plans' limits divided by the fleet as last heard. */
+static void describe_state(void *arg, struct log_line *l, bool up)
+{
+	struct shared *sh = arg;
+	if (up) {
+		log_str(l, "gates", "shared");
+		return;
+	}
+	if (sh->on_error == STORE_ON_ERROR_FAIL) {
+		log_str(l, "gates", "refused");
+		return;
+	}
+	log_str(l, "gates", "local");
+	log_int(l, "fallback_divisor", fleet_divisor(&sh->fleet));
+	log_str(l, "replicas_from",
+	        fleet_heard_any(&sh->fleet) ? "heartbeats" : "store.redis.replicas");
 }
 
 struct shared *shared_new(struct event_base *base, const struct config *cfg,
@@ -775,7 +890,9 @@ struct shared *shared_new(struct event_base *base, const struct config *cfg,
 	sh->idle_ms = (double)cfg->limits.idle_ttl_s * 1000;
 	sh->lease_ms = cfg->store.redis.lease_ms;
 	sh->on_error = cfg->store.redis.on_error;
-	sh->replicas = cfg->store.redis.replicas > 0 ? cfg->store.redis.replicas : 1;
+	fleet_init(&sh->fleet, cfg->store.redis.replicas);
+	if (!store_fleet_key(sh->prefix, sh->fleet_key, sizeof(sh->fleet_key)))
+		sh->fleet_key[0] = '\0';
 	char host[40] = "pacerd";
 	gethostname(host, sizeof(host) - 1);
 	host[sizeof(host) - 1] = '\0';
@@ -784,12 +901,17 @@ struct shared *shared_new(struct event_base *base, const struct config *cfg,
 	/* Unique among replicas, also for a restarted one with the same pid. */
 	snprintf(sh->replica, sizeof(sh->replica), "%.32s:%d:%llx", host, (int)getpid(),
 	         (unsigned long long)ts.tv_sec * 1000000000ULL + (unsigned long long)ts.tv_nsec);
-	sh->store = store_new(base, cfg, on_store_state, sh, err, errlen);
+	const struct store_hooks store_hooks = {on_store_state, describe_state, sh};
+	sh->store = store_new(base, cfg, &store_hooks, err, errlen);
 	if (sh->store == NULL) {
 		free(sh);
 		return NULL;
 	}
+	fleet_stats(sh);
 	evtimer_assign(&sh->flush, base, on_flush, sh);
+	event_assign(&sh->beat, base, -1, EV_PERSIST, on_beat, sh);
+	struct timeval beat = {FLEET_BEAT_MS / 1000, (FLEET_BEAT_MS % 1000) * 1000};
+	event_add(&sh->beat, &beat);
 	/* Leases renewed at a third of their life: two renewals may be lost. */
 	event_assign(&sh->renew, base, -1, EV_PERSIST, on_renew, sh);
 	int64_t every = (int64_t)sh->lease_ms / 3;
@@ -805,6 +927,7 @@ void shared_free(struct shared *sh)
 	sh->closing = true;
 	event_del(&sh->renew);
 	event_del(&sh->flush);
+	event_del(&sh->beat);
 	cancel_reserved(sh, NULL);
 	struct list *node, *tmp;
 	LIST_FOR_EACH_SAFE(node, tmp, &sh->leases)
@@ -838,7 +961,7 @@ const char *shared_on_error(const struct shared *sh)
 	return sh != NULL && sh->on_error == STORE_ON_ERROR_FAIL ? "fail" : "local";
 }
 
-unsigned shared_replicas(const struct shared *sh)
+unsigned shared_fallback_divisor(const struct shared *sh)
 {
-	return sh != NULL ? sh->replicas : 1;
+	return sh != NULL ? fleet_divisor(&sh->fleet) : 1;
 }

@@ -13,6 +13,9 @@
  *  - a capacity hold (retry-after): no replica sends before it ends;
  *  - the quota state: one replica's insufficient_quota stops the others, one
  *    replica's successful probe restarts them;
+ *  - the strict gates' margin the replicas learn from refusals (widened by
+ *    any replica's, narrowed by time without: sched/margin.h), read back
+ *    with every decision;
  *  - max_concurrent_global: leases in a sorted set, renewed while in flight,
  *    expiring by themselves when a replica dies, handed out first come, first
  *    served across replicas (a decision waiting for one keeps its place in
@@ -20,9 +23,11 @@
  * Concurrency (AIMD) and the probe after a hold stay per replica.
  *
  * While the store is down, on_error says what lanes do: `local` paces each
- * lane here at its plan's limits / replicas (logged once: store_unavailable,
- * then store_restored); `fail` answers 503 store_unavailable to what waits.
- * Nothing accepted is lost either way.
+ * lane here at its plan's limits / the replicas alive at the last heartbeats
+ * (every replica beats once a second into the store: store/fleet.h; logged
+ * once: store_unavailable with the divisor, then store_restored); `fail`
+ * answers 503 store_unavailable to what waits. Nothing accepted is lost
+ * either way.
  *
  * The seam. The store never sees a lane: it keeps its own side of one (struct
  * shared_lane: keys, decisions, leases), made by the lanes' owner
@@ -68,6 +73,10 @@ struct shared_answer {
 	unsigned permits; /* the permits the decision asked for, each answered so */
 	int64_t until_ms; /* SHARED_WAIT: the monotonic clock's ms */
 	bool quota;       /* GO, WAIT: the shared quota is out (FAILED: unknown) */
+	/* GO, WAIT: the lane's strict margin as the store holds it (a fraction
+	 * of the interval, sched/margin.h); 0: none, or read before this
+	 * replica's own last change of it reached the store */
+	double margin;
 };
 
 /* What shared tells the lanes' owner (proxy/lanes.c). */
@@ -98,7 +107,7 @@ void shared_lane_free(struct shared *sh, struct shared_lane *sl);
 /* Where a lane's gates are decided now, by the store's state. */
 enum shared_mode {
 	SHARED_DECIDES,  /* up: a request goes with a "go" from the store */
-	SHARED_FALLBACK, /* down, on_error local: here, at the plan's limits / replicas */
+	SHARED_FALLBACK, /* down, on_error local: here, at the plan's limits / the fleet */
 	SHARED_REFUSES,  /* down, on_error fail: what waits is answered 503 */
 };
 /* The mode for sl now (a lane's fall-back is counted once, in stats). */
@@ -152,6 +161,14 @@ struct shared_grant {
 	bool valid;                          /* false: none (local gates, or already sent) */
 };
 
+/* The "go"s of a lane with a gate without slack whose instant passed by
+ * more than half its interval, while the lane held them (a hold, a dispatch
+ * delay): dropped, their leases given back; how many, for the scheduler to
+ * drop as many permits (sched_permits_drop). Sent that late, a request would
+ * leave close behind those other replicas were given since, whose spacing
+ * its push comes too late to keep; a dropped "go" costs one interval. */
+unsigned shared_stale(struct shared *sh, struct shared_lane *sl);
+
 /* A request the lane just dispatched under a permit: its lease, when the
  * plan has max_concurrent_global (else NULL), renewed until shared_release;
  * its "go" in *grant. */
@@ -179,6 +196,11 @@ double shared_margin_ms(struct shared *sh, int64_t now_ms);
  * shared (learned: each budget's pace, capacity and what remains). */
 void shared_observed(struct shared *sh, struct shared_lane *sl,
                      const struct shared_budget learned[RLH_N_BUDGETS]);
+/* This replica's lane changed its strict margin from `from` to `to`
+ * (sched/margin.h): the store keeps the widest of the replicas' widenings,
+ * and a narrowing no replica's widening overtook. Decisions asked before it
+ * carry no margin back (shared_answer.margin 0). */
+void shared_margin(struct shared *sh, struct shared_lane *sl, double from, double to);
 /* A retry-after on a capacity answer: every replica holds for hold_ms. */
 void shared_hold(struct shared *sh, struct shared_lane *sl, int64_t hold_ms);
 /* This replica found the quota out (true) or back (false). */
@@ -193,6 +215,9 @@ bool shared_refusing(const struct shared *sh);
 int64_t shared_retry_in_ms(const struct shared *sh);
 struct store_stats *shared_stats(struct shared *sh);
 const char *shared_on_error(const struct shared *sh);
-unsigned shared_replicas(const struct shared *sh);
+/* What a lane's limits are divided by while the store is down (on_error:
+ * local): the replicas alive at the last heartbeats this replica heard, or
+ * store.redis.replicas before any (store/fleet.h). */
+unsigned shared_fallback_divisor(const struct shared *sh);
 
 #endif

@@ -68,8 +68,7 @@ struct store {
 	int64_t backoff_ms;
 	int64_t reconnect_at_ms;
 	struct event reconnect;
-	store_state_fn on_state;
-	void *state_arg;
+	struct store_hooks hooks;
 	/* Every pending, oldest first. One timer watches the oldest, not one
 	 * per command: arming and disarming a timer per command cost as much
 	 * as the command itself. */
@@ -105,6 +104,9 @@ static void log_state(const char *event, const struct store *st, const char *rea
 		log_str(&l, "address", st->address);
 		if (reason != NULL)
 			log_str(&l, "reason", reason);
+		if (st->hooks.describe != NULL)
+			st->hooks.describe(st->hooks.arg, &l,
+			                   strcmp(event, "store_unavailable") != 0);
 		log_end(&l);
 	}
 }
@@ -144,8 +146,8 @@ static void set_up(struct store *st, bool up, const char *reason)
 		log_state("store_unavailable", st, reason);
 		check_finish(st, 0, NULL);
 	}
-	if (st->on_state != NULL && !st->freeing && !st->checking)
-		st->on_state(st->state_arg, up);
+	if (st->hooks.on_state != NULL && !st->freeing && !st->checking)
+		st->hooks.on_state(st->hooks.arg, up);
 }
 
 /* ---- commands ---- */
@@ -629,8 +631,8 @@ static void store_destroy(struct store *st)
 	free(st);
 }
 
-struct store *store_new(struct event_base *base, const struct config *cfg, store_state_fn on_state,
-                        void *arg, char *err, size_t errlen)
+struct store *store_new(struct event_base *base, const struct config *cfg,
+                        const struct store_hooks *hooks, char *err, size_t errlen)
 {
 	struct store *st = calloc(1, sizeof(*st));
 	if (st == NULL) {
@@ -687,6 +689,7 @@ struct store *store_new(struct event_base *base, const struct config *cfg, store
 	evtimer_assign(&st->reconnect, base, on_reconnect, st);
 	evtimer_assign(&st->watchdog, base, on_watchdog, st);
 	evtimer_assign(&st->connecting, base, on_connect_timeout, st);
+	st->hooks = *hooks;
 	if (ok == 0) {
 		char reason[360];
 		snprintf(reason, sizeof(reason), "no answer at start (%s); retrying",
@@ -694,8 +697,6 @@ struct store *store_new(struct event_base *base, const struct config *cfg, store
 		log_state("store_unavailable", st, reason);
 		snprintf(st->last_reason, sizeof(st->last_reason), "no answer at start");
 	}
-	st->on_state = on_state;
-	st->state_arg = arg;
 	on_reconnect(-1, 0, st);
 	return st;
 }

@@ -28,6 +28,7 @@
 
 struct event_base; /* event2/event.h */
 struct config;     /* core/config.h */
+struct log_line;   /* core/log.h */
 struct store_cmd;  /* store/store_script.h */
 
 struct store;
@@ -43,15 +44,28 @@ struct store_stats {
 	uint64_t permits;          /* granted by the "go"s: more than decisions_go with batches */
 	uint64_t fallbacks;        /* decisions made locally because the store was down */
 	uint64_t late_sends;       /* sends later than their margin: strict gates pushed */
+	uint64_t stale_permits;    /* "go"s of strict gates dropped, too late to use */
 	uint64_t refused;          /* requests answered 503 store_unavailable (on_error: fail) */
+	uint64_t heartbeats;       /* heartbeats answered (store/fleet.h) */
+	unsigned replicas;         /* replicas alive at the last heartbeats; 0: none heard */
+	unsigned fallback_divisor; /* the plans' limits are divided by it while the store is down */
 	struct stats_hist latency; /* seconds per command, reply or failure */
 };
 
 /* A command's outcome: the reply (never an error reply), or NULL when it
  * failed (error reply, timeout, connection lost, store freed). */
 typedef void (*store_reply_fn)(void *arg, const redisReply *reply);
-/* The store went up (true) or down (false). */
-typedef void (*store_state_fn)(void *arg, bool up);
+
+/* What the store tells its owner (shared.c). */
+struct store_hooks {
+	/* The store went up (true) or down (false), after its log line. */
+	void (*on_state)(void *arg, bool up);
+	/* Adds the owner's fields to the line that logs a change of state
+	 * (store_unavailable, store_restored, store_connected): what the lanes
+	 * do now. NULL: nothing. */
+	void (*describe)(void *arg, struct log_line *l, bool up);
+	void *arg;
+};
 
 /* Connects to cfg->store.redis.address and checks, blocking for at most
  * max(timeout_ms × 4, 1 s), that it takes the password and runs scripts: AUTH, SCRIPT
@@ -59,10 +73,10 @@ typedef void (*store_state_fn)(void *arg, bool up);
  * certificate is refused, is an error (NULL, err says why): pacerd must not
  * run with per-replica limits while it believes they are shared. A Redis
  * that does not answer is not: the store starts down and keeps trying.
- * on_state is called from the loop on every change (not for this first
- * state). */
-struct store *store_new(struct event_base *base, const struct config *cfg, store_state_fn on_state,
-                        void *arg, char *err, size_t errlen);
+ * hooks->on_state is called from the loop on every change (not for this
+ * first state). */
+struct store *store_new(struct event_base *base, const struct config *cfg,
+                        const struct store_hooks *hooks, char *err, size_t errlen);
 /* Fails every command in flight (their callbacks get NULL) and closes the
  * connection; on_state is not called. */
 void store_free(struct store *st);

@@ -36,8 +36,9 @@
 
 /* KEYS: lane hash, leases, lease queue, lease queue's last asks. ARGV: idle_ms,
  * lease_cap, member, lease_ms, margin_ms, n, then n × (field, T, burst, cost).
- * Reply: {go, wait_ms as a string, quota}: go after wait_ms (a go's wait is at
- * most RESERVE_MS), or ask again after it.
+ * Reply: {go, wait_ms as a string, quota, the lane's strict margin ("" when
+ * none)}: go after wait_ms (a go's wait is at most RESERVE_MS), or ask again
+ * after it.
  *
  * Leases go first come, first served: a decision that finds no lease for it
  * (every one taken, or every free one owed to an older waiter) queues its
@@ -60,6 +61,7 @@ static const char decide_src[] = LUA_PRELUDE
     "if not (margin and margin > 0) then margin = 0 end\n"
     "local wait, horizon = 0, now\n"
     "local quota = redis.call('HEXISTS', key, 'quota')\n"
+    "local sm = redis.call('HGET', key, 'sm') or ''\n"
     "local hold = tonumber(redis.call('HGET', key, 'hold'))\n"
     "if hold and hold > now then wait = hold - now; horizon = hold end\n"
     "local gates = {}\n"
@@ -110,7 +112,7 @@ static const char decide_src[] = LUA_PRELUDE
     "    if w > wait then wait = w end\n"
     "  end\n"
     "end\n"
-    "if full or wait > " RESERVE_MS " then return {0, fmt(math.max(wait, 1)), quota} end\n"
+    "if full or wait > " RESERVE_MS " then return {0, fmt(math.max(wait, 1)), quota, sm} end\n"
     /* a go at now + wait: charged as if decided then */
     "local at = wait\n"
     "now = now + wait\n"
@@ -130,7 +132,7 @@ static const char decide_src[] = LUA_PRELUDE
     "  keep(KEYS[2], lease + idle)\n"
     "  if redis.call('ZREM', KEYS[3], member) == 1 then redis.call('ZREM', KEYS[4], member) end\n"
     "end\n"
-    "return {1, fmt(at), quota}\n";
+    "return {1, fmt(at), quota, sm}\n";
 
 /* KEYS: lane hash. ARGV: idle_ms, n, then n × (field, T, burst, delta). A
  * charge follows the gate's slack (gcra_adjust: gcra_charge), without a
@@ -204,12 +206,40 @@ static const char renew_src[] =
                 "keep(KEYS[1], lease)\n"
                 "return r\n";
 
+/* KEYS: the fleet's sorted set. ARGV: member, ttl_ms. The member's score is
+ * its last beat on the server's clock; members older than ttl_ms go (a
+ * replica that died, or one restarted under a new name); the key lives as
+ * long as a beat is that recent. Reply: the members left. */
+static const char beat_src[] =
+    LUA_PRELUDE "local key, member, ttl = KEYS[1], ARGV[1], tonumber(ARGV[2])\n"
+                "redis.call('ZADD', key, now, member)\n"
+                "redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. fmt(now - ttl))\n"
+                "redis.call('PEXPIRE', key, math.ceil(ttl))\n"
+                "return redis.call('ZCARD', key)\n";
+
+/* KEYS: lane hash. ARGV: idle_ms, from, to. A widening (to > from) is
+ * written unless a wider margin is there; a narrowing only while what is
+ * there is no more than `from` (nobody widened since this replica read it)
+ * and more than `to`. Six decimals: the replicas compare what they read. */
+static const char margin_src[] =
+    LUA_PRELUDE "local key, idle = KEYS[1], tonumber(ARGV[1])\n"
+                "local from, to = tonumber(ARGV[2]), tonumber(ARGV[3])\n"
+                "local cur = tonumber(redis.call('HGET', key, 'sm'))\n"
+                "local set\n"
+                "if to > from then set = not cur or cur < to\n"
+                "else set = not cur or (cur <= from + 1e-6 and cur > to) end\n"
+                "if set then redis.call('HSET', key, 'sm', string.format('%.6f', to)) end\n"
+                "keep(key, idle)\n"
+                "if set then return 1 end\n"
+                "return 0\n";
+
 static const struct {
 	const char *name, *src;
 } scripts[SCRIPT_N] = {
     [SCRIPT_DECIDE] = {"decide", decide_src},    [SCRIPT_ADJUST] = {"adjust", adjust_src},
     [SCRIPT_OBSERVE] = {"observe", observe_src}, [SCRIPT_HOLD] = {"hold", hold_src},
     [SCRIPT_QUOTA] = {"quota", quota_src},       [SCRIPT_RENEW] = {"renew", renew_src},
+    [SCRIPT_BEAT] = {"beat", beat_src},          [SCRIPT_MARGIN] = {"margin", margin_src},
 };
 
 static char shas[SCRIPT_N][41];
@@ -367,12 +397,36 @@ void store_cmd_quota(struct store_cmd *cmd, const char *key, double idle_ms, boo
 	arg_str(cmd, out ? "1" : "0");
 }
 
+void store_cmd_margin(struct store_cmd *cmd, const char *key, double idle_ms, double from,
+                      double to)
+{
+	begin(cmd, SCRIPT_MARGIN, 1);
+	arg_str(cmd, key);
+	arg_num(cmd, idle_ms);
+	arg_num(cmd, from);
+	arg_num(cmd, to);
+}
+
 void store_cmd_renew(struct store_cmd *cmd, const char *leases, double lease_ms, const char *member)
 {
 	begin(cmd, SCRIPT_RENEW, 1);
 	arg_str(cmd, leases);
 	arg_num(cmd, lease_ms);
 	arg_str(cmd, member);
+}
+
+bool store_fleet_key(const char *prefix, char *key, size_t keylen)
+{
+	int n = snprintf(key, keylen, "%sreplicas", prefix);
+	return n > 0 && (size_t)n < keylen;
+}
+
+void store_cmd_beat(struct store_cmd *cmd, const char *fleet_key, const char *member, double ttl_ms)
+{
+	begin(cmd, SCRIPT_BEAT, 1);
+	arg_str(cmd, fleet_key);
+	arg_str(cmd, member);
+	arg_num(cmd, ttl_ms);
 }
 
 void store_cmd_release(struct store_cmd *cmd, const char *leases, const char *member)
@@ -406,5 +460,20 @@ bool store_parse_verdict(long long go, const char *wait, size_t wait_len, long l
 	v->go = go == 1;
 	v->wait_ms = w;
 	v->quota = quota != 0;
+	return true;
+}
+
+bool store_parse_margin(const char *s, size_t len, double *out)
+{
+	char b[STORE_ARG_LEN];
+	if (s == NULL || len == 0 || len >= sizeof(b))
+		return false;
+	memcpy(b, s, len);
+	b[len] = '\0';
+	char *end;
+	double m = strtod(b, &end);
+	if (*end != '\0' || !(m > 0 && m < 1))
+		return false;
+	*out = m;
 	return true;
 }

@@ -17,11 +17,15 @@
  *                      replica that learned them wrote them
  *        hold          no request before this instant (a retry-after)
  *        quota         present while the account's quota is out
+ *        sm            the strict gates' margin the replicas learned, a
+ *                      fraction of the interval (sched/margin.h)
  *   KEY  <same>:leases  a sorted set: max_concurrent_global leases, scored by expiry
  *   KEY  <same>:leases:queue  a sorted set: decisions waiting for a lease, scored
  *                      by their first ask (served first come, first served)
  *   KEY  <same>:leases:asked  the same members, scored by their last ask (a
  *                      waiter that stops asking leaves the queue)
+ *   KEY  <prefix>replicas  a sorted set: every replica's name, scored by its
+ *                      last heartbeat (store/fleet.h), one per prefix
  *
  * Keys expire once their state is back to idle, plus the idle time the
  * caller passes: a gate whose TAT has passed means the same as no gate. */
@@ -38,6 +42,8 @@ enum store_script_id {
 	SCRIPT_HOLD,    /* a retry-after: hold every replica */
 	SCRIPT_QUOTA,   /* the quota is out / back */
 	SCRIPT_RENEW,   /* renews leases still in flight */
+	SCRIPT_BEAT,    /* a replica's heartbeat: how many replicas are alive */
+	SCRIPT_MARGIN,  /* a replica widened or narrowed the lane's strict margin */
 	SCRIPT_N
 };
 
@@ -111,9 +117,23 @@ void store_cmd_observe(struct store_cmd *cmd, const char *key, double idle_ms, c
 void store_cmd_hold(struct store_cmd *cmd, const char *key, double idle_ms, double hold_ms);
 /* EVALSHA quota: out (true) or back (false). */
 void store_cmd_quota(struct store_cmd *cmd, const char *key, double idle_ms, bool out);
+/* EVALSHA margin: this replica changed the lane's strict margin from `from`
+ * to `to` (fractions of the interval). A widening is kept unless the store
+ * holds a wider one already; a narrowing only while the store holds no more
+ * than `from` (no replica widened it since) and more than `to`. The reply
+ * is 1 when it was written. */
+void store_cmd_margin(struct store_cmd *cmd, const char *key, double idle_ms, double from,
+                      double to);
 /* EVALSHA renew: the lease `member` lives lease_ms more (one per command). */
 void store_cmd_renew(struct store_cmd *cmd, const char *leases, double lease_ms,
                      const char *member);
+/* The fleet's key: prefix + "replicas" (no hash tag: a key of its own).
+ * False when it does not fit. */
+bool store_fleet_key(const char *prefix, char *key, size_t keylen);
+/* EVALSHA beat: `member` (this replica) is alive now; names not seen for
+ * ttl_ms leave. The reply is how many are left, this one included. */
+void store_cmd_beat(struct store_cmd *cmd, const char *fleet_key, const char *member,
+                    double ttl_ms);
 /* ZREM: the lease is given back. */
 void store_cmd_release(struct store_cmd *cmd, const char *leases, const char *member);
 /* Replaces EVALSHA by EVAL with the script's source (after NOSCRIPT). */
@@ -121,7 +141,8 @@ void store_cmd_as_eval(struct store_cmd *cmd, enum store_script_id id);
 
 /* A decision's answer: go (send wait_ms from now: the instant its gates open,
  * when that was a few ms ahead), or ask again wait_ms from now; quota: the
- * shared quota is out. */
+ * shared quota is out. Its fourth element, the lane's strict margin as the
+ * store holds it ("" when none), is read by store_parse_margin. */
 struct store_verdict {
 	bool go;
 	double wait_ms;
@@ -132,5 +153,8 @@ struct store_verdict {
  * integer). Returns false for a reply of another shape. */
 bool store_parse_verdict(long long go, const char *wait, size_t wait_len, long long quota,
                          struct store_verdict *v);
+/* The margin decide's reply carries (its fourth element): a fraction in
+ * (0, 1) in *out; false when there is none ("") or it is not one. */
+bool store_parse_margin(const char *s, size_t len, double *out);
 
 #endif

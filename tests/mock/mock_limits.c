@@ -110,6 +110,7 @@ static struct cfg {
 	long cache_ttl_ms;
 	bool strict_fields; /* chat completions refuse unknown body members with 422 */
 	uint64_t day_ms;    /* the length of a day of rpd (a short one lets a test see it end) */
+	double jitter_ms;   /* arrival_jitter_ms: the buckets' clock moves each arrival ± this */
 } cfg = {.day_ms = 86400000,
          .retry_after = true,
          .headers = true,
@@ -128,15 +129,34 @@ static double cap_level;
 static uint64_t cap_last_ms, cap_origin_ms;
 static uint64_t day_origin_ms; /* days of rpd start at the config or the last reset */
 static unsigned overload_turn;
-static uint64_t rng;
+static uint64_t rng, jitter_rng, bucket_last_ms;
 
 /* xorshift64*: reproducible failures from a fixed seed, no libc state involved. */
+static double rand01_of(uint64_t *state)
+{
+	*state ^= *state >> 12;
+	*state ^= *state << 25;
+	*state ^= *state >> 27;
+	return (double)((*state * 2685821657736338717ull) >> 11) / 9007199254740992.0;
+}
+
 static double rand01(void)
 {
-	rng ^= rng >> 12;
-	rng ^= rng << 25;
-	rng ^= rng >> 27;
-	return (double)((rng * 2685821657736338717ull) >> 11) / 9007199254740992.0;
+	return rand01_of(&rng);
+}
+
+/* The buckets' clock: with arrival_jitter_ms, each arrival moved by a uniform
+ * draw in ±jitter (a path whose delay varies from one request to the next),
+ * never before the last instant it gave (a bucket's clock does not go back). */
+static uint64_t bucket_clock_ms(uint64_t now_us)
+{
+	if (!(cfg.jitter_ms > 0))
+		return now_us / 1000;
+	double t = (double)now_us / 1000.0 + (2 * rand01_of(&jitter_rng) - 1) * cfg.jitter_ms;
+	uint64_t ms = t > 0 ? (uint64_t)t : 0;
+	if (ms < bucket_last_ms)
+		ms = bucket_last_ms;
+	return bucket_last_ms = ms;
 }
 
 static void cache_clear(void);
@@ -175,6 +195,7 @@ static void restart_state(void)
 	cap_level = -1; /* full at the first request */
 	overload_turn = 0;
 	rng = cfg.seed ? cfg.seed : 1;
+	jitter_rng = rng ^ 0x9e3779b97f4a7c15ull;
 }
 
 bool mock_limits_strict_fields(void)
@@ -464,7 +485,7 @@ int mock_limits_configure(const char *text, size_t len, char *err, size_t errlen
 	                              "projects",      "cache_ttl_ms",
 	                              "strict_fields", "payment_402",
 	                              "token_burst",   "rpd",
-	                              "day_ms"};
+	                              "day_ms",        "arrival_jitter_ms"};
 	json_t *v;
 	struct cfg c = {.day_ms = 86400000,
 	                .retry_after = true,
@@ -518,6 +539,7 @@ int mock_limits_configure(const char *text, size_t len, char *err, size_t errlen
 	    get_bool(o, "lockout", &c.lockout, err, errlen) ||
 	    get_num(o, "retry_after_s", 0, 1e7, &c.retry_after_s, err, errlen) ||
 	    get_num(o, "error_rate", 0, 1, &c.error_rate, err, errlen) ||
+	    get_num(o, "arrival_jitter_ms", 0, 1000, &c.jitter_ms, err, errlen) ||
 	    get_bool(o, "retry_after", &c.retry_after, err, errlen) ||
 	    get_bool(o, "headers", &c.headers, err, errlen) ||
 	    get_bool(o, "quota_exhausted", &c.quota, err, errlen) ||
@@ -1571,9 +1593,10 @@ void mock_limits_check(const struct mock_limit_in *in, struct evkeyvalq *h, cons
 	bool top_win = in_window(sc.top, now_us), g_win = in_window(gb, now_us);
 	if (violates(sc.top, now_us) || violates(gb, now_us))
 		mock_stats.window_violations++;
-	refill(&cfg.top, sc.top, now);
+	uint64_t bucket_now = bucket_clock_ms(now_us);
+	refill(&cfg.top, sc.top, bucket_now);
 	if (gb != NULL)
-		refill(&g->l, gb, now);
+		refill(&g->l, gb, bucket_now);
 
 	if (deny != 0) {
 		out->status = deny;

@@ -596,7 +596,8 @@ export const tests = [
   },
   {
     // i. What lands in Redis: keys named key_prefix + provider + ':' + the key's 12-hex
-    // hash prefix (never the API key, in no key name and no value), each with a TTL,
+    // hash prefix (never the API key, in no key name and no value), and the fleet's
+    // heartbeats (key_prefix + "replicas"), each with a TTL,
     // read while requests flow (a gate's key may expire soon after the last request).
     // /status and /metrics report the store. A second pacerd without a store section but
     // with PACERD_STORE=redis://… uses the same Redis (default prefix "pacerd:").
@@ -630,7 +631,12 @@ export const tests = [
       t.note(`i: keys while requests flow: ${seen.map((s) => `${s.k} (${s.type}, pttl ${s.pttl})`).join(', ')}`);
       assert.equal(summarize(run).ok, 25, JSON.stringify(summarize(run).statuses));
       assert.ok(seen.length >= 1, `no ${PREFIX}* key in Redis while requests flowed: all keys ${JSON.stringify(all)}\n${storeEvents(p)}`);
+      // The fleet's heartbeats (issue 30): one sorted set of replica names, with a TTL.
+      const fleet = seen.find((s) => s.k === `${PREFIX}replicas`);
+      assert.ok(fleet && fleet.type === 'zset' && fleet.pttl > 0, `the fleet's key ${PREFIX}replicas: ${JSON.stringify(fleet)}`);
       for (const s of seen) {
+        assert.ok(!s.value.includes(key), `the API key is in Redis: ${JSON.stringify(s)}`);
+        if (s === fleet) continue;
         assert.ok(s.k.startsWith(`${PREFIX}{openai:${h}`), `key ${JSON.stringify(s.k)} is not ${PREFIX}{openai:${h}…`);
         assert.ok(!s.k.includes(key) && !s.value.includes(key), `the API key is in Redis: ${JSON.stringify(s)}`);
         assert.ok(!s.k.includes(sha256(key)), `key ${s.k} holds the whole SHA-256, not the 12-hex prefix`);

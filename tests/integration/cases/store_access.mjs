@@ -240,7 +240,7 @@ export const tests = [
         store: storeConf(redis.address, { password_file: pwFile }), plans: { default: { max_requests_per_second: 100 } },
       });
       await decidedInRedis(p, 'sk-access-m-0001');
-      const keys = await redisAuthed(redis.port, [PW], ['KEYS', `${PREFIX}*`]);
+      const keys = await redisAuthed(redis.port, [PW], ['KEYS', `${PREFIX}{*`]);
       assert.ok(keys.length >= 1, 'no lane key in Redis after requests through an AUTH store');
       const st = await (await request(`http://127.0.0.1:${aport}/status`, { timeout_ms: 5000 })).text();
       assert.ok(!st.includes(PW), '/status shows the password');

@@ -265,7 +265,7 @@ START_TEST(sent_keeps_the_distance_from_the_send)
 	gcra_init(&g, 100, 1);
 	gcra_charge(&g, 0, 1);
 	ck_assert(gcra_ready_at_precise(&g, 0, 1) == 100);
-	gcra_sent(&g, 0.8, 1);
+	gcra_sent(&g, 0.8, 1, GCRA_STRICT_MARGIN);
 	double at = gcra_ready_at_precise(&g, 0, 1);
 	ck_assert(at >= 100.8 + 100 * GCRA_STRICT_MARGIN - 1e-9);
 	ck_assert(at <= 100.8 + 100 * GCRA_STRICT_MARGIN + 1e-9);
@@ -273,7 +273,7 @@ START_TEST(sent_keeps_the_distance_from_the_send)
 	/* a send reported late (after later charges) never moves it back */
 	gcra_charge(&g, 102, 1);
 	double tat = gcra_ready_at_precise(&g, 0, 1);
-	gcra_sent(&g, 0.9, 1);
+	gcra_sent(&g, 0.9, 1, GCRA_STRICT_MARGIN);
 	ck_assert(gcra_ready_at_precise(&g, 0, 1) == tat);
 	/* with a burst of 2 the slack covers a send 5 ms after its decision:
 	 * nothing moves (the schedule stays drift-free) */
@@ -281,32 +281,64 @@ START_TEST(sent_keeps_the_distance_from_the_send)
 	gcra_charge(&g, 0, 1);
 	gcra_charge(&g, 0, 1);
 	double before = gcra_ready_at_precise(&g, 0, 1);
-	gcra_sent(&g, 5, 1);
+	gcra_sent(&g, 5, 1, GCRA_STRICT_MARGIN);
 	ck_assert(gcra_ready_at_precise(&g, 0, 1) == before);
 	/* a disabled gate ignores it */
 	gcra_init(&g, 0, 1);
-	gcra_sent(&g, 5, 1);
+	gcra_sent(&g, 5, 1, GCRA_STRICT_MARGIN);
 	ck_assert_int_eq(gcra_ready_at(&g, 0, 1), 0);
-	ck_assert(gcra_strict_keep(&g) == 0);
+	ck_assert(gcra_strict_keep(&g, 0.05) == 0);
 }
 END_TEST
 
 START_TEST(strict_keep_is_what_sent_keeps)
 {
 	/* What a shared strict gate is pushed by after a send charged without
-	 * a margin (store/shared.c): what gcra_sent keeps here, in units */
+	 * a margin (store/shared.c): what gcra_sent keeps here, in units, at
+	 * the least margin and at a learned one (sched/margin.h) */
 	const double t_ms[] = {20, 100, 999, 1000, 5000, 60000};
-	for (size_t i = 0; i < sizeof(t_ms) / sizeof(t_ms[0]); i++) {
-		struct gcra g;
-		gcra_init(&g, t_ms[i], 1);
-		gcra_charge(&g, 0, 1);
-		gcra_sent(&g, 0, 1);
-		double kept = gcra_ready_at_precise(&g, 0, 1) - t_ms[i];
-		ck_assert_msg(fabs(gcra_strict_keep(&g) * t_ms[i] - kept) < 1e-9, "T %g", t_ms[i]);
-	}
+	const double margins[] = {GCRA_STRICT_MARGIN, 0.04, 0.10};
+	for (size_t i = 0; i < sizeof(t_ms) / sizeof(t_ms[0]); i++)
+		for (size_t k = 0; k < sizeof(margins) / sizeof(margins[0]); k++) {
+			struct gcra g;
+			gcra_init(&g, t_ms[i], 1);
+			gcra_charge(&g, 0, 1);
+			gcra_sent(&g, 0, 1, margins[k]);
+			double kept = gcra_ready_at_precise(&g, 0, 1) - t_ms[i];
+			ck_assert_msg(fabs(gcra_strict_keep(&g, margins[k]) * t_ms[i] - kept) <
+			                  1e-9,
+			              "T %g, margin %g", t_ms[i], margins[k]);
+		}
 	struct gcra g;
+	gcra_init(&g, 100, 1);
+	/* a learned margin is kept whole at 100 ms: 4 % is 4 ms */
+	ck_assert(fabs(gcra_strict_keep(&g, 0.04) - 0.04) < 1e-12);
+	/* less than the least margin (or none) is the least */
+	ck_assert(fabs(gcra_strict_keep(&g, 0) - GCRA_STRICT_MARGIN) < 1e-12);
+	ck_assert(fabs(gcra_strict_keep(&g, NAN) - GCRA_STRICT_MARGIN) < 1e-12);
 	gcra_init(&g, 60000, 1); /* capped at the slack: 10 ms of a minute */
-	ck_assert(fabs(gcra_strict_keep(&g) - GCRA_SLACK_MS / 60000) < 1e-12);
+	ck_assert(fabs(gcra_strict_keep(&g, GCRA_STRICT_MARGIN) - GCRA_SLACK_MS / 60000) < 1e-12);
+	/* and a learned margin widens the cap alike: 4 × 10 ms */
+	ck_assert(fabs(gcra_strict_keep(&g, 0.04) - 4 * GCRA_SLACK_MS / 60000) < 1e-12);
+}
+END_TEST
+
+START_TEST(gates_keep_the_margin_they_are_given)
+{
+	struct plan_conf plan = {0};
+	plan.max_requests_per_minute = 600;
+	plan.burst = 1;
+	struct gates s;
+	gates_init(&s, &plan);
+	gates_charge(&s, 0, 0, 0, 0);
+	gates_sent(&s, 0, 0, 0, 0, GCRA_STRICT_MARGIN);
+	ck_assert(fabs(gates_ready_at(&s, 0, 0, 0, 0) - 101) < 1e-9);
+	gates_charge(&s, 101, 0, 0, 0);
+	gates_sent(&s, 101, 0, 0, 0, 0.05);
+	ck_assert(fabs(gates_ready_at(&s, 101, 0, 0, 0) - 206) < 1e-9);
+	gates_charge(&s, 206, 0, 0, 0);
+	gates_sent(&s, 206, 0, 0, 0, 0.001); /* never below the least */
+	ck_assert(fabs(gates_ready_at(&s, 206, 0, 0, 0) - 307) < 1e-9);
 }
 END_TEST
 
@@ -784,6 +816,7 @@ static Suite *gcra_suite(void)
 	tcase_add_test(g, burst_one_never_spaces_closer_than_t);
 	tcase_add_test(g, sent_keeps_the_distance_from_the_send);
 	tcase_add_test(g, strict_keep_is_what_sent_keeps);
+	tcase_add_test(g, gates_keep_the_margin_they_are_given);
 	tcase_add_test(g, precise_ready_is_not_rounded);
 	tcase_add_test(g, simulation_1000_requests_600rpm);
 	tcase_add_test(g, simulation_with_late_timer);

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -698,6 +699,60 @@ START_TEST(a_burst_of_capacity_errors_is_one_signal)
 	sched_complete(&lane, &items[4], SCHED_CAPACITY, t + 2000);
 	ck_assert_int_eq(lane.stats.capacity_reactions, 2);
 	ck_assert_int_eq(aimd_delay_ms(&lane.delay), 150); /* x1.5 */
+}
+END_TEST
+
+/* Issue 30: a strict gate's margin is learned from refusals at its own
+ * spacing, not from a refusal of a request sent into an idle gate; the local
+ * gate keeps it after each send, and the store's value is adopted. */
+START_TEST(a_strict_gate_learns_its_margin_from_refusals_at_its_spacing)
+{
+	plan.max_requests_per_minute = 600; /* burst 1: one per 100 ms, strict */
+	fixed_concurrency(8);
+	init_lane(AGENTS_OFF);
+	ck_assert(fabs(sched_lane_margin(&lane) - MARGIN_MIN) < 1e-12);
+	for (int i = 0; i < 4; i++)
+		submit(&lane, &items[i], 0, 0, 0, 1000);
+	/* the first goes into an idle gate: its refusal says nothing of the path */
+	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 0);
+	sched_sent(&lane, &items[0], 1000);
+	sched_complete(&lane, &items[0], SCHED_CAPACITY, 1050);
+	ck_assert(fabs(sched_lane_margin(&lane) - MARGIN_MIN) < 1e-12);
+	ck_assert_ptr_null(lane.margin); /* nothing learned: nothing allocated */
+	/* the second waited for the gate: refused, the margin widens */
+	int64_t t = wake_ms(&lane, 1050);
+	ck_assert_int_ge(t, 1101);
+	ck_assert_int_eq(idx(sched_next(&lane, t)), 1);
+	sched_sent(&lane, &items[1], (double)t);
+	sched_complete(&lane, &items[1], SCHED_CAPACITY, t + 50);
+	ck_assert(fabs(sched_lane_margin(&lane) - MARGIN_MIN * MARGIN_WIDEN) < 1e-12);
+	ck_assert_ptr_nonnull(lane.margin);
+	size_t heap = sched_lane_heap_bytes(&lane);
+	free(lane.margin);
+	lane.margin = NULL;
+	ck_assert_uint_eq(sched_lane_heap_bytes(&lane), heap - sizeof(struct margin));
+	sched_margin_adopt(&lane, MARGIN_MIN * MARGIN_WIDEN, t + 50);
+	/* the local gate keeps it after a send: T and 2.5 % of it */
+	int64_t t2 = wake_ms(&lane, t + 50);
+	ck_assert_int_eq(idx(sched_next(&lane, t2)), 2);
+	sched_sent(&lane, &items[2], (double)t2);
+	double ready = gates_ready_at(sched_lane_gates(&lane), (double)t2, 0, 0, 0);
+	ck_assert_msg(fabs(ready - (t2 + 100 + 2.5)) < 1e-9, "ready %.3f after %lld", ready,
+	              (long long)t2);
+	/* what another replica learned, through the store */
+	sched_margin_adopt(&lane, 0.05, t2);
+	ck_assert(fabs(sched_lane_margin(&lane) - 0.05) < 1e-12);
+	struct sched_lane_view v;
+	sched_lane_view(&lane, t2, &v);
+	ck_assert(fabs(v.strict_margin - 0.05) < 1e-12);
+	/* a lane without a strict gate learns nothing */
+	sched_complete(&lane, &items[2], SCHED_SUCCESS, t2 + 10);
+	plan.max_requests_per_minute = 0;
+	init_lane(AGENTS_OFF);
+	submit(&lane, &items[3], 0, 0, 0, 1000);
+	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 3);
+	sched_complete(&lane, &items[3], SCHED_CAPACITY, 1010);
+	ck_assert(fabs(sched_lane_margin(&lane) - MARGIN_MIN) < 1e-12);
 }
 END_TEST
 
@@ -1746,6 +1801,7 @@ static Suite *sched_suite(void)
 	tcase_add_test(tc, empty_lane_never_wakes);
 	tcase_add_test(tc, saturation_is_recorded);
 	tcase_add_test(tc, a_burst_of_capacity_errors_is_one_signal);
+	tcase_add_test(tc, a_strict_gate_learns_its_margin_from_refusals_at_its_spacing);
 	tcase_add_test(tc, an_overload_is_counted_not_cut);
 	tcase_add_test(tc, a_told_limit_is_learned_once_and_never_over_headers);
 	tcase_add_test(tc, retries_leave_in_ready_order);

@@ -221,7 +221,9 @@ static struct store_verdict verdict_of(redisReply *r, char *wait_str, size_t wai
 {
 	ck_assert_msg(r->type == REDIS_REPLY_ARRAY, "reply type %d: %s", r->type,
 	              r->type == REDIS_REPLY_ERROR ? r->str : "");
-	ck_assert_int_eq(r->elements, 3);
+	ck_assert_int_eq(r->elements, 4);
+	ck_assert_int_eq(r->element[3]->type,
+	                 REDIS_REPLY_STRING); /* the margin, "" or a fraction */
 	ck_assert_int_eq(r->element[0]->type, REDIS_REPLY_INTEGER);
 	ck_assert_int_eq(r->element[1]->type, REDIS_REPLY_STRING);
 	ck_assert_int_eq(r->element[2]->type, REDIS_REPLY_INTEGER);
@@ -434,6 +436,8 @@ static void build_all(struct store_cmd c[SCRIPT_N], const struct store_gate *g)
 	store_cmd_hold(&c[SCRIPT_HOLD], key, 1000, 5);
 	store_cmd_quota(&c[SCRIPT_QUOTA], key, 1000, false);
 	store_cmd_renew(&c[SCRIPT_RENEW], leases, 200, "r1:1");
+	store_cmd_beat(&c[SCRIPT_BEAT], "pacerd:replicas", "r1", 3000);
+	store_cmd_margin(&c[SCRIPT_MARGIN], key, 1000, 0.01, 0.025);
 }
 
 START_TEST(noscript_then_eval)
@@ -1446,6 +1450,116 @@ START_TEST(every_script_sets_an_expiry)
 }
 END_TEST
 
+/* --- the fleet's heartbeats ------------------------------------------------------------ */
+
+static long long beat(const char *member, double ttl_ms)
+{
+	char fk[64];
+	ck_assert(store_fleet_key("pacerd:", fk, sizeof(fk)));
+	ck_assert_str_eq(fk, "pacerd:replicas");
+	struct store_cmd c;
+	store_cmd_beat(&c, fk, member, ttl_ms);
+	return send_int(&c, -1);
+}
+
+/* Each beat answers how many names beat within the TTL, itself included; a
+ * name not heard for the TTL leaves; the key lives a TTL after the last beat. */
+START_TEST(beat_counts_the_fleet)
+{
+	ck_assert_int_eq(beat("a", 1000), 1);
+	ck_assert_int_eq(beat("b", 1000), 2);
+	ck_assert_int_eq(beat("a", 1000), 2); /* the same name again: still two */
+	ck_assert_int_eq(beat("c", 1000), 3);
+	redisReply *r = command("PTTL %s", "pacerd:replicas", NULL);
+	ck_assert_int_eq(r->type, REDIS_REPLY_INTEGER);
+	ck_assert_msg(r->integer > 0 && r->integer <= 1000, "PTTL %lld", r->integer);
+	freeReplyObject(r);
+	sleep_ms(500);
+	ck_assert_int_eq(beat("a", 1000), 3);
+	sleep_ms(600); /* b and c last beat 1100 ms ago, a 600 */
+	ck_assert_int_eq(beat("b", 1000), 2);
+	sleep_ms(1100); /* nobody beat since: the set is gone with its key */
+	ck_assert_int_eq(int_cmd("EXISTS %s", "pacerd:replicas", NULL), 0);
+	ck_assert_int_eq(beat("c", 1000), 1);
+	char fk[4];
+	ck_assert(!store_fleet_key("pacerd:", fk, sizeof(fk)));
+}
+END_TEST
+
+/* --- the strict margin the replicas learn ---------------------------------------------- */
+
+/* The margin decide's reply carries: NAN for "". */
+static double decided_margin(void)
+{
+	struct store_gate g = {"r0", 100, 1, 1};
+	struct store_cmd c;
+	store_cmd_decide(&c, &names, 60000, 0, NULL, 0, 0, &g, 1);
+	redisReply *r = send_cmd(&c);
+	verdict_of(r, NULL, 0);
+	double m = NAN;
+	if (r->element[3]->len > 0)
+		ck_assert(store_parse_margin(r->element[3]->str, r->element[3]->len, &m));
+	freeReplyObject(r);
+	return m;
+}
+
+static long long set_margin(double from, double to)
+{
+	struct store_cmd c;
+	store_cmd_margin(&c, key, 60000, from, to);
+	return send_int(&c, -1);
+}
+
+/* Widenings keep the widest; a narrowing holds only while no replica widened
+ * since it read the margin; every decision reads it back. */
+START_TEST(margin_widest_and_unovertaken_narrowings)
+{
+	lane("margin");
+	ck_assert(isnan(decided_margin())); /* none yet */
+	ck_assert_int_eq(set_margin(0.01, 0.025), 1);
+	ck_assert(fabs(decided_margin() - 0.025) < 1e-9);
+	/* two replicas widened from 1 % at once: the wider stays */
+	ck_assert_int_eq(set_margin(0.01, 0.025), 0);
+	ck_assert_int_eq(set_margin(0.025, 0.0625), 1);
+	ck_assert_int_eq(set_margin(0.01, 0.025), 0);
+	ck_assert(fabs(hget("sm") - 0.0625) < 1e-9);
+	/* a narrowing from what is there */
+	ck_assert_int_eq(set_margin(0.0625, 0.05625), 1);
+	ck_assert(fabs(decided_margin() - 0.05625) < 1e-9);
+	/* the same narrowing by another replica: nothing more */
+	ck_assert_int_eq(set_margin(0.0625, 0.05625), 0);
+	/* a narrowing from a value another replica widened since: refused */
+	ck_assert_int_eq(set_margin(0.05625, 0.1), 1);
+	ck_assert_int_eq(set_margin(0.05625, 0.050625), 0);
+	ck_assert(fabs(hget("sm") - 0.1) < 1e-9);
+	/* a narrowing of a stale, wider value never widens what is there */
+	ck_assert_int_eq(set_margin(0.1, 0.09), 1);
+	ck_assert_int_eq(set_margin(0.1, 0.095), 0);
+	ck_assert(fabs(hget("sm") - 0.09) < 1e-9);
+	/* it lives with the lane's hash */
+	redisReply *r = command("PTTL %s", key, NULL);
+	ck_assert(r->type == REDIS_REPLY_INTEGER && r->integer > 0);
+	freeReplyObject(r);
+}
+END_TEST
+
+START_TEST(parse_margin)
+{
+	double m = -1;
+	ck_assert(store_parse_margin("0.025000", 8, &m));
+	ck_assert(m == 0.025);
+	ck_assert(store_parse_margin("0.1xyz", 3, &m));
+	ck_assert(m == 0.1);
+	ck_assert(!store_parse_margin("", 0, &m));
+	ck_assert(!store_parse_margin(NULL, 0, &m));
+	ck_assert(!store_parse_margin("0", 1, &m));
+	ck_assert(!store_parse_margin("1", 1, &m));
+	ck_assert(!store_parse_margin("-0.1", 4, &m));
+	ck_assert(!store_parse_margin("nan", 3, &m));
+	ck_assert(!store_parse_margin("0.1 ", 4, &m));
+}
+END_TEST
+
 /* --- pure helpers ------------------------------------------------------------------ */
 
 START_TEST(lane_keys)
@@ -1586,11 +1700,14 @@ static Suite *store_script_suite(void)
 	tcase_add_test(r, leases_queue_forgets_who_stopped_asking);
 	tcase_add_test(r, every_key_expires);
 	tcase_add_test(r, every_script_sets_an_expiry);
+	tcase_add_test(r, beat_counts_the_fleet);
+	tcase_add_test(r, margin_widest_and_unovertaken_narrowings);
 	suite_add_tcase(s, r);
 	TCase *p = tcase_create("pure");
 	tcase_add_test(p, lane_keys);
 	tcase_add_test(p, lane_keys_one_slot);
 	tcase_add_test(p, parse_verdict);
+	tcase_add_test(p, parse_margin);
 	suite_add_tcase(s, p);
 	return s;
 }
