@@ -26,6 +26,9 @@
 #                the shared store: what a Redis round trip adds per dispatch), via nginx
 #   syscalls     strace -c on the proxy while wrk runs BENCH_STRACE_S seconds
 #   SSE          50 events 20 ms apart must arrive as 50 separate reads
+#   first byte   time to the first byte of a stream from pacerd-mock, p50/p99, at 1 and
+#                20 streams at a time: direct, via pacerd (no plan, a warm lane) and via
+#                nginx, rounds alternating (first_byte.py); added = path - direct
 #   idle         RSS per connection with BENCH_IDLE open, silent streams
 #   lanes        $BUILD/bench-lanes, when built
 #
@@ -49,6 +52,7 @@ PROXY_CPU=${BENCH_PROXY_CPU:-0}
 LOAD_CPU=${BENCH_LOAD_CPU:-1}
 SSE_CHUNKS=50
 SSE_MS=20
+FB_ROUNDS=${BENCH_FB_ROUNDS:-5}
 PATH=$PATH:/usr/sbin:/sbin # Debian's nginx
 
 fail() { echo "bench: $*" >&2; exit 1; }
@@ -142,10 +146,10 @@ nginx_worker() {
 }
 
 read -r UP_STATUS UP_PLAIN UP_TLS NG_PLAIN NG_TLS NG_MOCK PC_PLAIN PC_PLAIN_PLAN PC_TLS PC_TLS_PLAN PC_MOCK PC_PLAIN_WIDE PC_TLS_WIDE \
-	PC_PLAIN_STORE REDIS PC_PLAIN_BATCH FLOOR PC_TUNNEL \
+	PC_PLAIN_STORE REDIS PC_PLAIN_BATCH FLOOR PC_TUNNEL PC_FIRST_BYTE \
 	< <("$PY" -c '
 import socket
-ss = [socket.socket() for _ in range(18)]
+ss = [socket.socket() for _ in range(19)]
 for s in ss: s.bind(("127.0.0.1", 0))
 print(*[s.getsockname()[1] for s in ss])')
 
@@ -323,6 +327,8 @@ floor_pid=$!
 wait_port floor "$floor_pid" "$FLOOR"
 pacerd_start pacerd-https-wide "$PC_TLS_WIDE" "https://127.0.0.1:$UP_TLS" wide
 pacerd_start pacerd-mock "$PC_MOCK" "http://127.0.0.1:$MOCK" streams
+# What a user gets: no plan, in front of the SSE mock (the first-byte row).
+pacerd_start pacerd-first-byte "$PC_FIRST_BYTE" "http://127.0.0.1:$MOCK" ""
 # HTTPS_PROXY clients: CONNECT api.openai.com:443, terminated with pacerd's CA (made in
 # $tmp/state by the first pacerd), the requests inside sent to the plain upstream.
 pacerd_start pacerd-tunnel "$PC_TUNNEL" "http://127.0.0.1:$UP_PLAIN" ""
@@ -481,6 +487,20 @@ for proxy in pacerd nginx; do
 done
 mock_idle || true
 
+# After the idle streams (nginx-streams' RSS is measured fresh there). Each path is
+# warmed up first (pacerd's lane then knows its provider sends no rate-limit headers,
+# and holds its upstream connections); 1 at a time with short streams, 20 at a time
+# with streams of 5 chunks 20 ms apart, so that the 20 overlap.
+echo "bench: time to first byte of streams (1 and 20 at a time, $FB_ROUNDS rounds)" >&2
+for c in 1 20; do
+	chunk_ms=20
+	[ "$c" = 1 ] && chunk_ms=0
+	json=$(timeout 300 taskset -c "$LOAD_CPU" "$PY" "$here/first_byte.py" --path "direct=$MOCK" \
+		--path "pacerd=$PC_FIRST_BYTE" --path "nginx=$NG_MOCK" --concurrency "$c" --streams 40 \
+		--rounds "$FB_ROUNDS" --chunk-ms "$chunk_ms" 2>>"$tmp/first_byte.err") || json=""
+	printf '{"kind":"first_byte","concurrency":%d,"result":%s}\n' "$c" "${json:-null}" >>"$results"
+done
+
 lanes=""
 if [ -x "$BUILD/bench-lanes" ]; then
 	echo "bench: lane microbenchmark" >&2
@@ -498,5 +518,5 @@ mkdir -p "$(dirname "$OUT")"
 	wrk "$(wrk -v 2>&1 | head -1 | cut -d' ' -f1-2 || true)" libcurl "$(curl-config --version)" \
 	openssl "$(openssl version | cut -d' ' -f1-2)" duration_s "$DURATION" warmup_s "$WARMUP" reps "$REPS" \
 	strace_s "$STRACE_S" idle "$IDLE" proxy_cpu "$PROXY_CPU" load_cpu "$LOAD_CPU" \
-	clk_tck "$CLK_TCK" sse_chunks "$SSE_CHUNKS" sse_ms "$SSE_MS" elapsed_s "$SECONDS" \
+	clk_tck "$CLK_TCK" sse_chunks "$SSE_CHUNKS" sse_ms "$SSE_MS" fb_rounds "$FB_ROUNDS" elapsed_s "$SECONDS" \
 	date "$(date -u +%Y-%m-%dT%H:%M:%SZ)"

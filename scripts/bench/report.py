@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The table and the JSON of scripts/bench.sh, from the records it collected
-(one JSON object a line: throughput, latency, strace, sse, idle) and the
+(one JSON object a line: throughput, latency, strace, sse, first_byte, idle) and the
 bench-lanes output. Medians over the repetitions; ratios are pacerd / nginx."""
 import argparse
 import json
@@ -61,7 +61,7 @@ def main():
     out = {"machine": {k: meta.get(k) for k in ("nproc", "cpu", "kernel")},
            "versions": {k: meta.get(k) for k in ("pacerd", "nginx", "wrk", "libcurl", "openssl")},
            "settings": {k: meta.get(k) for k in ("duration_s", "warmup_s", "reps", "strace_s", "idle",
-                                                  "proxy_cpu", "load_cpu", "sse_chunks", "sse_ms")},
+                                                  "proxy_cpu", "load_cpu", "sse_chunks", "sse_ms", "fb_rounds")},
            "date": meta.get("date"), "elapsed_s": int(meta.get("elapsed_s", 0))}
     p = []  # the printed lines
 
@@ -228,6 +228,27 @@ def main():
             p.append(f"  {r['path']:8} {fmt(x.get('content_events')):>6} {fmt(x.get('distinct_reads')):>6}"
                      f" {fmt(x.get('first_event_ms'), 1):>9} {fmt(x.get('total_ms'), 0):>9} {gap:>15}"
                      f"  {'separate' if ok else 'NOT SEPARATE' if x else 'FAILED'}")
+
+    # --- time to first byte of streams
+    out["first_byte"] = {}
+    fb = [r for r in recs if r["kind"] == "first_byte"]
+    if fb:
+        p.append("")
+        p.append(f"added time to first byte, p50/p99, at 1 and 20 concurrent streams: pacerd-mock SSE,"
+                 f" {meta.get('fb_rounds')} rounds alternating the paths, milliseconds")
+        p.append(f"  {'at once':>7} {'path':8} {'p50':>7} {'p99':>7} {'added p50':>10} {'added p99':>10}")
+        for r in fb:
+            x = r["result"] or {}
+            out["first_byte"][str(r["concurrency"])] = x or None
+            if not x:
+                p.append(f"  {r['concurrency']:>7} FAILED")
+                continue
+            for i, (path, e) in enumerate(x["paths"].items()):
+                add = x["added"].get(path, {})
+                errs = f"  ({e['errors']} not answered)" if e["errors"] else ""
+                p.append(f"  {r['concurrency'] if i == 0 else '':>7} {path:8} {fmt(e['p50_ms'], 2):>7}"
+                         f" {fmt(e['p99_ms'], 2):>7} {fmt(add.get('p50_ms'), 2):>10}"
+                         f" {fmt(add.get('p99_ms'), 2):>10}{errs}")
 
     # --- idle streams
     out["idle"] = {}

@@ -7,6 +7,7 @@
 
 static long long clock_mono_cache, clock_wall_cache;
 static bool clock_mono_valid, clock_wall_valid;
+static unsigned long long clock_turns;
 
 long long clock_mono_ns(void)
 {
@@ -61,4 +62,10 @@ void clock_turn_end(void)
 {
 	clock_mono_valid = false;
 	clock_wall_valid = false;
+	clock_turns++;
+}
+
+unsigned long long clock_turn(void)
+{
+	return clock_turns;
 }

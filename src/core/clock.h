@@ -54,4 +54,8 @@ long long clock_wall_ms(void);
 /* Ends the turn: the next clock_now_ms / clock_wall_ms read the clock again. */
 void clock_turn_end(void);
 
+/* The turn's number: one more after every clock_turn_end(). Whether two
+ * things happened in the same turn (no event was polled between them). */
+unsigned long long clock_turn(void);
+
 #endif

@@ -2042,6 +2042,19 @@ void hreq_close_after(struct hreq *r)
 	r->keep_alive = false;
 }
 
+bool hreq_client_left(struct hreq *r)
+{
+	struct hconn *c = r->conn;
+	if (c->state != HC_ACTIVE)
+		return false;
+	char b;
+	ssize_t n = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+	if (n > 0 || (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)))
+		return false;
+	conn_gone(c); /* EOF, or an error such as a reset */
+	return true;
+}
+
 void hreq_start(struct hreq *r, int status, const char *reason, const struct hhdr *h, size_t n)
 {
 	struct hconn *c = r->conn;

@@ -207,6 +207,13 @@ void hreq_respond(struct hreq *r, int status, const struct hhdr *h, size_t n, co
                   size_t len);
 /* Closes the connection after this answer (no keep-alive). */
 void hreq_close_after(struct hreq *r);
+/* Whether the client has closed its connection (or reset it), looked at on
+ * the socket itself with one recv(MSG_PEEK): for an owner about to send r on
+ * after a wait, since a close that arrived after the loop last polled is not
+ * known yet. When it has, the connection goes as if its read event had seen
+ * it: events->gone runs from here, and r is gone on return (true). A close
+ * behind bytes not read yet is not seen. */
+bool hreq_client_left(struct hreq *r);
 
 /* ---- CONNECT tunnels terminated here ---- */
 /* Answers a CONNECT with 200 and turns its connection into a TLS server

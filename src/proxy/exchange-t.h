@@ -53,6 +53,7 @@ struct exchange {
 	struct lane_ticket ticket;
 	int64_t t_start, t_dispatch, t_headers; /* monotonic ms */
 	int64_t t_first_dispatch;               /* 0: never dispatched */
+	unsigned long long turn_start;          /* the loop turn it came in (clock_turn) */
 	int64_t retry_deadline;
 	/* Pending while XS_RETRY_WAIT: at retry_deadline the last answer is
 	 * given, however busy the lane still is. Assigned each time it is

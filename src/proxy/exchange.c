@@ -392,6 +392,7 @@ void exchange_start(struct exchanges *xs, struct hreq *client, const struct exch
 	x->body = hreq_body(client, &x->body_len);
 	x->upload = hreq_streamed(client);
 	x->t_start = now;
+	x->turn_start = clock_turn();
 	copy_str(x->request_id, sizeof(x->request_id), hreq_id(client));
 	if (in->key_hash != NULL)
 		memcpy(x->key_hash, in->key_hash, KEYID_HEX + 1);
@@ -876,9 +877,17 @@ static void on_up_done(void *ctx, enum up_error err, const char *detail)
 	lanes_pump(x->xs->lanes, lane);
 }
 
+/* The request leaves now, unless its client gave up while it waited (in its
+ * lane, for a retry, for a connection). The client's close may have come
+ * after the loop last polled (a dispatch runs late in a turn, a new
+ * connection a turn or more later), so its socket is asked, at the last
+ * moment: one recv, only for a request that did not leave in the turn it
+ * came (the common case, for which nothing was polled since it was read). */
 static void on_up_sent(void *ctx)
 {
 	struct exchange *x = ctx;
+	if (x->turn_start != clock_turn() && hreq_client_left(x->client))
+		return; /* on_client_gone finished it (499, its slot given back): nothing is sent */
 	lanes_sent(x->xs->lanes, &x->ticket);
 }
 

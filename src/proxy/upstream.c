@@ -545,7 +545,7 @@ static int prereq_cb(void *arg, char *primary_ip, char *local_ip, int primary_po
 	(void)local_port;
 	if (!x->aborted && x->h->on_sent != NULL)
 		x->h->on_sent(x->ctx);
-	return CURL_PREREQFUNC_OK;
+	return x->aborted ? CURL_PREREQFUNC_ABORT : CURL_PREREQFUNC_OK;
 }
 
 static size_t write_cb(char *data, size_t size, size_t n, void *arg)

@@ -78,7 +78,9 @@ struct up_handler {
 	/* The transfer ended: UP_OK when the whole response arrived. */
 	void (*on_done)(void *ctx, enum up_error err, const char *detail);
 	/* The connection is ready and the request is written next (libcurl's
-	 * PREREQFUNCTION): where pacing is measured. Optional (NULL). */
+	 * PREREQFUNCTION): where pacing is measured. The owner may give the
+	 * transfer up from here (upstream_abort): then nothing is sent, and
+	 * on_done is not called. Optional (NULL). */
 	void (*on_sent)(void *ctx);
 	/* A streamed body (up_request.body_streamed): up to len of its next
 	 * bytes into buf, *n set to how many. */

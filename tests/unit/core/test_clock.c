@@ -41,6 +41,20 @@ START_TEST(fresh_after_turn_end)
 }
 END_TEST
 
+/* A turn's number is the same all through it, one more after it ends. */
+START_TEST(turn_numbers)
+{
+	unsigned long long t = clock_turn();
+	clock_now_ms();
+	clock_fresh_ms();
+	ck_assert_uint_eq(clock_turn(), t);
+	clock_turn_end();
+	ck_assert_uint_eq(clock_turn(), t + 1);
+	clock_turn_end();
+	ck_assert_uint_eq(clock_turn(), t + 2);
+}
+END_TEST
+
 /* clock_fresh_ms reads now, and the turn goes on with that value. */
 START_TEST(fresh_reads_now_and_caches_it)
 {
@@ -92,6 +106,7 @@ static Suite *clock_suite(void)
 	TCase *t = tcase_create("turns");
 	tcase_add_test(t, constant_within_a_turn);
 	tcase_add_test(t, fresh_after_turn_end);
+	tcase_add_test(t, turn_numbers);
 	tcase_add_test(t, each_clock_read_lazily);
 	tcase_add_test(t, fresh_reads_now_and_caches_it);
 	tcase_add_test(t, mono_ns_is_now_and_not_cached);

@@ -256,6 +256,50 @@ START_TEST(gone_while_waiting_for_the_owner)
 }
 END_TEST
 
+/* The owner asks before the loop has polled: a client still there is not
+ * gone (nothing happens), one that closed is, at once, as its read event
+ * would have found (gone, 499 in pacerd's log, the connection closed). */
+START_TEST(client_left_seen_before_the_loop_polls)
+{
+	mode = ANSWER_NONE;
+	send_str("GET /q HTTP/1.1\r\n\r\n");
+	ck_assert_ptr_nonnull(last);
+	struct hreq *r = last;
+	ck_assert(!hreq_client_left(r));
+	ck_assert_int_eq(n_gone, 0);
+	shutdown(client, SHUT_WR); /* no loop turn after this */
+	ck_assert(hreq_client_left(r));
+	ck_assert_int_eq(n_gone, 1);
+	ck_assert_ptr_null(last);
+	spin();
+	ck_assert_int_eq(n_gone, 1); /* told once */
+	struct httpd_stats st;
+	httpd_get_stats(h, &st);
+	ck_assert_uint_eq(st.connections, 0);
+	ck_assert_uint_eq(st.active, 0);
+}
+END_TEST
+
+/* Bytes the client sent after its request (a pipelined one) are not a
+ * departure; an answer already begun is no obstacle to asking. */
+START_TEST(client_left_not_for_pipelined_bytes)
+{
+	mode = ANSWER_NONE;
+	send_str("GET /a HTTP/1.1\r\n\r\n");
+	struct hreq *r = last;
+	ck_assert_ptr_nonnull(r);
+	ck_assert_int_eq(write(client, "GET /b HTTP/1.1\r\n\r\n", 20), 20);
+	ck_assert(!hreq_client_left(r));
+	spin(); /* the loop reads them: held for after this answer */
+	hreq_start(r, 200, NULL, NULL, 0);
+	ck_assert(!hreq_client_left(r));
+	ck_assert_int_eq(n_gone, 0);
+	hreq_end(r, true);
+	spin();
+	ck_assert_int_eq(n_requests, 2);
+}
+END_TEST
+
 START_TEST(truncated_end_closes)
 {
 	mode = ANSWER_NONE;
@@ -722,6 +766,8 @@ static Suite *httpd_suite(void)
 	tcase_add_test(t, backpressure_and_drained);
 	tcase_add_test(t, gone_when_the_client_leaves_mid_answer);
 	tcase_add_test(t, gone_while_waiting_for_the_owner);
+	tcase_add_test(t, client_left_seen_before_the_loop_polls);
+	tcase_add_test(t, client_left_not_for_pipelined_bytes);
 	tcase_add_test(t, truncated_end_closes);
 	tcase_add_test(t, body_over_limit_413_before_the_body);
 	tcase_add_test(t, continue_then_body);
