@@ -24,6 +24,7 @@
 #include "core/config.h"
 #include "provider/ratelimit_headers.h"
 #include "sched/fairq.h"
+#include "sched/gradient.h"
 #include "sched/learned.h"
 #include "sched/pheap.h"
 
@@ -185,6 +186,30 @@ struct sched_item *sched_expired(struct sched_lane *lane, int64_t now_ms);
  * adaptive limits with the time since its dispatch. */
 void sched_complete(struct sched_lane *lane, struct sched_item *it, enum sched_outcome outcome,
                     int64_t now_ms);
+
+/* What the exchange timed of an answer (the lanes hand it down): the
+ * latency-gradient controller's input (gradient.h). */
+struct sched_timing {
+	double first_ms;      /* dispatch to the first data event; < 0: not a stream */
+	double stream_ms;     /* the first data event to the last */
+	double max_gap_ms;    /* the longest gap between two chunks after the first */
+	unsigned events;      /* data events after the first chunk's */
+	double prompt_tokens; /* the prompt's estimate */
+};
+
+/* Whether the lane's limit reads the latency of its answers now (its plan's
+ * concurrency.mode: gradient; auto while its provider is silent and no
+ * refusal closed its AIMD limit): only then is it worth timing them. */
+bool sched_timing_wanted(const struct sched_lane *lane);
+/* The first data event of the streamed answer to `it` (in flight) came,
+ * first_ms after its dispatch. Returns true when the limit grew (the lane
+ * may send more now). */
+bool sched_first_token(struct sched_lane *lane, const struct sched_item *it, double first_ms,
+                       double prompt_tokens, int64_t now_ms);
+/* The answer to `it` (in flight: before sched_complete) ended complete and
+ * successful, timed as *tm. Returns true when the limit moved. */
+bool sched_answer_timed(struct sched_lane *lane, const struct sched_item *it,
+                        const struct sched_timing *tm, int64_t now_ms);
 
 /* Rate-limit headers seen on the response to `it` (dispatched at
  * it->dispatched_ms); refused: the upstream refused it (a capacity status),
@@ -390,11 +415,16 @@ struct sched_lane_view {
 	size_t retry_waiting;   /* retries waiting for their time */
 	size_t in_flight;
 	unsigned concurrency_limit; /* sched_concurrency_limit */
-	int64_t dispatch_delay_ms;  /* the dispatch-delay AIMD's delay */
-	int64_t hold_ms;            /* until a retry-after hold ends; 0: none */
-	int64_t queue_eta_ms;       /* sched_queue_eta_ms(lane, NULL, now) */
-	int64_t idle_ms;            /* since the lane's last activity */
-	const char *state;          /* sched_lane_state */
+	/* What sets it: "aimd" (refusals) or "gradient" (latency as well), and
+	 * what the latency controller reads (meaningful where gradient). */
+	const char *concurrency_mode;
+	bool gradient;
+	struct gradient_view grad;
+	int64_t dispatch_delay_ms; /* the dispatch-delay AIMD's delay */
+	int64_t hold_ms;           /* until a retry-after hold ends; 0: none */
+	int64_t queue_eta_ms;      /* sched_queue_eta_ms(lane, NULL, now) */
+	int64_t idle_ms;           /* since the lane's last activity */
+	const char *state;         /* sched_lane_state */
 	enum sched_gates_mode gates_mode;
 	double strict_margin; /* what a strict gate keeps beyond T, learned (margin.h) */
 	size_t n_levels;      /* priorities with requests waiting: sched_lane_level() */
