@@ -391,8 +391,9 @@ static bool provider_silent(struct lanes *ls, const struct provider_conf *prov)
 	return n != NULL && n->silent;
 }
 
-/* What an answer of prov said of its headers. */
-static void provider_answered(struct lanes *ls, const struct provider_conf *prov,
+/* What an answer of prov said of its headers; returns whether it was
+ * silent (no rate-limit header). */
+static bool provider_answered(struct lanes *ls, const struct provider_conf *prov,
                               const struct rlh_result *rlh)
 {
 	bool told = false;
@@ -401,6 +402,7 @@ static void provider_answered(struct lanes *ls, const struct provider_conf *prov
 	struct provider_news *n = provider_news(ls, prov->name, true);
 	if (n != NULL)
 		n->silent = !told;
+	return !told;
 }
 
 const struct plan_conf *lanes_find(struct lanes *ls, struct lane_ticket *t,
@@ -540,7 +542,9 @@ bool lanes_headers(struct lanes *ls, struct lane_ticket *t, int status,
                    const struct rlh_result *rlh, const struct retry_head_verdict *hv, int64_t now)
 {
 	struct sched_lane *lane = t->lane;
-	provider_answered(ls, sched_lane_provider(lane), rlh);
+	/* Each answer says again whether the provider is silent: the lane's
+	 * concurrency follows its latency while it is (concurrency.mode auto). */
+	sched_set_provider_silent(lane, provider_answered(ls, sched_lane_provider(lane), rlh));
 	/* Only an answer the provider serves was charged its output: a refusal's
 	 * count says nothing of how max_tokens is counted. */
 	if (status >= 200 && status < 300)
@@ -651,6 +655,34 @@ int64_t lanes_tokens_used(struct lanes *ls, struct lane_ticket *t,
 	};
 	sched_cost_observe(lane, &t->cost, &cu, t->item.dispatched_ms);
 	return u->total;
+}
+
+bool lanes_timing_wanted(const struct lane_ticket *t)
+{
+	return t->lane != NULL && sched_timing_wanted(t->lane);
+}
+
+void lanes_first_token(struct lanes *ls, struct lane_ticket *t, double first_ms, int64_t now)
+{
+	(void)ls;
+	if (sched_first_token(t->lane, &t->item, first_ms, (double)t->cost.input_estimate, now))
+		lane_kick(t->lane); /* room for more at once */
+}
+
+void lanes_answer_timed(struct lanes *ls, struct lane_ticket *t, const struct stopwatch *w,
+                        int64_t now)
+{
+	(void)ls;
+	struct stopwatch_times st;
+	stopwatch_times(w, &st);
+	struct sched_timing tm = {
+	    .first_ms = w->sse ? st.first_ms : -1,
+	    .stream_ms = st.stream_ms,
+	    .max_gap_ms = st.max_gap_ms,
+	    .events = st.events,
+	    .prompt_tokens = (double)t->cost.input_estimate,
+	};
+	sched_answer_timed(t->lane, &t->item, &tm, now);
 }
 
 void lanes_retry(struct lanes *ls, struct lane_ticket *t, int64_t ready_ms)

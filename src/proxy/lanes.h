@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "proxy/stopwatch.h"
 #include "sched/cost.h"
 #include "sched/retry.h"
 #include "sched/sched.h"
@@ -190,6 +191,17 @@ bool lanes_learn_told(struct lanes *ls, struct lane_ticket *t, int budget, int64
  * total it counted. */
 int64_t lanes_tokens_used(struct lanes *ls, struct lane_ticket *t,
                           const struct tokens_usage *reported, int64_t now_ms);
+/* Whether t's lane reads the latency of its answers (sched_timing_wanted):
+ * then the exchange times t's answer (stopwatch.h) and tells the two calls
+ * below. */
+bool lanes_timing_wanted(const struct lane_ticket *t);
+/* t's streamed answer brought its first data event, first_ms after its
+ * dispatch: a lane in slow start may grow (and send more at once). */
+void lanes_first_token(struct lanes *ls, struct lane_ticket *t, double first_ms, int64_t now_ms);
+/* t's answer ended complete and successful (before lanes_complete), timed
+ * by w: what it teaches the lane's limit. */
+void lanes_answer_timed(struct lanes *ls, struct lane_ticket *t, const struct stopwatch *w,
+                        int64_t now_ms);
 /* t waits without a slot until ready_ms, then queues again ahead of the new. */
 void lanes_retry(struct lanes *ls, struct lane_ticket *t, int64_t ready_ms);
 
