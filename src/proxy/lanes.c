@@ -433,8 +433,14 @@ const struct plan_conf *lanes_find(struct lanes *ls, struct lane_ticket *t,
 		return NULL;
 	}
 	t->lane = lane;
-	if (!sched_answered(lane))
+	if (!sched_answered(lane)) {
 		sched_set_provider_silent(lane, provider_silent(ls, prov));
+		/* A fresh lane's first limit is no change (the latency
+		 * controller's slow start may set it below max_concurrent). */
+		if (sched_lane_stats(lane)->dispatched == 0)
+			((struct lane_shell *)sched_lane_shell(lane))->last_limit =
+			    sched_concurrency_limit(lane);
+	}
 	return sched_lane_plan(lane);
 }
 

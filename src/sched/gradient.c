@@ -55,7 +55,7 @@ void gradient_init(struct gradient *g, const struct gradient_params *params, int
 {
 	memset(g, 0, sizeof(*g));
 	set_params(g, params);
-	g->limit = g->p.initial;
+	g->limit = g->ss_from = g->p.initial;
 	g->slow_start = true;
 	g->step = 1;
 	g->last_bucket = -1;
@@ -120,12 +120,19 @@ static double ewma(double avg, double x, bool first)
 	return first ? x : (1 - SHOWN_ALPHA) * avg + SHOWN_ALPHA * x;
 }
 
-/* Slow start: one more, up to twice what was in flight (growth needs
- * demand: a lane that never fills its limit learns nothing by raising it). */
+static void note_peak(struct gradient *g, size_t in_flight)
+{
+	if (in_flight > g->peak)
+		g->peak = in_flight > g->p.max ? g->p.max : (unsigned)in_flight;
+}
+
+/* Slow start: one more round trip that did not wait (gradient.h). */
 static bool slow_start_grow(struct gradient *g, int64_t now_ms)
 {
-	double cap = fmax(g->p.initial, 2.0 * g->peak);
-	double next = fmin(fmin(g->limit + 1, cap), g->p.max);
+	if (g->ss_credit < g->p.max)
+		g->ss_credit++;
+	double cap = fmax(g->ss_from, 2.0 * g->peak);
+	double next = fmin(fmin(g->ss_from + g->ss_credit, cap), g->p.max);
 	if (next <= g->limit)
 		return false;
 	g->limit = next;
@@ -153,8 +160,7 @@ bool gradient_on_first(struct gradient *g, int64_t now_ms, const struct gradient
 	double first_ms = f->first_ms;
 	if (!isfinite(first_ms) || first_ms < 0)
 		return false;
-	if (f->in_flight > g->peak)
-		g->peak = f->in_flight > UINT32_MAX ? UINT32_MAX : (unsigned)f->in_flight;
+	note_peak(g, f->in_flight);
 	int b = bucket_of(f->prompt_tokens);
 	/* Judged against the baseline before this sample joins it: a first
 	 * sample is its own baseline, and passes. */
@@ -222,8 +228,7 @@ bool gradient_on_sample(struct gradient *g, int64_t now_ms, const struct gradien
 {
 	if (!isfinite(s->first_ms) || s->first_ms < 0) {
 		/* Not a stream: a round trip, nothing more (gradient.h). */
-		if (s->in_flight > g->peak)
-			g->peak = s->in_flight > UINT32_MAX ? UINT32_MAX : (unsigned)s->in_flight;
+		note_peak(g, s->in_flight);
 		return g->slow_start && slow_start_grow(g, now_ms);
 	}
 	if (s->events < 2 || !isfinite(s->stream_ms) || s->stream_ms <= 0)
@@ -284,8 +289,9 @@ bool gradient_cut(struct gradient *g, int64_t now_ms, unsigned to)
 void gradient_restart(struct gradient *g, int64_t now_ms)
 {
 	g->limit = fmin(g->limit, g->p.initial);
+	g->ss_from = gradient_limit(g);
 	g->slow_start = true;
-	g->peak = 0;
+	g->peak = g->ss_credit = 0;
 	g->hold = 0;
 	g->probe_from = 0;
 	g->step = 1;

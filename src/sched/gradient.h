@@ -51,8 +51,10 @@
  * starts at `initial` (20, as Netflix's limiters start) and grows by one for
  * each first token that came without waiting (within (1 + tolerance) × the
  * prompt size's queue-free first-token time + GRADIENT_SLACK_MS), so by
- * doubling per round trip, up to twice what was in flight. The first round
- * that shows a queue ends it. An answer that is not a stream tells no first
+ * doubling per round trip, up to twice what was in flight (first tokens that
+ * come while a burst is still arriving count once it has: a lane that never
+ * fills its limit learns nothing by raising it). The first round that shows
+ * a queue ends it. An answer that is not a stream tells no first
  * token from its end: it counts as one round trip (slow start grows) and
  * never enters a round.
  *
@@ -117,7 +119,10 @@ struct gradient {
 	struct gradient_params p;
 	double limit; /* a whole number in [min, max] */
 	bool slow_start;
-	unsigned peak; /* in flight at most since slow start began */
+	/* Slow start: the limit it began from, the round trips that did not
+	 * wait since (each one more), and the most in flight meanwhile (the
+	 * limit stays within twice that: growth needs demand). */
+	unsigned ss_from, ss_credit, peak;
 	unsigned hold; /* clean rounds still to wait before growing */
 	unsigned step; /* the next growth */
 	/* A growth out of slow start is a probe of the knee until the next
