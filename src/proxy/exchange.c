@@ -612,15 +612,15 @@ static bool on_up_headers(void *ctx, int status, const char *reason, const struc
 	rlh_parse(x->route.provider->dialect, rh, nr, clock_wall_ms(), &x->rlh);
 	learn_identity(x, h, n);
 	struct retry_head_verdict hv = retry_verdict_head(status, &x->rlh, x->own_tier);
-	if (lanes_headers(x->xs->lanes, &x->ticket, status, &x->rlh, &hv, x->t_headers))
+	const char *ctype = find_up_header(h, n, "content-type");
+	bool sse = ctype != NULL && strncasecmp(ctype, "text/event-stream", 17) == 0;
+	if (lanes_headers(x->xs->lanes, &x->ticket, status, &x->rlh, &hv, sse, x->t_headers))
 		xlog_limit_learned(x);
 
-	const char *ctype = find_up_header(h, n, "content-type");
 	meter_answer(&x->meter, ctype);
 	/* A success is timed for a lane whose limit reads latency. */
 	stopwatch_start(&x->watch, status >= 200 && status < 300 && lanes_timing_wanted(&x->ticket),
-	                ctype != NULL && strncasecmp(ctype, "text/event-stream", 17) == 0,
-	                x->t_dispatch);
+	                sse, x->t_dispatch);
 	if (x->rewrite_refused != 0 && status < 400)
 		rewrite_stop(x, status);
 	/* The body pacerd rewrote was refused: held back, the client's own

@@ -72,6 +72,7 @@ struct lanes {
 	struct provider_news {
 		char name[64];
 		bool silent;
+		bool streams; /* it answered a success with an event stream */
 	} news[LANES_PROVIDERS_MAX];
 	size_t n_news;
 };
@@ -378,6 +379,7 @@ static struct provider_news *provider_news(struct lanes *ls, const char *name, b
 	struct provider_news *n = &ls->news[ls->n_news++];
 	snprintf(n->name, sizeof(n->name), "%s", name);
 	n->silent = false;
+	n->streams = false;
 	return n;
 }
 
@@ -391,18 +393,29 @@ static bool provider_silent(struct lanes *ls, const struct provider_conf *prov)
 	return n != NULL && n->silent;
 }
 
-/* What an answer of prov said of its headers; returns whether it was
- * silent (no rate-limit header). */
-static bool provider_answered(struct lanes *ls, const struct provider_conf *prov,
-                              const struct rlh_result *rlh)
+/* Whether prov answered a success with an event stream (ever). */
+static bool provider_streams(struct lanes *ls, const struct provider_conf *prov)
+{
+	const struct provider_news *n = provider_news(ls, prov->name, false);
+	return n != NULL && n->streams;
+}
+
+/* What an answer of prov said of its headers (streamed: a success with an
+ * event stream); tells the lane whether its provider is silent and streams. */
+static void provider_answered(struct lanes *ls, struct sched_lane *lane,
+                              const struct rlh_result *rlh, bool streamed)
 {
 	bool told = false;
 	for (int b = 0; b < RLH_N_BUDGETS && !told; b++)
 		told = rlh->budget[b].has_limit || rlh->budget[b].has_remaining;
-	struct provider_news *n = provider_news(ls, prov->name, true);
-	if (n != NULL)
+	struct provider_news *n = provider_news(ls, sched_lane_provider(lane)->name, true);
+	if (n != NULL) {
 		n->silent = !told;
-	return !told;
+		n->streams |= streamed;
+	}
+	sched_set_provider_silent(lane, !told);
+	if (streamed)
+		sched_set_provider_streams(lane, true);
 }
 
 const struct plan_conf *lanes_find(struct lanes *ls, struct lane_ticket *t,
@@ -434,6 +447,7 @@ const struct plan_conf *lanes_find(struct lanes *ls, struct lane_ticket *t,
 	}
 	t->lane = lane;
 	if (!sched_answered(lane)) {
+		sched_set_provider_streams(lane, provider_streams(ls, prov));
 		sched_set_provider_silent(lane, provider_silent(ls, prov));
 		/* A fresh lane's first limit is no change (the latency
 		 * controller's slow start may set it below max_concurrent). */
@@ -545,12 +559,14 @@ static void hold_for_hint(struct lanes *ls, struct sched_lane *lane, int64_t hol
 }
 
 bool lanes_headers(struct lanes *ls, struct lane_ticket *t, int status,
-                   const struct rlh_result *rlh, const struct retry_head_verdict *hv, int64_t now)
+                   const struct rlh_result *rlh, const struct retry_head_verdict *hv,
+                   bool event_stream, int64_t now)
 {
 	struct sched_lane *lane = t->lane;
 	/* Each answer says again whether the provider is silent: the lane's
-	 * concurrency follows its latency while it is (concurrency.mode auto). */
-	sched_set_provider_silent(lane, provider_answered(ls, sched_lane_provider(lane), rlh));
+	 * concurrency follows its latency while it is, once it streams
+	 * (concurrency.mode auto). */
+	provider_answered(ls, lane, rlh, event_stream && status >= 200 && status < 300);
 	/* Only an answer the provider serves was charged its output: a refusal's
 	 * count says nothing of how max_tokens is counted. */
 	if (status >= 200 && status < 300)

@@ -163,12 +163,14 @@ void lanes_charge(struct lane_ticket *t, struct sched_request *rq, const struct 
 size_t lanes_submit(struct lanes *ls, struct lane_ticket *t, const struct sched_request *rq,
                     long long client_ms, int64_t deadline_ms, int64_t now_ms);
 
-/* The headers of t's answer (its HTTP status): what they teach the lane's
- * gates, and the holds the head verdict asks for. Returns true when what the
- * lane knows of its limits changed (lanes_log_learned writes it). */
+/* The headers of t's answer (its HTTP status; event_stream: its body is an
+ * event stream): what they teach the lane's gates, whether its provider is
+ * silent and streams (the latency controller's cue), and the holds the head
+ * verdict asks for. Returns true when what the lane knows of its limits
+ * changed (lanes_log_learned writes it). */
 bool lanes_headers(struct lanes *ls, struct lane_ticket *t, int status,
                    const struct rlh_result *rlh, const struct retry_head_verdict *hv,
-                   int64_t now_ms);
+                   bool event_stream, int64_t now_ms);
 void lanes_log_learned(const struct lane_ticket *t, struct log_line *l, int64_t now_ms);
 
 /* What an attempt's end changed, for the caller's log lines. */

@@ -66,9 +66,10 @@ static void set_state(struct sched_lane *lane, enum lane_event e)
 
 /* Whether the latency of the lane's answers sets its limit as well as
  * refusals (plan concurrency.mode): always with gradient; with auto while its
- * provider is silent (no rate-limit headers) and no refusal closed the AIMD
- * limit, since a provider that says nothing and never refuses is one that
- * queues (docs/pacing.md, "Engines that queue"). */
+ * provider is silent (no rate-limit headers), streams (what the controller
+ * reads), and no refusal closed the AIMD limit, since a provider that says
+ * nothing and never refuses is one that queues (docs/pacing.md, "Engines
+ * that queue"). */
 static bool gradient_engaged(const struct sched_lane *lane)
 {
 	const struct plan_conf *p = lane->plan;
@@ -78,7 +79,7 @@ static bool gradient_engaged(const struct sched_lane *lane)
 	case CONCURRENCY_GRADIENT:
 		return true;
 	case CONCURRENCY_AUTO:
-		return lane->provider_silent && lane->conc.open;
+		return lane->provider_silent && lane->provider_streams && lane->conc.open;
 	case CONCURRENCY_AIMD:
 		break;
 	}
@@ -93,7 +94,8 @@ static void gradient_attach(struct sched_lane *lane, int64_t now_ms)
 	const struct plan_conf *p = lane->plan;
 	if (lane->grad != NULL || !p->concurrency.adaptive ||
 	    !(p->concurrency.mode == CONCURRENCY_GRADIENT ||
-	      (p->concurrency.mode == CONCURRENCY_AUTO && lane->provider_silent)))
+	      (p->concurrency.mode == CONCURRENCY_AUTO && lane->provider_silent &&
+	       lane->provider_streams)))
 		return;
 	lane->grad = malloc(sizeof(*lane->grad));
 	if (lane->grad == NULL)
@@ -1327,6 +1329,12 @@ bool sched_wants_tokens(const struct sched_lane *lane)
 void sched_set_provider_silent(struct sched_lane *lane, bool silent)
 {
 	lane->provider_silent = silent;
+	gradient_attach(lane, lane->last_active_ms);
+}
+
+void sched_set_provider_streams(struct sched_lane *lane, bool streams)
+{
+	lane->provider_streams = streams;
 	gradient_attach(lane, lane->last_active_ms);
 }
 

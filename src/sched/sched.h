@@ -239,8 +239,15 @@ void sched_hold(struct sched_lane *lane, int64_t until_ms);
  * (its last answer, on any lane, had none; or its dialect reads none). Until
  * its first answer, a lane with no plan sends a few requests and waits for
  * that answer's headers (learned_blind_ready_at), unless there is nothing to
- * learn from them: then it is open from the start. */
+ * learn from them: then it is open from the start. The lanes say it again at
+ * every answer: with concurrency.mode auto, a silent provider that streams
+ * has its lanes' limits follow latency (sched_set_provider_streams). */
 void sched_set_provider_silent(struct sched_lane *lane, bool silent);
+/* Whether the lane's provider answers successes with event streams: with
+ * concurrency.mode auto, a silent provider's lanes read the latency of their
+ * answers from then on (the controller reads streams: a lane of JSON answers
+ * alone has nothing to read and stays AIMD's). */
+void sched_set_provider_streams(struct sched_lane *lane, bool streams);
 /* Whether the lane has left LEARNING (lane_mode.h): an answer's headers came
  * back, or it took what another lane learned (sched_lane_inherit). */
 bool sched_answered(const struct sched_lane *lane);

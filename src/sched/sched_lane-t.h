@@ -73,6 +73,9 @@ struct sched_lane {
 	 * no rate-limit headers, so LEARNING waits for nothing (set by the lanes
 	 * from what the provider's other lanes saw). */
 	bool provider_silent;
+	/* Its provider answered successes with event streams (the lanes say):
+	 * the latency controller, which reads streams, may engage (auto). */
+	bool provider_streams;
 	enum agents_mode agents_mode;
 	/* Requests whose capacity answer's headers hold the lane until it is
 	 * decided (it->holding): a count of requests, like in_flight, since the

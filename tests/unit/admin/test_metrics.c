@@ -221,6 +221,7 @@ START_TEST(latency_controlled_lanes)
 	snprintf(hash, sizeof(hash), "%064x", 1);
 	struct sched_lane *silent = registry_key_lane(reg, cfg, prov, hash, 1000, NULL, NULL);
 	sched_set_provider_silent(silent, true); /* concurrency.mode auto */
+	sched_set_provider_streams(silent, true);
 	ck_assert_ptr_nonnull(silent->grad);
 	silent->grad->token_ms = 20;
 	silent->grad->base_token_ms = 16;

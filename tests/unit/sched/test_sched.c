@@ -339,13 +339,14 @@ END_TEST
 
 /* ---- the latency controller (gradient.h) beside AIMD ---- */
 
-/* A lane whose provider answers without rate-limit headers (the lanes say
- * so), starting the gradient at `start`. */
+/* A lane whose provider answers streams without rate-limit headers (the
+ * lanes say so), starting the gradient at `start`. */
 static void init_silent_lane(unsigned start)
 {
 	plan.concurrency.slow_start = start;
 	init_lane(AGENTS_OFF);
 	sched_set_provider_silent(&lane, true);
+	sched_set_provider_streams(&lane, true);
 }
 
 static void dispatch_n(int from, int n, int64_t now)
@@ -356,6 +357,13 @@ static void dispatch_n(int from, int n, int64_t now)
 
 START_TEST(auto_a_silent_lane_starts_slowly)
 {
+	/* silent, but no stream seen yet: nothing for the controller to read */
+	plan.concurrency.slow_start = 2;
+	init_lane(AGENTS_OFF);
+	sched_set_provider_silent(&lane, true);
+	ck_assert(!sched_timing_wanted(&lane));
+	ck_assert_ptr_null(lane.grad);
+	ck_assert_int_eq(sched_concurrency_limit(&lane), 64);
 	init_silent_lane(2);
 	ck_assert(sched_timing_wanted(&lane));
 	ck_assert_int_eq(sched_concurrency_limit(&lane), 2);
