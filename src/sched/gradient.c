@@ -20,6 +20,10 @@
 #define FLOOR_WARMUP 8
 /* Weight of a new answer in the EWMAs /status shows. */
 #define SHOWN_ALPHA 0.1
+/* round_ms while slow start's first round is out: the burst a fresh or idle
+ * lane lets go at once queues for its own prefills (a queue no limit below
+ * it would have avoided), so no round counts its answers. */
+#define FIRST_BURST INT64_MAX
 /* A per-token time under this (ms) is no per-token time: the answer came in
  * one piece, or faster than the clock tells. */
 #define TOKEN_MS_MIN 0.05
@@ -51,16 +55,25 @@ static void round_begin(struct gradient *g, int64_t now_ms)
 	g->round_wait_ms = g->round_total_ms = g->round_in_flight = 0;
 }
 
+/* A slow-start round begins: what leaves from now on is its. */
+static void ss_begin(struct gradient *g, int64_t now_ms)
+{
+	g->ss_ms = now_ms;
+	g->ss_sent = g->ss_clean = g->ss_waited = 0;
+}
+
 void gradient_init(struct gradient *g, const struct gradient_params *params, int64_t now_ms)
 {
 	memset(g, 0, sizeof(*g));
 	set_params(g, params);
-	g->limit = g->ss_from = g->p.initial;
+	g->limit = g->p.initial;
 	g->slow_start = true;
+	ss_begin(g, now_ms);
 	g->step = 1;
 	g->last_bucket = -1;
 	moved(g, now_ms, GRADIENT_WHY_START);
 	round_begin(g, now_ms);
+	g->round_ms = FIRST_BURST;
 }
 
 void gradient_params_of(const struct plan_conf *plan, struct gradient_params *out)
@@ -120,22 +133,40 @@ static double ewma(double avg, double x, bool first)
 	return first ? x : (1 - SHOWN_ALPHA) * avg + SHOWN_ALPHA * x;
 }
 
-static void note_peak(struct gradient *g, size_t in_flight)
+void gradient_on_dispatch(struct gradient *g, int64_t now_ms)
 {
-	if (in_flight > g->peak)
-		g->peak = in_flight > g->p.max ? g->p.max : (unsigned)in_flight;
+	(void)now_ms;
+	if (g->slow_start && g->ss_sent < UINT32_MAX)
+		g->ss_sent++;
 }
 
-/* Slow start: one more round trip that did not wait (gradient.h). */
-static bool slow_start_grow(struct gradient *g, int64_t now_ms)
+/* In slow start, the first token (or the whole answer) of a request sent at
+ * sent_ms came back, waited or not, with in_flight requests in flight. Once
+ * half the round is back: twice what is in flight when at most a fifth of
+ * it waited, else slow start ends where it is (gradient.h). */
+static bool slow_start_back(struct gradient *g, int64_t now_ms, int64_t sent_ms, bool waited,
+                            size_t in_flight)
 {
-	if (g->ss_credit < g->p.max)
-		g->ss_credit++;
-	double cap = fmax(g->ss_from, 2.0 * g->peak);
-	double next = fmin(fmin(g->ss_from + g->ss_credit, cap), g->p.max);
+	if (!g->slow_start || sent_ms < g->ss_ms)
+		return false;
+	if (waited)
+		g->ss_waited++;
+	else
+		g->ss_clean++;
+	unsigned back = g->ss_clean + g->ss_waited, waited_n = g->ss_waited;
+	if (2 * back < g->ss_sent)
+		return false;
+	ss_begin(g, now_ms);
+	if (g->round_ms == FIRST_BURST)
+		round_begin(g, now_ms);
+	if (5 * waited_n > back) {
+		g->slow_start = false;
+		return false;
+	}
+	double next = fmin(2.0 * (double)in_flight, g->p.max);
 	if (next <= g->limit)
 		return false;
-	g->limit = next;
+	g->limit = floor(next);
 	moved(g, now_ms, GRADIENT_WHY_SLOW_START);
 	return true;
 }
@@ -160,7 +191,6 @@ bool gradient_on_first(struct gradient *g, int64_t now_ms, const struct gradient
 	double first_ms = f->first_ms;
 	if (!isfinite(first_ms) || first_ms < 0)
 		return false;
-	note_peak(g, f->in_flight);
 	int b = bucket_of(f->prompt_tokens);
 	/* Judged against the baseline before this sample joins it: a first
 	 * sample is its own baseline, and passes. */
@@ -175,7 +205,7 @@ bool gradient_on_first(struct gradient *g, int64_t now_ms, const struct gradient
 		if (g->probe_waited >= 2 && 3 * g->probe_waited > g->probe_firsts)
 			return probe_back(g, now_ms);
 	}
-	return g->slow_start && !waited && slow_start_grow(g, now_ms);
+	return slow_start_back(g, now_ms, f->dispatched_ms, waited, f->in_flight);
 }
 
 /* The round is complete: its queue decides (gradient.h). */
@@ -208,7 +238,7 @@ static bool round_end(struct gradient *g, int64_t now_ms)
 		g->step = 1;
 		return false;
 	}
-	if (g->slow_start || !saturated || g->limit >= g->p.max)
+	if (!saturated || g->limit >= g->p.max)
 		return false;
 	if (g->hold > 0) {
 		g->hold--;
@@ -228,8 +258,7 @@ bool gradient_on_sample(struct gradient *g, int64_t now_ms, const struct gradien
 {
 	if (!isfinite(s->first_ms) || s->first_ms < 0) {
 		/* Not a stream: a round trip, nothing more (gradient.h). */
-		note_peak(g, s->in_flight);
-		return g->slow_start && slow_start_grow(g, now_ms);
+		return slow_start_back(g, now_ms, s->dispatched_ms, false, s->in_flight);
 	}
 	if (s->events < 2 || !isfinite(s->stream_ms) || s->stream_ms <= 0)
 		return false; /* too short to tell a per-token time */
@@ -289,14 +318,14 @@ bool gradient_cut(struct gradient *g, int64_t now_ms, unsigned to)
 void gradient_restart(struct gradient *g, int64_t now_ms)
 {
 	g->limit = fmin(g->limit, g->p.initial);
-	g->ss_from = gradient_limit(g);
 	g->slow_start = true;
-	g->peak = g->ss_credit = 0;
+	ss_begin(g, now_ms);
 	g->hold = 0;
 	g->probe_from = 0;
 	g->step = 1;
 	moved(g, now_ms, GRADIENT_WHY_IDLE);
 	round_begin(g, now_ms);
+	g->round_ms = FIRST_BURST;
 }
 
 void gradient_view(const struct gradient *g, int64_t now_ms, struct gradient_view *v)

@@ -48,15 +48,17 @@
  *                                oscillation around the knee).
  *
  * Slow start. A fresh lane, or one idle for a while (gradient_restart),
- * starts at `initial` (20, as Netflix's limiters start) and grows by one for
- * each first token that came without waiting (within (1 + tolerance) × the
- * prompt size's queue-free first-token time + GRADIENT_SLACK_MS), so by
- * doubling per round trip, up to twice what was in flight (first tokens that
- * come while a burst is still arriving count once it has: a lane that never
- * fills its limit learns nothing by raising it). The first round that shows
- * a queue ends it. An answer that is not a stream tells no first
- * token from its end: it counts as one round trip (slow start grows) and
- * never enters a round.
+ * starts at `initial` (20, as Netflix's limiters start) and doubles per
+ * round trip: once half the requests sent since the last doubling have their
+ * first token back, and at most a fifth of those waited (a first token later
+ * than (1 + tolerance) × the prompt size's queue-free first-token time +
+ * GRADIENT_SLACK_MS), the limit becomes twice what is in flight (a lane that
+ * never fills its limit learns nothing by raising it); more of them waited,
+ * or a round of answers showed a queue: slow start ends. A first token is
+ * the round trip, not the answer's end: a stream keeps its slot long after
+ * the server admitted it. An answer that is not a stream tells no first
+ * token from its end: it counts as one round trip back (it did not wait)
+ * and never enters a round.
  *
  * Refusals are AIMD's (aimd.h): the lane's limit is the lower of the two,
  * and a refusal's cut also cuts this one (gradient_cut). */
@@ -119,10 +121,10 @@ struct gradient {
 	struct gradient_params p;
 	double limit; /* a whole number in [min, max] */
 	bool slow_start;
-	/* Slow start: the limit it began from, the round trips that did not
-	 * wait since (each one more), and the most in flight meanwhile (the
-	 * limit stays within twice that: growth needs demand). */
-	unsigned ss_from, ss_credit, peak;
+	/* Slow start's round: since when, the requests sent since, and of
+	 * those, the first tokens back that did not wait and that did. */
+	int64_t ss_ms;
+	unsigned ss_sent, ss_clean, ss_waited;
 	unsigned hold; /* clean rounds still to wait before growing */
 	unsigned step; /* the next growth */
 	/* A growth out of slow start is a probe of the knee until the next
@@ -162,8 +164,11 @@ void gradient_params_of(const struct plan_conf *plan, struct gradient_params *ou
 /* New bounds (reload); the limit kept where it still fits. */
 void gradient_reconfigure(struct gradient *g, const struct gradient_params *params, int64_t now_ms);
 
-/* A streamed answer's first data event came. In slow start, one that did
- * not wait grows the limit by one; while a probe is out, first tokens of
+/* A request of the lane was sent (slow start counts its round's). */
+void gradient_on_dispatch(struct gradient *g, int64_t now_ms);
+
+/* A streamed answer's first data event came: in slow start it counts
+ * toward the round's doubling; while a probe is out, first tokens of
  * requests sent under it that waited take it back (gradient.h). Returns
  * true when the limit moved. */
 bool gradient_on_first(struct gradient *g, int64_t now_ms, const struct gradient_first *f);

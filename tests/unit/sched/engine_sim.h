@@ -217,6 +217,8 @@ static void sim_step(struct sim *s)
 		s->pq_head = (s->pq_head + 1) % SIM_MAX;
 		s->pq_len--;
 		s->in_flight++;
+		if (s->g != NULL)
+			gradient_on_dispatch(s->g, (int64_t)s->t);
 		sim_to_engine(s, i, (int64_t)s->t);
 		s->r[i].saturated = s->in_flight >= limit;
 	}

@@ -103,17 +103,32 @@ START_TEST(plan_params)
 }
 END_TEST
 
+/* n requests sent at now. */
+static void sent(struct gradient *g, int64_t now, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		gradient_on_dispatch(g, now);
+}
+
 START_TEST(slow_start_doubles_per_round_trip)
 {
 	struct gradient g = fresh();
-	/* a round trip of 20 first tokens that did not wait: 20 -> 40 */
-	for (int i = 0; i < 20; i++)
-		first(&g, 100 + i, 0, 70, 20);
+	/* 20 sent (long streams: they stay in flight); once half of them have
+	 * their first token back, not waiting: twice what is in flight */
+	sent(&g, 10, 20);
+	for (int i = 0; i < 9; i++)
+		ck_assert(!first(&g, 100 + i, 10, 70, 20));
+	ck_assert_uint_eq(gradient_limit(&g), 20);
+	ck_assert(first(&g, 110, 10, 70, 20));
 	ck_assert_uint_eq(gradient_limit(&g), 40);
 	ck_assert_str_eq(gradient_why_name(g.why), "slow_start");
-	/* the next round trip: 40 -> 64 (max) */
-	for (int i = 0; i < 40; i++)
-		first(&g, 200 + i, 150, 72, 40);
+	/* the rest of that round counts for nothing more */
+	for (int i = 0; i < 10; i++)
+		ck_assert(!first(&g, 111 + i, 10, 70, 20));
+	/* the next round: 20 more sent, half back -> 64 (max) */
+	sent(&g, 120, 20);
+	for (int i = 0; i < 10; i++)
+		first(&g, 200 + i, 120, 72, 40);
 	ck_assert_uint_eq(gradient_limit(&g), 64);
 	ck_assert(g.slow_start);
 }
@@ -123,12 +138,17 @@ START_TEST(slow_start_needs_demand)
 {
 	/* three in flight never need more than 20 (twice three is less) */
 	struct gradient g = fresh();
-	for (int i = 0; i < 100; i++)
-		first(&g, 100 + i, 0, 70, 3);
+	for (int r = 0; r < 5; r++) {
+		sent(&g, 100 * r, 3);
+		for (int i = 0; i < 3; i++)
+			first(&g, 100 * r + 50 + i, 100 * r, 70, 3);
+	}
 	ck_assert_uint_eq(gradient_limit(&g), 20);
-	/* 15 in flight: up to 30 */
-	for (int i = 0; i < 100; i++)
-		first(&g, 300 + i, 0, 70, 15);
+	ck_assert(g.slow_start);
+	/* 15 in flight: 30 */
+	sent(&g, 1000, 15);
+	for (int i = 0; i < 8; i++)
+		first(&g, 1050 + i, 1000, 70, 15);
 	ck_assert_uint_eq(gradient_limit(&g), 30);
 }
 END_TEST
@@ -136,31 +156,71 @@ END_TEST
 START_TEST(slow_start_stops_when_first_tokens_wait)
 {
 	struct gradient g = fresh();
+	sent(&g, 10, 20);
 	for (int i = 0; i < 10; i++)
-		first(&g, 100 + i, 0, 70, 20);
-	ck_assert_uint_eq(gradient_limit(&g), 30);
-	/* waiting: over twice the queue-free 70 ms (tolerance 1) + 25 ms */
+		first(&g, 100 + i, 10, 70, 20);
+	ck_assert_uint_eq(gradient_limit(&g), 40);
+	/* the next round: 3 of 10 back waited (over twice the queue-free 70 ms,
+	 * tolerance 1, + 25 ms): more than a fifth, slow start ends there */
+	sent(&g, 120, 20);
+	for (int i = 0; i < 7; i++)
+		first(&g, 200 + i, 120, 80, 40);
+	for (int i = 0; i < 3; i++)
+		first(&g, 210 + i, 120, 300, 40);
+	ck_assert_uint_eq(gradient_limit(&g), 40);
+	ck_assert(!g.slow_start);
+	/* one in five is noise: it doubles */
+	g = fresh();
+	sent(&g, 10, 20);
 	for (int i = 0; i < 10; i++)
-		first(&g, 200 + i, 0, 170, 30);
-	ck_assert_uint_eq(gradient_limit(&g), 30);
-	/* within it: growth again */
-	first(&g, 300, 0, 160, 30);
-	ck_assert_uint_eq(gradient_limit(&g), 31);
+		first(&g, 100 + i, 10, 70, 20);
+	sent(&g, 120, 20);
+	for (int i = 0; i < 8; i++)
+		first(&g, 200 + i, 120, 80, 40);
+	for (int i = 0; i < 2; i++)
+		first(&g, 210 + i, 120, 300, 40);
+	ck_assert_uint_eq(gradient_limit(&g), 64);
 }
 END_TEST
 
 START_TEST(non_stream_answers_are_round_trips)
 {
 	struct gradient g = fresh();
+	sent(&g, 0, 20);
 	struct gradient_sample s = {.dispatched_ms = 0, .first_ms = -1, .in_flight = 20};
-	for (int i = 0; i < 5; i++)
-		ck_assert(gradient_on_sample(&g, 10 + i, &s));
-	ck_assert_uint_eq(gradient_limit(&g), 25);
+	for (int i = 0; i < 9; i++)
+		ck_assert(!gradient_on_sample(&g, 10 + i, &s));
+	ck_assert(gradient_on_sample(&g, 19, &s));
+	ck_assert_uint_eq(gradient_limit(&g), 40);
 	/* out of slow start they say nothing */
 	gradient_cut(&g, 100, 10);
 	for (int i = 0; i < 50; i++)
 		ck_assert(!gradient_on_sample(&g, 200 + i, &s));
 	ck_assert_uint_eq(gradient_limit(&g), 10);
+}
+END_TEST
+
+START_TEST(the_first_burst_queues_for_itself)
+{
+	/* 20 at once into an engine that prefills two a step: the burst's
+	 * first tokens come back one step apart, most of them "waited" (slow
+	 * start ends at 20), and their answers show the wait; no round counts
+	 * them: the queue was the burst's, not a limit's */
+	struct gradient g = fresh();
+	sent(&g, 0, 20);
+	for (int i = 0; i < 20; i++)
+		first(&g, 100 * (i / 2 + 1), 0, 100 * (i / 2 + 1), 20);
+	ck_assert(!g.slow_start);
+	ck_assert_uint_eq(gradient_limit(&g), 20);
+	int64_t now = 3000;
+	for (int i = 0; i < 20; i++) {
+		struct gradient_sample a = answer(0, 100 * (i / 2 + 1), 1, 20);
+		gradient_on_sample(&g, now++, &a);
+	}
+	ck_assert_uint_eq(gradient_limit(&g), 20);
+	/* what is sent from then on counts */
+	feed(&g, now + 3000, answer(now, 900, 1, 20), 20);
+	ck_assert_uint_lt(gradient_limit(&g), 20);
 }
 END_TEST
 
@@ -334,7 +394,8 @@ START_TEST(idle_starts_slowly_again)
 	g = settled(8);
 	gradient_restart(&g, 5000);
 	ck_assert_uint_eq(gradient_limit(&g), 8);
-	for (int i = 0; i < 8; i++)
+	sent(&g, 5500, 8);
+	for (int i = 0; i < 4; i++)
 		first(&g, 6000 + i, 5500, 60, 8);
 	ck_assert_uint_eq(gradient_limit(&g), 16);
 }
@@ -552,6 +613,7 @@ static Suite *gradient_suite(void)
 	tcase_add_test(c, slow_start_needs_demand);
 	tcase_add_test(c, slow_start_stops_when_first_tokens_wait);
 	tcase_add_test(c, non_stream_answers_are_round_trips);
+	tcase_add_test(c, the_first_burst_queues_for_itself);
 	tcase_add_test(c, queue_cuts_to_what_the_server_ran);
 	tcase_add_test(c, uniformly_slower_is_not_fuller);
 	tcase_add_test(c, a_stall_is_a_wait);

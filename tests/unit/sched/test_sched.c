@@ -371,12 +371,14 @@ START_TEST(auto_a_silent_lane_starts_slowly)
 	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 0);
 	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 1);
 	ck_assert_ptr_null(sched_next(&lane, 1000));
-	/* a first token that did not wait: one more may go */
+	/* half the round's first tokens back, not waiting: twice what is in
+	 * flight may go */
 	ck_assert(sched_first_token(&lane, &items[0], 80, 500, 1080));
-	ck_assert_int_eq(sched_concurrency_limit(&lane), 3);
+	ck_assert_int_eq(sched_concurrency_limit(&lane), 4);
 	ck_assert_int_eq(idx(sched_next(&lane, 1080)), 2);
-	ck_assert(sched_first_token(&lane, &items[1], 85, 500, 1085));
-	ck_assert_int_eq(idx(sched_next(&lane, 1085)), 3);
+	ck_assert_int_eq(idx(sched_next(&lane, 1080)), 3);
+	/* the other of the first round counts for nothing more */
+	ck_assert(!sched_first_token(&lane, &items[1], 85, 500, 1085));
 	/* the view says what sets it */
 	struct sched_lane_view v;
 	sched_lane_view(&lane, 1085, &v);
@@ -464,10 +466,11 @@ START_TEST(timed_answers_feed_the_gradient)
 	dispatch_n(0, 4, 1000);
 	for (int i = 0; i < 4; i++)
 		ck_assert_ptr_nonnull(sched_next(&lane, 1000));
-	/* not a stream: a round trip, slow start grows */
+	/* not a stream: a round trip; half the round back: slow start doubles */
 	struct sched_timing json = {.first_ms = -1};
+	ck_assert(!sched_answer_timed(&lane, &items[3], &json, 1500));
 	ck_assert(sched_answer_timed(&lane, &items[0], &json, 1500));
-	ck_assert_int_eq(sched_concurrency_limit(&lane), 5);
+	ck_assert_int_eq(sched_concurrency_limit(&lane), 8);
 	sched_complete(&lane, &items[0], SCHED_SUCCESS, 1500);
 	/* after its end, an item says nothing */
 	ck_assert(!sched_answer_timed(&lane, &items[0], &json, 1500));
