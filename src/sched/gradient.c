@@ -38,7 +38,7 @@ static void set_params(struct gradient *g, const struct gradient_params *in)
 	g->p.min = in->min >= 1 ? in->min : 1;
 	g->p.max = in->max >= g->p.min ? in->max : g->p.min;
 	g->p.initial = (unsigned)clampd(in->initial, g->p.min, g->p.max);
-	g->p.tolerance = isfinite(in->tolerance) && in->tolerance >= 0 ? in->tolerance : 0.5;
+	g->p.tolerance = isfinite(in->tolerance) && in->tolerance >= 0 ? in->tolerance : 1.0;
 }
 
 static void moved(struct gradient *g, int64_t now_ms, enum gradient_why why)

@@ -22,12 +22,14 @@
  *     by pinning the limit low (Envoy's 503s while pinned): r is a ratio, so
  *     what makes an absolute baseline stale (a slower or faster server) does
  *     not move it, and the controller's own cuts drain the queue, which gives
- *     it queue-free samples again. Under a queue that lasts, it drifts up by
- *     1 % a sample at most, and down by 4 % a sample once the queue is gone.
+ *     it queue-free samples again. Under a queue that lasts, an answer that
+ *     waited raises it by 0.1 % (one that did not, by 1 %), and it comes down
+ *     by 4 % an answer once the queue is gone.
  *   - A request's wait inside the server is what its r shows beyond
  *     (1 + tolerance) × the baseline, in per-token times, plus the longest
- *     gap of its stream when that gap is a stall (over 4 per-token times: the
- *     engine preempted it and recomputed).
+ *     gap of its stream when that gap is a stall (over GRADIENT_STALL_FACTOR
+ *     per-token times: the engine preempted it and recomputed; a step that
+ *     prefilled another request's chunk is a few per-token times at most).
  *   - Little's law turns the waits into the lane's queue inside the server:
  *     Q = (mean in flight) × Σ wait / Σ request time, over a round: the
  *     answers to requests sent after the round began, at least
@@ -56,9 +58,11 @@
  * never fills its limit learns nothing by raising it); more of them waited,
  * or a round of answers showed a queue: slow start ends. A first token is
  * the round trip, not the answer's end: a stream keeps its slot long after
- * the server admitted it. An answer that is not a stream tells no first
- * token from its end: it counts as one round trip back (it did not wait)
- * and never enters a round.
+ * the server admitted it. The answers to slow start's first round count in
+ * no round: a fresh lane's burst queues for its own prefills, a queue no
+ * lower limit would have avoided. An answer that is not a stream tells no
+ * first token from its end: it counts as one round trip back (it did not
+ * wait) and never enters a round.
  *
  * Refusals are AIMD's (aimd.h): the lane's limit is the lower of the two,
  * and a refusal's cut also cuts this one (gradient_cut). */

@@ -79,7 +79,7 @@ START_TEST(init_starts_slow_and_corrects_arguments)
 	ck_assert_uint_eq(g.p.min, 1);
 	ck_assert_uint_eq(g.p.max, 1);
 	ck_assert_uint_eq(gradient_limit(&g), 1);
-	ck_assert(g.p.tolerance == 0.5);
+	ck_assert(g.p.tolerance == 1.0);
 	struct gradient_params small = {.min = 2, .max = 8, .initial = 20, .tolerance = 1};
 	gradient_init(&g, &small, 0);
 	ck_assert_uint_eq(gradient_limit(&g), 8);
