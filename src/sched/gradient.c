@@ -24,6 +24,9 @@
  * lane lets go at once queues for its own prefills (a queue no limit below
  * it would have avoided), so no round counts its answers. */
 #define FIRST_BURST INT64_MAX
+/* First tokens of requests sent under a probe that tell whether it found a
+ * queue, at least. */
+#define PROBE_FIRSTS_MIN 8
 /* A per-token time under this (ms) is no per-token time: the answer came in
  * one piece, or faster than the clock tells. */
 #define TOKEN_MS_MIN 0.05
@@ -157,8 +160,12 @@ static bool slow_start_back(struct gradient *g, int64_t now_ms, int64_t sent_ms,
 	if (2 * back < g->ss_sent)
 		return false;
 	ss_begin(g, now_ms);
-	if (g->round_ms == FIRST_BURST)
+	/* The first round is a burst that waits for its own prefills: not
+	 * judged (TCP's initial window is not either). */
+	if (g->round_ms == FIRST_BURST) {
 		round_begin(g, now_ms);
+		waited_n = 0;
+	}
 	if (5 * waited_n > back) {
 		g->slow_start = false;
 		return false;
@@ -200,9 +207,14 @@ bool gradient_on_first(struct gradient *g, int64_t now_ms, const struct gradient
 	g->first_ms = ewma(g->first_ms, first_ms, g->first_ms == 0);
 	g->last_bucket = b;
 	if (g->probe_from > 0 && f->dispatched_ms >= g->probe_ms) {
+		/* A third of enough first tokens (half the limit's worth, 8 at
+		 * least: prefills that meet in one step make a few wait at any
+		 * load), or a quarter of the limit's worth already. */
 		g->probe_firsts++;
 		g->probe_waited += waited;
-		if (g->probe_waited >= 2 && 3 * g->probe_waited > g->probe_firsts)
+		unsigned enough = (unsigned)fmax(PROBE_FIRSTS_MIN, ceil(g->limit / 2));
+		if ((g->probe_firsts >= enough && 3 * g->probe_waited > g->probe_firsts) ||
+		    g->probe_waited >= (unsigned)fmax(PROBE_FIRSTS_MIN / 2, ceil(g->limit / 4)))
 			return probe_back(g, now_ms);
 	}
 	return slow_start_back(g, now_ms, f->dispatched_ms, waited, f->in_flight);
@@ -282,6 +294,12 @@ bool gradient_on_sample(struct gradient *g, int64_t now_ms, const struct gradien
 	track_low(&g->ratio_floor[b], &g->ratio_n[b], r, g->ratio_n[b] > 0 && over > 0);
 	over = r - (1 + g->p.tolerance) * g->ratio_floor[b];
 	double wait_ms = (over > 0 ? over * token_ms : 0) + stall_ms;
+	/* A request sent under a probe and preempted: the server could not
+	 * hold what the probe added. Taken back (only the probe: a cut on
+	 * stalls would feed itself, as the engine preempts the newest, which
+	 * are what was sent after the cut). */
+	if (stall_ms > 0 && g->probe_from > 0 && s->dispatched_ms >= g->probe_ms)
+		return probe_back(g, now_ms);
 
 	bool first = g->base_token_n == 0;
 	track_low(&g->base_token_ms, &g->base_token_n, token_ms, false);

@@ -30,6 +30,10 @@
  *     gap of its stream when that gap is a stall (over GRADIENT_STALL_FACTOR
  *     per-token times: the engine preempted it and recomputed; a step that
  *     prefilled another request's chunk is a few per-token times at most).
+ *     A stall of a request sent under a probe (below) takes the probe
+ *     back: the engine could not hold what it added (only the probe: a cut
+ *     on stalls would feed itself, as the engine preempts the newest, which
+ *     are what was sent after the cut, until the older ones drain).
  *   - Little's law turns the waits into the lane's queue inside the server:
  *     Q = (mean in flight) × Σ wait / Σ request time, over a round: the
  *     answers to requests sent after the round began, at least
@@ -42,10 +46,12 @@
  *                                (a probe of the knee that a change of the
  *                                engine may have moved); a probe is taken
  *                                back as soon as a third of the first
- *                                tokens of requests sent under it (two at
- *                                least) waited (judged as in slow start,
- *                                below): a queue shows in first tokens long
- *                                before streams end;
+ *                                tokens of requests sent under it (of half
+ *                                the limit's worth, 8 at least), or a
+ *                                quarter of the limit's worth, waited
+ *                                (judged as in slow start, below): a queue
+ *                                shows in first tokens long before streams
+ *                                end;
  *       in between               the limit stays (the tolerance band: no
  *                                oscillation around the knee).
  *
@@ -58,9 +64,9 @@
  * never fills its limit learns nothing by raising it); more of them waited,
  * or a round of answers showed a queue: slow start ends. A first token is
  * the round trip, not the answer's end: a stream keeps its slot long after
- * the server admitted it. The answers to slow start's first round count in
- * no round: a fresh lane's burst queues for its own prefills, a queue no
- * lower limit would have avoided. An answer that is not a stream tells no
+ * the server admitted it. Slow start's first round is not judged, and its
+ * answers count in no round: a fresh lane's burst queues for its own
+ * prefills, a queue no lower limit would have avoided. An answer that is not a stream tells no
  * first token from its end: it counts as one round trip back (it did not
  * wait) and never enters a round.
  *
@@ -75,13 +81,13 @@
 
 struct plan_conf; /* core/config.h */
 
-#define GRADIENT_BUCKETS 8         /* prompt sizes: < 256 tokens, < 512, … , >= 16384 */
-#define GRADIENT_ROUND_MIN 4       /* answers a round needs, at least */
-#define GRADIENT_CUT_ABOVE 0.5     /* requests waiting inside the server: over it, cut */
-#define GRADIENT_GROW_BELOW 0.25   /* under it (at the limit), room to grow */
-#define GRADIENT_HOLD_ROUNDS 4     /* rounds after a cut before the next probe */
-#define GRADIENT_SLACK_MS 25.0     /* slow start: first-token jitter that is no wait */
-#define GRADIENT_STALL_FACTOR 16.0 /* a gap this many per-token times long: a stall */
+#define GRADIENT_BUCKETS 8        /* prompt sizes: < 256 tokens, < 512, … , >= 16384 */
+#define GRADIENT_ROUND_MIN 4      /* answers a round needs, at least */
+#define GRADIENT_CUT_ABOVE 1.0    /* requests waiting inside the server: over it, cut */
+#define GRADIENT_GROW_BELOW 0.5   /* under it (at the limit), room to grow */
+#define GRADIENT_HOLD_ROUNDS 4    /* rounds after a cut before the next probe */
+#define GRADIENT_SLACK_MS 25.0    /* slow start: first-token jitter that is no wait */
+#define GRADIENT_STALL_FACTOR 8.0 /* a gap this many per-token times long: a stall */
 
 /* Why the limit last moved (/status "why"). */
 enum gradient_why {

@@ -203,24 +203,30 @@ END_TEST
 START_TEST(the_first_burst_queues_for_itself)
 {
 	/* 20 at once into an engine that prefills two a step: the burst's
-	 * first tokens come back one step apart, most of them "waited" (slow
-	 * start ends at 20), and their answers show the wait; no round counts
-	 * them: the queue was the burst's, not a limit's */
+	 * first tokens come back one step apart, most of them "waited"; the
+	 * first round is not judged (it doubles: 40), and no round counts its
+	 * answers: the queue was the burst's, not a limit's */
 	struct gradient g = fresh();
 	sent(&g, 0, 20);
 	for (int i = 0; i < 20; i++)
 		first(&g, 100 * (i / 2 + 1), 0, 100 * (i / 2 + 1), 20);
-	ck_assert(!g.slow_start);
-	ck_assert_uint_eq(gradient_limit(&g), 20);
+	ck_assert_uint_eq(gradient_limit(&g), 40);
+	ck_assert(g.slow_start);
 	int64_t now = 3000;
 	for (int i = 0; i < 20; i++) {
 		struct gradient_sample a = answer(0, 100 * (i / 2 + 1), 1, 20);
 		gradient_on_sample(&g, now++, &a);
 	}
-	ck_assert_uint_eq(gradient_limit(&g), 20);
-	/* what is sent from then on counts */
-	feed(&g, now + 3000, answer(now, 900, 1, 20), 20);
-	ck_assert_uint_lt(gradient_limit(&g), 20);
+	ck_assert_uint_eq(gradient_limit(&g), 40);
+	/* the next round is judged: as many waited, slow start ends there */
+	sent(&g, 2000, 20);
+	for (int i = 0; i < 20; i++)
+		first(&g, 4000 + i, 2000, 100 * (i / 2 + 1), 40);
+	ck_assert(!g.slow_start);
+	ck_assert_uint_eq(gradient_limit(&g), 40);
+	/* and what is sent from then on counts in rounds */
+	feed(&g, now + 3000, answer(now, 900, 1, 40), 20);
+	ck_assert_uint_lt(gradient_limit(&g), 40);
 }
 END_TEST
 
@@ -316,12 +322,12 @@ START_TEST(the_tolerance_band_holds)
 {
 	struct gradient g = settled(30);
 	int64_t now = 3000;
-	/* a small wait in every request (first token 145 ms, 60 queue-free,
-	 * twice that tolerated: 25 ms of 2.1 s): Q in [GROW_BELOW, CUT_ABOVE],
+	/* a small wait in every request (first token 160 ms, 60 queue-free,
+	 * twice that tolerated: 40 ms of 2.1 s): Q in [GROW_BELOW, CUT_ABOVE],
 	 * neither up nor down (the baseline rises as slowly as it does under a
 	 * queue, GRADIENT_HOLD_ROUNDS rounds at a time at most) */
 	for (int r = 0; r < 6; r++) {
-		now = feed(&g, now, answer(now, 145, 1, 30), 15) + 10;
+		now = feed(&g, now, answer(now, 160, 1, 30), 15) + 10;
 		ck_assert_uint_eq(gradient_limit(&g), 30);
 		if (r < 3)
 			ck_assert_msg(g.queue >= GRADIENT_GROW_BELOW &&
@@ -342,16 +348,43 @@ START_TEST(a_probe_that_meets_a_queue_is_taken_back)
 	for (int i = 0; i < 5; i++)
 		first(&g, now + i, now - 100, 900, 31);
 	ck_assert_uint_eq(gradient_limit(&g), 31);
-	/* of requests sent under it: one that waited among several is noise */
-	for (int i = 0; i < 4; i++)
+	/* of requests sent under it: a few that waited among many is noise
+	 * (prefills that meet in one step) */
+	for (int i = 0; i < 12; i++)
 		first(&g, now + 10 + i, now + 1, 60, 31);
-	first(&g, now + 20, now + 1, 900, 31);
+	for (int i = 0; i < 3; i++)
+		first(&g, now + 30 + i, now + 1, 900, 31);
 	ck_assert_uint_eq(gradient_limit(&g), 31);
-	/* a third that waited: back to 30, and hold */
-	first(&g, now + 30, now + 1, 900, 31);
-	first(&g, now + 31, now + 1, 900, 31);
+	/* over a third of half the limit's worth (16): back to 30, and hold */
+	g = settled(30);
+	now = 3000;
+	for (int r = 0; r <= GRADIENT_HOLD_ROUNDS; r++)
+		now = feed(&g, now, answer(now, 60, 1, 30), 15) + 10;
+	for (int i = 0; i < 10; i++)
+		first(&g, now + 10 + i, now + 1, 60, 31);
+	for (int i = 0; i < 5; i++)
+		ck_assert(!first(&g, now + 30 + i, now + 1, 900, 31));
+	ck_assert(first(&g, now + 40, now + 1, 900, 31)); /* 6 of 16 */
 	ck_assert_uint_eq(gradient_limit(&g), 30);
 	ck_assert_str_eq(gradient_why_name(g.why), "server_queue");
+	ck_assert_uint_eq(g.hold, GRADIENT_HOLD_ROUNDS);
+}
+END_TEST
+
+START_TEST(a_stall_under_a_probe_takes_it_back)
+{
+	struct gradient g = settled(30);
+	int64_t now = 3000;
+	for (int r = 0; r <= GRADIENT_HOLD_ROUNDS; r++)
+		now = feed(&g, now, answer(now, 60, 1, 30), 15) + 10;
+	ck_assert_uint_eq(gradient_limit(&g), 31);
+	/* a request sent under the probe was preempted: a 2 s gap among 20 ms
+	 * tokens; the engine could not hold what the probe added */
+	struct gradient_sample s = answer(now + 1, 60, 1, 31);
+	s.stream_ms += 2000;
+	s.max_gap_ms = 2000;
+	ck_assert(gradient_on_sample(&g, now + 3000, &s));
+	ck_assert_uint_eq(gradient_limit(&g), 30);
 	ck_assert_uint_eq(g.hold, GRADIENT_HOLD_ROUNDS);
 }
 END_TEST
@@ -622,6 +655,7 @@ static Suite *gradient_suite(void)
 	tcase_add_test(c, clean_rounds_grow_after_the_hold);
 	tcase_add_test(c, the_tolerance_band_holds);
 	tcase_add_test(c, a_probe_that_meets_a_queue_is_taken_back);
+	tcase_add_test(c, a_stall_under_a_probe_takes_it_back);
 	tcase_add_test(c, a_lucky_sample_does_not_set_the_baseline);
 	tcase_add_test(c, refusal_cuts_and_ends_slow_start);
 	tcase_add_test(c, idle_starts_slowly_again);
