@@ -125,6 +125,22 @@ static json_t *priorities_json(const struct sched_lane *lane, size_t n_levels, i
 	return a;
 }
 
+/* /status "concurrency": what sets the lane's limit, and with the latency
+ * controller (sched/gradient.h) what it reads: per output token and to the
+ * first token, now and queue-free, the queue it sees inside the server, and
+ * why the limit last moved. */
+static json_t *concurrency_json(const struct sched_lane_view *lv)
+{
+	if (!lv->gradient)
+		return json_pack("{s:s}", "mode", lv->concurrency_mode);
+	const struct gradient_view *g = &lv->grad;
+	return json_pack("{s:s,s:i,s:b,s:f,s:f,s:f,s:f,s:f,s:s,s:I}", "mode", lv->concurrency_mode,
+	                 "limit", (int)g->limit, "slow_start", g->slow_start, "token_ms",
+	                 g->token_ms, "token_ms_baseline", g->base_token_ms, "first_token_ms",
+	                 g->first_ms, "first_token_ms_baseline", g->base_first_ms, "server_queue",
+	                 g->queue, "why", g->why, "moved_ms_ago", (json_int_t)g->moved_ago_ms);
+}
+
 static void lane_status(struct sched_lane *lane, void *arg)
 {
 	json_t *lanes = arg;
@@ -180,6 +196,7 @@ static void lane_status(struct sched_lane *lane, void *arg)
 		json_object_set_new(j, "state", json_string(lv.state));
 		json_object_set_new(j, "oldest_wait_ms",
 		                    json_integer((json_int_t)lv.oldest_wait_ms));
+		json_object_set_new(j, "concurrency", concurrency_json(&lv));
 		static const char *const modes[] = {"local", "shared", "fallback"};
 		json_object_set_new(j, "gates_decided", json_string(modes[lv.gates_mode]));
 		json_object_set_new(j, "strict_margin", json_real(lv.strict_margin));

@@ -150,6 +150,10 @@ enum lane_value {
 	LV_QUEUE_TIMEOUTS,
 	LV_REJECTED,
 	LV_LEARNED_RATE,
+	LV_GRADIENT,
+	LV_TOKEN_LATENCY,
+	LV_FIRST_TOKEN,
+	LV_SERVER_QUEUE,
 };
 
 static const struct {
@@ -175,6 +179,18 @@ static const struct {
     {LV_LEARNED_RATE, "pacerd_lane_learned_rate_per_second", "gauge",
      "Refill rate inferred from rate-limit headers, per budget (units of the budget per "
      "second)."},
+    {LV_GRADIENT, "pacerd_lane_latency_controlled", "gauge",
+     "1 while the lane's concurrency limit follows the latency of its answers "
+     "(concurrency.mode), else 0."},
+    {LV_TOKEN_LATENCY, "pacerd_lane_token_latency_seconds", "gauge",
+     "Time per output token of the lane's streamed answers: now (a moving average) and "
+     "queue-free (its baseline), where the latency controller reads them."},
+    {LV_FIRST_TOKEN, "pacerd_lane_first_token_seconds", "gauge",
+     "Time from dispatch to the first token of the lane's streamed answers: now and "
+     "queue-free (for the last answer's prompt size)."},
+    {LV_SERVER_QUEUE, "pacerd_lane_server_queue", "gauge",
+     "Requests of the lane waiting inside the server, as the latency controller's last "
+     "round of answers read it."},
 };
 
 static void lane_labels(struct evbuffer *out, const char *name, const struct sched_lane_view *lv)
@@ -232,6 +248,27 @@ static void lane_write(struct evbuffer *out, size_t f, const struct sched_lane_v
 		}
 		return;
 	}
+	case LV_GRADIENT:
+		v = lv->gradient ? 1 : 0;
+		break;
+	case LV_TOKEN_LATENCY:
+	case LV_FIRST_TOKEN: {
+		if (!lv->gradient)
+			return;
+		bool token = lane_families[f].v == LV_TOKEN_LATENCY;
+		double now = token ? lv->grad.token_ms : lv->grad.first_ms;
+		double base = token ? lv->grad.base_token_ms : lv->grad.base_first_ms;
+		lane_labels(out, n, lv);
+		evbuffer_add_printf(out, ",estimate=\"current\"} %.17g\n", now / 1000.0);
+		lane_labels(out, n, lv);
+		evbuffer_add_printf(out, ",estimate=\"baseline\"} %.17g\n", base / 1000.0);
+		return;
+	}
+	case LV_SERVER_QUEUE:
+		if (!lv->gradient)
+			return;
+		v = lv->grad.queue;
+		break;
 	case LV_LEARNED_RATE:
 		for (int b = 0; b < RLH_N_BUDGETS; b++) {
 			if (!lv->has_learned[b])

@@ -387,6 +387,16 @@ static struct config *plan_from_config(const struct cli *cli, const char *key,
 	    .model = cli->model,
 	    .model_pattern = row != NULL ? row->pattern : NULL,
 	};
+	static const char *const modes[] = {[CONCURRENCY_AUTO] = "auto",
+	                                    [CONCURRENCY_AIMD] = "aimd",
+	                                    [CONCURRENCY_GRADIENT] = "gradient"};
+	src->concurrency.known = true;
+	src->concurrency.adaptive = plan->concurrency.adaptive;
+	src->concurrency.mode = modes[plan->concurrency.mode];
+	src->concurrency.min = plan->concurrency.min;
+	src->concurrency.max = plan->max_concurrent;
+	src->concurrency.slow_start = plan->concurrency.slow_start;
+	src->concurrency.tolerance = plan->concurrency.tolerance;
 	return cfg;
 }
 

@@ -447,6 +447,81 @@ static void print_warning(FILE *out, const struct plan_input *in, const struct p
 	fprintf(out, "  - a higher limit: %s (%s)\n", changes, flags);
 }
 
+/* Whether the run's pace comes from no configured rate: then the lanes find
+ * their own concurrency, which is worth explaining. */
+static bool no_rate_limit(const struct plan_result *r)
+{
+	for (size_t i = 0; i < r->n_constraints; i++)
+		if (r->constraints[i].limit != PLAN_CONCURRENCY)
+			return false;
+	return true;
+}
+
+/* How the configuration's lanes set their concurrency, in a paragraph; ""
+ * when it has nothing to add (no configuration, a rate limit, a fixed
+ * limit). */
+static void concurrency_note(const struct plan_source *src, const struct plan_result *r, char *buf,
+                             size_t len)
+{
+	buf[0] = '\0';
+	if (src == NULL || !src->concurrency.known || !no_rate_limit(r))
+		return;
+	const struct plan_concurrency *c = &src->concurrency;
+	if (!c->adaptive) {
+		snprintf(
+		    buf, len,
+		    "concurrency: fixed at max_concurrent %u (concurrency.adaptive: false); no "
+		    "rate limit is configured.",
+		    c->max);
+		return;
+	}
+	const char *latency =
+	    strcmp(c->mode, "aimd") == 0 ? ""
+	    : strcmp(c->mode, "gradient") == 0
+	        ? "Every lane also follows the latency of its answers "
+	          "(concurrency.mode: gradient): "
+	        : "Against a provider that says nothing of its limits (no rate-limit "
+	          "headers, no refusal: a self-hosted engine such as vLLM, SGLang, TGI, "
+	          "llama.cpp or Ollama) the limit follows the latency of the answers "
+	          "instead (concurrency.mode: auto): ";
+	int n = snprintf(buf, len,
+	                 "concurrency: no rate limit is configured, so the lanes find their "
+	                 "own, between %u and max_concurrent %u. A refusal (429, 503, 529) "
+	                 "halves the limit (AIMD); until the first one it is open up to %u. ",
+	                 c->min, c->max, c->max);
+	if (latency[0] == '\0' || n < 0 || (size_t)n >= len)
+		return;
+	snprintf(buf + n, len - (size_t)n,
+	         "%sit starts at %u in flight and doubles per round trip while first tokens "
+	         "come without waiting, then holds where requests stop waiting inside the "
+	         "server (a first token more than %.2g times its queue-free time, in units "
+	         "of the answer's own time per token, is a wait; a uniformly slower server is "
+	         "not a fuller one). Plan such a run with --concurrency set to the knee "
+	         "/status shows and --latency-ms measured at that load.",
+	         latency, c->slow_start < c->max ? c->slow_start : c->max, 1 + c->tolerance);
+}
+
+/* Writes s wrapped at 78 columns. */
+static void print_wrapped(FILE *out, const char *s)
+{
+	size_t col = 0;
+	while (*s != '\0') {
+		size_t w = strcspn(s, " ");
+		if (col > 0 && col + 1 + w > 78) {
+			fputc('\n', out);
+			col = 0;
+		} else if (col > 0) {
+			fputc(' ', out);
+			col++;
+		}
+		fwrite(s, 1, w, out);
+		col += w;
+		s += w;
+		s += strspn(s, " ");
+	}
+	fputc('\n', out);
+}
+
 void plan_report_text(FILE *out, const struct plan_input *in, const struct plan_result *r,
                       const struct plan_source *src, bool ascii)
 {
@@ -462,6 +537,12 @@ void plan_report_text(FILE *out, const struct plan_input *in, const struct plan_
 	render(out, &t, ascii);
 	if (!r->fits)
 		print_warning(out, in, r);
+	char note[1024];
+	concurrency_note(src, r, note, sizeof(note));
+	if (note[0] != '\0') {
+		fputc('\n', out);
+		print_wrapped(out, note);
+	}
 }
 
 /* ---- JSON ---- */
@@ -498,6 +579,13 @@ static json_t *json_source(const struct plan_source *src)
 	rc |= put(o, "key_override", json_boolean(src->key_override));
 	rc |= put(o, "model", json_str_or_null(src->model));
 	rc |= put(o, "model_pattern", json_str_or_null(src->model_pattern));
+	if (src->concurrency.known)
+		rc |= put(o, "concurrency",
+		          json_pack("{s:s,s:b,s:i,s:i,s:i,s:f}", "mode", src->concurrency.mode,
+		                    "adaptive", src->concurrency.adaptive, "min",
+		                    (int)src->concurrency.min, "max", (int)src->concurrency.max,
+		                    "slow_start", (int)src->concurrency.slow_start, "tolerance",
+		                    src->concurrency.tolerance));
 	if (rc != 0) {
 		json_decref(o);
 		return NULL;
@@ -614,6 +702,10 @@ int plan_report_json(FILE *out, const struct plan_input *in, const struct plan_r
 	rc |= put(o, "not_counted", json_not_counted(in, r));
 	rc |= put_pace(o, r);
 	rc |= put_outcome(o, in, r);
+	char note[1024];
+	concurrency_note(src, r, note, sizeof(note));
+	if (note[0] != '\0')
+		rc |= put(o, "concurrency_note", json_string(note));
 	if (rc == 0)
 		rc = json_dumpf(o, out, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 	json_decref(o);

@@ -12,6 +12,16 @@
 struct plan_input;  /* cli/plan.h */
 struct plan_result; /* cli/plan.h */
 
+/* A configured plan's concurrency block, for the note on what sets the limit
+ * when no rate limit is configured (known: false leaves it out). */
+struct plan_concurrency {
+	bool known;
+	bool adaptive;
+	const char *mode; /* "auto", "aimd", "gradient" */
+	unsigned min, max, slow_start;
+	double tolerance;
+};
+
 /* Where the constraints came from when a configuration file gave them; NULL
  * for flags only. */
 struct plan_source {
@@ -22,11 +32,14 @@ struct plan_source {
 	bool key_override;         /* a keys: entry gave the plan */
 	const char *model;         /* the --model asked for, or NULL */
 	const char *model_pattern; /* the model_plans row that gave the plan, or NULL */
+	struct plan_concurrency concurrency;
 };
 
 /* The table, then what it cannot say in a row: the budget warning with its
  * options (fewer requests, a longer budget, higher limits) when the run does
- * not fit. `ascii`: +-| instead of box drawing, and every byte < 0x80. */
+ * not fit; and, when a configuration's plan limits no rate, how its lanes
+ * find their concurrency (the latency controller, AIMD). `ascii`: +-|
+ * instead of box drawing, and every byte < 0x80. */
 void plan_report_text(FILE *out, const struct plan_input *in, const struct plan_result *r,
                       const struct plan_source *src, bool ascii);
 

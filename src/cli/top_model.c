@@ -156,6 +156,18 @@ static void row_from_lane(struct top_row *r, const json_t *lane)
 	r->queue_eta_ms = int_at(lane, "queue_eta_ms");
 	r->in_flight = int_at(lane, "in_flight");
 	r->concurrency_limit = int_at(lane, "concurrency_limit");
+	const json_t *conc = json_object_get(lane, "concurrency");
+	const char *mode = json_string_value(json_object_get(conc, "mode"));
+	r->gradient = mode != NULL && strcmp(mode, "gradient") == 0;
+	if (r->gradient) {
+		str_at(conc, "why", r->limit_by, sizeof(r->limit_by));
+		r->token_ms = num_at(conc, "token_ms");
+		r->base_token_ms = num_at(conc, "token_ms_baseline");
+		r->first_ms = num_at(conc, "first_token_ms");
+		r->base_first_ms = num_at(conc, "first_token_ms_baseline");
+	} else {
+		snprintf(r->limit_by, sizeof(r->limit_by), "%s", mode != NULL ? mode : "-");
+	}
 	const json_t *counters = json_object_get(lane, "counters");
 	r->dispatched = int_at(counters, "dispatched");
 	r->capacity_signals = int_at(counters, "capacity_signals");
@@ -444,19 +456,38 @@ void top_format_header(const struct top_model *m, int line, const char *admin, c
 	top_fit(buf, width);
 }
 
-/* One layout for the titles and the rows. */
-#define ROW_FORMAT "%-10.10s %-12.12s %-16.16s %-10.10s %6s %7s %9s %15s %9s %7s %5s %s"
+/* One layout for the titles and the rows. The latency controller's columns
+ * come last: the limit's reason, then per output token and to the first
+ * token, now/queue-free in ms ("-" where refusals alone set the limit). */
+#define ROW_FORMAT                                                                                 \
+	"%-10.10s %-12.12s %-16.16s %-10.10s %6s %7s %9s %15s %9s %7s %5s %-22.22s %-12.12s %13s " \
+	"%13s"
 
 void top_format_columns(char *buf, size_t width)
 {
 	snprintf(buf, TOP_LINE_MAX, ROW_FORMAT, "PROVIDER", "KEY", "MODEL", "PLAN", "QUEUE", "ETA",
-	         "INFLIGHT", "REQ/S (LIMIT)", "REMAINING", "RESET", "429/M", "STATE");
+	         "INFLIGHT", "REQ/S (LIMIT)", "REMAINING", "RESET", "429/M", "STATE", "LIMIT BY",
+	         "TOKEN ms", "1ST TOKEN ms");
 	top_fit(buf, width);
+}
+
+/* "17.2/16.4": now / queue-free, ms; "-" without the latency controller. */
+static void now_base(char *out, size_t len, bool gradient, double now, double base)
+{
+	if (!gradient)
+		snprintf(out, len, "-");
+	else if (now >= 100 || base >= 100)
+		snprintf(out, len, "%.0f/%.0f", now, base);
+	else
+		snprintf(out, len, "%.1f/%.1f", now, base);
 }
 
 void top_format_row(const struct top_row *r, char *buf, size_t width)
 {
 	char queue[24], eta[24], infl[48], reqs[64], remaining[32], reset[24], signals[24];
+	char token[48], first[48];
+	now_base(token, sizeof(token), r->gradient, r->token_ms, r->base_token_ms);
+	now_base(first, sizeof(first), r->gradient, r->first_ms, r->base_first_ms);
 	snprintf(queue, sizeof(queue), "%lld", r->queue_depth);
 	if (r->queue_depth > 0)
 		duration(eta, sizeof(eta), r->queue_eta_ms);
@@ -478,7 +509,7 @@ void top_format_row(const struct top_row *r, char *buf, size_t width)
 	}
 	snprintf(signals, sizeof(signals), "%lld", r->signals_last_min);
 	snprintf(buf, TOP_LINE_MAX, ROW_FORMAT, r->provider, r->key, r->model, r->plan, queue, eta,
-	         infl, reqs, remaining, reset, signals, r->state);
+	         infl, reqs, remaining, reset, signals, r->state, r->limit_by, token, first);
 	top_fit(buf, width);
 }
 

@@ -53,6 +53,12 @@ struct top_row {
 	double learned_remaining;   /* learned.requests.remaining */
 	long long learned_reset_ms; /* learned.requests.reset_in_ms */
 	long long signals_last_min;
+	/* What sets the limit (/status "concurrency"): refusals alone ("aimd"),
+	 * or the latency of the lane's answers too; then why it last moved and
+	 * what the controller reads, ms, now and queue-free. */
+	bool gradient;
+	char limit_by[TOP_STATE_MAX];
+	double token_ms, base_token_ms, first_ms, base_first_ms;
 	long long dispatched; /* the counters as of this poll */
 	long long capacity_signals;
 };

@@ -211,6 +211,7 @@ static const char *const key_source_names[] = {"authorization",  "x-api-key", "a
 static const char *const dialect_names[] = {"openai", "anthropic", "azure", "ietf", "none", NULL};
 static const char *const jitter_names[] = {"additive", "full", NULL};
 static const char *const stream_usage_names[] = {"inject", "off", NULL};
+static const char *const concurrency_mode_names[] = {"auto", "aimd", "gradient", NULL};
 static const char *const agents_mode_names[] = {"off", "serialize", "reject", NULL};
 static const char *const fair_share_names[] = {"agent_or_address", "agent", "address", "off", NULL};
 static const char *const store_kind_names[] = {"local", "redis", NULL};
@@ -753,6 +754,9 @@ static const struct opt concurrency_opts[] = {
     N("decrease_factor", struct plan_conf, concurrency.decrease_factor, 0, 1,
       OPT_LO_OPEN | OPT_HI_OPEN, 0.5),
     U("reopen_after_s", struct plan_conf, concurrency.reopen_after_s, 0, NOMAX, 0),
+    E("mode", struct plan_conf, concurrency.mode, concurrency_mode_names, CONCURRENCY_AUTO),
+    U("slow_start", struct plan_conf, concurrency.slow_start, 1, NOMAX, 20),
+    N("tolerance", struct plan_conf, concurrency.tolerance, 0, 100, 0, 1.0),
     END,
 };
 

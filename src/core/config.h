@@ -41,6 +41,10 @@ struct agent_priority {
 	int priority;
 };
 enum stream_usage { STREAM_USAGE_INJECT, STREAM_USAGE_OFF };
+/* What sets a lane's concurrency limit (sched/aimd.h, sched/gradient.h):
+ * refusals alone; the latency of its answers as well; or the latency where
+ * the provider is silent (no rate-limit headers, no refusal yet). */
+enum concurrency_mode { CONCURRENCY_AUTO, CONCURRENCY_AIMD, CONCURRENCY_GRADIENT };
 enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR };
 enum store_kind { STORE_LOCAL, STORE_REDIS };
 /* What a lane does while the shared store cannot answer. */
@@ -73,6 +77,9 @@ struct plan_conf {
 		double decrease_factor;  /* in (0, 1) */
 		unsigned reopen_after_s; /* idle this long: open again; 0 in the file =
 		                          * limits.idle_ttl_s / 2 (resolved at load) */
+		enum concurrency_mode mode;
+		unsigned slow_start; /* >= 1: the gradient's first limit (at most max_concurrent) */
+		double tolerance;    /* >= 0: a first token this much over queue-free is no wait */
 	} concurrency;
 	struct {
 		bool adaptive;

@@ -21,6 +21,7 @@
 #include "proxy/lanes.h"
 #include "proxy/meter.h"
 #include "proxy/route.h"
+#include "proxy/stopwatch.h"
 #include "proxy/upreq.h"
 #include "proxy/upstream.h"
 #include "proxy/xstate.h"
@@ -65,8 +66,9 @@ struct exchange {
 	int status;
 	struct held held; /* XS_HELD: the answer, kept whole (its buffer kept across uses) */
 	struct rlh_result rlh;
-	struct meter meter; /* the answer's usage (kept across uses) */
-	bool no_retry_hdr;  /* relay with x-should-retry: false */
+	struct meter meter;     /* the answer's usage (kept across uses) */
+	struct stopwatch watch; /* when its tokens came, for a lane that reads latency */
+	bool no_retry_hdr;      /* relay with x-should-retry: false */
 	/* The status (400, 422) the upstream gave the body pacerd rewrote, when
 	 * the client's own bytes were resent (rewrites.h); 0: none. */
 	int rewrite_refused;

@@ -324,6 +324,7 @@ static void reset_attempt(struct exchange *x)
 {
 	x->status = 0;
 	x->no_retry_hdr = false;
+	x->watch.on = false;
 	held_clear(&x->held);
 	memset(&x->rlh, 0, sizeof(x->rlh));
 }
@@ -611,11 +612,15 @@ static bool on_up_headers(void *ctx, int status, const char *reason, const struc
 	rlh_parse(x->route.provider->dialect, rh, nr, clock_wall_ms(), &x->rlh);
 	learn_identity(x, h, n);
 	struct retry_head_verdict hv = retry_verdict_head(status, &x->rlh, x->own_tier);
-	if (lanes_headers(x->xs->lanes, &x->ticket, status, &x->rlh, &hv, x->t_headers))
+	const char *ctype = find_up_header(h, n, "content-type");
+	bool sse = ctype != NULL && strncasecmp(ctype, "text/event-stream", 17) == 0;
+	if (lanes_headers(x->xs->lanes, &x->ticket, status, &x->rlh, &hv, sse, x->t_headers))
 		xlog_limit_learned(x);
 
-	const char *ctype = find_up_header(h, n, "content-type");
 	meter_answer(&x->meter, ctype);
+	/* A success is timed for a lane whose limit reads latency. */
+	stopwatch_start(&x->watch, status >= 200 && status < 300 && lanes_timing_wanted(&x->ticket),
+	                sse, x->t_dispatch);
 	if (x->rewrite_refused != 0 && status < 400)
 		rewrite_stop(x, status);
 	/* The body pacerd rewrote was refused: held back, the client's own
@@ -659,6 +664,9 @@ static bool on_up_body(void *ctx, const char *data, size_t len)
 	}
 	if (x->client_full)
 		return false; /* slow reader: hold the upstream until it drains */
+	if (x->watch.sse && stopwatch_feed(&x->watch, data, len, now_ms()))
+		lanes_first_token(x->xs->lanes, &x->ticket, stopwatch_first_ms(&x->watch),
+		                  now_ms());
 	meter_feed(&x->meter, data, len, relay_cb, x);
 	return true;
 }
@@ -851,6 +859,8 @@ static void on_up_done(void *ctx, enum up_error err, const char *detail)
 	    .plan = lanes_plan(&x->ticket),
 	};
 	struct retry_verdict v = retry_verdict(&in);
+	if (err == UP_OK && x->watch.on && v.outcome == RETRY_LANE_SUCCESS)
+		lanes_answer_timed(x->xs->lanes, &x->ticket, &x->watch, now);
 	struct lane_change ch;
 	lanes_complete(x->xs->lanes, &x->ticket, v.outcome, false, 0, now, &ch);
 	xlog_lane_change(x, &ch);

@@ -72,6 +72,7 @@ struct lanes {
 	struct provider_news {
 		char name[64];
 		bool silent;
+		bool streams; /* it answered a success with an event stream */
 	} news[LANES_PROVIDERS_MAX];
 	size_t n_news;
 };
@@ -378,6 +379,7 @@ static struct provider_news *provider_news(struct lanes *ls, const char *name, b
 	struct provider_news *n = &ls->news[ls->n_news++];
 	snprintf(n->name, sizeof(n->name), "%s", name);
 	n->silent = false;
+	n->streams = false;
 	return n;
 }
 
@@ -391,16 +393,29 @@ static bool provider_silent(struct lanes *ls, const struct provider_conf *prov)
 	return n != NULL && n->silent;
 }
 
-/* What an answer of prov said of its headers. */
-static void provider_answered(struct lanes *ls, const struct provider_conf *prov,
-                              const struct rlh_result *rlh)
+/* Whether prov answered a success with an event stream (ever). */
+static bool provider_streams(struct lanes *ls, const struct provider_conf *prov)
+{
+	const struct provider_news *n = provider_news(ls, prov->name, false);
+	return n != NULL && n->streams;
+}
+
+/* What an answer of prov said of its headers (streamed: a success with an
+ * event stream); tells the lane whether its provider is silent and streams. */
+static void provider_answered(struct lanes *ls, struct sched_lane *lane,
+                              const struct rlh_result *rlh, bool streamed)
 {
 	bool told = false;
 	for (int b = 0; b < RLH_N_BUDGETS && !told; b++)
 		told = rlh->budget[b].has_limit || rlh->budget[b].has_remaining;
-	struct provider_news *n = provider_news(ls, prov->name, true);
-	if (n != NULL)
+	struct provider_news *n = provider_news(ls, sched_lane_provider(lane)->name, true);
+	if (n != NULL) {
 		n->silent = !told;
+		n->streams |= streamed;
+	}
+	sched_set_provider_silent(lane, !told);
+	if (streamed)
+		sched_set_provider_streams(lane, true);
 }
 
 const struct plan_conf *lanes_find(struct lanes *ls, struct lane_ticket *t,
@@ -431,8 +446,15 @@ const struct plan_conf *lanes_find(struct lanes *ls, struct lane_ticket *t,
 		return NULL;
 	}
 	t->lane = lane;
-	if (!sched_answered(lane))
+	if (!sched_answered(lane)) {
+		sched_set_provider_streams(lane, provider_streams(ls, prov));
 		sched_set_provider_silent(lane, provider_silent(ls, prov));
+		/* A fresh lane's first limit is no change (the latency
+		 * controller's slow start may set it below max_concurrent). */
+		if (sched_lane_stats(lane)->dispatched == 0)
+			((struct lane_shell *)sched_lane_shell(lane))->last_limit =
+			    sched_concurrency_limit(lane);
+	}
 	return sched_lane_plan(lane);
 }
 
@@ -537,10 +559,14 @@ static void hold_for_hint(struct lanes *ls, struct sched_lane *lane, int64_t hol
 }
 
 bool lanes_headers(struct lanes *ls, struct lane_ticket *t, int status,
-                   const struct rlh_result *rlh, const struct retry_head_verdict *hv, int64_t now)
+                   const struct rlh_result *rlh, const struct retry_head_verdict *hv,
+                   bool event_stream, int64_t now)
 {
 	struct sched_lane *lane = t->lane;
-	provider_answered(ls, sched_lane_provider(lane), rlh);
+	/* Each answer says again whether the provider is silent: the lane's
+	 * concurrency follows its latency while it is, once it streams
+	 * (concurrency.mode auto). */
+	provider_answered(ls, lane, rlh, event_stream && status >= 200 && status < 300);
 	/* Only an answer the provider serves was charged its output: a refusal's
 	 * count says nothing of how max_tokens is counted. */
 	if (status >= 200 && status < 300)
@@ -651,6 +677,34 @@ int64_t lanes_tokens_used(struct lanes *ls, struct lane_ticket *t,
 	};
 	sched_cost_observe(lane, &t->cost, &cu, t->item.dispatched_ms);
 	return u->total;
+}
+
+bool lanes_timing_wanted(const struct lane_ticket *t)
+{
+	return t->lane != NULL && sched_timing_wanted(t->lane);
+}
+
+void lanes_first_token(struct lanes *ls, struct lane_ticket *t, double first_ms, int64_t now)
+{
+	(void)ls;
+	if (sched_first_token(t->lane, &t->item, first_ms, (double)t->cost.input_estimate, now))
+		lane_kick(t->lane); /* room for more at once */
+}
+
+void lanes_answer_timed(struct lanes *ls, struct lane_ticket *t, const struct stopwatch *w,
+                        int64_t now)
+{
+	(void)ls;
+	struct stopwatch_times st;
+	stopwatch_times(w, &st);
+	struct sched_timing tm = {
+	    .first_ms = w->sse ? st.first_ms : -1,
+	    .stream_ms = st.stream_ms,
+	    .max_gap_ms = st.max_gap_ms,
+	    .events = st.events,
+	    .prompt_tokens = (double)t->cost.input_estimate,
+	};
+	sched_answer_timed(t->lane, &t->item, &tm, now);
 }
 
 void lanes_retry(struct lanes *ls, struct lane_ticket *t, int64_t ready_ms)

@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "proxy/stopwatch.h"
 #include "sched/cost.h"
 #include "sched/retry.h"
 #include "sched/sched.h"
@@ -162,12 +163,14 @@ void lanes_charge(struct lane_ticket *t, struct sched_request *rq, const struct 
 size_t lanes_submit(struct lanes *ls, struct lane_ticket *t, const struct sched_request *rq,
                     long long client_ms, int64_t deadline_ms, int64_t now_ms);
 
-/* The headers of t's answer (its HTTP status): what they teach the lane's
- * gates, and the holds the head verdict asks for. Returns true when what the
- * lane knows of its limits changed (lanes_log_learned writes it). */
+/* The headers of t's answer (its HTTP status; event_stream: its body is an
+ * event stream): what they teach the lane's gates, whether its provider is
+ * silent and streams (the latency controller's cue), and the holds the head
+ * verdict asks for. Returns true when what the lane knows of its limits
+ * changed (lanes_log_learned writes it). */
 bool lanes_headers(struct lanes *ls, struct lane_ticket *t, int status,
                    const struct rlh_result *rlh, const struct retry_head_verdict *hv,
-                   int64_t now_ms);
+                   bool event_stream, int64_t now_ms);
 void lanes_log_learned(const struct lane_ticket *t, struct log_line *l, int64_t now_ms);
 
 /* What an attempt's end changed, for the caller's log lines. */
@@ -190,6 +193,17 @@ bool lanes_learn_told(struct lanes *ls, struct lane_ticket *t, int budget, int64
  * total it counted. */
 int64_t lanes_tokens_used(struct lanes *ls, struct lane_ticket *t,
                           const struct tokens_usage *reported, int64_t now_ms);
+/* Whether t's lane reads the latency of its answers (sched_timing_wanted):
+ * then the exchange times t's answer (stopwatch.h) and tells the two calls
+ * below. */
+bool lanes_timing_wanted(const struct lane_ticket *t);
+/* t's streamed answer brought its first data event, first_ms after its
+ * dispatch: a lane in slow start may grow (and send more at once). */
+void lanes_first_token(struct lanes *ls, struct lane_ticket *t, double first_ms, int64_t now_ms);
+/* t's answer ended complete and successful (before lanes_complete), timed
+ * by w: what it teaches the lane's limit. */
+void lanes_answer_timed(struct lanes *ls, struct lane_ticket *t, const struct stopwatch *w,
+                        int64_t now_ms);
 /* t waits without a slot until ready_ms, then queues again ahead of the new. */
 void lanes_retry(struct lanes *ls, struct lane_ticket *t, int64_t ready_ms);
 

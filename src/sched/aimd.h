@@ -53,12 +53,12 @@ struct plan_conf; /* core/config.h */
 struct aimd {
 	bool adaptive;          /* false: the limit stays at max */
 	bool open;              /* no capacity signal yet (or idle since): the limit is max */
+	bool decreased;         /* whether last_decrease_ms is meaningful */
 	double limit;           /* fractional; aimd_limit() rounds down */
 	unsigned min, max;      /* 1 <= min <= max */
 	double decrease_factor; /* in (0, 1) */
 	double rtt_ms;          /* EWMA of reported latencies, clamped */
 	int64_t last_decrease_ms;
-	bool decreased; /* whether last_decrease_ms is meaningful */
 };
 
 /* Sets up an open limit (max until the first capacity signal), bounded by

@@ -62,6 +62,60 @@ static void set_state(struct sched_lane *lane, enum lane_event e)
 	abort();
 }
 
+/* ---- the concurrency limit ---- */
+
+/* Whether the latency of the lane's answers sets its limit as well as
+ * refusals (plan concurrency.mode): always with gradient; with auto while its
+ * provider is silent (no rate-limit headers), streams (what the controller
+ * reads), and no refusal closed the AIMD limit, since a provider that says
+ * nothing and never refuses is one that queues (docs/pacing.md, "Engines
+ * that queue"). */
+static bool gradient_engaged(const struct sched_lane *lane)
+{
+	const struct plan_conf *p = lane->plan;
+	if (lane->grad == NULL || !p->concurrency.adaptive)
+		return false;
+	switch (p->concurrency.mode) {
+	case CONCURRENCY_GRADIENT:
+		return true;
+	case CONCURRENCY_AUTO:
+		return lane->provider_silent && lane->provider_streams && lane->conc.open;
+	case CONCURRENCY_AIMD:
+		break;
+	}
+	return false;
+}
+
+/* Allocates the lane's latency controller when its plan may engage it now:
+ * a fresh one, in slow start from now_ms. Out of memory, the lane stays
+ * AIMD's. */
+static void gradient_attach(struct sched_lane *lane, int64_t now_ms)
+{
+	const struct plan_conf *p = lane->plan;
+	if (lane->grad != NULL || !p->concurrency.adaptive ||
+	    !(p->concurrency.mode == CONCURRENCY_GRADIENT ||
+	      (p->concurrency.mode == CONCURRENCY_AUTO && lane->provider_silent &&
+	       lane->provider_streams)))
+		return;
+	lane->grad = malloc(sizeof(*lane->grad));
+	if (lane->grad == NULL)
+		return;
+	struct gradient_params gp;
+	gradient_params_of(p, &gp);
+	gradient_init(lane->grad, &gp, now_ms);
+}
+
+/* The lane's limit: AIMD's, and the gradient's where it is engaged (the
+ * lower: refusals stay the loss signal). */
+static unsigned lane_limit(const struct sched_lane *lane)
+{
+	unsigned a = aimd_limit(&lane->conc);
+	if (!gradient_engaged(lane))
+		return a;
+	unsigned g = gradient_limit(lane->grad);
+	return g < a ? g : a;
+}
+
 /* ---- orders ---- */
 
 /* Retries waiting: by ready_ms, ties in the order they were scheduled. */
@@ -520,6 +574,8 @@ bool sched_lane_inherit(struct sched_lane *to, const struct sched_lane *from)
 			to->learned[b] = l[b];
 	memcpy(to->charged, from->charged, sizeof(to->charged));
 	to->conc = from->conc;
+	if (from->grad != NULL && (to->grad != NULL || (to->grad = malloc(sizeof(*to->grad)))))
+		*to->grad = *from->grad;
 	to->delay = from->delay;
 	if (from->hold_until_ms > to->hold_until_ms)
 		to->hold_until_ms = from->hold_until_ms;
@@ -552,6 +608,7 @@ void sched_lane_init(struct sched_lane *lane, const struct provider_conf *prov,
 	gates_init_burst(&lane->gates, plan, prov->dialect == DIALECT_ANTHROPIC ? 60 : 1);
 	cost_lane_init(&lane->cost);
 	aimd_init_plan(&lane->conc, plan);
+	gradient_attach(lane, now_ms);
 	aimd_delay_init_plan(&lane->delay, plan);
 	lane->last_dispatch_ms = INT64_MIN / 2;
 	lane->last_active_ms = now_ms;
@@ -575,6 +632,8 @@ void sched_lane_release(struct sched_lane *lane)
 	lane->margin = NULL;
 	agents_free(lane->agents);
 	lane->agents = NULL;
+	free(lane->grad);
+	lane->grad = NULL;
 	fairq_release(&lane->fq);
 	cost_lane_free(&lane->cost);
 }
@@ -599,6 +658,8 @@ size_t sched_lane_heap_bytes(const struct sched_lane *lane)
 		n += agents_bytes(lane->agents);
 	if (lane->margin != NULL)
 		n += sizeof(*lane->margin);
+	if (lane->grad != NULL)
+		n += sizeof(*lane->grad);
 	return n + fairq_heap_bytes(&lane->fq) + cost_lane_heap_bytes(&lane->cost);
 }
 
@@ -619,6 +680,12 @@ void sched_lane_reconfigure(struct sched_lane *lane, const struct provider_conf 
 		if (budget_learns(lane, b))
 			lane->learned[b]->p.proactive_threshold = plan->proactive_threshold;
 	aimd_reconfigure(&lane->conc, plan);
+	if (lane->grad != NULL) {
+		struct gradient_params gp;
+		gradient_params_of(plan, &gp);
+		gradient_reconfigure(lane->grad, &gp, now_ms);
+	}
+	gradient_attach(lane, now_ms);
 	double delay = lane->delay.delay_ms;
 	aimd_delay_init_plan(&lane->delay, plan);
 	if (lane->delay.adaptive && delay > lane->delay.min_ms)
@@ -632,7 +699,48 @@ void sched_lane_set_shell(struct sched_lane *lane, void *shell)
 
 unsigned sched_concurrency_limit(const struct sched_lane *lane)
 {
-	return aimd_limit(&lane->conc);
+	return lane_limit(lane);
+}
+
+bool sched_timing_wanted(const struct sched_lane *lane)
+{
+	return gradient_engaged(lane);
+}
+
+bool sched_first_token(struct sched_lane *lane, const struct sched_item *it, double first_ms,
+                       double prompt_tokens, int64_t now_ms)
+{
+	if (it->state != SCHED_IN_FLIGHT || !gradient_engaged(lane))
+		return false;
+	unsigned was = lane_limit(lane);
+	struct gradient_first f = {
+	    .dispatched_ms = it->dispatched_ms,
+	    .first_ms = first_ms,
+	    .prompt_tokens = prompt_tokens,
+	    .in_flight = lane->in_flight,
+	};
+	gradient_on_first(lane->grad, now_ms, &f);
+	return lane_limit(lane) > was;
+}
+
+bool sched_answer_timed(struct sched_lane *lane, const struct sched_item *it,
+                        const struct sched_timing *tm, int64_t now_ms)
+{
+	if (it->state != SCHED_IN_FLIGHT || !gradient_engaged(lane))
+		return false;
+	struct gradient_sample s = {
+	    .dispatched_ms = it->dispatched_ms,
+	    .first_ms = tm->first_ms,
+	    .stream_ms = tm->stream_ms,
+	    .max_gap_ms = tm->max_gap_ms,
+	    .events = tm->events,
+	    .prompt_tokens = tm->prompt_tokens,
+	    .in_flight = lane->in_flight,
+	    .saturated = it->saturated,
+	};
+	unsigned was = lane_limit(lane);
+	gradient_on_sample(lane->grad, now_ms, &s);
+	return lane_limit(lane) != was;
 }
 
 bool sched_lane_idle(const struct sched_lane *lane)
@@ -674,10 +782,15 @@ enum sched_submit_result sched_submit(struct sched_lane *lane, struct sched_item
 {
 	*evicted = NULL;
 	/* What the signals taught goes stale with idleness: a lane idle for
-	 * reopen_after_s is open again, as a fresh one. */
-	if (sched_lane_idle(lane) && !lane->conc.open &&
-	    now_ms - lane->last_active_ms >= (int64_t)lane->plan->concurrency.reopen_after_s * 1000)
-		aimd_reopen(&lane->conc);
+	 * reopen_after_s is open again, as a fresh one, and its latency
+	 * controller starts slowly again. */
+	if (sched_lane_idle(lane) && now_ms - lane->last_active_ms >=
+	                                 (int64_t)lane->plan->concurrency.reopen_after_s * 1000) {
+		if (!lane->conc.open)
+			aimd_reopen(&lane->conc);
+		if (lane->grad != NULL)
+			gradient_restart(lane->grad, now_ms);
+	}
 	lane->last_active_ms = now_ms;
 	enum sched_submit_result refused = SCHED_OK;
 	if (lane_quota_out(lane->st) && now_ms < lane->quota_probe_at_ms) {
@@ -879,7 +992,7 @@ struct sched_item *sched_next(struct sched_lane *lane, double precise_ms)
 {
 	int64_t now_ms = (int64_t)precise_ms;
 	promote_due_retries(lane, now_ms);
-	if (lane->in_flight >= aimd_limit(&lane->conc) || held_back(lane, now_ms))
+	if (lane->in_flight >= lane_limit(lane) || held_back(lane, now_ms))
 		return NULL;
 	struct sched_item *it = first_eligible(lane);
 	if (it == NULL)
@@ -915,7 +1028,9 @@ struct sched_item *sched_next(struct sched_lane *lane, double precise_ms)
 		lane->stats.probes++;
 	}
 	lane->in_flight++;
-	it->saturated = lane->in_flight >= aimd_limit(&lane->conc);
+	it->saturated = lane->in_flight >= lane_limit(lane);
+	if (gradient_engaged(lane))
+		gradient_on_dispatch(lane->grad, now_ms);
 	agent_count(lane, it);
 	gates_charge(&lane->gates, precise_ms, it->cost_tokens, it->cost_prompt, it->cost_output);
 	for (int b = 0; b < RLH_N_BUDGETS; b++) {
@@ -960,7 +1075,7 @@ double sched_wake_at(struct sched_lane *lane, double precise_ms)
 	}
 	if (pending_hold(lane, now_ms) && (double)lane->pending_until_ms < wake)
 		wake = (double)lane->pending_until_ms;
-	if (lane->in_flight < aimd_limit(&lane->conc) && !held_back(lane, now_ms) &&
+	if (lane->in_flight < lane_limit(lane) && !held_back(lane, now_ms) &&
 	    !lane_day_out(lane->st)) {
 		const struct sched_item *it = first_eligible(lane);
 		if (it != NULL) {
@@ -1100,12 +1215,18 @@ void sched_complete(struct sched_lane *lane, struct sched_item *it, enum sched_o
 		 * holds for it), so it cuts the rate by a margin's worth, not by a
 		 * fifth: not more than the evidence says, yet enough that a pace a
 		 * few % above the provider's rate does not meet refusals forever. */
-		if (aimd_on_capacity_signal(&lane->conc, now_ms, lane->in_flight + 1))
+		/* With the gradient engaged (mode gradient: auto leaves it at the
+		 * first refusal), the cut is one for both. */
+		bool engaged = gradient_engaged(lane);
+		if (aimd_on_capacity_signal(&lane->conc, now_ms, lane->in_flight + 1)) {
+			if (engaged)
+				gradient_cut(lane->grad, now_ms, aimd_limit(&lane->conc));
 			for (int b = 0; b < RLH_N_BUDGETS; b++)
 				if (budget_learns(lane, b) && lane->learned[b]->n_obs > 0)
 					learned_on_capacity_signal(
 					    lane->learned[b], now_ms,
 					    it->hinted ? LEARNED_PENALTY_HINTED : LEARNED_PENALTY);
+		}
 		aimd_delay_on_capacity(&lane->delay, now_ms);
 		break;
 	case SCHED_TRANSIENT:
@@ -1210,6 +1331,13 @@ bool sched_wants_tokens(const struct sched_lane *lane)
 void sched_set_provider_silent(struct sched_lane *lane, bool silent)
 {
 	lane->provider_silent = silent;
+	gradient_attach(lane, lane->last_active_ms);
+}
+
+void sched_set_provider_streams(struct sched_lane *lane, bool streams)
+{
+	lane->provider_streams = streams;
+	gradient_attach(lane, lane->last_active_ms);
 }
 
 bool sched_answered(const struct sched_lane *lane)
@@ -1379,7 +1507,7 @@ static size_t shared_room(struct sched_lane *lane, int64_t now_ms, size_t cap)
 {
 	if (lane->gates_mode != SCHED_GATES_SHARED)
 		return 0;
-	unsigned limit = aimd_limit(&lane->conc);
+	unsigned limit = lane_limit(lane);
 	if (lane->in_flight >= limit || held_back(lane, now_ms) || lane_day_out(lane->st))
 		return 0;
 	size_t queued = lane->fq.n + lane->n_due;
@@ -1449,7 +1577,7 @@ unsigned sched_permits_unused(struct sched_lane *lane)
 	if (lane->permits == 0)
 		return 0;
 	if (lane->gates_mode == SCHED_GATES_SHARED && lane->fq.n + lane->n_due > 0 &&
-	    lane->in_flight < aimd_limit(&lane->conc))
+	    lane->in_flight < lane_limit(lane))
 		return 0;
 	unsigned n = lane->permits;
 	lane->permits = 0;
@@ -1478,7 +1606,7 @@ static int64_t eta_for(const struct sched_lane *lane, size_t ahead, int64_t now_
 	int64_t d = aimd_delay_ms(&lane->delay);
 	if ((double)d > per_request_ms)
 		per_request_ms = (double)d;
-	double by_conc = lane->conc.rtt_ms / (double)aimd_limit(&lane->conc);
+	double by_conc = lane->conc.rtt_ms / (double)lane_limit(lane);
 	if (by_conc > per_request_ms)
 		per_request_ms = by_conc;
 	/* Retries go first; they are few, counted whatever their priority. */

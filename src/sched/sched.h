@@ -24,6 +24,7 @@
 #include "core/config.h"
 #include "provider/ratelimit_headers.h"
 #include "sched/fairq.h"
+#include "sched/gradient.h"
 #include "sched/learned.h"
 #include "sched/pheap.h"
 
@@ -186,6 +187,30 @@ struct sched_item *sched_expired(struct sched_lane *lane, int64_t now_ms);
 void sched_complete(struct sched_lane *lane, struct sched_item *it, enum sched_outcome outcome,
                     int64_t now_ms);
 
+/* What the exchange timed of an answer (the lanes hand it down): the
+ * latency-gradient controller's input (gradient.h). */
+struct sched_timing {
+	double first_ms;      /* dispatch to the first data event; < 0: not a stream */
+	double stream_ms;     /* the first data event to the last */
+	double max_gap_ms;    /* the longest gap between two chunks after the first */
+	unsigned events;      /* data events after the first chunk's */
+	double prompt_tokens; /* the prompt's estimate */
+};
+
+/* Whether the lane's limit reads the latency of its answers now (its plan's
+ * concurrency.mode: gradient; auto while its provider is silent and no
+ * refusal closed its AIMD limit): only then is it worth timing them. */
+bool sched_timing_wanted(const struct sched_lane *lane);
+/* The first data event of the streamed answer to `it` (in flight) came,
+ * first_ms after its dispatch. Returns true when the limit grew (the lane
+ * may send more now). */
+bool sched_first_token(struct sched_lane *lane, const struct sched_item *it, double first_ms,
+                       double prompt_tokens, int64_t now_ms);
+/* The answer to `it` (in flight: before sched_complete) ended complete and
+ * successful, timed as *tm. Returns true when the limit moved. */
+bool sched_answer_timed(struct sched_lane *lane, const struct sched_item *it,
+                        const struct sched_timing *tm, int64_t now_ms);
+
 /* Rate-limit headers seen on the response to `it` (dispatched at
  * it->dispatched_ms); refused: the upstream refused it (a capacity status),
  * so it was charged nothing there. Returns true when what the lane knows of
@@ -214,8 +239,15 @@ void sched_hold(struct sched_lane *lane, int64_t until_ms);
  * (its last answer, on any lane, had none; or its dialect reads none). Until
  * its first answer, a lane with no plan sends a few requests and waits for
  * that answer's headers (learned_blind_ready_at), unless there is nothing to
- * learn from them: then it is open from the start. */
+ * learn from them: then it is open from the start. The lanes say it again at
+ * every answer: with concurrency.mode auto, a silent provider that streams
+ * has its lanes' limits follow latency (sched_set_provider_streams). */
 void sched_set_provider_silent(struct sched_lane *lane, bool silent);
+/* Whether the lane's provider answers successes with event streams: with
+ * concurrency.mode auto, a silent provider's lanes read the latency of their
+ * answers from then on (the controller reads streams: a lane of JSON answers
+ * alone has nothing to read and stays AIMD's). */
+void sched_set_provider_streams(struct sched_lane *lane, bool streams);
 /* Whether the lane has left LEARNING (lane_mode.h): an answer's headers came
  * back, or it took what another lane learned (sched_lane_inherit). */
 bool sched_answered(const struct sched_lane *lane);
@@ -390,11 +422,16 @@ struct sched_lane_view {
 	size_t retry_waiting;   /* retries waiting for their time */
 	size_t in_flight;
 	unsigned concurrency_limit; /* sched_concurrency_limit */
-	int64_t dispatch_delay_ms;  /* the dispatch-delay AIMD's delay */
-	int64_t hold_ms;            /* until a retry-after hold ends; 0: none */
-	int64_t queue_eta_ms;       /* sched_queue_eta_ms(lane, NULL, now) */
-	int64_t idle_ms;            /* since the lane's last activity */
-	const char *state;          /* sched_lane_state */
+	/* What sets it: "aimd" (refusals) or "gradient" (latency as well), and
+	 * what the latency controller reads (meaningful where gradient). */
+	const char *concurrency_mode;
+	bool gradient;
+	struct gradient_view grad;
+	int64_t dispatch_delay_ms; /* the dispatch-delay AIMD's delay */
+	int64_t hold_ms;           /* until a retry-after hold ends; 0: none */
+	int64_t queue_eta_ms;      /* sched_queue_eta_ms(lane, NULL, now) */
+	int64_t idle_ms;           /* since the lane's last activity */
+	const char *state;         /* sched_lane_state */
 	enum sched_gates_mode gates_mode;
 	double strict_margin; /* what a strict gate keeps beyond T, learned (margin.h) */
 	size_t n_levels;      /* priorities with requests waiting: sched_lane_level() */

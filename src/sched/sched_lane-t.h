@@ -21,6 +21,7 @@
 #include "sched/cost.h"
 #include "sched/fairq.h"
 #include "sched/gcra.h"
+#include "sched/gradient.h"
 #include "sched/lane_mode.h"
 #include "sched/learned.h"
 #include "sched/margin.h"
@@ -51,7 +52,8 @@ struct sched_agents; /* agents with requests in flight or passed over (sched.c) 
 /* A lane. It takes a few hundred bytes; what only some lanes need is
  * allocated when first needed: the learned budgets when a response first
  * reports one, the agent table when agents.mode first serializes or rejects
- * an agent. sched_lane_release() frees them. */
+ * an agent, the latency controller when its mode may engage it.
+ * sched_lane_release() frees them. */
 struct sched_lane {
 	/* Identity (set by the registry). */
 	const struct provider_conf *provider;
@@ -71,6 +73,9 @@ struct sched_lane {
 	 * no rate-limit headers, so LEARNING waits for nothing (set by the lanes
 	 * from what the provider's other lanes saw). */
 	bool provider_silent;
+	/* Its provider answered successes with event streams (the lanes say):
+	 * the latency controller, which reads streams, may engage (auto). */
+	bool provider_streams;
 	enum agents_mode agents_mode;
 	/* Requests whose capacity answer's headers hold the lane until it is
 	 * decided (it->holding): a count of requests, like in_flight, since the
@@ -98,8 +103,12 @@ struct sched_lane {
 	 * learns its first. Prefer sched_learned(). */
 	struct learned **learned;
 	double charged[RLH_N_BUDGETS]; /* units dispatched per budget: learned's marks */
-	struct aimd conc;              /* adaptive concurrency */
-	struct aimd_delay delay;       /* dispatch-delay AIMD */
+	struct aimd conc;              /* adaptive concurrency: refusals */
+	/* adaptive concurrency from latency (gradient_engaged): allocated when
+	 * the plan's concurrency.mode may engage it (gradient; auto once the
+	 * provider is known silent), NULL until then */
+	struct gradient *grad;
+	struct aimd_delay delay; /* dispatch-delay AIMD */
 	/* What strict gates keep beyond T, learned (margin.h): allocated at
 	 * the first outcome of a request sent at a strict gate's spacing (or
 	 * a margin the store holds); NULL: MARGIN_MIN. */

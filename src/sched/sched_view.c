@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "sched/aimd.h"
+#include "sched/gradient.h"
 #include "sched/sched_lane-t.h"
 #include "sched/scope.h"
 
@@ -43,6 +44,10 @@ void sched_lane_view(const struct sched_lane *lane, int64_t now_ms, struct sched
 	v->retry_waiting = lane->waiting.n;
 	v->in_flight = lane->in_flight;
 	v->concurrency_limit = sched_concurrency_limit(lane);
+	v->gradient = sched_timing_wanted(lane);
+	v->concurrency_mode = v->gradient ? "gradient" : "aimd";
+	if (v->gradient)
+		gradient_view(lane->grad, now_ms, &v->grad);
 	v->dispatch_delay_ms = aimd_delay_ms(&lane->delay);
 	v->hold_ms = lane->hold_until_ms > now_ms ? lane->hold_until_ms - now_ms : 0;
 	v->queue_eta_ms = sched_queue_eta_ms(lane, NULL, now_ms);

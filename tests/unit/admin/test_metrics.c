@@ -208,6 +208,45 @@ START_TEST(top_lanes_most_dispatched)
 }
 END_TEST
 
+/* A lane whose limit follows latency shows what its controller reads; a
+ * lane of refusals alone shows 0 and no latency series. */
+START_TEST(latency_controlled_lanes)
+{
+	struct config *cfg = defaults();
+	struct reqstats *m = reqstats_new();
+	reqstats_bind(m, cfg);
+	struct registry *reg = registry_new(1);
+	const struct provider_conf *prov = &cfg->providers[0];
+	char hash[65];
+	snprintf(hash, sizeof(hash), "%064x", 1);
+	struct sched_lane *silent = registry_key_lane(reg, cfg, prov, hash, 1000, NULL, NULL);
+	sched_set_provider_silent(silent, true); /* concurrency.mode auto */
+	sched_set_provider_streams(silent, true);
+	ck_assert_ptr_nonnull(silent->grad);
+	silent->grad->token_ms = 20;
+	silent->grad->base_token_ms = 16;
+	silent->grad->base_token_n = 1;
+	silent->grad->queue = 0.5;
+	snprintf(hash, sizeof(hash), "%064x", 2);
+	ck_assert_ptr_nonnull(registry_key_lane(reg, cfg, prov, hash, 1000, NULL, NULL));
+	char *s = scrape(m, reg, 100);
+	ck_assert_uint_eq(count_of(s, "pacerd_lane_latency_controlled{"), 2);
+	ck_assert_uint_eq(count_of(s, ",model=\"\"} 1\n"), 1); /* the silent lane's */
+	ck_assert_uint_eq(count_of(s, "pacerd_lane_token_latency_seconds{"), 2);
+	ck_assert(strstr(s, ",estimate=\"current\"} 0.02\n") != NULL);
+	ck_assert(strstr(s, ",estimate=\"baseline\"} 0.016\n") != NULL);
+	ck_assert_uint_eq(count_of(s, "pacerd_lane_first_token_seconds{"), 2);
+	ck_assert_uint_eq(count_of(s, "pacerd_lane_server_queue{"), 1);
+	ck_assert(strstr(s, "pacerd_lane_server_queue{provider") != NULL &&
+	          strstr(s, "\"} 0.5\n") != NULL);
+	ck_assert_uint_eq(count_of(s, "# TYPE "), count_of(s, "# HELP "));
+	free(s);
+	registry_free(reg, NULL, NULL);
+	reqstats_free(m);
+	config_free(cfg);
+}
+END_TEST
+
 static Suite *metrics_suite(void)
 {
 	Suite *s = suite_create("metrics");
@@ -218,6 +257,7 @@ static Suite *metrics_suite(void)
 	t = tcase_create("table");
 	tcase_add_test(t, series_survive_reload_by_name);
 	tcase_add_test(t, top_lanes_most_dispatched);
+	tcase_add_test(t, latency_controlled_lanes);
 	suite_add_tcase(s, t);
 	return s;
 }

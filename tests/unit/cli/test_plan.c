@@ -796,6 +796,70 @@ START_TEST(utf8_locale)
 }
 END_TEST
 
+/* A configuration's plan with no rate limit: the report says how its lanes
+ * find their concurrency; with a rate limit, or without a configuration, it
+ * says nothing more. */
+START_TEST(no_rate_limit_explains_the_controller)
+{
+	utc();
+	struct plan_input in = run_of(2000);
+	in.concurrency = 64;
+	struct plan_result r = compute(&in);
+	struct plan_source src = {.config = "p.yaml",
+	                          .provider = "vllm",
+	                          .plan = "default",
+	                          .concurrency = {.known = true,
+	                                          .adaptive = true,
+	                                          .mode = "auto",
+	                                          .min = 1,
+	                                          .max = 64,
+	                                          .slow_start = 20,
+	                                          .tolerance = 1}};
+	char *t = text_of(&in, &r, &src, true);
+	ck_assert_ptr_nonnull(strstr(t, "\nconcurrency: no rate limit is configured"));
+	ck_assert_ptr_nonnull(strstr(t, "(concurrency.mode: auto)"));
+	ck_assert_ptr_nonnull(strstr(t, "starts at 20 in flight"));
+	ck_assert_ptr_nonnull(strstr(t, "more than 2 times"));
+	for (const char *line = t; *line != '\0'; line = strchr(line, '\n') + 1)
+		ck_assert_uint_le(strcspn(line, "\n"), 78);
+	free(t);
+	json_t *j = json_of(&in, &r, &src);
+	ck_assert_str_eq(json_string_value(json_object_get(
+	                     json_object_get(json_object_get(j, "source"), "concurrency"), "mode")),
+	                 "auto");
+	ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(j, "concurrency_note")),
+	                             "follows the latency"));
+	json_decref(j);
+	/* refusals alone (mode aimd): no word of latency */
+	src.concurrency.mode = "aimd";
+	t = text_of(&in, &r, &src, true);
+	ck_assert_ptr_nonnull(strstr(t, "halves the limit (AIMD)"));
+	ck_assert_ptr_null(strstr(t, "follows the latency"));
+	free(t);
+	/* fixed */
+	src.concurrency.adaptive = false;
+	t = text_of(&in, &r, &src, true);
+	ck_assert_ptr_nonnull(strstr(t, "fixed at max_concurrent 64"));
+	free(t);
+	/* a rate limit: nothing to explain */
+	src.concurrency.adaptive = true;
+	in.rpm = 600;
+	r = compute(&in);
+	t = text_of(&in, &r, &src, true);
+	ck_assert_ptr_null(strstr(t, "\nconcurrency:"));
+	free(t);
+	j = json_of(&in, &r, &src);
+	ck_assert_ptr_null(json_object_get(j, "concurrency_note"));
+	json_decref(j);
+	/* flags only */
+	in.rpm = 0;
+	r = compute(&in);
+	t = text_of(&in, &r, NULL, true);
+	ck_assert_ptr_null(strstr(t, "\nconcurrency:"));
+	free(t);
+}
+END_TEST
+
 static Suite *plan_suite(void)
 {
 	Suite *s = suite_create("plan");
@@ -838,6 +902,7 @@ static Suite *plan_suite(void)
 	tcase_add_test(report, json_has_the_options);
 	tcase_add_test(report, json_unbounded_is_null);
 	tcase_add_test(report, utf8_locale);
+	tcase_add_test(report, no_rate_limit_explains_the_controller);
 	suite_add_tcase(s, report);
 	return s;
 }

@@ -293,6 +293,39 @@ START_TEST(learned_pace_when_no_gate)
 }
 END_TEST
 
+START_TEST(what_sets_the_limit)
+{
+	json_t *l = lane("openai", "aaaa", 0, 0, 0);
+	json_object_set_new(l, "concurrency",
+	                    json_pack("{s:s,s:s,s:f,s:f,s:f,s:f}", "mode", "gradient", "why",
+	                              "server_queue", "token_ms", 17.25, "token_ms_baseline", 16.0,
+	                              "first_token_ms", 140.0, "first_token_ms_baseline", 66.0));
+	json_t *b = lane("openai", "bbbb", 0, 0, 0);
+	json_object_set_new(b, "concurrency", json_pack("{s:s}", "mode", "aimd"));
+	struct top_model *m = top_model_new();
+	update(m, status(1, json_pack("[o,o,o]", l, b, lane("openai", "cccc", 0, 0, 0))), 0);
+	const struct top_row *r = row_of(m, "aaaa");
+	ck_assert(r->gradient);
+	ck_assert_str_eq(r->limit_by, "server_queue");
+	char buf[TOP_LINE_MAX], titles[TOP_LINE_MAX];
+	top_format_columns(titles, 300);
+	top_format_row(r, buf, 300);
+	ck_assert_ptr_nonnull(strstr(buf, "server_queue"));
+	ck_assert_ptr_nonnull(strstr(buf, "17.2/16.0"));
+	ck_assert_ptr_nonnull(strstr(buf, "140/66"));
+	ck_assert_int_eq(strstr(titles, "LIMIT BY") - titles, strstr(buf, "server_queue") - buf);
+	ck_assert_int_eq(strstr(titles, "STATE") - titles, strstr(buf, " open") + 1 - buf);
+	r = row_of(m, "bbbb");
+	ck_assert(!r->gradient);
+	top_format_row(r, buf, 300);
+	ck_assert_ptr_nonnull(strstr(buf, " aimd "));
+	/* an older pacerd's /status: no "concurrency" */
+	top_format_row(row_of(m, "cccc"), buf, 300);
+	ck_assert_ptr_nonnull(strstr(buf, " - "));
+	top_model_free(m);
+}
+END_TEST
+
 START_TEST(per_minute_gate_shown_per_second)
 {
 	json_t *l = lane("openai", "aaaa", 0, 0, 0);
@@ -335,6 +368,7 @@ static Suite *top_suite(void)
 	tcase_add_test(tc, fit_keeps_utf8_whole);
 	tcase_add_test(tc, learned_pace_when_no_gate);
 	tcase_add_test(tc, per_minute_gate_shown_per_second);
+	tcase_add_test(tc, what_sets_the_limit);
 	tcase_add_test(tc, summary_names_the_busiest_lane);
 	suite_add_tcase(s, tc);
 	return s;

@@ -89,6 +89,9 @@ static void check_default_plan(const struct plan_conf *p)
 	ck_assert_uint_eq(p->concurrency.min, 1);
 	ck_assert_double_eq(p->concurrency.decrease_factor, 0.5);
 	ck_assert_uint_eq(p->concurrency.reopen_after_s, 450); /* idle_ttl_s / 2 */
+	ck_assert_int_eq(p->concurrency.mode, CONCURRENCY_AUTO);
+	ck_assert_uint_eq(p->concurrency.slow_start, 20);
+	ck_assert_double_eq(p->concurrency.tolerance, 1.0);
 	ck_assert_uint_eq(p->quota_probe_s, 10);
 	ck_assert(p->dispatch_delay.adaptive);
 	ck_assert_uint_eq(p->dispatch_delay.min_ms, 0);
@@ -290,7 +293,8 @@ static const char full_yaml[] =
     "    token_burst: 500\n"
     "    default_output_tokens: 0\n"
     "    max_concurrent: 10\n"
-    "    concurrency: {adaptive: false, min: 2, decrease_factor: 0.75, reopen_after_s: 30}\n"
+    "    concurrency: {adaptive: false, min: 2, decrease_factor: 0.75, reopen_after_s: 30,\n"
+    "                  mode: gradient, slow_start: 8, tolerance: 0.5}\n"
     "    quota_probe_s: 3\n"
     "    dispatch_delay:\n"
     "      adaptive: false\n"
@@ -374,6 +378,9 @@ START_TEST(full_file_every_key)
 	ck_assert_uint_eq(g->quota_probe_s, 3);
 	ck_assert_uint_eq(g->concurrency.min, 2);
 	ck_assert_double_eq(g->concurrency.decrease_factor, 0.75);
+	ck_assert_int_eq(g->concurrency.mode, CONCURRENCY_GRADIENT);
+	ck_assert_uint_eq(g->concurrency.slow_start, 8);
+	ck_assert_double_eq(g->concurrency.tolerance, 0.5);
 	ck_assert(!g->dispatch_delay.adaptive);
 	ck_assert_uint_eq(g->dispatch_delay.min_ms, 10);
 	ck_assert_uint_eq(g->dispatch_delay.max_ms, 10);
@@ -974,6 +981,12 @@ static const struct bad {
      "1:44: plans.p.concurrency.decrease_factor: expected a number in (0, 1), got '1'"},
     {"plans: {p: {concurrency: {decrease_factor: 0}}}\n",
      "1:44: plans.p.concurrency.decrease_factor: expected a number in (0, 1), got '0'"},
+    {"plans: {p: {concurrency: {mode: latency}}}\n",
+     "1:33: plans.p.concurrency.mode: expected one of auto, aimd, gradient, got 'latency'"},
+    {"plans: {p: {concurrency: {slow_start: 0}}}\n",
+     "1:39: plans.p.concurrency.slow_start: expected an integer >= 1, got '0'"},
+    {"plans: {p: {concurrency: {tolerance: -0.5}}}\n",
+     "1:38: plans.p.concurrency.tolerance: expected a number in [0, 100], got '-0.5'"},
     {"plans: {p: {dispatch_delay: {recovery_step_ms: 50}}}\n",
      "1:30: 'recovery_step_ms' in 'plans.p.dispatch_delay' was replaced by recovery_rps: the "
      "rate gained per second of successes"},

@@ -337,6 +337,184 @@ START_TEST(idle_lane_opens_again)
 }
 END_TEST
 
+/* ---- the latency controller (gradient.h) beside AIMD ---- */
+
+/* A lane whose provider answers streams without rate-limit headers (the
+ * lanes say so), starting the gradient at `start`. */
+static void init_silent_lane(unsigned start)
+{
+	plan.concurrency.slow_start = start;
+	init_lane(AGENTS_OFF);
+	sched_set_provider_silent(&lane, true);
+	sched_set_provider_streams(&lane, true);
+}
+
+static void dispatch_n(int from, int n, int64_t now)
+{
+	for (int i = from; i < from + n; i++)
+		submit(&lane, &items[i], 0, 0, 0, now);
+}
+
+START_TEST(auto_a_silent_lane_starts_slowly)
+{
+	/* silent, but no stream seen yet: nothing for the controller to read */
+	plan.concurrency.slow_start = 2;
+	init_lane(AGENTS_OFF);
+	sched_set_provider_silent(&lane, true);
+	ck_assert(!sched_timing_wanted(&lane));
+	ck_assert_ptr_null(lane.grad);
+	ck_assert_int_eq(sched_concurrency_limit(&lane), 64);
+	init_silent_lane(2);
+	ck_assert(sched_timing_wanted(&lane));
+	ck_assert_int_eq(sched_concurrency_limit(&lane), 2);
+	dispatch_n(0, 4, 1000);
+	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 0);
+	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 1);
+	ck_assert_ptr_null(sched_next(&lane, 1000));
+	/* half the round's first tokens back, not waiting: twice what is in
+	 * flight may go */
+	ck_assert(sched_first_token(&lane, &items[0], 80, 500, 1080));
+	ck_assert_int_eq(sched_concurrency_limit(&lane), 4);
+	ck_assert_int_eq(idx(sched_next(&lane, 1080)), 2);
+	ck_assert_int_eq(idx(sched_next(&lane, 1080)), 3);
+	/* the other of the first round counts for nothing more */
+	ck_assert(!sched_first_token(&lane, &items[1], 85, 500, 1085));
+	/* the view says what sets it */
+	struct sched_lane_view v;
+	sched_lane_view(&lane, 1085, &v);
+	ck_assert_str_eq(v.concurrency_mode, "gradient");
+	ck_assert(v.gradient && v.grad.slow_start);
+	ck_assert_int_eq(v.grad.limit, 4);
+	ck_assert_str_eq(v.grad.why, "slow_start");
+	ck_assert_str_eq(v.state, "open"); /* AIMD's word: no refusal yet */
+	for (int i = 0; i < 4; i++)
+		sched_complete(&lane, &items[i], SCHED_SUCCESS, 2000);
+}
+END_TEST
+
+START_TEST(auto_a_lane_that_hears_headers_is_aimd)
+{
+	plan.concurrency.slow_start = 2;
+	init_lane(AGENTS_OFF);
+	sched_set_provider_silent(&lane, false);
+	ck_assert(!sched_timing_wanted(&lane));
+	ck_assert_int_eq(sched_concurrency_limit(&lane), 64);
+	struct sched_lane_view v;
+	sched_lane_view(&lane, 1000, &v);
+	ck_assert_str_eq(v.concurrency_mode, "aimd");
+	ck_assert(!v.gradient);
+	/* timings of its answers change nothing */
+	dispatch_n(0, 1, 1000);
+	ck_assert_int_eq(idx(sched_next(&lane, 1000)), 0);
+	ck_assert(!sched_first_token(&lane, &items[0], 80, 500, 1080));
+	sched_complete(&lane, &items[0], SCHED_SUCCESS, 2000);
+	/* mode aimd: silent or not */
+	plan.concurrency.mode = CONCURRENCY_AIMD;
+	init_silent_lane(2);
+	ck_assert(!sched_timing_wanted(&lane));
+	ck_assert_int_eq(sched_concurrency_limit(&lane), 64);
+	/* not adaptive: neither */
+	plan.concurrency.mode = CONCURRENCY_GRADIENT;
+	plan.concurrency.adaptive = false;
+	init_silent_lane(2);
+	ck_assert(!sched_timing_wanted(&lane));
+	ck_assert_int_eq(sched_concurrency_limit(&lane), 64);
+}
+END_TEST
+
+START_TEST(auto_a_refusal_hands_the_lane_to_aimd)
+{
+	init_silent_lane(8);
+	dispatch_n(0, 8, 1000);
+	for (int i = 0; i < 8; i++)
+		ck_assert_int_eq(idx(sched_next(&lane, 1000)), i);
+	sched_complete(&lane, &items[0], SCHED_CAPACITY, 1100);
+	/* AIMD closed at 8 × 0.5; the lane is no longer silent and refusing */
+	ck_assert(!sched_timing_wanted(&lane));
+	ck_assert_int_eq(sched_concurrency_limit(&lane), 4);
+	for (int i = 1; i < 8; i++)
+		sched_complete(&lane, &items[i], SCHED_SUCCESS, 1200);
+}
+END_TEST
+
+START_TEST(gradient_mode_the_lower_limit_and_one_cut)
+{
+	plan.concurrency.mode = CONCURRENCY_GRADIENT;
+	init_silent_lane(8);
+	ck_assert(sched_timing_wanted(&lane));
+	ck_assert_int_eq(sched_concurrency_limit(&lane), 8);
+	dispatch_n(0, 8, 1000);
+	for (int i = 0; i < 8; i++)
+		ck_assert_ptr_nonnull(sched_next(&lane, 1000));
+	/* a refusal: AIMD closes at 4, and the gradient with it */
+	sched_complete(&lane, &items[0], SCHED_CAPACITY, 1100);
+	ck_assert(sched_timing_wanted(&lane));
+	ck_assert_int_eq(sched_concurrency_limit(&lane), 4);
+	ck_assert_int_eq(gradient_limit(lane.grad), 4);
+	ck_assert_int_eq(lane.grad->why, GRADIENT_WHY_REFUSAL);
+	/* and it stays engaged, unlike auto: its headers or refusals aside */
+	sched_set_provider_silent(&lane, false);
+	ck_assert(sched_timing_wanted(&lane));
+	for (int i = 1; i < 8; i++)
+		sched_complete(&lane, &items[i], SCHED_SUCCESS, 1200);
+}
+END_TEST
+
+START_TEST(timed_answers_feed_the_gradient)
+{
+	init_silent_lane(4);
+	dispatch_n(0, 4, 1000);
+	for (int i = 0; i < 4; i++)
+		ck_assert_ptr_nonnull(sched_next(&lane, 1000));
+	/* not a stream: a round trip; half the round back: slow start doubles */
+	struct sched_timing json = {.first_ms = -1};
+	ck_assert(!sched_answer_timed(&lane, &items[3], &json, 1500));
+	ck_assert(sched_answer_timed(&lane, &items[0], &json, 1500));
+	ck_assert_int_eq(sched_concurrency_limit(&lane), 8);
+	sched_complete(&lane, &items[0], SCHED_SUCCESS, 1500);
+	/* after its end, an item says nothing */
+	ck_assert(!sched_answer_timed(&lane, &items[0], &json, 1500));
+	ck_assert(!sched_first_token(&lane, &items[0], 50, 10, 1500));
+	/* a stream: its per-token time is shown */
+	struct sched_timing st = {
+	    .first_ms = 60, .stream_ms = 990, .max_gap_ms = 12, .events = 99, .prompt_tokens = 100};
+	sched_answer_timed(&lane, &items[1], &st, 1600);
+	struct sched_lane_view v;
+	sched_lane_view(&lane, 1600, &v);
+	ck_assert_double_eq_tol(v.grad.token_ms, 10, 0.001);
+	for (int i = 1; i < 4; i++)
+		sched_complete(&lane, &items[i], SCHED_SUCCESS, 1600);
+}
+END_TEST
+
+START_TEST(an_idle_gradient_lane_starts_slowly_again)
+{
+	plan.concurrency.reopen_after_s = 30;
+	init_silent_lane(2);
+	dispatch_n(0, 4, 1000);
+	for (int i = 0; i < 2; i++)
+		sched_next(&lane, 1000);
+	for (int i = 0; i < 2; i++)
+		sched_first_token(&lane, &items[i], 50, 100, 1050);
+	ck_assert_int_eq(sched_concurrency_limit(&lane), 4);
+	for (int i = 2; i < 4; i++)
+		sched_next(&lane, 1050);
+	for (int i = 0; i < 4; i++)
+		sched_complete(&lane, &items[i], SCHED_SUCCESS, 1100);
+	/* idle for less than reopen_after_s: where it was */
+	submit(&lane, &items[4], 0, 0, 0, 20000);
+	ck_assert_int_eq(sched_concurrency_limit(&lane), 4);
+	sched_next(&lane, 20000);
+	sched_complete(&lane, &items[4], SCHED_SUCCESS, 20100);
+	/* idle for 30 s: slow start again */
+	submit(&lane, &items[5], 0, 0, 0, 50100);
+	ck_assert_int_eq(sched_concurrency_limit(&lane), 2);
+	ck_assert(lane.grad->slow_start);
+	sched_next(&lane, 50100);
+	sched_complete(&lane, &items[5], SCHED_SUCCESS, 50200);
+}
+END_TEST
+
 START_TEST(capacity_headers_hold_until_decided)
 {
 	init_lane(AGENTS_OFF);
@@ -1828,6 +2006,12 @@ static Suite *sched_suite(void)
 	tcase_add_test(tc, shared_lanes_ask_as_many_as_the_local_gates_allow);
 	tcase_add_test(tc, unused_permits_are_given_back);
 	tcase_add_test(tc, fallback_paces_at_the_replicas_share);
+	tcase_add_test(tc, auto_a_silent_lane_starts_slowly);
+	tcase_add_test(tc, auto_a_lane_that_hears_headers_is_aimd);
+	tcase_add_test(tc, auto_a_refusal_hands_the_lane_to_aimd);
+	tcase_add_test(tc, gradient_mode_the_lower_limit_and_one_cut);
+	tcase_add_test(tc, timed_answers_feed_the_gradient);
+	tcase_add_test(tc, an_idle_gradient_lane_starts_slowly_again);
 	tcase_add_loop_test(tc, dispatch_order_matches_a_full_scan, 0, 8);
 	suite_add_tcase(s, tc);
 	return s;
