@@ -56,6 +56,9 @@ ok "image $IMAGE ready in $((SECONDS - t0)) s"
 mkdir -p "$tmp/src" "$tmp/out"
 tar --exclude='./build*' --exclude=./.git --exclude=node_modules --exclude=./tests/integration/.tmp \
 	-cf - . | tar -xf - -C "$tmp/src"
+# Without .git the version comes from a VERSION file (scripts/version.sh), as in
+# a tarball from make dist: the checkout's own.
+./scripts/version.sh >"$tmp/src/VERSION"
 t0=$SECONDS
 # No network: everything the build and the install need is in the image.
 timeout 900 podman run --name "$name" "${rt[@]}" "${limits[@]}" --network none \
