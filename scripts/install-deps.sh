@@ -9,7 +9,7 @@
 # Runs as root (CI, containers) or through sudo when available.
 set -eu
 
-PKGS="gcc make pkg-config libc6-dev
+PKGS="gcc make pkg-config libc6-dev git
 libevent-dev libhttp-parser-dev libcurl4-openssl-dev libjansson-dev libyaml-dev libssl-dev check
 curl openssl ca-certificates valgrind wrk
 clang libclang-rt-14-dev python3 python3-httpx systemd
@@ -42,7 +42,10 @@ build-essential debhelper lintian scdoc man-db"
 # the tests use: on a fresh Debian 12 this is about 30 s of apt, not 4 minutes.
 RUN_PKGS="gcc make pkg-config libc6-dev
 libevent-dev libhttp-parser-dev libcurl4-openssl-dev libjansson-dev libyaml-dev libssl-dev
-libhiredis-dev ca-certificates"
+libhiredis-dev ca-certificates git"
+# git: scripts/version.sh reads the version from `git describe` in a checkout (a
+# minimal Debian has none, and the build would say "unknown"); make dist archives
+# HEAD with it.
 BENCH_PKGS="nginx-light strace util-linux wrk openssl curl python3 libcurl4-openssl-dev redis-server redis-tools"
 GROUP=${1:-test}
 case "$GROUP" in
