@@ -70,7 +70,7 @@ static void preempt_newest(struct eng *e)
 
 /* Tokens not yet computed: the prompt (again, after a preemption) and the output so
  * far; 1 for a sequence that decodes. */
-static long todo(const struct eng_seq *s)
+static long tokens_uncomputed(const struct eng_seq *s)
 {
 	return s->prompt + s->generated - s->computed;
 }
@@ -102,7 +102,7 @@ double eng_plan(struct eng *e)
 	struct eng_seq *s = TAILQ_FIRST(&e->running);
 	while (s != NULL) {
 		s->step_tokens = 0;
-		long n = min_long(todo(s), budget);
+		long n = min_long(tokens_uncomputed(s), budget);
 		if (n <= 0) {
 			s = TAILQ_NEXT(s, link);
 			continue;
@@ -123,7 +123,7 @@ double eng_plan(struct eng *e)
 	/* vLLM V1 admits nothing in a step that had to preempt */
 	while (!preempted && budget > 0 && e->n_running < e->p.max_seqs &&
 	       (s = TAILQ_FIRST(&e->waiting)) != NULL) {
-		long n = min_long(todo(s), budget);
+		long n = min_long(tokens_uncomputed(s), budget);
 		long need = eng_blocks(s->computed + n) - s->blocks;
 		if (need > e->p.kv_blocks - e->blocks_used)
 			break;

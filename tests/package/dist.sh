@@ -31,7 +31,7 @@ src=$work/pacerd-$want
 check $? "the tarball unpacks to pacerd-$want/ with the Makefile and VERSION ($want), without .git"
 n_git=$(git ls-tree -r HEAD --name-only | wc -l)
 n_tar=$(cd "$src" && find . -type f ! -name VERSION | wc -l)
-((n_git == n_tar)); check $? "it holds the commit's $n_git files (found $n_tar besides VERSION)"
+((n_git > 0 && n_git == n_tar)); check $? "it holds the commit's $n_git files (found $n_tar besides VERSION)"
 make -s -C "$src" -j2 all >"$work/build.log" 2>&1
 check $? "make all in the unpacked tarball"
 got=$("$src/build/pacerd" --version 2>&1)

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json_mutations.h"
 #include "provider/tokens.h"
 #include "tokens_ref.h"
 #include "unit.h"
@@ -216,27 +217,10 @@ static void compare_one(const char *b, size_t n)
 		        (long long)r.prompt, (long long)a.output, (long long)r.output);
 }
 
-/* Every prefix, and every byte replaced by each of a set of bytes that change
- * the meaning of JSON text. */
+/* Every mutation of body (json_mutations.h), compared. */
 static void compare_mutations(const char *body)
 {
-	static const char swaps[] = "\"\\{}[]:, 0-9eE.u\x01\x7f";
-	static const unsigned char high[] = {0x80, 0xBF, 0xC0, 0xC3, 0xE0, 0xED, 0xF4, 0xF5, 0xFF};
-	size_t n = strlen(body);
-	char *b = malloc(n + 1);
-	ck_assert_ptr_nonnull(b);
-	for (size_t cut = 0; cut <= n; cut++)
-		compare_one(body, cut);
-	for (size_t i = 0; i < n; i++) {
-		memcpy(b, body, n);
-		for (size_t k = 0; k < sizeof swaps - 1 + sizeof high; k++) {
-			b[i] = k < sizeof swaps - 1 ? swaps[k] : (char)high[k - (sizeof swaps - 1)];
-			compare_one(b, n);
-		}
-		b[i] = '\0';
-		compare_one(b, n);
-	}
-	free(b);
+	json_mutations(body, compare_one);
 }
 
 static const char *const agree_bodies[] = {

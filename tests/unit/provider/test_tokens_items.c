@@ -12,6 +12,7 @@
 
 /* Only the estimate's half of the reference is used here. */
 #pragma GCC diagnostic ignored "-Wunused-function"
+#include "json_mutations.h"
 #include "tokens_ref.h"
 
 static struct tokens_cost cost_of(const char *body)
@@ -377,25 +378,10 @@ static void compare_one(const char *b, size_t n)
 		        (long long)a.cache_ttl_ms, a.chained, a.stored, (long long)a.items_tokens);
 }
 
-/* Every prefix, and every byte replaced by each of bytes that change the
- * meaning of JSON text. */
+/* Every mutation of body (json_mutations.h), compared. */
 static void compare_mutations(const char *body)
 {
-	static const char swaps[] = "\"\\{}[]:, 0-e.u\x01";
-	static const unsigned char high[] = {0x80, 0xC3, 0xED, 0xFF};
-	size_t n = strlen(body);
-	char *b = malloc(n + 1);
-	ck_assert_ptr_nonnull(b);
-	for (size_t cut = 0; cut <= n; cut++)
-		compare_one(body, cut);
-	for (size_t i = 0; i < n; i++) {
-		memcpy(b, body, n);
-		for (size_t k = 0; k < sizeof swaps - 1 + sizeof high; k++) {
-			b[i] = k < sizeof swaps - 1 ? swaps[k] : (char)high[k - (sizeof swaps - 1)];
-			compare_one(b, n);
-		}
-	}
-	free(b);
+	json_mutations(body, compare_one);
 }
 
 static const char *const agree_bodies[] = {

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json_mutations.h"
 #include "provider/usage_read.h"
 #include "unit.h"
 #include "usage_ref.h"
@@ -402,23 +403,10 @@ static void compare_one(const char *b, size_t n)
 		        (long long)ref.total, (long long)ref.cache_read, err, s_err);
 }
 
+/* Every mutation of body (json_mutations.h), compared. */
 static void compare_mutations(const char *body)
 {
-	static const char swaps[] = "\"\\{}[]:, 0-9eE.u\x01\x7f";
-	static const unsigned char high[] = {0x80, 0xBF, 0xC0, 0xC3, 0xE0, 0xED, 0xF4, 0xF5, 0xFF};
-	size_t n = strlen(body);
-	char *b = malloc(n + 1);
-	ck_assert_ptr_nonnull(b);
-	for (size_t cut = 0; cut <= n; cut++)
-		compare_one(body, cut);
-	for (size_t i = 0; i < n; i++) {
-		memcpy(b, body, n);
-		for (size_t k = 0; k < sizeof swaps - 1 + sizeof high; k++) {
-			b[i] = k < sizeof swaps - 1 ? swaps[k] : (char)high[k - (sizeof swaps - 1)];
-			compare_one(b, n);
-		}
-	}
-	free(b);
+	json_mutations(body, compare_one);
 }
 
 START_TEST(agrees_with_jansson)
