@@ -459,6 +459,7 @@ int main(int argc, char **argv)
 	}
 	if (check_only) {
 		printf("%s: configuration ok\n", d.cfg->source);
+		fflush(stdout);
 		if (d.cfg->deprecated != NULL)
 			fprintf(stderr, "warning: %s\n", d.cfg->deprecated);
 		/* Where the store's password comes from, never the password. */

@@ -30,12 +30,14 @@ int atomic_file_write(const char *dir, const char *name, const void *data, size_
 {
 	char path[PATH_MAX], tmp[PATH_MAX];
 	int n = snprintf(path, sizeof(path), "%s/%s", dir, name);
-	int m = snprintf(tmp, sizeof(tmp), "%s/.%s.tmp.%ld", dir, name, (long)getpid());
+	/* A name of its own (mkostemp): processes sharing the directory (sidecars
+	 * on one volume, all pid 1) never write into each other's. */
+	int m = snprintf(tmp, sizeof(tmp), "%s/.%s.XXXXXX", dir, name);
 	if (n < 0 || (size_t)n >= sizeof(path) || m < 0 || (size_t)m >= sizeof(tmp)) {
 		snprintf(err, errlen, "%s/%s: path too long", dir, name);
 		return -1;
 	}
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
+	int fd = mkostemp(tmp, O_CLOEXEC);
 	if (fd == -1) {
 		snprintf(err, errlen, "%s: %s", tmp, strerror(errno));
 		return -1;
