@@ -55,7 +55,11 @@ struct persist {
 	struct job job;
 	/* the snapshot being taken, a slice of lanes a turn */
 	bool walking;
+	bool noting; /* first the lanes' last activity, for the cutoff */
 	struct registry_walk walk;
+	int64_t cutoff;
+	int64_t *active; /* the lanes' last_active_ms (more than PERSIST_MAX_LANES) */
+	size_t n_active, cap_active;
 	/* Saved lanes no request has made again yet, by identity: indices + 1
 	 * into restored.lanes (their budgets start at first[i]). */
 	struct state_snapshot restored;
@@ -114,6 +118,18 @@ static const struct htable_type pending_type = {
     .match = slot_match,
 };
 
+/* What was read at start, once no saved lane waits any more. */
+static void forget_restored(struct persist *p)
+{
+	state_snapshot_free(&p->restored);
+	htable_free(&p->pending);
+	free(p->first);
+	free(p->taken);
+	p->first = NULL;
+	p->taken = NULL;
+	p->n_pending = 0;
+}
+
 /* A lane was made: what was saved of its identity, if anything, goes into it. */
 static void restore_lane(void *arg, struct sched_lane *lane, int64_t now_ms)
 {
@@ -133,6 +149,8 @@ static void restore_lane(void *arg, struct sched_lane *lane, int64_t now_ms)
 	p->taken[i] = true;
 	(void)sched_lane_import(lane, &p->restored.lanes[i], &p->restored.budgets[p->first[i]],
 	                        now_ms, now_ms + p->to_wall);
+	if (p->n_pending == 0)
+		forget_restored(p); /* every saved lane taken up */
 }
 
 /* ---- start: the file read back ---- */
@@ -195,6 +213,7 @@ static void take_up(struct persist *p, const char *path, int64_t now_ms, int64_t
 		p->n_pending++;
 	}
 	s->n_budgets = budgets_out;
+	size_t n_lanes = p->n_pending;
 	/* Scopes, least recently used first, so that the LRU comes out as it was;
 	 * a day unused, they are gone (lanes.c's SCOPE_IDLE_MS). */
 	struct scope_table *t = lanes_scopes(p->ls);
@@ -210,12 +229,14 @@ static void take_up(struct persist *p, const char *path, int64_t now_ms, int64_t
 	if (log_begin(&l, LOG_INFO, "state_restored")) {
 		log_str(&l, "file", path);
 		log_int(&l, "age_ms", (long long)(wall_ms - s->written_ms));
-		log_int(&l, "lanes", (long long)p->n_pending);
+		log_int(&l, "lanes", (long long)n_lanes);
 		log_int(&l, "lanes_dropped", (long long)dropped);
 		log_int(&l, "budgets", (long long)budgets_out);
 		log_int(&l, "scopes", (long long)scopes);
 		log_end(&l);
 	}
+	if (p->n_pending == 0)
+		forget_restored(p);
 }
 
 static void read_back(struct persist *p, int64_t now_ms, int64_t wall_ms)
@@ -263,6 +284,7 @@ static int64_t to_wall(struct persist *p, int64_t now_ms)
 struct collect {
 	struct state_snapshot *s;
 	int64_t now_ms, wall_ms;
+	int64_t cutoff; /* lanes last active before this are left out */
 	bool failed;
 };
 
@@ -270,6 +292,8 @@ static void export_lane(struct sched_lane *lane, void *arg)
 {
 	struct collect *c = arg;
 	struct state_snapshot *s = c->s;
+	if (s->n_lanes >= PERSIST_MAX_LANES || sched_lane_last_active_ms(lane) < c->cutoff)
+		return;
 	if (c->failed || !state_snapshot_reserve(s, 1, 0)) {
 		c->failed = true;
 		return;
@@ -278,12 +302,75 @@ static void export_lane(struct sched_lane *lane, void *arg)
 	                                  &s->budgets[s->n_budgets]);
 }
 
+/* ---- which lanes, when there are more than PERSIST_MAX_LANES ---- */
+
+static void note_active(struct sched_lane *lane, void *arg)
+{
+	struct persist *p = arg;
+	if (p->n_active < p->cap_active)
+		p->active[p->n_active++] = sched_lane_last_active_ms(lane);
+}
+
+/* The k-th largest of a[0, n) (counting from 0; k < n), moving a's
+ * elements (Hoare's select: O(n) on average). */
+static int64_t kth_largest(int64_t *a, size_t n, size_t k)
+{
+	long lo = 0, hi = (long)n - 1, want = (long)k;
+	while (lo < hi) {
+		int64_t pivot = a[lo + (hi - lo) / 2];
+		long i = lo, j = hi;
+		while (i <= j) { /* larger ones first */
+			while (a[i] > pivot)
+				i++;
+			while (a[j] < pivot)
+				j--;
+			if (i <= j) {
+				int64_t t = a[i];
+				a[i++] = a[j];
+				a[j--] = t;
+			}
+		}
+		if (want <= j)
+			hi = j;
+		else if (want >= i)
+			lo = i;
+		else
+			break; /* between: equal to the pivot */
+	}
+	return a[want];
+}
+
+/* The last_active_ms from which on lanes are saved: all of them (INT64_MIN)
+ * up to PERSIST_MAX_LANES, else the most recently active that many. */
+static int64_t cutoff_of(struct persist *p)
+{
+	if (p->n_active <= PERSIST_MAX_LANES)
+		return INT64_MIN;
+	return kth_largest(p->active, p->n_active, PERSIST_MAX_LANES - 1);
+}
+
+/* Room to note every lane's last activity; false when out of memory. */
+static bool active_reserve(struct persist *p)
+{
+	size_t n = registry_count(lanes_registry(p->ls)) + 64;
+	p->n_active = 0;
+	if (n <= p->cap_active)
+		return true;
+	int64_t *a = realloc(p->active, n * sizeof(*a));
+	if (a == NULL)
+		return false;
+	p->active = a;
+	p->cap_active = n;
+	return true;
+}
+
 /* The saved lanes not taken up yet (unless idle too long by now) and the
  * scopes, after the lanes: contiguous copies. */
 static bool snapshot_rest(struct persist *p, struct state_snapshot *s)
 {
 	const struct state_snapshot *r = &p->restored;
-	for (size_t i = 0; i < r->n_lanes && p->n_pending > 0; i++) {
+	for (size_t i = 0; i < r->n_lanes && p->n_pending > 0 && s->n_lanes < PERSIST_MAX_LANES;
+	     i++) {
 		if (p->taken[i] || s->written_ms - r->lanes[i].last_active_ms >= p->idle_ms)
 			continue;
 		unsigned k = sched_saved_budgets(&r->lanes[i]);
@@ -305,10 +392,17 @@ static bool snapshot_rest(struct persist *p, struct state_snapshot *s)
 static bool snapshot(struct persist *p, struct state_snapshot *s)
 {
 	int64_t now = clock_now_ms();
-	struct collect c = {s, now, now + to_wall(p, now), false};
+	struct collect c = {s, now, now + to_wall(p, now), INT64_MIN, false};
 	state_snapshot_clear(s);
 	s->written_ms = c.wall_ms;
-	registry_foreach(lanes_registry(p->ls), export_lane, &c);
+	struct registry *reg = lanes_registry(p->ls);
+	if (registry_count(reg) > PERSIST_MAX_LANES) {
+		if (!active_reserve(p))
+			return false;
+		registry_foreach(reg, note_active, p);
+		c.cutoff = cutoff_of(p);
+	}
+	registry_foreach(reg, export_lane, &c);
 	return !c.failed && snapshot_rest(p, s);
 }
 
@@ -417,22 +511,47 @@ static void start_writer(struct persist *p)
 
 /* One slice of the periodic snapshot: PERSIST_SLICE lanes, then the next
  * turn; once the lanes are done, the rest and the writer. */
+static void slice_again(struct persist *p)
+{
+	struct timeval next = {0, 0};
+	evtimer_add(p->slice, &next);
+}
+
+/* One slice of the periodic snapshot, then the next turn: with more lanes
+ * than PERSIST_MAX_LANES, first their last activity (PERSIST_SLICE_NOTE a
+ * turn: one field each) for the cutoff; then the lanes themselves
+ * (PERSIST_SLICE a turn); then the rest and the writer. */
 static void on_slice(evutil_socket_t fd, short what, void *arg)
 {
 	struct persist *p = arg;
 	(void)fd;
 	(void)what;
 	struct state_snapshot *s = &p->job.snap;
+	struct registry *reg = lanes_registry(p->ls);
 	long long t0 = clock_mono_ns();
 	int64_t now = clock_now_ms();
-	struct collect c = {s, now, now + p->to_wall, false};
-	enum registry_walk_state st =
-	    registry_walk_slice(lanes_registry(p->ls), &p->walk, PERSIST_SLICE, export_lane, &c);
-	if (st == REGISTRY_WALK_AGAIN) { /* the table grew: from the start */
-		s->n_lanes = s->n_budgets = 0;
-		st = REGISTRY_WALK_MORE;
+	struct collect c = {s, now, now + p->to_wall, p->cutoff, false};
+	enum registry_walk_state st;
+	bool ok = true;
+	if (p->noting) {
+		st = registry_walk_slice(reg, &p->walk, PERSIST_SLICE_NOTE, note_active, p);
+		if (st == REGISTRY_WALK_AGAIN) { /* the table grew: from the start */
+			ok = active_reserve(p);
+			st = REGISTRY_WALK_MORE;
+		} else if (st == REGISTRY_WALK_DONE) {
+			p->cutoff = cutoff_of(p);
+			p->noting = false;
+			registry_walk_start(reg, &p->walk);
+			st = REGISTRY_WALK_MORE;
+		}
+	} else {
+		st = registry_walk_slice(reg, &p->walk, PERSIST_SLICE, export_lane, &c);
+		if (st == REGISTRY_WALK_AGAIN) {
+			s->n_lanes = s->n_budgets = 0;
+			st = REGISTRY_WALK_MORE;
+		}
+		ok = !c.failed && (st == REGISTRY_WALK_MORE || snapshot_rest(p, s));
 	}
-	bool ok = !c.failed && (st == REGISTRY_WALK_MORE || snapshot_rest(p, s));
 	int64_t us = (clock_mono_ns() - t0) / 1000;
 	p->snapshot_us += us;
 	if (us > p->slice_max_us)
@@ -443,8 +562,7 @@ static void on_slice(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	if (st == REGISTRY_WALK_MORE) {
-		struct timeval next = {0, 0};
-		evtimer_add(p->slice, &next);
+		slice_again(p);
 		return;
 	}
 	p->walking = false;
@@ -460,17 +578,22 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	if (p->walking || !join(p, false))
 		return; /* the last one is still being taken or written: the next tick */
 	struct state_snapshot *s = &p->job.snap;
+	struct registry *reg = lanes_registry(p->ls);
 	int64_t now = clock_now_ms();
 	state_snapshot_clear(s);
 	s->written_ms = now + to_wall(p, now);
 	p->snapshot_us = p->slice_max_us = 0;
+	p->cutoff = INT64_MIN;
+	p->noting = registry_count(reg) > PERSIST_MAX_LANES;
+	size_t lanes = registry_count(reg) + p->n_pending + 64;
 	/* Room for all at once: no slice copies the arrays as they grow. */
-	if (!state_snapshot_reserve(s, registry_count(lanes_registry(p->ls)) + p->n_pending + 64,
+	if ((p->noting && !active_reserve(p)) ||
+	    !state_snapshot_reserve(s, lanes < PERSIST_MAX_LANES ? lanes : PERSIST_MAX_LANES,
 	                            scope_count(lanes_scopes(p->ls)))) {
 		log_msg(LOG_WARN, "state_write_failed", "out of memory taking the lanes' snapshot");
 		return;
 	}
-	registry_walk_start(lanes_registry(p->ls), &p->walk);
+	registry_walk_start(reg, &p->walk);
 	p->walking = true;
 	on_slice(-1, 0, p);
 }
@@ -573,6 +696,7 @@ void persist_free(struct persist *p)
 		lanes_set_restore(p->ls, NULL, NULL);
 	state_snapshot_free(&p->job.snap);
 	state_snapshot_free(&p->restored);
+	free(p->active);
 	htable_free(&p->pending);
 	free(p->first);
 	free(p->taken);

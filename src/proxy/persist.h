@@ -19,7 +19,9 @@
  * plain values (sched_lane_export for each lane, the saved lanes no request
  * has taken up yet, the scope table) into buffers kept from one snapshot to
  * the next, PERSIST_SLICE lanes a loop turn (registry_walk_slice), so that
- * no turn waits for ten thousand lanes. A thread of its own encodes it, compares the
+ * no turn waits for ten thousand lanes; PERSIST_MAX_LANES at most, the most
+ * recently active (with more lanes, a first walk notes their last activity
+ * and the cutoff is its PERSIST_MAX_LANES-th latest). A thread of its own encodes it, compares the
  * records' SHA-256 with the last it wrote (the same: nothing is written), and
  * writes the file atomically (core/atomic_file.h). One write at a time: a
  * tick that finds the last one still running waits for the next. At shutdown
@@ -36,6 +38,13 @@
 /* Lanes exported per loop turn while a snapshot is taken: well under a
  * millisecond of a turn with lanes as full as they get (bench_persist). */
 #define PERSIST_SLICE 500
+/* Lanes saved at most: the most recently active. Bounds what a snapshot
+ * holds (about 1 KiB a lane, twice that with every budget), the writer's
+ * work (about 0.1 ms a full lane) and the start's (0.15 ms), whatever
+ * limits.max_lanes allows (a flood of one-off keys). */
+#define PERSIST_MAX_LANES 10000
+/* Lanes whose last activity is noted per loop turn when there are more. */
+#define PERSIST_SLICE_NOTE 10000
 
 struct lanes;
 struct persist;

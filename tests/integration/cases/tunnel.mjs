@@ -363,6 +363,8 @@ print(r.status_code, r.json()["choices"][0]["message"]["content"])`;
       const pport = await freePort();
       const p = await t.startPacerd({ port: pport, env: { ASAN_OPTIONS: asan },
         config: t.baseConfig(pport, { admin: { listen: `127.0.0.1:${aport}` }, forward: { tunnel: [`127.0.0.1:${port}`] } }) });
+      // The admin port opens once the CA is made (the proxy's port opens before it).
+      await waitFor(async () => (await tryConnect(aport)) === 'open', { timeout_ms: 5000 * SLOW, what: 'the admin port' });
       p.ca = path.join(p.stateDir, 'ca.pem');
       await viaTunnel(p); // pools and the leaf are warm
       await t.mock.reset();
