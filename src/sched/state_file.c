@@ -334,12 +334,13 @@ static void put(struct out *o, const char *p, size_t n, bool record)
 {
 	if (o->failed)
 		return;
-	if (!grow((void **)&o->buf, &o->cap, o->len + n, 1)) {
+	if (!grow((void **)&o->buf, &o->cap, o->len + n + 1, 1)) {
 		o->failed = true;
 		return;
 	}
 	memcpy(o->buf + o->len, p, n);
 	o->len += n;
+	o->buf[o->len] = '\0';
 	if (EVP_DigestUpdate(o->file, p, n) != 1 ||
 	    (record && EVP_DigestUpdate(o->records, p, n) != 1))
 		o->failed = true;
@@ -426,8 +427,8 @@ int state_file_encode(const struct state_snapshot *s, char **out, size_t *len,
 	o.failed = o.file == NULL || o.records == NULL ||
 	           EVP_DigestInit_ex(o.file, EVP_sha256(), NULL) != 1 ||
 	           EVP_DigestInit_ex(o.records, EVP_sha256(), NULL) != 1;
-	if (!o.failed && grow((void **)&o.buf, &o.cap, (size_t)hn, 1)) {
-		memcpy(o.buf, head, (size_t)hn);
+	if (!o.failed && grow((void **)&o.buf, &o.cap, (size_t)hn + 1, 1)) {
+		memcpy(o.buf, head, (size_t)hn + 1);
 		o.len = (size_t)hn;
 	} else {
 		o.failed = true;

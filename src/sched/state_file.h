@@ -60,7 +60,7 @@ void state_snapshot_free(struct state_snapshot *s);
  * scopes: false when memory ran out. */
 bool state_snapshot_reserve(struct state_snapshot *s, size_t lanes, size_t scopes);
 
-/* The whole file for s into a malloc'd *out of *len bytes. records_digest
+/* The whole file for s into a malloc'd *out of *len bytes (and a NUL beyond). records_digest
  * (may be NULL): the SHA-256 of the lanes and scopes alone, the same for the
  * same state whenever it is written (written_ms left out), so that the
  * writer can tell that nothing changed. 0, or -1 when memory ran out. */
