@@ -604,6 +604,7 @@ unsigned sched_lane_export(const struct sched_lane *lane, int64_t now_ms, int64_
 	out->probing = lane->st.mode == LANE_PROBING || lane_probe_out(lane->st);
 	out->hold_until_ms = lane->hold_until_ms > now_ms ? lane->hold_until_ms + to_wall : 0;
 	aimd_save(&lane->conc, &lane->delay, &out->aimd);
+	out->strict_margin = lane->margin != NULL ? lane->margin->frac : 0;
 	out->quota_out = lane_quota_out(lane->st);
 	out->quota_probe_at_ms = out->quota_out ? lane->quota_probe_at_ms + to_wall : 0;
 	if (lane->day.resets_at_ms != 0) {
@@ -656,6 +657,9 @@ bool sched_lane_import(struct sched_lane *lane, const struct sched_lane_saved *s
 	if (wall_ms - s->last_active_ms >= (int64_t)lane->plan->concurrency.reopen_after_s * 1000)
 		a.open = true;
 	aimd_resume(&lane->conc, &lane->delay, &a);
+	/* A margin the path had widened: as if adopted from the store. */
+	if (s->strict_margin > MARGIN_MIN)
+		sched_margin_adopt(lane, s->strict_margin, now_ms);
 	if (s->answered && lane->st.mode == LANE_LEARNING)
 		set_state(lane, LANE_EV_ANSWERED);
 	if (s->hold_until_ms > wall_ms) {

@@ -415,8 +415,10 @@ struct sched_lane_saved {
 	bool answered;         /* it had left LEARNING: an answer came back */
 	bool probing;          /* a hold had come and no probe had succeeded since */
 	int64_t hold_until_ms; /* a retry-after's end; 0: none */
-	/* Its adaptive limits. */
+	/* Its adaptive limits, and its strict gates' margin (margin.h; 0: none
+	 * learned, MARGIN_MIN). */
 	struct aimd_saved aimd;
+	double strict_margin;
 	/* What it refuses. */
 	bool quota_out;
 	int64_t quota_probe_at_ms;       /* the next probe while quota_out */

@@ -158,6 +158,7 @@ static const struct field lane_fields[] = {
     {"concurrency_limit", offsetof(struct sched_lane_saved, aimd.limit), F_DBL, 0},
     {"rtt_ms", offsetof(struct sched_lane_saved, aimd.rtt_ms), F_DBL, 0},
     {"dispatch_delay_ms", offsetof(struct sched_lane_saved, aimd.delay_ms), F_DBL, 0},
+    SF(strict_margin, F_DBL),
     SF(quota_out, F_BOOL),
     SF(quota_probe_at_ms, F_I64),
     SF(day_requests, F_DBL),

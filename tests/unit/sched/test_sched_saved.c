@@ -187,7 +187,8 @@ END_TEST
 START_TEST(hold_quota_and_day_follow_the_wall_clock)
 {
 	teach_a();
-	sched_hold(&a, 2000 + 10000); /* a retry-after of 10 s at 2000 */
+	sched_hold(&a, 2000 + 10000);       /* a retry-after of 10 s at 2000 */
+	sched_margin_adopt(&a, 0.05, 2000); /* a path that moves arrivals */
 	sched_quota_exhausted(&a, 2000);
 	a.day.requests = 42;
 	a.day.resets_at_ms = 2000 + 60000;
@@ -202,6 +203,8 @@ START_TEST(hold_quota_and_day_follow_the_wall_clock)
 	ck_assert_int_eq(b.hold_until_ms, 100 + 6000); /* what was left of it */
 	ck_assert(sched_quota_out(&b));
 	ck_assert_int_eq(b.day.requests, 42);
+	ck_assert(s.strict_margin == 0.05);
+	ck_assert(sched_lane_margin(&b) == 0.05);
 	ck_assert_str_eq(sched_lane_state(&b, 200), "quota_exhausted");
 	/* A success of this process ends the quota refusal. */
 	ck_assert(b.quota_seq == 0);

@@ -52,6 +52,7 @@ static void lane_saved(struct sched_lane_saved *s, int i, uint8_t budgets)
 	                              .limit = 6.75,
 	                              .rtt_ms = 183.5,
 	                              .delay_ms = i == 0 ? 0 : 41.66666666666666};
+	s->strict_margin = i == 1 ? 0.025 : 0;
 	s->quota_out = i == 2;
 	s->quota_probe_at_ms = s->quota_out ? INT64_C(1795913999999) : 0;
 	s->day_requests = 17;
