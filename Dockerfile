@@ -42,11 +42,13 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log
 COPY --from=build /src/build/pacerd /usr/local/bin/pacerd
 COPY conf/pacerd.yaml /etc/pacerd/pacerd.yaml
-# The state directory: the CA for CONNECT tunnels is made here at first start
-# (docs/https-proxy.md). A volume, so that it is writable under --read-only and
-# outlives the container; sidecars whose clients must trust one CA mount the same
+# The state directory: what the lanes learned (lanes.state, read back at the
+# next start: docs/operations.md) and the CA for CONNECT tunnels, made here at
+# first start (docs/https-proxy.md). A volume, so that it is writable under
+# --read-only and outlives the container; sidecars whose clients must trust one CA mount the same
 # one, or a secret with forward.ca_cert and forward.ca_key. Without a writable
-# directory pacerd still runs; only CONNECT to a provider is answered 503.
+# directory pacerd still runs; only CONNECT to a provider is answered 503, and
+# nothing learned is kept.
 RUN mkdir -p /var/lib/pacerd && chown 65534:65534 /var/lib/pacerd && chmod 0700 /var/lib/pacerd
 ENV STATE_DIRECTORY=/var/lib/pacerd
 VOLUME /var/lib/pacerd

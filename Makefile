@@ -43,6 +43,9 @@ WARN    := -Wall -Wextra -Werror -Wshadow -Wpointer-arith -Wstrict-prototypes \
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -D_GNU_SOURCE -fno-strict-aliasing $(WARN) -MMD -MP
 LDFLAGS ?=
+# persist.c writes the state file from a thread of its own.
+CFLAGS  += -pthread
+LDFLAGS += -pthread
 ifeq ($(SAN),1)
 CFLAGS  += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -O1
 LDFLAGS += -fsanitize=address,undefined

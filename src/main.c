@@ -27,6 +27,7 @@
 #include "core/config.h"
 #include "core/log.h"
 #include "core/notify.h"
+#include "core/state_dir.h"
 #include "provider/profile.h"
 #include "proxy/server.h"
 #include "proxy/upstream.h"
@@ -228,6 +229,8 @@ static int reload(void *arg, char *err, size_t errlen)
 		return -1;
 	}
 	const struct config *old = server_config(d->srv);
+	if (cfg->deprecated != NULL)
+		log_msg(LOG_WARN, "config_deprecated", cfg->deprecated);
 	if (strcmp(cfg->admin.listen, old->admin.listen) != 0)
 		log_msg(LOG_WARN, "config_reload",
 		        "a new admin.listen address takes effect at restart");
@@ -335,6 +338,12 @@ static int run(struct daemon *d)
 	}
 	if (open_ca(d) != 0)
 		return 1;
+	/* What the lanes learned, kept in the state directory (state_dir.h):
+	 * read back now, written every 30 s and at shutdown. */
+	char state[PATH_MAX];
+	enum state_dir_from from = state_dir_resolve(server_config(d->srv)->state_dir, environ,
+	                                             STATE_DIR_VAR_LIB, state, sizeof(state));
+	server_keep_state(d->srv, state, state_dir_from_name(from));
 	d->admin = admin_new(d->base, d->srv, reload, d, err, sizeof(err));
 	if (d->admin == NULL && err[0] != '\0') {
 		log_flush();
@@ -363,6 +372,7 @@ static int run(struct daemon *d)
 		log_end(&l);
 	}
 	loop(d->base);
+	server_save_state(d->srv);
 	log_msg(LOG_INFO, "stopped", "pacerd exited cleanly");
 	return 0;
 }
@@ -449,6 +459,9 @@ int main(int argc, char **argv)
 	}
 	if (check_only) {
 		printf("%s: configuration ok\n", d.cfg->source);
+		fflush(stdout);
+		if (d.cfg->deprecated != NULL)
+			fprintf(stderr, "warning: %s\n", d.cfg->deprecated);
 		/* Where the store's password comes from, never the password. */
 		if (d.cfg->store.kind == STORE_REDIS)
 			printf(
@@ -469,6 +482,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	log_hook_libevent();
+	if (d.cfg->deprecated != NULL)
+		log_msg(LOG_WARN, "config_deprecated", d.cfg->deprecated);
 	if (notify_init() != 0)
 		log_msg(LOG_WARN, "notify",
 		        "NOTIFY_SOCKET is malformed; systemd notifications are off");

@@ -194,6 +194,11 @@ static void lane_status(struct sched_lane *lane, void *arg)
 		                    json_integer((json_int_t)lv.output_estimate));
 		json_object_set_new(j, "priorities", priorities_json(lane, lv.n_levels, now));
 		json_object_set_new(j, "state", json_string(lv.state));
+		/* Taken up from the state file at start, and no answer since. */
+		json_object_set_new(j, "restored", json_boolean(lv.restored_age_ms >= 0));
+		if (lv.restored_age_ms >= 0)
+			json_object_set_new(j, "restored_age_ms",
+			                    json_integer((json_int_t)lv.restored_age_ms));
 		json_object_set_new(j, "oldest_wait_ms",
 		                    json_integer((json_int_t)lv.oldest_wait_ms));
 		json_object_set_new(j, "concurrency", concurrency_json(&lv));

@@ -152,6 +152,8 @@ static void row_from_lane(struct top_row *r, const json_t *lane)
 	snprintf(r->model, sizeof(r->model), "%s", model != NULL ? model : "-");
 	str_at(lane, "plan", r->plan, sizeof(r->plan));
 	str_at(lane, "state", r->state, sizeof(r->state));
+	r->restored = json_is_true(json_object_get(lane, "restored"));
+	r->restored_age_ms = int_at(lane, "restored_age_ms");
 	r->queue_depth = int_at(lane, "queue_depth");
 	r->queue_eta_ms = int_at(lane, "queue_eta_ms");
 	r->in_flight = int_at(lane, "in_flight");
@@ -488,6 +490,7 @@ void top_format_row(const struct top_row *r, char *buf, size_t width)
 	char token[48], first[48];
 	now_base(token, sizeof(token), r->gradient, r->token_ms, r->base_token_ms);
 	now_base(first, sizeof(first), r->gradient, r->first_ms, r->base_first_ms);
+	char state[TOP_STATE_MAX + 48], age[24];
 	snprintf(queue, sizeof(queue), "%lld", r->queue_depth);
 	if (r->queue_depth > 0)
 		duration(eta, sizeof(eta), r->queue_eta_ms);
@@ -508,8 +511,15 @@ void top_format_row(const struct top_row *r, char *buf, size_t width)
 		snprintf(reset, sizeof(reset), "-");
 	}
 	snprintf(signals, sizeof(signals), "%lld", r->signals_last_min);
+	/* What the lane took up at start, until its first answer. */
+	if (r->restored) {
+		duration(age, sizeof(age), r->restored_age_ms);
+		snprintf(state, sizeof(state), "%s, restored %s", r->state, age);
+	} else {
+		snprintf(state, sizeof(state), "%s", r->state);
+	}
 	snprintf(buf, TOP_LINE_MAX, ROW_FORMAT, r->provider, r->key, r->model, r->plan, queue, eta,
-	         infl, reqs, remaining, reset, signals, r->state, r->limit_by, token, first);
+	         infl, reqs, remaining, reset, signals, state, r->limit_by, token, first);
 	top_fit(buf, width);
 }
 
@@ -536,8 +546,9 @@ void top_format_summary(const struct top_model *m, time_t wall, char *buf, size_
 			busiest = &m->rows[i];
 	if (busiest != NULL && n > 0 && n < TOP_LINE_MAX)
 		snprintf(buf + n, TOP_LINE_MAX - (size_t)n,
-		         " busiest %s/%s %.1f/s queue %lld in_flight %lld %s", busiest->provider,
+		         " busiest %s/%s %.1f/s queue %lld in_flight %lld %s%s", busiest->provider,
 		         busiest->key, busiest->dispatched_per_s, busiest->queue_depth,
-		         busiest->in_flight, busiest->state);
+		         busiest->in_flight, busiest->state,
+		         busiest->restored ? " (restored)" : "");
 	top_fit(buf, width);
 }

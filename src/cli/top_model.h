@@ -61,6 +61,10 @@ struct top_row {
 	double token_ms, base_token_ms, first_ms, base_first_ms;
 	long long dispatched; /* the counters as of this poll */
 	long long capacity_signals;
+	/* "restored": taken up from the state file at start, no answer since;
+	 * restored_age_ms: how old what it took up is. */
+	bool restored;
+	long long restored_age_ms;
 };
 
 struct top_header {

@@ -19,8 +19,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/atomic_file.h"
 #include "core/certcache.h"
 #include "core/config.h"
+#include "core/state_dir.h"
 
 #define CA_DAYS 3650
 /* Apple's and Chrome's ceiling for a server certificate's life is 398 days. */
@@ -44,32 +46,6 @@ static void set_ossl_err(char *err, size_t errlen, const char *what)
 		ERR_error_string_n(e, buf, sizeof(buf));
 	ERR_clear_error();
 	snprintf(err, errlen, "%s%s%s", what, buf[0] ? ": " : "", buf);
-}
-
-static const char *env_get(char *const *env, const char *name)
-{
-	size_t n = strlen(name);
-	for (size_t i = 0; env != NULL && env[i] != NULL; i++)
-		if (strncmp(env[i], name, n) == 0 && env[i][n] == '=')
-			return env[i] + n + 1;
-	return NULL;
-}
-
-int ca_default_state_dir(char *const *env, char *out, size_t len)
-{
-	const char *v = env_get(env, "STATE_DIRECTORY");
-	int n;
-	if (v != NULL && v[0] != '\0') {
-		/* systemd joins several StateDirectory= entries with ':'. */
-		n = snprintf(out, len, "%.*s", (int)strcspn(v, ":"), v);
-	} else if ((v = env_get(env, "XDG_STATE_HOME")) != NULL && v[0] == '/') {
-		n = snprintf(out, len, "%s/pacerd", v);
-	} else if ((v = env_get(env, "HOME")) != NULL && v[0] == '/') {
-		n = snprintf(out, len, "%s/.local/state/pacerd", v);
-	} else {
-		return -1;
-	}
-	return n < 0 || (size_t)n >= len ? -1 : 0;
 }
 
 static EVP_PKEY *make_p256(void)
@@ -247,30 +223,6 @@ static int check_ca(X509 *cert, EVP_PKEY *key, const char *cert_path, char *err,
 	return 0;
 }
 
-static int mkdir_p(const char *dir, char *err, size_t errlen)
-{
-	char p[PATH_MAX];
-	if (snprintf(p, sizeof(p), "%s", dir) >= (int)sizeof(p)) {
-		snprintf(err, errlen, "%s: path too long", dir);
-		return -1;
-	}
-	for (char *s = p + 1; *s; s++) {
-		if (*s != '/')
-			continue;
-		*s = '\0';
-		if (mkdir(p, 0700) != 0 && errno != EEXIST) {
-			snprintf(err, errlen, "%s: %s", p, strerror(errno));
-			return -1;
-		}
-		*s = '/';
-	}
-	if (mkdir(p, 0700) != 0 && errno != EEXIST) {
-		snprintf(err, errlen, "%s: %s", p, strerror(errno));
-		return -1;
-	}
-	return 0;
-}
-
 static void x509_free_void(void *p)
 {
 	X509_free(p);
@@ -321,11 +273,10 @@ struct ca *ca_open(const char *cert_file, const char *key_file, const char *stat
 		    (ca->key = read_key(key_file, err, errlen)) != NULL)
 			rc = 0;
 	} else if (state_dir == NULL || state_dir[0] == '\0') {
-		snprintf(
-		    err, errlen,
-		    "no state directory for the CA: set forward.state_dir (or STATE_DIRECTORY, "
-		    "XDG_STATE_HOME, HOME), or forward.ca_cert and forward.ca_key");
-	} else if (mkdir_p(state_dir, err, errlen) == 0) {
+		snprintf(err, errlen,
+		         "no state directory for the CA: set state_dir (or STATE_DIRECTORY, "
+		         "XDG_STATE_HOME, HOME), or forward.ca_cert and forward.ca_key");
+	} else if (atomic_file_mkdir(state_dir, err, errlen) == 0) {
 		snprintf(ca->cert_path, sizeof(ca->cert_path), "%s/ca.pem", state_dir);
 		snprintf(ca->key_path, sizeof(ca->key_path), "%s/ca.key", state_dir);
 		char lock[PATH_MAX];
@@ -360,12 +311,10 @@ struct ca *ca_open_config(const struct config *cfg, char *const *env, bool *crea
                           char *state_dir, size_t state_dir_len, char *err, size_t errlen)
 {
 	char dir[PATH_MAX] = "";
-	if (cfg->forward.ca_cert[0] == '\0') {
-		if (cfg->forward.state_dir[0] != '\0')
-			snprintf(dir, sizeof(dir), "%s", cfg->forward.state_dir);
-		else
-			(void)ca_default_state_dir(env, dir, sizeof(dir));
-	}
+	if (cfg->forward.ca_cert[0] == '\0' &&
+	    state_dir_resolve(cfg->state_dir, env, STATE_DIR_VAR_LIB, dir, sizeof(dir)) ==
+	        STATE_DIR_NONE)
+		(void)state_dir_user(env, dir, sizeof(dir));
 	if (state_dir != NULL && state_dir_len > 0)
 		snprintf(state_dir, state_dir_len, "%s", dir);
 	return ca_open(cfg->forward.ca_cert, cfg->forward.ca_key, dir, created, err, errlen);

@@ -24,11 +24,6 @@
 
 struct ca;
 
-/* The state directory when forward.state_dir is "": $STATE_DIRECTORY (systemd's
- * StateDirectory=, its first entry), else $XDG_STATE_HOME/pacerd, else
- * $HOME/.local/state/pacerd. env: like environ. -1 when none can be named. */
-int ca_default_state_dir(char *const *env, char *out, size_t len);
-
 /* cert_file and key_file both set: loads them (the key must match). Else
  * loads state_dir/ca.pem and ca.key, making them (and the directory, 0700)
  * when absent. NULL with err set on failure; the message never contains key
@@ -38,9 +33,10 @@ struct ca *ca_open(const char *cert_file, const char *key_file, const char *stat
 void ca_free(struct ca *ca);
 
 struct config; /* core/config.h */
-/* ca_open with the forward section of cfg: forward.ca_cert/ca_key, else
- * forward.state_dir, else ca_default_state_dir(env). state_dir (may be NULL):
- * the directory used, "" for a configured CA. */
+/* ca_open with the forward section of cfg: forward.ca_cert/ca_key, else the
+ * state directory (core/state_dir.h: state_dir, $STATE_DIRECTORY,
+ * /var/lib/pacerd), else the user's (state_dir_user). state_dir (may be
+ * NULL): the directory used, "" for a configured CA. */
 struct ca *ca_open_config(const struct config *cfg, char *const *env, bool *created,
                           char *state_dir, size_t state_dir_len, char *err, size_t errlen);
 

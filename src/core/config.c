@@ -357,6 +357,18 @@ static int check_any(const char *in, char **out, char *msg, size_t len)
 	return 0;
 }
 
+/* state_dir: "" (the default) or an absolute path: a relative one would
+ * depend on the directory pacerd happens to start in (systemd's is /). */
+static int check_state_dir(const char *in, char **out, char *msg, size_t len)
+{
+	if (*in != '\0' && *in != '/') {
+		snprintf(msg, len, "expected an absolute path, or \"\" for the default");
+		return -1;
+	}
+	*out = strdup(in);
+	return 0;
+}
+
 static int check_nonempty(const char *in, char **out, char *msg, size_t len)
 {
 	if (!*in) {
@@ -956,7 +968,7 @@ static const struct opt forward_opts[] = {
     B("intercept", struct config, forward.intercept, 1),
     S("ca_cert", struct config, forward.ca_cert, check_any, ""),
     S("ca_key", struct config, forward.ca_key, check_any, ""),
-    S("state_dir", struct config, forward.state_dir, check_any, ""),
+    S("state_dir", struct config, forward.state_dir, check_state_dir, ""),
     {.key = "tunnel",
      .type = OPT_STRLIST,
      .off = offsetof(struct config, forward.tunnel),
@@ -975,6 +987,7 @@ static const struct opt root_opts[] = {
     SEC("log", log_opts),
     SEC("limits", limits_opts),
     U("drain_timeout_s", struct config, drain_timeout_s, 0, NOMAX, 30),
+    S("state_dir", struct config, state_dir, check_state_dir, ""),
     S("default_provider", struct config, default_provider, check_name, "openai"),
     {.key = "providers", .type = OPT_CUSTOM, .parse = parse_providers},
     {.key = "plans", .type = OPT_CUSTOM, .parse = parse_plans},
@@ -1137,6 +1150,7 @@ void config_free(struct config *cfg)
 	if (!cfg)
 		return;
 	free(cfg->source);
+	free(cfg->deprecated);
 	if (cfg->store.redis.password != NULL) {
 		explicit_bzero(cfg->store.redis.password, strlen(cfg->store.redis.password));
 		free(cfg->store.redis.password);
@@ -2180,6 +2194,42 @@ static int check_forward(struct ctx *c)
 	return 0;
 }
 
+/* forward.state_dir is state_dir's old name (0.2.0): still read, for one
+ * release, as state_dir, with a note for the log; both set is an error. */
+static int check_state_dir_alias(struct ctx *c)
+{
+	struct config *cfg = c->cfg;
+	if (*cfg->forward.state_dir == '\0')
+		return 0;
+	if (*cfg->state_dir != '\0')
+		return fail_field(
+		    c, &cfg->forward.state_dir, NULL, "forward.state_dir",
+		    "the old name of state_dir, which is set too: keep state_dir alone");
+	char *dir = strdup(cfg->forward.state_dir);
+	char *note = malloc(MSG_LEN + PATH_MAX);
+	if (dir == NULL || note == NULL) {
+		free(dir);
+		free(note);
+		set_err(c, "%s: out of memory", c->file);
+		return -1;
+	}
+	const struct origin *o = origin_of(c, &cfg->forward.state_dir);
+	if (o != NULL && o->env == NULL)
+		snprintf(note, MSG_LEN + PATH_MAX, "%s:%zu:%zu: ", c->file, o->mark.line + 1,
+		         o->mark.column + 1);
+	else
+		note[0] = '\0';
+	size_t n = strlen(note);
+	snprintf(note + n, MSG_LEN + PATH_MAX - n,
+	         "forward.state_dir is deprecated and will be removed after 0.3: "
+	         "write state_dir (top level) instead");
+	free(cfg->state_dir);
+	cfg->state_dir = dir;
+	free(cfg->deprecated);
+	cfg->deprecated = note;
+	return 0;
+}
+
 static int cmp_key_index(const void *a, const void *b, void *arg)
 {
 	const struct key_conf *keys = arg;
@@ -2451,7 +2501,8 @@ static int validate(struct ctx *c, char *const *env)
 	if (resolve_default_provider(c) != 0 || check_provider_plans(c) != 0)
 		return -1;
 	if (apply_env(c, env) != 0 || check_providers(c) != 0 || check_admin(c) != 0 ||
-	    check_forward(c) != 0 || check_store_tls(c) != 0 || load_store_password(c, env) != 0)
+	    check_forward(c) != 0 || check_state_dir_alias(c) != 0 || check_store_tls(c) != 0 ||
+	    load_store_password(c, env) != 0)
 		return -1;
 	for (size_t i = 0; i < cfg->n_plans; i++)
 		if (check_plan(c, &cfg->plans[i]) != 0)

@@ -200,6 +200,13 @@ struct config {
 		unsigned idle_ttl_s;
 	} limits;
 	unsigned drain_timeout_s;
+	/* Where pacerd keeps what it keeps (core/state_dir.h): the CA it makes,
+	 * what the lanes learned. "" = $STATE_DIRECTORY, else /var/lib/pacerd
+	 * when writable, else none; an absolute path otherwise. */
+	char *state_dir;
+	/* A key the file used that is deprecated, as one line for the log
+	 * ("FILE:LINE:COLUMN: forward.state_dir is …"); NULL: none. */
+	char *deprecated;
 	char *default_provider;          /* name of an entry of providers */
 	struct provider_conf *providers; /* the active providers */
 	size_t n_providers;
@@ -245,11 +252,12 @@ struct config {
 		} redis;
 	} store;
 	struct {
-		bool intercept;  /* CONNECT to a provider's host is terminated with the CA */
-		char *ca_cert;   /* "" = made in state_dir at first start */
-		char *ca_key;    /* with ca_cert */
-		char *state_dir; /* "" = $STATE_DIRECTORY, $XDG_STATE_HOME/pacerd,
-		                    ~/.local/state/pacerd */
+		bool intercept; /* CONNECT to a provider's host is terminated with the CA */
+		char *ca_cert;  /* "" = made in state_dir at first start */
+		char *ca_key;   /* with ca_cert */
+		/* state_dir's old name, read for one release (config_load moves it
+		 * to state_dir and notes it in deprecated); read nothing else. */
+		char *state_dir;
 		/* host[:port] (lower case; 443 when none) tunnelled blindly; "*" = any
 		 * host on 443 (loopback only) */
 		char **tunnel;

@@ -1021,6 +1021,11 @@ struct registry *exchanges_lanes(const struct exchanges *xs)
 	return lanes_registry(xs->lanes);
 }
 
+struct lanes *exchanges_lane_table(struct exchanges *xs)
+{
+	return xs->lanes;
+}
+
 const struct rewrites *exchanges_rewrites(const struct exchanges *xs)
 {
 	return &xs->rewrites;

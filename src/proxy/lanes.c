@@ -67,6 +67,10 @@ struct lanes {
 	struct lanes_events ev;
 	struct shared *shared;     /* store.kind: redis; NULL: local */
 	struct scope_table scopes; /* the identities keys' answers named */
+	/* Told of every lane made (lanes_set_restore): what a previous process
+	 * saved of it is taken up before its first request. */
+	void (*restore)(void *arg, struct sched_lane *lane, int64_t now_ms);
+	void *restore_arg;
 	/* Providers whose last answer carried no rate-limit headers, by name:
 	 * their new lanes need not wait for a first answer (sched.h). */
 	struct provider_news {
@@ -129,8 +133,10 @@ static struct lane_shell *lane_shell_of(struct lanes *ls, struct sched_lane *lan
 	sh->lane = lane;
 	sh->cref = config_ref_get(ls->cref);
 	sh->armed_ms = (double)SCHED_NEVER;
-	sh->last_limit = sched_concurrency_limit(lane);
 	sched_lane_set_shell(lane, sh);
+	if (ls->restore != NULL)
+		ls->restore(ls->restore_arg, lane, now_ms());
+	sh->last_limit = sched_concurrency_limit(lane);
 	return sh;
 }
 
@@ -840,6 +846,19 @@ size_t lanes_count(const struct lanes *ls)
 struct registry *lanes_registry(const struct lanes *ls)
 {
 	return ls->reg;
+}
+
+struct scope_table *lanes_scopes(struct lanes *ls)
+{
+	return &ls->scopes;
+}
+
+void lanes_set_restore(struct lanes *ls,
+                       void (*restore)(void *arg, struct sched_lane *lane, int64_t now_ms),
+                       void *arg)
+{
+	ls->restore = restore;
+	ls->restore_arg = arg;
 }
 
 struct shared *lanes_shared(const struct lanes *ls)

@@ -36,6 +36,7 @@ struct lanes;
 struct log_line;
 struct provider_conf;
 struct registry;
+struct scope_table;
 struct shared;
 struct shared_lease;
 struct tokens_usage;
@@ -238,6 +239,14 @@ int64_t lanes_dispatch_delay_ms(const struct lane_ticket *t);
 size_t lanes_count(const struct lanes *ls);
 /* The lanes, read-only, for /status and /metrics. */
 struct registry *lanes_registry(const struct lanes *ls);
+/* The identities keys' answers named (sched/scope.h), for the state file. */
+struct scope_table *lanes_scopes(struct lanes *ls);
+/* restore(arg, lane, now_ms) is called with every lane the lanes make, once,
+ * before its first request is queued (proxy/persist.c takes up there what a
+ * previous process saved of it). NULL: none. */
+void lanes_set_restore(struct lanes *ls,
+                       void (*restore)(void *arg, struct sched_lane *lane, int64_t now_ms),
+                       void *arg);
 /* The shared store (NULL: store.kind local), for /status and /metrics. */
 struct shared *lanes_shared(const struct lanes *ls);
 

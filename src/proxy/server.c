@@ -27,6 +27,7 @@
 #include "proxy/blind.h"
 #include "proxy/exchange.h"
 #include "proxy/intake.h"
+#include "proxy/persist.h"
 #include "proxy/route.h"
 #include "proxy/upstream.h"
 
@@ -53,10 +54,11 @@ struct server {
 	bool shutting_down;
 	void (*drained)(void *);
 	void *drained_arg;
-	struct ca *ca;       /* NULL: tunnels cannot be terminated (ca_unavailable) */
-	SSL_CTX *tls_ctx;    /* with ca */
-	uint64_t denied;     /* CONNECTs refused (403) */
-	struct blind *blind; /* tunnels passed through (forward.tunnel) */
+	struct ca *ca;           /* NULL: tunnels cannot be terminated (ca_unavailable) */
+	SSL_CTX *tls_ctx;        /* with ca */
+	uint64_t denied;         /* CONNECTs refused (403) */
+	struct blind *blind;     /* tunnels passed through (forward.tunnel) */
+	struct persist *persist; /* the lanes' state across restarts (persist.h) */
 };
 
 static void http_conf_of(const struct config *cfg, struct httpd_conf *hc)
@@ -434,12 +436,14 @@ void server_reload(struct server *srv, struct config *cfg)
 		        "a changed store section takes effect at restart; the running store stays");
 	if (strcmp(cfg->forward.ca_cert, cur->forward.ca_cert) != 0 ||
 	    strcmp(cfg->forward.ca_key, cur->forward.ca_key) != 0 ||
-	    strcmp(cfg->forward.state_dir, cur->forward.state_dir) != 0 ||
 	    (cfg->forward.intercept && !cur->forward.intercept && srv->ca == NULL))
-		log_msg(
-		    LOG_WARN, "config_reload",
-		    "a changed CA (forward.ca_cert, ca_key, state_dir) takes effect at restart; "
-		    "the running CA stays");
+		log_msg(LOG_WARN, "config_reload",
+		        "a changed CA (forward.ca_cert, ca_key) takes effect at restart; "
+		        "the running CA stays");
+	if (strcmp(cfg->state_dir, cur->state_dir) != 0)
+		log_msg(LOG_WARN, "config_reload",
+		        "a changed state_dir takes effect at restart (the CA and lanes.state stay "
+		        "where they are)");
 	struct config_ref *cref = config_ref_new(cfg);
 	if (cref == NULL) {
 		log_msg(LOG_ERROR, "config_reload_failed",
@@ -557,10 +561,31 @@ const struct rewrites *server_rewrites(const struct server *srv)
 	return exchanges_rewrites(srv->xs);
 }
 
+void server_keep_state(struct server *srv, const char *dir, const char *from)
+{
+	if (srv->persist != NULL)
+		return;
+	srv->persist = persist_open(srv->base, exchanges_lane_table(srv->xs), dir, from,
+	                            (int64_t)server_config(srv)->limits.idle_ttl_s * 1000);
+}
+
+void server_save_state(struct server *srv)
+{
+	persist_save_now(srv->persist);
+}
+
+const struct persist *server_persist(const struct server *srv)
+{
+	return srv->persist;
+}
+
 void server_free(struct server *srv)
 {
 	if (srv == NULL)
 		return;
+	/* Its thread joined before the lanes it snapshots go. */
+	persist_free(srv->persist);
+	srv->persist = NULL;
 	/* Connections first: requests still open are told their client is gone
 	 * and end their exchanges; then the lanes. */
 	if (srv->xs != NULL)

@@ -49,6 +49,14 @@ struct server_stats {
 	bool draining;
 };
 void server_get_stats(const struct server *srv, struct server_stats *st);
+/* Keeps what the lanes learn in dir across restarts (persist.h: reads what is
+ * there now, writes every 30 s); dir NULL or "": nothing is kept. from: where
+ * dir came from, for the log. Once, at start, before the loop runs. */
+void server_keep_state(struct server *srv, const char *dir, const char *from);
+/* Writes the lanes' state now (at shutdown, once drained). */
+void server_save_state(struct server *srv);
+struct persist; /* proxy/persist.h */
+const struct persist *server_persist(const struct server *srv);
 /* The CA for terminated tunnels (taken over, also on failure). -1 with err. */
 struct ca; /* core/ca.h */
 int server_set_ca(struct server *srv, struct ca *ca, char *err, size_t errlen);

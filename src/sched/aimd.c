@@ -194,3 +194,25 @@ void aimd_delay_charge(struct aimd_delay *d, int64_t now_ms)
 	d->last_dispatch_ms = now_ms;
 	d->dispatched = true;
 }
+
+/* --- across a restart --------------------------------------------------- */
+
+void aimd_save(const struct aimd *a, const struct aimd_delay *d, struct aimd_saved *out)
+{
+	out->open = a->open;
+	out->limit = a->limit;
+	out->rtt_ms = a->rtt_ms;
+	out->delay_ms = d->delay_ms;
+}
+
+void aimd_resume(struct aimd *a, struct aimd_delay *d, const struct aimd_saved *s)
+{
+	if (isfinite(s->rtt_ms) && s->rtt_ms > 0)
+		a->rtt_ms = clampd(s->rtt_ms, AIMD_RTT_MIN_MS, AIMD_RTT_MAX_MS);
+	if (a->adaptive && !s->open && isfinite(s->limit)) {
+		a->open = false;
+		a->limit = clampd(s->limit, a->min, a->max);
+	}
+	if (d->adaptive && isfinite(s->delay_ms) && s->delay_ms > d->min_ms)
+		d->delay_ms = s->delay_ms < d->max_ms ? s->delay_ms : d->max_ms;
+}

@@ -136,4 +136,18 @@ int64_t aimd_delay_ready_at(const struct aimd_delay *d, int64_t now_ms);
 /* Records a dispatch at now_ms. */
 void aimd_delay_charge(struct aimd_delay *d, int64_t now_ms);
 
+/* What survives a restart (sched_lane_export): where the limit and the
+ * spacing stood, and the RTT that times the decreases. */
+struct aimd_saved {
+	bool open;       /* no capacity signal since the lane opened */
+	double limit;    /* the concurrency limit, fractional */
+	double rtt_ms;   /* the RTT estimate */
+	double delay_ms; /* the dispatch delay */
+};
+void aimd_save(const struct aimd *a, const struct aimd_delay *d, struct aimd_saved *out);
+/* Takes the limit and the delay up where s left them, within a's and d's
+ * bounds now (a plan may have changed meanwhile). A limit that is not
+ * adaptive stays at its max; a delay that is not adaptive at its min_ms. */
+void aimd_resume(struct aimd *a, struct aimd_delay *d, const struct aimd_saved *s);
+
 #endif

@@ -408,3 +408,35 @@ int cost_observe(struct cost_lane *c, const struct cost_request *r, const struct
 	int rc_held = observe_history(c, r, u, sent_ms);
 	return rc_in == 0 && rc_out == 0 && rc_held == 0 ? 0 : -1;
 }
+
+/* ---- across a restart ---- */
+
+size_t cost_outputs_save(const struct cost_lane *c, uint32_t out[COST_OUTPUTS], uint8_t *rule)
+{
+	const struct cost_outputs *o = c->outputs;
+	*rule = 0;
+	if (o == NULL)
+		return 0;
+	*rule = o->rule <= COST_OUTPUT_PRODUCED + 1 ? o->rule : 0;
+	/* the oldest is at head once the ring is full, else at 0 */
+	size_t first = o->n < COST_OUTPUTS ? 0 : o->head;
+	for (size_t i = 0; i < o->n; i++)
+		out[i] = o->v[(first + i) % COST_OUTPUTS];
+	return o->n;
+}
+
+int cost_outputs_resume(struct cost_lane *c, const uint32_t *v, size_t n, uint8_t rule)
+{
+	if (n == 0 && rule == 0)
+		return 0;
+	if (c->outputs == NULL) {
+		if ((c->outputs = calloc(1, sizeof(*c->outputs))) == NULL)
+			return -1;
+		c->outputs->last_remaining = -1; /* no count to compare the next one with */
+	}
+	if (rule <= COST_OUTPUT_PRODUCED + 1)
+		c->outputs->rule = rule;
+	for (size_t i = n > COST_OUTPUTS ? n - COST_OUTPUTS : 0; i < n; i++)
+		outputs_record(c, v[i]);
+	return 0;
+}

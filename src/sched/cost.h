@@ -214,4 +214,12 @@ int cost_observe(struct cost_lane *c, const struct cost_request *r, const struct
 double cost_input_share(const struct cost_lane *c, const struct cost_request *r, int64_t now_ms);
 int64_t cost_output_percentile(const struct cost_lane *c);
 
+/* Across a restart (sched_lane_export): the output tokens of the lane's newest
+ * answers, oldest first, into out (at most COST_OUTPUTS; returns how many),
+ * and the output rule learned (0 none, else enum cost_output_rule + 1). */
+size_t cost_outputs_save(const struct cost_lane *c, uint32_t out[COST_OUTPUTS], uint8_t *rule);
+/* Takes them up: as if the lane had seen those answers (the percentile
+ * follows), and the rule. 0, or -1 when memory ran out (nothing taken). */
+int cost_outputs_resume(struct cost_lane *c, const uint32_t *v, size_t n, uint8_t rule);
+
 #endif

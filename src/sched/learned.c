@@ -747,6 +747,40 @@ bool learned_told(struct learned *l, int64_t now_ms, double limit, double window
 	return true;
 }
 
+void learned_shift(struct learned *l, double delta_ms)
+{
+	int64_t d = (int64_t)llround(delta_ms);
+	l->obs_at_ms += d;
+	if (!(l->counted && l->reset_at_ms == 0))
+		l->reset_at_ms += d;
+	l->last_pass_ms += d;
+	l->bounds_at_ms += d;
+	if (isfinite(l->pace.tat))
+		l->pace.tat += (double)d;
+	l->obs_sent_ms += (double)d;
+	l->sh_at_ms += (double)d;
+	l->probe_up_ms += (double)d;
+	l->run_sent_ms += (double)d;
+}
+
+bool learned_age(struct learned *l, int64_t now_ms)
+{
+	if (l->n_obs == 0)
+		return false;
+	/* A counted budget's forecast refills at its rate by itself, and is
+	 * full again (but for what was sent since) once a coarse reset passed:
+	 * counted_level says so at any instant. */
+	if (l->counted || l->reset_at_ms > now_ms)
+		return true;
+	if (!(l->rho > 0))
+		return false; /* its count and reset were all it knew */
+	/* Full again: the count, and what was sent after it, hold nothing back. */
+	l->obs_remaining = threshold_capacity(l);
+	l->obs_mark = l->cum_cost;
+	l->obs_at_ms = l->reset_at_ms = now_ms;
+	return true;
+}
+
 void learned_view(const struct learned *l, int64_t now_ms, struct learned_view *v)
 {
 	memset(v, 0, sizeof(*v));

@@ -301,6 +301,26 @@ void learned_on_capacity_signal(struct learned *l, int64_t now_ms, double penalt
  * observations already (headers know better). */
 bool learned_told(struct learned *l, int64_t now_ms, double limit, double window_ms);
 
+/* ---- across a restart (sched_lane_export, sched_lane_import) ----
+ * A struct learned holds no pointer: it is saved as it is, its instants moved
+ * from one clock to another by learned_shift (from the monotonic clock to the
+ * wall clock to save it, and back in the next process), so that it behaves
+ * as if the time between had passed without an answer. What it counted
+ * (cum_cost and the marks) stays in its own units: the lane that takes it up
+ * counts on from cum_cost. A field added to struct learned is added to
+ * sched/state_file.c's table too. */
+
+/* Moves every instant of l by delta_ms (the "none" of a counted budget's
+ * reset, 0, stays none; a gate never used stays so). */
+void learned_shift(struct learned *l, double delta_ms);
+
+/* What is left of l at now_ms (the clock of its instants) after time passed
+ * without an answer: a reset that has passed is forgotten (the budget is full
+ * again: its count and reset no longer hold anything back), a rate learned
+ * is kept. False when nothing worth keeping is left: a budget that knew no
+ * rate, only a count and a reset that has passed. */
+bool learned_age(struct learned *l, int64_t now_ms);
+
 /* What is learned, as seen at now_ms. */
 void learned_view(const struct learned *l, int64_t now_ms, struct learned_view *v);
 

@@ -150,6 +150,31 @@ void registry_foreach(struct registry *reg, void (*fn)(struct sched_lane *lane, 
 		fn(&slot_entry(s)->lane, arg);
 }
 
+void registry_walk_start(const struct registry *reg, struct registry_walk *w)
+{
+	w->slot = 0;
+	w->cap = reg->lanes.cap;
+}
+
+enum registry_walk_state registry_walk_slice(struct registry *reg, struct registry_walk *w,
+                                             size_t max,
+                                             void (*fn)(struct sched_lane *lane, void *arg),
+                                             void *arg)
+{
+	if (reg->lanes.cap != w->cap) {
+		registry_walk_start(reg, w);
+		return REGISTRY_WALK_AGAIN;
+	}
+	for (size_t n = 0; w->slot < w->cap && n < max; w->slot++) {
+		void *s = htable_at(&reg->lanes, &lane_table, w->slot);
+		if (!lane_table.used(s))
+			continue;
+		fn(&slot_entry(s)->lane, arg);
+		n++;
+	}
+	return w->slot < w->cap ? REGISTRY_WALK_MORE : REGISTRY_WALK_DONE;
+}
+
 static void entry_free(struct registry *reg, struct entry *e,
                        void (*on_free)(struct sched_lane *lane, void *arg), void *arg)
 {

@@ -67,4 +67,23 @@ size_t registry_heap_bytes(const struct registry *reg);
 void registry_foreach(struct registry *reg, void (*fn)(struct sched_lane *lane, void *arg),
                       void *arg);
 
+/* A walk over the lanes a slice at a time, spread over several loop turns
+ * (the state file's snapshot, proxy/persist.c: no turn is held up by all the
+ * lanes at once). Lanes may come and go between slices: one made meanwhile
+ * may be missed, one that a deletion shifted behind the walk too (rare: it
+ * takes a lane of the same run of slots), and one that the shift carried
+ * around the table's end may come twice; the walk never stops short. The
+ * table growing in between starts it over (REGISTRY_WALK_AGAIN: what the
+ * slices gave so far is void). */
+struct registry_walk {
+	size_t slot, cap;
+};
+enum registry_walk_state { REGISTRY_WALK_MORE, REGISTRY_WALK_DONE, REGISTRY_WALK_AGAIN };
+void registry_walk_start(const struct registry *reg, struct registry_walk *w);
+/* Calls fn for up to max lanes more. */
+enum registry_walk_state registry_walk_slice(struct registry *reg, struct registry_walk *w,
+                                             size_t max,
+                                             void (*fn)(struct sched_lane *lane, void *arg),
+                                             void *arg);
+
 #endif

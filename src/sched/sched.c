@@ -586,6 +586,109 @@ bool sched_lane_inherit(struct sched_lane *to, const struct sched_lane *from)
 	return true;
 }
 
+/* ---- across a restart (sched.h) ---- */
+
+unsigned sched_lane_export(const struct sched_lane *lane, int64_t now_ms, int64_t wall_ms,
+                           struct sched_lane_saved *out, struct learned *budgets)
+{
+	int64_t to_wall = wall_ms - now_ms;
+	memset(out, 0, sizeof(*out));
+	snprintf(out->provider, sizeof(out->provider), "%s", lane->provider->name);
+	out->scope = lane->scope;
+	memcpy(out->scope_name, lane->key_id, sizeof(out->scope_name));
+	out->scope_name[sizeof(out->scope_name) - 1] = '\0';
+	if (lane->model != NULL)
+		snprintf(out->model, sizeof(out->model), "%s", lane->model);
+	out->last_active_ms = lane->last_active_ms + to_wall;
+	out->answered = lane->st.mode != LANE_LEARNING;
+	out->probing = lane->st.mode == LANE_PROBING || lane_probe_out(lane->st);
+	out->hold_until_ms = lane->hold_until_ms > now_ms ? lane->hold_until_ms + to_wall : 0;
+	aimd_save(&lane->conc, &lane->delay, &out->aimd);
+	out->strict_margin = lane->margin != NULL ? lane->margin->frac : 0;
+	out->quota_out = lane_quota_out(lane->st);
+	out->quota_probe_at_ms = out->quota_out ? lane->quota_probe_at_ms + to_wall : 0;
+	if (lane->day.resets_at_ms != 0) {
+		out->day_requests = lane->day.requests;
+		out->day_tokens = lane->day.tokens;
+		out->day_resets_at_ms = lane->day.resets_at_ms + to_wall;
+	}
+	unsigned n = 0;
+	for (int b = 0; b < RLH_N_BUDGETS; b++) {
+		const struct learned *l = sched_learned(lane, b);
+		if (l == NULL)
+			continue;
+		budgets[n] = *l;
+		learned_shift(&budgets[n++], (double)to_wall);
+		out->budgets |= (uint8_t)(1u << b);
+	}
+	out->n_outputs = (uint8_t)cost_outputs_save(&lane->cost, out->outputs, &out->output_rule);
+	return n;
+}
+
+int64_t sched_lane_restored_age_ms(const struct sched_lane *lane)
+{
+	return lane->restored ? (int64_t)lane->restored_age_s * 1000 : -1;
+}
+
+bool sched_lane_import(struct sched_lane *lane, const struct sched_lane_saved *s,
+                       const struct learned *budgets, int64_t now_ms, int64_t wall_ms)
+{
+	if (lane->dispatch_seq > 0 || lane_learns(lane))
+		return false;
+	int64_t to_mono = now_ms - wall_ms;
+	unsigned i = 0;
+	for (int b = 0; b < RLH_N_BUDGETS; b++) {
+		if (!(s->budgets & (1u << b)))
+			continue;
+		const struct learned *from = &budgets[i++];
+		if (!lane_learn_start(lane, b))
+			break; /* out of memory: the answers teach it again */
+		struct learned *l = lane->learned[b];
+		struct learned_params p = l->p; /* this lane's plan and dialect */
+		*l = *from;
+		l->p = p;
+		learned_shift(l, (double)to_mono);
+		/* Its marks count on from where the saved ones stood. */
+		lane->charged[b] = l->cum_cost;
+	}
+	/* What the signals taught goes stale with idleness, as in
+	 * sched_submit: a lane idle for reopen_after_s is open again. */
+	struct aimd_saved a = s->aimd;
+	if (wall_ms - s->last_active_ms >= (int64_t)lane->plan->concurrency.reopen_after_s * 1000)
+		a.open = true;
+	aimd_resume(&lane->conc, &lane->delay, &a);
+	/* A margin the path had widened: as if adopted from the store. */
+	if (s->strict_margin > MARGIN_MIN)
+		sched_margin_adopt(lane, s->strict_margin, now_ms);
+	if (s->answered && lane->st.mode == LANE_LEARNING)
+		set_state(lane, LANE_EV_ANSWERED);
+	if (s->hold_until_ms > wall_ms) {
+		sched_hold(lane, s->hold_until_ms + to_mono);
+	} else if (s->probing) {
+		/* The provider had refused and no probe has said it is back:
+		 * one request goes first. */
+		set_state(lane, LANE_EV_HOLD);
+	}
+	if (s->quota_out) {
+		set_state(lane, LANE_EV_QUOTA_OUT);
+		lane->quota_seq = 0; /* any success of this process ends it */
+		lane->quota_probe_at_ms =
+		    s->quota_probe_at_ms > wall_ms ? s->quota_probe_at_ms + to_mono : now_ms;
+	}
+	/* The day's spending stands; when it ends is asked again of the plan
+	 * (sched_day_reset), whose zone may have changed. */
+	if (s->day_resets_at_ms > wall_ms) {
+		lane->day.requests = s->day_requests;
+		lane->day.tokens = s->day_tokens;
+	}
+	(void)cost_outputs_resume(&lane->cost, s->outputs, s->n_outputs, s->output_rule);
+	/* how old it was when taken up: to the second, two bytes' worth */
+	int64_t age_s = (wall_ms - s->last_active_ms) / 1000;
+	lane->restored = true;
+	lane->restored_age_s = (uint16_t)(age_s < 0 ? 0 : age_s > UINT16_MAX ? UINT16_MAX : age_s);
+	return true;
+}
+
 const struct learned *sched_learned(const struct sched_lane *lane, int b)
 {
 	if (b < 0 || b >= RLH_N_BUDGETS || !budget_learns(lane, b) || lane->learned[b]->n_obs == 0)
@@ -1281,6 +1384,7 @@ bool sched_observe(struct sched_lane *lane, const struct sched_item *it, const s
                    bool refused, int64_t now_ms)
 {
 	bool changed = false;
+	lane->restored = false; /* what it knows is this process's own from now on */
 	if (lane->st.mode == LANE_LEARNING)
 		set_state(lane, LANE_EV_ANSWERED);
 	for (int b = 0; b < RLH_N_BUDGETS; b++) {

@@ -23,6 +23,8 @@
 
 #include "core/config.h"
 #include "provider/ratelimit_headers.h"
+#include "sched/aimd.h"
+#include "sched/cost.h"
 #include "sched/fairq.h"
 #include "sched/gradient.h"
 #include "sched/learned.h"
@@ -390,6 +392,82 @@ bool sched_lane_idle(const struct sched_lane *lane);
  * burst into a budget already spent. False when it took nothing. */
 bool sched_lane_inherit(struct sched_lane *to, const struct sched_lane *from);
 
+/* ---- what survives a restart ----
+ *
+ * A lane's owner saves and restores it (issue 30): the lanes hand the plain
+ * value below to the state file (sched/state_file.h) and take it back into a
+ * fresh lane of the same identity in the next process. Instants in it are
+ * wall-clock ms since the Unix epoch: the monotonic clock of one process means
+ * nothing to the next. */
+
+#define SCHED_SAVED_NAME_MAX 64   /* a provider's name (config.c's names) */
+#define SCHED_SAVED_MODEL_MAX 128 /* a model group (CONFIG_MODEL_MAX, TOKENS_MODEL_MAX) */
+
+struct sched_lane_saved {
+	/* Identity: what keys the lane in the registry, never a key (a key's
+	 * scope is the first 64 bits of its SHA-256, its name 12 hex digits). */
+	char provider[SCHED_SAVED_NAME_MAX + 1];
+	uint64_t scope;
+	char scope_name[24];
+	char model[SCHED_SAVED_MODEL_MAX + 1]; /* "": the scope's model-less lane */
+	int64_t last_active_ms;                /* its last request or answer */
+	/* Its mode. */
+	bool answered;         /* it had left LEARNING: an answer came back */
+	bool probing;          /* a hold had come and no probe had succeeded since */
+	int64_t hold_until_ms; /* a retry-after's end; 0: none */
+	/* Its adaptive limits, and its strict gates' margin (margin.h; 0: none
+	 * learned, MARGIN_MIN). */
+	struct aimd_saved aimd;
+	double strict_margin;
+	/* What it refuses. */
+	bool quota_out;
+	int64_t quota_probe_at_ms;       /* the next probe while quota_out */
+	double day_requests, day_tokens; /* spent this day */
+	int64_t day_resets_at_ms;        /* when that day ends; 0: not known */
+	/* Budgets learned: bit b for budget b (enum rlh_budget). The budgets
+	 * themselves travel beside, one struct learned each, in b's order
+	 * (sched_lane_export), instants on the wall clock too. */
+	uint8_t budgets;
+	/* What its answers produced (cost.h). */
+	uint8_t output_rule;
+	uint8_t n_outputs;
+	uint32_t outputs[COST_OUTPUTS];
+};
+
+/* How many budgets saved's mask names. */
+unsigned sched_saved_budgets(const struct sched_lane_saved *s);
+
+/* The lane as a saved value at now_ms, whose wall-clock time is wall_ms:
+ * *out, and its budgets into budgets[0 .. the returned count) (room for
+ * RLH_N_BUDGETS). O(1): reads nothing but the lane. */
+unsigned sched_lane_export(const struct sched_lane *lane, int64_t now_ms, int64_t wall_ms,
+                           struct sched_lane_saved *out, struct learned *budgets);
+
+/* A lane restored by sched_lane_import shows as restored until its first
+ * answer: how old what it took up was when it took it up (since its
+ * last_active_ms then; whole seconds, at most 65,535 s). -1: not restored,
+ * or answered since. */
+int64_t sched_lane_restored_age_ms(const struct sched_lane *lane);
+
+/* What is left of s at wall_ms, a pure function of both: a retry-after that
+ * has ended is over, a quota probe that is due is due now, a day that has
+ * ended is a new one, a budget whose reset has passed is full again
+ * (learned_age: kept when it knew a rate, dropped when not). The concurrency
+ * limit and the dispatch delay stay where they were (a lane idle for
+ * reopen_after_s opens again by itself, from last_active_ms). False when
+ * nothing is worth restoring: a lane idle for idle_ms or longer, which the
+ * registry would have evicted by now. budgets: sched_saved_budgets(s) of
+ * them; those dropped are removed from s's mask and from the array. */
+bool sched_saved_age(struct sched_lane_saved *s, struct learned *budgets, int64_t wall_ms,
+                     int64_t idle_ms);
+
+/* Takes s (aged) up into a fresh lane of its identity (nothing dispatched,
+ * nothing learned): its budgets, adaptive limits, hold, quota and day, its
+ * output percentile. now_ms on the lane's clock is wall_ms on the wall
+ * clock. False when the lane is not fresh (it took nothing). */
+bool sched_lane_import(struct sched_lane *lane, const struct sched_lane_saved *s,
+                       const struct learned *budgets, int64_t now_ms, int64_t wall_ms);
+
 /* What the lane learned of budget b (enum rlh_budget) from rate-limit
  * headers, or NULL while no response reported it. */
 const struct learned *sched_learned(const struct sched_lane *lane, int b);
@@ -432,6 +510,7 @@ struct sched_lane_view {
 	int64_t queue_eta_ms;      /* sched_queue_eta_ms(lane, NULL, now) */
 	int64_t idle_ms;           /* since the lane's last activity */
 	const char *state;         /* sched_lane_state */
+	int64_t restored_age_ms;   /* sched_lane_restored_age_ms: -1 not restored */
 	enum sched_gates_mode gates_mode;
 	double strict_margin; /* what a strict gate keeps beyond T, learned (margin.h) */
 	size_t n_levels;      /* priorities with requests waiting: sched_lane_level() */

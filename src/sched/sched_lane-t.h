@@ -65,6 +65,9 @@ struct sched_lane {
 	char key_hash[65]; /* the key that made the lane: its own plan applies */
 	bool fine_resets;  /* the dialect reports resets to the ms (OpenAI) */
 	bool idle_linked;  /* on idle_list */
+	/* Taken up from what a previous process saved (sched_lane_import), and
+	 * no answer since: shown so until the first answer (restored_age_s). */
+	bool restored;
 	/* What the lane is doing: its mode (learning, open, probing) and what it
 	 * refuses (quota, day), changed only through lane_state_next (set_state
 	 * in sched.c; lane_mode.c draws the diagrams). */
@@ -76,6 +79,10 @@ struct sched_lane {
 	/* Its provider answered successes with event streams (the lanes say):
 	 * the latency controller, which reads streams, may engage (auto). */
 	bool provider_streams;
+	/* restored: how old what it took up was then (seconds, at most
+	 * UINT16_MAX; here and restored in bytes that were padding, so that a
+	 * lane stays within 960 bytes). */
+	uint16_t restored_age_s;
 	enum agents_mode agents_mode;
 	/* Requests whose capacity answer's headers hold the lane until it is
 	 * decided (it->holding): a count of requests, like in_flight, since the

@@ -53,6 +53,7 @@ void sched_lane_view(const struct sched_lane *lane, int64_t now_ms, struct sched
 	v->queue_eta_ms = sched_queue_eta_ms(lane, NULL, now_ms);
 	v->idle_ms = now_ms - lane->last_active_ms;
 	v->state = sched_lane_state(lane, now_ms);
+	v->restored_age_ms = sched_lane_restored_age_ms(lane);
 	v->gates_mode = lane->gates_mode;
 	v->strict_margin = sched_lane_margin(lane);
 	v->n_levels = lane->fq.n_levels;

@@ -268,3 +268,13 @@ int scope_learn(struct scope_table *t, uint64_t key_id, uint64_t request_identit
 	lru_push(t, e);
 	return 1;
 }
+
+size_t scope_save(const struct scope_table *t, struct scope_saved *out, size_t max)
+{
+	size_t n = 0;
+	for (uint32_t p = t->lru_tail; p != 0 && n < max; p = t->slab[p - 1].prev) {
+		const struct scope_entry *e = &t->slab[p - 1];
+		out[n++] = (struct scope_saved){e->key, e->learned, e->last_ms};
+	}
+	return n;
+}

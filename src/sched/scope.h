@@ -100,6 +100,18 @@ uint64_t scope_peek(const struct scope_table *t, uint64_t key_id, uint64_t reque
 int scope_learn(struct scope_table *t, uint64_t key_id, uint64_t request_identity,
                 uint64_t answer_identity, int64_t now_ms);
 
+/* Across a restart: one learned entry (a key and the identity its answers
+ * named, last used at last_ms). Both are hashes already: neither a key nor
+ * an organization's name. */
+struct scope_saved {
+	uint64_t key, identity;
+	int64_t last_ms;
+};
+/* The learned entries, least recently used first, into out (at most max);
+ * returns how many. Put back with scope_learn(t, key, 0, identity, last_ms) in
+ * that order, so that the LRU comes out as it was. */
+size_t scope_save(const struct scope_table *t, struct scope_saved *out, size_t max);
+
 /* Entries held, and the heap bytes they take. */
 size_t scope_count(const struct scope_table *t);
 size_t scope_heap_bytes(const struct scope_table *t);

@@ -138,7 +138,7 @@ export const tests = [
     },
   },
   {
-    name: 'the CA: a configured forward.ca_cert/ca_key pair is used as is; one that cannot be read refuses the start; a state directory that cannot be made leaves pacerd serving base-URL requests and CONNECT 503 ca_unavailable',
+    name: 'the CA: a configured forward.ca_cert/ca_key pair is used as is; one that cannot be read refuses the start; a state directory that cannot be made leaves pacerd serving base-URL requests and CONNECT 503 ca_unavailable; forward.state_dir, its old name, still places it, with a config_deprecated line',
     fn: async (t) => {
       // The suite's own test CA, configured: the leaf verifies against it.
       const key = path.join(t.dir, 'own-ca.key');
@@ -162,12 +162,19 @@ export const tests = [
       // No state directory can be made (a file is in the way): a warning, base URL works, CONNECT 503.
       const blocker = path.join(t.dir, 'not-a-dir');
       fs.writeFileSync(blocker, '');
-      const q = await pacerdAdmin(t, { forward: { state_dir: path.join(blocker, 'state') } });
+      const q = await pacerdAdmin(t, { state_dir: path.join(blocker, 'state') });
       assert.ok(q.logs().some((l) => l.event === 'ca_unavailable'), 'no ca_unavailable line');
       assert.equal((await request(`${q.url}/v1/models`)).status, 200);
       const c = await connect(q.port, `${HOST}:443`);
       assert.equal(c.status, 503, c.head);
       assert.equal((await status(q)).tunnels.ca, false);
+      // forward.state_dir, state_dir's old name (0.2.0), still places the CA, and says it is deprecated.
+      const old = path.join(t.dir, 'old-name-state');
+      const o = await pacerdAdmin(t, { forward: { state_dir: old } });
+      assert.ok(fs.existsSync(path.join(old, 'ca.pem')), 'no CA in forward.state_dir');
+      const note = o.logs().filter((l) => l.event === 'config_deprecated');
+      assert.equal(note.length, 1, JSON.stringify(o.logs().slice(0, 5)));
+      assert.match(note[0].message, /forward\.state_dir is deprecated/);
     },
   },
   {
@@ -356,6 +363,8 @@ print(r.status_code, r.json()["choices"][0]["message"]["content"])`;
       const pport = await freePort();
       const p = await t.startPacerd({ port: pport, env: { ASAN_OPTIONS: asan },
         config: t.baseConfig(pport, { admin: { listen: `127.0.0.1:${aport}` }, forward: { tunnel: [`127.0.0.1:${port}`] } }) });
+      // The admin port opens once the CA is made (the proxy's port opens before it).
+      await waitFor(async () => (await tryConnect(aport)) === 'open', { timeout_ms: 5000 * SLOW, what: 'the admin port' });
       p.ca = path.join(p.stateDir, 'ca.pem');
       await viaTunnel(p); // pools and the leaf are warm
       await t.mock.reset();

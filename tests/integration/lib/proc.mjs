@@ -228,9 +228,12 @@ export class Pacerd {
     p.url = `http://127.0.0.1:${port}`;
     p.configFile = file;
     const [cmd, argv] = pacerdCommand(['-c', file, ...args]);
-    // The CA for CONNECT tunnels is made in the test's directory, never in $HOME.
-    p.stateDir = env.STATE_DIRECTORY ?? dir;
-    p.proc = new Proc('pacerd', cmd, argv, { env: { ...process.env, STATE_DIRECTORY: dir, ...env } });
+    // The state directory (the CA for CONNECT tunnels, lanes.state) is one of its
+    // own in the test's directory, never in $HOME: what one pacerd learned is not
+    // taken up by the next one a test starts, unless the test gives the same
+    // STATE_DIRECTORY to both (restart.mjs).
+    p.stateDir = env.STATE_DIRECTORY ?? fs.mkdtempSync(path.join(dir, 'state-'));
+    p.proc = new Proc('pacerd', cmd, argv, { env: { ...process.env, ...env, STATE_DIRECTORY: p.stateDir } });
     p.pid = p.proc.pid;
     const limit = VALGRIND ? 60000 : 10000;
     try {

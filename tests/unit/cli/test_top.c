@@ -353,11 +353,37 @@ START_TEST(summary_names_the_busiest_lane)
 }
 END_TEST
 
+/* A lane taken up from the state file shows so, with how old what it took
+ * up is, until its first answer (then /status says restored: false). */
+START_TEST(restored_lane_says_so)
+{
+	json_t *l = lane("openai", "aaaa", 0, 0, 0);
+	json_object_set_new(l, "state", json_string("open"));
+	json_object_set_new(l, "restored", json_true());
+	json_object_set_new(l, "restored_age_ms", json_integer(83000));
+	json_t *k = lane("openai", "bbbb", 0, 0, 0);
+	json_object_set_new(k, "restored", json_false());
+	struct top_model *m = top_model_new();
+	update(m, status(1, json_pack("[o,o]", l, k)), 0);
+	ck_assert(row_of(m, "aaaa")->restored);
+	ck_assert(!row_of(m, "bbbb")->restored);
+	char buf[TOP_LINE_MAX];
+	top_format_row(row_of(m, "aaaa"), buf, 300);
+	ck_assert_ptr_nonnull(strstr(buf, "open, restored 1m23s"));
+	top_format_row(row_of(m, "bbbb"), buf, 300);
+	ck_assert_ptr_null(strstr(buf, "restored"));
+	top_format_summary(m, 0, buf, TOP_LINE_MAX);
+	ck_assert_ptr_nonnull(strstr(buf, "(restored)"));
+	top_model_free(m);
+}
+END_TEST
+
 static Suite *top_suite(void)
 {
 	Suite *s = suite_create("top");
 	TCase *tc = tcase_create("model");
 	tcase_add_test(tc, rates_from_counter_differences);
+	tcase_add_test(tc, restored_lane_says_so);
 	tcase_add_test(tc, first_poll_has_no_rate);
 	tcase_add_test(tc, the_header_shows_the_shared_store);
 	tcase_add_test(tc, signals_window_is_one_minute);

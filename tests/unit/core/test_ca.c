@@ -1,7 +1,7 @@
 /* ca: made once in a state directory (key 0600) and loaded again; a leaf per
  * host that verifies against the CA for that name only, made once; a
- * configured pair that does not match is refused; the state directory's
- * default. Files in a temporary directory; no network. */
+ * configured pair that does not match is refused. Files in a temporary
+ * directory; no network. (Which directory: test_state_dir.c.) */
 #include <openssl/x509v3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -149,23 +149,6 @@ START_TEST(bundle_is_store_then_ca)
 }
 END_TEST
 
-START_TEST(default_state_dir)
-{
-	char out[256];
-	char *systemd[] = {"HOME=/home/u", "STATE_DIRECTORY=/var/lib/pacerd:/var/lib/other", NULL};
-	ck_assert_int_eq(ca_default_state_dir(systemd, out, sizeof(out)), 0);
-	ck_assert_str_eq(out, "/var/lib/pacerd");
-	char *xdg[] = {"HOME=/home/u", "XDG_STATE_HOME=/x/state", NULL};
-	ck_assert_int_eq(ca_default_state_dir(xdg, out, sizeof(out)), 0);
-	ck_assert_str_eq(out, "/x/state/pacerd");
-	char *home[] = {"HOME=/home/u", "XDG_STATE_HOME=relative", NULL};
-	ck_assert_int_eq(ca_default_state_dir(home, out, sizeof(out)), 0);
-	ck_assert_str_eq(out, "/home/u/.local/state/pacerd");
-	char *none[] = {"PATH=/bin", NULL};
-	ck_assert_int_eq(ca_default_state_dir(none, out, sizeof(out)), -1);
-}
-END_TEST
-
 static Suite *ca_suite(void)
 {
 	Suite *s = suite_create("ca");
@@ -176,7 +159,6 @@ static Suite *ca_suite(void)
 	tcase_add_test(c, leaves_verify_for_their_host_only);
 	tcase_add_test(c, configured_pair_must_match);
 	tcase_add_test(c, bundle_is_store_then_ca);
-	tcase_add_test(c, default_state_dir);
 	suite_add_tcase(s, c);
 	return s;
 }

@@ -580,6 +580,8 @@ START_TEST(forward_defaults_and_lists)
 	ck_assert_str_eq(c->forward.ca_cert, "");
 	ck_assert_str_eq(c->forward.ca_key, "");
 	ck_assert_str_eq(c->forward.state_dir, "");
+	ck_assert_str_eq(c->state_dir, "");
+	ck_assert_ptr_null(c->deprecated);
 	ck_assert_uint_eq(c->forward.n_tunnel, 0);
 	config_free(c);
 	c = load_ok("forward:\n  intercept: false\n  tunnel: [PyPI.org, files.pythonhosted.org]\n"
@@ -594,6 +596,36 @@ START_TEST(forward_defaults_and_lists)
 	c = load_ok("listen: 127.0.0.1:8080\nforward: {tunnel: ['*']}\n", NULL);
 	ck_assert_str_eq(c->forward.tunnel[0], "*");
 	config_free(c);
+}
+END_TEST
+
+/* state_dir: top level, absolute; forward.state_dir is its old name, read
+ * for one release with a note for the log, never beside it. */
+START_TEST(state_dir_and_its_old_name)
+{
+	struct config *c = load_ok("state_dir: /var/lib/x\n", NULL);
+	ck_assert_str_eq(c->state_dir, "/var/lib/x");
+	ck_assert_ptr_null(c->deprecated);
+	config_free(c);
+	char err[ERRLEN], *path = NULL;
+	c = load("listen: 127.0.0.1:8080\nforward:\n  state_dir: /srv/old\n", NULL, err, &path);
+	ck_assert_msg(c != NULL, "%s", err);
+	ck_assert_str_eq(c->state_dir, "/srv/old");
+	ck_assert_ptr_nonnull(c->deprecated);
+	char want[ERRLEN];
+	snprintf(want, sizeof(want), "%s:3:14: forward.state_dir is deprecated", path);
+	ck_assert_msg(strncmp(c->deprecated, want, strlen(want)) == 0, "%s", c->deprecated);
+	ck_assert_ptr_nonnull(strstr(c->deprecated, "state_dir (top level)"));
+	config_free(c);
+	free(path);
+	expect_file_error("state_dir: /a\nforward: {state_dir: /b}\n", NULL,
+	                  "2:22: forward.state_dir: the old name of state_dir, which is set too: "
+	                  "keep state_dir alone");
+	expect_file_error("state_dir: var/lib/x\n", NULL,
+	                  "1:12: state_dir: expected an absolute path, or \"\" for the default");
+	expect_file_error("forward: {state_dir: rel}\n", NULL,
+	                  "1:22: forward.state_dir: expected an absolute path, or \"\" for the "
+	                  "default");
 }
 END_TEST
 
@@ -1502,6 +1534,7 @@ static Suite *config_suite(void)
 	tcase_add_test(t, store_password_sources);
 	tcase_add_test(t, admin_beyond_loopback_with_token_or_disabled);
 	tcase_add_test(t, forward_defaults_and_lists);
+	tcase_add_test(t, state_dir_and_its_old_name);
 	tcase_add_test(t, reopen_follows_idle_ttl_when_unset);
 	tcase_add_test(t, aliases_and_null_values);
 	tcase_add_test(t, many_keys);

@@ -430,6 +430,50 @@ START_TEST(delay_other_multiplier)
 }
 END_TEST
 
+/* Across a restart: the limit and the delay where they stood, within the
+ * bounds of now; an open limit stays open; the RTT clamped. */
+START_TEST(save_and_resume)
+{
+	struct aimd a, b;
+	struct aimd_delay d, e;
+	aimd_init(&a, true, 1, 64, 0.5);
+	aimd_delay_init(&d, true, 0, 5000, 1.5, 3);
+	ck_assert(aimd_on_capacity_signal(&a, 1000, 20)); /* closed at 10 */
+	aimd_observe_rtt(&a, 400);
+	aimd_delay_on_capacity(&d, 1000);
+	aimd_delay_on_capacity(&d, 1000);
+	struct aimd_saved s;
+	aimd_save(&a, &d, &s);
+	ck_assert(!s.open);
+	ck_assert(s.limit == 10);
+	aimd_init(&b, true, 1, 64, 0.5);
+	aimd_delay_init(&e, true, 0, 5000, 1.5, 3);
+	aimd_resume(&b, &e, &s);
+	ck_assert_uint_eq(aimd_limit(&b), 10);
+	ck_assert(!b.open);
+	ck_assert(b.rtt_ms == a.rtt_ms);
+	ck_assert_int_eq(aimd_delay_ms(&e), aimd_delay_ms(&d));
+	/* a plan that allows less now: clamped */
+	aimd_init(&b, true, 1, 6, 0.5);
+	aimd_delay_init(&e, true, 0, 120, 1.5, 3);
+	aimd_resume(&b, &e, &s);
+	ck_assert_uint_eq(aimd_limit(&b), 6);
+	ck_assert_int_eq(aimd_delay_ms(&e), 120);
+	/* not adaptive: nothing taken */
+	aimd_init(&b, false, 1, 64, 0.5);
+	aimd_delay_init(&e, false, 7, 120, 1.5, 3);
+	aimd_resume(&b, &e, &s);
+	ck_assert_uint_eq(aimd_limit(&b), 64);
+	ck_assert_int_eq(aimd_delay_ms(&e), 7);
+	/* an open limit stays open */
+	s.open = true;
+	aimd_init(&b, true, 1, 64, 0.5);
+	aimd_resume(&b, &e, &s);
+	ck_assert(b.open);
+	ck_assert_uint_eq(aimd_limit(&b), 64);
+}
+END_TEST
+
 static Suite *aimd_suite(void)
 {
 	Suite *s = suite_create("aimd");
@@ -452,6 +496,7 @@ static Suite *aimd_suite(void)
 	tcase_add_test(c, not_adaptive_stays_at_max);
 	tcase_add_test(c, init_corrects_arguments);
 	tcase_add_test(c, reconfigure_clamps);
+	tcase_add_test(c, save_and_resume);
 	suite_add_tcase(s, c);
 	TCase *d = tcase_create("dispatch_delay");
 	tcase_add_test(d, delay_starts_at_zero);

@@ -782,6 +782,43 @@ START_TEST(output_claude_code_scenario)
 }
 END_TEST
 
+/* Across a restart: the outputs oldest first (the ring wrapped or not), the
+ * same percentile once taken back up, the rule with them. */
+START_TEST(outputs_save_and_resume)
+{
+	struct cost_lane c, d;
+	cost_lane_init(&c);
+	cost_lane_init(&d);
+	uint32_t v[COST_OUTPUTS];
+	uint8_t rule = 9;
+	ck_assert_uint_eq(cost_outputs_save(&c, v, &rule), 0);
+	ck_assert_uint_eq(rule, 0);
+	for (int i = 0; i < COST_OUTPUTS + 10; i++) {
+		struct cost_request r = req(100, 0, 0, -1);
+		struct cost_usage u = usage(100, -1, -1, 1000 + i);
+		ck_assert_int_eq(cost_observe(&c, &r, &u, 0), 0);
+	}
+	/* a count no reservation of 32,000 could leave: produced */
+	struct cost_output_count cnt = {
+	    .max_output = 32000, .limit = 8000, .remaining = 8000, .at_ms = 1000, .alone = true};
+	ck_assert_int_eq(cost_output_headers(&c, &cnt), 0);
+	ck_assert_int_eq(cost_output_rule(&c, COST_OUTPUT_RESERVED), COST_OUTPUT_PRODUCED);
+	size_t n = cost_outputs_save(&c, v, &rule);
+	ck_assert_uint_eq(n, COST_OUTPUTS);
+	ck_assert_uint_eq(v[0], 1010); /* the oldest still kept */
+	ck_assert_uint_eq(v[COST_OUTPUTS - 1], 1000 + COST_OUTPUTS + 9);
+	ck_assert_uint_eq(rule, COST_OUTPUT_PRODUCED + 1);
+	ck_assert_int_eq(cost_outputs_resume(&d, v, n, rule), 0);
+	ck_assert_int_eq(cost_output_percentile(&d), cost_output_percentile(&c));
+	ck_assert_int_eq(cost_output_rule(&d, COST_OUTPUT_RESERVED), COST_OUTPUT_PRODUCED);
+	uint32_t w[COST_OUTPUTS];
+	ck_assert_uint_eq(cost_outputs_save(&d, w, &rule), n);
+	ck_assert(memcmp(v, w, sizeof(v)) == 0);
+	cost_lane_free(&c);
+	cost_lane_free(&d);
+}
+END_TEST
+
 static Suite *cost_suite(void)
 {
 	Suite *s = suite_create("cost");
@@ -814,6 +851,7 @@ static Suite *cost_suite(void)
 	tcase_add_test(out, output_evidence_table);
 	tcase_add_test(out, output_rule_learned_from_counts);
 	tcase_add_test(out, output_claude_code_scenario);
+	tcase_add_test(out, outputs_save_and_resume);
 	suite_add_tcase(s, out);
 	return s;
 }

@@ -374,6 +374,64 @@ START_TEST(grows_past_initial_buckets)
 }
 END_TEST
 
+static void count_seen(struct sched_lane *lane, void *arg)
+{
+	int *seen = arg;
+	seen[strtol(lane->key_id, NULL, 16)]++;
+}
+
+/* A walk a slice at a time sees every lane once while nothing changes, goes
+ * on past lanes evicted between slices, and starts over when the table
+ * grows. */
+START_TEST(walk_in_slices)
+{
+	config_free(cfg);
+	cfg = load("limits: { max_lanes: 100000, idle_ttl_s: 1 }\n");
+	const struct provider_conf *openai = config_provider(cfg, "openai");
+	char key[65];
+	static int seen[4096];
+	memset(seen, 0, sizeof(seen));
+	for (int i = 0; i < 300; i++) {
+		snprintf(key, sizeof(key), "%012x%052d", i, 0);
+		ck_assert_ptr_nonnull(
+		    registry_key_lane(reg, cfg, openai, key, 1000 + i, NULL, NULL));
+	}
+	struct registry_walk w;
+	registry_walk_start(reg, &w);
+	int slices = 0;
+	enum registry_walk_state st;
+	while ((st = registry_walk_slice(reg, &w, 7, count_seen, seen)) == REGISTRY_WALK_MORE)
+		slices++;
+	ck_assert_int_eq(st, REGISTRY_WALK_DONE);
+	ck_assert_int_ge(slices, 300 / 7 - 1);
+	for (int i = 0; i < 300; i++)
+		ck_assert_int_eq(seen[i], 1);
+	/* lanes evicted between slices: the walk goes on to the end */
+	memset(seen, 0, sizeof(seen));
+	registry_walk_start(reg, &w);
+	ck_assert_int_eq(registry_walk_slice(reg, &w, 50, count_seen, seen), REGISTRY_WALK_MORE);
+	ck_assert_uint_eq(registry_evict_idle(reg, 1000 + 100 + 1000, 1000, NULL, NULL), 101);
+	while ((st = registry_walk_slice(reg, &w, 50, count_seen, seen)) == REGISTRY_WALK_MORE)
+		;
+	ck_assert_int_eq(st, REGISTRY_WALK_DONE);
+	for (int i = 101; i < 300; i++)
+		ck_assert_int_le(seen[i], 2); /* at most twice: around the table's end */
+	/* grown between slices: over again */
+	registry_walk_start(reg, &w);
+	ck_assert_int_eq(registry_walk_slice(reg, &w, 5, count_seen, seen), REGISTRY_WALK_MORE);
+	for (int i = 300; i < 2000; i++) {
+		snprintf(key, sizeof(key), "%012x%052d", i, 0);
+		ck_assert_ptr_nonnull(registry_key_lane(reg, cfg, openai, key, 5000, NULL, NULL));
+	}
+	ck_assert_int_eq(registry_walk_slice(reg, &w, 5, count_seen, seen), REGISTRY_WALK_AGAIN);
+	memset(seen, 0, sizeof(seen));
+	while ((st = registry_walk_slice(reg, &w, 64, count_seen, seen)) == REGISTRY_WALK_MORE)
+		;
+	for (int i = 101; i < 2000; i++)
+		ck_assert_int_eq(seen[i], 1);
+}
+END_TEST
+
 /* A lane is (provider, scope, model group): the same key's requests for two
  * models are two lanes; two keys in one scope and model share one; a model
  * group is interned once however many lanes name it; the plan follows the
@@ -466,6 +524,7 @@ static Suite *registry_suite(void)
 	tcase_add_test(tc, cap_refuses_when_nothing_is_idle);
 	tcase_add_test(tc, idle_ttl);
 	tcase_add_test(tc, grows_past_initial_buckets);
+	tcase_add_test(tc, walk_in_slices);
 	tcase_add_test(tc, lanes_by_scope_and_model);
 	tcase_add_test(tc, key_lanes_compare_the_whole_hash);
 	suite_add_tcase(s, tc);

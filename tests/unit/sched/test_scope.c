@@ -154,6 +154,39 @@ START_TEST(idle_expiry)
 }
 END_TEST
 
+/* Across a restart: the learned entries least recently used first; learned
+ * again in that order, the table answers and expires as before. */
+START_TEST(save_and_learn_back)
+{
+	struct scope_table t, u;
+	scope_init(&t, 100, 60000);
+	scope_learn(&t, K1, 0, PROJ_A, 1000);
+	scope_learn(&t, K2, 0, PROJ_A, 2000);
+	scope_learn(&t, K3, 0, PROJ_B, 3000);
+	scope_of(&t, K1, 0, 4000); /* K1 used last */
+	struct scope_saved s[8];
+	ck_assert_uint_eq(scope_save(&t, s, 8), 3);
+	ck_assert_uint_eq(s[0].key, K2);
+	ck_assert_uint_eq(s[1].key, K3);
+	ck_assert_uint_eq(s[2].key, K1);
+	ck_assert_int_eq(s[2].last_ms, 4000);
+	ck_assert_uint_eq(s[1].identity, PROJ_B);
+	ck_assert_uint_eq(scope_save(&t, s, 2), 2);
+	scope_init(&u, 100, 60000);
+	scope_save(&t, s, 8);
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(scope_learn(&u, s[i].key, 0, s[i].identity, s[i].last_ms), 1);
+	ck_assert_uint_eq(scope_peek(&u, K3, 0), scope_id(SCOPE_IDENTITY, PROJ_B));
+	/* K2 (2000) expires first, K1 (4000) last */
+	scope_of(&u, 0x99ULL, 0, 62001);
+	ck_assert_uint_eq(scope_count(&u), 2);
+	ck_assert_uint_eq(scope_peek(&u, K2, 0), scope_id(SCOPE_KEY, K2));
+	ck_assert_uint_eq(scope_peek(&u, K1, 0), scope_id(SCOPE_IDENTITY, PROJ_A));
+	scope_free(&t);
+	scope_free(&u);
+}
+END_TEST
+
 /* ---- against a reference model: random operations on a few keys ---- */
 
 #define REF_KEYS 48
@@ -257,6 +290,7 @@ static Suite *scope_suite(void)
 	TCase *mem = tcase_create("memory");
 	tcase_add_test(mem, eviction_bound);
 	tcase_add_test(mem, idle_expiry);
+	tcase_add_test(mem, save_and_learn_back);
 	tcase_add_test(mem, matches_reference_model);
 	suite_add_tcase(s, mem);
 	return s;
