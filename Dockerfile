@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # pacerd as a sidecar container: Debian 12 slim, pacerd as an unprivileged user.
 #
 #   podman build --format docker -t pacerd .     (or: docker build -t pacerd .)

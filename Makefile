@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # pacerd — build, run and test.
 #
 #   make            build build/pacerd (and nothing else)

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # CPU time pacerd spends per proxied request, the hot path as agents use it: a
 # 1 KiB chat POST, a token budget on (so the body is estimated and the answer's
 # usage read), the access log at info level to a file. wrk keeps 64 keep-alive

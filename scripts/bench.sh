@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # make bench: pacerd against nginx (Debian's), in one run, on this machine.
 #
 #   scripts/bench.sh [OUT.json]          (make bench; default OUT: $BUILD/bench.json)

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Makes the Dockerfile's base image, debian:12-slim, locally, for machines that
 # cannot pull from a registry (the development machines: podman, no registry).
 #

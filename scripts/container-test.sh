@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # make container-test (and make test, when podman is installed): the image, for real.
 #
 #   scripts/container-test.sh          BUILD (build), MOCK_BIN ($BUILD/pacerd-mock)

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # make demo: pacerd without an API key or a network. The mock upstream plays
 # OpenAI limited to 60 requests per minute per key (a bucket of 60 refilling
 # one a second, OpenAI's x-ratelimit-* headers); pacerd runs in front of it with

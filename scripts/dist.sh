@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # make dist: the source tarball of HEAD (the committed tree; local changes are
 # not in it), $BUILD/dist/pacerd-VERSION.tar.gz, and its SHA-256 beside it.
 # Reproducible: the same commit gives the same bytes on any machine and at any

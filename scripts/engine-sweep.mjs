@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The self-hosted engine, measured (issue 29): 128 closed-loop streaming clients against
 // pacerd-mock's engine mode (a vLLM-like server that batches continuously, queues and
 // preempts, and never refuses), straight at it with a fixed client-side cap, through

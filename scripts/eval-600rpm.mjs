@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The headline case, measured: an eval fires 1,000 concurrent requests at a
 // provider that allows 600 requests per minute. Through pacerd it should see no
 // error and take about 100 s, whether or not pacerd is told the limit.

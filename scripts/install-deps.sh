@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Installs the Debian 12 packages pacerd needs.
 #   install-deps.sh run    to build and run it (make run): a compiler, pkg-config and
 #                          the -dev packages of the libraries it links; nothing else

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Installs the npm packages of the integration tests (openai, @anthropic-ai/sdk)
 # exactly as the lockfile pins them; skipped when node_modules already matches it.
 set -eu

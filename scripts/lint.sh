@@ -1,11 +1,12 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # make lint: the checks that read the code without building it. Each problem is
 # printed as file:line: what; the last line is "lint: P passed, F failed" (one
 # count per check), and the exit status is 0 only when every check passed.
 #
 #   scripts/lint.sh                 every check
 #   scripts/lint.sh banned imports  only those (format, banned, cppcheck, imports,
-#                                   provider-strings)
+#                                   provider-strings, licence)
 #
 # format    clang-format --dry-run -Werror with the root .clang-format over every
 #           .c/.h of src/ and tests/{unit,mock,bench,fuzz}; `make format` fixes it.
@@ -81,6 +82,18 @@ PROVIDER_STRINGS=(
 )
 
 JOBS=${LINT_JOBS:-2}
+
+# licence   every source file (C, scripts, tests, man pages, the page, the
+#           Makefile, the unit) names its licence in its first three lines:
+#           "SPDX-License-Identifier: Apache-2.0" (issue 32; LICENSE).
+sources() {
+	find . \( -path ./.git -o -path './build*' -o -name node_modules -o -path ./tests/fuzz/corpus \
+		-o -path ./tests/integration/.tmp -o -path ./debian/.debhelper -o -path ./debian/pacerd \) -prune -o \
+		-type f \( -name '*.c' -o -name '*.h' -o -name '*.mjs' -o -name '*.sh' -o -name '*.py' \
+		-o -name '*.lua' -o -name '*.html' -o -name '*.scd' -o -name Makefile -o -name Dockerfile \
+		-o -name Containerfile -o -name '*.service' -o -path ./.ci/run -o -path ./debian/rules \) \
+		-print | LC_ALL=C sort
+}
 
 files() {
 	find src tests/unit tests/mock tests/bench tests/fuzz -path tests/fuzz/corpus -prune -o \
@@ -253,14 +266,25 @@ check_provider-strings() {
 	return 1
 }
 
+check_licence() {
+	local out
+	out=$(sources | while read -r f; do
+		head -n 3 "$f" | grep -q 'SPDX-License-Identifier: Apache-2.0' ||
+			echo "${f#./}:1: no SPDX-License-Identifier: Apache-2.0 line in its first three lines (see LICENSE)"
+	done)
+	[ -z "$out" ] && return 0
+	echo "$out"
+	return 1
+}
+
 checks=("$@")
-[ ${#checks[@]} -eq 0 ] && checks=(format banned cppcheck imports provider-strings)
+[ ${#checks[@]} -eq 0 ] && checks=(format banned cppcheck imports provider-strings licence)
 passed=0
 failed=0
 for c in "${checks[@]}"; do
 	case $c in
-	format | banned | cppcheck | imports | provider-strings) ;;
-	*) echo "lint: unknown check $c (format, banned, cppcheck, imports, provider-strings)" >&2; exit 2 ;;
+	format | banned | cppcheck | imports | provider-strings | licence) ;;
+	*) echo "lint: unknown check $c (format, banned, cppcheck, imports, provider-strings, licence)" >&2; exit 2 ;;
 	esac
 	if "check_$c"; then
 		echo "lint $c: ok"

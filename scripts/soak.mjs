@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // scripts/soak.sh: a bounded soak (issue 10), not part of make test. Mixed streaming and
 // plain chat completions at SOAK_RPS (300) for SOAK_SECONDS (600) from 50 API keys, through
 // pacerd into the mock, which injects faults per request: resets before the headers and

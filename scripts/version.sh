@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Prints pacerd's version, the one string that --version, /status, the
 # pacerd_build_info metric, the source tarball and the Debian package carry.
 #

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* main — command line, daemon lifecycle and signals.
  *
  *   pacerd [-c FILE] [--listen ADDR] [--check-config] [--version] [--help]

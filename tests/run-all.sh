@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # make test: the lint checks (when LINT names the script: each check is one
 # test), every unit test, a short deterministic pass of every fuzzer, the
 # integration suite (two case files at a time, ITEST_JOBS, beside the container

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs each libFuzzer harness given: `run-fuzz.sh SECONDS BIN…` for a timed run,
 # `run-fuzz.sh smoke BIN…` for a short deterministic pass (fixed seed and run
 # count) over the seed corpus in tests/fuzz/corpus/NAME. A crash, leak or

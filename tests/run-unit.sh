@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs each unit-test binary given as an argument; prints the sum as its last line.
 # UNIT_WRAPPER (e.g. "valgrind -q --error-exitcode=99"): a command each binary runs under,
 # but those named in UNIT_NATIVE (base names, space-separated), which run as they are.

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: Apache-2.0
 -- wrk script for scripts/bench.sh: POST /v1/chat/completions with a chat body of
 -- about 1 KiB and a bearer key (one pacerd lane); done() prints one JSON line,
 -- "WRKJSON {...}", that bench.sh records (latencies in microseconds).

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Time to first byte of streams, direct and through proxies, for scripts/bench.sh
 and tests/integration/cases/first_byte.mjs.
 

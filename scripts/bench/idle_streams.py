@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Idle streaming connections through a proxy, for scripts/bench.sh.
 
 Opens --n connections to the proxy on --port, each a streaming chat completion

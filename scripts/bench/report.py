@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The table and the JSON of scripts/bench.sh, from the records it collected
 (one JSON object a line: throughput, latency, strace, sse, first_byte, idle) and the
 bench-lanes output. Medians over the repetitions; ratios are pacerd / nginx."""

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """SSE through a proxy, for scripts/bench.sh: one streaming chat completion from
 pacerd-mock (x-mock-chunks N, x-mock-chunk-ms MS), read with a plain socket so
 that every recv() is seen. Prints one JSON object:

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Load through pacerd for scripts/bench.sh: N keep-alive connections sending the
 same 1 KiB POST /v1/chat/completions as chat.lua, either to pacerd's port in clear
 (--mode base, the base-URL way) or inside a CONNECT tunnel that pacerd terminates

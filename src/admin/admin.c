@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* admin — /healthz, /readyz, /status, /metrics, /reload, the status page (/
  * and /events). See admin.h.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* admin — the operator's listener (DESIGN §7), default 127.0.0.1:9090:
  *
  *   GET  /          the status page: one HTML document, every lane live

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* metrics — histograms, the per-provider table and the text exposition. See
  * metrics.h. */
 #include "admin/metrics.h"

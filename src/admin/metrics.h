@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* metrics — what /metrics says, in the Prometheus text format (0.0.4).
  *
  * Two parts, over core/stats.h's histograms:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* page — the status page's document and its view without JavaScript. See
  * page.h. */
 #include "admin/page.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* page — the admin listener's status page (GET /): one self-contained HTML
  * document, src/admin/page.html, compiled in as bytes (the Makefile turns it
  * into page_html.inc with od and sed).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* page_events — the status page's server-sent events. See page_events.h. */
 #include "admin/page_events.h"
 

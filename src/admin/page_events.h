@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* page_events — GET /events on the admin listener: the status page's live
  * feed, as server-sent events (text/event-stream). Each client gets a
  * `retry:` field, then one `data:` line per interval (the admin listener's:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ca_cli — `pacerd ca`. See ca_cli.h. */
 #include "cli/ca_cli.h"
 

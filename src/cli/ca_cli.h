@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ca_cli — `pacerd ca`: where pacerd's CA for terminated CONNECT tunnels is
  * (made now if it was not yet), its fingerprint, a bundle of the system trust
  * store plus the CA, and the variables that make the common clients trust it

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* plan — the arithmetic of `pacerd plan` (model in plan.h). */
 #include "cli/plan.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* plan — the arithmetic of `pacerd plan`, the pre-flight report (DESIGN §7).
  * Pure: no I/O, no clock; the start instant is an argument.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* plan_cli — the command line of `pacerd plan` (see plan_cli.h): flags from
  * one table (which also writes --help), the plan a lane would get from a
  * configuration, flags overriding it, then plan_compute and plan_report. */

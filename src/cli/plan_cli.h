@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* plan_cli — `pacerd plan`, the pre-flight report (DESIGN §7): its command
  * line, the plan taken from a configuration file, and the exit status. */
 #ifndef PACERD_PLAN_CLI_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* plan_report — the table, the warning and the JSON of `pacerd plan`. */
 #include "cli/plan_report.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* plan_report — how `pacerd plan` shows a plan: a boxed table with the
  * budget warning and its options, or one JSON object. Writes to a FILE *
  * and reads no clock (the instants are in the plan_result); local time comes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* top — `pacerd top` (see top.h): flags, the /status polls and the
  * terminal. Everything that can be computed without I/O is in top_model. */
 #include "cli/top.h"

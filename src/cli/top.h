@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* top — `pacerd top`, a live view of a running pacerd's admin /status: the
  * command line, the polls (libcurl easy: a short-lived CLI, not the daemon's
  * loop) and the terminal (termios raw mode, ANSI escapes, the alternate

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* top_model — the numbers and lines of `pacerd top` (see top_model.h). */
 #include "cli/top_model.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* top_model — the pure part of `pacerd top`: from the /status documents of
  * successive polls, the header numbers and one row per lane, sorted; and the
  * text of each screen line at a fixed width. No I/O, no clock: the time of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* atomic_file — whole files, written atomically. See atomic_file.h. */
 #include "core/atomic_file.h"
 

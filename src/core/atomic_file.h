@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* atomic_file — a whole file written so that a reader finds the old one or
  * the new one, never a part of either: written to a temporary file in the
  * same directory, flushed to the disk (fsync), renamed over the old one, and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ca — pacerd's CA and its leaf certificates. See ca.h. */
 #include "core/ca.h"
 

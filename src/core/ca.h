@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ca — pacerd's own certificate authority for CONNECT tunnels it terminates
  * (README: docs/https-proxy.md), and the leaf certificates it signs.
  *

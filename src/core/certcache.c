@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* certcache — leaf certificates by host. See certcache.h. */
 #include "core/certcache.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* certcache — the leaf certificates pacerd has made, by host name, kept in
  * memory so that each host's certificate is signed once per process.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* clock — the time, read at most once per event-loop turn (STYLE: "time once
  * per loop turn"; nginx's ngx_time_update, h2o's timestamp cache).
  *

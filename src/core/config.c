@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* config — YAML -> struct config (DESIGN §10).
  *
  * The schema is a set of tables (struct opt): key, type, bounds, default and, for

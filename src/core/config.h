@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* config — YAML configuration (DESIGN §10): parsing, complete validation with
  * file:line:column errors, PACERD_* environment overrides, built-in defaults.
  *

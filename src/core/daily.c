@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* daily — see daily.h.
  *
  * Why a list of offsets rather than localtime_r/mktime per request: the C

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* daily — when a daily budget resets (issue 8.4). A per-day limit is a budget,
  * not a rate: it is spent as fast as the other gates allow and starts over at a
  * fixed local time of a fixed zone (Gemini: midnight US Pacific), whatever the

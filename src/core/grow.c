@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* grow — see grow.h. */
 #include "core/grow.h"
 

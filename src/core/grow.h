@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* grow — room in a byte buffer that doubles as it grows: request heads and
  * bodies, a connection's pending output, header arenas, partial SSE lines.
  * One growth rule for all of them, so a change to it (a cap, a different

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* hash — the hash functions pacerd's tables share.
  *
  * hash_u64 spreads an integer (an id, a pointer, a hash of something else)

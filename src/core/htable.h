@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* htable — the one hash table: open addressing, linear probing, at most half
  * full, deletion by backward shift (no tombstones, so a table that sees
  * endless inserts and deletes never degrades nor needs a rebuild).

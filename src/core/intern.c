@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* intern — see intern.h. */
 #include "core/intern.h"
 

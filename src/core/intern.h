@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* intern — a table of shared, reference-counted strings.
  *
  * Lane keys name models, groups and scopes; 100,000 lanes that name a few

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* key_index — see key_index.h.
  *
  * A sorted array and a binary search (simpler than a hash table, and nothing

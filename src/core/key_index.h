@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* key_index — the keys: entries of a configuration, indexed at load by
  * provider and the first 12 hex digits of their key_sha256 (the shortest
  * prefix an entry may give), so that a keyed request finds its entry with a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* keyid — SHA-256 names of secrets (keyid.h). */
 #include "core/keyid.h"
 

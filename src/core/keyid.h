@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* keyid — how pacerd names a secret it must not keep: an API key, or an
  * organization or project identity that answers carry. Only the SHA-256 of
  * the value is kept (lower-case hex); its first 12 digits name it in logs,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* list — one intrusive doubly-linked list (nginx's ngx_queue, HAProxy's list.h).
  *
  * A `struct list` is embedded in each object that can be on a list, and one

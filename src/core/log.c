@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* log — JSON lines. See log.h. */
 #include "core/log.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* log — one JSON object per line (DESIGN §7), to stderr or a file.
  *
  * A line is built in a fixed buffer on the stack, then appended whole to a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* model_memo — see model_memo.h.
  *
  * A sorted array of names and a binary search: a provider sees a few dozen

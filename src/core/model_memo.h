@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* model_memo — what a provider's model rules answered for a model name,
  * remembered, so that a request pays a lookup rather than a scan of patterns
  * (fnmatch per row) for its model's group and, for a new lane, its plan

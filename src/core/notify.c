@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* notify — sd_notify without libsystemd. See notify.h. */
 #include "core/notify.h"
 

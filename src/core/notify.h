@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* notify — systemd's service notification protocol (sd_notify(3)), spoken
  * directly: one datagram per state change on the AF_UNIX socket named by
  * $NOTIFY_SOCKET. Without that variable every call does nothing, so pacerd

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* pool — see pool.h. */
 #include "core/pool.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* pool — objects kept for reuse, and freed again when demand falls.
  *
  * An owner puts an object it is done with back (pool_put) and takes one before

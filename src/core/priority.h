@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* priority — the one syntax of a request's priority, shared by the
  * x-pacer-priority header (proxy/server.c) and agents.priorities in the
  * configuration (core/config.c), so that the two cannot drift. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* state_dir — where pacerd keeps what it keeps. See state_dir.h. */
 #include "core/state_dir.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* state_dir — the one directory where pacerd keeps what it keeps across
  * restarts: the CA it makes for CONNECT tunnels (ca.pem, ca.key) and what its
  * lanes learned (lanes.state). Read at start only.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* stats — the fixed-bounds histogram. See stats.h. */
 #include "core/stats.h"
 

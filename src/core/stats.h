@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* stats — a histogram with fixed upper bounds, below everything that measures:
  * the store times its commands with one (store.h), /metrics keeps them per
  * provider and writes them out (metrics.h). Counts are kept cumulative

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* connect — the authority-form target of a CONNECT. See connect.h. */
 #include "http/connect.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* connect — the request target of a CONNECT (RFC 9110 §9.3.6): authority-form
  * "host:port", nothing else. Pure: no I/O, no allocation.
  *

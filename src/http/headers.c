@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* headers — hop-by-hop filtering. See headers.h. */
 #include "http/headers.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* headers — which header fields cross the proxy (RFC 9110 §7.6.1). Pure.
  *
  * Hop-by-hop fields (Connection, Keep-Alive, Proxy-Connection, TE, Trailer,

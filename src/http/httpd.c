@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* httpd — pacerd's HTTP/1.1 server layer. See httpd.h.
  *
  * A connection's states:

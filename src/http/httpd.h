@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* httpd — pacerd's HTTP/1.1 server layer on libevent: the listener, client
  * connections, request parsing (libhttp-parser, strict), the bytes of every
  * answer, limits and client timeouts. It knows nothing of providers, lanes or

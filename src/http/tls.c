@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tls — server-side TLS over memory BIOs. See tls.h. */
 #include "http/tls.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tls — server-side TLS for the tunnels pacerd terminates (CONNECT to a
  * provider's host), on OpenSSL's libssl over memory BIOs.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* error_body — see error_body.h. */
 #include "provider/error_body.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* error_body — what an upstream error body says, read with one jansson parse
  * (PROVIDERS.md §2-§6, §11; DESIGN §3).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* model — see model.h. */
 #include "provider/model.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* model — which model a request is for, and which group of models shares its
  * budget (DESIGN §2, PROVIDERS.md §10).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* profile — see profile.h. */
 #include "provider/profile.h"
 

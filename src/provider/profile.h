@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* profile — what each provider pacerd knows by name IS: one row per built-in
  * provider (PROVIDERS.md), read by every layer instead of a string table of
  * its own.

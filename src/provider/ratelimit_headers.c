@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ratelimit_headers — see ratelimit_headers.h. */
 #include "provider/ratelimit_headers.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ratelimit_headers — what an upstream response says about its rate limits
  * (DESIGN §4, PROVIDERS.md §1-§7): header dialects, Go durations, RFC 3339 and
  * HTTP dates, IETF RateLimit fields, and delays written in prose (error

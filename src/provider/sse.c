@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sse — see sse.h. */
 #include "provider/sse.h"
 

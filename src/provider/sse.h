@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sse — the one framer of text/event-stream bytes, shared by the usage meter
  * (usage_sse.h) and the filter that gives a client the stream it
  * asked for (usage_strip.h).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tokens — see tokens.h.
  *
  * Request and answer bodies are read by a JSON scanner of our own that builds

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tokens — a request's token cost before dispatch, and the usage the upstream
  * reports after (DESIGN §5, PROVIDERS.md §2, §3, §9).
  *

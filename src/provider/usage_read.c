@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* usage_read — see usage_read.h. */
 #include "provider/usage_read.h"
 

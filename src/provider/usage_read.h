@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* usage_read — the token usage one JSON document reports (an answer's body,
  * an SSE data: line), read as its bytes arrive, without holding the document
  * (issue 28: a Responses API stream ends with a response.completed event

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* usage_sse — see usage_sse.h. */
 #include "provider/usage_sse.h"
 

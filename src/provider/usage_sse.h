@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* usage_sse — the token usage a text/event-stream reports, read as the
  * stream arrives (DESIGN §5), in chunks of any size framed into lines by
  * provider/sse.h (events and lines may straddle chunks; CR, LF and CRLF all

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* usage_strip — see usage_strip.h. */
 #include "provider/usage_strip.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* usage_strip — gives the client back exactly the OpenAI stream it asked for
  * when pacerd added stream_options.include_usage to meter it (issue 8.3).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* blind — tunnels passed through untouched. See blind.h. */
 #include "proxy/blind.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* blind — tunnels pacerd passes through untouched (forward.tunnel): after a
  * CONNECT to a listed host, pacerd resolves it (evdns: never a blocking
  * lookup), connects, answers 200, and copies bytes both ways until either

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* exchange-t — the type of one exchange (exchange.c's opening comment draws
  * its life), shared by the exchange's own files only: exchange.c, which owns
  * and changes it, and xlog.c, which reads it to write the request's log

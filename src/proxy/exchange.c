@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* exchange — one request's life: from intake to its lane, to the upstream,
  * and back to the client, as the answer streams in.
  *

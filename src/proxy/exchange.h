@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* exchange — one request's way through its lane to the upstream and back
  * (see the life of a request at the top of exchange.c). The server's intake
  * hands each routed request over with exchange_start; from then on the

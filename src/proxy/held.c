@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* held — an upstream answer kept back whole. See held.h. */
 #include "proxy/held.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* held — an upstream answer kept back whole instead of relayed: while the
  * retry verdict is pending (the exchange's XS_HELD), or a lane's kept quota
  * refusal replayed to another request. Its status line's reason, its header

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* identity — the budget a request or an answer names. See identity.h. */
 #include "proxy/identity.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* identity — the budget a request or an answer names beyond its key
  * (PROVIDERS.md §10): a key may bill several OpenAI projects or
  * organizations, or Anthropic workspaces, each with a budget of its own. Which

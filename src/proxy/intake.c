@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* intake — the request's header fields, read once. See intake.h. */
 #include "proxy/intake.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* intake — the request's header fields pacerd reads, found in one pass over
  * the header list when the request arrives (nginx's headers_in idea), and
  * read from then on by the server's intake (routing, the key, the agent,

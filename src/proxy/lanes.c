@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* lanes — each lane's timer and pump, dispatch, refusals, quota replay, daily
  * budgets and the shared store's hooks (lanes.h). The decisions are the
  * scheduler's (sched.h) and the limiter's; this file carries them out on the

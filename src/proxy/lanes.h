@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* lanes — the event-loop side of the lanes (DESIGN §2, §3): the table of
  * lanes, each lane's one timer and its pump, dispatch, refusals, the quota
  * answer a lane replays, daily budgets, and the shared store's hooks. It is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* limiter — one call per event for the local and the shared gates, and the
  * seam between the scheduler and the store (limiter.h). */
 #include "proxy/limiter.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* limiter — a lane's gates behind one call per event: the local ones (the
  * scheduler's: sched.h) and, with store.kind: redis, the ones several
  * replicas share (shared.h). Each function is what one event means for both,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* meter — an answer's token usage, read as it is relayed. See meter.h. */
 #include "proxy/meter.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* meter — what an answer says it cost: the token usage read from its body as
  * it is relayed, for the lanes to correct the token gate by (DESIGN §5). The
  * body is never kept: an event stream's lines and a JSON answer's bytes are

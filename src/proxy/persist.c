@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* persist — the lanes' state across restarts. See persist.h. */
 #include "proxy/persist.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* persist — what the lanes learned, kept across restarts (issue 30 item 1):
  * read back at start from STATE_DIR/lanes.state, written every
  * PERSIST_INTERVAL_S when something changed, and once more at shutdown. The

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* refusal — pacerd's own answers, one row per refusal. See refusal.h. */
 #include "proxy/refusal.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* refusal — pacerd's own answers to a request the exchange took over: what
  * each of the lanes' refusals (lanes.h, enum lane_refusal) and each failed
  * transport becomes for the client, as one table (DESIGN §6). Pure: the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* reqstats — per-provider figures of finished requests (reqstats.h). */
 #include "proxy/reqstats.h"
 

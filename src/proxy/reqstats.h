@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* reqstats — what finished requests add up to, per provider: one fixed table
  * of histograms and counters (label `provider` only, never the key: the
  * number of series is bounded by the number of provider names, at most

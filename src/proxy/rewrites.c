@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* rewrites — see rewrites.h. */
 #include "proxy/rewrites.h"
 

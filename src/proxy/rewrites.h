@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* rewrites — whether pacerd may still rewrite a provider's requests
  * (PROVIDERS.md §11, issue 28 item 3): pacerd adds
  * stream_options.include_usage to a streamed chat completion to meter it, where

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* route — provider resolution, upstream URLs, key extraction. See route.h. */
 #include "proxy/route.h"
 

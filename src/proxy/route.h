@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* route — which provider a request goes to, the upstream URL, and the lane
  * identity of its API key (DESIGN §2). Pure: no I/O, no allocation. */
 #ifndef PACERD_ROUTE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* server — the proxy's front: its HTTP server (httpd), intake (the request's
  * header fields read once, intake.h; what pacerd answers before a request
  * reaches a lane: shutting down, TRACE, no provider, a host that is not

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* server — the proxy's front: its HTTP/1.1 server (httpd.c), request intake
  * (routing, keys, pacerd's answers before a lane: DESIGN §6), and the
  * configuration in force; routed requests go to the exchange (exchange.h). */

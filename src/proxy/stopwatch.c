@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* stopwatch — when an answer's tokens came. See stopwatch.h. */
 #include "proxy/stopwatch.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* stopwatch — when an answer's tokens came: the time to its first data event,
  * the stream after it, and its longest gap, for a lane whose concurrency
  * limit reads latency (sched/gradient.h). Pure: the caller gives the

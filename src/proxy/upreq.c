@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* upreq — the upstream request's URL and header list. See upreq.h. */
 #include "proxy/upreq.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* upreq — the request pacerd sends upstream for a client's: the upstream URL
  * and the header list libcurl sends, built once per request before it enters
  * its lane, and read by every attempt (upstream.h's up_request).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* upstream — libcurl multi_socket on libevent. See upstream.h.
  *
  * The glue follows libcurl's hiperfifo pattern with the traps of DESIGN §11

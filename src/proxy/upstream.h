@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* upstream — HTTP transfers to the providers: libcurl's multi interface driven
  * by the libevent loop (DESIGN §11), streaming the response in as it arrives.
  *

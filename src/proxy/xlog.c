@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* xlog — what one exchange writes. See xlog.h. */
 #include "proxy/xlog.h"
 

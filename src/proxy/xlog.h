@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* xlog — what one exchange writes about itself: its log lines (each carries
  * request_id, provider, key (the hash prefix), and agent and priority when
  * set: DESIGN §7), the access log line when it ends ("request"), and its part

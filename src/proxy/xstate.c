@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* xstate — the allowed transitions of a request's life (xstate.h). */
 #include "proxy/xstate.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* xstate — the states of one request's life in the exchange (exchange.c's
  * opening comment draws them) and the transitions allowed between them.
  * The exchange asserts every change against this table, in every build: a

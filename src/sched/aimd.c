@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* aimd — adaptive concurrency and dispatch delay; see aimd.h for the model. */
 #include "sched/aimd.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* aimd — adaptive concurrency and adaptive dispatch delay (DESIGN §3). Pure: no
  * I/O, no clock; instants are int64 ms passed in by the caller.
  *

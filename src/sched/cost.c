@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cost — what a request is charged; see cost.h for the model. */
 #include "sched/cost.h"
 

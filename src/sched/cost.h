@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cost — what a request is charged before dispatch: what the provider will count
  * (DESIGN §5, PROVIDERS.md §10, issue 18 item 3). Pure: no I/O, no clock; instants
  * are int64 ms passed in by the caller. One struct cost_lane per lane; the token

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fairq — see fairq.h. */
 #include "sched/fairq.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fairq — the order of a lane's waiting requests: priorities, and inside one
  * priority a fair share between flows (agents, or client addresses).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gcra — GCRA virtual scheduling gates; see gcra.h for the model. */
 #include "sched/gcra.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gcra — request-rate and token gates (DESIGN §3.2, §3.3). Pure: no I/O, no clock;
  * every instant is an int64 count of milliseconds passed in by the caller.
  *

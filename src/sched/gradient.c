@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gradient — a lane's concurrency limit from latency; see gradient.h for the
  * model and why it reads what it reads. */
 #include "sched/gradient.h"

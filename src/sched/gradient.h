@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gradient — a lane's concurrency limit from latency alone, for providers
  * that never refuse: self-hosted engines (vLLM, SGLang, TGI, llama.cpp,
  * Ollama) that queue instead (issue 29; docs/pacing.md, "Engines that queue").

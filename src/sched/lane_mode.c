@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* lane_mode — a lane's two state machines (lane_mode.h).
  *
  * The mode: what may leave, and when.

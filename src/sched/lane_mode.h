@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* lane_mode — what a lane is doing, as two small state machines, and the only
  * transitions allowed in them (lane_mode.c draws them). Pure: sched.c keeps
  * one struct lane_state per lane and changes it only through lane_state_next,

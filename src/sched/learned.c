@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* learned — pacing learned from rate-limit headers; see learned.h for the model. */
 #include "sched/learned.h"
 

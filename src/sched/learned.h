@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* learned — pacing learned from an upstream's rate-limit headers (DESIGN §3.4, §4).
  * Pure: no I/O, no clock; instants are int64 ms passed in by the caller. One
  * struct learned follows one budget (the requests budget, or the tokens budget)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* margin — a strict gate's margin learned from the path; see margin.h. */
 #include "sched/margin.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* margin — what a strict gate keeps beyond its interval, learned from the
  * path (issue 30). Pure: every instant is an argument.
  *

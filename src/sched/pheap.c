@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* pheap — see pheap.h. */
 #include "sched/pheap.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* pheap — an intrusive pairing heap: O(1) insert and meld, O(log n)
  * amortized removal of any node, no allocation (the links live in the nodes).
  * The lane keeps its retries waiting, its requests ready to go and each busy

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* registry — lane table. See registry.h.
  *
  * An htable (core/htable.h) of pointers to the lanes, keyed by provider,

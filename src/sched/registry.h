@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* registry — the table of lanes, one per (provider, limit scope, model group)
  * (DESIGN §2): created on first use, evicted when idle for limits.idle_ttl_s, capped at
  * limits.max_lanes so that random keys cannot exhaust memory (DESIGN §2).

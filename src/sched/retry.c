@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* retry — see retry.h. */
 #include "sched/retry.h"
 

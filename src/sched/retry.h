@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* retry — what an upstream answer means for a retry, and how long to wait
  * (DESIGN §3, PROVIDERS.md §2-§6, §8).
  *

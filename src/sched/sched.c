@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sched — lanes, queue, gates, dispatch order. See sched.h.
  *
  * Dispatch order: a higher priority first; inside a priority, due retries

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sched — one lane per (provider, API key): its queue (priorities, fair
  * share between agents: fairq), its gates, its
  * adaptive limits, and the dispatch decision (DESIGN §3). Pure: time is an

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sched_lane-t — the lane's type, private to the scheduler: sched.c, its
  * views (sched_view.c) and the lane table (registry.c) are the only code that
  * reads or writes a lane's fields. Everyone else, the lanes module that drives

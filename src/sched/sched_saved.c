@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sched_saved — what is left of a saved lane after time passed (sched.h:
  * sched_saved_age). Pure: a function of the saved value and the wall-clock
  * time; apart from sched.c because it reads no lane. */

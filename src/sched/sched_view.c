@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sched_view — what a lane shows to those who may not read it: the view and
  * the accessors of sched.h. Apart from sched.c because they only read the
  * lane: none of sched's decisions lives here. */

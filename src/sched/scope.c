@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* scope — which limit scope a key's requests belong to; see scope.h. */
 #include "sched/scope.h"
 

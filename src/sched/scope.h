@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* scope — which limit scope a key's requests belong to (DESIGN §2, PROVIDERS.md
  * §10, issue 18 item 1). Pure: no I/O, no clock; instants are int64 ms passed in
  * by the caller. A lane is (provider, scope, model group): one table per provider.

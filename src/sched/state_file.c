@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* state_file — the lanes' state file, encoded and decoded. See state_file.h.
  *
  * The records are tables of fields (name, offset, type), one for a lane and

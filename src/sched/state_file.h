@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* state_file — the file what the lanes learned is kept in across restarts,
  * STATE_DIR/lanes.state (issue 30): its format, encoded and decoded in memory.
  * Pure: no I/O, no clock (proxy/persist.c reads and writes the file).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* batch — permits per decision on a busy lane; see batch.h. */
 #include "store/batch.h"
 

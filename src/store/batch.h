@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* batch — how many permits one decision in the shared store takes for a busy
  * lane (pure).
  *

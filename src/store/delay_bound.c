@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* delay_bound — a high quantile of recent delays; see delay_bound.h. */
 #include "store/delay_bound.h"
 

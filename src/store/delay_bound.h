@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* delay_bound — a bound on a delay that varies, from its recent samples: how
  * long, at most, one step between a decision in the shared store and its
  * request on the wire takes in this replica (shared.c keeps one per step and

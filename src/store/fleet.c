@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fleet — the replicas sharing the store, from their heartbeats; see fleet.h. */
 #include "store/fleet.h"
 

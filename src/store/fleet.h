@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fleet — how many replicas share the store, from their heartbeats. Pure: the
  * time is an argument (the monotonic clock's ms).
  *

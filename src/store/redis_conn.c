@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* redis_conn — the bytes of one Redis connection; see redis_conn.h. */
 #include "store/redis_conn.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* redis_conn — one connection to Redis: the bytes over a libevent
  * bufferevent, plain or TLS (bufferevent_openssl), to a host name resolved
  * with evdns (never a blocking resolver: hiredis 0.14's connect calls

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* shared — lanes' gates in the shared store; see shared.h.
  *
  * The store's side of a lane (keys, decisions, leases), driven by the lanes'

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* shared — a lane's gates decided in the shared store (store.kind: redis), for
  * several pacerd replicas that pace one API key together (DESIGN §8: the
  * store plugs in beside the local gates).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* store — the Redis connection of the shared store; see store.h. */
 #include "store/store.h"
 

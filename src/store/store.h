@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* store — the connection to the shared store (store.kind: redis), the only
  * code that talks to Redis. It sends the commands store_script.h builds and
  * hands each reply to its caller; what they mean for a lane is shared.c's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* store_address — store.redis.address, parsed; see store_address.h. */
 #include "store/store_address.h"
 

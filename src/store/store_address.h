@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* store_address — what store.redis.address names (pure): a TCP host and port
  * (a name to resolve at each connect, or an IP literal) or a Unix socket, and
  * the name a TLS certificate must carry. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* store_script — the Lua scripts of the shared store; see store_script.h. */
 #include "store/store_script.h"
 

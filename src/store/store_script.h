@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* store_script — the Lua scripts that decide a lane's gates in Redis, and the
  * arguments and replies they take (pure: builds argument vectors, parses
  * replies; store.c sends them, test_store_script runs them on a real Redis).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* store_tls — TLS to Redis; see store_tls.h. */
 #include "store/store_tls.h"
 

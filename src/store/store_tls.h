@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* store_tls — OpenSSL settings of the connection to Redis (store.redis.tls):
  * the peer is always verified (the CA file, or the system's store), against
  * the server name (tls.server_name, or the host of the address: a DNS name

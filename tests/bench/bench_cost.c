@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Micro-benchmark: ns per call of the cost and scope work done per request and
  * per answer (make build/bench_cost && ./build/bench_cost). */
 #include <stdio.h>

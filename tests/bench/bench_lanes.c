@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* bench-lanes — what a lane costs: heap bytes per lane of the registry's table,
  * and the time of one dispatch cycle as the number of lanes and the depth of a
  * queue grow. Both should stay flat (DESIGN §2: max_lanes keys, §3: one timer

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* bench_persist — what keeping the lanes' state costs (issue 30 item 1), with
  * N lanes (default 10,000; argv[1] another), each as full as a lane gets: two
  * budgets learned from answers (requests, tokens), a closed concurrency

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Micro-benchmark: what deciding on a held error answer costs (make
  * microbench): one error_body_parse (the facts and the hints of one jansson
  * parse), the class from the facts, the server's hint from the hints. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Micro-benchmark: ns per call of the token estimate done per request, on a
  * 1 KiB chat request and a 20 KiB Responses API agent turn (instructions,
  * tool schemas, reasoning items, function calls and their outputs) (make

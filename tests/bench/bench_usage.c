@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Micro-benchmark: ns per byte of reading an answer's usage (make microbench),
  * as the meter reads it: a kept reader, fed as the bytes arrive.
  *

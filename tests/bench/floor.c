@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* floor — the ceiling of pacerd's stack, for make bench's "floor" row: a
  * forwarder built from the same libraries and nothing else (libevent's evhttp
  * in, one libcurl multi handle on the same loop out, no routing, no keys, no

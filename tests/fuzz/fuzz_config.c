@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer: the YAML configuration loader. A valid file must load and free
  * cleanly; an invalid one must give exactly one line of error. */
 #include <stdint.h>

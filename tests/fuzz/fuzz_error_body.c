@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer: the upstream error-body parse (error_body) and the retry verdict
  * that reads it. What one parse says must hold whatever the bytes: a delay, a
  * limit and a window are never negative, a budget is one of the kinds or

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer: rate-limit header dialects, and the server's hint they make
  * with an error body's. The input is "name: value" lines; every dialect
  * parses the same set; the whole input is also read as the error body

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer: random bytes, split at random points, into pacerd's HTTP/1.1
  * connection layer (parser and state machine) over a socketpair, with an
  * owner that answers in every way the seam allows (error, a whole answer, a

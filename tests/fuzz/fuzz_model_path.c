@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer: the model a request path names (model_from_path: Gemini's
  * models/NAME:METHOD, Azure's openai/deployments/NAME). A name found lies
  * inside the path, before its query, is 1 to TOKENS_MODEL_MAX printable

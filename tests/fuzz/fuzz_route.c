@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer: request targets through provider resolution and URL building,
  * and key extraction from header values and query strings. */
 #include <stdint.h>

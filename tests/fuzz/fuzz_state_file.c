@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer: the lanes' state file (sched/state_file.h). Input's first byte
  * chooses: odd, the bytes are a whole file (the header's checks: foreign,
  * version, checksum); even, they are a body put under a header whose

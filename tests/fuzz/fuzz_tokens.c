@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer: token estimates of request bodies. The estimate must agree with
  * the jansson tree walk it replaced (tests/unit/tokens_ref.h): any
  * difference aborts. (The usage of answers: fuzz_usage_read.c.) */

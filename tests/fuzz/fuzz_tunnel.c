@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer: CONNECT request lines and what follows them. Random bytes, split
  * at random points, into pacerd's connection layer over a socketpair, with an
  * owner that does what intake does with a CONNECT: parses the authority

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer: the usage of an answer read as its bytes arrive.
  *   - the input as one JSON document, fed in one piece and in pieces of
  *     sizes picked from the input: every way must say the same;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer: usage_strip, both sides.
  *
  * The stream: the input fed whole and in chunks of the size its first byte

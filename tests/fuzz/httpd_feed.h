@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What the two fuzzers of the connection layer (fuzz_httpd, fuzz_tunnel) share:
  * the input fed to an httpd connection over a socketpair in chunks, the loop
  * turned after each, and the check that a connection whose client left is

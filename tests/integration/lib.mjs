@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers of the integration suite: processes (mock, pacerd), ports, HTTP clients
 // (node:http, raw sockets, curl), test certificates. Everything talks to 127.0.0.1
 // only; every wait is bounded in time; processes are stopped by PID. lib/redis.mjs: a

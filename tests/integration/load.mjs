@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Load generation and reporting for the scheduler scenarios (cases/sched_*.mjs).
 // Bounded everywhere: a run stops at `n` requests or at `deadline_ms`, whichever
 // comes first; every request has its own timeout; only 127.0.0.1 is contacted.

@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+// SPDX-License-Identifier: Apache-2.0
 // The black-box integration suite of pacerd.
 //
 //   PACERD_BIN=build/pacerd MOCK_BIN=build/pacerd-mock node tests/integration/run.mjs [FILTER]

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* pacerd-mock — the test and benchmark upstream (tests/mock/README.md is the contract).
  *
  * One event loop, one thread. Files by concern:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* mock_engine.c — the engine mode's HTTP side (mock_engine.h states the model): its
  * configuration, the requests it holds, the step timer that drives the scheduler
  * (mock_engine_sched.c), and /_mock/engine (tests/mock/README.md, "Engine mode"). */

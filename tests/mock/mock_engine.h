@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* mock_engine.h — pacerd-mock's engine mode: a self-hosted LLM server that batches
  * continuously, as vLLM does (tests/mock/README.md, "Engine mode"; issue 29).
  *

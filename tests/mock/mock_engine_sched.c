@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* mock_engine_sched.c — the engine mode's scheduler: a state machine with no clock
  * and no I/O (mock_engine.h states the model; mock_engine.c drives it). */
 #include "mock_engine.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* mock_limits.c — provider-like behaviour: per-key request and token buckets, a
  * concurrency cap, a global capacity schedule, seeded random failures, and the 429s
  * and rate-limit headers of the OpenAI and Anthropic dialects (PROVIDERS.md §2, §3). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* mock_main.c — command line, listeners (plain and TLS), connection tracking, signals. */
 #include "mock.h"
 #include "mock_engine.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* mock_record.c — counters and request records for /_mock/stats and /_mock/requests. */
 #include "mock.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* mock_responses.c — OpenAI's Responses API (POST /v1/responses; PROVIDERS.md §11,
  * openai-python types/responses/): the input counted as the provider counts it
  * (instructions, every input item kind, tools, and the history the server holds for

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* mock_routes.c — request intake: per-request control, provider limits, the answers of
  * each endpoint, and the lifecycle of answers that are not sent at once (delay, hang,
  * reset, stream). */

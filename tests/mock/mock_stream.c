@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* mock_stream.c — SSE streams: OpenAI chat chunks, the Anthropic messages events
  * and the Responses API's events (PROVIDERS.md §3, §9, §11; mock_responses.c). One content chunk
  * per step; the next step is armed only when the previous bytes have left (mock_req_written), so a

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs inside the tests/package/Containerfile image (tests/package/deb.sh
 # starts it): builds the package from the tree at /src, installs it the way an
 # administrator would, and checks what it promises. Prints "ok ..." or
@@ -39,6 +40,10 @@ warn=$(MANWIDTH=80 man --warnings pacerd.yaml 2>&1 >/dev/null)
 [[ -z $warn ]]; check $? "man --warnings pacerd.yaml: no warning ${warn:+($warn)}"
 [[ -s /usr/share/doc/pacerd/examples/openai.yaml && -s /usr/share/doc/pacerd/examples/grafana-dashboard.json ]]
 check $? "the examples are in /usr/share/doc/pacerd/examples/"
+grep -q '^License: Apache-2.0$' /usr/share/doc/pacerd/copyright &&
+	grep -q '^Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/$' /usr/share/doc/pacerd/copyright &&
+	man pacerd 2>/dev/null | grep -q 'Apache License, Version'
+check $? "the licence: Apache-2.0 in /usr/share/doc/pacerd/copyright (machine-readable) and in pacerd(8)"
 v=$(systemd-analyze verify /lib/systemd/system/pacerd.service 2>&1)
 rc=$?
 [[ $rc == 0 ]] && ! grep -q pacerd.service <<<"$v"

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs inside a tests/package/Containerfile container whose PID 1 is systemd
 # (tests/package/deb.sh starts it with podman --systemd=always): the package
 # that deb-inside.sh built (/out) installed where systemd runs is started by its

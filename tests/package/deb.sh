@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The Debian package, for real (make test runs it when podman is installed):
 # in a fresh Debian 12 container (tests/package/Containerfile, made once on
 # debian:12-slim and then taken from podman's cache) tests/package/deb-inside.sh

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # make dist (make test's package stage): twice gives the same bytes (the same
 # SHA-256, and the .sha256 file agrees), the tarball holds the committed tree
 # with a VERSION file and no .git, and pacerd built from it (make all in the

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # make install with PREFIX and DESTDIR (make test): the binary, the four man
 # pages and the unit land under DESTDIR/PREFIX, the unit runs PREFIX/bin/pacerd,
 # the configuration goes to DESTDIR/etc/pacerd, and a second install keeps an

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The manual pages (make test; make man builds them):
 #   * every page in man/ renders with `man --warnings` and not one warning;
 #   * pacerd.yaml(5) documents exactly the keys the parser accepts: for each

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The Prometheus alert rules and the Grafana dashboard in conf/examples/ (make
 # test): promtool check rules accepts the rules, promtool test rules passes
 # their unit test (tests/package/alerts.test.yaml), and the dashboard is JSON

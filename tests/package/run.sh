@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # make test's package stage: the man pages (man.sh), make install (install.sh),
 # the alert rules and the dashboard (prometheus.sh), and, when podman is
 # installed, the Debian package built, installed and removed in a fresh

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* json_mutations — the mutations of a JSON text that the scanners are compared
  * with their jansson references on (test_tokens, test_tokens_items,
  * test_usage_read): every prefix, and every byte replaced by each of a set of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A routing table shared by the route unit tests and the route fuzzer:
  * a root provider, two prefixed ones (one with a base path), and a query-key
  * provider under a two-segment prefix. Static: include it once per binary. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The token estimate as it was written on jansson trees, kept as the
  * reference the JSON scanner of tokens.c must agree with: the unit test and
  * the fuzzer compare the two on every input (the usage: usage_ref.h).

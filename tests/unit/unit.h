@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Shared main() for the check unit-test binaries: one binary per module,
  * each prints "unit NAME: N passed, N failed" and exits non-zero on failure. */
 #ifndef PACERD_UNIT_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The usage of an answer as it was read from jansson trees, kept as the
  * reference provider/usage_read.c must agree with: the unit tests and the
  * fuzzer compare the two on every document jansson accepts. Include once. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The admin listener (DESIGN §7): health, readiness, /status, /metrics, /reload,
 // and the bearer token.
 import assert from 'node:assert/strict';

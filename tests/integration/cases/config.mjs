@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Configuration errors: file:line:column, --check-config, refusing to start, PACERD_*.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Grafana dashboard and the alert rules against a real scrape (issue 21):
 // pacerd with the shared store (a real redis-server), one provider whose
 // upstream refuses over 3 requests in flight and sends rate-limit headers

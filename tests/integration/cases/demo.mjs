@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // make demo (scripts/demo.sh), in a faster variant: the mock at 600 RPM as a bucket of
 // 10 (so that pacing shows within seconds), pacerd with no plan, 100 concurrent requests,
 // `pacerd top` as one line a second (stdout is not a terminal here). The demo must end by

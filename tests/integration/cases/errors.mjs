@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Answers pacerd makes by itself (DESIGN §6): own JSON errors, limits, broken
 // clients and broken upstreams. pacerd must survive each and keep serving.
 // Upstream faults with their log lines (resets, hangs, DNS, TLS, storms): faults.mjs.

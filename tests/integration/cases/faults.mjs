@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Upstream faults (issue 10), one case each: what the client sees, exactly, and
 // the log line that explains it. Each test adds a line to the catalogue printed
 // by the last test (`fault: case -> status/code -> log event`); docs/usage.md "Faults"

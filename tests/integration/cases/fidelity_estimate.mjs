@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What a request is charged (issue 28, items 1 and 5), seen from outside through
 // /metrics' pacerd_tokens_estimated_total (each request adds the input and output it
 // was charged at dispatch): a Responses API turn counts its instructions, every input

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Gemini's per-day quota (issue 28, item 4; PROVIDERS.md §5, §11): a 429
 // RESOURCE_EXHAUSTED whose QuotaFailure names GenerateRequestsPerDayPerProjectPerModel
 // (quotaValue: the day's requests) and whose RetryInfo.retryDelay is the time until the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Every budget the headers describe (issue 28, item 5): budgets whose answers carry only
 // a remaining count (Azure's usual x-ratelimit-remaining-requests / -tokens, no limit,
 // no reset), and Azure's resets in whole seconds. pacerd is told nothing: it learns the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Output charged as the provider counts it (issue 28, item 2). Anthropic's output
 // tokens per minute (OTPM) count what an answer produces, not its max_tokens; OpenAI's
 // TPM reserves max_tokens when the request arrives. pacerd-mock does both

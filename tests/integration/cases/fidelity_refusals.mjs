@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One taxonomy of refusals, per provider, from the body (issue 28, item 4;
 // docs/pacing.md "Whose refusal"). pacerd-mock answers each shape
 // (tests/mock/README.md): OpenRouter's two 402s (payment_402), Gemini's 429 bodies

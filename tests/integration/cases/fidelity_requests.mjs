@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What pacerd does to a request must never break one that works direct (issue 28,
 // items 3, 6 and 7): a strict upstream (pacerd-mock's strict_fields: an unknown body
 // member such as stream_options is a 422, as Mistral's API answered) gets the

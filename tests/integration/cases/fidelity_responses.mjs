@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Responses API as Codex-style agents send it (issue 28, item 1; PROVIDERS.md §11).
 // pacerd-mock answers POST /v1/responses (tests/mock/README.md "Responses API"): it
 // counts the input as the provider does (instructions, every input item kind, tools,

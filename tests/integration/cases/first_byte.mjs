@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What pacerd adds to a stream's first byte, against going direct, on a warm lane: the
 // client of make bench's row (scripts/bench/first_byte.py: one thread, one selector,
 // a connection per stream, the first byte timed from just before connect()), so that

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A key flood (issue 10): 100,000 distinct API keys in a few seconds through one pacerd
 // with limits.max_lanes 100000, while one known key keeps sending (5 a second) and learning from the
 // mock's OpenAI rate-limit headers. pacerd's RSS must stay within what 100,000 lanes cost

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Forwarding: what the mock receives is what the client sent (minus hop-by-hop
 // headers), and what the client receives is what the mock answered.
 import assert from 'node:assert/strict';

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A client that has gone is never forwarded: requests wait in a paced lane, their
 // clients give up while they wait, and none of those requests may reach the upstream
 // after its client left.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The latency controller (issue 29; sched/gradient.h) through the real binary, against the
 // plain mock, which answers streams without rate-limit headers: a provider that says
 // nothing. What it does against an engine that queues is engine_gradient.mjs's subject;

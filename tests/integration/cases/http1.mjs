@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // pacerd's own HTTP/1.1 server layer, on raw sockets: strict parsing (every malformed
 // or ambiguous request is refused with 400 and the connection closed, nothing is
 // forwarded), header and body limits (431, 413 before the body is read),

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // HTTP/2 to the upstream is opt-in per provider (`http2: true`; DESIGN §11: a
 // paused HTTP/2 stream can stall its siblings in libcurl 7.88). A TLS server
 // from Node's own http2 module (HTTP/1.1 allowed too, by ALPN) stands in for the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Nothing leaks: after clients leave at every stage (queued, waiting for the
 // upstream's headers, mid-stream, mid-upload) pacerd's open file descriptors
 // return to where they were. Memory is checked by valgrind / ASan runs of the

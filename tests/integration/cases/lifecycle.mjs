@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shutdown: SIGTERM drains (in-flight requests finish, new connections are refused),
 // then exit 0; drain_timeout_s bounds it.
 import assert from 'node:assert/strict';

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Limits where the providers keep them (issue 18): a lane per (provider, limit scope,
 // model group), each request charged what the provider will count. pacerd-mock limits
 // like the providers (tests/mock/README.md "Models, projects and the prompt cache"):

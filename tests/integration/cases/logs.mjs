@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The log: one JSON object per line; API keys never written, only their hash prefix.
 import assert from 'node:assert/strict';
 import { SLOW, keyHash, request, waitFor } from '../lib.mjs';

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A margin that follows the path (issue 30, item 3): a strict gate (burst 1) keeps
 // a margin beyond its interval after each send, learned per lane from the provider's
 // refusals at the gate's own spacing (sched/margin.h) and shared across replicas

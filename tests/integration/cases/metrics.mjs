@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // /metrics as a real Prometheus sees it (issue 9): promtool accepts the text,
 // the per-provider histograms are cumulative and count every request once,
 // admin.top_lanes caps the per-lane series, and a real Prometheus scrapes

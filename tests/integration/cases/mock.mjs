@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The harness and the mock upstream by themselves (no pacerd): when these fail,
 // the failures of the other files say nothing about pacerd.
 import https from 'node:https';

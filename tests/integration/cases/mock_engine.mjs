@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // pacerd-mock's engine mode by itself (no pacerd; issue 29): a server that batches
 // continuously, as vLLM does, and overloads by queueing and preempting, never by
 // refusing. Each test starts a mock of its own (tests/integration/lib/engine.mjs).

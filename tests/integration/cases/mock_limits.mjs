@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The mock's provider-like scopes by themselves (no pacerd, issue 18): budgets per model
 // (group), keys grouped into projects that share budgets, the identity headers of the
 // answers, OpenAI-Project, and Anthropic's prompt-cache accounting on /v1/messages.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The status page on the admin listener (issue 32 item 1): GET / serves one
 // self-contained HTML document whose view the server fills (the page without
 // JavaScript), GET /events streams /status snapshots as server-sent events (the

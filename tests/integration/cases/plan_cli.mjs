@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `pacerd plan`, the pre-flight report: the table, the budget warning, --json,
 // --ascii, exit codes 0 / 3 / 2 / 1, and -c FILE taking a provider's, a key's or a model's plan.
 import assert from 'node:assert/strict';

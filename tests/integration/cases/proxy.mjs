@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Forward-proxy form (absolute request targets, CONNECT) and HTTPS upstreams.
 import assert from 'node:assert/strict';
 import { assertPacerError, rawHttp, recHeader, request, sha256 } from '../lib.mjs';

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reload (DESIGN §7): SIGHUP reads the file again. An invalid file is reported
 // (file:line:column) and the running configuration stays; a valid one applies
 // to the next dispatch of every lane, and nothing in flight is dropped.

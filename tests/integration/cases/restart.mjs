@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What a lane learned survives a restart (issue 30 item 1): the state directory's
 // lanes.state, written at shutdown and every 30 s, read back at start and aged by the
 // time that passed. A provider that sends no rate-limit headers (429s with retry-after

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Smoke tests of the scheduler seen from outside: pacing at the upstream, 429s
 // absorbed by retries, queue time reported. (The decisions themselves are unit-tested.)
 import assert from 'node:assert/strict';

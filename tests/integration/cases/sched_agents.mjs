@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // h. Agent serialization (agents.mode serialize | reject, header X-Agent-Id).
 // The mock answers every LLM request after latency_ms 200; its records give each
 // request's arrival (t_ms) and headers, so a request of an agent occupies

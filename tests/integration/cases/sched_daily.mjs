@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Daily budgets (issue 8.4): max_requests_per_day is a budget, not a rate: spent as
 // fast as the other gates allow, then every request of the lane, queued or new, is
 // answered at once with 429 daily_budget_exhausted until the reset (day_resets_at in

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The client's own deadline (issue 8.2): X-Stainless-Timeout (seconds, sent by the
 // official SDKs on every request) or x-pacer-timeout-ms. A request whose queue ETA is
 // past its deadline is answered at once, 503 deadline_unreachable with retry-after,

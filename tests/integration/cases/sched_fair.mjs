@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Priorities and fair share inside one lane (issue 8, part 1).
 // A lane paced at 10 req/s dispatches every 100 ms. Arrivals at the mock (its records,
 // with the request's own x-scen header) tell who went when; x-pacer-queue-ms tells how

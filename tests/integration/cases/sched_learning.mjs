@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Scheduler scenarios with no plan in pacerd (zero configuration: learning from the
 // rate-limit headers, AIMD, retries): b. a 300 RPM upstream, c. a TPM upstream,
 // g. an upstream whose capacity flaps between 20 and 5 rps; 5. learning that wastes

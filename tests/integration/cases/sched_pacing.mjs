@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Scheduler scenarios with configured plans: a. 10 req/s paced evenly over 30 s without drift,
 // e. a slow key does not slow a fast key, k. streams through open gates are not delayed.
 // Each test has a mock of its own (its /_mock/config must not leak into other files)

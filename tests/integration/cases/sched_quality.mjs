@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The scheduler, never idle and never wasteful: open lanes until the provider pushes
 // back, drift-free pacing, holds that start at the headers and end with one probe,
 // quota answers that drain the queue. Each test has a mock of its own and a pacerd of

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Queue limits and queued clients that leave: i. queue_full and queue_timeout (DESIGN §6),
 // j. 200 clients that disconnect while queued never reach the upstream.
 // Each test has a mock of its own and a pacerd of its own.

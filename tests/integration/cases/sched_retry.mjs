@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Retry scenarios: d. a retry-after window is honoured by the whole lane, f. a 429 for
 // money is relayed at once, never retried.
 // Each test has a mock of its own and a pacerd of its own; figures are the mock's counts.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The official SDKs, pointed at pacerd exactly as users do (baseURL), with no
 // retries of their own so that every failure shows.
 import assert from 'node:assert/strict';

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Security (issue 10): API keys never leave pacerd except toward their upstream; the
 // admin token guards every admin path; pacerd is never an open proxy. Each test has a
 // mock and a pacerd of its own.

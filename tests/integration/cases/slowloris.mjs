@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Slowloris (issue 10): 1,000 connections trickling a request head and 1,000 trickling a
 // body, one piece every 400 ms, with limits.client_timeout_s: 2. Normal clients must be
 // served as fast as by an idle proxy (p99 within 2× of the idle p99, plus 20 ms of

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Lanes shared through Redis (issue 11): several pacerd replicas in front of one key
 // share its gates, its learned limits, its retry-after holds and a global concurrency
 // cap through a real redis-server (lib/redis.mjs), and fall back (or fail) when Redis

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reaching the shared store where people run Redis (issue 22): a host name resolved
 // without blocking the loop and again at every reconnect, AUTH (a password, an ACL
 // user, a wrong password), TLS with verification (a good CA, a wrong CA, a server

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A fleet that counts itself (issue 30, item 2): every replica beats once a second
 // into the store (a sorted set key_prefix + "replicas"), and while Redis is down each
 // one paces at its plan's limits divided by the replicas alive at the last beats,

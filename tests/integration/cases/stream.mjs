@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Streaming: SSE relayed chunk by chunk as it arrives, backpressure to a slow
 // reader, and a client that leaves aborts the upstream transfer.
 import assert from 'node:assert/strict';

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Streams metered without the client asking (issue 8.3): on a lane with a token gate,
 // an OpenAI chat completion streamed without stream_options.include_usage gets it on
 // the way up, and the client gets back exactly the stream it asked for.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // systemd integration: the sd_notify datagrams (READY, RELOADING, STOPPING,
 // WATCHDOG) on $NOTIFY_SOCKET, and the unit file checked by systemd-analyze.
 // A small python3 script stands in for systemd's end of the socket (Node's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `pacerd top` (issue 9): a live view of a running pacerd's admin /status. Without a
 // terminal it prints one summary line per poll; under tmux (a real terminal: raw mode,
 // the alternate screen, keys) it shows the header and a row per lane, refreshed every

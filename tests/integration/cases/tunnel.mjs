@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // HTTPS forward proxy (issue 20): CONNECT to a provider's host is terminated with
 // pacerd's own CA, and the requests inside go through the same intake as base-URL
 // requests (routing by host, keys, lanes, pacing, streaming). Other hosts: 403.

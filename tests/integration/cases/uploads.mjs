@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Uploads stream through (issue 28 item 6): the body of a files, uploads or batches
 // request goes upstream as it arrives, never read whole first: byte-identical at the
 // mock whatever its size, pacerd's memory bounded by a buffer (VmHWM), Content-Length

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A real browser for the status page test (cases/page.mjs): Debian's headless
 // Chromium driven through the DevTools protocol over --remote-debugging-pipe
 // (fd 3 carries commands to it, fd 4 its answers and events, each message JSON

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Load against pacerd-mock's engine mode (tests/mock/README.md, "Engine mode"; issue 29):
 // start a mock that batches like vLLM, drive closed-loop streaming clients at it
 // (directly or through pacerd, with or without a concurrency cap of the clients'

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // HTTP clients: node:http, raw sockets, curl; and the check of pacerd's own error answers.
 import { execFile } from 'node:child_process';
 import crypto from 'node:crypto';

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Processes the suite starts (the mock, pacerd): output captured, exit awaited,
 // stopped by PID only; pacerd's configuration.
 import { spawn } from 'node:child_process';

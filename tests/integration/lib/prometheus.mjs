@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A real Prometheus (Debian's `prometheus`) scraping one pacerd's admin port every
 // second, for cases/metrics.mjs and cases/dashboard.mjs: its own temporary
 // directory, a free loopback port, stopped with the test.

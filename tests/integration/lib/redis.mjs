@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A real redis-server for the shared-store tests (cases/store.mjs): started on a free
 // loopback port with a temporary directory of its own and no persistence, tracked
 // by PID (lib/proc.mjs Proc), stopped at the end of the test that started it. And a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Constants and small helpers: binaries, timing factor, waits, ports, certificates.
 import { execFileSync } from 'node:child_process';
 import crypto from 'node:crypto';

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* slowdns — an LD_PRELOAD shim for the integration tests (cases/faults.mjs):
  * getaddrinfo() of a name ending in ".slow.invalid" sleeps SLOWDNS_MS
  * milliseconds (default 1000), then fails with EAI_NONAME; every other name

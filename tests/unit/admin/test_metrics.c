@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* metrics: the text a histogram (core/stats) writes, label escaping, the per-provider table across
  * a reload, and the top_lanes cut of the per-lane series. */
 #include <check.h>

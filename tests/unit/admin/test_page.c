@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* page: the status page's document and its view without JavaScript:
  * escaping of every value (model and agent names come from clients), the
  * lanes table from a /status snapshot, the document around the view, and the

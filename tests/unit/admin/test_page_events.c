@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* page_events: the status page's event stream over socketpairs and the real
  * httpd: the head, retry and a snapshot at once, then one per interval; at
  * most PAGE_EVENTS_MAX_CLIENTS at once (503 beyond); a client that leaves

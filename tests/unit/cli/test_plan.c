@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for plan (the arithmetic of `pacerd plan`) and plan_report (its
  * table, warning and JSON). */
 #include <jansson.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for top_model (the numbers and lines of `pacerd top`): rates
  * from counter differences, the sorts, truncation to the width, lanes that
  * come and go between polls, an unreachable admin. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ca: made once in a state directory (key 0600) and loaded again; a leaf per
  * host that verifies against the CA for that name only, made once; a
  * configured pair that does not match is refused. Files in a temporary

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* certcache: one value per host, replaced in place, the oldest evicted at the
  * cap, every value freed exactly once. */
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for clock: one reading per turn, a fresh one after the turn ends. */
 #include <time.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for src/config.c: defaults, a file with every key, every rejection
  * with its exact file:line:column message, environment overrides, provider
  * activation, the shipped configuration files, host:port parsing. */

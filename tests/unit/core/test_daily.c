@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for daily: a zone resolved once, then the reset instant of a
  * daily budget across daylight-saving changes, by arithmetic alone. Every
  * expected instant was read off `TZ=zone date -d ... +%s` (tzdata 2024+):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for grow: doubling, and the limit a declared length sets. */
 #include <stdlib.h>
 

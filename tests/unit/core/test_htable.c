@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for htable: insert, find, delete, growth, collisions (runs that
  * wrap round the end of the slots), records that move and are told so, and
  * deletion during iteration; every random sequence checked against a plain

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for intern: sharing, reference counts, memory accounting, and
  * the hash every byte of whose input matters. */
 #include <stdio.h>

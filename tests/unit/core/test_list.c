@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for list: order after inserts at either end, removal of the
  * current node while iterating, a second removal harmless, empty after
  * removing all, and a head that moved (list_moved). */

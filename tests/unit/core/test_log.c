@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for log: the hand-made timestamp and numbers, escaping, the
  * buffer written once per turn in whole lines, and the recent problems kept
  * for the admin page. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for pool: last put is first got, the cap, the low-water mark
  * after a burst, trim frees exactly what the period did not use (and all of
  * it with all), and a new period after each trim. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* state_dir and atomic_file: which state directory (configured, systemd's
  * $STATE_DIRECTORY, a writable /var/lib/pacerd, none) and the CA's per-user
  * fallback; whole files written atomically (replaced, never half written,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* stats: the fixed-bounds histogram (cumulative buckets, sum, count, NaN and
  * negative values, the cap on bounds). Its text is metrics' (test_metrics). */
 #include <math.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* headers: hop-by-hop filtering (RFC 9110 §7.6.1) and header line splitting. */
 #include <string.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* httpd: the connection layer's contract with its owner, over a socketpair:
  * exact response bytes (chunked framing, content-length kept, HTTP/1.0),
  * pipelined requests one at a time and in order, backpressure (hreq_write

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tls: the server side over memory BIOs, driven by an OpenSSL client in the
  * same process (no sockets): a handshake with the SNI of the tunnel's host
  * and ALPN http/1.1, data both ways, close_notify; an SNI for another host;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for error_body: real error bodies of each provider (PROVIDERS.md
  * §2-§6, §11, and the issues cited there), each parsed once, asserting the
  * retry facts and the hints that one parse gives. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for model: the model of a request (path or body), groups, and
  * the memo of what the rules answered per model (model_memo.h). */
 #include <stdio.h>

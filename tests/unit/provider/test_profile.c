@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for profile: the built-in rows as config_load reads them, the
  * lookups, the generic profile of a provider of the user's own, where a key
  * travels, and the identity headers. */

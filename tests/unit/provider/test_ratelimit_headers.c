@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for ratelimit_headers: every header example of PROVIDERS.md. */
 #include <string.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for the SSE framer: the lines of a stream whatever its chunks
  * (cut at every position, in two and three pieces, one byte at a time), a CR
  * at the end of a chunk, every byte given back once and in order, the cap on

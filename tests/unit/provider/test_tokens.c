@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for tokens: estimates, checked against the jansson tree walk
  * (usage: test_usage_read.c and test_usage_sse.c). */
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for tokens: what a request sends the model, item by item (issue
  * 28 items 1 and 5): every Responses API input item kind, tool definitions in
  * the four APIs, cache_control lifetimes, the history a provider holds; each

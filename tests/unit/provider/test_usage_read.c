@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for usage_read: the usage of one JSON document read as its
  * bytes arrive, cut anywhere, without holding the document; and what a
  * provider's limits count of it (tokens_usage_counted). */

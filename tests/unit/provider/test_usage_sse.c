@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for usage_sse: the usage an event stream reports, read line by
  * line as it arrives in chunks of any size; data: lines of any length. */
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for usage_strip: the include_usage pacerd adds to a streamed
  * chat completion, and the stream the client gets back without it. */
 #include <stdlib.h>

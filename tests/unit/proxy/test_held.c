@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for held: an upstream answer kept back whole and read back as
  * it came, its body capped. */
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for identity: which budget a request and an answer name beyond
  * their key, through each built-in provider's profile (PROVIDERS.md §10). */
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for intake: the request's header fields read in one pass, found
  * by name in any case, the first of each name winning. */
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for meter: an answer's usage read as its body is relayed in
  * pieces of any size, and the stream the client gets when pacerd asked for
  * the usage itself. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for refusal: each refusal of the lanes, and each failed
  * transport, as the client sees it (DESIGN §6; PROVIDERS.md §8's hints). */
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for rewrites: a provider that refused a rewritten body while it
  * took the client's own stops being rewritten, once, and says when and why. */
 #include <string.h>

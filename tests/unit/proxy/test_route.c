@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* route: provider resolution, upstream URLs, key extraction and hashing. */
 #include <string.h>
 

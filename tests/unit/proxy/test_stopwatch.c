@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for stopwatch: when an answer's tokens came, read from its body
  * in pieces of any size. */
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* route_connect and route_resolve_tunnel: what a CONNECT gets (terminated,
  * blind, denied) and how a request inside a tunnel is routed. */
 #include <string.h>

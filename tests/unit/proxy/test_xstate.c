@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The request state machine's transitions (proxy/xstate.c): the whole table,
  * pair by pair, and the paths a request takes. */
 #include "proxy/xstate.h"

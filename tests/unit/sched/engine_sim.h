@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* engine_sim — a vLLM-like engine in steps, with closed-loop clients that go
  * through one lane whose limit is a struct gradient (or a fixed cap), for
  * test_gradient.c. Deterministic (its own xorshift); no clock, no sockets.

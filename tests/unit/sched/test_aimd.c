@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for aimd: adaptive concurrency and the dispatch delay. */
 #include <string.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for cost: input charged by the learned cache share, output by the
  * lane's percentile. */
 #include <math.h>

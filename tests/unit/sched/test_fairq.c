@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for fairq (priorities and the fair share's tags) and pheap (the
  * heap that keeps requests in that order): round robin between flows, FIFO
  * inside one, cost-weighted shares, a newcomer behind a backlog, the oldest

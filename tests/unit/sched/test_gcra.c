@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for gcra: single gates and the gate set of a lane. */
 #include <math.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for gradient: a lane's concurrency limit from latency, as a pure
  * function of (samples, time). The first half feeds it samples by hand; the
  * second runs it against engine_sim.h, a vLLM-like engine in steps, with 128

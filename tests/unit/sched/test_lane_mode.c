@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A lane's two state machines (sched/lane_mode.c): every transition, pair by
  * pair, written out once more so that a change to the diagrams must be a
  * change here too; the refused ones leave the state as it was; the one word

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for learned: inference of capacity and rate, pacing, noise. */
 #include <math.h>
 #include <stdint.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* learned, counted budgets (learned.h "Counted budgets"): the refill learned
  * from successive remaining counts, without a reset (Azure's usual answer) or
  * with one in whole seconds. A token bucket stands in for the provider. */

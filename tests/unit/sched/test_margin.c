@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* margin: a strict gate's margin learned from the path (issue 30): widened by
  * refusals at the spacing (once per burst), narrowed slowly by time without
  * one, bounded, adopted from the store. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* registry: one lane per (provider, key), per-key plans, the max_lanes cap
  * (LRU eviction of idle lanes), idle eviction, memory per lane. */
 #include <malloc.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for retry: the DESIGN §3 table row by row, the bodies of
  * PROVIDERS.md §2-§6, backoff with jitter, deadlines and attempt limits. */
 #include <math.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sched: dispatch order (FIFO, agent serialization, retries at the head),
  * the concurrency and rate gates, queue limits, holds, the idle list, what a
  * lane allocates, and the dispatch order checked against a full scan under

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A lane across a restart: what sched_lane_export saves, sched_saved_age
  * leaves of it after time passed (a pure function of the value and the wall
  * clock), and sched_lane_import takes back up in a fresh lane of another

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for scope: keys joining the scope their answers name, the
  * request's own identity, and the table's bounds. (Configured scopes are the
  * caller's: proxy/lanes.c.) */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* state_file: the lanes' state file round trips every field (budgets learned
  * from real answers, numbers that are not finite, every budget mask), the
  * records' digest ignores when it was written and follows what it holds, and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* batch: permits per decision, from the lane's rate, its burst, the round
  * trip and its waiting requests. */
 #include <math.h>

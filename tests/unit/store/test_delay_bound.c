@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* delay_bound: the margin's estimator, a high quantile of recent delays, with
  * the time passed in. */
 #include <math.h>

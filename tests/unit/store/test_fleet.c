@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fleet: the divisor of the local fallback, a pure function of the heartbeats
  * heard and their times (issue 30). */
 #include "store/fleet.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* store_address: what store.redis.address names, and the name a TLS
  * certificate is checked against. */
 #include <string.h>

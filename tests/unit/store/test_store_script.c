@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* store_script: the Lua scripts of the shared store run on a real Redis (issue 11):
  * burst, cost, the server's clock, fractional rates, several gates, the slack,
  * adjust, observe, hold, quota, leases, expiry; and the pure helpers (lane keys,
