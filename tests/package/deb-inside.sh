@@ -42,7 +42,7 @@ warn=$(MANWIDTH=80 man --warnings pacerd.yaml 2>&1 >/dev/null)
 check $? "the examples are in /usr/share/doc/pacerd/examples/"
 grep -q '^License: Apache-2.0$' /usr/share/doc/pacerd/copyright &&
 	grep -q '^Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/$' /usr/share/doc/pacerd/copyright &&
-	man pacerd 2>/dev/null | grep -q 'Apache License, Version'
+	MANWIDTH=200 man pacerd 2>/dev/null | grep -q 'Apache License, Version 2.0'
 check $? "the licence: Apache-2.0 in /usr/share/doc/pacerd/copyright (machine-readable) and in pacerd(8)"
 v=$(systemd-analyze verify /lib/systemd/system/pacerd.service 2>&1)
 rc=$?
