@@ -105,7 +105,7 @@ struct ws_sock {
 	struct list outq;   /* messages from the client not sent yet, in order */
 	struct list flight; /* turns sent, oldest first */
 	size_t outq_bytes, n_flight, n_waiting;
-	uint64_t client_seq, turns;
+	uint64_t client_seq, turns, turn_seq;
 	uint64_t bytes_up, bytes_down;
 	int64_t t_start;
 	uint16_t close_code; /* the code the socket ended with */
@@ -714,7 +714,7 @@ static void on_client_message(void *ctx, bool text, const uint8_t *data, size_t 
 	m->t_arrive = now_ms();
 	m->len = len;
 	if (m->turn)
-		m->no = s->turns + s->n_flight + s->n_waiting + 1;
+		m->no = ++s->turn_seq;
 	memcpy(m->data, data, len);
 	list_insert_tail(&s->outq, &m->link);
 	s->outq_bytes += len;
@@ -1504,8 +1504,8 @@ void wsrelay_shutdown(struct wsrelay *w)
 {
 	w->closing = true;
 	struct list *it, *next;
-	for (it = list_first(&w->live); it != &w->live; it = next) {
-		next = it->next;
+	LIST_FOR_EACH_SAFE(it, next, &w->live)
+	{
 		struct ws_sock *s = LIST_ITEM(it, struct ws_sock, link);
 		if (s->state < WS_OPEN)
 			refuse_plain(s, 503, "shutting_down", "pacerd is shutting down");

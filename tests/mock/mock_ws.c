@@ -49,11 +49,12 @@ struct ws_peer {
 	unsigned id;
 	bool realtime;
 	char key[17];
-	long chunks, chunk_bytes, refuse_turn, refuse_ms, flood_bytes;
+	long chunks, chunk_bytes, refuse_turn, refuse_ms, flood_bytes, drop_turn;
 	long turn_no;
 	long flood_left; /* bytes of delta events still to send */
 	long flood_in, flood_out;
 	bool closing;
+	bool dropped;
 };
 
 static ssize_t recv_cb(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags,
@@ -159,6 +160,10 @@ static void on_turn(struct ws_peer *p, json_t *msg)
 		snprintf(r->model, sizeof(r->model), "%s", model);
 		r->refused = false;
 	}
+	if (p->drop_turn > 0 && p->turn_no == p->drop_turn) {
+		p->dropped = true; /* closes without a close frame (pump) */
+		return;
+	}
 	if (p->refuse_turn > 0 && p->turn_no == p->refuse_turn) {
 		wst.refused++;
 		if (r != NULL)
@@ -213,6 +218,10 @@ static void on_msg(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_
 static void pump(struct ws_peer *p)
 {
 	struct evbuffer *out = bufferevent_get_output(p->bev);
+	if (p->dropped) {
+		peer_free(p);
+		return;
+	}
 	while (p->flood_left > 0 && evbuffer_get_length(out) < OUT_CAP &&
 	       wslay_event_get_queued_msg_count(p->ctx) == 0) {
 		long n = p->flood_left < FLOOD_CHUNK ? p->flood_left : FLOOD_CHUNK;
@@ -331,6 +340,7 @@ void mock_ws_accept(struct evhttp_request *req, const char *path, struct evkeyva
 	p->refuse_turn = ctl_long(req, query, "ws-refuse", 0);
 	p->refuse_ms = ctl_long(req, query, "ws-refuse-ms", 1000);
 	p->flood_bytes = ctl_long(req, query, "ws-flood-bytes", 0);
+	p->drop_turn = ctl_long(req, query, "ws-drop-turn", 0);
 	const char *auth = evhttp_find_header(ih, "authorization");
 	char hex[65] = "";
 	if (auth != NULL)
