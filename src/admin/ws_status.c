@@ -52,8 +52,9 @@ void ws_metrics_write(struct evbuffer *out, const struct wsrelay *w)
 {
 	struct wsrelay_stats st;
 	wsrelay_get_stats(w, &st);
-	metrics_family(out, "pacerd_websockets_open", "gauge",
-	               "WebSocket transports open now (upgraded; Responses WebSocket mode, Realtime).");
+	metrics_family(
+	    out, "pacerd_websockets_open", "gauge",
+	    "WebSocket transports open now (upgraded; Responses WebSocket mode, Realtime).");
 	evbuffer_add_printf(out, "pacerd_websockets_open %zu\n", st.open);
 	metrics_family(out, "pacerd_websockets_total", "counter",
 	               "WebSocket upgrades asked for, by outcome.");

@@ -18,10 +18,15 @@ struct wsf {
 	uint16_t code;    /* the close code queued; 0: none */
 	bool got_close;   /* the peer's close frame arrived */
 	bool close_frame; /* it was a close frame, not an error (wslay queued its echo) */
+	/* Our close waits until the messages queued before it are written:
+	 * wslay sends control frames ahead of data. */
+	bool close_pending;
+	uint16_t close_code;
+	char close_reason[124];
+	size_t close_reason_len;
 };
 
-static ssize_t recv_cb(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags,
-                       void *user)
+static ssize_t recv_cb(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags, void *user)
 {
 	struct wsf *f = user;
 	(void)flags;
@@ -74,7 +79,8 @@ static void on_msg(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_
 	case WSLAY_TEXT_FRAME:
 	case WSLAY_BINARY_FRAME:
 		if (f->ev->message != NULL)
-			f->ev->message(f->owner, a->opcode == WSLAY_TEXT_FRAME, a->msg, a->msg_length);
+			f->ev->message(f->owner, a->opcode == WSLAY_TEXT_FRAME, a->msg,
+			               a->msg_length);
 		break;
 	case WSLAY_CONNECTION_CLOSE:
 		f->got_close = true;
@@ -142,6 +148,13 @@ int wsf_send(struct wsf *f, struct evbuffer *out)
 {
 	f->out = out;
 	int rv = wslay_event_send(f->ctx);
+	if (rv == 0 && f->close_pending && wslay_event_get_queued_msg_count(f->ctx) == 0) {
+		f->close_pending = false;
+		int q = wslay_event_queue_close(
+		    f->ctx, f->close_code, (const uint8_t *)f->close_reason, f->close_reason_len);
+		if (q == 0)
+			rv = wslay_event_send(f->ctx);
+	}
 	f->out = NULL;
 	if (f->failed && f->code == 0 && wslay_event_get_close_sent(f->ctx))
 		f->code = wslay_event_get_status_code_sent(f->ctx);
@@ -150,6 +163,8 @@ int wsf_send(struct wsf *f, struct evbuffer *out)
 
 int wsf_queue(struct wsf *f, bool text, const void *data, size_t len)
 {
+	if (f->close_pending)
+		return -1;
 	struct wslay_event_msg m = {
 	    .opcode = text ? WSLAY_TEXT_FRAME : WSLAY_BINARY_FRAME,
 	    .msg = data,
@@ -165,11 +180,16 @@ int wsf_close(struct wsf *f, uint16_t code, const char *reason)
 		rl = 123;
 	if (f->code == 0)
 		f->code = code;
-	int rv = wslay_event_queue_close(f->ctx, code, (const uint8_t *)reason, rl);
 	/* Nothing more is read: what the peer sends after our close is
 	 * dropped (RFC 6455 §5.5.1 lets the closer discard it). */
 	wslay_event_shutdown_read(f->ctx);
-	return rv == 0 || rv == WSLAY_ERR_NO_MORE_MSG ? 0 : -1;
+	if (f->close_pending || wslay_event_get_close_sent(f->ctx))
+		return 0;
+	f->close_pending = true;
+	f->close_code = code;
+	memcpy(f->close_reason, reason != NULL ? reason : "", rl);
+	f->close_reason_len = rl;
+	return 0;
 }
 
 void wsf_hold(struct wsf *f, bool hold)
@@ -182,9 +202,14 @@ bool wsf_reading(const struct wsf *f)
 	return wslay_event_get_read_enabled(f->ctx) != 0;
 }
 
+bool wsf_failed(const struct wsf *f)
+{
+	return f->failed;
+}
+
 bool wsf_close_sent(const struct wsf *f)
 {
-	return wslay_event_get_close_sent(f->ctx) != 0 || f->code != 0;
+	return wslay_event_get_close_sent(f->ctx) != 0 || f->close_pending || f->code != 0;
 }
 
 uint16_t wsf_close_code(const struct wsf *f)

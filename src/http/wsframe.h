@@ -64,13 +64,17 @@ int wsf_send(struct wsf *f, struct evbuffer *out);
 /* Queues one message (copied). -1 when no more may be sent (a close was
  * queued) or out of memory. */
 int wsf_queue(struct wsf *f, bool text, const void *data, size_t len);
-/* Queues a close frame with code and reason (at most 123 bytes kept);
- * nothing more is read or sent after it. */
+/* Queues a close frame with code and reason (at most 123 bytes kept),
+ * written after the messages queued before it; nothing more is read, and
+ * nothing more may be queued. */
 int wsf_close(struct wsf *f, uint16_t code, const char *reason);
 /* While held, wsf_recv reads no further frame. */
 void wsf_hold(struct wsf *f, bool hold);
 /* Whether frames are still read (no close received or sent for an error). */
 bool wsf_reading(const struct wsf *f);
+/* Whether the peer's bytes broke the protocol (wslay answered with a close
+ * of its own: 1002, 1007, 1009). */
+bool wsf_failed(const struct wsf *f);
 /* Whether a close frame has been queued or sent, and its code (0: none;
  * the code of a close wslay queued for a protocol error is known once
  * wsf_send has sent it). */

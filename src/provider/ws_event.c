@@ -11,8 +11,8 @@
 /* The error codes (and types) of a refusal for a rate limit inside a socket:
  * OpenAI's (Responses WebSocket mode, Realtime) and Anthropic's. Other
  * capacity codes are error_body's facts. */
-static const char *const rate_codes[] = {"rate_limit_exceeded", "rate_limit_error",
-                                         "rate_limited", "too_many_requests"};
+static const char *const rate_codes[] = {"rate_limit_exceeded", "rate_limit_error", "rate_limited",
+                                         "too_many_requests"};
 
 bool ws_event_type(const char *msg, size_t len, char *type, size_t cap)
 {
@@ -180,10 +180,11 @@ void ws_event_read(const char *msg, size_t len, bool from_client, struct ws_even
 			out->kind = WSE_TURN;
 		} else if (type_is(out, "session.update")) {
 			out->kind = WSE_SESSION;
-			json_t *root = len <= WS_EVENT_PARSE_CAP ? json_loadb(msg, len, 0, NULL) : NULL;
+			json_t *root =
+			    len <= WS_EVENT_PARSE_CAP ? json_loadb(msg, len, 0, NULL) : NULL;
 			copy_string(out->model, sizeof(out->model),
-			            json_string_value(
-			                json_object_get(json_object_get(root, "session"), "model")));
+			            json_string_value(json_object_get(
+			                json_object_get(root, "session"), "model")));
 			json_decref(root);
 		}
 		return;
@@ -196,10 +197,12 @@ void ws_event_read(const char *msg, size_t len, bool from_client, struct ws_even
 		if (type_is(out, "response.done")) {
 			/* Realtime: the status is in response.status (a long one is
 			 * not parsed: it ended, and its usage says what it cost). */
-			json_t *root = len <= WS_EVENT_PARSE_CAP ? json_loadb(msg, len, 0, NULL) : NULL;
+			json_t *root =
+			    len <= WS_EVENT_PARSE_CAP ? json_loadb(msg, len, 0, NULL) : NULL;
 			const char *st = json_string_value(
 			    json_object_get(json_object_get(root, "response"), "status"));
-			out->completed = root == NULL || (st != NULL && strcmp(st, "completed") == 0);
+			out->completed =
+			    root == NULL || (st != NULL && strcmp(st, "completed") == 0);
 			json_decref(root);
 		}
 		return;

@@ -16,6 +16,7 @@
 #include <event2/dns.h>
 #include <event2/event_struct.h>
 #include <http_parser.h>
+#include <jansson.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <stdio.h>
@@ -34,6 +35,7 @@
 #include "provider/tokens.h"
 #include "provider/ws_event.h"
 #include "proxy/lanes.h"
+#include "proxy/refusal.h"
 #include "sched/retry.h"
 
 #define OUT_LOW (WSRELAY_OUT_CAP / 4)
@@ -56,12 +58,12 @@ struct ws_msg {
 	bool text, turn;
 	enum turn_state state;
 	unsigned attempts;
-	uint64_t seq;        /* the client's messages before and including this one */
-	uint64_t no;         /* the turn's number in its socket */
-	int64_t t_arrive;    /* when it arrived */
-	int64_t t_dispatch;  /* when it was last sent */
-	int64_t estimate;    /* tokens charged */
-	bool submitted;      /* in its lane (queued, in flight, or waiting to retry) */
+	uint64_t seq;       /* the client's messages before and including this one */
+	uint64_t no;        /* the turn's number in its socket */
+	int64_t t_arrive;   /* when it arrived */
+	int64_t t_dispatch; /* when it was last sent */
+	int64_t estimate;   /* tokens charged */
+	bool submitted;     /* in its lane (queued, in flight, or waiting to retry) */
 	char model[WS_EVENT_MODEL_MAX];
 	size_t len;
 	char data[];
@@ -123,7 +125,7 @@ struct wsrelay {
 	struct event *reap;
 	bool closing;
 	size_t n_live, n_open;
-	uint64_t opened, refused, turns, resent, refusals, sock_seq;
+	uint64_t opened, refused, turns, resent, refusals;
 	struct wsrelay_turn_row rows[TURN_ROWS_MAX];
 	size_t n_rows;
 };
@@ -392,10 +394,11 @@ static void sock_end(struct ws_sock *s, uint16_t code, const char *why)
 	if (s->state == WS_DONE)
 		return;
 	if (s->up_f != NULL && !wsf_close_sent(s->up_f))
-		wsf_close(s->up_f, code == WSF_PROTOCOL_ERROR || code == WSF_INVALID_DATA ||
-		                           code == WSF_TOO_BIG
-		                       ? WSF_GOING_AWAY
-		                       : code,
+		wsf_close(s->up_f,
+		          code == WSF_PROTOCOL_ERROR || code == WSF_INVALID_DATA ||
+		                  code == WSF_TOO_BIG
+		              ? WSF_GOING_AWAY
+		              : code,
 		          why);
 	if (s->down_f != NULL && !wsf_close_sent(s->down_f))
 		wsf_close(s->down_f, code, why);
@@ -414,38 +417,13 @@ static void sock_end(struct ws_sock *s, uint16_t code, const char *why)
  * shaped as the provider's ({"type":"error","error":{...}}). */
 static void send_own_error(struct ws_sock *s, const char *code, const char *message)
 {
-	char buf[512];
-	int n = snprintf(buf, sizeof(buf),
-	                 "{\"type\":\"error\",\"error\":{\"type\":\"pacer_error\",\"code\":\"%s\","
-	                 "\"message\":\"%s\"}}",
-	                 code, message);
-	if (n > 0 && (size_t)n < sizeof(buf) && s->down_f != NULL)
-		wsf_queue(s->down_f, true, buf, (size_t)n);
-}
-
-static const char *lane_refusal_code(enum lane_refusal why)
-{
-	switch (why) {
-	case LANE_REFUSE_TOO_MANY_LANES:
-		return "too_many_lanes";
-	case LANE_REFUSE_STORE_DOWN:
-		return "store_unavailable";
-	case LANE_REFUSE_DEADLINE:
-		return "deadline_exceeded";
-	case LANE_REFUSE_QUEUE_FULL:
-		return "queue_full";
-	case LANE_REFUSE_EVICTED:
-		return "evicted";
-	case LANE_REFUSE_QUEUE_TIMEOUT:
-		return "queue_timeout";
-	case LANE_REFUSE_AGENT_BUSY:
-		return "agent_busy";
-	case LANE_REFUSE_QUOTA:
-		return "insufficient_quota_held";
-	case LANE_REFUSE_DAY_OUT:
-		return "daily_budget_spent";
-	}
-	return "refused";
+	json_t *j = json_pack("{s:s,s:{s:s,s:s,s:s}}", "type", "error", "error", "type",
+	                      "pacer_error", "code", code, "message", message);
+	char *text = j != NULL ? json_dumps(j, JSON_COMPACT) : NULL;
+	if (text != NULL && s->down_f != NULL)
+		wsf_queue(s->down_f, true, text, strlen(text));
+	free(text);
+	json_decref(j);
 }
 
 /* The lanes refused a turn (queue full, timeout, quota, …): the client gets
@@ -454,10 +432,11 @@ static void on_turn_refuse(struct lane_ticket *t, const struct lane_refusal_info
 {
 	struct ws_msg *m = (struct ws_msg *)((char *)t - offsetof(struct ws_msg, ticket));
 	struct ws_sock *s = m->s;
-	const char *code = lane_refusal_code(info->why);
+	struct refusal r;
+	refusal_of_lane(info, now_ms() - m->t_arrive, now_ms() - m->t_arrive, &r);
 	m->submitted = false;
-	send_own_error(s, code, "pacerd did not send this turn (see its code)");
-	log_turn(m, info->why == LANE_REFUSE_QUEUE_TIMEOUT ? 504 : 503, code, -1);
+	send_own_error(s, r.code, r.message);
+	log_turn(m, r.status, r.code, -1);
 	msg_free(m);
 	/* From the lane's timer, what waited behind it goes on now; from
 	 * inside lanes_find or lanes_submit, pump_out's loop goes on by itself. */
@@ -606,7 +585,10 @@ static void turn_end(struct ws_sock *s, const struct ws_event *e)
 	struct lane_change ch;
 	lanes_complete(w->lanes, &m->ticket, RETRY_LANE_SUCCESS, false, 0, now, &ch);
 	m->submitted = false;
-	log_turn(m, e->kind == WSE_ERROR ? 400 : e->completed ? 200 : 500,
+	log_turn(m,
+	         e->kind == WSE_ERROR ? 400
+	         : e->completed       ? 200
+	                              : 500,
 	         e->kind == WSE_ERROR ? (e->code[0] ? e->code : "error") : NULL, used);
 	msg_free(m);
 	lanes_pump(w->lanes, lane);
@@ -631,8 +613,8 @@ static bool turn_refused(struct ws_sock *s, const struct ws_event *e)
 	struct sched_lane *lane = m->ticket.lane;
 	struct lane_change ch;
 	lanes_complete(w->lanes, &m->ticket, RETRY_LANE_CAPACITY, e->has_hint, hold, now, &ch);
-	bool again = s->client_seq == m->seq && m->attempts < plan->retry.max_attempts &&
-	             !w->closing;
+	bool again =
+	    s->client_seq == m->seq && m->attempts < plan->retry.max_attempts && !w->closing;
 	if (!again) {
 		m->submitted = false;
 		log_turn(m, 429, e->code[0] ? e->code : "rate_limited", -1);
@@ -773,8 +755,7 @@ static void on_up_closed(void *ctx, uint16_t code, const uint8_t *reason, size_t
 
 static const struct wsf_events client_frame_events = {.message = on_client_message,
                                                       .closed = on_client_closed};
-static const struct wsf_events up_frame_events = {.message = on_up_message,
-                                                  .closed = on_up_closed};
+static const struct wsf_events up_frame_events = {.message = on_up_message, .closed = on_up_closed};
 
 /* ---- bytes: backpressure and the end of the close handshake ---- */
 
@@ -798,8 +779,8 @@ static void flush(struct ws_sock *s)
 	size_t to_client = waiting_for(s->down), to_up = waiting_for(s->up);
 	bool hold_up = to_client >= WSRELAY_OUT_CAP;
 	bool hold_down = to_up >= WSRELAY_OUT_CAP || s->outq_bytes >= WSRELAY_OUT_CAP;
-	bool free_up = to_client <= OUT_LOW, free_down = to_up <= OUT_LOW &&
-	                                                 s->outq_bytes <= OUT_LOW;
+	bool free_up = to_client <= OUT_LOW,
+	     free_down = to_up <= OUT_LOW && s->outq_bytes <= OUT_LOW;
 	if (hold_up) {
 		wsf_hold(s->up_f, true);
 		bufferevent_disable(s->up, EV_READ);
@@ -846,7 +827,7 @@ static void on_down_read(struct bufferevent *bev, void *arg)
 		uint16_t code = wsf_close_code(s->down_f);
 		s->down_closed = true;
 		sock_end(s, code ? code : WSF_PROTOCOL_ERROR,
-		         code == WSF_TOO_BIG      ? "message over limits.max_body_bytes"
+		         code == WSF_TOO_BIG        ? "message over limits.max_body_bytes"
 		         : code == WSF_INVALID_DATA ? "text that is not UTF-8"
 		                                    : "invalid frame");
 		return;
@@ -933,7 +914,8 @@ static int on_refusal_body(http_parser *p, const char *at, size_t len)
 	struct ws_sock *s = p->data;
 	size_t have = evbuffer_get_length(s->refusal);
 	if (have < REFUSAL_BODY_CAP)
-		evbuffer_add(s->refusal, at, len < REFUSAL_BODY_CAP - have ? len : REFUSAL_BODY_CAP - have);
+		evbuffer_add(s->refusal, at,
+		             len < REFUSAL_BODY_CAP - have ? len : REFUSAL_BODY_CAP - have);
 	return 0;
 }
 
@@ -1007,8 +989,8 @@ static void relay_refusal(struct ws_sock *s)
 	size_t k = 0;
 	const char *conn = field(h, n, "connection");
 	for (size_t i = 0; i < n; i++)
-		if (hdr_forward_response(h[i].name, conn) && strcasecmp(h[i].name, "content-length") &&
-		    !wsh_hop_field(h[i].name))
+		if (hdr_forward_response(h[i].name, conn) &&
+		    strcasecmp(h[i].name, "content-length") && !wsh_hop_field(h[i].name))
 			out[k++] = h[i];
 	s->w->refused++;
 	struct hreq *r = s->client;
@@ -1041,7 +1023,8 @@ static void open_socket(struct ws_sock *s, struct evbuffer *rest)
 	const char *accept = field(h, n, "sec-websocket-accept");
 	if (accept == NULL || strcmp(accept, want) != 0) {
 		open_answered(s, h, n);
-		sock_end(s, WSF_PROTOCOL_ERROR, "the provider's 101 has a wrong Sec-WebSocket-Accept");
+		sock_end(s, WSF_PROTOCOL_ERROR,
+		         "the provider's 101 has a wrong Sec-WebSocket-Accept");
 		return;
 	}
 	open_answered(s, h, n);
@@ -1055,7 +1038,8 @@ static void open_socket(struct ws_sock *s, struct evbuffer *rest)
 	}
 	s->client = NULL;
 	s->down = bufferevent_socket_new(w->base, fd, BEV_OPT_CLOSE_ON_FREE);
-	s->down_f = wsf_new(WSF_SERVER, (size_t)cfg->limits.max_body_bytes, &client_frame_events, s);
+	s->down_f =
+	    wsf_new(WSF_SERVER, (size_t)cfg->limits.max_body_bytes, &client_frame_events, s);
 	s->up_f = wsf_new(WSF_CLIENT, (size_t)cfg->limits.max_body_bytes, &up_frame_events, s);
 	if (s->down == NULL || s->down_f == NULL || s->up_f == NULL) {
 		if (s->down == NULL)
@@ -1125,7 +1109,8 @@ static void on_handshake_read(struct bufferevent *bev, void *arg)
 		struct evbuffer_iovec v;
 		if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
 			break;
-		size_t took = http_parser_execute(&s->parser, &answer_settings, v.iov_base, v.iov_len);
+		size_t took =
+		    http_parser_execute(&s->parser, &answer_settings, v.iov_base, v.iov_len);
 		enum http_errno e = HTTP_PARSER_ERRNO(&s->parser);
 		evbuffer_drain(in, took);
 		if (s->head_done && s->status == 101) {
@@ -1138,7 +1123,8 @@ static void on_handshake_read(struct bufferevent *bev, void *arg)
 			return;
 		}
 		if (e != HPE_OK || s->head_over) {
-			sock_end(s, WSF_PROTOCOL_ERROR, "the provider's answer to the upgrade is not HTTP");
+			sock_end(s, WSF_PROTOCOL_ERROR,
+			         "the provider's answer to the upgrade is not HTTP");
 			return;
 		}
 		if (took < v.iov_len)
@@ -1250,7 +1236,8 @@ static void on_open_dispatch(struct lane_ticket *t)
 		struct lane_change ch;
 		lanes_complete(w->lanes, t, RETRY_LANE_SUCCESS, false, 0, now_ms(), &ch);
 		s->open_submitted = false;
-		refuse_plain(s, 502, "upstream_unreachable", "the provider's upstream URL is not usable");
+		refuse_plain(s, 502, "upstream_unreachable",
+		             "the provider's upstream URL is not usable");
 		return;
 	}
 	s->state = WS_CONNECTING;
@@ -1274,8 +1261,8 @@ static void on_open_dispatch(struct lane_ticket *t)
 			SSL_set_tlsext_host_name(ssl, host);
 			if (s->prov->tls.verify)
 				SSL_set1_host(ssl, host);
-			s->up = bufferevent_openssl_socket_new(w->base, -1, ssl, BUFFEREVENT_SSL_CONNECTING,
-			                                       BEV_OPT_CLOSE_ON_FREE);
+			s->up = bufferevent_openssl_socket_new(
+			    w->base, -1, ssl, BUFFEREVENT_SSL_CONNECTING, BEV_OPT_CLOSE_ON_FREE);
 			if (s->up == NULL)
 				SSL_free(ssl);
 		}
@@ -1306,12 +1293,9 @@ static void on_open_refuse(struct lane_ticket *t, const struct lane_refusal_info
 {
 	struct ws_sock *s = (struct ws_sock *)((char *)t - offsetof(struct ws_sock, open_ticket));
 	s->open_submitted = false;
-	int status = info->why == LANE_REFUSE_QUEUE_TIMEOUT ? 504
-	             : info->why == LANE_REFUSE_AGENT_BUSY  ? 409
-	             : info->why == LANE_REFUSE_QUOTA       ? 429
-	                                                    : 503;
-	refuse_plain(s, status, lane_refusal_code(info->why),
-	             "pacerd's lane refused to open this WebSocket (see its code)");
+	struct refusal r;
+	refusal_of_lane(info, now_ms() - s->t_start, now_ms() - s->t_start, &r);
+	refuse_plain(s, r.status, r.code, r.message);
 }
 
 static const struct lanes_events open_events = {.dispatch = on_open_dispatch,
@@ -1366,12 +1350,13 @@ void wsrelay_start(struct wsrelay *w, struct hreq *r, const struct exchange_inta
 	const char *key = hreq_header(r, "sec-websocket-key");
 	if (version == NULL || strcmp(version, "13") != 0) {
 		struct hhdr h = {"sec-websocket-version", 21, "13", 2};
-		hreq_error(r, 426, "upgrade_required", "only WebSocket version 13 is spoken", &h, 1);
+		hreq_error(r, 426, "upgrade_required", "only WebSocket version 13 is spoken", &h,
+		           1);
 		return;
 	}
 	if (!wsh_key_valid(key)) {
-		hreq_error(r, 400, "bad_request", "Sec-WebSocket-Key is not 16 bytes in base64", NULL,
-		           0);
+		hreq_error(r, 400, "bad_request", "Sec-WebSocket-Key is not 16 bytes in base64",
+		           NULL, 0);
 		return;
 	}
 	if (w->closing) {
@@ -1504,8 +1489,7 @@ void wsrelay_shutdown(struct wsrelay *w)
 {
 	w->closing = true;
 	struct list *it, *next;
-	LIST_FOR_EACH_SAFE(it, next, &w->live)
-	{
+	LIST_FOR_EACH_SAFE(it, next, &w->live) {
 		struct ws_sock *s = LIST_ITEM(it, struct ws_sock, link);
 		if (s->state < WS_OPEN)
 			refuse_plain(s, 503, "shutting_down", "pacerd is shutting down");
@@ -1570,7 +1554,7 @@ void wsrelay_each(const struct wsrelay *w,
 	for (it = w->live.next; it != &w->live; it = it->next) {
 		const struct ws_sock *s = LIST_ITEM(it, struct ws_sock, link);
 		if (s->state >= WS_OPEN && s->state != WS_DONE)
-			fn(arg, s->request_id, s->prov->name, s->key_id, s->model, s->turns, s->n_flight,
-			   s->n_waiting, now - s->t_start);
+			fn(arg, s->request_id, s->prov->name, s->key_id, s->model, s->turns,
+			   s->n_flight, s->n_waiting, now - s->t_start);
 	}
 }

@@ -52,13 +52,11 @@ struct ws_peer {
 	long chunks, chunk_bytes, refuse_turn, refuse_ms, flood_bytes, drop_turn;
 	long turn_no;
 	long flood_left; /* bytes of delta events still to send */
-	long flood_in, flood_out;
 	bool closing;
 	bool dropped;
 };
 
-static ssize_t recv_cb(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags,
-                       void *user)
+static ssize_t recv_cb(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags, void *user)
 {
 	struct ws_peer *p = user;
 	(void)flags;
@@ -97,8 +95,8 @@ static void peer_free(struct ws_peer *p)
 
 static void queue_text(struct ws_peer *p, const char *s, size_t n)
 {
-	struct wslay_event_msg m = {.opcode = WSLAY_TEXT_FRAME, .msg = (const uint8_t *)s,
-	                            .msg_length = n};
+	struct wslay_event_msg m = {
+	    .opcode = WSLAY_TEXT_FRAME, .msg = (const uint8_t *)s, .msg_length = n};
 	wslay_event_queue_msg(p->ctx, &m);
 }
 
@@ -120,10 +118,11 @@ static void turn_tail(struct ws_peer *p, long input, long output, const char *mo
 		                        "limit", 1000, "remaining", 999, "reset_seconds", 0.06,
 		                        "name", "tokens", "limit", 100000, "remaining", 99000,
 		                        "reset_seconds", 0.6));
-		queue_json(p, json_pack("{s:s,s:{s:s,s:s,s:{s:i,s:i,s:i}}}", "type", "response.done",
-		                        "response", "object", "realtime.response", "status", "completed",
-		                        "usage", "total_tokens", input + output, "input_tokens", input,
-		                        "output_tokens", output));
+		queue_json(p,
+		           json_pack("{s:s,s:{s:s,s:s,s:{s:i,s:i,s:i}}}", "type", "response.done",
+		                     "response", "object", "realtime.response", "status",
+		                     "completed", "usage", "total_tokens", input + output,
+		                     "input_tokens", input, "output_tokens", output));
 		return;
 	}
 	queue_json(p, json_pack("{s:s,s:{s:s,s:s,s:s,s:{s:i,s:i,s:i}}}", "type",
@@ -139,7 +138,8 @@ static void delta(struct ws_peer *p, long bytes)
 	long n = bytes < 4 ? 4 : bytes;
 	if (n > FLOOD_CHUNK)
 		n = FLOOD_CHUNK;
-	int h = snprintf(buf, sizeof(buf), "{\"type\":\"response.output_text.delta\",\"delta\":\"tok ");
+	int h =
+	    snprintf(buf, sizeof(buf), "{\"type\":\"response.output_text.delta\",\"delta\":\"tok ");
 	memset(buf + h, 'x', (size_t)(n - 4));
 	memcpy(buf + h + n - 4, "\"}", 2);
 	queue_text(p, buf, (size_t)(h + n - 4 + 2));
@@ -170,7 +170,8 @@ static void on_turn(struct ws_peer *p, json_t *msg)
 			r->refused = true;
 		char m[160];
 		snprintf(m, sizeof(m),
-		         "Rate limit reached for requests. Please try again in %ldms.", p->refuse_ms);
+		         "Rate limit reached for requests. Please try again in %ldms.",
+		         p->refuse_ms);
 		queue_json(p, json_pack("{s:s,s:i,s:{s:s,s:s,s:s}}", "type", "error", "status", 429,
 		                        "error", "type", "requests", "code", "rate_limit_exceeded",
 		                        "message", m));
@@ -270,8 +271,7 @@ static void free_evcon(evutil_socket_t fd, short what, void *arg)
 	evhttp_connection_free(arg);
 }
 
-static long ctl_long(struct evhttp_request *req, struct evkeyvalq *q, const char *name,
-                     long dflt)
+static long ctl_long(struct evhttp_request *req, struct evkeyvalq *q, const char *name, long dflt)
 {
 	char h[64];
 	snprintf(h, sizeof(h), "x-mock-%s", name);
@@ -373,8 +373,8 @@ void mock_ws_accept(struct evhttp_request *req, const char *path, struct evkeyva
 	                    "x-ratelimit-reset-requests: 6ms\r\n\r\n",
 	                    accept, p->id);
 	if (realtime)
-		queue_json(p, json_pack("{s:s,s:{s:s}}", "type", "session.created", "session", "model",
-		                        "gpt-realtime-mock"));
+		queue_json(p, json_pack("{s:s,s:{s:s}}", "type", "session.created", "session",
+		                        "model", "gpt-realtime-mock"));
 	bufferevent_setcb(p->bev, on_read, on_write, on_event, p);
 	bufferevent_setwatermark(p->bev, EV_WRITE, OUT_CAP / 4, 0);
 	bufferevent_enable(p->bev, EV_READ | EV_WRITE);
@@ -392,10 +392,10 @@ json_t *mock_ws_stats_json(void)
 	json_t *turns = json_array();
 	for (size_t i = 0; i < wst.n_turns; i++) {
 		const struct ws_turn_rec *r = &wst.turns_rec[i];
-		json_array_append_new(turns, json_pack("{s:I,s:i,s:s,s:s,s:b}", "t_ms",
-		                                       (json_int_t)r->t_ms, "socket", r->socket, "key",
-		                                       r->key, "model", r->model, "refused",
-		                                       r->refused));
+		json_array_append_new(turns,
+		                      json_pack("{s:I,s:i,s:s,s:s,s:b}", "t_ms",
+		                                (json_int_t)r->t_ms, "socket", r->socket, "key",
+		                                r->key, "model", r->model, "refused", r->refused));
 	}
 	return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:i,s:o}", "opened",
 	                 (json_int_t)wst.opened, "open", (json_int_t)wst.open, "closed",

@@ -114,6 +114,7 @@ START_TEST(unmasked_client_frame_is_1002)
 	ck_assert(wsf_close_sent(f) || !wsf_reading(f));
 	ck_assert_int_eq(wsf_send(f, out), 0);
 	ck_assert_int_eq(wsf_close_code(f), 1002);
+	ck_assert(wsf_failed(f));
 	ck_assert_uint_eq(close_code_in(out), 1002);
 	ck_assert(wsf_finished(f));
 	evbuffer_free(in);
@@ -189,6 +190,7 @@ START_TEST(close_is_echoed_and_ping_answered)
 	client_frame(in, 0x8, "\x03\xe8", 2, true);
 	ck_assert_int_eq(wsf_recv(f, in), 0);
 	ck_assert_uint_eq(g.closed, 1000);
+	ck_assert(!wsf_failed(f));
 	ck_assert_int_eq(wsf_send(f, out), 0);
 	ck_assert_uint_eq(close_code_in(out), 1000);
 	ck_assert(wsf_finished(f));
@@ -255,6 +257,25 @@ START_TEST(hold_stops_after_the_message)
 }
 END_TEST
 
+START_TEST(own_close_goes_after_queued_messages)
+{
+	struct got g = {0};
+	struct wsf *srv = wsf_new(WSF_SERVER, 1024, &events, NULL);
+	struct wsf *cli = wsf_new(WSF_CLIENT, 1024, &events, &g);
+	struct evbuffer *out = evbuffer_new();
+	ck_assert_int_eq(wsf_queue(srv, true, "last words", 10), 0);
+	ck_assert_int_eq(wsf_close(srv, 1000, "bye"), 0);
+	ck_assert_int_eq(wsf_send(srv, out), 0);
+	ck_assert_int_eq(wsf_recv(cli, out), 0);
+	ck_assert_int_eq(g.messages, 1);
+	ck_assert(memcmp(g.last, "last words", 10) == 0);
+	ck_assert_uint_eq(g.closed, 1000);
+	evbuffer_free(out);
+	wsf_free(srv);
+	wsf_free(cli);
+}
+END_TEST
+
 START_TEST(own_close_stops_reading)
 {
 	struct got g = {0};
@@ -287,6 +308,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, client_role_masks_and_reads_server_frames);
 	tcase_add_test(tc, hold_stops_after_the_message);
 	tcase_add_test(tc, own_close_stops_reading);
+	tcase_add_test(tc, own_close_goes_after_queued_messages);
 	suite_add_tcase(s, tc);
 	return s;
 }

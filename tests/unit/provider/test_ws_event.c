@@ -23,8 +23,8 @@ START_TEST(top_level_type_only)
 	m = "{\"a\":\"\\\"type\\\"\",\"type\":\"x\"}";
 	ck_assert(ws_event_type(m, strlen(m), t, sizeof(t)));
 	ck_assert_str_eq(t, "x");
-	const char *no[] = {"{\"type\":1}",        "{\"type\":{\"a\":1}}", "[\"type\",\"x\"]",
-	                    "{\"typ\":\"x\"}",     "{\"type\":\"x",        "",
+	const char *no[] = {"{\"type\":1}",          "{\"type\":{\"a\":1}}",    "[\"type\",\"x\"]",
+	                    "{\"typ\":\"x\"}",       "{\"type\":\"x",           "",
 	                    "{\"type\":\"a\\\"b\"}", "{\"t\":{\"type\":\"x\"}}"};
 	for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++)
 		ck_assert_msg(!ws_event_type(no[i], strlen(no[i]), t, sizeof(t)), "%s", no[i]);
@@ -37,7 +37,8 @@ START_TEST(client_turns_and_sessions)
 	struct ws_event e;
 	read_str("{\"type\":\"response.create\",\"model\":\"gpt-5\",\"input\":\"hi\"}", true, &e);
 	ck_assert_int_eq(e.kind, WSE_TURN);
-	read_str("{\"type\":\"session.update\",\"session\":{\"model\":\"gpt-realtime\"}}", true, &e);
+	read_str("{\"type\":\"session.update\",\"session\":{\"model\":\"gpt-realtime\"}}", true,
+	         &e);
 	ck_assert_int_eq(e.kind, WSE_SESSION);
 	ck_assert_str_eq(e.model, "gpt-realtime");
 	read_str("{\"type\":\"input_audio_buffer.append\",\"audio\":\"AAAA\"}", true, &e);
@@ -53,10 +54,11 @@ END_TEST
 START_TEST(turn_ends_with_usage)
 {
 	struct ws_event e;
-	read_str("{\"type\":\"response.completed\",\"sequence_number\":9,\"response\":{\"id\":\"r\","
-	         "\"status\":\"completed\",\"usage\":{\"input_tokens\":120,\"output_tokens\":30,"
-	         "\"total_tokens\":150}}}",
-	         false, &e);
+	read_str(
+	    "{\"type\":\"response.completed\",\"sequence_number\":9,\"response\":{\"id\":\"r\","
+	    "\"status\":\"completed\",\"usage\":{\"input_tokens\":120,\"output_tokens\":30,"
+	    "\"total_tokens\":150}}}",
+	    false, &e);
 	ck_assert_int_eq(e.kind, WSE_TURN_END);
 	ck_assert(e.completed);
 	ck_assert(e.usage.present);
