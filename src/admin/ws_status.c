@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ws_status — the WebSocket transports in /status and /metrics. See
  * ws_status.h. */
 #include "admin/ws_status.h"

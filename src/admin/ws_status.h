@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ws_status — the WebSocket transports in /status and /metrics (issue 31):
  * sockets open, opening and opened, the turns they carried by provider and
  * model and how each ended, and each open socket. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* wsframe — one end of a WebSocket over evbuffers. See wsframe.h. */
 #include "http/wsframe.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* wsframe — one end of a WebSocket (RFC 6455 §5) over evbuffers, framed by
  * wslay's event API (docs/decisions.md: why wslay). It owns no socket: the
  * caller hands it the bytes that arrived (wsf_recv) and takes the bytes to

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* wshandshake — the HTTP side of opening a WebSocket. See wshandshake.h. */
 #include "http/wshandshake.h"
 

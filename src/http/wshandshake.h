@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* wshandshake — the HTTP side of opening a WebSocket (RFC 6455 §4): whether
  * a request asks for one, the key a client sends, and the accept value a
  * server answers with. Pure (the key's randomness is OpenSSL's). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ws_event — what a WebSocket message says for pacing. See ws_event.h. */
 #include "provider/ws_event.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ws_event — what one WebSocket message of the Responses API's WebSocket
  * mode or of the Realtime API says for pacing (PROVIDERS.md §11; issue 31):
  * a client's turn (response.create), the model a Realtime session names

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* wsrelay — WebSocket transports, paced per turn. See wsrelay.h.
  *
  * One struct ws_sock per socket; its client half is an hreq until the

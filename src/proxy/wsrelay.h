@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* wsrelay — WebSocket transports (issue 31; PROVIDERS.md §11): a GET with
  * Upgrade: websocket to a provider's route (the Responses API's WebSocket
  * mode, /v1/responses; the Realtime API, /v1/realtime) becomes a socket to

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer: the frame path of a WebSocket (http/wsframe.c over wslay, and
  * provider/ws_event.c on every message). The input is a client's bytes, cut
  * into pieces at points its first byte chooses, fed to pacerd's server end

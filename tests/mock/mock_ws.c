@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* mock_ws.c — WebSocket endpoints (README "WebSocket"): the Responses API's
  * WebSocket mode (GET /v1/responses with Upgrade: websocket) and a
  * Realtime-shaped one (GET /v1/realtime), framed with libwslay.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // WebSocket transports (issue 31): the Responses API's WebSocket mode through the
 // official openai SDK (ResponsesWS, on the `ws` package), a Realtime-shaped socket,
 // turns paced and metered inside the socket, refusals inside it, backpressure, and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* wsframe: frames read and written through wslay over evbuffers; the close
  * codes hostile input gets (RFC 6455 §7.4.1). */
 #include <event2/buffer.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* wshandshake: the upgrade request's fields, the key and the accept value
  * (RFC 6455 §1.3's example). */
 #include <string.h>

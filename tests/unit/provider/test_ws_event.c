@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ws_event: the messages of the Responses API's WebSocket mode and of
  * Realtime, as pacing reads them. */
 #include <stdlib.h>
