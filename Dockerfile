@@ -16,12 +16,12 @@ FROM debian:12-slim AS build
 # What `make all` needs: the compiler, make, pkg-config (the Makefile asks it for
 # the flags of libevent, libevent_openssl, libcurl, jansson, yaml-0.1, libssl,
 # libcrypto, hiredis) and those -dev packages (libevent-dev has libevent_openssl);
-# libhttp-parser has no .pc file and is linked by name. Not `check`,
+# libhttp-parser and libwslay have no .pc file and are linked by name. Not `check`,
 # valgrind, clang or node: no test runs here (scripts/install-deps.sh has those).
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
       gcc make pkg-config libc6-dev libevent-dev libhttp-parser-dev libcurl4-openssl-dev \
-      libjansson-dev libyaml-dev libssl-dev libhiredis-dev \
+      libjansson-dev libyaml-dev libssl-dev libhiredis-dev libwslay-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 # Only what the build reads (.dockerignore keeps everything else out of the
@@ -38,7 +38,7 @@ FROM debian:12-slim
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
       libevent-2.1-7 libevent-openssl-2.1-7 libhttp-parser2.9 libcurl4 libjansson4 libyaml-0-2 \
-      libssl3 libhiredis0.14 \
+      libssl3 libhiredis0.14 libwslay1 \
       ca-certificates tzdata curl \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log
 COPY --from=build /src/build/pacerd /usr/local/bin/pacerd

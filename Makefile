@@ -29,13 +29,13 @@ SAN     ?= 0
 BUILD   ?= build$(if $(filter 1,$(SAN)),-san,)
 
 PKGS      := libevent libevent_openssl libcurl jansson yaml-0.1 libssl libcrypto hiredis
-# libhttp-parser ships no pkg-config file: linked by name.
-HTTP_PARSER_LIBS := -lhttp_parser
+# libhttp-parser and libwslay ship no pkg-config file: linked by name.
+HTTP_PARSER_LIBS := -lhttp_parser -lwslay
 MOCK_PKGS := libevent libevent_openssl libssl libcrypto jansson
 PKG_CFLAGS   = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS     = $(shell pkg-config --libs $(PKGS) 2>/dev/null) $(HTTP_PARSER_LIBS)
 MOCK_CFLAGS  = $(shell pkg-config --cflags $(MOCK_PKGS) 2>/dev/null)
-MOCK_LIBS    = $(shell pkg-config --libs $(MOCK_PKGS) 2>/dev/null)
+MOCK_LIBS    = $(shell pkg-config --libs $(MOCK_PKGS) 2>/dev/null) -lwslay
 CHECK_CFLAGS = $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   = $(shell pkg-config --libs check 2>/dev/null)
 

@@ -12,6 +12,7 @@ set -eu
 
 PKGS="gcc make pkg-config libc6-dev git
 libevent-dev libhttp-parser-dev libcurl4-openssl-dev libjansson-dev libyaml-dev libssl-dev check
+libwslay-dev
 curl openssl ca-certificates valgrind wrk
 clang libclang-rt-14-dev python3 python3-httpx systemd
 clang-format cppcheck
@@ -26,6 +27,8 @@ build-essential debhelper lintian scdoc man-db"
 # libhiredis-dev: the shared store (store.kind: redis); redis-server: its tests start one
 # (Debian's is built with TLS: the store's TLS tests use its tls-port). libevent-dev
 # brings libevent_openssl (TLS to Redis) and libssl-dev OpenSSL's headers.
+# libwslay-dev: WebSocket framing for the Responses API's WebSocket mode and Realtime
+# (docs/decisions.md); linked by name (-lwslay), as it ships no pkg-config file.
 # tmux: the terminal of the `pacerd top` integration test (tests/integration/cases/top.mjs).
 # chromium: the headless browser that loads the admin status page (cases/page.mjs, through
 # the DevTools protocol on a pipe: no npm package). On a fresh Debian 12 it alone is 174
@@ -43,7 +46,7 @@ build-essential debhelper lintian scdoc man-db"
 # the tests use: on a fresh Debian 12 this is about 30 s of apt, not 4 minutes.
 RUN_PKGS="gcc make pkg-config libc6-dev
 libevent-dev libhttp-parser-dev libcurl4-openssl-dev libjansson-dev libyaml-dev libssl-dev
-libhiredis-dev ca-certificates git"
+libhiredis-dev libwslay-dev ca-certificates git"
 # git: scripts/version.sh reads the version from `git describe` in a checkout (a
 # minimal Debian has none, and the build would say "unknown"); make dist archives
 # HEAD with it.

@@ -19,6 +19,7 @@
 #include "admin/metrics.h"
 #include "admin/page.h"
 #include "admin/page_events.h"
+#include "admin/ws_status.h"
 #include "core/clock.h"
 #include "core/config.h"
 #include "core/log.h"
@@ -329,6 +330,7 @@ static json_t *status_json(struct admin *adm)
 	if (j != NULL) {
 		json_object_set_new(j, "store", store_json(server_shared(srv)));
 		json_object_set_new(j, "tunnels", tunnels_json(srv));
+		json_object_set_new(j, "websockets", ws_status_json(server_websockets(srv)));
 		json_object_set_new(j, "providers", providers_json(cfg, server_rewrites(srv)));
 		struct httpd_stats hs;
 		httpd_get_stats(adm->http, &hs);
@@ -419,6 +421,7 @@ static void handle_metrics(struct admin *adm, struct hreq *req)
 		reply(req, 500, "text/plain", "out of memory\n", 14);
 		return;
 	}
+	ws_metrics_write(b, server_websockets(srv));
 	size_t len = evbuffer_get_length(b);
 	reply(req, 200, "text/plain; version=0.0.4; charset=utf-8",
 	      (const char *)evbuffer_pullup(b, -1), len);

@@ -229,6 +229,10 @@ static void header_from_status(struct top_header *h, const json_t *status, const
 	h->responses_2xx = int_at(resp, "2xx");
 	h->responses_4xx = int_at(resp, "4xx");
 	h->responses_5xx = int_at(resp, "5xx");
+	const json_t *ws = json_object_get(status, "websockets");
+	h->ws_open = int_at(ws, "open");
+	h->ws_turns_waiting = int_at(ws, "turns_waiting");
+	h->websockets = h->ws_open > 0 || int_at(ws, "opened") > 0;
 	const json_t *store = json_object_get(status, "store");
 	const char *kind = json_string_value(json_object_get(store, "kind"));
 	if (kind != NULL && strcmp(kind, "redis") == 0) {
@@ -451,6 +455,12 @@ void top_format_header(const struct top_model *m, int line, const char *admin, c
 		         "pacerd %s  up %s  in flight %lld  req/s %s  lanes %lld  %s%ssort: %s",
 		         admin, up, h->in_flight, rps, h->lanes, h->store, h->store[0] ? "  " : "",
 		         top_sort_name(m->sort));
+	else if (h->websockets)
+		snprintf(buf, TOP_LINE_MAX,
+		         "responses 2xx %lld  4xx %lld  5xx %lld  429s absorbed %lld  "
+		         "websockets %lld (turns waiting %lld)  (q quit, s sort, arrows scroll)",
+		         h->responses_2xx, h->responses_4xx, h->responses_5xx, h->absorbed_429,
+		         h->ws_open, h->ws_turns_waiting);
 	else
 		snprintf(buf, TOP_LINE_MAX,
 		         "responses 2xx %lld  4xx %lld  5xx %lld  429s absorbed %lld  "

@@ -77,6 +77,9 @@ struct top_header {
 	long long absorbed_429; /* sum of the lanes' capacity_signals */
 	bool have_rate;         /* two polls seen: req_per_s means something */
 	char store[48];         /* the shared store's state, "" with store.kind: local */
+	/* /status "websockets": shown once a socket has opened */
+	bool websockets;
+	long long ws_open, ws_turns_waiting;
 };
 
 struct top_model;
@@ -109,7 +112,8 @@ bool top_model_has_data(const struct top_model *m); /* one poll succeeded */
  * TOP_LINE_MAX - 1) into buf[TOP_LINE_MAX], NUL-terminated ---- */
 
 /* Header line 0 (uptime, in flight, req/s, lanes, sort) or 1 (responses by
- * class, 429s absorbed); `admin` names what is watched. */
+ * class, 429s absorbed, WebSockets open and their turns waiting once one
+ * opened); `admin` names what is watched. */
 void top_format_header(const struct top_model *m, int line, const char *admin, char *buf,
                        size_t width);
 /* The column titles, aligned with top_format_row. */

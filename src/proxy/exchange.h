@@ -63,7 +63,8 @@ size_t exchanges_live(const struct exchanges *xs);
 size_t exchanges_lane_count(const struct exchanges *xs);
 /* The lanes, read-only, for /status and /metrics. */
 struct registry *exchanges_lanes(const struct exchanges *xs);
-/* The lanes themselves, for what keeps their state across restarts (persist.h). */
+/* The lanes themselves, for what keeps their state across restarts (persist.h)
+ * and the WebSocket relay, whose turns are tickets of its own (wsrelay.h). */
 struct lanes *exchanges_lane_table(struct exchanges *xs);
 /* The shared store (NULL: store.kind local), for /status and /metrics. */
 struct shared *exchanges_shared(const struct exchanges *xs);

@@ -105,7 +105,7 @@ static void refuse(struct lanes *ls, struct lane_ticket *t, enum lane_refusal wh
 		r.depth = (long long)sched_queue_depth(t->lane);
 		r.limit_s = (long long)sched_lane_plan(t->lane)->queue.max_wait_s;
 	}
-	ls->ev.refuse(t, &r);
+	(t->ev != NULL ? t->ev : &ls->ev)->refuse(t, &r);
 }
 
 /* ---- the lane's timer ---- */
@@ -270,7 +270,7 @@ static void lane_pump(struct lane_shell *sh)
 		t->lease = lease;
 		t->grant = grant;
 		t->dispatched_at = precise;
-		ls->ev.dispatch(t);
+		(t->ev != NULL ? t->ev : &ls->ev)->dispatch(t);
 	}
 	/* A day's budget spent: what waits could only wait for tomorrow. */
 	if (sched_day_out(lane))

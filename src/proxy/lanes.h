@@ -42,6 +42,8 @@ struct shared;
 struct shared_lease;
 struct tokens_usage;
 
+struct lanes_events;
+
 /* A request's place in its lane. */
 struct lane_ticket {
 	struct sched_item item;     /* its place in the scheduler */
@@ -51,6 +53,9 @@ struct lane_ticket {
 	bool metered; /* a token budget paced its lane at lanes_charge: its gates were charged */
 	double dispatched_at;      /* the instant the lane let it go, ms with their fraction */
 	struct shared_grant grant; /* the store's "go" it left under, until its send */
+	/* Its owner's callbacks when it is not an exchange's (a WebSocket's
+	 * turn, wsrelay.c); NULL: those given to lanes_new. */
+	const struct lanes_events *ev;
 };
 
 /* What picks a request's lane (DESIGN §2): the provider's limit scope and

@@ -31,6 +31,7 @@
 #include "proxy/persist.h"
 #include "proxy/route.h"
 #include "proxy/upstream.h"
+#include "proxy/wsrelay.h"
 
 /* Memory follows recent demand, not the highest concurrency ever seen. The
  * pools of client connections, exchanges and libcurl transfers keep what a
@@ -60,6 +61,7 @@ struct server {
 	uint64_t denied;         /* CONNECTs refused (403) */
 	struct blind *blind;     /* tunnels passed through (forward.tunnel) */
 	struct persist *persist; /* the lanes' state across restarts (persist.h) */
+	struct wsrelay *ws;      /* WebSocket transports */
 };
 
 static void http_conf_of(const struct config *cfg, struct httpd_conf *hc)
@@ -296,6 +298,17 @@ static void on_request(struct hreq *r, void *arg)
 	}
 	in.agent_id = in.agent != NULL ? id_hash("agent", in.agent) : 0;
 	in.flow = fair_share_flow(cfg->agents.fair_share, in.agent_id, hreq_peer(r));
+	if (wsrelay_wanted(r, ih.value[IF_CONNECTION])) {
+		if (tunnel != NULL)
+			reply_early(
+			    r, 501, "not_implemented",
+			    "a WebSocket inside a CONNECT tunnel is not relayed yet; use the base "
+			    "URL (ws://)",
+			    -1);
+		else
+			wsrelay_start(srv->ws, r, &in);
+		return;
+	}
 	exchange_start(srv->xs, r, &in);
 }
 
@@ -310,7 +323,8 @@ static void on_drain_check(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	struct httpd_stats st;
 	httpd_get_stats(srv->http, &st);
-	if (st.busy > 0 || exchanges_live(srv->xs) > 0 || srv->drained == NULL)
+	if (st.busy > 0 || exchanges_live(srv->xs) > 0 || wsrelay_live(srv->ws) > 0 ||
+	    srv->drained == NULL)
 		return;
 	void (*drained)(void *) = srv->drained;
 	srv->drained = NULL;
@@ -359,6 +373,11 @@ struct server *server_new(struct event_base *base, struct config *cfg, struct up
 	srv->up = up;
 	srv->xs = exchanges_new(base, up, cref, err, errlen);
 	if (srv->xs == NULL) {
+		server_free(srv);
+		return NULL;
+	}
+	srv->ws = wsrelay_new(base, exchanges_lane_table(srv->xs), cref, err, errlen);
+	if (srv->ws == NULL) {
 		server_free(srv);
 		return NULL;
 	}
@@ -458,6 +477,7 @@ void server_reload(struct server *srv, struct config *cfg)
 	httpd_set_conf(srv->http, &hc);
 	blind_set_limits(srv->blind, cfg->limits.max_connections, cfg->limits.client_timeout_s);
 	exchanges_reconfigure(srv->xs, cref);
+	wsrelay_reconfigure(srv->ws, cref);
 	config_ref_put(old); /* freed once no request or lane uses it */
 	struct log_line l;
 	if (log_begin(&l, LOG_INFO, "config_reloaded")) {
@@ -473,6 +493,7 @@ void server_shutdown(struct server *srv, void (*drained)(void *), void *arg)
 {
 	srv->shutting_down = true;
 	httpd_shutdown(srv->http);
+	wsrelay_shutdown(srv->ws);
 	srv->drained = drained;
 	srv->drained_arg = arg;
 	/* Polled every 20 ms rather than hooked into every close: a drain
@@ -484,6 +505,7 @@ void server_shutdown(struct server *srv, void (*drained)(void *), void *arg)
 
 void server_abort_all(struct server *srv)
 {
+	wsrelay_abort_all(srv->ws);
 	exchanges_abort_all(srv->xs);
 }
 
@@ -542,6 +564,11 @@ size_t server_in_flight(const struct server *srv)
 	return exchanges_live(srv->xs);
 }
 
+const struct wsrelay *server_websockets(const struct server *srv)
+{
+	return srv->ws;
+}
+
 struct registry *server_lanes(const struct server *srv)
 {
 	return exchanges_lanes(srv->xs);
@@ -594,6 +621,7 @@ void server_free(struct server *srv)
 	httpd_free(srv->http);
 	if (srv->blind != NULL)
 		blind_free(srv->blind);
+	wsrelay_free(srv->ws); /* its turns leave the lanes first */
 	exchanges_free(srv->xs);
 	if (srv->drain_check != NULL)
 		event_free(srv->drain_check);

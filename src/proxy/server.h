@@ -78,6 +78,9 @@ struct server_tunnel_stats {
 void server_get_tunnel_stats(const struct server *srv, struct server_tunnel_stats *st);
 
 /* The lane table, for /status and /metrics. */
+/* The WebSocket transports, read-only, for /status and /metrics. */
+struct wsrelay;
+const struct wsrelay *server_websockets(const struct server *srv);
 struct registry *server_lanes(const struct server *srv);
 /* Per-provider histograms and counters, for /metrics. */
 const struct reqstats *server_metrics(const struct server *srv);

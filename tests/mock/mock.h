@@ -8,6 +8,7 @@
  *   mock_responses.c  OpenAI's Responses API: input as counted, answers, events, held history
  *   mock_limits.c  provider-like behaviour: config, per-key buckets, 429 dialects
  *   mock_record.c  counters and request records, /_mock/stats and /_mock/requests
+ *   mock_ws.c      WebSocket endpoints (Responses API WebSocket mode, Realtime-shaped)
  */
 #ifndef PACERD_MOCK_H
 #define PACERD_MOCK_H
@@ -180,6 +181,16 @@ void mock_responses_tail(struct evbuffer *b, struct mock_resp *r);
 void mock_responses_free(struct mock_resp *r);
 /* Forgets every held history (POST /_mock/reset; at exit). */
 void mock_responses_reset(void);
+
+/* ---- mock_ws.c ---- */
+/* Whether req is a GET with Upgrade: websocket. */
+bool mock_ws_wanted(struct evhttp_request *req);
+/* Takes the connection of req over as a WebSocket (/v1/responses, /v1/realtime),
+ * or answers 400 (another path) or the x-mock-status refusal. */
+void mock_ws_accept(struct evhttp_request *req, const char *path, struct evkeyvalq *query);
+/* GET /_mock/ws: sockets, turns as they arrived, the flood's progress. */
+json_t *mock_ws_stats_json(void);
+void mock_ws_reset(void);
 
 /* ---- mock_stream.c ---- */
 void mock_stream_start(struct mock_req *mr);

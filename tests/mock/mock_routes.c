@@ -734,7 +734,10 @@ static void admin(struct evhttp_request *req, const char *path)
 		evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
 		                  "application/json");
 		evhttp_send_reply(req, 200, NULL, out_buf);
+	} else if (strcmp(path, "/_mock/ws") == 0) {
+		send_json(req, 200, mock_ws_stats_json());
 	} else if (strcmp(path, "/_mock/reset") == 0) {
+		mock_ws_reset();
 		mock_record_reset();
 		mock_limits_reset();
 		mock_engine_reset();
@@ -856,6 +859,12 @@ void mock_routes_handle(struct evhttp_request *req, void *arg)
 	struct evkeyvalq query, *qp = NULL;
 	if (q != NULL && evhttp_parse_query_str(q, &query) == 0)
 		qp = &query;
+	if (mock_ws_wanted(req)) {
+		mock_ws_accept(req, path, qp);
+		if (qp != NULL)
+			evhttp_clear_headers(qp);
+		return;
+	}
 
 	/* registers the connection (counts, TCP_NODELAY, close callback) on first use */
 	(void)mock_conn_of(req);

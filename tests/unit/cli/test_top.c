@@ -107,6 +107,26 @@ START_TEST(the_header_shows_the_shared_store)
 }
 END_TEST
 
+START_TEST(the_header_shows_websockets_once_one_opened)
+{
+	struct top_model *m = top_model_new();
+	char buf[TOP_LINE_MAX];
+	json_t *doc = status(1, json_array());
+	json_object_set_new(doc, "websockets",
+	                    json_pack("{s:i,s:i,s:i}", "open", 0, "opened", 0, "turns_waiting", 0));
+	update(m, json_incref(doc), 0);
+	top_format_header(m, 1, "127.0.0.1:9090", buf, 200);
+	ck_assert_ptr_null(strstr(buf, "websockets"));
+	json_object_set_new(doc, "websockets",
+	                    json_pack("{s:i,s:i,s:i}", "open", 2, "opened", 3, "turns_waiting", 1));
+	update(m, json_incref(doc), 1000);
+	top_format_header(m, 1, "127.0.0.1:9090", buf, 200);
+	ck_assert_ptr_nonnull(strstr(buf, "websockets 2 (turns waiting 1)"));
+	json_decref(doc);
+	top_model_free(m);
+}
+END_TEST
+
 START_TEST(first_poll_has_no_rate)
 {
 	struct top_model *m = top_model_new();
@@ -386,6 +406,7 @@ static Suite *top_suite(void)
 	tcase_add_test(tc, rates_from_counter_differences);
 	tcase_add_test(tc, restored_lane_says_so);
 	tcase_add_test(tc, first_poll_has_no_rate);
+	tcase_add_test(tc, the_header_shows_websockets_once_one_opened);
 	tcase_add_test(tc, the_header_shows_the_shared_store);
 	tcase_add_test(tc, signals_window_is_one_minute);
 	tcase_add_test(tc, sort_by_each_key);
