@@ -996,12 +996,19 @@ static void on_down_event(struct bufferevent *bev, short what, void *arg)
 	struct ws_sock *s = arg;
 	(void)bev;
 	if (what & BEV_EVENT_TIMEOUT) {
-		/* bytes waited for the client for client_timeout_s */
-		s->close_code = s->close_code ? s->close_code : WSF_POLICY;
-		s->close_why = "the client stopped reading";
+		/* Bytes waited for the client for client_timeout_s: what waits
+		 * for it is dropped, and the provider is told it went away (its
+		 * close handshake goes on, up to CLOSE_LINGER_MS). */
+		bufferevent_disable(s->down, EV_READ | EV_WRITE);
+		evbuffer_drain(bufferevent_get_output(s->down), (size_t)-1);
+		if (s->down_wire != NULL) {
+			bufferevent_disable(s->down_wire, EV_READ | EV_WRITE);
+			evbuffer_drain(bufferevent_get_output(s->down_wire), (size_t)-1);
+		}
 		s->down_closed = true;
+		if (s->up_f != NULL && !wsf_close_sent(s->up_f))
+			wsf_close(s->up_f, WSF_GOING_AWAY, "the client stopped reading");
 		sock_end(s, WSF_POLICY, "the client stopped reading");
-		sock_finish(s);
 		return;
 	}
 	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {

@@ -282,4 +282,109 @@ export const tests = [
       await ws.closed;
     },
   },
+  {
+    name: 'a client that never reads is cut after limits.client_timeout_s (1008 in the log; the provider gets 1001), and nothing is left open',
+    timeout_ms: 30000,
+    fn: async (t) => {
+      const mock = await t.startMock();
+      const p = await startPacerdWithAdmin(t, mock, { limits: { client_timeout_s: 2 } });
+      await sleep(200);
+      const fd0 = fds(p);
+      // A raw socket that sends one turn and then reads nothing: its kernel buffers
+      // fill with the flood, then pacerd's output for it stops moving.
+      const s = await rawUpgrade(p.port, '/v1/responses?model=gpt-mock', 'sk-ws-raw-0003', { 'x-mock-ws-flood-bytes': String(64 * 1024 * 1024) });
+      s.pause();
+      const t0 = Date.now();
+      s.write(frame(0x1, JSON.stringify({ type: 'response.create', model: 'gpt-mock', input: 'flood me' })));
+      const line = await waitFor(() => p.logs().find((l) => l.event === 'websocket_closed'),
+        { timeout_ms: 15000 * SLOW, what: 'the socket cut' });
+      const took = Date.now() - t0;
+      assert.equal(line.code, 1008);
+      assert.equal(line.reason, 'the client stopped reading');
+      assert.ok(took >= 1800 && took < 8000 * SLOW, `cut after ${took} ms`);
+      await waitFor(async () => (await wsStats(mock)).open === 0, { timeout_ms: 5000 * SLOW, what: 'the provider\'s socket closed' });
+      assert.equal((await wsStats(mock)).last_close_code, 1001, 'the provider is told the client went away');
+      assert.ok((await wsStats(mock)).flood_sent < 32 * 1024 * 1024);
+      const turnLine = turnLines(p)[0];
+      assert.equal(turnLine.status, 499);
+      assert.equal(turnLine.error, 'socket_closed');
+      s.destroy();
+      await waitFor(() => fds(p) <= fd0, { timeout_ms: 5000 * SLOW, what: `fds back to ${fd0} (now ${fds(p)})` });
+      const st = await status(p);
+      assert.equal(st.websockets.open, 0);
+      assert.ok(st.lanes.every((l) => l.in_flight === 0));
+    },
+  },
+  {
+    name: 'backpressure from the client to the provider: a client sending 128 MiB to a provider that reads nothing for 4 s is held back (RSS <= 2 MiB more, most of its bytes wait in its own buffer), then every byte arrives',
+    alone: true,
+    timeout_ms: 60000,
+    fn: async (t) => {
+      const mock = await t.startMock();
+      const asan = [process.env.ASAN_OPTIONS, 'quarantine_size_mb=0', 'thread_local_quarantine_size_kb=0'].filter(Boolean).join(':');
+      const port = await freePort();
+      const aport = await freePort();
+      const cfg = t.baseConfig(port, { providers: { openai: { upstream: mock.url } }, admin: { listen: `127.0.0.1:${aport}` } });
+      const p = await t.startPacerd({ port, config: toYaml(cfg), env: { ASAN_OPTIONS: asan } });
+      p.admin = `http://127.0.0.1:${aport}`;
+      const t0 = Date.now();
+      const ws = await open(p, { path: '/v1/realtime?model=gpt-realtime-mock', headers: { 'x-mock-ws-pause-read-ms': String(4000 * SLOW) } });
+      await sleep(300);
+      const rss0 = p.rssKiB();
+      // Realtime audio: 2,048 appends of 64 KiB, sent as fast as the socket takes
+      // them. What the kernel buffers on the way (receive buffers grow up to
+      // tcp_rmem's 32 MiB) is bounded; the rest must wait in the client.
+      const chunk = JSON.stringify({ type: 'input_audio_buffer.append', audio: 'A'.repeat(65536 - 50) });
+      const n = 2048;
+      const total = n * chunk.length;
+      for (let i = 0; i < n; i++) ws.send(chunk);
+      await sleep(Math.max(0, t0 + 2500 * SLOW - Date.now()));
+      const held = ws.bufferedAmount;
+      assert.ok(held > total / 4, `only ${held} of ${total} bytes wait in the client`);
+      assert.equal((await wsStats(mock)).bytes_in, 0, 'the mock reads nothing yet');
+      assert.ok(p.rssKiB() - rss0 <= 2048, `RSS grew ${p.rssKiB() - rss0} KiB`);
+      await waitFor(async () => (await wsStats(mock)).bytes_in === total && ws.bufferedAmount === 0,
+        { timeout_ms: 30000 * SLOW, what: `all ${total} bytes at the mock (${(await wsStats(mock)).bytes_in})` });
+      assert.ok(p.rssKiB() - rss0 <= 2048, `RSS grew ${p.rssKiB() - rss0} KiB by the end`);
+      ws.close(1000);
+      await ws.closed;
+    },
+  },
+  {
+    name: 'a turn the provider never ends: after timeouts.idle_s of silence it ends as 504 upstream_timeout (its slot back to the lane: another socket\'s turn goes), pacerd\'s error event, close 1011',
+    timeout_ms: 30000,
+    fn: async (t) => {
+      const mock = await t.startMock();
+      const p = await startPacerdWithAdmin(t, mock, {
+        providers: { openai: { timeouts: { first_byte_s: 1, idle_s: 2 } } },
+        plans: { default: { max_concurrent: 1 } },
+      });
+      const a = await open(p, { path: '/v1/responses?model=gpt-mock', headers: { 'x-mock-ws-hang-turn': '1' } });
+      const b = await open(p, { path: '/v1/responses?model=gpt-mock' });
+      const t0 = Date.now();
+      a.send(JSON.stringify({ type: 'response.create', model: 'gpt-mock', input: 'never ends' }));
+      await waitFor(() => a.got.some((e) => e.type === 'response.created'), { timeout_ms: 5000 * SLOW, what: 'response.created' });
+      const bDone = turn(b, {}, { timeout_ms: 15000 });
+      const c = await a.closed;
+      const aTook = Date.now() - t0;
+      assert.equal(c.code, 1011);
+      assert.match(c.reason, /timeouts\.idle_s/);
+      const err = a.got.find((e) => e.type === 'error');
+      assert.equal(err.error.code, 'upstream_timeout');
+      assert.equal(err.error.type, 'pacer_error');
+      assert.ok(aTook >= 1900 && aTook < 6000 * SLOW, `a's turn ended after ${aTook} ms`);
+      // b's turn waited for the one slot, held by a's until its deadline.
+      const eb = await bDone;
+      assert.equal(eb.type, 'response.completed');
+      const rec = (await wsStats(mock)).turn_list;
+      assert.equal(rec.length, 2);
+      assert.ok(rec[1].t_ms - rec[0].t_ms >= 1900, `b's turn reached the mock ${rec[1].t_ms - rec[0].t_ms} ms after a's`);
+      const lines = turnLines(p);
+      assert.deepEqual(lines.map((l) => [l.status, l.error ?? null]), [[504, 'upstream_timeout'], [200, null]]);
+      assert.equal((await wsStats(mock)).last_close_code, 1001);
+      b.close(1000);
+      await b.closed;
+      await waitFor(async () => (await status(p)).lanes.every((l) => l.in_flight === 0), { timeout_ms: 5000 * SLOW, what: 'no turn in flight' });
+    },
+  },
 ];
