@@ -126,11 +126,18 @@ static void td_text(struct evbuffer *o, const char *cls, const char *text)
 	put(o, "</td>");
 }
 
-static void dl(struct evbuffer *o, const json_t *obj)
+/* A definition list of obj's members; id: the element's id, or NULL. */
+static void dl_id(struct evbuffer *o, const char *id, const json_t *obj)
 {
 	const char *k;
 	const json_t *v;
-	put(o, "<dl>");
+	put(o, "<dl");
+	if (id != NULL) {
+		put(o, " id=\"");
+		esc(o, id);
+		put(o, "\"");
+	}
+	put(o, ">");
 	json_object_foreach((json_t *)obj, k, v)
 	{
 		put(o, "<dt>");
@@ -140,6 +147,11 @@ static void dl(struct evbuffer *o, const json_t *obj)
 		put(o, "</dd>");
 	}
 	put(o, "</dl>");
+}
+
+static void dl(struct evbuffer *o, const json_t *obj)
+{
+	dl_id(o, NULL, obj);
 }
 
 static void section(struct evbuffer *o, const char *title, const json_t *obj)
@@ -372,10 +384,26 @@ void page_view(struct evbuffer *out, const json_t *status)
 
 	put(out, "<div class=\"facts\">");
 	section(out, "Store", json_object_get(status, "store"));
-	put(out, "<section><h2>Connections and tunnels</h2>");
+	put(out, "<section><h2>Connections, tunnels and WebSockets</h2>");
 	dl(out, json_object_get(status, "connections"));
 	dl(out, json_object_get(status, "tunnels"));
+	/* The sockets as the script shows them (the same names, the same order). */
+	const json_t *w = json_object_get(status, "websockets");
+	json_t *ws = json_object();
+	static const char *const ws_rows[][2] = {
+	    {"websockets open", "open"},
+	    {"opening", "opening"},
+	    {"turns", "turns"},
+	    {"turns in flight", "turns_in_flight"},
+	    {"turns waiting", "turns_waiting"},
+	    {"turns resent", "turns_resent"},
+	};
+	for (size_t i = 0; ws != NULL && i < sizeof(ws_rows) / sizeof(ws_rows[0]); i++)
+		if (json_object_get(w, ws_rows[i][1]) != NULL)
+			json_object_set(ws, ws_rows[i][0], json_object_get(w, ws_rows[i][1]));
+	dl_id(out, "websockets", ws);
 	put(out, "</section>");
+	json_decref(ws);
 	json_t *prov = json_object();
 	const char *name;
 	const json_t *p;

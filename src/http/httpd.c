@@ -28,7 +28,9 @@
  * encrypted into tls_out on the way to the same writev. The CONNECT's 200
  * goes out in clear first, the handshake shares READING's deadline with the
  * first head, and every state, timer and cap above applies unchanged. A blind
- * tunnel is not this layer's: hreq_take_over hands the socket over.
+ * tunnel is not this layer's, nor an upgraded WebSocket: hreq_take_over hands
+ * the connection over as a bufferevent (in a terminated tunnel, an OpenSSL
+ * filter that carries the TLS session on).
  *
  * Nothing is freed from inside a callback that may be on the stack: closed
  * connections go on a reap list handled on the next loop turn, and go back to
@@ -39,6 +41,8 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/event_struct.h>
 #include <event2/listener.h>
 #include <http_parser.h>
@@ -1249,16 +1253,72 @@ void hreq_tunnel_tls(struct hreq *r, struct ssl_st *ssl, const char *host)
 	conn_arm(c);
 }
 
-int hreq_take_over(struct hreq *r, evutil_socket_t *fd, struct evbuffer *pending)
+/* The socket's bufferevent for a new owner, with r's pipelined plaintext in
+ * the input of `top` (the socket's own, or the filter made over it later).
+ * NULL when out of memory (nothing changed). */
+static struct bufferevent *wire_new(struct hconn *c)
+{
+	struct bufferevent *wire = bufferevent_socket_new(c->h->base, -1, BEV_OPT_CLOSE_ON_FREE);
+	if (wire == NULL)
+		return NULL;
+	if (c->ssl != NULL) {
+		/* Ciphertext the session has not read yet: it reads it from the
+		 * socket's input once the filter is over it. */
+		char *data = NULL;
+		long n = BIO_get_mem_data(SSL_get_rbio(c->ssl), &data);
+		if (n > 0 && evbuffer_add(bufferevent_get_input(wire), data, (size_t)n) != 0) {
+			bufferevent_free(wire);
+			return NULL;
+		}
+	}
+	return wire;
+}
+
+struct bufferevent *hreq_take_over(struct hreq *r, bool *gone)
 {
 	struct hconn *c = r->conn;
-	if (!writable(r) || r->started || c->ssl != NULL || evbuffer_get_length(c->out) > 0)
-		return -1;
-	if (c->pend_len > 0 && evbuffer_add(pending, c->pend + c->pend_off, c->pend_len) != 0)
-		return -1;
-	*fd = c->fd;
+	*gone = false;
+	if (!writable(r) || r->started || evbuffer_get_length(c->out) > 0)
+		return NULL;
+	struct evbuffer *plain = evbuffer_new();
+	struct bufferevent *wire = plain != NULL ? wire_new(c) : NULL;
+	if (wire == NULL ||
+	    (c->pend_len > 0 && evbuffer_add(plain, c->pend + c->pend_off, c->pend_len) != 0)) {
+		if (wire != NULL)
+			bufferevent_free(wire);
+		if (plain != NULL)
+			evbuffer_free(plain);
+		return NULL;
+	}
+	/* Past here the connection is the new owner's. */
+	evutil_socket_t fd = c->fd;
+	SSL *ssl = c->ssl;
+	c->ssl = NULL;
+	if (c->tls_out != NULL) /* the session's own bytes not written yet go first */
+		evbuffer_add_buffer(bufferevent_get_output(wire), c->tls_out);
 	conn_release(c, false);
-	return 0;
+	bufferevent_setfd(wire, fd);
+	struct bufferevent *top = wire;
+	if (ssl != NULL) {
+		tls_conn_expect_host(ssl, NULL); /* the host's copy goes with the connection */
+		top =
+		    bufferevent_openssl_filter_new(c->h->base, wire, ssl, BUFFEREVENT_SSL_OPEN,
+		                                   BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+		if (top == NULL) { /* the SSL is freed with it */
+			bufferevent_free(wire);
+			evbuffer_free(plain);
+			*gone = true;
+			return NULL;
+		}
+		bufferevent_openssl_set_allow_dirty_shutdown(top, 1);
+		/* The filter encrypts ahead at most HREQ_WIRE_CAP: what waits
+		 * for a slow client waits in its own output, in plaintext. */
+		bufferevent_setwatermark(wire, EV_WRITE, HREQ_WIRE_CAP / 4, HREQ_WIRE_CAP);
+		bufferevent_setwatermark(wire, EV_READ, 0, READ_CHUNK);
+	}
+	evbuffer_add_buffer(bufferevent_get_input(top), plain);
+	evbuffer_free(plain);
+	return top;
 }
 
 const char *hreq_tunnel_host(const struct hreq *r)

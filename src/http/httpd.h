@@ -40,6 +40,7 @@
 #define PACERD_HTTPD_H
 
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -226,12 +227,29 @@ bool hreq_client_left(struct hreq *r);
  * client's rule); a handshake that fails is closed at once, a client that
  * sends plain HTTP instead gets a plain 400 tls_expected. */
 void hreq_tunnel_tls(struct hreq *r, struct ssl_st *ssl, const char *host);
-/* Gives the connection of r up (a blind tunnel takes it over): its socket is
- * returned, the bytes the client sent after the request head are added to
- * pending, and the layer forgets the connection (not counted in
- * max_connections any more; the new owner closes the socket). Nothing of the
- * answer may have been written. -1 (and r untouched) when not possible. */
-int hreq_take_over(struct hreq *r, evutil_socket_t *fd, struct evbuffer *pending);
+/* Gives the connection of r up to a new owner (a blind tunnel, an upgraded
+ * WebSocket), as a bufferevent on the layer's base with no callbacks: in
+ * clear, the socket's own; inside a terminated tunnel, an OpenSSL filter
+ * (BEV_OPT_DEFER_CALLBACKS) over the socket's, carrying the tunnel's TLS
+ * session on, with the ciphertext the session had not read yet in the
+ * socket's input and what it had not written yet in the socket's output.
+ * The plaintext the client sent after the request head is in the returned
+ * bufferevent's input. The layer forgets the connection (not counted in
+ * max_connections any more); freeing the bufferevent closes the socket.
+ * Nothing of the answer may have been written.
+ *
+ * Under a filter (bufferevent_get_underlying), the socket's write watermark
+ * lets at most HREQ_WIRE_CAP bytes be encrypted ahead, so what waits for a
+ * slow client waits in the filter's output; a write deadline belongs on the
+ * socket's bufferevent (libevent 2.1 re-arms a filter's own write timer after
+ * every write, even with nothing left waiting), and the owner that needs to
+ * know when the socket's output drained watches that output itself.
+ *
+ * NULL when not possible: *gone false, r untouched (answer it); *gone true
+ * when memory ran out half-way through a tunnel's hand-over: the connection
+ * was closed and r is gone (drop it; events->gone is not called). */
+#define HREQ_WIRE_CAP (32 * 1024)
+struct bufferevent *hreq_take_over(struct hreq *r, bool *gone);
 /* The host of the tunnel the request came through, or NULL (not in one). */
 const char *hreq_tunnel_host(const struct hreq *r);
 

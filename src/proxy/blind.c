@@ -154,31 +154,28 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
 	tunnel_free(t);
 }
 
-static void start_copying(struct tunnel *t)
+/* False when the take-over failed (answered, or the connection is gone):
+ * the caller frees the tunnel. */
+static bool start_copying(struct tunnel *t)
 {
 	struct hreq *r = t->client;
-	evutil_socket_t fd;
-	struct evbuffer *pending = evbuffer_new();
-	if (pending == NULL || hreq_take_over(r, &fd, pending) != 0) {
-		if (pending != NULL)
-			evbuffer_free(pending);
-		hreq_close_after(r);
-		hreq_error(r, 503, "out_of_memory", "pacerd is out of memory", NULL, 0);
-		return; /* the hreq's end calls nothing of ours: free now */
+	bool gone;
+	t->down = hreq_take_over(r, &gone);
+	if (t->down == NULL) {
+		t->client = NULL;
+		if (!gone) {
+			hreq_set_events(r, NULL, NULL);
+			hreq_close_after(r);
+			hreq_error(r, 503, "out_of_memory", "pacerd is out of memory", NULL, 0);
+		}
+		return false;
 	}
 	t->client = NULL;
-	t->down = bufferevent_socket_new(t->b->base, fd, BEV_OPT_CLOSE_ON_FREE);
-	if (t->down == NULL) {
-		evbuffer_free(pending);
-		evutil_closesocket(fd);
-		tunnel_free(t);
-		return;
-	}
+	struct evbuffer *pending = bufferevent_get_input(t->down);
 	static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
 	bufferevent_write(t->down, ok, sizeof(ok) - 1);
 	t->bytes_up += evbuffer_get_length(pending);
 	bufferevent_write_buffer(t->up, pending); /* a ClientHello sent early */
-	evbuffer_free(pending);
 	struct timeval tv = {(time_t)t->b->idle_s, 0};
 	bufferevent_set_timeouts(t->up, &tv, NULL);
 	bufferevent_set_timeouts(t->down, &tv, NULL);
@@ -188,6 +185,7 @@ static void start_copying(struct tunnel *t)
 	bufferevent_enable(t->down, EV_READ | EV_WRITE);
 	t->last_ms = clock_now_ms();
 	t->b->opened++;
+	return true;
 }
 
 static void on_connect_event(struct bufferevent *bev, short what, void *arg)
@@ -195,12 +193,8 @@ static void on_connect_event(struct bufferevent *bev, short what, void *arg)
 	struct tunnel *t = arg;
 	(void)bev;
 	if (what & BEV_EVENT_CONNECTED) {
-		start_copying(t);
-		if (t->client != NULL) { /* the take-over failed and was answered */
-			hreq_set_events(t->client, NULL, NULL);
-			t->client = NULL;
+		if (!start_copying(t))
 			tunnel_free(t);
-		}
 		return;
 	}
 	/* The lookup or the connect failed: a 502 the client can read. */

@@ -299,14 +299,7 @@ static void on_request(struct hreq *r, void *arg)
 	in.agent_id = in.agent != NULL ? id_hash("agent", in.agent) : 0;
 	in.flow = fair_share_flow(cfg->agents.fair_share, in.agent_id, hreq_peer(r));
 	if (wsrelay_wanted(r, ih.value[IF_CONNECTION])) {
-		if (tunnel != NULL)
-			reply_early(
-			    r, 501, "not_implemented",
-			    "a WebSocket inside a CONNECT tunnel is not relayed yet; use the base "
-			    "URL (ws://)",
-			    -1);
-		else
-			wsrelay_start(srv->ws, r, &in);
+		wsrelay_start(srv->ws, r, &in); /* in a tunnel too: over its TLS */
 		return;
 	}
 	exchange_start(srv->xs, r, &in);

@@ -88,8 +88,13 @@ struct ws_sock {
 	uint64_t agent_id, flow;
 	int priority;
 	bool realtime; /* an error event does not end a turn (Realtime) */
+	/* pacerd answers the client's upgrade itself, before the provider's
+	 * socket opens with the first message's model (wsrelay.h) */
+	bool early;
+	bool tunnel; /* inside a terminated CONNECT tunnel (over its TLS) */
 	struct lane_ticket open_ticket;
-	bool open_submitted;
+	bool open_submitted, open_asked;
+	bool counted_open;        /* the client's socket is upgraded (w->n_open) */
 	struct evbuffer *up_head; /* pacerd's GET, written once connected */
 	/* the answer's head */
 	http_parser parser;
@@ -98,12 +103,20 @@ struct ws_sock {
 	bool in_value, head_done, head_over;
 	int status;
 	struct evbuffer *refusal; /* a refused upgrade's body */
-	/* the sockets */
-	struct bufferevent *up, *down;
+	/* the sockets: down is the client's (under it, down_wire: the socket
+	 * of a terminated tunnel's TLS filter, whose output down_wire_cb
+	 * watches) */
+	struct bufferevent *up, *down, *down_wire;
+	struct evbuffer_cb_entry *down_wire_cb;
 	struct wsf *up_f, *down_f;
 	SSL_CTX *ssl_ctx;
-	struct event timer; /* connect and handshake deadline, then the close's linger */
+	/* connect and handshake deadline, then the turns' (WS_OPEN), then the
+	 * close's linger */
+	struct event timer;
 	bool timer_on;
+	struct event kick;  /* work for the next loop turn (not inside a callback) */
+	int64_t last_up_ms; /* the provider's last message */
+	bool up_held;       /* the provider is not read (the client is slow) */
 	/* the turns */
 	struct list outq;   /* messages from the client not sent yet, in order */
 	struct list flight; /* turns sent, oldest first */
@@ -133,6 +146,9 @@ struct wsrelay {
 
 static const struct lanes_events turn_events;
 static void sock_end(struct ws_sock *s, uint16_t code, const char *why);
+static void turn_timer(struct ws_sock *s);
+static void open_submit(struct ws_sock *s);
+static void send_own_error(struct ws_sock *s, const char *code, const char *message);
 static void pump_out(struct ws_sock *s);
 static void flush(struct ws_sock *s);
 
@@ -182,6 +198,8 @@ static bool sock_log_begin(struct log_line *l, enum log_level level, const char 
 	if (s->agent[0] != '\0')
 		log_str(l, "agent", s->agent);
 	log_str(l, "transport", "websocket");
+	if (s->tunnel)
+		log_bool(l, "tunnel", true);
 	return true;
 }
 
@@ -208,6 +226,8 @@ static void log_turn(struct ws_msg *m, int status, const char *error, int64_t to
 	if (s->agent[0] != '\0')
 		log_str(&l, "agent", s->agent);
 	log_str(&l, "transport", "websocket");
+	if (s->tunnel)
+		log_bool(&l, "tunnel", true);
 	log_str(&l, "method", "response.create");
 	if (m->model[0] != '\0')
 		log_str(&l, "model", m->model);
@@ -249,8 +269,11 @@ static void sock_free(struct ws_sock *s)
 		lanes_cancel(s->w->lanes, &s->open_ticket);
 	if (s->timer_on)
 		evtimer_del(&s->timer);
+	event_del(&s->kick);
 	if (s->up != NULL)
 		bufferevent_free(s->up);
+	if (s->down_wire_cb != NULL)
+		evbuffer_remove_cb_entry(bufferevent_get_output(s->down_wire), s->down_wire_cb);
 	if (s->down != NULL)
 		bufferevent_free(s->down);
 	wsf_free(s->up_f);
@@ -303,10 +326,10 @@ static void sock_finish(struct ws_sock *s)
 		lanes_cancel(w->lanes, &s->open_ticket);
 		s->open_submitted = false;
 	}
-	if (s->state >= WS_OPEN)
+	if (s->counted_open)
 		w->n_open--;
 	struct log_line l;
-	if (s->state >= WS_OPEN && sock_log_begin(&l, LOG_INFO, "websocket_closed", s)) {
+	if (s->counted_open && sock_log_begin(&l, LOG_INFO, "websocket_closed", s)) {
 		if (s->model[0] != '\0')
 			log_str(&l, "model", s->model);
 		log_int(&l, "code", s->close_code);
@@ -353,6 +376,9 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 	case WS_HANDSHAKE:
 		sock_end(s, WSF_TRY_AGAIN, "upstream_timeout");
 		break;
+	case WS_OPEN:
+		turn_timer(s);
+		break;
 	case WS_CLOSING:
 		sock_finish(s); /* the close handshake did not finish in time */
 		break;
@@ -377,6 +403,25 @@ static void refuse_plain(struct ws_sock *s, int status, const char *code, const 
 	sock_finish(s);
 }
 
+/* A socket refused before the provider's is open: pacerd's plain answer
+ * while the client is a request, else (pacerd answered the upgrade
+ * itself) its error event and a close: 1013 for a refusal to try again
+ * later, 1011 for the provider's failure, 1008 for the rest. */
+static void refuse(struct ws_sock *s, int status, const char *code, const char *message)
+{
+	if (s->down_f == NULL) {
+		refuse_plain(s, status, code, message);
+		return;
+	}
+	s->w->refused++;
+	send_own_error(s, code, message);
+	sock_end(s,
+	         status == 429 || status == 503 || status == 504 ? WSF_TRY_AGAIN
+	         : status >= 500                                 ? WSF_INTERNAL
+	                                                         : WSF_POLICY,
+	         message);
+}
+
 /* Ends the socket: before the upgrade, pacerd's own answer; after it, a
  * close frame each way with code (the sockets close once they are sent,
  * or after CLOSE_LINGER_MS). */
@@ -386,7 +431,7 @@ static void sock_end(struct ws_sock *s, uint16_t code, const char *why)
 		s->close_code = code;
 		s->close_why = why;
 	}
-	if (s->state < WS_OPEN) {
+	if (s->down_f == NULL) { /* the client is still a request */
 		refuse_plain(s, code == WSF_TRY_AGAIN ? 504 : 502,
 		             code == WSF_TRY_AGAIN ? "upstream_timeout" : "upstream_unreachable",
 		             why != NULL ? why : "the provider's WebSocket could not be opened");
@@ -397,12 +442,25 @@ static void sock_end(struct ws_sock *s, uint16_t code, const char *why)
 	if (s->up_f != NULL && !wsf_close_sent(s->up_f))
 		wsf_close(s->up_f,
 		          code == WSF_PROTOCOL_ERROR || code == WSF_INVALID_DATA ||
-		                  code == WSF_TOO_BIG
+		                  code == WSF_TOO_BIG || code == WSF_INTERNAL
 		              ? WSF_GOING_AWAY
 		              : code,
 		          why);
 	if (s->down_f != NULL && !wsf_close_sent(s->down_f))
 		wsf_close(s->down_f, code, why);
+	if (s->state < WS_OPEN) {
+		/* pacerd answered the upgrade: the provider's socket, not open
+		 * yet, is given up (freed with the rest) */
+		if (s->open_submitted) {
+			lanes_cancel(s->w->lanes, &s->open_ticket);
+			s->open_submitted = false;
+		}
+		if (s->up != NULL) {
+			bufferevent_setcb(s->up, NULL, NULL, NULL, NULL);
+			bufferevent_disable(s->up, EV_READ | EV_WRITE);
+		}
+		s->up_closed = true;
+	}
 	if (s->state != WS_CLOSING) {
 		s->state = WS_CLOSING;
 		if (s->timer_on)
@@ -443,6 +501,17 @@ static void on_turn_refuse(struct lane_ticket *t, const struct lane_refusal_info
 	 * inside lanes_find or lanes_submit, pump_out's loop goes on by itself. */
 	if (s->state == WS_OPEN && !s->pumping)
 		pump_out(s);
+}
+
+/* The model a turn names (data: its message), "" when none. */
+static void turn_model(const uint8_t *data, size_t len, char *out, size_t cap)
+{
+	struct tokens_cost cost;
+	tokens_estimate((const char *)data, len, 0, &cost);
+	char buf[TOKENS_MODEL_MAX];
+	size_t mlen = 0;
+	const char *model = tokens_model_name(&cost, buf, &mlen);
+	copy_str(out, cap, model != NULL ? model : "", model != NULL ? mlen : 0);
 }
 
 /* Submits the turn m (at the head of outq) to its lane. */
@@ -542,6 +611,8 @@ static void on_turn_dispatch(struct lane_ticket *t)
 	wsf_queue(s->up_f, m->text, m->data, m->len);
 	s->bytes_up += m->len;
 	lanes_sent(w->lanes, t);
+	if (!s->timer_on) /* the turns' deadline (turn_timer) */
+		arm(s, (int64_t)s->prov->timeouts.first_byte_s * 1000);
 	pump_out(s);
 }
 
@@ -595,6 +666,49 @@ static void turn_end(struct ws_sock *s, const struct ws_event *e)
 	lanes_pump(w->lanes, lane);
 	if (w->closing && s->n_flight == 0)
 		sock_end(s, WSF_GOING_AWAY, "pacerd is shutting down");
+}
+
+/* When the oldest turn in flight m is late: timeouts.first_byte_s after its
+ * dispatch while the provider sent nothing since, then timeouts.idle_s
+ * after the provider's last message (a plain request's deadlines: its
+ * answer's head, then silence in its body). *first: which of the two. */
+static int64_t turn_deadline(const struct ws_sock *s, const struct ws_msg *m, bool *first)
+{
+	*first = s->last_up_ms < m->t_dispatch;
+	return *first ? m->t_dispatch + (int64_t)s->prov->timeouts.first_byte_s * 1000
+	              : s->last_up_ms + (int64_t)s->prov->timeouts.idle_s * 1000;
+}
+
+/* The socket's timer while open (armed at a dispatch, re-armed lazily): a
+ * turn past its deadline ends as a 504 would, its slot given back, the
+ * client told by pacerd's error event, and the socket closed (1011; the
+ * provider gets 1001): what the provider might still send for it could
+ * not be told from the next turn's. While the provider is not read
+ * because the client is slow, no deadline runs (flush restarts it). */
+static void turn_timer(struct ws_sock *s)
+{
+	struct ws_msg *m = oldest_in_flight(s);
+	if (m == NULL)
+		return;
+	int64_t now = now_ms();
+	bool first;
+	int64_t at = turn_deadline(s, m, &first);
+	if (s->up_held || now < at) {
+		arm(s, s->up_held ? (int64_t)s->prov->timeouts.idle_s * 1000 : at - now);
+		return;
+	}
+	struct wsrelay *w = s->w;
+	struct sched_lane *lane = m->ticket.lane;
+	struct lane_change ch;
+	lanes_complete(w->lanes, &m->ticket, RETRY_LANE_TRANSIENT, false, 0, now, &ch);
+	m->submitted = false;
+	log_turn(m, 504, "upstream_timeout", -1);
+	msg_free(m);
+	lanes_pump(w->lanes, lane);
+	const char *why = first ? "no event from the provider within timeouts.first_byte_s"
+	                        : "no event from the provider within timeouts.idle_s";
+	send_own_error(s, "upstream_timeout", why);
+	sock_end(s, WSF_INTERNAL, why);
 }
 
 /* A rate-limit refusal inside the socket: the lane holds as for a 429; the
@@ -674,7 +788,7 @@ static void learn_limits(struct ws_sock *s, const struct ws_event *e)
 static void on_client_message(void *ctx, bool text, const uint8_t *data, size_t len)
 {
 	struct ws_sock *s = ctx;
-	if (s->state != WS_OPEN)
+	if (s->state == WS_CLOSING || s->state == WS_DONE)
 		return;
 	struct ws_event e;
 	if (text)
@@ -683,6 +797,10 @@ static void on_client_message(void *ctx, bool text, const uint8_t *data, size_t 
 		e.kind = WSE_OTHER;
 	if (e.kind == WSE_SESSION && e.model[0] != '\0' && s->model[0] == '\0')
 		memcpy(s->model, e.model, sizeof(s->model));
+	if (e.kind == WSE_TURN && s->model[0] == '\0')
+		turn_model(data, len, s->model, sizeof(s->model));
+	if (!s->open_asked)
+		open_submit(s); /* pacerd answered first: the first message's lane */
 	struct ws_msg *m = malloc(sizeof(*m) + len);
 	if (m == NULL) {
 		sock_end(s, WSF_INTERNAL, "out of memory");
@@ -709,6 +827,7 @@ static void on_up_message(void *ctx, bool text, const uint8_t *data, size_t len)
 	struct ws_sock *s = ctx;
 	if (s->state != WS_OPEN && s->state != WS_CLOSING)
 		return;
+	s->last_up_ms = now_ms();
 	struct ws_event e;
 	if (text)
 		ws_event_read((const char *)data, len, false, &e);
@@ -767,27 +886,33 @@ static size_t waiting_for(struct bufferevent *bev)
 
 /* Moves queued frames to the sockets, then decides who is read: a side is
  * not read while the other has WSRELAY_OUT_CAP bytes waiting (or, for the
- * client, while its held turns pass the same cap). */
+ * client, while its held turns pass the same cap). What waits for the
+ * client includes what a tunnel's TLS filter encrypted ahead. */
 static void flush(struct ws_sock *s)
 {
-	if (s->state < WS_OPEN || s->state == WS_DONE)
+	if (s->down_f == NULL || s->state == WS_DONE)
 		return;
-	if (wsf_send(s->up_f, bufferevent_get_output(s->up)) != 0 ||
+	if ((s->up_f != NULL && wsf_send(s->up_f, bufferevent_get_output(s->up)) != 0) ||
 	    wsf_send(s->down_f, bufferevent_get_output(s->down)) != 0) {
 		sock_finish(s);
 		return;
 	}
-	size_t to_client = waiting_for(s->down), to_up = waiting_for(s->up);
+	size_t to_client = waiting_for(s->down) + waiting_for(s->down_wire);
+	size_t to_up = s->up_f != NULL ? waiting_for(s->up) : 0;
 	bool hold_up = to_client >= WSRELAY_OUT_CAP;
 	bool hold_down = to_up >= WSRELAY_OUT_CAP || s->outq_bytes >= WSRELAY_OUT_CAP;
 	bool free_up = to_client <= OUT_LOW,
 	     free_down = to_up <= OUT_LOW && s->outq_bytes <= OUT_LOW;
-	if (hold_up) {
+	if (s->up_f != NULL && hold_up) {
 		wsf_hold(s->up_f, true);
 		bufferevent_disable(s->up, EV_READ);
-	} else if (free_up && !s->up_closed) {
+		s->up_held = true;
+	} else if (s->up_f != NULL && free_up && !s->up_closed) {
 		wsf_hold(s->up_f, false);
 		bufferevent_enable(s->up, EV_READ);
+		if (s->up_held) /* the turns' deadline counts from now again */
+			s->last_up_ms = now_ms();
+		s->up_held = false;
 	}
 	if (hold_down) {
 		wsf_hold(s->down_f, true);
@@ -797,13 +922,35 @@ static void flush(struct ws_sock *s)
 		bufferevent_enable(s->down, EV_READ);
 	}
 	if (s->state == WS_CLOSING && to_client == 0 && to_up == 0 &&
-	    (wsf_finished(s->down_f) || s->down_closed) && (wsf_finished(s->up_f) || s->up_closed))
+	    (wsf_finished(s->down_f) || s->down_closed) &&
+	    (s->up_f == NULL || wsf_finished(s->up_f) || s->up_closed))
 		sock_finish(s);
+}
+
+/* Runs on the next loop turn: what the client's or the provider's input
+ * already holds, then flush (bytes that came with a handshake, a tunnel's
+ * socket that drained). */
+static void on_kick(evutil_socket_t fd, short what, void *arg);
+
+static void kick(struct ws_sock *s)
+{
+	event_active(&s->kick, EV_TIMEOUT, 1);
+}
+
+/* A tunnel's socket under its TLS filter wrote bytes: the filter calls
+ * nobody when it drained, so that the relay learns it here. */
+static void on_wire_out(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
+{
+	(void)buf;
+	if (info->n_deleted > 0)
+		kick(arg);
 }
 
 static void on_up_read(struct bufferevent *bev, void *arg)
 {
 	struct ws_sock *s = arg;
+	if (s->state == WS_DONE || s->up_f == NULL)
+		return;
 	if (wsf_recv(s->up_f, bufferevent_get_input(bev)) != 0) {
 		sock_end(s, WSF_INTERNAL, "out of memory");
 		return;
@@ -817,11 +964,13 @@ static void on_up_read(struct bufferevent *bev, void *arg)
 static void on_down_read(struct bufferevent *bev, void *arg)
 {
 	struct ws_sock *s = arg;
+	if (s->state == WS_DONE)
+		return;
 	if (wsf_recv(s->down_f, bufferevent_get_input(bev)) != 0) {
 		sock_end(s, WSF_INTERNAL, "out of memory");
 		return;
 	}
-	if (!wsf_reading(s->down_f) && !s->down_closed && s->state == WS_OPEN) {
+	if (!wsf_reading(s->down_f) && !s->down_closed && s->state != WS_CLOSING) {
 		/* wslay queued its close (1002, 1007, 1009): send it to learn its
 		 * code, and the provider is told the client went away */
 		wsf_send(s->down_f, bufferevent_get_output(s->down));
@@ -847,17 +996,24 @@ static void on_down_event(struct bufferevent *bev, short what, void *arg)
 	struct ws_sock *s = arg;
 	(void)bev;
 	if (what & BEV_EVENT_TIMEOUT) {
-		/* bytes waited for the client for client_timeout_s */
-		s->close_code = s->close_code ? s->close_code : WSF_POLICY;
-		s->close_why = "the client stopped reading";
+		/* Bytes waited for the client for client_timeout_s: what waits
+		 * for it is dropped, and the provider is told it went away (its
+		 * close handshake goes on, up to CLOSE_LINGER_MS). */
+		bufferevent_disable(s->down, EV_READ | EV_WRITE);
+		evbuffer_drain(bufferevent_get_output(s->down), (size_t)-1);
+		if (s->down_wire != NULL) {
+			bufferevent_disable(s->down_wire, EV_READ | EV_WRITE);
+			evbuffer_drain(bufferevent_get_output(s->down_wire), (size_t)-1);
+		}
 		s->down_closed = true;
+		if (s->up_f != NULL && !wsf_close_sent(s->up_f))
+			wsf_close(s->up_f, WSF_GOING_AWAY, "the client stopped reading");
 		sock_end(s, WSF_POLICY, "the client stopped reading");
-		sock_finish(s);
 		return;
 	}
 	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
 		s->down_closed = true;
-		if (s->state == WS_OPEN)
+		if (s->state != WS_CLOSING && s->state != WS_DONE)
 			sock_end(s, WSF_GOING_AWAY, "client connection closed");
 		if (s->state == WS_CLOSING)
 			sock_finish(s);
@@ -979,13 +1135,55 @@ static void open_answered(struct ws_sock *s, const struct hhdr *h, size_t n)
 	lanes_pump(w->lanes, lane);
 }
 
+/* The provider refused the upgrade after pacerd answered the client's
+ * itself: an error event in the provider's shape ({"type":"error",
+ * "status":N,"error":{…}}, the error object of its body when it has one),
+ * then a close (refuse's codes). */
+static void refusal_inside(struct ws_sock *s)
+{
+	size_t blen = evbuffer_get_length(s->refusal);
+	json_t *body =
+	    blen ? json_loadb((const char *)evbuffer_pullup(s->refusal, -1), blen, 0, NULL) : NULL;
+	json_t *err = json_object_get(body, "error");
+	json_t *ev =
+	    json_is_object(err)
+	        ? json_pack("{s:s,s:i,s:O}", "type", "error", "status", s->status, "error", err)
+	        : json_pack("{s:s,s:i,s:{s:s,s:s,s:s}}", "type", "error", "status", s->status,
+	                    "error", "type", "pacer_error", "code", "upgrade_refused", "message",
+	                    "the provider refused the WebSocket");
+	char *text = ev != NULL ? json_dumps(ev, JSON_COMPACT) : NULL;
+	if (text != NULL)
+		wsf_queue(s->down_f, true, text, strlen(text));
+	free(text);
+	json_decref(ev);
+	json_decref(body);
+	s->w->refused++;
+	sock_end(s,
+	         s->status == 429 || s->status == 503 ? WSF_TRY_AGAIN
+	         : s->status >= 500                   ? WSF_INTERNAL
+	                                              : WSF_POLICY,
+	         "the provider refused the WebSocket");
+}
+
 /* The provider refused the upgrade: its answer goes to the client as it is
- * (status, end-to-end fields, body up to REFUSAL_BODY_CAP). */
+ * (status, end-to-end fields, body up to REFUSAL_BODY_CAP), or inside the
+ * socket when pacerd answered the client first. */
 static void relay_refusal(struct ws_sock *s)
 {
 	struct hhdr h[UP_HEADERS_MAX];
 	size_t n = answer_fields(s, h, UP_HEADERS_MAX);
 	open_answered(s, h, n);
+	struct log_line l;
+	if (sock_log_begin(&l, LOG_INFO, "request", s)) {
+		log_str(&l, "method", "GET");
+		log_int(&l, "status", s->status);
+		log_str(&l, "error", "upgrade_refused");
+		log_end(&l);
+	}
+	if (s->down_f != NULL) {
+		refusal_inside(s);
+		return;
+	}
 	struct hhdr out[UP_HEADERS_MAX];
 	size_t k = 0;
 	const char *conn = field(h, n, "connection");
@@ -1002,58 +1200,45 @@ static void relay_refusal(struct ws_sock *s)
 		const char *body = blen ? (const char *)evbuffer_pullup(s->refusal, -1) : "";
 		hreq_respond(r, s->status, out, k, body, blen);
 	}
-	struct log_line l;
-	if (sock_log_begin(&l, LOG_INFO, "request", s)) {
-		log_str(&l, "method", "GET");
-		log_int(&l, "status", s->status);
-		log_str(&l, "error", "upgrade_refused");
-		log_end(&l);
-	}
 	sock_finish(s);
 }
 
-/* The provider accepted: the client's 101, then messages both ways. */
-static void open_socket(struct ws_sock *s, struct evbuffer *rest)
+/* The client's connection taken over from the HTTP layer (in a terminated
+ * tunnel, its TLS filter) and its 101: pacerd's accept value, with the
+ * provider's other end-to-end fields when it answered first (h, n; conn:
+ * its Connection field), none when pacerd answers first. False when the
+ * socket ended instead. */
+static bool client_upgrade(struct ws_sock *s, const struct hhdr *h, size_t n, const char *conn)
 {
 	struct wsrelay *w = s->w;
 	const struct config *cfg = s->cref->cfg;
-	struct hhdr h[UP_HEADERS_MAX];
-	size_t n = answer_fields(s, h, UP_HEADERS_MAX);
-	char want[WSH_ACCEPT_LEN + 1];
-	wsh_accept(s->up_key, want);
-	const char *accept = field(h, n, "sec-websocket-accept");
-	if (accept == NULL || strcmp(accept, want) != 0) {
-		open_answered(s, h, n);
-		sock_end(s, WSF_PROTOCOL_ERROR,
-		         "the provider's 101 has a wrong Sec-WebSocket-Accept");
-		return;
-	}
-	open_answered(s, h, n);
-	evutil_socket_t fd;
-	struct evbuffer *pending = evbuffer_new();
-	if (pending == NULL || hreq_take_over(s->client, &fd, pending) != 0) {
-		if (pending != NULL)
-			evbuffer_free(pending);
-		sock_end(s, WSF_INTERNAL, "cannot take the client's connection over");
-		return;
+	bool gone;
+	struct bufferevent *down = hreq_take_over(s->client, &gone);
+	if (down == NULL) {
+		if (gone) {
+			s->client = NULL;
+			sock_finish(s);
+		} else {
+			refuse_plain(s, 503, "out_of_memory", "pacerd is out of memory");
+		}
+		return false;
 	}
 	s->client = NULL;
-	s->down = bufferevent_socket_new(w->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	s->down = down;
+	s->down_wire = bufferevent_get_underlying(down);
+	s->counted_open = true; /* the teardown uncounts it */
+	w->n_open++;
+	w->opened++;
+	s->t_start = now_ms();
 	s->down_f =
 	    wsf_new(WSF_SERVER, (size_t)cfg->limits.max_body_bytes, &client_frame_events, s);
-	s->up_f = wsf_new(WSF_CLIENT, (size_t)cfg->limits.max_body_bytes, &up_frame_events, s);
-	if (s->down == NULL || s->down_f == NULL || s->up_f == NULL) {
-		if (s->down == NULL)
-			evutil_closesocket(fd);
-		evbuffer_free(pending);
-		s->state = WS_OPEN; /* counted below, so that the teardown uncounts it */
-		w->n_open++;
+	if (s->down_wire != NULL)
+		s->down_wire_cb =
+		    evbuffer_add_cb(bufferevent_get_output(s->down_wire), on_wire_out, s);
+	if (s->down_f == NULL || (s->down_wire != NULL && s->down_wire_cb == NULL)) {
 		sock_finish(s);
-		return;
+		return false;
 	}
-	/* The client's 101: its own accept value, the provider's other
-	 * end-to-end fields (Sec-WebSocket-Protocol, x-request-id, its
-	 * rate-limit headers). */
 	char mine[WSH_ACCEPT_LEN + 1];
 	wsh_accept(s->client_key, mine);
 	struct evbuffer *o = bufferevent_get_output(s->down);
@@ -1061,45 +1246,75 @@ static void open_socket(struct ws_sock *s, struct evbuffer *rest)
 	                    "HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\n"
 	                    "connection: Upgrade\r\nsec-websocket-accept: %s\r\n",
 	                    mine);
-	const char *conn = field(h, n, "connection");
 	for (size_t i = 0; i < n; i++)
 		if (hdr_forward_response(h[i].name, conn) && !wsh_hop_field(h[i].name))
 			evbuffer_add_printf(o, "%s: %s\r\n", h[i].name, h[i].value);
 	evbuffer_add(o, "\r\n", 2);
-	s->state = WS_OPEN;
-	w->n_open++;
-	w->opened++;
-	s->t_start = now_ms();
-	if (s->timer_on) {
-		evtimer_del(&s->timer);
-		s->timer_on = false;
-	}
 	bufferevent_setcb(s->down, on_down_read, on_write, on_down_event, s);
-	bufferevent_setcb(s->up, on_up_read, on_write, on_up_event, s);
 	bufferevent_setwatermark(s->down, EV_READ, 0, READ_HIGH);
-	bufferevent_setwatermark(s->up, EV_READ, 0, READ_HIGH);
 	bufferevent_setwatermark(s->down, EV_WRITE, OUT_LOW, 0);
-	bufferevent_setwatermark(s->up, EV_WRITE, OUT_LOW, 0);
+	/* A client that takes nothing for client_timeout_s while bytes wait
+	 * for it is cut: the socket's timer (a TLS filter's own would run with
+	 * nothing waiting). */
 	struct timeval wt = {(time_t)cfg->limits.client_timeout_s, 0};
-	bufferevent_set_timeouts(s->down, NULL, &wt);
+	bufferevent_set_timeouts(s->down_wire != NULL ? s->down_wire : s->down, NULL, &wt);
 	bufferevent_enable(s->down, EV_READ | EV_WRITE);
-	bufferevent_enable(s->up, EV_READ | EV_WRITE);
 	struct log_line l;
 	if (sock_log_begin(&l, LOG_INFO, "websocket_open", s)) {
 		if (s->model[0] != '\0')
 			log_str(&l, "model", s->model);
-		log_int(&l, "queue_ms", now_ms() - s->open_ticket.item.arrived_ms);
+		if (!s->early)
+			log_int(&l, "queue_ms", now_ms() - s->open_ticket.item.arrived_ms);
+		else
+			log_bool(&l, "early", true);
 		log_end(&l);
 	}
-	/* Bytes that came behind the heads, each side's. */
-	if (evbuffer_get_length(pending) > 0) {
-		evbuffer_prepend_buffer(bufferevent_get_input(s->down), pending);
-		on_down_read(s->down, s);
+	kick(s); /* frames that came behind the head */
+	return true;
+}
+
+/* The provider's socket is open: messages both ways, what the client sent
+ * meanwhile first. */
+static void up_open(struct ws_sock *s)
+{
+	const struct config *cfg = s->cref->cfg;
+	s->up_f = wsf_new(WSF_CLIENT, (size_t)cfg->limits.max_body_bytes, &up_frame_events, s);
+	if (s->up_f == NULL) {
+		sock_end(s, WSF_INTERNAL, "out of memory");
+		return;
 	}
-	evbuffer_free(pending);
-	if (s->state == WS_OPEN && evbuffer_get_length(rest) > 0)
-		on_up_read(s->up, s);
-	flush(s);
+	s->state = WS_OPEN;
+	s->last_up_ms = now_ms();
+	if (s->timer_on) {
+		evtimer_del(&s->timer);
+		s->timer_on = false;
+	}
+	bufferevent_setcb(s->up, on_up_read, on_write, on_up_event, s);
+	bufferevent_setwatermark(s->up, EV_READ, 0, READ_HIGH);
+	bufferevent_setwatermark(s->up, EV_WRITE, OUT_LOW, 0);
+	bufferevent_enable(s->up, EV_READ | EV_WRITE);
+	kick(s); /* the provider's first frames, behind its 101 */
+	pump_out(s);
+}
+
+/* The provider accepted: the client's 101 (unless pacerd gave it first),
+ * then messages both ways. */
+static void upstream_accepted(struct ws_sock *s)
+{
+	struct hhdr h[UP_HEADERS_MAX];
+	size_t n = answer_fields(s, h, UP_HEADERS_MAX);
+	char want[WSH_ACCEPT_LEN + 1];
+	wsh_accept(s->up_key, want);
+	const char *accept = field(h, n, "sec-websocket-accept");
+	open_answered(s, h, n);
+	if (accept == NULL || strcmp(accept, want) != 0) {
+		sock_end(s, WSF_PROTOCOL_ERROR,
+		         "the provider's 101 has a wrong Sec-WebSocket-Accept");
+		return;
+	}
+	if (s->client != NULL && !client_upgrade(s, h, n, field(h, n, "connection")))
+		return;
+	up_open(s);
 }
 
 static void on_handshake_read(struct bufferevent *bev, void *arg)
@@ -1116,7 +1331,7 @@ static void on_handshake_read(struct bufferevent *bev, void *arg)
 		evbuffer_drain(in, took);
 		if (s->head_done && s->status == 101) {
 			/* what follows the head is the provider's first frames */
-			open_socket(s, in);
+			upstream_accepted(s);
 			return;
 		}
 		if (e == HPE_PAUSED) {
@@ -1229,6 +1444,12 @@ static void on_open_dispatch(struct lane_ticket *t)
 	struct ws_sock *s = (struct ws_sock *)((char *)t - offsetof(struct ws_sock, open_ticket));
 	struct wsrelay *w = s->w;
 	bool tls;
+	if (s->state != WS_OPENING) { /* ended meanwhile: its slot goes back */
+		struct lane_change ch;
+		lanes_complete(w->lanes, t, RETRY_LANE_SUCCESS, false, 0, now_ms(), &ch);
+		s->open_submitted = false;
+		return;
+	}
 	char host[256];
 	int port;
 	char *path = NULL;
@@ -1237,8 +1458,7 @@ static void on_open_dispatch(struct lane_ticket *t)
 		struct lane_change ch;
 		lanes_complete(w->lanes, t, RETRY_LANE_SUCCESS, false, 0, now_ms(), &ch);
 		s->open_submitted = false;
-		refuse_plain(s, 502, "upstream_unreachable",
-		             "the provider's upstream URL is not usable");
+		refuse(s, 502, "upstream_unreachable", "the provider's upstream URL is not usable");
 		return;
 	}
 	s->state = WS_CONNECTING;
@@ -1274,7 +1494,7 @@ static void on_open_dispatch(struct lane_ticket *t)
 		struct lane_change ch;
 		lanes_complete(w->lanes, t, RETRY_LANE_SUCCESS, false, 0, now_ms(), &ch);
 		s->open_submitted = false;
-		refuse_plain(s, 503, "out_of_memory", "pacerd is out of memory");
+		refuse(s, 503, "out_of_memory", "pacerd is out of memory");
 		return;
 	}
 	lanes_sent(w->lanes, t);
@@ -1296,7 +1516,7 @@ static void on_open_refuse(struct lane_ticket *t, const struct lane_refusal_info
 	s->open_submitted = false;
 	struct refusal r;
 	refusal_of_lane(info, now_ms() - s->t_start, now_ms() - s->t_start, &r);
-	refuse_plain(s, r.status, r.code, r.message);
+	refuse(s, r.status, r.code, r.message);
 }
 
 static const struct lanes_events open_events = {.dispatch = on_open_dispatch,
@@ -1345,6 +1565,48 @@ static void query_model(const char *path, size_t len, char *out, size_t cap)
 	}
 }
 
+/* The opening is a request of its lane (the socket's model), at no token
+ * cost. */
+static void open_submit(struct ws_sock *s)
+{
+	struct wsrelay *w = s->w;
+	int64_t now = now_ms();
+	s->open_asked = true;
+	s->open_ticket.ev = &open_events;
+	struct lane_request lr = {
+	    .key_hash = s->key_hash[0] ? s->key_hash : NULL,
+	    .model = s->model[0] ? s->model : NULL,
+	    .model_len = strlen(s->model),
+	};
+	s->open_submitted = true;
+	const struct plan_conf *plan = lanes_find(w->lanes, &s->open_ticket, s->prov, &lr, now);
+	if (plan == NULL)
+		return; /* refused */
+	struct sched_request rq = {.agent = s->agent_id, .flow = s->flow, .priority = s->priority};
+	lanes_submit(w->lanes, &s->open_ticket, &rq, -1,
+	             now + (int64_t)plan->retry.deadline_s * 1000, now);
+}
+
+static void on_kick(evutil_socket_t fd, short what, void *arg)
+{
+	struct ws_sock *s = arg;
+	(void)fd;
+	(void)what;
+	if (s->state == WS_DONE)
+		return;
+	if (s->client != NULL) {
+		if (s->early && s->state == WS_OPENING)
+			client_upgrade(s, NULL, 0, NULL);
+		return;
+	}
+	if (s->down != NULL && evbuffer_get_length(bufferevent_get_input(s->down)) > 0)
+		on_down_read(s->down, s);
+	if (s->state != WS_DONE && s->up_f != NULL &&
+	    evbuffer_get_length(bufferevent_get_input(s->up)) > 0)
+		on_up_read(s->up, s);
+	flush(s);
+}
+
 void wsrelay_start(struct wsrelay *w, struct hreq *r, const struct exchange_intake *in)
 {
 	const char *version = hreq_header(r, "sec-websocket-version");
@@ -1387,6 +1649,7 @@ void wsrelay_start(struct wsrelay *w, struct hreq *r, const struct exchange_inta
 	list_init(&s->outq);
 	list_init(&s->flight);
 	evtimer_assign(&s->timer, w->base, on_timer, s);
+	event_assign(&s->kick, w->base, -1, 0, on_kick, s);
 	copy_str(s->request_id, sizeof(s->request_id), hreq_id(r), strlen(hreq_id(r)));
 	copy_str(s->client_key, sizeof(s->client_key), key, strlen(key));
 	if (in->key_hash != NULL)
@@ -1399,6 +1662,7 @@ void wsrelay_start(struct wsrelay *w, struct hreq *r, const struct exchange_inta
 	s->priority = in->priority;
 	query_model(in->route.path, in->route.path_len, s->model, sizeof(s->model));
 	size_t plen = strcspn(in->route.path, "?");
+	s->tunnel = hreq_tunnel_host(r) != NULL;
 	s->realtime = plen >= 9 && memcmp(in->route.path + plen - 9, "/realtime", 9) == 0;
 	/* pacerd's GET upstream: the client's end-to-end fields (its key among
 	 * them), with a key and a version of pacerd's own; no extensions. */
@@ -1417,22 +1681,16 @@ void wsrelay_start(struct wsrelay *w, struct hreq *r, const struct exchange_inta
 	list_insert_tail(&w->live, &s->link);
 	w->n_live++;
 	hreq_set_events(r, &hreq_client_events, s);
-
-	/* The opening is a request of its lane, at no token cost. */
-	int64_t now = now_ms();
-	s->open_ticket.ev = &open_events;
-	struct lane_request lr = {
-	    .key_hash = s->key_hash[0] ? s->key_hash : NULL,
-	    .model = s->model[0] ? s->model : NULL,
-	    .model_len = strlen(s->model),
-	};
-	s->open_submitted = true;
-	const struct plan_conf *plan = lanes_find(w->lanes, &s->open_ticket, s->prov, &lr, now);
-	if (plan == NULL)
-		return; /* refused */
-	struct sched_request rq = {.agent = s->agent_id, .flow = s->flow, .priority = s->priority};
-	lanes_submit(w->lanes, &s->open_ticket, &rq, -1,
-	             now + (int64_t)plan->retry.deadline_s * 1000, now);
+	/* No model named, Responses (not Realtime, whose server speaks first),
+	 * no subprotocol to agree on: pacerd answers the upgrade itself, on
+	 * the next loop turn (not inside the HTTP layer's call), and the
+	 * provider's socket opens in the lane of the first message's model. */
+	s->early =
+	    s->model[0] == '\0' && !s->realtime && hreq_header(r, "sec-websocket-protocol") == NULL;
+	if (s->early)
+		kick(s);
+	else
+		open_submit(s);
 }
 
 /* ---- the set ---- */
@@ -1492,9 +1750,9 @@ void wsrelay_shutdown(struct wsrelay *w)
 	struct list *it, *next;
 	LIST_FOR_EACH_SAFE(it, next, &w->live) {
 		struct ws_sock *s = LIST_ITEM(it, struct ws_sock, link);
-		if (s->state < WS_OPEN)
+		if (s->down_f == NULL)
 			refuse_plain(s, 503, "shutting_down", "pacerd is shutting down");
-		else if (s->state == WS_OPEN && s->n_flight == 0)
+		else if (s->state != WS_CLOSING && s->n_flight == 0)
 			sock_end(s, WSF_GOING_AWAY, "pacerd is shutting down");
 	}
 }
@@ -1504,7 +1762,7 @@ void wsrelay_abort_all(struct wsrelay *w)
 	w->closing = true;
 	while (!list_empty(&w->live)) {
 		struct ws_sock *s = LIST_ITEM(list_first(&w->live), struct ws_sock, link);
-		if (s->state < WS_OPEN) {
+		if (s->down_f == NULL) {
 			refuse_plain(s, 503, "shutting_down", "pacerd is shutting down");
 			continue;
 		}
@@ -1531,7 +1789,7 @@ void wsrelay_get_stats(const struct wsrelay *w, struct wsrelay_stats *st)
 	const struct list *it;
 	for (it = w->live.next; it != &w->live; it = it->next) {
 		const struct ws_sock *s = LIST_ITEM(it, struct ws_sock, link);
-		if (s->state < WS_OPEN)
+		if (!s->counted_open)
 			st->opening++;
 		st->turns_in_flight += s->n_flight;
 		st->turns_waiting += s->n_waiting;
@@ -1554,7 +1812,7 @@ void wsrelay_each(const struct wsrelay *w,
 	const struct list *it;
 	for (it = w->live.next; it != &w->live; it = it->next) {
 		const struct ws_sock *s = LIST_ITEM(it, struct ws_sock, link);
-		if (s->state >= WS_OPEN && s->state != WS_DONE)
+		if (s->counted_open)
 			fn(arg, s->request_id, s->prov->name, s->key_id, s->model, s->turns,
 			   s->n_flight, s->n_waiting, now - s->t_start);
 	}

@@ -7,16 +7,22 @@
  *
  * Life of a socket:
  *
- *   OPENING   its opening is a request of its lane (the model of ?model=,
- *             else the scope's model-less lane), at no token cost: it waits
- *             for the lane's gates like any request.
+ *   OPENING   its opening is a request of its lane, at no token cost: it
+ *             waits for the lane's gates like any request. With ?model=
+ *             (Realtime) or a subprotocol asked for, the lane of ?model=
+ *             (else the scope's model-less lane), the client waiting for
+ *             the provider's answer. Otherwise (the Responses API's mode)
+ *             pacerd answers the upgrade itself ("early") and the opening
+ *             goes to its lane with the first message's model; what the
+ *             client sends meanwhile waits, in order.
  *   CONNECTING  the lane let it go: a TCP connection (evdns; TLS with
  *             bufferevent_openssl for https upstreams) and pacerd's own GET
  *             with a key of its own.
  *   HANDSHAKE the answer's head (libhttp-parser): a 101 whose accept value
  *             matches is relayed to the client with the client's own accept
  *             value (the opening's slot is given back, its headers teach the
- *             lane); anything else is relayed as a plain answer.
+ *             lane); anything else is relayed as a plain answer, or, early,
+ *             as an error event and a close.
  *   OPEN      messages both ways (wsframe.h). Each response.create of the
  *             client is a turn: a request of its lane (the model it names,
  *             else the socket's), held (not dropped) until the lane lets it
@@ -26,15 +32,22 @@
  *             rate_limits.updated teaches the lane; an error event refusing
  *             for a rate limit holds the lane like a 429, and the turn is
  *             sent again once the hold ends if the client sent nothing
- *             since.
+ *             since. A turn the provider leaves silent past
+ *             timeouts.first_byte_s (nothing since its dispatch) or
+ *             timeouts.idle_s (since its last message) ends as a 504 and
+ *             closes the socket (1011).
  *   CLOSING   a close frame went one way: it is passed on, and the socket
  *             ends when both sides closed (or after CLOSE_LINGER_MS).
+ *
+ * The client's side is the bufferevent the HTTP layer hands over
+ * (hreq_take_over): its socket, or inside a terminated CONNECT tunnel the
+ * TLS filter that carries the tunnel's session on.
  *
  * Backpressure both ways: past WSRELAY_OUT_CAP bytes waiting for one side,
  * the other is not read (its bytes wait in the kernel, and TCP slows its
  * sender); reading resumes below a quarter of it. A message is at most
  * limits.max_body_bytes (1009 above). A client that reads nothing for
- * limits.client_timeout_s while bytes wait for it is cut. */
+ * limits.client_timeout_s while bytes wait for it is cut (1008). */
 #ifndef PACERD_WSRELAY_H
 #define PACERD_WSRELAY_H
 

@@ -39,6 +39,7 @@ struct ws_turn_rec {
 
 static struct {
 	uint64_t opened, open, closed, messages, turns, refused, flood_sent, flood_done;
+	uint64_t bytes_in; /* the payloads of the messages received */
 	uint16_t last_close_code;
 	struct ws_turn_rec turns_rec[TURNS_MAX];
 	size_t n_turns;
@@ -50,9 +51,10 @@ struct ws_peer {
 	unsigned id;
 	bool realtime;
 	char key[17];
-	long chunks, chunk_bytes, refuse_turn, refuse_ms, flood_bytes, drop_turn;
+	long chunks, chunk_bytes, refuse_turn, refuse_ms, flood_bytes, drop_turn, hang_turn;
 	long turn_no;
-	long flood_left; /* bytes of delta events still to send */
+	struct event *resume; /* x-mock-ws-pause-read-ms: reading starts again */
+	long flood_left;      /* bytes of delta events still to send */
 	bool closing;
 	bool dropped;
 };
@@ -87,6 +89,8 @@ static ssize_t send_cb(wslay_event_context_ptr ctx, const uint8_t *data, size_t 
 
 static void peer_free(struct ws_peer *p)
 {
+	if (p->resume != NULL)
+		event_free(p->resume);
 	bufferevent_free(p->bev);
 	wslay_event_context_free(p->ctx);
 	free(p);
@@ -184,6 +188,8 @@ static void on_turn(struct ws_peer *p, json_t *msg)
 	free(text);
 	queue_json(p, json_pack("{s:s,s:{s:s,s:s}}", "type", "response.created", "response",
 	                        "status", "in_progress", "model", model));
+	if (p->hang_turn > 0 && p->turn_no == p->hang_turn)
+		return; /* never ends */
 	if (p->flood_bytes > 0 && p->turn_no == 1) {
 		p->flood_left = p->flood_bytes;
 		return; /* on_write sends it as the socket drains, then the tail */
@@ -206,6 +212,7 @@ static void on_msg(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_
 	if (a->opcode != WSLAY_TEXT_FRAME)
 		return;
 	wst.messages++;
+	wst.bytes_in += a->msg_length;
 	json_t *j = json_loadb((const char *)a->msg, a->msg_length, 0, NULL);
 	const char *type = json_string_value(json_object_get(j, "type"));
 	if (type != NULL && strcmp(type, "response.create") == 0)
@@ -256,6 +263,14 @@ static void on_write(struct bufferevent *bev, void *arg)
 {
 	(void)bev;
 	pump(arg);
+}
+
+static void on_resume(evutil_socket_t fd, short what, void *arg)
+{
+	struct ws_peer *p = arg;
+	(void)fd;
+	(void)what;
+	bufferevent_enable(p->bev, EV_READ);
 }
 
 static void on_event(struct bufferevent *bev, short what, void *arg)
@@ -342,6 +357,7 @@ void mock_ws_accept(struct evhttp_request *req, const char *path, struct evkeyva
 	p->refuse_ms = ctl_long(req, query, "ws-refuse-ms", 1000);
 	p->flood_bytes = ctl_long(req, query, "ws-flood-bytes", 0);
 	p->drop_turn = ctl_long(req, query, "ws-drop-turn", 0);
+	p->hang_turn = ctl_long(req, query, "ws-hang-turn", 0);
 	const char *auth = evhttp_find_header(ih, "authorization");
 	char hex[65] = "";
 	if (auth != NULL)
@@ -378,7 +394,16 @@ void mock_ws_accept(struct evhttp_request *req, const char *path, struct evkeyva
 		                        "model", "gpt-realtime-mock"));
 	bufferevent_setcb(p->bev, on_read, on_write, on_event, p);
 	bufferevent_setwatermark(p->bev, EV_WRITE, OUT_CAP / 4, 0);
-	bufferevent_enable(p->bev, EV_READ | EV_WRITE);
+	/* A slow reader: nothing read for the first N ms (wslay reads only
+	 * what the bufferevent holds, so the sender's bytes wait in TCP). */
+	bufferevent_setwatermark(p->bev, EV_READ, 0, OUT_CAP);
+	long pause_ms = ctl_long(req, query, "ws-pause-read-ms", 0);
+	bufferevent_enable(p->bev, pause_ms > 0 ? EV_WRITE : EV_READ | EV_WRITE);
+	if (pause_ms > 0) {
+		struct timeval tv = {pause_ms / 1000, (pause_ms % 1000) * 1000};
+		p->resume = evtimer_new(mock_base, on_resume, p);
+		evtimer_add(p->resume, &tv);
+	}
 	if (evbuffer_get_length(early) > 0)
 		evbuffer_add_buffer(bufferevent_get_input(p->bev), early);
 	evbuffer_free(early);
@@ -398,12 +423,13 @@ json_t *mock_ws_stats_json(void)
 		                                (json_int_t)r->t_ms, "socket", r->socket, "key",
 		                                r->key, "model", r->model, "refused", r->refused));
 	}
-	return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:i,s:o}", "opened",
-	                 (json_int_t)wst.opened, "open", (json_int_t)wst.open, "closed",
-	                 (json_int_t)wst.closed, "messages", (json_int_t)wst.messages, "turns",
-	                 (json_int_t)wst.turns, "refused", (json_int_t)wst.refused, "flood_sent",
-	                 (json_int_t)wst.flood_sent, "flood_done_ms", (json_int_t)wst.flood_done,
-	                 "last_close_code", wst.last_close_code, "turn_list", turns);
+	return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:i,s:o}", "bytes_in",
+	                 (json_int_t)wst.bytes_in, "opened", (json_int_t)wst.opened, "open",
+	                 (json_int_t)wst.open, "closed", (json_int_t)wst.closed, "messages",
+	                 (json_int_t)wst.messages, "turns", (json_int_t)wst.turns, "refused",
+	                 (json_int_t)wst.refused, "flood_sent", (json_int_t)wst.flood_sent,
+	                 "flood_done_ms", (json_int_t)wst.flood_done, "last_close_code",
+	                 wst.last_close_code, "turn_list", turns);
 }
 
 void mock_ws_reset(void)

@@ -15,6 +15,7 @@ import path from 'node:path';
 import { SLOW, keyHash, request, sleep, waitFor } from '../lib.mjs';
 import { chromiumBin, launchChromium } from '../lib/chromium.mjs';
 import { chatBody, runLoad, startPacerdWithAdmin } from '../load.mjs';
+import { open as openWs, turn as wsTurn } from '../lib/ws.mjs';
 
 const TOKEN = 'page-admin-token-7f3c';
 const XSS_MODEL = "<img/src/onerror=alert(1)>&'x"; // a model name: printable, no space or '"'
@@ -293,7 +294,7 @@ export const tests = [
     },
   },
   {
-    name: 'a real browser (headless Chromium): the token through the Basic prompt, lanes shown, numbers moving between snapshots, sparklines drawn, a screenshot; the markup of a model name shown as text, no dialog; without JavaScript the server\'s table',
+    name: 'a real browser (headless Chromium): the token through the Basic prompt, lanes shown, numbers moving between snapshots, sparklines drawn, the open WebSocket and its turns, a screenshot; the markup of a model name shown as text, no dialog; without JavaScript the server\'s table',
     timeout_ms: 45000,
     fn: async (t) => {
       const bin = chromiumBin();
@@ -313,6 +314,11 @@ export const tests = [
       const headers = { authorization: `Bearer ${paced}`, 'content-type': 'application/json' };
       // 100 requests at the plan's 8/s: about 12 s of traffic, the browser's part well within.
       const load = runLoad({ base: p.url, n: 100, concurrency: 4, deadline_ms: 30000, makeRequest: () => ({ path: '/v1/chat/completions', headers, body: chatBody() }) });
+
+      // A WebSocket open with two turns done, for the page's sockets.
+      const ws = await openWs(p, { key: 'sk-page-browser-ws-0003' });
+      await wsTurn(ws);
+      await wsTurn(ws);
 
       const browser = await launchChromium(t, bin);
       const page = await browser.newPage({ credentials: { username: 'operator', password: TOKEN } });
@@ -337,6 +343,11 @@ export const tests = [
       assert.equal(await page.eval(`!!${laneSel(paced)}.querySelector('svg.spark line')`), true, 'the limit line');
       const lanes = await page.eval(`document.querySelectorAll('#lanes tr.lane').length`);
       assert.ok(lanes >= 2, `${lanes} lanes`);
+      // The WebSockets beside the connections and tunnels: the one open, its turns.
+      const wsFacts = JSON.parse(await page.eval(`JSON.stringify(Object.fromEntries([...document.querySelectorAll('#websockets dt')].map((d) => [d.textContent, d.nextElementSibling.textContent])))`));
+      assert.equal(wsFacts['websockets open'], '1', JSON.stringify(wsFacts));
+      assert.equal(wsFacts.turns, '2', JSON.stringify(wsFacts));
+      assert.equal(wsFacts['turns in flight'], '0', JSON.stringify(wsFacts));
 
       // The model's markup is text in the DOM: no element made of it, no dialog.
       const modelText = await page.eval(`${laneSel(xss)}.querySelector('td.model').textContent`);
@@ -360,6 +371,7 @@ export const tests = [
       const outerHTML = await plain.eval('document.documentElement.outerHTML');
       assert.ok(laneRows(outerHTML).some((x) => x.key === `key ${keyHash(paced)}`), 'the paced lane in the server table');
       assert.ok(laneRows(outerHTML).some((x) => x.model === '&lt;img/src/onerror=alert(1)&gt;&amp;\'x'), 'the model as text');
+      assert.match(outerHTML, /<dl id="websockets"><dt>websockets open<\/dt><dd>1<\/dd>/);
       await plain.screenshot(path.join(t.dir, 'page-nojs.png'));
 
       // No credentials: the 401, no lanes.
@@ -369,6 +381,8 @@ export const tests = [
       assert.match(anonText, /"code":"unauthorized"/);
       assert.equal(anon.authChallenges, 1);
 
+      ws.close(1000);
+      await ws.closed;
       const sum = await load;
       assert.ok(sum.results.filter((x) => x.status === 200).length > 20, `${sum.results.length} requests of load`);
       t.note(`sent ${s1} -> ${s2} in 3 s ("${shown1}" -> "${shown2}"); sparkline ${points} points; screenshots ${shot} (${bytes} B) and page-nojs.png`);

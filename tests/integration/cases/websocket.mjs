@@ -4,125 +4,11 @@
 // turns paced and metered inside the socket, refusals inside it, backpressure, and
 // hostile input on raw sockets. The mock's endpoints: tests/mock/README.md "WebSocket".
 import assert from 'node:assert/strict';
-import crypto from 'node:crypto';
-import fs from 'node:fs';
-import net from 'node:net';
 import OpenAI from 'openai';
 import { ResponsesWS } from 'openai/resources/beta/responses/ws';
-import WebSocket from 'ws';
 import { SLOW, freePort, keyHash, request, sleep, waitFor } from '../lib.mjs';
 import { startPacerdWithAdmin, toYaml } from '../load.mjs';
-
-const wsStats = (mock) => mock.admin('GET', '/_mock/ws');
-const status = async (p) => JSON.parse((await request(`${p.admin}/status`)).body.toString());
-const metrics = async (p) => (await request(`${p.admin}/metrics`)).body.toString();
-const fds = (p) => fs.readdirSync(`/proc/${p.pid}/fd`).length;
-const turnLines = (p) => p.logs().filter((l) => l.event === 'request' && l.transport === 'websocket');
-
-/** A `ws` client through pacerd; resolves once open. Messages go to `got` as parsed JSON. */
-function open(p, { path = '/v1/responses', key = 'sk-ws-test-0001', headers = {} } = {}) {
-  return new Promise((resolve, reject) => {
-    const ws = new WebSocket(`ws://127.0.0.1:${p.port}${path}`, {
-      headers: { authorization: `Bearer ${key}`, ...headers }, perMessageDeflate: false,
-    });
-    ws.got = [];
-    ws.on('message', (data, binary) => { if (!binary) ws.got.push(JSON.parse(data.toString())); });
-    ws.closed = new Promise((r) => ws.on('close', (code, reason) => r({ code, reason: reason.toString() })));
-    ws.once('open', () => resolve(ws));
-    ws.once('unexpected-response', (req, res) => {
-      let body = '';
-      res.on('data', (c) => { body += c; });
-      res.on('end', () => reject(Object.assign(new Error(`HTTP ${res.statusCode}`), { status: res.statusCode, headers: res.headers, body })));
-    });
-    ws.once('error', reject);
-  });
-}
-
-/** Sends a response.create and waits for the event that ends it. */
-async function turn(ws, body = {}, { end = 'response.completed', timeout_ms = 10000 } = {}) {
-  const before = ws.got.filter((e) => e.type === end || e.type === 'error').length;
-  ws.send(JSON.stringify({ type: 'response.create', model: 'gpt-mock', input: 'hello over a socket', ...body }));
-  await waitFor(() => ws.got.filter((e) => e.type === end || e.type === 'error').length > before,
-    { timeout_ms: timeout_ms * SLOW, what: end });
-  return ws.got.filter((e) => e.type === end || e.type === 'error').at(-1);
-}
-
-/** The upgrade by hand on a raw socket: resolves with the socket once the 101 is read. */
-function rawUpgrade(port, path = '/v1/responses', key = 'sk-ws-raw-0001', headers = {}) {
-  return new Promise((resolve, reject) => {
-    const s = net.connect(port, '127.0.0.1');
-    let buf = Buffer.alloc(0);
-    s.on('error', reject);
-    s.on('data', function onData(d) {
-      buf = Buffer.concat([buf, d]);
-      const end = buf.indexOf('\r\n\r\n');
-      if (end < 0) return;
-      s.off('data', onData);
-      const head = buf.subarray(0, end).toString();
-      s.rest = buf.subarray(end + 4);
-      if (!head.startsWith('HTTP/1.1 101')) reject(new Error(head));
-      else resolve(s);
-    });
-    s.write(`GET ${path} HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
-      `Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: ${crypto.randomBytes(16).toString('base64')}\r\n` +
-      `Authorization: Bearer ${key}\r\n` + Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join('') + '\r\n');
-  });
-}
-
-/** One frame: opcode, payload, masked or not, FIN or not. */
-function frame(opcode, payload, { mask = true, fin = true } = {}) {
-  const p = Buffer.from(payload);
-  const len = p.length;
-  const head = [(fin ? 0x80 : 0) | opcode];
-  let ext = Buffer.alloc(0);
-  if (len < 126) head.push((mask ? 0x80 : 0) | len);
-  else if (len < 65536) { head.push((mask ? 0x80 : 0) | 126); ext = Buffer.alloc(2); ext.writeUInt16BE(len); }
-  else { head.push((mask ? 0x80 : 0) | 127); ext = Buffer.alloc(8); ext.writeBigUInt64BE(BigInt(len)); }
-  if (!mask) return Buffer.concat([Buffer.from(head), ext, p]);
-  const key = crypto.randomBytes(4);
-  const body = Buffer.alloc(len);
-  for (let i = 0; i < len; i++) body[i] = p[i] ^ key[i % 4];
-  return Buffer.concat([Buffer.from(head), ext, key, body]);
-}
-
-/** The text messages a raw socket receives (unmasked server frames), parsed, as they come. */
-function messages(s) {
-  const got = [];
-  let buf = s.rest ?? Buffer.alloc(0);
-  s.on('data', (d) => {
-    buf = Buffer.concat([buf, d]);
-    while (buf.length >= 2) {
-      let len = buf[1] & 0x7f, off = 2;
-      if (len === 126) { if (buf.length < 4) return; len = buf.readUInt16BE(2); off = 4; }
-      else if (len === 127) { if (buf.length < 10) return; len = Number(buf.readBigUInt64BE(2)); off = 10; }
-      if (buf.length < off + len) return;
-      if ((buf[0] & 0x0f) === 0x1) got.push(JSON.parse(buf.subarray(off, off + len).toString()));
-      buf = buf.subarray(off + len);
-    }
-  });
-  return got;
-}
-
-/** Reads frames from a raw socket until a close frame: its code. */
-function closeCode(s, timeout_ms = 5000) {
-  return new Promise((resolve, reject) => {
-    let buf = s.rest ?? Buffer.alloc(0);
-    const timer = setTimeout(() => reject(new Error('no close frame')), timeout_ms * SLOW);
-    const look = () => {
-      while (buf.length >= 2) {
-        let len = buf[1] & 0x7f, off = 2;
-        if (len === 126) { if (buf.length < 4) return; len = buf.readUInt16BE(2); off = 4; }
-        else if (len === 127) { if (buf.length < 10) return; len = Number(buf.readBigUInt64BE(2)); off = 10; }
-        if (buf.length < off + len) return;
-        if ((buf[0] & 0x0f) === 0x8) { clearTimeout(timer); resolve(len >= 2 ? buf.readUInt16BE(off) : 1005); return; }
-        buf = buf.subarray(off + len);
-      }
-    };
-    s.on('data', (d) => { buf = Buffer.concat([buf, d]); look(); });
-    s.on('close', () => { clearTimeout(timer); resolve(null); });
-    look();
-  });
-}
+import { closeCode, fds, frame, messages, metrics, open, rawUpgrade, status, turn, turnLines, wsStats } from '../lib/ws.mjs';
 
 export const tests = [
   {
@@ -172,10 +58,16 @@ export const tests = [
       // refunds the difference, and the lane's output estimate follows what it saw.
       assert.ok(lines[0].tokens_estimated > 1000, JSON.stringify(lines[0]));
       assert.ok(lines.at(-1).tokens_estimated < 100, JSON.stringify(lines.at(-1)));
+      // No ?model=: pacerd answered the upgrade itself, and the provider's socket
+      // opened in the lane of the first response.create's model: 20 turns and the
+      // opening there, no model-less lane for the key.
       const st = await status(p);
-      const lane = st.lanes.find((l) => l.model === 'gpt-mock' && l.key === keyHash('sk-ws-sdk-0001'));
-      assert.equal(lane.counters.dispatched, 20);
-      assert.equal(lane.in_flight, 0);
+      const mine = st.lanes.filter((l) => l.key === keyHash('sk-ws-sdk-0001'));
+      assert.deepEqual(mine.map((l) => l.model), ['gpt-mock'], JSON.stringify(mine.map((l) => l.model)));
+      assert.equal(mine[0].counters.dispatched, 21);
+      assert.equal(mine[0].in_flight, 0);
+      const opened = p.logs().find((l) => l.event === 'websocket_open');
+      assert.equal(opened.early, true);
       assert.ok(!JSON.stringify(p.logs()).includes('sk-ws-sdk-0001'), 'the key is never logged');
     },
   },
@@ -269,11 +161,11 @@ export const tests = [
     },
   },
   {
-    name: 'upgrade refusals: the provider\'s 429 relayed, a wrong version 426, inside no lane afterwards',
+    name: 'upgrade refusals: with ?model= the provider\'s 429 relayed as it is; without, pacerd\'s 101 then the provider\'s error inside (1013); a wrong version 426; inside no lane afterwards',
     fn: async (t) => {
       const mock = await t.startMock();
       const p = await startPacerdWithAdmin(t, mock, {});
-      await assert.rejects(open(p, { headers: { 'x-mock-status': '429' } }), (e) => {
+      await assert.rejects(open(p, { path: '/v1/responses?model=gpt-mock', headers: { 'x-mock-status': '429' } }), (e) => {
         assert.equal(e.status, 429);
         assert.equal(e.headers['retry-after'], '1');
         assert.match(e.body, /rate_limit_exceeded/);
@@ -282,10 +174,24 @@ export const tests = [
       const r = await request(`${p.url}/v1/responses`, { headers: { upgrade: 'websocket', connection: 'Upgrade', 'sec-websocket-version': '8', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==' } });
       assert.equal(r.status, 426);
       assert.equal(r.headers['sec-websocket-version'], '13');
+      // Without ?model= the client's socket is open before the provider's: the
+      // refusal comes inside it, in the provider's shape, and the turn never went.
+      const ws = await open(p, { headers: { 'x-mock-status': '429' } });
+      ws.send(JSON.stringify({ type: 'response.create', model: 'gpt-mock', input: 'x' }));
+      const c = await ws.closed;
+      assert.equal(c.code, 1013);
+      assert.equal(ws.got.length, 1);
+      assert.equal(ws.got[0].type, 'error');
+      assert.equal(ws.got[0].status, 429);
+      assert.equal(ws.got[0].error.code, 'rate_limit_exceeded');
+      assert.equal((await wsStats(mock)).turns, 0);
+      await waitFor(async () => (await status(p)).websockets.open === 0, { timeout_ms: 5000 * SLOW, what: 'closed' });
       const st = await status(p);
-      assert.equal(st.websockets.open, 0);
-      assert.equal(st.websockets.refused, 1);
-      assert.ok(st.lanes.every((l) => l.in_flight === 0));
+      assert.equal(st.websockets.refused, 2);
+      assert.ok(st.lanes.every((l) => l.in_flight === 0 && l.queue_depth === 0));
+      // The lane of the first message's model was held by the 429 (its retry-after).
+      const lane = st.lanes.find((l) => l.model === 'gpt-mock' && l.key === keyHash('sk-ws-test-0001'));
+      assert.ok(lane !== undefined, JSON.stringify(st.lanes.map((l) => [l.key, l.model])));
     },
   },
   {
@@ -374,6 +280,111 @@ export const tests = [
       assert.ok(p.rssKiB() - rss0 <= 2048, `RSS grew ${p.rssKiB() - rss0} KiB by the end`);
       ws.close(1000);
       await ws.closed;
+    },
+  },
+  {
+    name: 'a client that never reads is cut after limits.client_timeout_s (1008 in the log; the provider gets 1001), and nothing is left open',
+    timeout_ms: 30000,
+    fn: async (t) => {
+      const mock = await t.startMock();
+      const p = await startPacerdWithAdmin(t, mock, { limits: { client_timeout_s: 2 } });
+      await sleep(200);
+      const fd0 = fds(p);
+      // A raw socket that sends one turn and then reads nothing: its kernel buffers
+      // fill with the flood, then pacerd's output for it stops moving.
+      const s = await rawUpgrade(p.port, '/v1/responses?model=gpt-mock', 'sk-ws-raw-0003', { 'x-mock-ws-flood-bytes': String(64 * 1024 * 1024) });
+      s.pause();
+      const t0 = Date.now();
+      s.write(frame(0x1, JSON.stringify({ type: 'response.create', model: 'gpt-mock', input: 'flood me' })));
+      const line = await waitFor(() => p.logs().find((l) => l.event === 'websocket_closed'),
+        { timeout_ms: 15000 * SLOW, what: 'the socket cut' });
+      const took = Date.now() - t0;
+      assert.equal(line.code, 1008);
+      assert.equal(line.reason, 'the client stopped reading');
+      assert.ok(took >= 1800 && took < 8000 * SLOW, `cut after ${took} ms`);
+      await waitFor(async () => (await wsStats(mock)).open === 0, { timeout_ms: 5000 * SLOW, what: 'the provider\'s socket closed' });
+      assert.equal((await wsStats(mock)).last_close_code, 1001, 'the provider is told the client went away');
+      assert.ok((await wsStats(mock)).flood_sent < 32 * 1024 * 1024);
+      const turnLine = turnLines(p)[0];
+      assert.equal(turnLine.status, 499);
+      assert.equal(turnLine.error, 'socket_closed');
+      s.destroy();
+      await waitFor(() => fds(p) <= fd0, { timeout_ms: 5000 * SLOW, what: `fds back to ${fd0} (now ${fds(p)})` });
+      const st = await status(p);
+      assert.equal(st.websockets.open, 0);
+      assert.ok(st.lanes.every((l) => l.in_flight === 0));
+    },
+  },
+  {
+    name: 'backpressure from the client to the provider: a client sending 128 MiB to a provider that reads nothing for 4 s is held back (RSS <= 2 MiB more, most of its bytes wait in its own buffer), then every byte arrives',
+    alone: true,
+    timeout_ms: 60000,
+    fn: async (t) => {
+      const mock = await t.startMock();
+      const asan = [process.env.ASAN_OPTIONS, 'quarantine_size_mb=0', 'thread_local_quarantine_size_kb=0'].filter(Boolean).join(':');
+      const port = await freePort();
+      const aport = await freePort();
+      const cfg = t.baseConfig(port, { providers: { openai: { upstream: mock.url } }, admin: { listen: `127.0.0.1:${aport}` } });
+      const p = await t.startPacerd({ port, config: toYaml(cfg), env: { ASAN_OPTIONS: asan } });
+      p.admin = `http://127.0.0.1:${aport}`;
+      const t0 = Date.now();
+      const ws = await open(p, { path: '/v1/realtime?model=gpt-realtime-mock', headers: { 'x-mock-ws-pause-read-ms': String(4000 * SLOW) } });
+      await sleep(300);
+      const rss0 = p.rssKiB();
+      // Realtime audio: 2,048 appends of 64 KiB, sent as fast as the socket takes
+      // them. What the kernel buffers on the way (receive buffers grow up to
+      // tcp_rmem's 32 MiB) is bounded; the rest must wait in the client.
+      const chunk = JSON.stringify({ type: 'input_audio_buffer.append', audio: 'A'.repeat(65536 - 50) });
+      const n = 2048;
+      const total = n * chunk.length;
+      for (let i = 0; i < n; i++) ws.send(chunk);
+      await sleep(Math.max(0, t0 + 2500 * SLOW - Date.now()));
+      const held = ws.bufferedAmount;
+      assert.ok(held > total / 4, `only ${held} of ${total} bytes wait in the client`);
+      assert.equal((await wsStats(mock)).bytes_in, 0, 'the mock reads nothing yet');
+      assert.ok(p.rssKiB() - rss0 <= 2048, `RSS grew ${p.rssKiB() - rss0} KiB`);
+      await waitFor(async () => (await wsStats(mock)).bytes_in === total && ws.bufferedAmount === 0,
+        { timeout_ms: 30000 * SLOW, what: `all ${total} bytes at the mock (${(await wsStats(mock)).bytes_in})` });
+      assert.ok(p.rssKiB() - rss0 <= 2048, `RSS grew ${p.rssKiB() - rss0} KiB by the end`);
+      ws.close(1000);
+      await ws.closed;
+    },
+  },
+  {
+    name: 'a turn the provider never ends: after timeouts.idle_s of silence it ends as 504 upstream_timeout (its slot back to the lane: another socket\'s turn goes), pacerd\'s error event, close 1011',
+    timeout_ms: 30000,
+    fn: async (t) => {
+      const mock = await t.startMock();
+      const p = await startPacerdWithAdmin(t, mock, {
+        providers: { openai: { timeouts: { first_byte_s: 1, idle_s: 2 } } },
+        plans: { default: { max_concurrent: 1 } },
+      });
+      const a = await open(p, { path: '/v1/responses?model=gpt-mock', headers: { 'x-mock-ws-hang-turn': '1' } });
+      const b = await open(p, { path: '/v1/responses?model=gpt-mock' });
+      const t0 = Date.now();
+      a.send(JSON.stringify({ type: 'response.create', model: 'gpt-mock', input: 'never ends' }));
+      await waitFor(() => a.got.some((e) => e.type === 'response.created'), { timeout_ms: 5000 * SLOW, what: 'response.created' });
+      const bDone = turn(b, {}, { timeout_ms: 15000 });
+      const c = await a.closed;
+      const aTook = Date.now() - t0;
+      assert.equal(c.code, 1011);
+      assert.match(c.reason, /timeouts\.idle_s/);
+      const err = a.got.find((e) => e.type === 'error');
+      assert.equal(err.error.code, 'upstream_timeout');
+      assert.equal(err.error.type, 'pacer_error');
+      assert.ok(aTook >= 1900 && aTook < 6000 * SLOW, `a's turn ended after ${aTook} ms`);
+      // b's turn waited for the one slot, held by a's until its deadline.
+      const eb = await bDone;
+      assert.equal(eb.type, 'response.completed');
+      const rec = (await wsStats(mock)).turn_list;
+      assert.equal(rec.length, 2);
+      assert.ok(rec[1].t_ms - rec[0].t_ms >= 1900, `b's turn reached the mock ${rec[1].t_ms - rec[0].t_ms} ms after a's`);
+      const lines = turnLines(p);
+      assert.deepEqual(lines.map((l) => [l.status, l.error ?? null]), [[504, 'upstream_timeout'], [200, null]]);
+      assert.equal((await wsStats(mock)).last_close_code, 1001);
+      b.close(1000);
+      await b.closed;
+      await waitFor(async () => (await status(p)).lanes.every((l) => l.in_flight === 0), { timeout_ms: 5000 * SLOW, what: 'no turn in flight' });
     },
   },
 ];

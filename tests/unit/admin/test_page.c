@@ -113,6 +113,8 @@ static const char status_one_lane[] =
     "\"store\":{\"kind\":\"local\"},"
     "\"connections\":{\"open\":4,\"accepted\":10,\"admin_open\":1},"
     "\"tunnels\":{\"ca\":false,\"open\":0},"
+    "\"websockets\":{\"open\":2,\"opening\":1,\"opened\":5,\"turns\":17,"
+    "\"turns_in_flight\":1,\"turns_waiting\":3,\"turns_resent\":0,\"sockets\":[]},"
     "\"providers\":{\"openai\":{\"rewrites\":\"on\"}},"
     "\"last_errors\":[{\"ts\":\"2026-01-01T00:00:00.000Z\",\"level\":\"info\","
     "\"event\":\"request\",\"agent\":\"<script>alert(\\\"a\\\")</script>\",\"status\":500}]}";
@@ -138,6 +140,13 @@ START_TEST(view_of_a_lane)
 	    strstr(v, "<td class=\"refused\">queue full 2, queue timeout 1</td>"));
 	ck_assert_ptr_nonnull(
 	    strstr(v, "<td class=\"learned\">requests 45/60, resets in 12.0 s</td>"));
+	/* The WebSockets beside the connections and tunnels, in the script's
+	 * names and order. */
+	ck_assert_ptr_nonnull(strstr(v, "<h2>Connections, tunnels and WebSockets</h2>"));
+	ck_assert_ptr_nonnull(
+	    strstr(v, "<dl id=\"websockets\"><dt>websockets open</dt><dd>2</dd><dt>opening</dt>"
+	              "<dd>1</dd><dt>turns</dt><dd>17</dd><dt>turns in flight</dt><dd>1</dd>"
+	              "<dt>turns waiting</dt><dd>3</dd><dt>turns resent</dt><dd>0</dd></dl>"));
 	/* The process, the store, connections, the last errors, escaped. */
 	ck_assert_ptr_nonnull(strstr(v, "<dt>uptime</dt><dd>1m15s</dd>"));
 	ck_assert_ptr_nonnull(strstr(v, "<dt>admin_open</dt><dd>1</dd>"));

@@ -4,6 +4,8 @@
  * pipelined requests one at a time and in order, backpressure (hreq_write
  * false at the cap, drained once the client reads), gone when the client
  * leaves mid-answer, the layer's own answers. */
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -755,6 +757,44 @@ START_TEST(streamed_stalled_upload_times_out)
 }
 END_TEST
 
+/* The hand-over (an upgrade, a blind tunnel): the connection as a
+ * bufferevent with the bytes that came behind the head in its input, no
+ * longer the layer's; not possible once the answer started. */
+START_TEST(take_over_as_a_bufferevent)
+{
+	mode = ANSWER_NONE;
+	send_str("GET /a HTTP/1.1\r\n\r\n");
+	ck_assert_ptr_nonnull(last);
+	hreq_start(last, 200, NULL, NULL, 0);
+	bool gone = true;
+	ck_assert_ptr_null(hreq_take_over(last, &gone));
+	ck_assert(!gone);
+	hreq_end(last, true);
+	recv_all(NULL);
+	send_str("GET /ws HTTP/1.1\r\nUpgrade: websocket\r\n\r\nframes-after-the-head");
+	ck_assert_int_eq(n_requests, 2);
+	struct bufferevent *bev = hreq_take_over(last, &gone);
+	ck_assert_ptr_nonnull(bev);
+	ck_assert(!gone);
+	ck_assert_ptr_null(bufferevent_get_underlying(bev)); /* in clear: the socket's own */
+	struct evbuffer *in = bufferevent_get_input(bev);
+	ck_assert_uint_eq(evbuffer_get_length(in), 21);
+	ck_assert_int_eq(memcmp(evbuffer_pullup(in, -1), "frames-after-the-head", 21), 0);
+	struct httpd_stats st;
+	httpd_get_stats(h, &st);
+	ck_assert_uint_eq(st.connections, 0);
+	bufferevent_write(bev, "101 and on", 10);
+	bufferevent_enable(bev, EV_WRITE);
+	size_t len;
+	const char *out = recv_all(&len);
+	ck_assert_uint_eq(len, 10);
+	ck_assert_int_eq(memcmp(out, "101 and on", 10), 0);
+	ck_assert_int_eq(n_gone, 0);
+	bufferevent_free(bev);
+	ck_assert(client_sees_eof());
+}
+END_TEST
+
 static Suite *httpd_suite(void)
 {
 	Suite *s = suite_create("httpd");
@@ -787,6 +827,7 @@ static Suite *httpd_suite(void)
 	tcase_add_test(t, streamed_over_max_upload_bytes);
 	tcase_add_test(t, streamed_early_answer_lingers_then_closes);
 	tcase_add_test(t, streamed_stalled_upload_times_out);
+	tcase_add_test(t, take_over_as_a_bufferevent);
 	suite_add_tcase(s, t);
 	return s;
 }
