@@ -1134,7 +1134,7 @@ struct sched_item *sched_next(struct sched_lane *lane, double precise_ms)
 	lane->in_flight++;
 	it->saturated = lane->in_flight >= lane_limit(lane);
 	if (gradient_engaged(lane))
-		gradient_on_dispatch(lane->grad, now_ms);
+		gradient_on_dispatch(lane->grad, now_ms, lane->in_flight);
 	agent_count(lane, it);
 	gates_charge(&lane->gates, precise_ms, it->cost_tokens, it->cost_prompt, it->cost_output);
 	for (int b = 0; b < RLH_N_BUDGETS; b++) {

@@ -510,7 +510,7 @@ START_TEST(an_idle_gradient_lane_starts_slowly_again)
 	/* idle for 30 s: slow start again */
 	submit(&lane, &items[5], 0, 0, 0, 50100);
 	ck_assert_int_eq(sched_concurrency_limit(&lane), 2);
-	ck_assert(lane.grad->slow_start);
+	ck_assert(lane.grad->ss.on);
 	sched_next(&lane, 50100);
 	sched_complete(&lane, &items[5], SCHED_SUCCESS, 50200);
 }
