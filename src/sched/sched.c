@@ -1232,6 +1232,30 @@ struct sched_item *sched_next(struct sched_lane *lane, double precise_ms)
 	return it;
 }
 
+bool sched_held(const struct sched_lane *lane, int64_t now_ms)
+{
+	return lane->hold_until_ms > now_ms || pending_hold(lane, now_ms);
+}
+
+bool sched_recall(struct sched_lane *lane, struct sched_item *it, int64_t now_ms)
+{
+	/* A hold in force now began after `it` left: nothing leaves a held
+	 * lane but the probe that ends a hold, which goes once it is over. */
+	if (it->state != SCHED_IN_FLIGHT || !sched_held(lane, now_ms))
+		return false;
+	it->state = SCHED_NONE;
+	lane->in_flight--;
+	agent_uncount(lane, it);
+	if (it->attempts > 0)
+		it->attempts--;
+	if (it->probe) {
+		it->probe = false;
+		set_state(lane, LANE_EV_PROBE_FAILED);
+	}
+	idle_update(lane);
+	return true;
+}
+
 void sched_sent(struct sched_lane *lane, const struct sched_item *it, double sent_ms)
 {
 	if (it->state != SCHED_IN_FLIGHT)

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* sched, a lane whose provider sends no rate-limit headers (issue 30): its
- * open limit starts slowly (slow_start.h) and a refusal ends that. Clock
- * injected. */
+ * open limit starts slowly (slow_start.h) and a refusal ends that; a request
+ * not written when a refusal held the lane is taken back (sched_recall).
+ * Clock injected. */
 #include <string.h>
 
 #include "core/config.h"
@@ -168,6 +169,51 @@ START_TEST(no_slow_start_where_something_else_decides)
 }
 END_TEST
 
+START_TEST(a_request_not_written_when_a_hold_came_is_taken_back)
+{
+	init_lane();
+	sched_set_provider_silent(&lane, true);
+	submit_n(0, 6, 1000);
+	ck_assert_int_eq(dispatch_all(1000), 6);
+	/* not held: it leaves */
+	ck_assert(!sched_recall(&lane, &items[0], 1001));
+	ck_assert_uint_eq(items[0].attempts, 1);
+	/* a refusal's retry-after holds the lane: items 1 and 2, not written
+	 * yet, come back; their attempts do not count */
+	answer(0, SCHED_CAPACITY, 1002);
+	ck_assert(!sched_held(&lane, 1002));
+	sched_hold(&lane, 4002);
+	ck_assert(sched_held(&lane, 1003) && sched_held(&lane, 4001) && !sched_held(&lane, 4002));
+	size_t in_flight = lane.in_flight;
+	ck_assert(sched_recall(&lane, &items[1], 1003));
+	ck_assert(sched_recall(&lane, &items[2], 1003));
+	ck_assert_uint_eq(lane.in_flight, in_flight - 2);
+	ck_assert_uint_eq(items[1].attempts, 0);
+	ck_assert(!sched_recall(&lane, &items[1], 1003)); /* not in flight any more */
+	/* queued again, due now: the hold keeps them */
+	sched_retry(&lane, &items[1], 1003);
+	sched_retry(&lane, &items[2], 1003);
+	ck_assert_ptr_null(sched_next(&lane, 1004));
+	for (int i = 3; i < 6; i++)
+		sched_complete(&lane, &items[i], SCHED_SUCCESS, 1010);
+	/* after the hold, one goes first (the probe), and it is a retry */
+	struct sched_item *probe = sched_next(&lane, 4003);
+	ck_assert(probe == &items[1]);
+	ck_assert_ptr_null(sched_next(&lane, 4003));
+	/* a probe not written when another hold came is taken back too: the
+	 * next probe follows once this hold is over */
+	sched_hold(&lane, 6000);
+	ck_assert(sched_recall(&lane, &items[1], 4004));
+	sched_retry(&lane, &items[1], 4004);
+	ck_assert_ptr_null(sched_next(&lane, 5000));
+	ck_assert(sched_next(&lane, 6001) == &items[2]); /* due first */
+	ck_assert_ptr_null(sched_next(&lane, 6001));
+	sched_complete(&lane, &items[2], SCHED_SUCCESS, 6100);
+	ck_assert(sched_next(&lane, 6100) == &items[1]);
+	sched_complete(&lane, &items[1], SCHED_SUCCESS, 6200);
+}
+END_TEST
+
 static Suite *sched_silent_suite(void)
 {
 	Suite *s = suite_create("sched_silent");
@@ -176,6 +222,7 @@ static Suite *sched_silent_suite(void)
 	tcase_add_test(c, the_first_lane_of_a_silent_provider_doubles_per_round_trip);
 	tcase_add_test(c, a_lane_of_a_known_silent_provider_starts_at_slow_start);
 	tcase_add_test(c, no_slow_start_where_something_else_decides);
+	tcase_add_test(c, a_request_not_written_when_a_hold_came_is_taken_back);
 	suite_add_tcase(s, c);
 	return s;
 }
