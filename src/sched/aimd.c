@@ -209,6 +209,13 @@ void aimd_delay_on_success(struct aimd_delay *d, int64_t now_ms)
 	d->delay_ms = clampd(next, d->min_ms, d->max_ms);
 }
 
+void aimd_delay_converged(struct aimd_delay *d, double rps)
+{
+	if (!d->adaptive || !isfinite(rps) || rps <= 0)
+		return;
+	d->delay_ms = clampd(1000.0 / rps, d->min_ms, d->max_ms);
+}
+
 int64_t aimd_delay_ms(const struct aimd_delay *d)
 {
 	return (int64_t)ceil(d->delay_ms - 1e-9);

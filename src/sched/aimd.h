@@ -145,6 +145,10 @@ void aimd_delay_on_capacity(struct aimd_delay *d, int64_t now_ms);
 /* A success at now_ms: the rate (1000 / delay) gains recovery_rps / rate. */
 void aimd_delay_on_success(struct aimd_delay *d, int64_t now_ms);
 
+/* Paces at rps requests per second from now on (rate_probe.h's level or
+ * probe, in place of the additive increase), within [min_ms, max_ms]. */
+void aimd_delay_converged(struct aimd_delay *d, double rps);
+
 /* The current delay between dispatches, in whole ms (rounded up). */
 int64_t aimd_delay_ms(const struct aimd_delay *d);
 

@@ -117,14 +117,16 @@ static unsigned lane_limit(const struct sched_lane *lane)
 	return g < a ? g : a;
 }
 
-/* ---- a lane without headers: its slow start ---- */
+/* ---- a lane without headers: its slow start, its rate probe ---- */
 
 /* The lane's quiet state (sched_lane-t.h), made on first use; NULL when out
- * of memory (the lane opens at once). */
+ * of memory (the lane opens at once, and its delay's AIMD goes on alone). */
 static struct sched_quiet *quiet_of(struct sched_lane *lane)
 {
-	if (lane->quiet == NULL && (lane->quiet = malloc(sizeof(*lane->quiet))) != NULL)
+	if (lane->quiet == NULL && (lane->quiet = malloc(sizeof(*lane->quiet))) != NULL) {
 		slow_start_end(&lane->quiet->start);
+		rate_probe_init(&lane->quiet->rate);
+	}
 	return lane->quiet;
 }
 
@@ -1387,6 +1389,31 @@ static void start_back(struct sched_lane *lane, const struct sched_item *it, int
 		slow_start_end(&lane->quiet->start);
 }
 
+/* The dispatch delay after a success: the rate probe's curve once refusals
+ * have bounded the provider's rate, else the AIMD's increase. */
+static void delay_success(struct sched_lane *lane, const struct sched_item *it, int64_t now_ms)
+{
+	double rps = lane->quiet != NULL
+	                 ? rate_probe_succeeded(&lane->quiet->rate, now_ms, it->dispatched_ms)
+	                 : 0;
+	if (rps > 0)
+		aimd_delay_converged(&lane->delay, rps);
+	else
+		aimd_delay_on_success(&lane->delay, now_ms);
+}
+
+/* The dispatch delay after a refusal the lane reacts to: the AIMD's cut,
+ * or where the rate probe puts it once refusals bound the rate. */
+static void delay_refused(struct sched_lane *lane, const struct sched_item *it, int64_t now_ms)
+{
+	aimd_delay_on_capacity(&lane->delay, now_ms);
+	struct sched_quiet *q = lane->delay.adaptive ? quiet_of(lane) : NULL;
+	if (q == NULL || !(lane->delay.delay_ms > 0))
+		return;
+	aimd_delay_converged(&lane->delay, rate_probe_refused(&q->rate, now_ms, it->dispatched_ms,
+	                                                      1000.0 / lane->delay.delay_ms));
+}
+
 void sched_complete(struct sched_lane *lane, struct sched_item *it, enum sched_outcome outcome,
                     int64_t now_ms)
 {
@@ -1418,7 +1445,7 @@ void sched_complete(struct sched_lane *lane, struct sched_item *it, enum sched_o
 			set_state(lane, LANE_EV_QUOTA_BACK);
 		aimd_on_success(&lane->conc, now_ms, (double)rtt, it->saturated);
 		start_back(lane, it, now_ms);
-		aimd_delay_on_success(&lane->delay, now_ms);
+		delay_success(lane, it, now_ms);
 		break;
 	case SCHED_CAPACITY:
 		lane->stats.capacity_signals++;
@@ -1447,7 +1474,7 @@ void sched_complete(struct sched_lane *lane, struct sched_item *it, enum sched_o
 					    lane->learned[b], now_ms,
 					    it->hinted ? LEARNED_PENALTY_HINTED : LEARNED_PENALTY);
 		}
-		aimd_delay_on_capacity(&lane->delay, now_ms);
+		delay_refused(lane, it, now_ms);
 		break;
 	case SCHED_TRANSIENT:
 		lane->stats.transient_errors++;

@@ -557,6 +557,22 @@ START_TEST(reconfigure_keeps_the_window)
 }
 END_TEST
 
+START_TEST(delay_converged_paces_at_a_rate)
+{
+	struct aimd_delay d;
+	aimd_delay_init(&d, true, 0, 5000, 1.5, 3);
+	aimd_delay_converged(&d, 8);
+	ck_assert_int_eq(aimd_delay_ms(&d), 125);
+	aimd_delay_converged(&d, 0.1); /* clamped to max_ms */
+	ck_assert_int_eq(aimd_delay_ms(&d), 5000);
+	aimd_delay_converged(&d, 0); /* no rate: nothing changes */
+	ck_assert_int_eq(aimd_delay_ms(&d), 5000);
+	aimd_delay_init(&d, false, 0, 5000, 1.5, 3);
+	aimd_delay_converged(&d, 8); /* not adaptive */
+	ck_assert_int_eq(aimd_delay_ms(&d), 0);
+}
+END_TEST
+
 static Suite *aimd_suite(void)
 {
 	Suite *s = suite_create("aimd");
@@ -594,6 +610,7 @@ static Suite *aimd_suite(void)
 	tcase_add_test(d, delay_disabled);
 	tcase_add_test(d, delay_ready_at_spacing);
 	tcase_add_test(d, delay_other_multiplier);
+	tcase_add_test(d, delay_converged_paces_at_a_rate);
 	suite_add_tcase(s, d);
 	return s;
 }

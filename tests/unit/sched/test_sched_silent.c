@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* sched, a lane whose provider sends no rate-limit headers (issue 30): its
  * open limit starts slowly (slow_start.h) and a refusal ends that; a request
- * not written when a refusal held the lane is taken back (sched_recall).
- * Clock injected. */
+ * not written when a refusal held the lane is taken back (sched_recall); the
+ * dispatch delay follows rate_probe.h once refusals bound the rate. Clock
+ * injected. */
+#include <math.h>
 #include <string.h>
 
 #include "core/config.h"
@@ -214,6 +216,39 @@ START_TEST(a_request_not_written_when_a_hold_came_is_taken_back)
 }
 END_TEST
 
+START_TEST(the_dispatch_delay_follows_the_bound_refusals_give)
+{
+	/* a lane answered without headers, already paced by its delay */
+	init_lane();
+	sched_set_provider_silent(&lane, true);
+	int64_t t = 1000;
+	submit_n(0, 1, t);
+	ck_assert_int_eq(dispatch_all(t), 1);
+	answer(0, SCHED_CAPACITY, t + 50); /* the first refusal: the AIMD's cut */
+	ck_assert_ptr_nonnull(lane.quiet);
+	ck_assert(lane.delay.delay_ms > 0);
+	ck_assert(lane.quiet->rate.bound == 0);
+	/* 20 successes, one every 100 ms, then the next refusal, of a request
+	 * sent 2.1 s after the first: the provider carried (20 - 1) / 2.1 s at
+	 * least; paced at 95 % of it */
+	int k = 1;
+	for (int i = 0; i < 20; i++, k++) {
+		t = 1100 + 100 * i;
+		submit_n(k, 1, t);
+		ck_assert_int_eq(dispatch_all(t), 1);
+		answer(k, SCHED_SUCCESS, t + 50);
+		items[k].state = SCHED_NONE;
+	}
+	submit_n(k, 1, 3100);
+	ck_assert_int_eq(dispatch_all(3100), 1);
+	answer(k, SCHED_CAPACITY, 3150);
+	ck_assert(fabs(lane.quiet->rate.bound - 19 / 2.1) < 1e-3);
+	ck_assert_int_eq(sched_dispatch_delay_ms(&lane),
+	                 (int64_t)ceil(1000.0 / (0.95 * lane.quiet->rate.bound) - 1e-9));
+	ck_assert_uint_ge(sched_lane_heap_bytes(&lane), sizeof(*lane.quiet));
+}
+END_TEST
+
 static Suite *sched_silent_suite(void)
 {
 	Suite *s = suite_create("sched_silent");
@@ -223,6 +258,7 @@ static Suite *sched_silent_suite(void)
 	tcase_add_test(c, a_lane_of_a_known_silent_provider_starts_at_slow_start);
 	tcase_add_test(c, no_slow_start_where_something_else_decides);
 	tcase_add_test(c, a_request_not_written_when_a_hold_came_is_taken_back);
+	tcase_add_test(c, the_dispatch_delay_follows_the_bound_refusals_give);
 	suite_add_tcase(s, c);
 	return s;
 }
