@@ -899,6 +899,22 @@ static void on_up_sent(void *ctx)
 	struct exchange *x = ctx;
 	if (x->turn_start != clock_turn() && hreq_client_left(x->client))
 		return; /* on_client_gone finished it (499, its slot given back): nothing is sent */
+	/* A refusal held the lane while this one waited for its connection:
+	 * it would reach the provider inside the window just announced. It
+	 * queues again instead (due now: the hold keeps it). */
+	if (lanes_recall(x->xs->lanes, &x->ticket)) {
+		int64_t now = now_ms();
+		upstream_abort(x->xfer);
+		x->xfer = NULL;
+		xlog_event(x, "recalled", LOG_DEBUG, "active_slots",
+		           (long long)lanes_in_flight(&x->ticket));
+		x->up_error = UP_TIMEOUT; /* should the deadline come first */
+		copy_str(x->up_detail, sizeof(x->up_detail),
+		         "the deadline passed while its lane was held");
+		wait_to_retry(x, now, 0);
+		lanes_pump(x->xs->lanes, x->ticket.lane);
+		return;
+	}
 	lanes_sent(x->xs->lanes, &x->ticket);
 }
 

@@ -731,6 +731,17 @@ void lanes_sent(struct lanes *ls, struct lane_ticket *t)
 	             clock_precise_ms());
 }
 
+bool lanes_recall(struct lanes *ls, struct lane_ticket *t)
+{
+	struct sched_lane *lane = t->lane;
+	/* Held at the turn's clock, and still at a fresh one: a hold that
+	 * ended within the turn lets the probe that ends it go (and nothing
+	 * else is held at a fresh clock that was not at the turn's, so the
+	 * common path reads no clock). */
+	return lane != NULL && sched_held(lane, clock_now_ms()) &&
+	       limiter_recall(ls->shared, lane, &t->item, &t->lease, clock_fresh_ms());
+}
+
 void lanes_cancel(struct lanes *ls, struct lane_ticket *t)
 {
 	struct sched_lane *lane = t->lane;

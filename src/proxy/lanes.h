@@ -229,6 +229,10 @@ bool lanes_quota_answer(const struct lane_ticket *t, struct evbuffer *dst, size_
  * connection is ready): a paced lane's gates keep their distance from this
  * instant, where the provider counts, rather than from the dispatch. */
 void lanes_sent(struct lanes *ls, struct lane_ticket *t);
+/* ... unless a refusal held its lane since it was let go (sched_recall):
+ * then it is taken back, and true: the caller gives the transfer up and
+ * queues it again (lanes_retry, due now). */
+bool lanes_recall(struct lanes *ls, struct lane_ticket *t);
 
 /* The client left, or the exchange ended otherwise: t leaves its lane
  * wherever it is (queued, waiting for a retry, in flight). */

@@ -162,6 +162,18 @@ bool limiter_complete(struct shared *sh, struct sched_lane *lane, struct shared_
 	return false;
 }
 
+bool limiter_recall(struct shared *sh, struct sched_lane *lane, struct sched_item *it,
+                    struct shared_lease **lease, int64_t now_ms)
+{
+	if (!sched_recall(lane, it, now_ms))
+		return false;
+	if (*lease != NULL) {
+		shared_release(sh, *lease);
+		*lease = NULL;
+	}
+	return true;
+}
+
 bool limiter_quota_out(struct shared *sh, struct sched_lane *lane, struct shared_lane *sl,
                        int64_t now_ms)
 {

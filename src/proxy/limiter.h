@@ -67,6 +67,10 @@ void limiter_hold(struct shared *sh, struct sched_lane *lane, struct shared_lane
 bool limiter_complete(struct shared *sh, struct sched_lane *lane, struct shared_lane *sl,
                       struct sched_item *it, struct shared_lease **lease,
                       enum sched_outcome outcome, int64_t now_ms);
+/* `it` was not written yet and the lane is held (sched_recall): taken back,
+ * its lease given back. True when it must not leave now. */
+bool limiter_recall(struct shared *sh, struct sched_lane *lane, struct sched_item *it,
+                    struct shared_lease **lease, int64_t now_ms);
 /* The quota is out, found here. True when the lane was not refusing yet. */
 bool limiter_quota_out(struct shared *sh, struct sched_lane *lane, struct shared_lane *sl,
                        int64_t now_ms);

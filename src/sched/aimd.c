@@ -26,6 +26,7 @@ void aimd_init(struct aimd *a, bool adaptive, unsigned min, unsigned max, double
 	set_bounds(a, min, max, decrease_factor);
 	a->adaptive = adaptive;
 	a->open = adaptive;
+	a->starting = false;
 	a->limit = a->max;
 	a->rtt_ms = AIMD_RTT_INITIAL_MS;
 	a->last_decrease_ms = 0;
@@ -65,8 +66,10 @@ bool aimd_on_capacity_signal(struct aimd *a, int64_t now_ms, size_t in_flight)
 		return false;
 	if (a->open) {
 		/* What was in flight is what the upstream refused to carry: the
-		 * first cut starts from there, not from the ceiling nobody used. */
+		 * first cut starts from there, not from the ceiling nobody used
+		 * (nor from a slow start's window: a refusal ends it). */
 		a->open = false;
+		a->starting = false;
 		a->limit = fmin((double)in_flight, (double)a->max);
 	} else if (a->decreased && (double)(now_ms - a->last_decrease_ms) < a->rtt_ms) {
 		return false;
@@ -82,13 +85,39 @@ void aimd_reopen(struct aimd *a)
 	if (!a->adaptive)
 		return;
 	a->open = true;
+	a->starting = false;
 	a->limit = a->max;
 	a->decreased = false;
 }
 
+void aimd_start(struct aimd *a, unsigned window)
+{
+	if (!a->adaptive || !a->open)
+		return;
+	a->limit = clampd(window, a->min, a->max);
+	a->starting = a->limit < a->max;
+}
+
+bool aimd_start_grow(struct aimd *a, unsigned window)
+{
+	if (!a->open || !a->starting || window <= a->limit)
+		return false;
+	a->limit = fmin(window, a->max);
+	a->starting = a->limit < a->max;
+	return true;
+}
+
+void aimd_start_stop(struct aimd *a)
+{
+	if (!a->open)
+		return;
+	a->starting = false;
+	a->limit = a->max;
+}
+
 unsigned aimd_limit(const struct aimd *a)
 {
-	if (a->open)
+	if (a->open && !a->starting)
 		return a->max;
 	/* The small epsilon keeps 4.9999999 (sums of 1/limit) from reading as 4. */
 	double l = clampd(floor(a->limit + 1e-9), a->min, a->max);
@@ -103,7 +132,10 @@ void aimd_reconfigure(struct aimd *a, const struct plan_conf *plan)
 	a->adaptive = plan->concurrency.adaptive;
 	if (!a->adaptive) {
 		a->open = false;
+		a->starting = false;
 		a->limit = a->max;
+	} else if (was_adaptive && a->starting) {
+		aimd_start(a, (unsigned)a->limit); /* within the new bounds */
 	} else if (!was_adaptive || a->open) {
 		aimd_reopen(a);
 	} else {
@@ -175,6 +207,13 @@ void aimd_delay_on_success(struct aimd_delay *d, int64_t now_ms)
 	if (next < 1.0)
 		next = 0; /* under a millisecond: open again */
 	d->delay_ms = clampd(next, d->min_ms, d->max_ms);
+}
+
+void aimd_delay_converged(struct aimd_delay *d, double rps)
+{
+	if (!d->adaptive || !isfinite(rps) || rps <= 0)
+		return;
+	d->delay_ms = clampd(1000.0 / rps, d->min_ms, d->max_ms);
 }
 
 int64_t aimd_delay_ms(const struct aimd_delay *d)

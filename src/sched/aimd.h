@@ -17,6 +17,9 @@
  * behind a starting limit of 4). The first signal sets the limit from what was
  * in flight when it came, × decrease_factor, and AIMD runs from there; a lane
  * idle long enough (aimd_reopen, the caller's decision) is open again.
+ * Open may be starting (aimd_start): the caller's slow start (slow_start.h)
+ * holds the open limit at a window that doubles per round trip up to max, on
+ * a lane whose provider says nothing of its room until it refuses (issue 30).
  *
  * Two traps avoided by construction: nothing here depends on a retry-after, so a
  * long server hint (a daily cap, an hour's retry-after) cannot freeze the limit:
@@ -55,6 +58,7 @@ struct aimd {
 	bool adaptive;          /* false: the limit stays at max */
 	bool open;              /* no capacity signal yet (or idle since): the limit is max */
 	bool decreased;         /* whether last_decrease_ms is meaningful */
+	bool starting;          /* open, at a slow start's window (limit) below max */
 	double limit;           /* fractional; aimd_limit() rounds down */
 	unsigned min, max;      /* 1 <= min <= max */
 	double decrease_factor; /* in (0, 1) */
@@ -92,6 +96,19 @@ bool aimd_on_capacity_signal(struct aimd *a, int64_t now_ms, size_t in_flight);
  * again (no effect when not adaptive). */
 void aimd_reopen(struct aimd *a);
 
+/* While open: the limit is a slow start's window, `window` for now (within
+ * [min, max]; at max it is simply open). No effect when closed or not
+ * adaptive. */
+void aimd_start(struct aimd *a, unsigned window);
+
+/* The slow start's round trip allows `window`: the limit grows to it (never
+ * shrinks), and once at max the lane is simply open. Returns whether it
+ * grew. */
+bool aimd_start_grow(struct aimd *a, unsigned window);
+
+/* No slow start any more: open at max again (while open). */
+void aimd_start_stop(struct aimd *a);
+
 /* The current concurrency limit, an integer in [min, max]. */
 unsigned aimd_limit(const struct aimd *a);
 
@@ -99,13 +116,13 @@ unsigned aimd_limit(const struct aimd *a);
 void aimd_reconfigure(struct aimd *a, const struct plan_conf *plan);
 
 struct aimd_delay {
-	bool adaptive; /* false: the delay stays at min_ms */
+	bool adaptive;   /* false: the delay stays at min_ms */
+	bool dispatched; /* whether last_dispatch_ms is meaningful */
 	double delay_ms;
 	double min_ms, max_ms;     /* 0 <= min_ms <= max_ms */
 	double backoff_multiplier; /* >= 1 */
 	double recovery_rps;       /* rate gained per second of successes */
 	int64_t last_dispatch_ms;
-	bool dispatched; /* whether last_dispatch_ms is meaningful */
 	/* successes per second: this second's count and the last one's */
 	int64_t win_start_ms;
 	unsigned win_n, prev_n;
@@ -127,6 +144,10 @@ void aimd_delay_on_capacity(struct aimd_delay *d, int64_t now_ms);
 
 /* A success at now_ms: the rate (1000 / delay) gains recovery_rps / rate. */
 void aimd_delay_on_success(struct aimd_delay *d, int64_t now_ms);
+
+/* Paces at rps requests per second from now on (rate_probe.h's level or
+ * probe, in place of the additive increase), within [min_ms, max_ms]. */
+void aimd_delay_converged(struct aimd_delay *d, double rps);
 
 /* The current delay between dispatches, in whole ms (rounded up). */
 int64_t aimd_delay_ms(const struct aimd_delay *d);

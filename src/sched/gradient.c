@@ -59,20 +59,12 @@ static void round_begin(struct gradient *g, int64_t now_ms)
 	g->round_wait_ms = g->round_total_ms = g->round_in_flight = 0;
 }
 
-/* A slow-start round begins: what leaves from now on is its. */
-static void ss_begin(struct gradient *g, int64_t now_ms)
-{
-	g->ss_ms = now_ms;
-	g->ss_sent = g->ss_clean = g->ss_waited = 0;
-}
-
 void gradient_init(struct gradient *g, const struct gradient_params *params, int64_t now_ms)
 {
 	memset(g, 0, sizeof(*g));
 	set_params(g, params);
 	g->limit = g->p.initial;
-	g->slow_start = true;
-	ss_begin(g, now_ms);
+	slow_start_begin(&g->ss, now_ms, 0);
 	g->step = 1;
 	g->last_bucket = -1;
 	moved(g, now_ms, GRADIENT_WHY_START);
@@ -137,44 +129,32 @@ static double ewma(double avg, double x, bool first)
 	return first ? x : (1 - SHOWN_ALPHA) * avg + SHOWN_ALPHA * x;
 }
 
-void gradient_on_dispatch(struct gradient *g, int64_t now_ms)
+void gradient_on_dispatch(struct gradient *g, int64_t now_ms, size_t in_flight)
 {
 	(void)now_ms;
-	if (g->slow_start && g->ss_sent < UINT32_MAX)
-		g->ss_sent++;
+	slow_start_sent(&g->ss, in_flight);
 }
 
 /* In slow start, the first token (or the whole answer) of a request sent at
- * sent_ms came back, waited or not, with in_flight requests in flight. Once
- * half the round is back: twice what is in flight when at most a fifth of
- * it waited, else slow start ends where it is (gradient.h). */
-static bool slow_start_back(struct gradient *g, int64_t now_ms, int64_t sent_ms, bool waited,
-                            size_t in_flight)
+ * sent_ms came back, waited or not, with in_flight requests in flight: a
+ * round trip of slow_start.h, whose verdict moves the limit. */
+static bool ss_back(struct gradient *g, int64_t now_ms, int64_t sent_ms, bool waited,
+                    size_t in_flight)
 {
-	if (!g->slow_start || sent_ms < g->ss_ms)
-		return false;
-	if (waited)
-		g->ss_waited++;
-	else
-		g->ss_clean++;
-	unsigned back = g->ss_clean + g->ss_waited, waited_n = g->ss_waited;
-	if (2 * back < g->ss_sent)
-		return false;
-	ss_begin(g, now_ms);
 	/* The first round is a burst that waits for its own prefills: not
 	 * judged (TCP's initial window is not either). */
-	if (g->round_ms == FIRST_BURST) {
+	bool first = g->round_ms == FIRST_BURST;
+	unsigned next = 0;
+	enum slow_start_step step =
+	    slow_start_back(&g->ss, now_ms, sent_ms, waited && !first, in_flight, &next);
+	if (step == SLOW_START_WAIT)
+		return false;
+	if (first)
 		round_begin(g, now_ms);
-		waited_n = 0;
-	}
-	if (5 * waited_n > back) {
-		g->slow_start = false;
+	double to = fmin((double)next, g->p.max);
+	if (step == SLOW_START_END || to <= g->limit)
 		return false;
-	}
-	double next = fmin(2.0 * (double)in_flight, g->p.max);
-	if (next <= g->limit)
-		return false;
-	g->limit = floor(next);
+	g->limit = floor(to);
 	moved(g, now_ms, GRADIENT_WHY_SLOW_START);
 	return true;
 }
@@ -218,7 +198,7 @@ bool gradient_on_first(struct gradient *g, int64_t now_ms, const struct gradient
 		    g->probe_waited >= (unsigned)fmax(PROBE_FIRSTS_MIN / 2, ceil(g->limit / 4)))
 			return probe_back(g, now_ms);
 	}
-	return slow_start_back(g, now_ms, f->dispatched_ms, waited, f->in_flight);
+	return ss_back(g, now_ms, f->dispatched_ms, waited, f->in_flight);
 }
 
 /* The round is complete: its queue decides (gradient.h). */
@@ -235,7 +215,7 @@ static bool round_end(struct gradient *g, int64_t now_ms)
 		 * one and at most by half (one noisy round cannot collapse it). */
 		double ran = floor(in_flight - q);
 		double to = clampd(ran, fmax(g->p.min, ceil(g->limit / 2)), g->limit - 1);
-		g->slow_start = false;
+		slow_start_end(&g->ss);
 		g->hold = GRADIENT_HOLD_ROUNDS;
 		g->step = 1;
 		if (to < g->limit && to >= g->p.min) {
@@ -247,7 +227,7 @@ static bool round_end(struct gradient *g, int64_t now_ms)
 	}
 	if (q >= GRADIENT_GROW_BELOW) {
 		/* The tolerance band: the knee is here. */
-		g->slow_start = false;
+		slow_start_end(&g->ss);
 		g->step = 1;
 		return false;
 	}
@@ -271,7 +251,7 @@ bool gradient_on_sample(struct gradient *g, int64_t now_ms, const struct gradien
 {
 	if (!isfinite(s->first_ms) || s->first_ms < 0) {
 		/* Not a stream: a round trip, nothing more (gradient.h). */
-		return slow_start_back(g, now_ms, s->dispatched_ms, false, s->in_flight);
+		return ss_back(g, now_ms, s->dispatched_ms, false, s->in_flight);
 	}
 	if (s->events < 2 || !isfinite(s->stream_ms) || s->stream_ms <= 0)
 		return false; /* too short to tell a per-token time */
@@ -321,7 +301,7 @@ bool gradient_on_sample(struct gradient *g, int64_t now_ms, const struct gradien
 
 bool gradient_cut(struct gradient *g, int64_t now_ms, unsigned to)
 {
-	g->slow_start = false;
+	slow_start_end(&g->ss);
 	g->probe_from = 0;
 	g->hold = GRADIENT_HOLD_ROUNDS;
 	g->step = 1;
@@ -337,8 +317,7 @@ bool gradient_cut(struct gradient *g, int64_t now_ms, unsigned to)
 void gradient_restart(struct gradient *g, int64_t now_ms)
 {
 	g->limit = fmin(g->limit, g->p.initial);
-	g->slow_start = true;
-	ss_begin(g, now_ms);
+	slow_start_begin(&g->ss, now_ms, 0);
 	g->hold = 0;
 	g->probe_from = 0;
 	g->step = 1;
@@ -351,7 +330,7 @@ void gradient_view(const struct gradient *g, int64_t now_ms, struct gradient_vie
 {
 	memset(v, 0, sizeof(*v));
 	v->limit = gradient_limit(g);
-	v->slow_start = g->slow_start;
+	v->slow_start = g->ss.on;
 	v->token_ms = g->token_ms;
 	v->base_token_ms = g->base_token_n > 0 ? g->base_token_ms : 0;
 	v->first_ms = g->first_ms;

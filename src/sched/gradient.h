@@ -56,16 +56,17 @@
  *       in between               the limit stays (the tolerance band: no
  *                                oscillation around the knee).
  *
- * Slow start. A fresh lane, or one idle for a while (gradient_restart),
- * starts at `initial` (20, as Netflix's limiters start) and doubles per
- * round trip: once half the requests sent since the last doubling have their
- * first token back, and at most a fifth of those waited (a first token later
- * than (1 + tolerance) × the prompt size's queue-free first-token time +
- * GRADIENT_SLACK_MS), the limit becomes twice what is in flight (a lane that
- * never fills its limit learns nothing by raising it); more of them waited,
- * or a round of answers showed a queue: slow start ends. A first token is
- * the round trip, not the answer's end: a stream keeps its slot long after
- * the server admitted it. Slow start's first round is not judged, and its
+ * Slow start (slow_start.h, which AIMD's open limit on a silent lane shares).
+ * A fresh lane, or one idle for a while (gradient_restart), starts at
+ * `initial` (20, as Netflix's limiters start) and doubles per round trip:
+ * once half the requests sent since the last doubling have their first token
+ * back, and at most a fifth of those waited (a first token later than
+ * (1 + tolerance) × the prompt size's queue-free first-token time +
+ * GRADIENT_SLACK_MS), the limit becomes twice the most in flight since the
+ * last doubling (a lane that never fills its limit learns nothing by raising
+ * it); more of them waited, or a round of answers showed a queue: slow start
+ * ends. A first token is the round trip, not the answer's end: a stream
+ * keeps its slot long after the server admitted it. Slow start's first round is not judged, and its
  * answers count in no round: a fresh lane's burst queues for its own
  * prefills, a queue no lower limit would have avoided. An answer that is not a stream tells no
  * first token from its end: it counts as one round trip back (it did not
@@ -79,6 +80,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "sched/slow_start.h"
 
 struct plan_conf; /* core/config.h */
 
@@ -130,14 +133,10 @@ struct gradient_sample {
 
 struct gradient {
 	struct gradient_params p;
-	double limit; /* a whole number in [min, max] */
-	bool slow_start;
-	/* Slow start's round: since when, the requests sent since, and of
-	 * those, the first tokens back that did not wait and that did. */
-	int64_t ss_ms;
-	unsigned ss_sent, ss_clean, ss_waited;
-	unsigned hold; /* clean rounds still to wait before growing */
-	unsigned step; /* the next growth */
+	double limit;         /* a whole number in [min, max] */
+	struct slow_start ss; /* slow start's rounds (slow_start.h) */
+	unsigned hold;        /* clean rounds still to wait before growing */
+	unsigned step;        /* the next growth */
 	/* A growth out of slow start is a probe of the knee until the next
 	 * round ends: the limit before it (0: none out), since when, and how
 	 * many first tokens of requests sent under it waited. */
@@ -175,8 +174,9 @@ void gradient_params_of(const struct plan_conf *plan, struct gradient_params *ou
 /* New bounds (reload); the limit kept where it still fits. */
 void gradient_reconfigure(struct gradient *g, const struct gradient_params *params, int64_t now_ms);
 
-/* A request of the lane was sent (slow start counts its round's). */
-void gradient_on_dispatch(struct gradient *g, int64_t now_ms);
+/* A request of the lane was sent, in_flight with it (slow start counts
+ * its round's). */
+void gradient_on_dispatch(struct gradient *g, int64_t now_ms, size_t in_flight);
 
 /* A streamed answer's first data event came: in slow start it counts
  * toward the round's doubling; while a probe is out, first tokens of

@@ -117,6 +117,71 @@ static unsigned lane_limit(const struct sched_lane *lane)
 	return g < a ? g : a;
 }
 
+/* ---- a lane without headers: its slow start, its rate probe ---- */
+
+/* The lane's quiet state (sched_lane-t.h), made on first use; NULL when out
+ * of memory (the lane opens at once, and its delay's AIMD goes on alone). */
+static struct sched_quiet *quiet_of(struct sched_lane *lane)
+{
+	if (lane->quiet == NULL && (lane->quiet = malloc(sizeof(*lane->quiet))) != NULL) {
+		slow_start_end(&lane->quiet->start);
+		rate_probe_init(&lane->quiet->rate);
+	}
+	return lane->quiet;
+}
+
+/* A lane whose provider sends no rate-limit headers, with nothing else to
+ * go by, opens by a slow start (issue 30): its provider says nothing of the
+ * room it has until it refuses, and a refusal (retry-after) meets whatever
+ * was sent at once. With concurrency.mode auto (aimd: refusals alone, as
+ * before; gradient: the latency controller's own), not where the latency
+ * controller is engaged, nor where the plan's gates pace the lane. */
+static bool start_wanted(const struct sched_lane *lane)
+{
+	return lane->conc.adaptive && lane->conc.open && lane->provider_silent &&
+	       lane->plan->concurrency.mode == CONCURRENCY_AUTO && !gates_enabled(&lane->gates) &&
+	       !gradient_engaged(lane);
+}
+
+/* The slow start from `window`, its first round begun at now_ms. */
+static void start_from(struct sched_lane *lane, unsigned window, int64_t now_ms)
+{
+	struct sched_quiet *q = quiet_of(lane);
+	if (q == NULL)
+		return;
+	slow_start_begin(&q->start, now_ms, lane->in_flight);
+	aimd_start(&lane->conc, window);
+}
+
+/* What the lane knows of its provider changed: a lane that has not answered
+ * yet starts slowly if it should (from concurrency.slow_start; or, when its
+ * first answer is what says the provider is silent, from what went before
+ * it, whose answers are the first round), and one that should not any more
+ * stops. */
+static void start_fit(struct sched_lane *lane)
+{
+	if (!start_wanted(lane)) {
+		if (lane->conc.starting)
+			aimd_start_stop(&lane->conc);
+		if (lane->quiet != NULL)
+			slow_start_end(&lane->quiet->start);
+		return;
+	}
+	if (lane->conc.starting || lane->st.mode != LANE_LEARNING)
+		return;
+	if (lane->dispatch_seq == 0) {
+		start_from(lane, lane->plan->concurrency.slow_start, lane->last_active_ms);
+		return;
+	}
+	struct sched_quiet *q = quiet_of(lane);
+	if (q == NULL)
+		return;
+	unsigned sent = lane->dispatch_seq < UINT32_MAX ? (unsigned)lane->dispatch_seq : UINT32_MAX;
+	slow_start_adopt(&q->start, INT64_MIN / 2, sent, lane->in_flight);
+	aimd_start(&lane->conc, lane->in_flight > LEARNED_BLIND_MAX ? (unsigned)lane->in_flight
+	                                                            : LEARNED_BLIND_MAX);
+}
+
 /* ---- orders ---- */
 
 /* Retries waiting: by ready_ms, ties in the order they were scheduled. */
@@ -578,6 +643,10 @@ bool sched_lane_inherit(struct sched_lane *to, const struct sched_lane *from)
 	if (from->grad != NULL && (to->grad != NULL || (to->grad = malloc(sizeof(*to->grad)))))
 		*to->grad = *from->grad;
 	to->delay = from->delay;
+	if (from->quiet != NULL && quiet_of(to) != NULL)
+		*to->quiet = *from->quiet;
+	else if (to->conc.starting)
+		aimd_start_stop(&to->conc); /* no round to grow it by */
 	if (from->hold_until_ms > to->hold_until_ms)
 		to->hold_until_ms = from->hold_until_ms;
 	/* It knows the budgets now: its first answer would teach it nothing
@@ -738,6 +807,8 @@ void sched_lane_release(struct sched_lane *lane)
 	lane->agents = NULL;
 	free(lane->grad);
 	lane->grad = NULL;
+	free(lane->quiet);
+	lane->quiet = NULL;
 	fairq_release(&lane->fq);
 	cost_lane_free(&lane->cost);
 }
@@ -764,6 +835,8 @@ size_t sched_lane_heap_bytes(const struct sched_lane *lane)
 		n += sizeof(*lane->margin);
 	if (lane->grad != NULL)
 		n += sizeof(*lane->grad);
+	if (lane->quiet != NULL)
+		n += sizeof(*lane->quiet);
 	return n + fairq_heap_bytes(&lane->fq) + cost_lane_heap_bytes(&lane->cost);
 }
 
@@ -790,6 +863,8 @@ void sched_lane_reconfigure(struct sched_lane *lane, const struct provider_conf 
 		gradient_reconfigure(lane->grad, &gp, now_ms);
 	}
 	gradient_attach(lane, now_ms);
+	if (!start_wanted(lane) && lane->conc.starting)
+		start_fit(lane); /* a plan that paces it now, or another mode */
 	double delay = lane->delay.delay_ms;
 	aimd_delay_init_plan(&lane->delay, plan);
 	if (lane->delay.adaptive && delay > lane->delay.min_ms)
@@ -894,6 +969,8 @@ enum sched_submit_result sched_submit(struct sched_lane *lane, struct sched_item
 			aimd_reopen(&lane->conc);
 		if (lane->grad != NULL)
 			gradient_restart(lane->grad, now_ms);
+		if (start_wanted(lane))
+			start_from(lane, lane->plan->concurrency.slow_start, now_ms);
 	}
 	lane->last_active_ms = now_ms;
 	enum sched_submit_result refused = SCHED_OK;
@@ -1134,7 +1211,9 @@ struct sched_item *sched_next(struct sched_lane *lane, double precise_ms)
 	lane->in_flight++;
 	it->saturated = lane->in_flight >= lane_limit(lane);
 	if (gradient_engaged(lane))
-		gradient_on_dispatch(lane->grad, now_ms);
+		gradient_on_dispatch(lane->grad, now_ms, lane->in_flight);
+	if (lane->conc.starting && lane->quiet != NULL)
+		slow_start_sent(&lane->quiet->start, lane->in_flight);
 	agent_count(lane, it);
 	gates_charge(&lane->gates, precise_ms, it->cost_tokens, it->cost_prompt, it->cost_output);
 	for (int b = 0; b < RLH_N_BUDGETS; b++) {
@@ -1153,6 +1232,30 @@ struct sched_item *sched_next(struct sched_lane *lane, double precise_ms)
 	lane->last_active_ms = now_ms;
 	lane->stats.dispatched++;
 	return it;
+}
+
+bool sched_held(const struct sched_lane *lane, int64_t now_ms)
+{
+	return lane->hold_until_ms > now_ms || pending_hold(lane, now_ms);
+}
+
+bool sched_recall(struct sched_lane *lane, struct sched_item *it, int64_t now_ms)
+{
+	/* A hold in force now began after `it` left: nothing leaves a held
+	 * lane but the probe that ends a hold, which goes once it is over. */
+	if (it->state != SCHED_IN_FLIGHT || !sched_held(lane, now_ms))
+		return false;
+	it->state = SCHED_NONE;
+	lane->in_flight--;
+	agent_uncount(lane, it);
+	if (it->attempts > 0)
+		it->attempts--;
+	if (it->probe) {
+		it->probe = false;
+		set_state(lane, LANE_EV_PROBE_FAILED);
+	}
+	idle_update(lane);
+	return true;
 }
 
 void sched_sent(struct sched_lane *lane, const struct sched_item *it, double sent_ms)
@@ -1272,6 +1375,45 @@ void sched_margin_adopt(struct sched_lane *lane, double frac, int64_t now_ms)
 
 /* ---- feedback ---- */
 
+/* A success of `it` is a round trip of the lane's slow start: the window
+ * doubles when the round says so (slow_start.h). */
+static void start_back(struct sched_lane *lane, const struct sched_item *it, int64_t now_ms)
+{
+	if (!lane->conc.starting || lane->quiet == NULL)
+		return;
+	unsigned next = 0;
+	if (slow_start_back(&lane->quiet->start, now_ms, it->dispatched_ms, false, lane->in_flight,
+	                    &next) == SLOW_START_GROW)
+		aimd_start_grow(&lane->conc, next);
+	if (!lane->conc.starting)
+		slow_start_end(&lane->quiet->start);
+}
+
+/* The dispatch delay after a success: the rate probe's curve once refusals
+ * have bounded the provider's rate, else the AIMD's increase. */
+static void delay_success(struct sched_lane *lane, const struct sched_item *it, int64_t now_ms)
+{
+	double rps = lane->quiet != NULL
+	                 ? rate_probe_succeeded(&lane->quiet->rate, now_ms, it->dispatched_ms)
+	                 : 0;
+	if (rps > 0)
+		aimd_delay_converged(&lane->delay, rps);
+	else
+		aimd_delay_on_success(&lane->delay, now_ms);
+}
+
+/* The dispatch delay after a refusal the lane reacts to: the AIMD's cut,
+ * or where the rate probe puts it once refusals bound the rate. */
+static void delay_refused(struct sched_lane *lane, const struct sched_item *it, int64_t now_ms)
+{
+	aimd_delay_on_capacity(&lane->delay, now_ms);
+	struct sched_quiet *q = lane->delay.adaptive ? quiet_of(lane) : NULL;
+	if (q == NULL || !(lane->delay.delay_ms > 0))
+		return;
+	aimd_delay_converged(&lane->delay, rate_probe_refused(&q->rate, now_ms, it->dispatched_ms,
+	                                                      1000.0 / lane->delay.delay_ms));
+}
+
 void sched_complete(struct sched_lane *lane, struct sched_item *it, enum sched_outcome outcome,
                     int64_t now_ms)
 {
@@ -1302,7 +1444,8 @@ void sched_complete(struct sched_lane *lane, struct sched_item *it, enum sched_o
 		if (lane_quota_out(lane->st) && it->dispatch_seq > lane->quota_seq)
 			set_state(lane, LANE_EV_QUOTA_BACK);
 		aimd_on_success(&lane->conc, now_ms, (double)rtt, it->saturated);
-		aimd_delay_on_success(&lane->delay, now_ms);
+		start_back(lane, it, now_ms);
+		delay_success(lane, it, now_ms);
 		break;
 	case SCHED_CAPACITY:
 		lane->stats.capacity_signals++;
@@ -1331,7 +1474,7 @@ void sched_complete(struct sched_lane *lane, struct sched_item *it, enum sched_o
 					    lane->learned[b], now_ms,
 					    it->hinted ? LEARNED_PENALTY_HINTED : LEARNED_PENALTY);
 		}
-		aimd_delay_on_capacity(&lane->delay, now_ms);
+		delay_refused(lane, it, now_ms);
 		break;
 	case SCHED_TRANSIENT:
 		lane->stats.transient_errors++;
@@ -1437,12 +1580,14 @@ void sched_set_provider_silent(struct sched_lane *lane, bool silent)
 {
 	lane->provider_silent = silent;
 	gradient_attach(lane, lane->last_active_ms);
+	start_fit(lane);
 }
 
 void sched_set_provider_streams(struct sched_lane *lane, bool streams)
 {
 	lane->provider_streams = streams;
 	gradient_attach(lane, lane->last_active_ms);
+	start_fit(lane);
 }
 
 bool sched_answered(const struct sched_lane *lane)

@@ -185,6 +185,18 @@ double sched_wake_at(struct sched_lane *lane, double now_ms);
  * oldest of a priority can be due first. */
 struct sched_item *sched_expired(struct sched_lane *lane, int64_t now_ms);
 
+/* Whether a hold keeps the lane at now_ms: a retry-after's, or a capacity
+ * answer's while it is decided. */
+bool sched_held(const struct sched_lane *lane, int64_t now_ms);
+
+/* `it` is in flight but not written yet (the upstream's connection is ready
+ * and it goes next), and the lane is held at now_ms: a refusal came after it
+ * was let go, and it would reach the provider inside the window the refusal
+ * announced. Taken back: its slot is released and its attempt uncounted, to
+ * be queued again (sched_retry, due now: the hold keeps it). False when it
+ * may leave. */
+bool sched_recall(struct sched_lane *lane, struct sched_item *it, int64_t now_ms);
+
 /* The attempt of an in-flight item ended. Releases its slot and feeds the
  * adaptive limits with the time since its dispatch. */
 void sched_complete(struct sched_lane *lane, struct sched_item *it, enum sched_outcome outcome,

@@ -27,7 +27,9 @@
 #include "sched/learned.h"
 #include "sched/margin.h"
 #include "sched/pheap.h"
+#include "sched/rate_probe.h"
 #include "sched/sched.h"
+#include "sched/slow_start.h"
 
 /* The idle lanes of a registry, least recently active first: a lane is on it
  * exactly while sched_lane_idle() holds, so evicting the coldest one, or every
@@ -50,10 +52,21 @@ static inline struct sched_lane *sched_idle_coldest(const struct sched_idle_list
 
 struct sched_agents; /* agents with requests in flight or passed over (sched.c) */
 
+/* What a lane that refusals alone teach keeps beyond AIMD's limit and delay
+ * (issue 30): the slow start of its open limit, on a lane whose provider
+ * sends no rate-limit headers, and its dispatch delay's rate probe, once a
+ * refusal cut the delay. Allocated when first needed (sched.c, quiet_of). */
+struct sched_quiet {
+	struct slow_start start;
+	struct rate_probe rate;
+};
+
 /* A lane. It takes a few hundred bytes; what only some lanes need is
  * allocated when first needed: the learned budgets when a response first
  * reports one, the agent table when agents.mode first serializes or rejects
- * an agent, the latency controller when its mode may engage it.
+ * an agent, the latency controller when its mode may engage it, the slow
+ * start and rate probe of a lane without headers (quiet) when it first
+ * opens or meets a refusal.
  * sched_lane_release() frees them. */
 struct sched_lane {
 	/* Identity (set by the registry). */
@@ -116,7 +129,8 @@ struct sched_lane {
 	 * the plan's concurrency.mode may engage it (gradient; auto once the
 	 * provider is known silent), NULL until then */
 	struct gradient *grad;
-	struct aimd_delay delay; /* dispatch-delay AIMD */
+	struct aimd_delay delay;   /* dispatch-delay AIMD */
+	struct sched_quiet *quiet; /* NULL until a silent lane's slow start or a first cut */
 	/* What strict gates keep beyond T, learned (margin.h): allocated at
 	 * the first outcome of a request sent at a strict gate's spacing (or
 	 * a margin the store holds); NULL: MARGIN_MIN. */

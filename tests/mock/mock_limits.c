@@ -112,6 +112,7 @@ static struct cfg {
 	bool strict_fields; /* chat completions refuse unknown body members with 422 */
 	uint64_t day_ms;    /* the length of a day of rpd (a short one lets a test see it end) */
 	double jitter_ms;   /* arrival_jitter_ms: the buckets' clock moves each arrival ± this */
+	bool terse;         /* terse_429: rate-limit 429s name no budget, no limit */
 } cfg = {.day_ms = 86400000,
          .retry_after = true,
          .headers = true,
@@ -486,7 +487,8 @@ int mock_limits_configure(const char *text, size_t len, char *err, size_t errlen
 	                              "projects",      "cache_ttl_ms",
 	                              "strict_fields", "payment_402",
 	                              "token_burst",   "rpd",
-	                              "day_ms",        "arrival_jitter_ms"};
+	                              "day_ms",        "arrival_jitter_ms",
+	                              "terse_429"};
 	json_t *v;
 	struct cfg c = {.day_ms = 86400000,
 	                .retry_after = true,
@@ -544,7 +546,8 @@ int mock_limits_configure(const char *text, size_t len, char *err, size_t errlen
 	    get_bool(o, "retry_after", &c.retry_after, err, errlen) ||
 	    get_bool(o, "headers", &c.headers, err, errlen) ||
 	    get_bool(o, "quota_exhausted", &c.quota, err, errlen) ||
-	    get_bool(o, "strict_fields", &c.strict_fields, err, errlen))
+	    get_bool(o, "strict_fields", &c.strict_fields, err, errlen) ||
+	    get_bool(o, "terse_429", &c.terse, err, errlen))
 		goto fail;
 	d = 0;
 	if (get_num(o, "concurrency", 0, 1e9, &d, err, errlen))
@@ -1339,6 +1342,10 @@ struct names {
 
 static void refuse(struct mock_limit_out *out, const char *type, const char *msg, const char *rid)
 {
+	/* terse_429: what Azure and most OpenAI-compatible gateways say, which
+	 * teaches a client nothing but that it was refused. */
+	if (cfg.terse)
+		msg = "Rate limit exceeded.";
 	out->status = 429;
 	out->body = mock_error_body(cfg.anthropic, cfg.anthropic ? "rate_limit_error" : type,
 	                            "rate_limit_exceeded", msg, NULL, rid);

@@ -41,7 +41,9 @@ export const tests = [
       assert.equal(lane.counters.succeeded, 3);
       assert.equal(lane.in_flight, 0);
       assert.equal(lane.queue_depth, 0);
-      assert.equal(lane.concurrency_limit, 64); // open: no capacity signal yet
+      // open (no capacity signal yet), by a slow start: the mock sends no rate-limit
+      // headers, and three requests one after the other never fill the 4 it starts at
+      assert.equal(lane.concurrency_limit, 4);
       assert.equal(lane.state, 'open');
       assert.equal(lane.model, ':models'); // GET /v1/models is a side endpoint: its own lane (issue 28 item 6)
       assert.equal(lane.scope_kind, 'key');

@@ -219,7 +219,7 @@ static void sim_step(struct sim *s)
 		s->pq_len--;
 		s->in_flight++;
 		if (s->g != NULL)
-			gradient_on_dispatch(s->g, (int64_t)s->t);
+			gradient_on_dispatch(s->g, (int64_t)s->t, s->in_flight);
 		sim_to_engine(s, i, (int64_t)s->t);
 		s->r[i].saturated = s->in_flight >= limit;
 	}

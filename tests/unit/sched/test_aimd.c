@@ -475,6 +475,104 @@ START_TEST(save_and_resume)
 }
 END_TEST
 
+/* --- a slow start's window while open (issue 30) --------------------- */
+
+START_TEST(open_limit_at_a_slow_start_window)
+{
+	struct aimd a;
+	aimd_init(&a, true, 1, 64, 0.5);
+	aimd_start(&a, 4);
+	ck_assert(a.open && a.starting);
+	ck_assert_uint_eq(aimd_limit(&a), 4);
+	/* successes alone do not move it: the caller's round trips do */
+	for (int i = 0; i < 10; i++)
+		aimd_on_success(&a, i, 100, true);
+	ck_assert_uint_eq(aimd_limit(&a), 4);
+	ck_assert(aimd_start_grow(&a, 8));
+	ck_assert_uint_eq(aimd_limit(&a), 8);
+	/* never shrinks */
+	ck_assert(!aimd_start_grow(&a, 6));
+	ck_assert_uint_eq(aimd_limit(&a), 8);
+	/* at max it is simply open */
+	ck_assert(aimd_start_grow(&a, 100));
+	ck_assert(!a.starting && a.open);
+	ck_assert_uint_eq(aimd_limit(&a), 64);
+	ck_assert(!aimd_start_grow(&a, 200));
+	/* a window at max or over: open at once */
+	aimd_init(&a, true, 1, 64, 0.5);
+	aimd_start(&a, 64);
+	ck_assert(!a.starting);
+	/* within [min, max] */
+	aimd_init(&a, true, 3, 64, 0.5);
+	aimd_start(&a, 1);
+	ck_assert_uint_eq(aimd_limit(&a), 3);
+}
+END_TEST
+
+START_TEST(a_refusal_ends_the_slow_start)
+{
+	struct aimd a;
+	aimd_init(&a, true, 1, 64, 0.5);
+	aimd_start(&a, 8);
+	/* 8 in flight refused: closed at 8 x 0.5, no longer starting */
+	ck_assert(aimd_on_capacity_signal(&a, 1000, 8));
+	ck_assert(!a.open && !a.starting);
+	ck_assert_uint_eq(aimd_limit(&a), 4);
+	ck_assert(!aimd_start_grow(&a, 16));
+	aimd_start(&a, 16); /* closed: no effect */
+	ck_assert_uint_eq(aimd_limit(&a), 4);
+	/* reopened (idle): open at max, the caller starts it again */
+	aimd_reopen(&a);
+	ck_assert(a.open && !a.starting);
+	ck_assert_uint_eq(aimd_limit(&a), 64);
+	/* stopped: open at max */
+	aimd_start(&a, 4);
+	aimd_start_stop(&a);
+	ck_assert_uint_eq(aimd_limit(&a), 64);
+	/* not adaptive: never */
+	aimd_init(&a, false, 1, 64, 0.5);
+	aimd_start(&a, 4);
+	ck_assert(!a.starting);
+	ck_assert_uint_eq(aimd_limit(&a), 64);
+}
+END_TEST
+
+START_TEST(reconfigure_keeps_the_window)
+{
+	struct plan_conf p = plan();
+	struct aimd a;
+	aimd_init_plan(&a, &p);
+	aimd_start(&a, 16);
+	p.max_concurrent = 10;
+	aimd_reconfigure(&a, &p);
+	ck_assert(!a.starting); /* the new max is under the window: open */
+	ck_assert_uint_eq(aimd_limit(&a), 10);
+	p.max_concurrent = 64;
+	aimd_reconfigure(&a, &p);
+	aimd_start(&a, 16);
+	p.max_concurrent = 32;
+	aimd_reconfigure(&a, &p);
+	ck_assert(a.starting);
+	ck_assert_uint_eq(aimd_limit(&a), 16);
+}
+END_TEST
+
+START_TEST(delay_converged_paces_at_a_rate)
+{
+	struct aimd_delay d;
+	aimd_delay_init(&d, true, 0, 5000, 1.5, 3);
+	aimd_delay_converged(&d, 8);
+	ck_assert_int_eq(aimd_delay_ms(&d), 125);
+	aimd_delay_converged(&d, 0.1); /* clamped to max_ms */
+	ck_assert_int_eq(aimd_delay_ms(&d), 5000);
+	aimd_delay_converged(&d, 0); /* no rate: nothing changes */
+	ck_assert_int_eq(aimd_delay_ms(&d), 5000);
+	aimd_delay_init(&d, false, 0, 5000, 1.5, 3);
+	aimd_delay_converged(&d, 8); /* not adaptive */
+	ck_assert_int_eq(aimd_delay_ms(&d), 0);
+}
+END_TEST
+
 static Suite *aimd_suite(void)
 {
 	Suite *s = suite_create("aimd");
@@ -498,6 +596,9 @@ static Suite *aimd_suite(void)
 	tcase_add_test(c, init_corrects_arguments);
 	tcase_add_test(c, reconfigure_clamps);
 	tcase_add_test(c, save_and_resume);
+	tcase_add_test(c, open_limit_at_a_slow_start_window);
+	tcase_add_test(c, a_refusal_ends_the_slow_start);
+	tcase_add_test(c, reconfigure_keeps_the_window);
 	suite_add_tcase(s, c);
 	TCase *d = tcase_create("dispatch_delay");
 	tcase_add_test(d, delay_starts_at_zero);
@@ -509,6 +610,7 @@ static Suite *aimd_suite(void)
 	tcase_add_test(d, delay_disabled);
 	tcase_add_test(d, delay_ready_at_spacing);
 	tcase_add_test(d, delay_other_multiplier);
+	tcase_add_test(d, delay_converged_paces_at_a_rate);
 	suite_add_tcase(s, d);
 	return s;
 }

@@ -65,7 +65,7 @@ static struct gradient settled(unsigned limit)
 	feed(&g, 1000, answer(0, 60, 1, limit), 20);
 	gradient_cut(&g, 2000, limit);
 	ck_assert_uint_eq(gradient_limit(&g), limit);
-	ck_assert(!g.slow_start);
+	ck_assert(!g.ss.on);
 	return g;
 }
 
@@ -73,7 +73,7 @@ START_TEST(init_starts_slow_and_corrects_arguments)
 {
 	struct gradient g = fresh();
 	ck_assert_uint_eq(gradient_limit(&g), 20);
-	ck_assert(g.slow_start);
+	ck_assert(g.ss.on);
 	ck_assert_str_eq(gradient_why_name(g.why), "start");
 	struct gradient_params bad = {.min = 0, .max = 0, .initial = 500, .tolerance = NAN};
 	gradient_init(&g, &bad, 0);
@@ -104,11 +104,11 @@ START_TEST(plan_params)
 }
 END_TEST
 
-/* n requests sent at now. */
+/* n requests sent at now (what is in flight: as the first tokens say). */
 static void sent(struct gradient *g, int64_t now, unsigned n)
 {
 	for (unsigned i = 0; i < n; i++)
-		gradient_on_dispatch(g, now);
+		gradient_on_dispatch(g, now, 0);
 }
 
 START_TEST(slow_start_doubles_per_round_trip)
@@ -131,7 +131,7 @@ START_TEST(slow_start_doubles_per_round_trip)
 	for (int i = 0; i < 10; i++)
 		first(&g, 200 + i, 120, 72, 40);
 	ck_assert_uint_eq(gradient_limit(&g), 64);
-	ck_assert(g.slow_start);
+	ck_assert(g.ss.on);
 }
 END_TEST
 
@@ -145,7 +145,7 @@ START_TEST(slow_start_needs_demand)
 			first(&g, 100 * r + 50 + i, 100 * r, 70, 3);
 	}
 	ck_assert_uint_eq(gradient_limit(&g), 20);
-	ck_assert(g.slow_start);
+	ck_assert(g.ss.on);
 	/* 15 in flight: 30 */
 	sent(&g, 1000, 15);
 	for (int i = 0; i < 8; i++)
@@ -169,7 +169,7 @@ START_TEST(slow_start_stops_when_first_tokens_wait)
 	for (int i = 0; i < 3; i++)
 		first(&g, 210 + i, 120, 300, 40);
 	ck_assert_uint_eq(gradient_limit(&g), 40);
-	ck_assert(!g.slow_start);
+	ck_assert(!g.ss.on);
 	/* one in five is noise: it doubles */
 	g = fresh();
 	sent(&g, 10, 20);
@@ -212,7 +212,7 @@ START_TEST(the_first_burst_queues_for_itself)
 	for (int i = 0; i < 20; i++)
 		first(&g, 100 * (i / 2 + 1), 0, 100 * (i / 2 + 1), 20);
 	ck_assert_uint_eq(gradient_limit(&g), 40);
-	ck_assert(g.slow_start);
+	ck_assert(g.ss.on);
 	int64_t now = 3000;
 	for (int i = 0; i < 20; i++) {
 		struct gradient_sample a = answer(0, 100 * (i / 2 + 1), 1, 20);
@@ -223,7 +223,7 @@ START_TEST(the_first_burst_queues_for_itself)
 	sent(&g, 2000, 20);
 	for (int i = 0; i < 20; i++)
 		first(&g, 4000 + i, 2000, 100 * (i / 2 + 1), 40);
-	ck_assert(!g.slow_start);
+	ck_assert(!g.ss.on);
 	ck_assert_uint_eq(gradient_limit(&g), 40);
 	/* and what is sent from then on counts in rounds */
 	feed(&g, now + 3000, answer(now, 900, 1, 40), 20);
@@ -408,7 +408,7 @@ START_TEST(refusal_cuts_and_ends_slow_start)
 	struct gradient g = fresh();
 	ck_assert(gradient_cut(&g, 10, 12));
 	ck_assert_uint_eq(gradient_limit(&g), 12);
-	ck_assert(!g.slow_start);
+	ck_assert(!g.ss.on);
 	ck_assert_str_eq(gradient_why_name(g.why), "refusal");
 	ck_assert(!gradient_cut(&g, 20, 50)); /* never raises */
 	ck_assert_uint_eq(gradient_limit(&g), 12);
@@ -422,7 +422,7 @@ START_TEST(idle_starts_slowly_again)
 	struct gradient g = settled(40);
 	gradient_restart(&g, 5000);
 	ck_assert_uint_eq(gradient_limit(&g), 20);
-	ck_assert(g.slow_start);
+	ck_assert(g.ss.on);
 	ck_assert_str_eq(gradient_why_name(g.why), "idle");
 	/* below the initial limit it stays (the restart window is the lower) */
 	g = settled(8);
