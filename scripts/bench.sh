@@ -383,7 +383,7 @@ section() {
 # Every path answers the chat completion before anything is measured. A path that
 # does not stops the bench, but for an optional one (the shared store's), which is
 # left out (broken[NAME]) and named in the table; the bench then ends with status 1.
-declare -A broken
+declare -A broken=()
 check() {
 	local code why
 	code=$(curl -sS -o "$tmp/check.out" -w '%{http_code}' --max-time 10 -H 'content-type: application/json' \

@@ -307,13 +307,13 @@ def main():
             lat.setdefault(r["path"], []).append(r["wrk"])
     out["latency"] = {}
     if lat:
-        d50 = med([w["p50_us"] for w in lat.get("direct", []) if w])
-        d99 = med([w["p99_us"] for w in lat.get("direct", []) if w])
+        d50 = med([w["p50_us"] for w in lat.get("direct", []) if w and w["requests"]])
+        d99 = med([w["p99_us"] for w in lat.get("direct", []) if w and w["requests"]])
         p.append("")
         p.append("latency at 1 connection (plain upstream), microseconds")
         p.append(f"  {'path':12} {'p50':>7} {'p99':>7} {'added p50':>10} {'added p99':>10} {'req/s':>8}")
         for path in ("direct", "pacerd", "nginx", "pacerd+store"):
-            ws = [w for w in lat.get(path, []) if w]
+            ws = [w for w in lat.get(path, []) if w and w["requests"]]  # a run that answered nothing has no latency
             p50, p99 = med([w["p50_us"] for w in ws]), med([w["p99_us"] for w in ws])
             rps = med([round(w["requests"] * 1e6 / w["duration_us"], 1) for w in ws])
             e = {"p50_us": p50, "p99_us": p99, "rps": rps,
