@@ -386,6 +386,7 @@ section() {
 declare -A broken=()
 check() {
 	local code why
+	: >"$tmp/check.out" # curl writes nothing when nothing came
 	code=$(curl -sS -o "$tmp/check.out" -w '%{http_code}' --max-time 10 -H 'content-type: application/json' \
 		-H 'authorization: Bearer sk-bench-check' --data '{"model":"m","messages":[]}' \
 		"http://127.0.0.1:$2/v1/chat/completions" 2>/dev/null) || true
