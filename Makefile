@@ -215,7 +215,7 @@ valgrind: node-deps
 	CK_FORK=no UNIT_WRAPPER="$(VALGRIND_UNIT)" UNIT_NATIVE="$(VALGRIND_NATIVE)" ./tests/run-unit.sh $(UNIT_BINS)
 	PACERD_BIN=$(BUILD)/pacerd MOCK_BIN=$(BUILD)/pacerd-mock PACERD_WRAPPER=valgrind node tests/integration/run.mjs
 
-# make bench: about 6 minutes; BENCH_DURATION (s per run, 5), BENCH_REPS (3),
+# make bench: about 10 minutes; BENCH_DURATION (s per run, 5), BENCH_REPS (3),
 # BENCH_JSON (output, $(BUILD)/bench.json) and the others in scripts/bench.sh.
 # The lane microbenchmark is built and run when its source exists.
 bench: deps

@@ -23,20 +23,38 @@
 #   tunnel       req/s and pacerd CPU µs per request through a CONNECT tunnel pacerd
 #                terminates (HTTPS_PROXY clients) beside base-URL requests to the same
 #                pacerd, both from scripts/bench/tunnel_load.py (wrk cannot CONNECT)
+#   memory       RSS of pacerd (no plan, plain upstream) and of nginx's worker: idle
+#                (before the throughput runs), under load (the highest of VmRSS read
+#                every 0.2 s during their plain runs) and after load (BENCH_RECOVER_S,
+#                5, after the last throughput run)
+#   frontier     the highest req/s at which the p99 added to the direct path stays
+#                under 1, 5 and 10 ms: wrk with random pauses (frontier.lua) at rising
+#                rates, BENCH_FRONTIER_CONNS (128) connections, BENCH_FRONTIER_REPS (3)
+#                rounds of BENCH_FRONTIER_S (1) seconds per step, direct, pacerd and
+#                nginx in turn (frontier.py)
 #   latency      p50/p99 at 1 connection: direct, via pacerd (also with the plan in
 #                the shared store: what a Redis round trip adds per dispatch), via nginx
 #   syscalls     strace -c on the proxy while wrk runs BENCH_STRACE_S seconds
 #   SSE          50 events 20 ms apart must arrive as 50 separate reads
-#   first byte   time to the first byte of a stream from pacerd-mock, p50/p99, at 1 and
-#                20 streams at a time: direct, via pacerd (no plan, a warm lane) and via
-#                nginx, rounds alternating (first_byte.py); added = path - direct
-#   idle         RSS per connection with BENCH_IDLE open, silent streams
+#   first byte   time to the first byte and to the first token of a stream from
+#                pacerd-mock, p50/p99, at 1 and 20 streams at a time, and the gaps between
+#                its chunks (20 at a time: 5 chunks 20 ms apart): direct, via pacerd (no
+#                plan, a warm lane) and via nginx, rounds alternating (first_byte.py);
+#                added = path - direct
+#   idle         streams held: BENCH_IDLE (20000) open, silent streams asked for, as
+#                many as the limit of open files lets a proxy hold (2 descriptors a
+#                stream: the client's and the upstream's), held BENCH_HOLD_S (5) more
+#                seconds; RSS per stream
 #   lanes        $BUILD/bench-lanes, when built
 #
-# Prints one table (ratios pacerd/nginx) and writes the same as JSON. Every run has
-# a fixed length (BENCH_DURATION seconds, 5, after BENCH_WARMUP, 1): about 6 minutes
+# Prints one table (ratios pacerd/nginx, then the figures LLM-gateway benchmarks
+# compare: added latency, the frontier, first token and chunks, streams held, memory)
+# and writes the same as JSON. Every run has a fixed length (BENCH_DURATION seconds,
+# 5, after BENCH_WARMUP, 1; the frontier's steps are a fixed list): about 10 minutes
 # in all with the defaults. Everything listens on 127.0.0.1; every process started
-# here is stopped by its PID on exit.
+# here is stopped by its PID on exit. A path of the shared store (pacerd+store,
+# pacerd+batch) that fails its first request is left out and named in the table, and
+# the script then exits 1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 here=scripts/bench
@@ -48,7 +66,13 @@ WARMUP=${BENCH_WARMUP:-1}
 REPS=${BENCH_REPS:-3}
 read -ra CONNS <<<"${BENCH_CONNS:-64 256}"
 STRACE_S=${BENCH_STRACE_S:-3}
-IDLE=${BENCH_IDLE:-2000}
+IDLE=${BENCH_IDLE:-20000}
+HOLD_S=${BENCH_HOLD_S:-5}
+RECOVER_S=${BENCH_RECOVER_S:-5}
+FRONTIER_CONNS=${BENCH_FRONTIER_CONNS:-128}
+FRONTIER_S=${BENCH_FRONTIER_S:-1}
+FRONTIER_REPS=${BENCH_FRONTIER_REPS:-3}
+FRONTIER_RATES=${BENCH_FRONTIER_RATES:-}
 PROXY_CPU=${BENCH_PROXY_CPU:-0}
 LOAD_CPU=${BENCH_LOAD_CPU:-1}
 SSE_CHUNKS=50
@@ -79,10 +103,18 @@ done
 for cpu in "$PROXY_CPU" "$LOAD_CPU"; do
 	taskset -c "$cpu" true 2>/dev/null || fail "cannot pin to CPU $cpu (set BENCH_PROXY_CPU / BENCH_LOAD_CPU)"
 done
-ulimit -n 20000 2>/dev/null || true
-(($(ulimit -n) >= 2 * IDLE + 500)) ||
-	fail "$IDLE idle streams need $((2 * IDLE + 500)) descriptors per process; ulimit -n is $(ulimit -n)"
+# Open files: as many as the hard limit allows, for every process started here. A
+# proxy holds 2 descriptors per stream (the client's and the upstream's) beside its
+# own few (pacerd: 12), the client and the mock 1: a proxy under NOFILE holds at
+# most (NOFILE - its own) / 2 streams, so IDLE is cut to (NOFILE - 40) / 2.
+NOFILE=$(ulimit -Hn)
+[ "$NOFILE" = unlimited ] && NOFILE=1048576
+ulimit -n "$NOFILE" 2>/dev/null || NOFILE=$(ulimit -n)
+IDLE_ASKED=$IDLE
+((IDLE <= (NOFILE - 40) / 2)) || IDLE=$(((NOFILE - 40) / 2))
+((IDLE >= 100)) || fail "ulimit -n is $NOFILE: too few open files for 100 idle streams"
 PY=$(python3 -c 'import sys; print(sys.executable)') # past any shim: started often
+LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg) # the machine may be shared: in the table
 CLK_TCK=$(getconf CLK_TCK)
 
 # --- processes: each one started here, stopped by PID ----------------------------
@@ -170,14 +202,17 @@ openssl x509 -req -in "$tmp/server.csr" -CA "$tmp/ca.pem" -CAkey "$tmp/ca.key" -
 # A chat.completion of 613 bytes, as OpenAI answers a short completion.
 ANSWER='{"id":"chatcmpl-bench","object":"chat.completion","created":1700000000,"model":"gpt-4o-mini-2024-07-18","choices":[{"index":0,"message":{"role":"assistant","content":"The quick brown fox jumps over the lazy dog. The quick brown fox jumps over the lazy dog. Th","refusal":null},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":256,"completion_tokens":64,"total_tokens":320,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}},"system_fingerprint":"fp_bench"}'
 
-# nginx_common DIR: the main-context lines both nginx instances share.
+# nginx_common DIR [CONNECTIONS]: the main-context lines the nginx instances share.
+# CONNECTIONS (16384): worker_connections; nginx closes its newest idle connections
+# once fewer than 1/16 of them are free (ngx_drain_connections), so the streams'
+# instance gets 9/8 of its open files: then the open files bound it, as they do pacerd.
 nginx_common() {
 	cat <<EOF
 worker_processes 1;
 daemon off;
 pid $1/nginx.pid;
-worker_rlimit_nofile 20000;
-events { worker_connections 16384; }
+worker_rlimit_nofile $NOFILE;
+events { worker_connections ${2:-16384}; }
 EOF
 }
 nginx_temp_paths() {
@@ -257,7 +292,7 @@ $(nginx_proxy_common "$tmp/proxy")
 EOF
 } >"$tmp/proxy/nginx.conf"
 {
-	nginx_common "$tmp/streams"
+	nginx_common "$tmp/streams" $((NOFILE + NOFILE / 8))
 	cat <<EOF
 http {
 $(nginx_proxy_common "$tmp/streams")
@@ -290,7 +325,8 @@ pacerd_conf() {
 store: { kind: redis, redis: { address: \"127.0.0.1:$REDIS\" } }" ;;
 	batch) plan="plans: { default: { max_requests_per_second: 1000000, max_requests_per_minute: 60000000, max_tokens_per_minute: 1000000000, burst: 1000 } }
 store: { kind: redis, redis: { address: \"127.0.0.1:$REDIS\" } }" ;;
-	streams) plan="plans: { default: { max_concurrent: 100000, concurrency: { adaptive: false }, queue: { max_depth: 100000 } } }" ;;
+	streams) plan="plans: { default: { max_concurrent: 100000, concurrency: { adaptive: false }, queue: { max_depth: 100000 } } }
+limits: { max_connections: $NOFILE }" ;;
 	esac
 	cat <<EOF
 listen: 127.0.0.1:$1
@@ -334,27 +370,69 @@ pacerd_start pacerd-first-byte "$PC_FIRST_BYTE" "http://127.0.0.1:$MOCK" ""
 # $tmp/state by the first pacerd), the requests inside sent to the plain upstream.
 pacerd_start pacerd-tunnel "$PC_TUNNEL" "http://127.0.0.1:$UP_PLAIN" ""
 
-# Every path answers the chat completion before anything is measured.
+results=$tmp/results.jsonl
+: >"$results"
+# section NAME: the time each part of the run took (the table's last line); the
+# first, start, from the script's start (processes, certificates, checks).
+section_name=start section_t0=0
+section() {
+	printf '{"kind":"section","name":"%s","s":%d}\n' "$section_name" $((SECONDS - section_t0)) >>"$results"
+	section_name=$1 section_t0=$SECONDS
+}
+
+# Every path answers the chat completion before anything is measured. A path that
+# does not stops the bench, but for an optional one (the shared store's), which is
+# left out (broken[NAME]) and named in the table; the bench then ends with status 1.
+declare -A broken=()
 check() {
-	local code
+	local code why
+	: >"$tmp/check.out" # curl writes nothing when nothing came
 	code=$(curl -sS -o "$tmp/check.out" -w '%{http_code}' --max-time 10 -H 'content-type: application/json' \
 		-H 'authorization: Bearer sk-bench-check' --data '{"model":"m","messages":[]}' \
-		"http://127.0.0.1:$2/v1/chat/completions") || true
+		"http://127.0.0.1:$2/v1/chat/completions" 2>/dev/null) || true
 	if [ "$code" != 200 ] || [ "$(wc -c <"$tmp/check.out")" != 613 ]; then
-		fail "$1 (port $2) answered $code: $(head -c 300 "$tmp/check.out")"
+		why="answered $code in 10 s: $(head -c 200 "$tmp/check.out")"
+		[ "${3:-}" = optional ] || fail "$1 (port $2) $why"
+		echo "bench: $1 (port $2) $why; left out" >&2
+		broken[$1]=$why
+		printf '{"kind":"broken","path":"%s","why":%s}\n' "$1" \
+			"$("$PY" -c 'import json, sys; print(json.dumps(sys.argv[1]))' "$why")" >>"$results"
 	fi
 }
 check direct "$UP_PLAIN"
 check nginx "$NG_PLAIN"
 check "nginx (https upstream)" "$NG_TLS"
 check floor "$FLOOR"
-for n in pacerd-plain pacerd-plain-far pacerd-plain-wide pacerd-plain-store pacerd-plain-batch pacerd-https pacerd-https-far pacerd-https-wide; do
+for n in pacerd-plain pacerd-plain-far pacerd-plain-wide pacerd-https pacerd-https-far pacerd-https-wide; do
 	check "$n" "${pc_port[$n]}"
 done
+check pacerd-plain-store "$PC_PLAIN_STORE" optional
+check pacerd-plain-batch "$PC_PLAIN_BATCH" optional
 
 # --- measurements ----------------------------------------------------------------
-results=$tmp/results.jsonl
-: >"$results"
+# status_kib PID FIELD: a size from /proc/PID/status (VmRSS, VmHWM), in KiB.
+status_kib() {
+	local k v _
+	while read -r k v _; do
+		[ "$k" = "$2:" ] && { echo "$v"; return 0; }
+	done <"/proc/$1/status"
+	echo 0
+}
+# rss_watch PID: VmRSS every 0.2 s, for at most BENCH_DURATION + 5 s (run in the
+# background during a measured run and stopped after it).
+rss_watch() {
+	local i
+	for ((i = 0; i < 5 * (DURATION + 5); i++)); do
+		status_kib "$1" VmRSS
+		sleep 0.2
+	done
+}
+# rss_record PROXY PHASE KIB: one memory figure.
+rss_record() {
+	printf '{"kind":"rss","proxy":"%s","phase":"%s","kib":%d}\n' "$1" "$2" "$3" >>"$results"
+}
+rss_record pacerd idle "$(status_kib "${pc_pid[pacerd-plain]}" VmRSS)"
+rss_record nginx idle "$(status_kib "$ng_pid" VmRSS)"
 
 # wrk_json CONNS SECONDS PORT [--latency]: runs wrk on the load core; prints its JSON line.
 wrk_json() {
@@ -364,6 +442,7 @@ wrk_json() {
 }
 rps_of() { "$PY" -c 'import json,sys; j=json.loads(sys.argv[1]); print(round(j["requests"]*1e6/j["duration_us"]))' "$1" 2>/dev/null || echo "?"; }
 
+section throughput
 echo "bench: ${DURATION}s runs (+${WARMUP}s warm-up), $REPS repetitions, proxy on CPU $PROXY_CPU, wrk and upstreams on CPU $LOAD_CPU" >&2
 runs=$((REPS * ${#CONNS[@]} * 11))
 # redis_commands: the commands pacerd has sent the shared store's Redis so far (its
@@ -389,13 +468,27 @@ for ((rep = 1; rep <= REPS; rep++)); do
 				nginx/plain) name="" port=$NG_PLAIN pid=$ng_pid ;;
 				nginx/https) name="" port=$NG_TLS pid=$ng_pid ;;
 				esac
-				if [ -n "$name" ]; then port=${pc_port[$name]} pid=${pc_pid[$name]}; fi
+				if [ -n "$name" ]; then
+					[ -z "${broken[$name]:-}" ] || continue
+					port=${pc_port[$name]} pid=${pc_pid[$name]}
+				fi
 				wrk_json "$c" "$WARMUP" "$port" >/dev/null
+				watch=""
+				case $proxy/$upstream in pacerd/plain | nginx/plain)
+					rss_watch "$pid" >"$tmp/rss.watch" &
+					watch=$!
+					;;
+				esac
 				r0=$(redis_commands)
 				t0=$(cputicks "$pid")
 				json=$(wrk_json "$c" "$DURATION" "$port")
 				t1=$(cputicks "$pid")
 				r1=$(redis_commands)
+				if [ -n "$watch" ]; then
+					kill "$watch" 2>/dev/null || true
+					wait "$watch" 2>/dev/null || true
+					rss_record "$proxy" load "$(sort -n "$tmp/rss.watch" | tail -1)"
+				fi
 				rc=-1
 				case $proxy in pacerd+store | pacerd+batch) rc=$((r1 - r0)) ;; esac
 				printf '{"kind":"throughput","proxy":"%s","upstream":"%s","conns":%d,"rep":%d,"cpu_ticks":%d,"redis_commands":%d,"wrk":%s}\n' \
@@ -407,9 +500,26 @@ for ((rep = 1; rep <= REPS; rep++)); do
 	done
 done
 
+# Memory after load: the proxies left alone for RECOVER_S seconds.
+sleep "$RECOVER_S"
+rss_record pacerd after "$(status_kib "${pc_pid[pacerd-plain]}" VmRSS)"
+rss_record nginx after "$(status_kib "$ng_pid" VmRSS)"
+rss_record pacerd peak "$(status_kib "${pc_pid[pacerd-plain]}" VmHWM)"
+rss_record nginx peak "$(status_kib "$ng_pid" VmHWM)"
+
+# The frontier: direct, pacerd (no plan) and nginx in turn at each rate, from the
+# load core (wrk's pauses: frontier.lua).
+section frontier
+echo "bench: the frontier (added p99 under 1, 5, 10 ms; $FRONTIER_CONNS connections, $FRONTIER_REPS x ${FRONTIER_S} s a step)" >&2
+json=$(timeout 1200 taskset -c "$LOAD_CPU" "$PY" "$here/frontier.py" --path "direct=$UP_PLAIN" \
+	--path "pacerd=$PC_PLAIN" --path "nginx=$NG_PLAIN" --conns "$FRONTIER_CONNS" --seconds "$FRONTIER_S" \
+	--reps "$FRONTIER_REPS" ${FRONTIER_RATES:+--rates "$FRONTIER_RATES"} 2>>"$tmp/frontier.err") || json=""
+printf '{"kind":"frontier","result":%s}\n' "${json:-null}" >>"$results"
+
 # Through a tunnel and by base URL, to one pacerd, with the same client (wrk cannot
 # CONNECT): tunnel_load.py on the load core, 64 keep-alive connections. The client
 # is the slower side here, so what compares is pacerd's CPU per request.
+section tunnel
 echo "bench: through a CONNECT tunnel vs. base URL (64 connections, tunnel_load.py)" >&2
 for ((rep = 1; rep <= REPS; rep++)); do
 	for mode in base tunnel; do
@@ -426,12 +536,16 @@ for ((rep = 1; rep <= REPS; rep++)); do
 	done
 done
 
+section latency
 echo "bench: latency at 1 connection" >&2
 for ((rep = 1; rep <= REPS; rep++)); do
 	for path in direct pacerd nginx pacerd+store; do
 		case $path in
 		direct) port=$UP_PLAIN ;; pacerd) port=$PC_PLAIN ;; nginx) port=$NG_PLAIN ;;
-		pacerd+store) port=$PC_PLAIN_STORE ;;
+		pacerd+store)
+			[ -z "${broken[pacerd-plain-store]:-}" ] || continue
+			port=$PC_PLAIN_STORE
+			;;
 		esac
 		wrk_json 1 "$WARMUP" "$port" >/dev/null
 		json=$(wrk_json 1 "$DURATION" "$port" --latency)
@@ -445,6 +559,7 @@ upstream_requests() { curl -s --max-time 5 "http://127.0.0.1:$UP_STATUS/" | awk 
 
 # The proxy is traced while wrk runs and until its last requests are answered; the
 # requests it proxied meanwhile are counted by the upstream, exactly.
+section syscalls
 echo "bench: system calls (strace -c, ${STRACE_S}s of 64 connections)" >&2
 for proxy in pacerd nginx; do
 	if [ "$proxy" = pacerd ]; then pid=${pc_pid[pacerd-plain]} port=$PC_PLAIN; else pid=$ng_pid port=$NG_PLAIN; fi
@@ -463,6 +578,7 @@ for proxy in pacerd nginx; do
 		"$proxy" "$tmp/strace-$proxy.txt" $((r1 - r0 - 1)) "${json:-null}" >>"$results"
 done
 
+section sse
 echo "bench: SSE ($SSE_CHUNKS events, $SSE_MS ms apart)" >&2
 for path in direct pacerd nginx; do
 	case $path in
@@ -479,11 +595,13 @@ mock_idle() {
 		sleep 0.1
 	done
 }
-echo "bench: $IDLE idle streams" >&2
+section idle
+echo "bench: $IDLE idle streams ($IDLE_ASKED asked; open files: $NOFILE a process), held ${HOLD_S}s" >&2
 for proxy in pacerd nginx; do
 	if [ "$proxy" = pacerd ]; then pid=${pc_pid[pacerd-mock]} port=$PC_MOCK; else pid=$ng_streams_pid port=$NG_MOCK; fi
 	mock_idle || true
-	json=$(timeout 150 "$PY" "$here/idle_streams.py" --port "$port" --pid "$pid" --mock-port "$MOCK" --n "$IDLE" --timeout 90) || json=""
+	json=$(timeout 300 "$PY" "$here/idle_streams.py" --port "$port" --pid "$pid" --mock-port "$MOCK" --n "$IDLE" \
+		--timeout 120 --hold "$HOLD_S") || json=""
 	printf '{"kind":"idle","proxy":"%s","result":%s}\n' "$proxy" "${json:-null}" >>"$results"
 done
 mock_idle || true
@@ -492,7 +610,8 @@ mock_idle || true
 # warmed up first (pacerd's lane then knows its provider sends no rate-limit headers,
 # and holds its upstream connections); 1 at a time with short streams, 20 at a time
 # with streams of 5 chunks 20 ms apart, so that the 20 overlap.
-echo "bench: time to first byte of streams (1 and 20 at a time, $FB_ROUNDS rounds)" >&2
+section first_byte
+echo "bench: time to first byte and token of streams (1 and 20 at a time, $FB_ROUNDS rounds)" >&2
 for c in 1 20; do
 	chunk_ms=20
 	[ "$c" = 1 ] && chunk_ms=0
@@ -504,20 +623,26 @@ done
 
 lanes=""
 if [ -x "$BUILD/bench-lanes" ]; then
+	section lanes
 	echo "bench: lane microbenchmark" >&2
 	lanes=$tmp/lanes.json
 	timeout 300 taskset -c "$PROXY_CPU" "$BUILD/bench-lanes" >"$lanes" 2>"$tmp/lanes.err" ||
 		echo "bench: $BUILD/bench-lanes failed: $(tail -3 "$tmp/lanes.err")" >&2
 fi
 
+section ""
+
 # --- the machine, the versions, the report ----------------------------------------
 cpu_model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
 mkdir -p "$(dirname "$OUT")"
+cp "$results" "${OUT%.json}.records.jsonl" # report.py can render them again
 "$PY" "$here/report.py" --results "$results" --out "$OUT" ${lanes:+--lanes "$lanes"} \
 	--meta nproc "$(nproc)" cpu "${cpu_model:-unknown}" kernel "$(uname -r)" \
 	pacerd "$("$BUILD/pacerd" --version 2>&1)" nginx "$(nginx -v 2>&1 | sed 's/^nginx version: //')" \
 	wrk "$(wrk -v 2>&1 | head -1 | cut -d' ' -f1-2 || true)" libcurl "$(curl-config --version)" \
 	openssl "$(openssl version | cut -d' ' -f1-2)" duration_s "$DURATION" warmup_s "$WARMUP" reps "$REPS" \
-	strace_s "$STRACE_S" idle "$IDLE" proxy_cpu "$PROXY_CPU" load_cpu "$LOAD_CPU" \
+	strace_s "$STRACE_S" idle "$IDLE" idle_asked "$IDLE_ASKED" nofile "$NOFILE" hold_s "$HOLD_S" \
+	recover_s "$RECOVER_S" load_start "$LOAD_START" load_end "$(cut -d' ' -f1-3 /proc/loadavg)" proxy_cpu "$PROXY_CPU" load_cpu "$LOAD_CPU" \
 	clk_tck "$CLK_TCK" sse_chunks "$SSE_CHUNKS" sse_ms "$SSE_MS" fb_rounds "$FB_ROUNDS" elapsed_s "$SECONDS" \
 	date "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+((${#broken[@]} == 0)) || fail "left out, having failed their first request: ${!broken[*]}"

@@ -1,17 +1,16 @@
 -- SPDX-License-Identifier: Apache-2.0
 -- wrk script for scripts/bench.sh: POST /v1/chat/completions with a chat body of
--- about 1 KiB and a bearer key (one pacerd lane); done() prints one JSON line,
+-- 1 KiB and a bearer key (one pacerd lane); done() prints one JSON line,
 -- "WRKJSON {...}", that bench.sh records (latencies in microseconds).
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
 wrk.headers["Authorization"] = "Bearer sk-bench-0123456789abcdef0123456789abcdef"
 
--- 870 characters of prompt: the body is exactly 1024 bytes.
-local text = string.sub(string.rep("Summarise the following text in one sentence. Lorem ipsum "
-	.. "dolor sit amet, consectetur adipiscing elit. ", 10), 1, 870)
-wrk.body = '{"model":"gpt-4o-mini","max_tokens":64,"temperature":0,"messages":['
-	.. '{"role":"system","content":"You are a terse assistant."},'
-	.. '{"role":"user","content":"' .. text .. '"}]}'
+-- The body: scripts/bench/chat.json (1024 bytes: 870 characters of prompt), which
+-- h2load sends too (the frontier); wrk runs in the repository's root.
+local f = assert(io.open("scripts/bench/chat.json", "rb"))
+wrk.body = f:read("*a")
+f:close()
 
 function done(summary, latency, requests)
 	local e = summary.errors

@@ -1,14 +1,20 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""Time to first byte of streams, direct and through proxies, for scripts/bench.sh
-and tests/integration/cases/first_byte.mjs.
+"""Time to first byte and first token of streams, and the gaps between their
+chunks, direct and through proxies, for scripts/bench.sh and
+tests/integration/cases/first_byte.mjs.
 
 Streaming chat completions from pacerd-mock (x-mock-chunks, x-mock-chunk-ms), each
 on a connection of its own ("connection: close": the stream ends with the
 connection), --streams of them, --concurrency at a time (a new one starts as one
 ends), all from one thread on one selector: nothing starts up between two
 requests, and the client costs every path the same. The first byte is the first
-byte of the response (its status line), timed from just before connect().
+byte of the response (its status line), timed from just before connect(); the
+first token is the first content delta's arrival ("delta":{"content", not the
+role's opening event), timed the same way; a gap is the time between the
+arrivals of two successive content deltas of a stream (two that arrive in one
+read are 0 apart: a proxy that holds chunks back shows as gaps of 0 and longer
+ones).
 
 --path NAME=PORT, repeated: the first is the reference (direct: the mock itself).
 First one warm-up round per path (its lane in a proxy is then warm, its provider
@@ -19,11 +25,14 @@ uses the warm-up's key (--fresh: a key of its own per round, a new lane each tim
 (fb-NAME-ROUND-I), so that a proxy's debug log can be read beside the figures.
 Prints one JSON object:
 
-  concurrency, streams, rounds, reference
-  paths    {NAME: {p50_ms, p99_ms, n, errors}} over every stream of every round
-  added    {NAME: {p50_ms, p99_ms, rounds_p50_ms}} for every path but the
-           reference: its percentile minus the reference's, and the p50
-           difference of each round (how much one round swings)
+  concurrency, streams, rounds, chunks, chunk_ms, reference
+  paths    {NAME: {p50_ms, p99_ms, n, errors, first_token_p50_ms,
+           first_token_p99_ms, gap_p50_ms, gap_p99_ms, gaps}} over every stream
+           of every round (p50_ms, p99_ms: the first byte)
+  added    {NAME: {p50_ms, p99_ms, rounds_p50_ms, first_token_p50_ms,
+           first_token_p99_ms, gap_p50_ms, gap_p99_ms}} for every path but the
+           reference: its percentile minus the reference's, and the first byte's
+           p50 difference of each round (how much one round swings)
 
 Bounded: a round gives up after --timeout seconds (its unfinished streams count
 as errors).
@@ -33,6 +42,9 @@ import json
 import selectors
 import socket
 import time
+
+# What opens a content delta in an OpenAI chat chunk (the role's event has "role" first).
+CONTENT = b'"delta":{"content"'
 
 
 def percentile(xs, p):
@@ -55,18 +67,20 @@ def request_bytes(key, rid, chunks, chunk_ms):
 
 
 def run(port, make_request, n, concurrency, timeout):
-    """n streams, concurrency at a time: (first-byte ms of each stream that was
-    answered 200, streams that were not)."""
+    """n streams, concurrency at a time: ({first_byte, first_token, gaps}: the
+    first-byte and first-token ms of each stream that was answered 200 and the
+    gaps between its content deltas, streams that were not)."""
     sel = selectors.DefaultSelector()
     started = done = errors = 0
-    ttfb = []
+    got = {"first_byte": [], "first_token": [], "gaps": []}
 
     def start():
         nonlocal started
         s = socket.socket()
         s.setblocking(False)
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        st = {"t0": time.monotonic(), "first": None, "req": make_request(started), "ok": False}
+        st = {"t0": time.monotonic(), "first": None, "req": make_request(started), "ok": False,
+              "tail": b"", "tokens": []}
         s.connect_ex(("127.0.0.1", port))
         sel.register(s, selectors.EVENT_WRITE, st)
         started += 1
@@ -77,7 +91,11 @@ def run(port, make_request, n, concurrency, timeout):
         s.close()
         done += 1
         if st["ok"]:
-            ttfb.append(st["first"])
+            got["first_byte"].append(st["first"])
+            ts = st["tokens"]
+            if ts:
+                got["first_token"].append(ts[0])
+                got["gaps"].extend(b - a for a, b in zip(ts, ts[1:]))
         else:
             errors += 1
         if started < n:
@@ -115,10 +133,15 @@ def run(port, make_request, n, concurrency, timeout):
             if data and st["first"] is None:
                 st["first"] = (now - st["t0"]) * 1000
                 st["ok"] = data.startswith(b"HTTP/1.1 200")
+            if data:
+                # the pattern may straddle two reads: the tail is one byte short of it
+                window = st["tail"] + data
+                st["tokens"] += [(now - st["t0"]) * 1000] * window.count(CONTENT)
+                st["tail"] = window[-(len(CONTENT) - 1):]
             if not data:
                 end(s, st)
     sel.close()
-    return ttfb, errors
+    return got, errors
 
 
 def main():
@@ -148,30 +171,34 @@ def main():
     if not a.no_warm_up:
         for name, port in paths:
             measure(name, port, a.key, "warm")
-    got = {name: ([], 0) for name, _ in paths}
+    got = {name: ({"first_byte": [], "first_token": [], "gaps": []}, 0) for name, _ in paths}
     rounds = {name: [] for name, _ in paths}
     for r in range(a.rounds):
         key = f"{a.key}-{a.concurrency}-{r}" if a.fresh else a.key
         for name, port in paths:
             xs, errs = measure(name, port, key, r)
-            got[name] = (got[name][0] + xs, got[name][1] + errs)
-            rounds[name].append(percentile(xs, 50))
+            for k, v in xs.items():
+                got[name][0][k].extend(v)
+            got[name] = (got[name][0], got[name][1] + errs)
+            rounds[name].append(percentile(xs["first_byte"], 50))
     out = {"concurrency": a.concurrency, "streams": a.streams, "rounds": a.rounds,
-           "reference": ref, "paths": {}, "added": {}}
+           "chunks": a.chunks, "chunk_ms": a.chunk_ms, "reference": ref, "paths": {}, "added": {}}
+    pcts = (("p50_ms", "first_byte", 50), ("p99_ms", "first_byte", 99),
+            ("first_token_p50_ms", "first_token", 50), ("first_token_p99_ms", "first_token", 99),
+            ("gap_p50_ms", "gaps", 50), ("gap_p99_ms", "gaps", 99))
     for name, _ in paths:
         xs, errs = got[name]
-        out["paths"][name] = {"p50_ms": percentile(xs, 50), "p99_ms": percentile(xs, 99),
-                              "n": len(xs), "errors": errs}
+        e = {k: percentile(xs[what], p) for k, what, p in pcts}
+        e.update(n=len(xs["first_byte"]), errors=errs, gaps=len(xs["gaps"]))
+        out["paths"][name] = e
     r0 = out["paths"][ref]
+    diff = lambda x, y: None if x is None or y is None else round(x - y, 3)  # noqa: E731
     for name, _ in paths[1:]:
         e = out["paths"][name]
-        diff = lambda x, y: None if x is None or y is None else round(x - y, 3)  # noqa: E731
-        out["added"][name] = {
-            "p50_ms": diff(e["p50_ms"], r0["p50_ms"]),
-            "p99_ms": diff(e["p99_ms"], r0["p99_ms"]),
-            "rounds_p50_ms": [diff(x, y) for x, y in zip(rounds[name], rounds[ref])]}
+        out["added"][name] = {k: diff(e[k], r0[k]) for k, _, _ in pcts}
+        out["added"][name]["rounds_p50_ms"] = [diff(x, y) for x, y in zip(rounds[name], rounds[ref])]
     for e in out["paths"].values():
-        for k in ("p50_ms", "p99_ms"):
+        for k, _, _ in pcts:
             e[k] = None if e[k] is None else round(e[k], 3)
     print(json.dumps(out))
 

@@ -1,8 +1,12 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 """The table and the JSON of scripts/bench.sh, from the records it collected
-(one JSON object a line: throughput, latency, strace, sse, first_byte, idle) and the
-bench-lanes output. Medians over the repetitions; ratios are pacerd / nginx."""
+(one JSON object a line: throughput, rss, frontier, tunnel, latency, strace, sse,
+idle, first_byte, broken, section) and the bench-lanes output. Medians over the
+repetitions; ratios are pacerd / nginx. Its last part, "what LLM-gateway
+benchmarks compare", gathers the figures users compare between gateways: the
+latency added to the direct path, the frontier, first token and chunk gaps,
+streams held, memory."""
 import argparse
 import json
 import statistics
@@ -49,6 +53,133 @@ def parse_strace(path):
     return total, calls
 
 
+def mib(kib):
+    return None if kib is None else kib / 1024
+
+
+def slash(xs, nd=0, unit=""):
+    """"a / b" of figures, "-" for a missing one."""
+    return " / ".join(fmt(x, nd) for x in xs) + unit
+
+
+def compare(out, recs, meta, p):
+    """The figures LLM-gateway benchmarks compare, gathered from the sections above
+    and the frontier and memory records, as out["compare"] and a table: one row a
+    figure, a column each for pacerd, nginx and direct (the upstream itself)."""
+    c = {}
+    lat = out.get("latency", {})
+    if lat:
+        c["latency_1conn_us"] = {
+            path: {"p50": lat[path]["p50_us"], "p99": lat[path]["p99_us"],
+                   "added_p50": lat[path]["added_p50_us"], "added_p99": lat[path]["added_p99_us"]}
+            for path in ("direct", "pacerd", "nginx") if path in lat}
+    fr = next((r["result"] for r in recs if r["kind"] == "frontier"), None)
+    out["frontier"] = fr
+    if fr:
+        c["frontier_rps"] = {"limits_ms": fr["limits_ms"], "paths": fr["frontier"], "ceiling": fr["ceiling"],
+                             "conns": fr["conns"]}
+    fb = out.get("first_byte", {})
+    if fb:
+        c["streams_ms"] = {}
+        for conc, x in fb.items():
+            if not x:
+                continue
+            c["streams_ms"][conc] = {"chunk_ms": x.get("chunk_ms"),
+                                     "paths": {path: dict(x["paths"][path], added=x["added"].get(path))
+                                               for path in x["paths"]}}
+    idle = out.get("idle", {})
+    if idle:
+        c["idle_streams"] = {"asked": int(meta.get("idle_asked") or 0), "opened_each": int(meta.get("idle") or 0),
+                             "nofile": int(meta.get("nofile") or 0), "hold_s": meta.get("hold_s"),
+                             "paths": {k: {f: v.get(f) for f in ("held", "streaming", "kib_per_conn", "fds_after",
+                                                                   "setup_s", "upstream_in_flight")}
+                                       for k, v in idle.items()}}
+    rss = {}
+    for r in recs:
+        if r["kind"] != "rss":
+            continue
+        e = rss.setdefault(r["proxy"], {})
+        e[r["phase"]] = max(e.get(r["phase"], 0), r["kib"]) if r["phase"] == "load" else r["kib"]
+    if rss:
+        c["rss_kib"] = rss
+    out["compare"] = c
+    if not c:
+        return
+
+    p.append("")
+    p.append("what LLM-gateway benchmarks compare (added = the path's figure - direct's, in the same run;")
+    p.append("  direct = the upstream itself, no proxy between)")
+    w = 52
+    p.append(f"  {'':{w}} {'pacerd':>17} {'nginx':>17} {'direct':>17}")
+
+    def row(label, cells):
+        p.append(f"  {label:{w}} " + " ".join(f"{x:>17}" for x in cells))
+
+    lc = c.get("latency_1conn_us")
+    if lc:
+        d = lc.get("direct", {})
+        row("added latency at 1 connection, p50 / p99 us",
+            [slash([lc.get(k, {}).get("added_p50"), lc.get(k, {}).get("added_p99")]) for k in ("pacerd", "nginx")]
+            + [slash([d.get("p50"), d.get("p99")]) + " abs"])
+    if fr:
+        ceiling = fr["ceiling"]
+        for lim in fr["limits_ms"]:
+            cells = []
+            for k in ("pacerd", "nginx"):
+                e = fr["frontier"].get(k, {}).get(str(lim))
+                if not e or e["rps"] is None:
+                    cells.append("none")
+                else:
+                    cells.append(("≥ " if e["lower_bound"] else "") + fmt(e["rps"]))
+            top = fmt(ceiling["rps"]) + (" max" if ceiling["reached"] else "")
+            row(f"frontier: req/s with added p99 < {lim} ms", cells + [top if lim == fr["limits_ms"][0] else ""])
+    sm = c.get("streams_ms")
+    if sm:
+        for gaps in (False, True):
+            for conc in sorted(sm, key=int):
+                x = sm[conc]["paths"]
+                d = x.get("direct", {})
+                add = {k: (x.get(k) or {}).get("added") or {} for k in ("pacerd", "nginx")}
+                if not gaps:
+                    row(f"added time to first token, {conc} at once, p50 / p99 ms",
+                        [slash([add[k].get("first_token_p50_ms"), add[k].get("first_token_p99_ms")], 2)
+                         for k in ("pacerd", "nginx")]
+                        + [slash([d.get("first_token_p50_ms"), d.get("first_token_p99_ms")], 2) + " abs"])
+                elif d.get("gaps") and sm[conc]["chunk_ms"]:  # chunks sent at once have no gaps
+                    row(f"added inter-chunk gap, {conc} at once ({sm[conc]['chunk_ms']} ms), p50 / p99 ms",
+                        [slash([add[k].get("gap_p50_ms"), add[k].get("gap_p99_ms")], 2) for k in ("pacerd", "nginx")]
+                        + [slash([d.get("gap_p50_ms"), d.get("gap_p99_ms")], 2) + " abs"])
+    ic = c.get("idle_streams")
+    if ic:
+        ps = ic["paths"]
+        row(f"idle streams held {ic['hold_s']} s, of {fmt(ic['opened_each'])} opened",
+            [fmt(ps.get(k, {}).get("held")) for k in ("pacerd", "nginx")] + ["-"])
+        row("RSS per idle stream, KiB",
+            [fmt(ps.get(k, {}).get("kib_per_conn"), 1) for k in ("pacerd", "nginx")] + ["-"])
+    rs = c.get("rss_kib")
+    if rs:
+        row("RSS idle / under load / after load, MiB",
+            [slash([mib(rs.get(k, {}).get(ph)) for ph in ("idle", "load", "after")], 1) for k in ("pacerd", "nginx")]
+            + ["-"])
+    p.append("  added latency at 1 connection: wrk, 1 connection, the plain upstream (the latency section above)")
+    if fr:
+        p.append(f"  frontier: the highest rate achieved (wrk, {fr['conns']} connections pausing at random: independent")
+        p.append(f"  arrivals) at rising steps, {fr['reps']} rounds of {fr['seconds']} s a step, while the p99 added to")
+        p.append("  direct's in the same step stays under the limit (and the path carries >= 90 % of what direct")
+        p.append("  does); '≥': still under it at the last step; direct: the highest rate the load core reached")
+    if sm:
+        p.append("  first token: the first content delta of a pacerd-mock stream, from connect(); gaps: between a")
+        p.append("  stream's content deltas as they arrive, sent 20 ms apart (the first-byte section above)")
+    if ic:
+        p.append(f"  idle streams: {fmt(ic['asked'])} asked; a proxy holds 2 descriptors a stream (its client's and its")
+        p.append(f"  upstream's) under a limit of {fmt(ic['nofile'])} open files a process: {fmt(ic['opened_each'])} opened"
+                 " (see the idle section above)")
+    if rs:
+        p.append("  RSS: pacerd (no plan) and nginx's worker (which also carries the HTTPS rows): idle before the")
+        p.append("  throughput runs, under load the highest VmRSS read every 0.2 s during their plain runs, after")
+        p.append(f"  load {meta.get('recover_s')} s after the last throughput run")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--results", required=True)
@@ -62,7 +193,9 @@ def main():
     out = {"machine": {k: meta.get(k) for k in ("nproc", "cpu", "kernel")},
            "versions": {k: meta.get(k) for k in ("pacerd", "nginx", "wrk", "libcurl", "openssl")},
            "settings": {k: meta.get(k) for k in ("duration_s", "warmup_s", "reps", "strace_s", "idle",
+                                                  "idle_asked", "nofile", "hold_s", "recover_s",
                                                   "proxy_cpu", "load_cpu", "sse_chunks", "sse_ms", "fb_rounds")},
+           "load_avg": {"start": meta.get("load_start"), "end": meta.get("load_end")},
            "date": meta.get("date"), "elapsed_s": int(meta.get("elapsed_s", 0))}
     p = []  # the printed lines
 
@@ -73,6 +206,12 @@ def main():
              f"{meta.get('libcurl')}; {meta.get('openssl')}")
     p.append(f"runs: {meta.get('duration_s')} s each after {meta.get('warmup_s')} s warm-up, "
              f"{meta.get('reps')} repetitions interleaved, medians")
+    p.append(f"load average (the machine may be shared): {meta.get('load_start')} at the start,"
+             f" {meta.get('load_end')} at the end")
+    broken = {r["path"]: r["why"] for r in recs if r["kind"] == "broken"}
+    out["left_out"] = broken
+    for path, why in broken.items():
+        p.append(f"LEFT OUT: {path} {why}")
 
     # --- throughput
     groups = {}
@@ -168,13 +307,13 @@ def main():
             lat.setdefault(r["path"], []).append(r["wrk"])
     out["latency"] = {}
     if lat:
-        d50 = med([w["p50_us"] for w in lat.get("direct", []) if w])
-        d99 = med([w["p99_us"] for w in lat.get("direct", []) if w])
+        d50 = med([w["p50_us"] for w in lat.get("direct", []) if w and w["requests"]])
+        d99 = med([w["p99_us"] for w in lat.get("direct", []) if w and w["requests"]])
         p.append("")
         p.append("latency at 1 connection (plain upstream), microseconds")
         p.append(f"  {'path':12} {'p50':>7} {'p99':>7} {'added p50':>10} {'added p99':>10} {'req/s':>8}")
         for path in ("direct", "pacerd", "nginx", "pacerd+store"):
-            ws = [w for w in lat.get(path, []) if w]
+            ws = [w for w in lat.get(path, []) if w and w["requests"]]  # a run that answered nothing has no latency
             p50, p99 = med([w["p50_us"] for w in ws]), med([w["p99_us"] for w in ws])
             rps = med([round(w["requests"] * 1e6 / w["duration_us"], 1) for w in ws])
             e = {"p50_us": p50, "p99_us": p99, "rps": rps,
@@ -256,7 +395,9 @@ def main():
     idle = [r for r in recs if r["kind"] == "idle"]
     if idle:
         p.append("")
-        p.append(f"idle streams: {meta.get('idle')} open SSE streams that send nothing more")
+        p.append(f"idle streams: {meta.get('idle')} open SSE streams that send nothing more"
+                 f" ({meta.get('idle_asked')} asked; open files: {meta.get('nofile')} a process),"
+                 f" held {meta.get('hold_s')} s")
         n = next((r["result"] for r in idle if r["proxy"] == "nginx" and r["result"]), None)
         for r in idle:
             x = r["result"] or {}
@@ -266,7 +407,8 @@ def main():
                      f"  (RSS {fmt(x.get('rss_before_kib') and x['rss_before_kib'] / 1024, 1)} ->"
                      f" {fmt(x.get('rss_after_kib') and x['rss_after_kib'] / 1024, 1)} MiB;"
                      f" {fmt(x.get('streaming'))}/{fmt(x.get('opened'))} streaming,"
-                     f" upstream holds {fmt(x.get('upstream_in_flight'))})")
+                     f" {fmt(x.get('held'))} held, upstream holds {fmt(x.get('upstream_in_flight'))},"
+                     f" {fmt(x.get('fds_after'))} descriptors, {fmt(x.get('setup_s'), 1)} s to open)")
 
     # --- lanes
     out["lanes"] = None
@@ -287,8 +429,12 @@ def main():
     elif not a.lanes:
         p.append("lane microbenchmark: not built")
 
+    compare(out, recs, meta, p)
+
+    sections = [(r["name"], r["s"]) for r in recs if r["kind"] == "section"]
+    out["sections_s"] = dict(sections)
     p.append("")
-    p.append(f"total time {out['elapsed_s']} s; JSON: {a.out}")
+    p.append(f"total time {out['elapsed_s']} s (" + ", ".join(f"{n} {t}" for n, t in sections) + f"); JSON: {a.out}")
     with open(a.out, "w") as f:
         json.dump(out, f, indent=1)
         f.write("\n")
