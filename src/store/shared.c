@@ -619,6 +619,11 @@ unsigned shared_ask(struct shared *sh, struct shared_lane *sl, const struct shar
 	return asked;
 }
 
+bool shared_permit_stale(double late_ms, double interval_ms)
+{
+	return late_ms > interval_ms / 2 && late_ms > SHARED_STALE_MIN_MS;
+}
+
 unsigned shared_stale(struct shared *sh, struct shared_lane *sl)
 {
 	if (sh == NULL || sl == NULL || sl->n_strict == 0 || sl->granted_n == 0)
@@ -630,7 +635,7 @@ unsigned shared_stale(struct shared *sh, struct shared_lane *sl)
 	unsigned n = 0;
 	for (; sl->granted_n > 0; sl->granted_n--, n++) {
 		const struct granted *g = &sl->granted[sl->granted_head];
-		if (!(now - g->due_ms > t / 2))
+		if (!shared_permit_stale(now - g->due_ms, t))
 			break;
 		if (g->seq != 0)
 			release_member(sh, sl->names.leases, g->seq);

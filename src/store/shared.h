@@ -170,6 +170,16 @@ struct shared_grant {
  * its push comes too late to keep; a dropped "go" costs one interval. */
 unsigned shared_stale(struct shared *sh, struct shared_lane *sl);
 
+/* Whether a "go" late_ms past its instant, on a strict gate of interval_ms,
+ * is stale: later than half the interval, and later than SHARED_STALE_MIN_MS
+ * whatever the interval. The floor is what any "go" spends in the store's
+ * round trip and the loop's turn: without it a fast gate (1 ms, 1 us) found
+ * every "go" stale on arrival and its lane asked again forever, answering
+ * nothing (make bench's pacerd+store path, 1,000,000 req/s). The "go"s this
+ * guards against were held for a refusal's hold, seconds, not milliseconds. */
+#define SHARED_STALE_MIN_MS 10.0
+bool shared_permit_stale(double late_ms, double interval_ms);
+
 /* A request the lane just dispatched under a permit: its lease, when the
  * plan has max_concurrent_global (else NULL), renewed until shared_release;
  * its "go" in *grant. */
