@@ -452,17 +452,7 @@ void exchange_start(struct exchanges *xs, struct hreq *client, const struct exch
 
 	/* What the provider will count of it, when a token budget paces the
 	 * lane: then its usage is read too. */
-	struct lane_cost lc = {
-	    .input = cost.prompt,
-	    .prefix = cost.cache_marked ? cost.head_tokens : cost.prefix_tokens,
-	    .prompt_key = cost.cache_marked ? cost.head_key : cost.prompt_key,
-	    .max_output = cost.output_named ? cost.output : -1,
-	    .cache_ttl_ms = cost.cache_ttl_ms,
-	    .chained = cost.chained,
-	    .stored = cost.stored,
-	    .conversation = cost.chain_key,
-	    .items = cost.items_tokens,
-	};
+	struct lane_cost lc = lane_cost_of(&cost);
 	if (side == NULL)
 		lanes_charge(&x->ticket, &rq, &lc, now);
 	/* A chat completion streamed without include_usage on a token-paced

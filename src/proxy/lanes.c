@@ -479,6 +479,21 @@ bool lanes_learns_cost(const struct lane_ticket *t, const struct lane_cost *c)
 	       profile_cache_reads_free(sched_lane_provider(t->lane), sched_lane_model(t->lane));
 }
 
+struct lane_cost lane_cost_of(const struct tokens_cost *cost)
+{
+	return (struct lane_cost){
+	    .input = cost->prompt,
+	    .prefix = cost->cache_marked ? cost->head_tokens : cost->prefix_tokens,
+	    .prompt_key = cost->cache_marked ? cost->head_key : cost->prompt_key,
+	    .max_output = cost->output_named ? cost->output : -1,
+	    .cache_ttl_ms = cost->cache_ttl_ms,
+	    .chained = cost->chained,
+	    .stored = cost->stored,
+	    .conversation = cost->chain_key,
+	    .items = cost->items_tokens,
+	};
+}
+
 void lanes_charge(struct lane_ticket *t, struct sched_request *rq, const struct lane_cost *c,
                   int64_t now)
 {

@@ -86,6 +86,12 @@ struct lane_cost {
 	int64_t items;
 };
 
+struct tokens_cost;
+/* What the estimate of a body (tokens.h) asks of its lane: the cacheable
+ * prefix is the marked head where the client marked one, else the prefix the
+ * provider caches by itself. One place for the HTTP and WebSocket paths. */
+struct lane_cost lane_cost_of(const struct tokens_cost *cost);
+
 /* Why the lanes answer a request themselves. */
 enum lane_refusal {
 	LANE_REFUSE_TOO_MANY_LANES, /* limits.max_lanes, and no lane idle to evict */

@@ -543,17 +543,7 @@ static void turn_submit(struct ws_msg *m)
 	if (plan == NULL)
 		return; /* refused: on_turn_refuse freed it */
 	struct sched_request rq = {.agent = s->agent_id, .flow = s->flow, .priority = s->priority};
-	struct lane_cost lc = {
-	    .input = cost.prompt,
-	    .prefix = cost.cache_marked ? cost.head_tokens : cost.prefix_tokens,
-	    .prompt_key = cost.cache_marked ? cost.head_key : cost.prompt_key,
-	    .max_output = cost.output_named ? cost.output : -1,
-	    .cache_ttl_ms = cost.cache_ttl_ms,
-	    .chained = cost.chained,
-	    .stored = cost.stored,
-	    .conversation = cost.chain_key,
-	    .items = cost.items_tokens,
-	};
+	struct lane_cost lc = lane_cost_of(&cost);
 	lanes_charge(&m->ticket, &rq, &lc, now);
 	m->estimate = rq.cost_prompt + rq.cost_output;
 	lanes_submit(w->lanes, &m->ticket, &rq, -1, now + (int64_t)plan->retry.deadline_s * 1000,

@@ -1389,11 +1389,21 @@ static void start_back(struct sched_lane *lane, const struct sched_item *it, int
 		slow_start_end(&lane->quiet->start);
 }
 
+/* Whether refusals alone teach the lane its rate, so that the rate probe
+ * (rate_probe.h) paces it once they bound it: a silent provider, and no
+ * gate of the plan. Where the plan's gates pace the lane, a refusal at
+ * their spacing is the path's jitter, which the strict margin answers
+ * (margin.h); a probe's curve there held a 600 RPM gate at 67 % of it. */
+static bool rate_probe_wanted(const struct sched_lane *lane)
+{
+	return lane->provider_silent && !gates_enabled(&lane->gates);
+}
+
 /* The dispatch delay after a success: the rate probe's curve once refusals
  * have bounded the provider's rate, else the AIMD's increase. */
 static void delay_success(struct sched_lane *lane, const struct sched_item *it, int64_t now_ms)
 {
-	double rps = lane->quiet != NULL
+	double rps = lane->quiet != NULL && rate_probe_wanted(lane)
 	                 ? rate_probe_succeeded(&lane->quiet->rate, now_ms, it->dispatched_ms)
 	                 : 0;
 	if (rps > 0)
@@ -1407,7 +1417,8 @@ static void delay_success(struct sched_lane *lane, const struct sched_item *it, 
 static void delay_refused(struct sched_lane *lane, const struct sched_item *it, int64_t now_ms)
 {
 	aimd_delay_on_capacity(&lane->delay, now_ms);
-	struct sched_quiet *q = lane->delay.adaptive ? quiet_of(lane) : NULL;
+	struct sched_quiet *q =
+	    lane->delay.adaptive && rate_probe_wanted(lane) ? quiet_of(lane) : NULL;
 	if (q == NULL || !(lane->delay.delay_ms > 0))
 		return;
 	aimd_delay_converged(&lane->delay, rate_probe_refused(&q->rate, now_ms, it->dispatched_ms,

@@ -138,7 +138,7 @@ static void turn_tail(struct ws_peer *p, long input, long output, const char *mo
 
 static void delta(struct ws_peer *p, long bytes)
 {
-	/* {"type":"response.output_text.delta","delta":"tok xxx…"} */
+	/* a delta event of about `bytes` bytes: "tok " and then filler bytes (x) */
 	static char buf[FLOOD_CHUNK + 128];
 	long n = bytes < 4 ? 4 : bytes;
 	if (n > FLOOD_CHUNK)

@@ -249,6 +249,34 @@ START_TEST(the_dispatch_delay_follows_the_bound_refusals_give)
 }
 END_TEST
 
+START_TEST(no_rate_probe_where_the_plan_paces_the_lane)
+{
+	/* the same answers on a lane the plan paces (6,000 RPM): refusals at
+	 * its spacing are the strict margin's (margin.h); no probe bounds its
+	 * rate (it held a 600 RPM gate at 67 % of it) */
+	plan.max_requests_per_minute = 6000;
+	init_lane();
+	sched_set_provider_silent(&lane, true);
+	int64_t t = 1000;
+	submit_n(0, 1, t);
+	ck_assert_int_eq(dispatch_all(t), 1);
+	answer(0, SCHED_CAPACITY, t + 50);
+	int k = 1;
+	for (int i = 0; i < 20; i++, k++) {
+		t = 1100 + 100 * i;
+		submit_n(k, 1, t);
+		ck_assert_int_eq(dispatch_all(t), 1);
+		answer(k, SCHED_SUCCESS, t + 50);
+		items[k].state = SCHED_NONE;
+	}
+	submit_n(k, 1, 3100);
+	ck_assert_int_eq(dispatch_all(3100), 1);
+	answer(k, SCHED_CAPACITY, 3150);
+	ck_assert(lane.quiet == NULL || lane.quiet->rate.bound == 0);
+	plan.max_requests_per_minute = 0;
+}
+END_TEST
+
 static Suite *sched_silent_suite(void)
 {
 	Suite *s = suite_create("sched_silent");
@@ -259,6 +287,7 @@ static Suite *sched_silent_suite(void)
 	tcase_add_test(c, no_slow_start_where_something_else_decides);
 	tcase_add_test(c, a_request_not_written_when_a_hold_came_is_taken_back);
 	tcase_add_test(c, the_dispatch_delay_follows_the_bound_refusals_give);
+	tcase_add_test(c, no_rate_probe_where_the_plan_paces_the_lane);
 	suite_add_tcase(s, c);
 	return s;
 }
