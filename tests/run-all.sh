@@ -1,14 +1,14 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
 # make test: every unit test, then the integration suite's first phase (its
-# files ITEST_JOBS at a time, 4); beside both, at a lower priority (nice), the
+# files ITEST_JOBS at a time, 6); beside both, at a lower priority (nice), the
 # lint checks (when LINT names the script: each check is one test), a short
 # deterministic pass of every fuzzer, the container test when podman is
 # installed (one line says so when it is not) and the package stage
 # (tests/package/run.sh: man pages, make install, alert rules and dashboard,
 # the Debian package with podman), whose output follows the integration's.
 # Then the timing-sensitive tests with nothing else beside them (the light ones
-# ITEST_ALONE_JOBS at a time, 4: tests/integration/run.mjs). Each stage's time
+# ITEST_ALONE_JOBS at a time, 6: tests/integration/run.mjs). Each stage's time
 # is printed; the last line is the total, with the count of timing tests that
 # passed only on their rerun.
 set -o pipefail
@@ -57,7 +57,7 @@ side_pid=$!
 ./tests/run-unit.sh "$@" | tee "$unit_out"; unit_rc=$?
 echo "(unit: $((SECONDS - t_start)) s)"
 t0=$SECONDS
-node tests/integration/run.mjs --jobs "${ITEST_JOBS:-4}" --phase together | tee "$int_out"; int_rc=$?
+node tests/integration/run.mjs --jobs "${ITEST_JOBS:-6}" --phase together | tee "$int_out"; int_rc=$?
 echo "(integration, together: $((SECONDS - t0)) s)"
 t0=$SECONDS
 wait "$check_pid" "$side_pid"
@@ -70,7 +70,7 @@ cat "$lint_out" "$fuzz_out" "$ctr_out" "$pkg_out"
 sync
 first=$(grep -cE '^(not )?ok [0-9]+ ' "$int_out")
 t0=$SECONDS
-ITEST_NUMBER_FROM=$first node tests/integration/run.mjs --jobs "${ITEST_ALONE_JOBS:-4}" --phase alone | tee "$int2_out"; int2_rc=$?
+ITEST_NUMBER_FROM=$first node tests/integration/run.mjs --jobs "${ITEST_ALONE_JOBS:-6}" --phase alone | tee "$int2_out"; int2_rc=$?
 echo "(integration, alone: $((SECONDS - t0)) s; make test's tests: $((SECONDS - t_start)) s)"
 sum() { grep -E '^[a-z]+: [0-9]+ passed, [0-9]+ failed' "$1" | tail -1 | sed -E "s/.*: ([0-9]+) passed, ([0-9]+) failed.*/\\$2/"; }
 up=$(sum "$unit_out" 1); uf=$(sum "$unit_out" 2); ip=$(sum "$int_out" 1); if_=$(sum "$int_out" 2)

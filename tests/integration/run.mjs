@@ -13,7 +13,7 @@
 // (a timing test that fails gets one more run; one that then passes counts as passed,
 // is marked `[passed on its rerun]` and is counted in the last number).
 //
-//   … run.mjs --jobs 4 [FILTER]   (make test) four case files at a time, each in a process
+//   … run.mjs --jobs 6 [FILTER]   (make test) six case files at a time, each in a process
 //   of its own (its own mock, certificates and part of the port range; a file that
 //   exports `split = true` has a process per test); then the tests marked `alone: true`
 //   (or in a file that exports `alone = true`), one at a time: those that measure fine
