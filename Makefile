@@ -184,8 +184,9 @@ container-test: $(BUILD)/pacerd-mock
 # integration, package (tests/package/run.sh; the Debian package with podman)
 # and (with podman) container tests; a failed lint check fails it;
 # the last line is the total.
+# Without -j of its own (CI: a plain `make test`), the build uses every core.
 test: node-deps
-	$(MAKE) all $(UNIT_BINS) $(BUILD)/pacerd-mock fuzz man
+	$(MAKE) $(if $(filter -j%,$(MAKEFLAGS)),,-j$(shell nproc 2>/dev/null || echo 2)) all $(UNIT_BINS) $(BUILD)/pacerd-mock fuzz man
 	BUILD=$(BUILD) FUZZ_BINS="$(FUZZ_BINS)" LINT=./scripts/lint.sh ./tests/run-all.sh $(UNIT_BINS)
 
 # make lint: every check prints file:line: what; about 10 s (LINT_JOBS, 2).

@@ -425,14 +425,17 @@ static void render(struct term *t, const struct top_model *m, const char *admin)
 
 enum key_action { KEY_NONE, KEY_QUIT, KEY_SORT, KEY_UP, KEY_DOWN };
 
-/* The first action in what one read() returned: q (or ^C), s, the arrow
- * keys as ESC [ A / ESC O A (the cursor-key mode a terminal may be in). */
+/* What one read() returned: q (or ^C) anywhere in it quits (keys typed while
+ * a poll was under way come in one read: an arrow before the q must not eat
+ * it); else the first of s and the arrow keys as ESC [ A / ESC O A (the
+ * cursor-key mode a terminal may be in). */
 static enum key_action key_action(const char *buf, size_t n)
 {
+	for (size_t i = 0; i < n; i++)
+		if (buf[i] == 'q' || buf[i] == 'Q' || buf[i] == 3)
+			return KEY_QUIT;
 	for (size_t i = 0; i < n; i++) {
 		char c = buf[i];
-		if (c == 'q' || c == 'Q' || c == 3)
-			return KEY_QUIT;
 		if (c == 's' || c == 'S')
 			return KEY_SORT;
 		if (c == '\033' && i + 2 < n && (buf[i + 1] == '[' || buf[i + 1] == 'O')) {

@@ -13,14 +13,20 @@
 // (a timing test that fails gets one more run; one that then passes counts as passed,
 // is marked `[passed on its rerun]` and is counted in the last number).
 //
-//   … run.mjs --jobs 2 [FILTER]   (make test) two case files at a time, each in a process
-//   of its own (its own mock, certificates and part of the port range); then, one at a
-//   time, the tests marked `alone: true` (or in a file that exports `alone = true`):
-//   those that measure fine timing or learning (sched_quality, store a., …), which a
-//   neighbour's load would make noisy.
-//   Output stays grouped per file; the numbers and the totals are the parent's.
+//   … run.mjs --jobs 6 [FILTER]   (make test) six case files at a time, each in a process
+//   of its own (its own mock, certificates and part of the port range; a file that
+//   exports `split = true` has a process per test); then the tests marked `alone: true`
+//   (or in a file that exports `alone = true`), one at a time: those that measure fine
+//   timing or learning (sched_quality 2., store a., …), which a neighbour's load would
+//   make noisy; then those marked `alone: 'light'` (timing tests whose own load is a few
+//   requests a second), each in a process of its own, `--jobs` at a time, with nothing
+//   else beside them.
+//   Output stays grouped per process, with its time and the CPU time of all it started
+//   (`# file.mjs #N (part): wall s, CPU s`), the slowest listed at the end; the numbers
+//   and the totals are the parent's.
 //   --phase together|alone runs only one of the two (make test runs the container
-//   test beside the first); ITEST_NUMBER_FROM numbers a second run on from the first.
+//   test, the package stage, lint and fuzz beside the first); ITEST_NUMBER_FROM numbers
+//   a second run on from the first.
 import fs from 'node:fs';
 import path from 'node:path';
 import { spawn } from 'node:child_process';
@@ -110,19 +116,32 @@ async function main() {
 // A test runs alone when it says so (`alone: true`), or its file does and it does
 // not say otherwise (`alone: false`).
 function isAlone(mod, test) {
-  return test.alone ?? mod.alone ?? false;
+  return Boolean(test.alone ?? mod.alone ?? false);
+}
+
+// A timing test that is light (`alone: 'light'`) may run beside other light ones.
+function isLight(mod, test) {
+  return (test.alone ?? mod.alone) === 'light';
 }
 
 function caseFiles() {
   return fs.readdirSync(path.join(here, 'cases')).filter((f) => f.endsWith('.mjs')).sort();
 }
 
-// --jobs: one child process per case file, `jobs` at a time, then the `alone` ones one
-// by one. A child's lines are printed when it ends, renumbered; a child that ends
-// without its summary line is one failure.
+// --jobs: the case files in child processes, `jobs` at a time (longest first), then the
+// `alone` tests: those marked `alone: true` one unit at a time, with nothing beside
+// them; then those marked `alone: 'light'` (a timing test that is light itself: a few
+// requests a second against its own mock and pacerd), each in a process of its own,
+// up to `jobs` of them at a time and nothing else beside them. A unit is a file's tests
+// of one part in one process, or one test alone where its file exports `split = true`
+// (long tests that would keep one process busy while the others have finished: each
+// test of such a file must pass by itself, as a FILTER that names it runs it). A
+// child's lines are printed when it ends, renumbered; a child that ends without its
+// summary line is one failure.
 async function mainJobs() {
   const together = [];
   const alone = [];
+  const light = [];
   for (const file of caseFiles()) {
     let mod;
     try {
@@ -132,12 +151,18 @@ async function mainJobs() {
       continue;
     }
     const label = file.replace(/\.mjs$/, '');
-    const picked = (mod.tests ?? []).filter((t) => `${label}: ${t.name}`.includes(filter));
-    // The longest first (by the sum of their time limits): the two processes then
-    // end together rather than one waiting on a long file begun last.
-    const weight = picked.filter((t) => !isAlone(mod, t)).reduce((a, t) => a + (t.timeout_ms ?? 15000), 0);
-    if (weight > 0) together.push({ file, weight });
-    if (picked.some((t) => isAlone(mod, t))) alone.push(file);
+    const picked = (mod.tests ?? []).map((t, index) => ({ t, index })).filter(({ t }) => `${label}: ${t.name}`.includes(filter));
+    // A unit's weight is the sum of its tests' time limits: the longest start first, so
+    // that the processes end together rather than one waiting on a long unit begun last.
+    const weigh = (xs) => xs.reduce((sum, { t }) => sum + (t.timeout_ms ?? 15000), 0);
+    const units = (xs, part, each) => {
+      if (xs.length === 0) return [];
+      if (!each) return [{ file, part, weight: weigh(xs) }];
+      return xs.map((x) => ({ file, part, test: x.index, weight: weigh([x]) }));
+    };
+    together.push(...units(picked.filter(({ t }) => !isAlone(mod, t)), 'together', mod.split));
+    alone.push(...units(picked.filter(({ t }) => isAlone(mod, t) && !isLight(mod, t)), 'alone', mod.split));
+    light.push(...units(picked.filter(({ t }) => isLight(mod, t)), 'alone', true));
   }
   const children = new Set();
   for (const sig of ['SIGINT', 'SIGTERM']) {
@@ -147,11 +172,18 @@ async function mainJobs() {
       process.exit(130);
     });
   }
-  const ports = (slot) => `${20000 + slot * 6000}-${20000 + slot * 6000 + 5999}`;
-  const runChild = (file, slot, part) => new Promise((resolve) => {
+  // The port range of the processes that run at once, in equal parts (the container
+  // test of make test takes 32000-32767, beside the first phase).
+  const ports = (slot, of) => {
+    const size = Math.floor(12000 / of);
+    return `${20000 + slot * size}-${20000 + (slot + 1) * size - 1}`;
+  };
+  const durations = [];
+  const runChild = (u, slot, of) => new Promise((resolve) => {
     const t0 = Date.now();
+    const what = `${u.file}${u.test === undefined ? '' : ` #${u.test + 1}`} (${u.part})`;
     const c = spawn(process.execPath, [fileURLToPath(import.meta.url), filter], {
-      env: { ...process.env, ITEST_FILES: file, ITEST_PORTS: ports(slot), ITEST_PART: part },
+      env: { ...process.env, ITEST_FILES: u.file, ITEST_PORTS: ports(slot, of), ITEST_PART: u.part, ITEST_TEST: u.test ?? '' },
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     children.add(c);
@@ -170,22 +202,37 @@ async function mainJobs() {
           console.log(`${m[1]} ${n} - ${m[2]}`);
         } else if (/^integration: \d+ passed, \d+ failed, \d+ passed on a rerun$/.test(line)) {
           summary = true;
-        } else if (/^# [0-9.]+ s( |$)/.test(line)) {
-          console.log(`# ${file} (${part}): ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+        } else if ((m = /^# [0-9.]+ s(?: \(([0-9.]+) s CPU\))?/.exec(line))) {
+          const s = (Date.now() - t0) / 1000;
+          durations.push({ what, s, cpu: m[1] === undefined ? null : Number(m[1]) });
+          console.log(`# ${what}: ${s.toFixed(1)} s${m[1] === undefined ? '' : `, ${m[1]} s CPU`}`);
         } else if (line !== '') {
           console.log(line);
         }
       }
-      if (!summary) report(`${file}: its process ended without a summary (exit ${code ?? sig})`, new Error('see above'), Date.now() - t0);
+      if (!summary) report(`${what}: its process ended without a summary (exit ${code ?? sig})`, new Error('see above'), Date.now() - t0);
       resolve();
     });
   });
-  together.sort((a, b) => b.weight - a.weight);
-  const queue = phase === 'alone' ? [] : together.map((x) => x.file);
-  await Promise.all(Array.from({ length: Math.min(jobs, queue.length) }, async (_, slot) => {
-    while (queue.length > 0) await runChild(queue.shift(), slot, 'together');
-  }));
-  if (phase !== 'together') for (const file of alone) await runChild(file, 0, 'alone');
+  // `jobs` workers take units from a queue, the longest first.
+  const pool = async (units) => {
+    const queue = [...units].sort((x, y) => y.weight - x.weight);
+    const width = Math.min(jobs, queue.length);
+    await Promise.all(Array.from({ length: width }, async (_, slot) => {
+      while (queue.length > 0) await runChild(queue.shift(), slot, width);
+    }));
+  };
+  if (phase !== 'alone') await pool(together);
+  if (phase !== 'together') {
+    for (const u of alone) await runChild(u, 0, 1);
+    await pool(light);
+  }
+  // Where the time went: the slowest units of this run (wall, and the CPU of the
+  // process and all it started).
+  durations.sort((a, b) => b.s - a.s);
+  for (const d of durations.slice(0, 12)) {
+    console.log(`# slowest: ${d.s.toFixed(1).padStart(6)} s ${d.cpu === null ? '' : `${d.cpu.toFixed(1).padStart(6)} s CPU `} ${d.what}`);
+  }
 }
 
 async function runFile(file, shared) {
@@ -197,10 +244,12 @@ async function runFile(file, shared) {
     report(`${label}: load`, e, 0);
     return;
   }
-  // A child of --jobs runs the part of the file it was given (ITEST_PART).
+  // A child of --jobs runs the part of the file it was given (ITEST_PART), or one test
+  // of it (ITEST_TEST, its index: a light timing test is always given so).
   const part = process.env.ITEST_PART;
-  const selected = (mod.tests ?? []).filter((t) => `${label}: ${t.name}`.includes(filter) &&
-    (!part || (part === 'alone') === isAlone(mod, t)));
+  const only = process.env.ITEST_TEST ? Number(process.env.ITEST_TEST) : null;
+  const inPart = (t) => !part || (part === 'alone' ? isAlone(mod, t) && (only !== null || !isLight(mod, t)) : !isAlone(mod, t));
+  const selected = (mod.tests ?? []).filter((t, i) => `${label}: ${t.name}`.includes(filter) && inPart(t) && (only === null || i === only));
   if (selected.length === 0) return;
   const dir = fs.mkdtempSync(path.join(shared.tmp, `${label}-`));
   const fileState = { pacerd: null, starting: null };
@@ -296,6 +345,21 @@ async function runFile(file, shared) {
   }
 }
 
+/**
+ * The CPU seconds of this process and of the processes it started and has waited for
+ * (pacerd, the mocks, redis-server, …): /proc/self/stat's utime, stime, cutime and
+ * cstime, in clock ticks of 1/100 s (Linux's USER_HZ). Null where there is no /proc.
+ */
+function cpuSeconds() {
+  try {
+    const stat = fs.readFileSync('/proc/self/stat', 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) / 100;
+  } catch {
+    return null;
+  }
+}
+
 const started = Date.now();
 try {
   if ((jobs > 1 || phase !== 'all') && !onlyFiles) await mainJobs();
@@ -303,7 +367,8 @@ try {
 } catch (e) {
   report('harness', e, 0);
 }
-console.log(`# ${((Date.now() - started) / 1000).toFixed(1)} s${VALGRIND ? ' (pacerd under valgrind)' : ''}`);
+const cpu = cpuSeconds();
+console.log(`# ${((Date.now() - started) / 1000).toFixed(1)} s${cpu === null ? '' : ` (${cpu.toFixed(1)} s CPU)`}${VALGRIND ? ' (pacerd under valgrind)' : ''}`);
 console.log(`integration: ${passed} passed, ${failed} failed, ${reruns} passed on a rerun`);
 // Exit now: a test that timed out may still hold sockets or timers.
 process.exit(failed > 0 ? 1 : 0);

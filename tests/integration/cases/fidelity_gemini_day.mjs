@@ -11,7 +11,9 @@ import assert from 'node:assert/strict';
 import { SLOW, request, sleep } from '../lib.mjs';
 import { logDigest, send, startPacerdWithAdmin } from '../load.mjs';
 
-export const alone = true;
+// A day of 12 s, the lane resuming within 1 s of its reset: beside other files under
+// run.mjs --jobs, each test in a process of its own.
+export const split = true;
 
 const MODEL = 'gemini-day';
 const PER_DAY = 20;
@@ -38,7 +40,6 @@ export const tests = [
     // style's 429 (Gemini: QuotaFailure with the PerDay quotaId and its quotaValue,
     // RetryInfo.retryDelay the time to the day's end; OpenAI: "requests per day (RPD)"
     // with retry-after), and the next day starts afresh.
-    alone: false,
     name: 'pacerd-mock: rpd per model and day_ms: the quota of a day, its 429 in the Gemini and OpenAI dialects, and the next day',
     fn: async (t) => {
       const mock = await t.startMock({ config: { style: 'gemini', day_ms: 1500, model_limits: [{ models: ['g-day'], rpd: 2 }] } });

@@ -30,14 +30,15 @@ async function trace(p, mock, pick, what) {
   for (const l of events(p, 'limit_learned').filter(what)) console.log(`#   ${JSON.stringify(l).slice(0, 400)}`);
 }
 
-// Measures learned budgets: nothing beside it (but the mock's own test).
-export const alone = true;
+// Learned budgets over 7-30 s at buckets of 2-20 (bounds: <= 6 refusals and >= 0.85 of
+// the budget, measured 0-2 and 0.94-0.99): beside other files under run.mjs --jobs,
+// each test in a process of its own.
+export const split = true;
 
 export const tests = [
   {
     // The mock's two styles, as pacerd will see them: `remaining` sends the counts only,
     // `azure` the three headers with the reset in whole seconds, rounded up.
-    alone: false,
     name: 'pacerd-mock: style remaining sends counts only, style azure whole-second resets',
     fn: async (t) => {
       const body = chatReq('', {})().body;

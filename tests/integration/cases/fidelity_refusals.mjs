@@ -92,7 +92,8 @@ export const tests = [
     // Bounds: <= 3 refusals per model, >= 0.8 of each model's limit (what its bucket
     // could admit over the span of the arrivals), nothing sent inside a retryDelay (the
     // mock's window_violations, with 5 ms of grace for a request already on the wire).
-    alone: true,
+    // Light (10 requests a second): beside other light timing tests only.
+    alone: 'light',
     name: 'Gemini, two models, told nothing: <= 3 refusals per model, >= 0.8 of each limit, nothing inside a retryDelay',
     timeout_ms: 40000,
     fn: async (t) => {
@@ -129,7 +130,8 @@ export const tests = [
     // answers in 100 ms); the capacity schedule answers 529 for 0.6 s of every 2 s. Every call succeeds (held, retried),
     // and the lane is not cut: no capacity reaction (AIMD), its concurrency limit and its
     // learned pace unchanged by the storm.
-    alone: true,
+    // Light (4 clients, 100 ms answers): beside other light timing tests only.
+    alone: 'light',
     name: 'Anthropic 529 storm: requests held and retried, the learned rate and concurrency not cut',
     timeout_ms: 40000,
     fn: async (t) => {
@@ -174,6 +176,7 @@ export const tests = [
     // flex tier is short; retry-after: 1) while standard-tier requests of the same key
     // and model pass. The standard tier's throughput during the shortage must stay
     // within 0.8 of what it is without it (the mock answers in 50 ms; 8 clients each).
+    // Alone: it measures throughput with no limit, as fast as the cores allow.
     alone: true,
     name: 'OpenAI flex 429 resource_unavailable does not slow standard-tier requests of the same model',
     timeout_ms: 40000,

@@ -120,9 +120,11 @@ function labels(line) {
 
 // ---------------------------------------------------------------- the tests
 
-// Run alone under run.mjs --jobs (nothing beside it): its learned budgets (>= 0.9, <= 3-5
-// refusals) met 7 refusals beside sched_learning in a fresh container.
-export const alone = true;
+// Run apart from the files that run together under run.mjs --jobs: its learned budgets
+// (>= 0.9, <= 3-5 refusals) met 7 refusals beside sched_learning in a fresh container.
+// Light (2 to 20 requests a second, each test its own mock and pacerd): beside other
+// light timing tests only.
+export const alone = 'light';
 
 export const tests = [
   {

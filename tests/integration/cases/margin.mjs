@@ -10,7 +10,9 @@ import http from 'node:http';
 import { keyHash, request, sleep, startRedis } from '../lib.mjs';
 import { chatBody, events, runLoad, send, startPacerdWithAdmin, summarize } from '../load.mjs';
 
-export const alone = true;
+// Timing tests, but light ones (10 requests a second, each test its own mock and
+// pacerds): under run.mjs --jobs they run beside other light timing tests only.
+export const alone = 'light';
 
 const PREFIX = 'itest:';
 // The issue asked for >= 95 % of the rate with <= 3 refusals in 300; against ±3 ms no

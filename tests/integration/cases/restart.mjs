@@ -15,6 +15,9 @@ import { chatBody, events, send, toYaml } from '../load.mjs';
 
 // It counts refusals at an exact bucket in a 2-second window: nothing beside it.
 export const alone = true;
+// The others, beside other files, each in a process of its own (d. waits 30 s for the
+// periodic write).
+export const split = true;
 
 const KEY = 'sk-restart-secret-0001';
 const MOCK = { style: 'openai', rpm: 600, burst: 10, headers: false, latency_ms: 50 };

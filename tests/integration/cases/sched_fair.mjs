@@ -38,6 +38,10 @@ const monoUs = () => Number(process.hrtime.bigint() / 1000n);
 /** Mock records that arrived after `fromUs` (monoUs) and before record `rec`. */
 const arrivedBetween = (recs, fromUs, rec) => recs.filter((r) => r !== rec && r.t_mono_us >= fromUs && r.t_mono_us < rec.t_mono_us);
 
+// Each test in a process of its own under run.mjs --jobs (the 30 s one would keep the
+// others waiting).
+export const split = true;
+
 export const tests = [
   {
     name: 'fair: behind 500 queued by one agent, another agent waits <= 2 dispatch intervals and a priority-10 request goes next; a client that leaves is never forwarded',

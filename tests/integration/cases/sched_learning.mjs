@@ -51,6 +51,10 @@ async function shortBucket(t, { key, n, clients, latency }) {
   return { p, sum, st, at, span, ok, refused, used, why };
 }
 
+// Each test in a process of its own under run.mjs --jobs (they are long and wait on
+// buckets, not on the cores).
+export const split = true;
+
 export const tests = [
   {
     // b. The mock: 300 RPM per key (bucket of 300, full at the start, refilling 5/s), OpenAI

@@ -27,6 +27,7 @@ function maxInWindow(times, ms) {
 }
 
 // Run alone under run.mjs --jobs (nothing beside it): it measures rates within 1.5 % of a plan at an exact bucket.
+// The tests marked 'light' (bounds of 10 % or 20 ms) run beside other light timing tests.
 export const alone = true;
 
 export const tests = [
@@ -76,6 +77,7 @@ export const tests = [
     // mock has no limit. The fast key's throughput is measured alone, then while the slow
     // key is saturated by 20 clients: lanes are independent, so it stays within 10 %.
     // (The scenario line's "mock's limit" is here the fast key's plan, 50 rps.)
+    alone: 'light',
     name: 'e. a saturated slow key (5 rps) leaves a fast key (50 rps) within 10 % of its throughput alone',
     timeout_ms: 30000,
     fn: async (t) => {
@@ -123,6 +125,7 @@ export const tests = [
     // 40 ms apart, a few dozen tokens each) must not add latency: its time to the first
     // streamed byte is compared, in the same run and interleaved, with a lane without any
     // limit (the unpaced path) and with the mock directly.
+    alone: 'light',
     name: 'k. stream through open gates: time to first byte within 20 ms of the unpaced path',
     timeout_ms: 20000,
     fn: async (t) => {
@@ -175,6 +178,7 @@ export const tests = [
     // an 8-token prompt and 1000 out by its output gate: 9.5 req/s each, 0 upstream 429s.
     // The control: one total gate of 1 140 000 tokens/min lets almost twice as many long
     // prompts through per second, and the mock refuses them.
+    alone: 'light',
     name: 'input and output token gates: long prompts paced by the input gate, long answers by the output gate, no 429',
     timeout_ms: 40000,
     fn: async (t) => {

@@ -6,7 +6,8 @@ import assert from 'node:assert/strict';
 import { SLOW, keyHash, recHeader } from '../lib.mjs';
 import { chatBody, events, logDigest, runLoad, send, startPacerdFor, summarize } from '../load.mjs';
 
-// d. runs alone under run.mjs --jobs: it measures arrivals inside a retry-after window.
+// d. runs apart under run.mjs --jobs: it measures arrivals inside a retry-after window. Light
+// (8 clients, one request in flight): beside other light timing tests only.
 export const tests = [
   {
     // d. The mock: 60 RPM per key (bucket of 60, refilling 1/s) and every rate-limit 429
@@ -21,7 +22,7 @@ export const tests = [
     // in flight when a 429 leaves the mock, so every violation is a request pacerd
     // dispatched after it had read the 429: the queued requests of the other 7 clients,
     // not only the retried one, must wait out the window (the whole lane holds).
-    alone: true,
+    alone: 'light',
     name: 'd. retry-after: 3 on 429s: no request reaches the mock inside an advertised window',
     timeout_ms: 40000,
     fn: async (t) => {

@@ -8,7 +8,9 @@ import assert from 'node:assert/strict';
 import { SLOW, keyHash, sleep } from '../lib.mjs';
 import { chatBody, events, keyEntry, logDigest, runLoad, send, startPacerdFor, summarize } from '../load.mjs';
 
-// It counts arrivals inside a retry-after window and refusals at an exact bucket.
+// It counts arrivals inside a retry-after window and refusals at an exact bucket: apart
+// from the files that run together. b. and c. are light (10 to 20 agents at 2 to 10
+// requests a second, each its own mock and pacerd): beside other light timing tests only.
 export const alone = true;
 
 /** Arrival instants at the mock of `key`'s requests, ms after the first. */
@@ -78,6 +80,7 @@ export const tests = [
     // opening) is not written: it queues again behind the hold. Three runs, each with a fresh
     // mock and pacerd, each watched for 5 s: the first wave, the window, the probe after it,
     // the requests paced after it (the first refusal's body names the limit: 120 per minute).
+    alone: 'light',
     name: 'b. silent provider, retry-after 3, 120 RPM as a bucket of 4, 10 agents × 3: 0 requests inside an advertised window (3 runs)',
     timeout_ms: 60000,
     fn: async (t) => {
@@ -117,6 +120,7 @@ export const tests = [
     // bound the provider's rate and the lane holds near it, probing above it later and more
     // gently each time: <= 2 refusals after the first 5 s (measured: 1), and the lane still
     // carries >= 85 % of the limit over those 55 s (measured: ~99 %).
+    alone: 'light',
     name: 'c. no headers, refusals that name no limit, 600 RPM as a bucket of 10, 20 agents, 60 s: <= 2 refusals after the first 5 s, >= 85 % of the limit',
     timeout_ms: 90000,
     fn: async (t) => {

@@ -116,7 +116,11 @@ function writeConf(dir, name, text) {
 }
 
 // Tests marked alone run with nothing beside them under run.mjs --jobs: they measure
-// three replicas and Redis at an exact bucket (rates within 2-3 %), learning, windows.
+// three replicas and Redis at an exact bucket (rates within 2-3 %), learning, windows;
+// those marked 'light' (a few requests a second) beside other light timing tests only.
+// The others run beside other files, each in a process of its own.
+export const split = true;
+
 export const tests = [
   {
     // a. One key, three replicas, each with max_requests_per_minute: 600 (burst 1: one
@@ -196,7 +200,7 @@ export const tests = [
     // a (control). The same three replicas with store.kind: local, against a mock without
     // any limit: each paces its own 600 RPM, so together they send ~30 req/s. This is what
     // test a's 10 req/s is measured against (and store.kind: local must be accepted).
-    alone: true,
+    alone: 'light',
     name: 'a (control). the same three replicas with store.kind: local pace apart: ~3 × 10 req/s in aggregate',
     timeout_ms: 20000,
     fn: async (t) => {
@@ -226,7 +230,7 @@ export const tests = [
     // without a store (before issue 11), 18 upstream 429s (wall 11 s); with one pacerd
     // carrying all 150 requests, 0 (wall 15.8 s). Shared learning: <= 5 upstream 429s,
     // and the clients never see one (pacerd retries).
-    alone: true,
+    alone: 'light',
     name: 'b. no plan, three replicas learning one 300 RPM key (bucket pre-drained to ~100): <= 5 upstream 429s in 150 requests, none seen by clients',
     timeout_ms: 60000,
     fn: async (t) => {
@@ -268,7 +272,7 @@ export const tests = [
     // the window (the mock's window_violations = 0, and every arrival >= the 429 + 3 s);
     // all of them arrive within 2 s after it ends (bucket full again: 10 >= the 9
     // waiting) and are answered 200. Replicas pacing apart send them at once.
-    alone: true,
+    alone: 'light',
     name: 'c. a 429 with retry-after: 3 seen by replica 1 holds replicas 2 and 3: no arrival inside the 3 s window, all arrive after it',
     timeout_ms: 30000,
     fn: async (t) => {

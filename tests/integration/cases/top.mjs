@@ -127,10 +127,9 @@ export const tests = [
       await waitFor(() => (byKey = capture()).includes('sort: key'), { timeout_ms: 3000 * SLOW, what: 'sort: key' });
       assert.deepEqual(rowOrder(byKey), [keyHash(slow), keyHash(fast)], `by key:\n${byKey}`);
       // Arrow keys scroll (two rows on 40 lines: nothing to scroll, nothing breaks).
-      tmux(sock, 'send-keys', '-t', 'top', 'Down', 'Up');
-
-      // q: the process ends with 0 and the alternate screen is gone.
-      tmux(sock, 'send-keys', '-t', 'top', 'q');
+      // q: the process ends with 0 and the alternate screen is gone. Sent together, as
+      // keys typed while a poll is under way arrive: one read, the q last in it.
+      tmux(sock, 'send-keys', '-t', 'top', 'Down', 'Up', 'q');
       let after = '';
       await waitFor(() => /top-exit=/.test(after = capture()), { timeout_ms: 3000 * SLOW, what: `top to exit; last:\n${after}` });
       console.log(`#   after q: ${after.trim().split('\n').join(' | ')}`);
