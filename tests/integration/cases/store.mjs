@@ -614,7 +614,9 @@ export const tests = [
       const key = 'sk-store-i-secret-0001';
       const h = keyHash(key);
       const { p, admin } = await withAdmin(t, mock, {
-        store: storeConf(redis, { replicas: 1 }), plans: { default: { max_requests_per_minute: 600, max_concurrent_global: 4 } },
+        // timeout_ms 1 s: this test reads what lands in Redis, and asserts no fallback; a
+        // loaded machine (CI) once held a decision past the usual 50 ms (fallbacks 1).
+        store: storeConf(redis, { replicas: 1, timeout_ms: 1000 }), plans: { default: { max_requests_per_minute: 600, max_concurrent_global: 4 } },
       });
       const load = runLoad({ base: p.url, n: 25, concurrency: 4, makeRequest: chat(key, 1), deadline_ms: 10000 });
       await sleep(1000);
