@@ -202,8 +202,17 @@ export const tests = [
     // latency; no plan, 20 clients, 30 s. The lane's only guide is refusals: the rate AIMD
     // (first cut from the last second's successes, × 0.67 per signal, + 3 req/s per second
     // of successes) must keep refusals <= 10 % of the upstream requests while the goodput
-    // stays >= 85 % of the capacity over the run.
-    name: '5. no plan, capacity flapping 20/5 req/s every 10 s, no headers: refusals <= 10 %, goodput >= 85 % of capacity',
+    // stays >= 80 % of the capacity over the run. The capacity counts the buckets' rates,
+    // not what a bucket holds: the AIMD, cut to 0.67 x the last second's successes and
+    // climbing 3 req/s a second, rides each refill after a hold above 20 req/s; since the
+    // silent lanes (issue 30 item 6), a fresh lane's first bound (the successes between
+    // its first two refusals, ~21 req/s) settles, and the rate probe holds at 0.95-1 x
+    // that until the next refusal, which is the sustained rate and not the refill. Measured
+    // on a quiet machine (LEARN_TRACE=1 prints the arrivals per second and the lane's lines):
+    // 83.6-85.3 % (4 runs) with the probe, 88.9-90.7 % (3 runs) with it disabled, the
+    // difference mostly in the 2 s after the first settling refusal; refusals 4-5 % either way.
+    // The bound was 85 % (86.7-92 % before the probe), which CI's loaded machine missed.
+    name: '5. no plan, capacity flapping 20/5 req/s every 10 s, no headers: refusals <= 10 %, goodput >= 80 % of capacity',
     timeout_ms: 60000,
     fn: async (t) => {
       const mock = await t.startMock();
@@ -224,8 +233,14 @@ export const tests = [
       console.log(`#   5: flapping: ${ok} accepted of a capacity of ${capacity.toFixed(0)} over ${(last / 1000).toFixed(1)} s (goodput ${goodput.toFixed(1)} %), ` +
         `refused ${refused} of ${st.requests} upstream requests (${refusedPct.toFixed(1)} %: 429=${r['429'] ?? 0} 503=${r['503'] ?? 0} 529=${r['529'] ?? 0}); client statuses ${JSON.stringify(summarize(run).statuses)}`);
       const why = `\n${logDigest(p)}`;
+      if (process.env.LEARN_TRACE) {
+        const sec = {};
+        for (const q of recs) { const s2 = Math.floor((q.t_mono_us / 1000 - Number(t0 / 1000000n)) / 1000); sec[s2] = (sec[s2] ?? 0) + 1; }
+        console.log(`#   per second: ${Object.keys(sec).sort((a, b) => a - b).map((k) => `${k}:${sec[k]}`).join(' ')}`);
+        for (const l of p.logs().filter((x) => ['retry', 'concurrency_changed'].includes(x.event))) console.log(`#   ${JSON.stringify(l).slice(0, 300)}`);
+      }
       assert.ok(refusedPct <= 10, `refusals ${refusedPct.toFixed(1)} % of upstream requests (> 10 %)${why}`);
-      assert.ok(goodput >= 85 / SLOW, `goodput ${goodput.toFixed(1)} % of the capacity (< 85 %)${why}`);
+      assert.ok(goodput >= 80 / SLOW, `goodput ${goodput.toFixed(1)} % of the capacity (< 80 %)${why}`);
     },
   },
 ];
