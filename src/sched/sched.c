@@ -1361,9 +1361,9 @@ static void learn_margin(struct sched_lane *lane, const struct sched_item *it,
 	if (m == NULL)
 		return;
 	if (outcome == SCHED_SUCCESS)
-		margin_succeeded(m, now_ms);
+		margin_succeeded(m, t, now_ms);
 	else
-		margin_refused(m, it->dispatch_seq, it->dispatched_ms, lane->dispatch_seq, now_ms);
+		margin_refused(m, it->dispatch_seq, it->dispatched_ms, lane->dispatch_seq, t, now_ms);
 }
 
 void sched_margin_adopt(struct sched_lane *lane, double frac, int64_t now_ms)
