@@ -65,6 +65,11 @@ bool margin_succeeded(struct margin *m, double interval_ms, int64_t now_ms)
 	return set(m, m->frac * MARGIN_NARROW, now_ms);
 }
 
+void margin_settle(struct margin *m, int64_t now_ms)
+{
+	m->adopted_ms = now_ms;
+}
+
 bool margin_adopt(struct margin *m, double frac, uint64_t last_seq, int64_t now_ms)
 {
 	if (!isfinite(frac) || fabs(clamp(frac) - m->frac) < MARGIN_SAME)

@@ -27,7 +27,8 @@
  *    keeps the spacing it had (three replicas at 600 RPM: one widened,
  *    another adopted it and met a refusal 200 ms later, spaced by a third
  *    that had not heard yet). A replica's own widening applies to its next
- *    send: no wait.
+ *    send when its gates are its own; shared, it settles the same way
+ *    (margin_settle).
  *  - MARGIN_NARROW_INTERVALS intervals without a refusal since the last
  *    change, with at least MARGIN_NARROW_OKS successes at the spacing,
  *    narrow it by MARGIN_NARROW, never below MARGIN_MIN. The first narrowing
@@ -88,6 +89,13 @@ bool margin_refused(struct margin *m, uint64_t dispatch_seq, int64_t dispatched_
 /* A request at the gate's spacing succeeded (interval_ms as above). True
  * when the margin narrowed. */
 bool margin_succeeded(struct margin *m, double interval_ms, int64_t now_ms);
+/* The lane's gates are shared through the store: its next sends are spaced
+ * by what each replica's last push kept, and the others learn this
+ * replica's widening at now_ms only at their next decision; so its own
+ * widening settles as an adopted one does (MARGIN_SETTLE_MS). Three replicas
+ * at 600 RPM: one widened to 6.25 %, and 200 ms later a request of its own,
+ * spaced by another that still kept 2.5 %, took it to 10 %. */
+void margin_settle(struct margin *m, int64_t now_ms);
 /* The lane's margin as the store holds it (another replica widened or
  * narrowed it): taken as this replica's own, its clock started again; a
  * wider one is a widening here too (the refusals of requests up to

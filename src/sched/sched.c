@@ -1368,7 +1368,9 @@ static bool learn_margin(struct sched_lane *lane, const struct sched_item *it,
 		return false;
 	}
 	bool below_max = m->frac < MARGIN_MAX;
-	margin_refused(m, it->dispatch_seq, it->dispatched_ms, lane->dispatch_seq, t, now_ms);
+	if (margin_refused(m, it->dispatch_seq, it->dispatched_ms, lane->dispatch_seq, t, now_ms) &&
+	    lane->gates_mode == SCHED_GATES_SHARED)
+		margin_settle(m, now_ms);
 	return below_max;
 }
 

@@ -309,6 +309,26 @@ START_TEST(adopt_takes_the_stores_value)
 }
 END_TEST
 
+/* Shared gates: this replica's own widening settles as an adopted one does,
+ * since the next sends may be spaced by another replica's push that kept
+ * the old margin. */
+START_TEST(a_shared_lanes_own_widening_settles)
+{
+	struct margin m;
+	margin_init(&m, 0);
+	ck_assert(margin_refused(&m, 1, 100, 1, T, 100)); /* 2.5 % */
+	margin_settle(&m, 100);
+	/* dispatched 200 ms after it: spaced, maybe, by a replica that had not
+	 * heard */
+	ck_assert(!margin_refused(&m, 2, 300, 2, T, 310));
+	ck_assert(!margin_refused(&m, 3, 100 + MARGIN_SETTLE_MS - 1, 3, T, 1200));
+	EQ(m.frac, MARGIN_MIN * MARGIN_WIDEN);
+	/* after it: news */
+	ck_assert(margin_refused(&m, 4, 100 + MARGIN_SETTLE_MS, 4, T, 1200));
+	EQ(m.frac, MARGIN_MIN * MARGIN_WIDEN * MARGIN_WIDEN);
+}
+END_TEST
+
 /* A T that is not a positive number: every margin counts as held, and
  * narrowing needs only its successes. */
 START_TEST(an_interval_that_is_not_a_number_counts_no_time)
@@ -336,6 +356,7 @@ static Suite *margin_suite(void)
 	tcase_add_test(c, narrowing_stops_at_the_least);
 	tcase_add_test(c, settles_against_a_jittery_path);
 	tcase_add_test(c, adopt_takes_the_stores_value);
+	tcase_add_test(c, a_shared_lanes_own_widening_settles);
 	tcase_add_test(c, an_interval_that_is_not_a_number_counts_no_time);
 	suite_add_tcase(s, c);
 	return s;

@@ -973,6 +973,47 @@ START_TEST(a_refusal_the_margin_answers_cuts_nothing_else)
 }
 END_TEST
 
+/* One permit from the store, used at `now`: the item the lane sends. */
+static struct sched_item *shared_next(int64_t now)
+{
+	struct sched_costs head;
+	if (sched_permits_wanted(&lane, now, &head) > 0)
+		sched_permits_asked(&lane, 1);
+	sched_permit_answer(&lane, SCHED_PERMIT_GO, 0);
+	return sched_next(&lane, now);
+}
+
+/* Shared gates: a refusal of a request this replica sent within a second
+ * of its own widening may have been spaced by another replica that still
+ * kept the old margin: no second widening for it (with local gates, the
+ * widening spaced it: a second one). */
+START_TEST(a_shared_lanes_widening_settles_before_the_next)
+{
+	plan.max_requests_per_minute = 600;
+	fixed_concurrency(8);
+	for (int shared = 0; shared < 2; shared++) {
+		init_lane(AGENTS_OFF);
+		if (shared)
+			sched_set_gates_mode(&lane, SCHED_GATES_SHARED, 1, 1000);
+		for (int i = 0; i < 3; i++)
+			submit(&lane, &items[i], 0, 0, 0, 1000);
+		int64_t t = 1000;
+		for (int i = 0; i < 3; i++) {
+			if (i > 0)
+				t = shared ? t + 200 : wake_ms(&lane, t + 5);
+			struct sched_item *it = shared ? shared_next(t) : sched_next(&lane, t);
+			ck_assert_int_eq(idx(it), i);
+			sched_sent(&lane, it, (double)t);
+			sched_complete(&lane, it, i == 0 ? SCHED_SUCCESS : SCHED_CAPACITY, t + 5);
+		}
+		double want =
+		    shared ? MARGIN_MIN * MARGIN_WIDEN : MARGIN_MIN * MARGIN_WIDEN * MARGIN_WIDEN;
+		ck_assert_msg(fabs(sched_lane_margin(&lane) - want) < 1e-12, "%s: %.4f",
+		              shared ? "shared" : "local", sched_lane_margin(&lane));
+	}
+}
+END_TEST
+
 /* Issue 28: an overload that is not the account's (Anthropic 529, a flex
  * tier's shortage) is counted, never a cut: no AIMD reaction, the learned
  * pace kept; a capacity answer of the account's still cuts. */
@@ -2020,6 +2061,7 @@ static Suite *sched_suite(void)
 	tcase_add_test(tc, a_burst_of_capacity_errors_is_one_signal);
 	tcase_add_test(tc, a_strict_gate_learns_its_margin_from_refusals_at_its_spacing);
 	tcase_add_test(tc, a_refusal_the_margin_answers_cuts_nothing_else);
+	tcase_add_test(tc, a_shared_lanes_widening_settles_before_the_next);
 	tcase_add_test(tc, an_overload_is_counted_not_cut);
 	tcase_add_test(tc, a_told_limit_is_learned_once_and_never_over_headers);
 	tcase_add_test(tc, retries_leave_in_ready_order);
