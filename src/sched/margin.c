@@ -44,7 +44,9 @@ bool margin_refused(struct margin *m, uint64_t dispatch_seq, int64_t dispatched_
 {
 	/* sent before the last widening, or before the fleet can have heard
 	 * of one adopted: nothing new */
-	if (dispatch_seq <= m->widened_seq || dispatched_ms < m->adopted_ms + MARGIN_SETTLE_MS)
+	if (dispatch_seq <= m->widened_seq ||
+	    (double)(dispatched_ms - m->adopted_ms) <
+	        intervals_ms(m, interval_ms, MARGIN_SETTLE_INTERVALS))
 		return false;
 	bool held =
 	    (double)(now_ms - m->widened_ms) >= intervals_ms(m, interval_ms, MARGIN_HELD_INTERVALS);

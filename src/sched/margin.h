@@ -21,14 +21,17 @@
  *    is near it, the refusal one from the path's rare tail, and is nudged by
  *    MARGIN_NUDGE (×1.15), up to MARGIN_MAX. The refusals of requests sent
  *    before that widening say nothing new (a burst of them is one signal, as
- *    for AIMD). Nor, after a wider margin adopted from the store, do those
- *    of requests sent within MARGIN_SETTLE_MS of it: the replicas sharing
- *    the lane learn a widening at their next decision, and until then each
- *    keeps the spacing it had (three replicas at 600 RPM: one widened,
- *    another adopted it and met a refusal 200 ms later, spaced by a third
- *    that had not heard yet). A replica's own widening applies to its next
- *    send when its gates are its own; shared, it settles the same way
- *    (margin_settle).
+ *    for AIMD). Nor, with shared gates, do those of requests sent within
+ *    MARGIN_SETTLE_INTERVALS (2) intervals of a widening, adopted from the
+ *    store or this replica's own (margin_settle): each send's push keeps
+ *    the margin its sender has then (store/shared.c), but a request is
+ *    spaced by the push before it, which a replica whose "go" was granted
+ *    before the widening reached the store made with the old one; within
+ *    two intervals every sender has heard. (Three replicas at 600 RPM: a
+ *    refusal 200 ms after a widening to 6.25 %, spaced by a replica that had
+ *    not heard, took the margin to 10 %; a second's settling, as before,
+ *    let refusals at 2.5 % go unanswered for ten intervals.) A replica's
+ *    own widening applies to its next send when its gates are its own.
  *  - MARGIN_NARROW_INTERVALS intervals without a refusal since the last
  *    change, with at least MARGIN_NARROW_OKS successes at the spacing,
  *    narrow it by MARGIN_NARROW, never below MARGIN_MIN. The first narrowing
@@ -66,7 +69,7 @@
 #define MARGIN_NARROW_INTERVALS 300
 #define MARGIN_RECHECK_INTERVALS 50
 #define MARGIN_NARROW_OKS 20
-#define MARGIN_SETTLE_MS 1000
+#define MARGIN_SETTLE_INTERVALS 2
 
 struct margin {
 	double frac;          /* of the interval, in [MARGIN_MIN, MARGIN_MAX] */
@@ -92,9 +95,7 @@ bool margin_succeeded(struct margin *m, double interval_ms, int64_t now_ms);
 /* The lane's gates are shared through the store: its next sends are spaced
  * by what each replica's last push kept, and the others learn this
  * replica's widening at now_ms only at their next decision; so its own
- * widening settles as an adopted one does (MARGIN_SETTLE_MS). Three replicas
- * at 600 RPM: one widened to 6.25 %, and 200 ms later a request of its own,
- * spaced by another that still kept 2.5 %, took it to 10 %. */
+ * widening settles as an adopted one does (MARGIN_SETTLE_INTERVALS). */
 void margin_settle(struct margin *m, int64_t now_ms);
 /* The lane's margin as the store holds it (another replica widened or
  * narrowed it): taken as this replica's own, its clock started again; a

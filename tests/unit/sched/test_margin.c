@@ -275,12 +275,13 @@ START_TEST(adopt_takes_the_stores_value)
 	ck_assert(margin_adopt(&m, 0.04, 7, 1000));
 	EQ(m.frac, 0.04);
 	ck_assert(!margin_refused(&m, 6, 900, 8, T, 1100));
-	/* sent after it, but within the time the other replicas take to
-	 * adopt it: the spacing it met may be theirs */
-	ck_assert(!margin_refused(&m, 8, 1500, 9, T, 1600));
-	ck_assert(!margin_refused(&m, 9, 1000 + MARGIN_SETTLE_MS - 1, 9, T, 2100));
+	/* sent after it, but within two intervals (208 ms at 4 %), the time
+	 * every replica takes to space its sends by it: the spacing it met may
+	 * be an older push's */
+	ck_assert(!margin_refused(&m, 8, 1100, 9, T, 1200));
+	ck_assert(!margin_refused(&m, 9, 1000 + span(&m, MARGIN_SETTLE_INTERVALS) - 1, 9, T, 1300));
 	/* after it: news; the adoption was a widening, and it has not held */
-	int64_t t = 1000 + MARGIN_SETTLE_MS;
+	int64_t t = 1000 + span(&m, MARGIN_SETTLE_INTERVALS);
 	ck_assert(margin_refused(&m, 9, t, 10, T, t));
 	EQ(m.frac, MARGIN_MAX);
 	/* the same value again changes nothing, not even the clock */
@@ -318,13 +319,13 @@ START_TEST(a_shared_lanes_own_widening_settles)
 	margin_init(&m, 0);
 	ck_assert(margin_refused(&m, 1, 100, 1, T, 100)); /* 2.5 % */
 	margin_settle(&m, 100);
-	/* dispatched 200 ms after it: spaced, maybe, by a replica that had not
-	 * heard */
+	/* dispatched 200 ms after it (two intervals are 205 ms): spaced, maybe,
+	 * by a replica that had not heard */
 	ck_assert(!margin_refused(&m, 2, 300, 2, T, 310));
-	ck_assert(!margin_refused(&m, 3, 100 + MARGIN_SETTLE_MS - 1, 3, T, 1200));
+	ck_assert(!margin_refused(&m, 3, 100 + span(&m, MARGIN_SETTLE_INTERVALS) - 1, 3, T, 400));
 	EQ(m.frac, MARGIN_MIN * MARGIN_WIDEN);
-	/* after it: news */
-	ck_assert(margin_refused(&m, 4, 100 + MARGIN_SETTLE_MS, 4, T, 1200));
+	/* after it: news (not a second later, as a fixed settling had it) */
+	ck_assert(margin_refused(&m, 4, 100 + span(&m, MARGIN_SETTLE_INTERVALS), 4, T, 400));
 	EQ(m.frac, MARGIN_MIN * MARGIN_WIDEN * MARGIN_WIDEN);
 }
 END_TEST
