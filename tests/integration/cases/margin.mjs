@@ -21,9 +21,15 @@ const PREFIX = 'itest:';
 // refusals from 1 % (docs/pacing.md, "A strict gate's margin": the best conceivable
 // learner meets both in 88 % of runs). The margin's coarse steps (1 -> 2.5 -> 6.25 %,
 // two refusals) and its first narrowing (5.63 % after 5 s) give 94.6 % at best, less
-// the machine's own delays: measured 93.6-94.6 % in all three cases with 2-3
-// refusals when the machine was otherwise quiet. What is asserted is that floor.
-const RATE_FLOOR = 0.93;
+// the machine's own delays: a median of 93.8-94.5 % in the three cases, with 2
+// refusals, when the machine was otherwise quiet. What is asserted: the rate is what the margin
+// the lane ended with costs, 1 / (1 + margin), less at most MARGIN_COST_SLACK for the
+// machine's own delays (nothing else slows the lane: at 5.63 % that is 93.3 %); and
+// at least RATE_FLOOR whatever the margin. A refusal the machine makes (a stall of
+// a few ms within 5 s of the step to 6.25 %, about one run in ten even when it is
+// otherwise quiet) takes the margin to 10 % coarsely, and such a run ends at 91-92 %.
+const MARGIN_COST_SLACK = 0.015;
+const RATE_FLOOR = 0.9;
 const chat = (key) => () => ({
   path: '/v1/chat/completions',
   headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
@@ -109,6 +115,14 @@ async function jitterRun(t, { n, per, shared = true }) {
   return { up429, rate, margins, stored, retries, msg };
 }
 
+/** The rate the margin leaves, and no less than RATE_FLOOR. */
+function assertRate(r) {
+  const margin = Math.max(...r.margins);
+  const least = (10 * (1 - MARGIN_COST_SLACK)) / (1 + margin);
+  assert.ok(r.rate >= least, `below what a margin of ${(margin * 100).toFixed(2)} % leaves, ${least.toFixed(3)} req/s: ${r.msg}`);
+  assert.ok(r.rate >= 10 * RATE_FLOOR, `below ${RATE_FLOOR * 100} % of the limit: ${r.msg}`);
+}
+
 /**
  * The first two refusals (the margin's coarse steps, 1 → 2.5 → 6.25 %) are the
  * margin's to answer: the lane that met each kept its concurrency (64, the plan's
@@ -153,17 +167,18 @@ export const tests = [
     // fixed 1 % margin 77 upstream 429s came (the issue: 6–51 in 300 on a real path).
     // The margin widens on the first refusals (1 → 2.5 → 6.25 %, shared through the
     // store: every replica's lane holds the same), narrows to 5.63 % 5 s later, and no
-    // more come: 2–3 at 93.9–94.2 % of the rate on an otherwise quiet machine; more
+    // more come: 2 at 93.9–94.3 % of the rate on an otherwise quiet machine; more
     // when other test runs share the two cores, whose stalls of tens of ms move
     // arrivals far beyond the mock's ±3 ms (two arrivals 57–99 ms apart at the mock:
-    // no margin answers that).
+    // no margin answers that), or make Redis miss its 50 ms timeout (the replicas
+    // fall back to their local gates, which send at once: arrivals 0.1 ms apart).
     name: 'a. three replicas, burst 1, 600 RPM, jitter ±3 ms: <= 3 upstream 429s in 300, the margin shared',
     timeout_ms: 90000,
     fn: async (t) => {
       const r = await jitterRun(t, { n: 3, per: 100 });
       assert.ok(r.up429 <= 3, `${r.up429} upstream 429s in 300: ${r.msg}`);
       assert.ok(r.rate <= 10 * 1.01, `above the limit: ${r.msg}`);
-      assert.ok(r.rate >= 10 * RATE_FLOOR, `below ${RATE_FLOOR * 100} % of the limit: ${r.msg}`);
+      assertRate(r);
       assert.ok(r.margins.every((m) => m > 0.01 && Math.abs(m - r.margins[0]) < 1e-6), `the replicas' margins differ or never widened: ${r.msg}`);
       assertMarginAnswers(r);
       assert.ok(Math.abs(Number(r.stored) - r.margins[0]) < 1e-6, `the store's margin ${r.stored}: ${r.msg}`);
@@ -180,7 +195,7 @@ export const tests = [
       const r = await jitterRun(t, { n: 1, per: 300 });
       assert.ok(r.up429 <= 3, `${r.up429} upstream 429s in 300: ${r.msg}`);
       assert.ok(r.rate <= 10 * 1.01, `above the limit: ${r.msg}`);
-      assert.ok(r.rate >= 10 * RATE_FLOOR, `below ${RATE_FLOOR * 100} % of the limit: ${r.msg}`);
+      assertRate(r);
       assert.ok(r.margins[0] > 0.01, `the margin never widened: ${r.msg}`);
       assertMarginAnswers(r);
     },
@@ -194,7 +209,7 @@ export const tests = [
       const r = await jitterRun(t, { n: 1, per: 300, shared: false });
       assert.ok(r.up429 <= 3, `${r.up429} upstream 429s in 300: ${r.msg}`);
       assert.ok(r.rate <= 10 * 1.01, `above the limit: ${r.msg}`);
-      assert.ok(r.rate >= 10 * RATE_FLOOR, `below ${RATE_FLOOR * 100} % of the limit: ${r.msg}`);
+      assertRate(r);
       assert.ok(r.margins[0] > 0.01, `the margin never widened: ${r.msg}`);
       assertMarginAnswers(r);
     },
