@@ -8,39 +8,50 @@
  * and a bucket of one refuses an arrival that comes even that much early.
  * How much a path moves arrivals is not known beforehand and differs (a
  * local mock: nothing; a path over a network: a few ms), so the margin is
- * learned per lane from what the provider answers:
+ * learned per lane from what the provider answers (docs/pacing.md, "A strict
+ * gate's margin", works the numbers through):
  *
  *  - It starts at MARGIN_MIN (1 %, the fixed margin before issue 30).
  *  - A request sent at the gate's own spacing (the gate held it back) and
  *    refused for capacity says that the path moved an arrival by more than
- *    the margin: it is multiplied by MARGIN_WIDEN, up to MARGIN_MAX. The
- *    refusals of requests sent before that widening say nothing new (a burst
- *    of them is one signal, as for AIMD). Nor, after a wider margin adopted
- *    from the store, do those of requests sent within MARGIN_SETTLE_MS of
- *    it: the replicas sharing the lane learn a widening at their next
- *    decision, and until then each keeps the spacing it had (three replicas
- *    at 600 RPM: one widened, another adopted it and met a refusal 200 ms
- *    later, spaced by a third that had not heard yet, and took 6.25 % to
- *    10 %). A replica's own widening applies to its next send: no wait.
- *  - MARGIN_NARROW_AFTER_MS without such a refusal, with at least
- *    MARGIN_NARROW_OKS successes at the spacing, narrow it by MARGIN_NARROW,
- *    never below MARGIN_MIN; the clock starts again at every change. Slowly:
- *    at equilibrium a steady lane meets one refusal per ln 2.5 / ln(1/0.9)
- *    ≈ 8.7 narrowings, about one in three minutes, and between them sends
- *    at the spacing the path needs. (The period sets how often a lane
- *    probes, not how wide it runs on average; 10 s met a second refusal
- *    within a 300-request run about once in two.) Against arrivals moved
- *    by up to ±3 ms (a bucket of one at 600 RPM), simulated: 2.3 refusals
- *    in 300 requests (1 % fixed: a third refused) at 94.6 % of the rate;
- *    ×2 took 3.0 at 93.7 % (1, 2, 4, 8 % where 1, 2.5, 6.25 % suffice).
- *    No fixed spacing does both ≤ 1 % refused and ≥ 95 % of the rate
- *    there: two arrivals' jitters differ by up to 6 ms, and a margin of
- *    5.3 ms still sees 0.8 % of them closer than T.
+ *    the margin. How much to widen depends on what the margin had shown:
+ *    one that had not held MARGIN_HELD_INTERVALS intervals since it was last
+ *    widened (or since the start) is far from what the path needs, and is
+ *    multiplied by MARGIN_WIDEN (2.5: 1 → 2.5 → 6.25 %); one that had held
+ *    is near it, the refusal one from the path's rare tail, and is nudged by
+ *    MARGIN_NUDGE (×1.15), up to MARGIN_MAX. The refusals of requests sent
+ *    before that widening say nothing new (a burst of them is one signal, as
+ *    for AIMD). Nor, with shared gates, do those of requests sent within
+ *    MARGIN_SETTLE_INTERVALS (2) intervals of a widening, adopted from the
+ *    store or this replica's own (margin_settle): each send's push keeps
+ *    the margin its sender has then (store/shared.c), but a request is
+ *    spaced by the push before it, which a replica whose "go" was granted
+ *    before the widening reached the store made with the old one; within
+ *    two intervals every sender has heard. (Three replicas at 600 RPM: a
+ *    refusal 200 ms after a widening to 6.25 %, spaced by a replica that had
+ *    not heard, took the margin to 10 %; a second's settling, as before,
+ *    let refusals at 2.5 % go unanswered for ten intervals.) A replica's
+ *    own widening applies to its next send when its gates are its own.
+ *  - MARGIN_NARROW_INTERVALS intervals without a refusal since the last
+ *    change, with at least MARGIN_NARROW_OKS successes at the spacing,
+ *    narrow it by MARGIN_NARROW, never below MARGIN_MIN. The first narrowing
+ *    after a coarse widening comes after MARGIN_RECHECK_INTERVALS: that step
+ *    overshoots by up to ×2.5, and a margin 10 % narrower is still wider than
+ *    what the refusal showed.
  *
- * Time, not a count of successes, narrows it, so that replicas sharing a
- * lane through the store (each sees a third of its successes) narrow it at
- * the pace one would; each replica's change is written to the store, whose
- * value every replica adopts (margin_adopt). */
+ * Where it settles: each refusal at the edge adds ln MARGIN_NUDGE to the
+ * logarithm of the margin, each narrowing takes ln(1 / MARGIN_NARROW) off,
+ * one per MARGIN_NARROW_INTERVALS requests; they balance where a request is
+ * refused with probability ln(1/0.9) / (300 · ln 1.15) = 0.25 %, one in 400.
+ * Against arrivals moved by up to ±3 ms (a bucket of one at 600 RPM) that is
+ * a margin of about 5.2 % (95.1 % of the rate); no spacing does better than
+ * that trade (docs/pacing.md).
+ *
+ * Intervals are counted in time (T × (1 + margin) each, the lane's pace at
+ * its gate), not in successes, so that replicas sharing a lane through the
+ * store (each sees a third of its requests) judge and narrow it at the pace
+ * one would; each replica's change is written to the store, whose value
+ * every replica adopts (margin_adopt). */
 #ifndef PACERD_MARGIN_H
 #define PACERD_MARGIN_H
 
@@ -52,28 +63,40 @@
 #define MARGIN_MIN GCRA_STRICT_MARGIN
 #define MARGIN_MAX 0.10
 #define MARGIN_WIDEN 2.5
+#define MARGIN_NUDGE 1.15
+#define MARGIN_HELD_INTERVALS 50
 #define MARGIN_NARROW 0.9
-#define MARGIN_NARROW_AFTER_MS 20000
+#define MARGIN_NARROW_INTERVALS 300
+#define MARGIN_RECHECK_INTERVALS 50
 #define MARGIN_NARROW_OKS 20
-#define MARGIN_SETTLE_MS 1000
+#define MARGIN_SETTLE_INTERVALS 2
 
 struct margin {
 	double frac;          /* of the interval, in [MARGIN_MIN, MARGIN_MAX] */
 	int64_t since_ms;     /* the last change (or start): narrowing counts from here */
+	int64_t widened_ms;   /* the last widening (or start): whether it has held since */
 	int64_t adopted_ms;   /* the last wider margin adopted from the store */
-	unsigned oks;         /* successes at the spacing since then */
+	unsigned oks;         /* successes at the spacing since the last change */
+	bool coarse;          /* the last change was a coarse widening (MARGIN_WIDEN) */
 	uint64_t widened_seq; /* requests dispatched up to this one came before the last widening */
 };
 
 void margin_init(struct margin *m, int64_t now_ms);
 
 /* A request dispatched as dispatch_seq at dispatched_ms, at the gate's
- * spacing, was refused for capacity; last_seq: the lane's newest dispatch.
+ * spacing, was refused for capacity; last_seq: the lane's newest dispatch;
+ * interval_ms: the strict gate's T (> 0; else every margin counts as held).
  * True when the margin widened. */
 bool margin_refused(struct margin *m, uint64_t dispatch_seq, int64_t dispatched_ms,
-                    uint64_t last_seq, int64_t now_ms);
-/* A request at the gate's spacing succeeded. True when the margin narrowed. */
-bool margin_succeeded(struct margin *m, int64_t now_ms);
+                    uint64_t last_seq, double interval_ms, int64_t now_ms);
+/* A request at the gate's spacing succeeded (interval_ms as above). True
+ * when the margin narrowed. */
+bool margin_succeeded(struct margin *m, double interval_ms, int64_t now_ms);
+/* The lane's gates are shared through the store: its next sends are spaced
+ * by what each replica's last push kept, and the others learn this
+ * replica's widening at now_ms only at their next decision; so its own
+ * widening settles as an adopted one does (MARGIN_SETTLE_INTERVALS). */
+void margin_settle(struct margin *m, int64_t now_ms);
 /* The lane's margin as the store holds it (another replica widened or
  * narrowed it): taken as this replica's own, its clock started again; a
  * wider one is a widening here too (the refusals of requests up to

@@ -1347,23 +1347,31 @@ static struct margin *lane_margin(struct sched_lane *lane, int64_t now_ms)
 /* An attempt's outcome teaches the margin when `it` left at its strict
  * gate's own spacing: it waited for its dispatch (the gate held it), or left
  * within the widest margin of the lane's previous dispatch. A request sent
- * into an idle gate says nothing of the path's jitter. */
-static void learn_margin(struct sched_lane *lane, const struct sched_item *it,
+ * into an idle gate says nothing of the path's jitter. True when the
+ * outcome is a refusal the margin answers: at the spacing, with the margin
+ * still below MARGIN_MAX (its widening is the lane's reaction; at the bound,
+ * refusals go on to the lane's AIMD as any other). */
+static bool learn_margin(struct sched_lane *lane, const struct sched_item *it,
                          enum sched_outcome outcome, int64_t now_ms)
 {
 	if (outcome != SCHED_SUCCESS && outcome != SCHED_CAPACITY)
-		return;
+		return false;
 	double t = strict_interval(lane);
 	if (!(t > 0) ||
 	    !(it->dispatched_ms > it->queued_ms || it->gap_before_ms <= t * (1 + MARGIN_MAX) + 1))
-		return;
+		return false;
 	struct margin *m = lane_margin(lane, now_ms);
 	if (m == NULL)
-		return;
-	if (outcome == SCHED_SUCCESS)
-		margin_succeeded(m, now_ms);
-	else
-		margin_refused(m, it->dispatch_seq, it->dispatched_ms, lane->dispatch_seq, now_ms);
+		return false;
+	if (outcome == SCHED_SUCCESS) {
+		margin_succeeded(m, t, now_ms);
+		return false;
+	}
+	bool below_max = m->frac < MARGIN_MAX;
+	if (margin_refused(m, it->dispatch_seq, it->dispatched_ms, lane->dispatch_seq, t, now_ms) &&
+	    lane->gates_mode == SCHED_GATES_SHARED)
+		margin_settle(m, now_ms);
+	return below_max;
 }
 
 void sched_margin_adopt(struct sched_lane *lane, double frac, int64_t now_ms)
@@ -1439,7 +1447,7 @@ void sched_complete(struct sched_lane *lane, struct sched_item *it, enum sched_o
 		it->holding = false;
 		lane->holding--;
 	}
-	learn_margin(lane, it, outcome, now_ms);
+	bool margin_answers = learn_margin(lane, it, outcome, now_ms);
 	/* Decided: a success ends the hold (unless another came while it was
 	 * out); anything else lets another probe go. */
 	if (it->probe) {
@@ -1461,6 +1469,13 @@ void sched_complete(struct sched_lane *lane, struct sched_item *it, enum sched_o
 	case SCHED_CAPACITY:
 		lane->stats.capacity_signals++;
 		aimd_observe_rtt(&lane->conc, (double)rtt);
+		/* A refusal at a strict gate's own spacing is the path's jitter
+		 * meeting its margin, not a rate too high: the margin widens, and
+		 * cutting concurrency and delaying dispatches as well took a
+		 * lane at 600 RPM down to 2-7 req/s for a second or two after
+		 * each one (issue 30). */
+		if (margin_answers)
+			break;
 		/* A burst of errors is one signal, not ten (DESIGN §4): only a
 		 * request sent after the lane last reacted can tell it something
 		 * new, as TCP ignores losses from before its last cut. */

@@ -99,6 +99,7 @@ struct shared_lane {
 	 * (late_send) */
 	struct store_gate strict[SHARED_REQUEST_GATES];
 	double strict_keep[SHARED_REQUEST_GATES];
+	int strict_w[SHARED_REQUEST_GATES]; /* which request window each is */
 	size_t n_strict;
 	/* members answered "wait": asked again first, they keep their place in
 	 * the lease queue */
@@ -207,7 +208,7 @@ static void release_member(struct shared *sh, const char *leases_key, uint64_t s
  * bounded. The next decision is about T away: the push is there before it.
  * Only a send later than a promised margin counts in late_sends. */
 static void late_send(struct shared *sh, struct shared_lane *sl, const struct shared_grant *g,
-                      double sent_ms)
+                      double sent_ms, const struct shared_gates *now)
 {
 	double excess = sent_ms - g->asked_ms - g->wait_ms - g->margin_ms;
 	/* Charged without a margin: the push also keeps what a strict gate keeps
@@ -219,8 +220,11 @@ static void late_send(struct shared *sh, struct shared_lane *sl, const struct sh
 	for (size_t i = 0; i < sl->n_strict; i++) {
 		push[i] = sl->strict[i];
 		push[i].cost = fmax(excess, 0) / push[i].t_ms;
+		/* what the lane keeps now: a margin adopted from this very
+		 * decision's answer, after the ask, spaces the next request */
 		if (unmargined)
-			push[i].cost += sl->strict_keep[i];
+			push[i].cost +=
+			    now != NULL ? now->req[sl->strict_w[i]].keep : sl->strict_keep[i];
 	}
 	struct store_cmd cmd;
 	store_cmd_adjust(&cmd, sl->names.key, sh->idle_ms, push, sl->n_strict);
@@ -256,14 +260,14 @@ struct shared_lease *shared_dispatched(struct shared *sh, struct shared_lane *sl
 }
 
 void shared_sent(struct shared *sh, struct shared_lane *sl, struct shared_grant *grant,
-                 double dispatched_ms, double sent_ms)
+                 double dispatched_ms, double sent_ms, const struct shared_gates *now)
 {
 	if (sh == NULL || !grant->valid)
 		return;
 	grant->valid = false;
 	delay_bound_add(&sh->to_wire, sent_ms - dispatched_ms, clock_now_ms());
 	if (sl != NULL)
-		late_send(sh, sl, grant, sent_ms);
+		late_send(sh, sl, grant, sent_ms, now);
 }
 
 void shared_release(struct shared *sh, struct shared_lease *l)
@@ -571,7 +575,8 @@ unsigned shared_ask(struct shared *sh, struct shared_lane *sl, const struct shar
 		if (s->req[w].burst <= 1 && s->req[w].t_ms > 0) {
 			sl->strict[sl->n_strict] = (struct store_gate){
 			    request_fields[w], s->req[w].t_ms, s->req[w].burst, 1};
-			sl->strict_keep[sl->n_strict++] = s->req[w].keep;
+			sl->strict_keep[sl->n_strict] = s->req[w].keep;
+			sl->strict_w[sl->n_strict++] = w;
 			if (s->req[w].t_ms < strict_t) {
 				strict_t = s->req[w].t_ms;
 				keep_ms = s->req[w].keep * s->req[w].t_ms;

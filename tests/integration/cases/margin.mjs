@@ -15,12 +15,21 @@ import { chatBody, events, runLoad, send, startPacerdWithAdmin, summarize } from
 export const alone = 'light';
 
 const PREFIX = 'itest:';
-// The issue asked for >= 95 % of the rate with <= 3 refusals in 300; against ±3 ms no
-// spacing does both (sched/margin.h: a margin of 5.3 ms, 95 %, still sees 0.8 % of
-// arrivals closer than T, and 1 % met a third). Measured here: 92–94 % (three
-// replicas), 89–91 % (one: each refusal also slows its dispatch-delay AIMD for a
-// second or two). What is asserted is that the margin does not starve the lane.
-const RATE_FLOOR = 0.85;
+// The issue asked for >= 95 % of the rate with <= 3 refusals in 300. Against ±3 ms
+// the two meet only for a spacing of T + 5.0 to 5.26 ms, where 300 requests still meet
+// 0.6-1.4 refusals at a margin already right, and the lane has to find it by its
+// refusals from 1 % (docs/pacing.md, "A strict gate's margin": the best conceivable
+// learner meets both in 88 % of runs). The margin's coarse steps (1 -> 2.5 -> 6.25 %,
+// two refusals) and its first narrowing (5.63 % after 5 s) give 94.6 % at best, less
+// the machine's own delays: a median of 93.8-94.5 % in the three cases, with 2
+// refusals, when the machine was otherwise quiet. What is asserted: the rate is what the margin
+// the lane ended with costs, 1 / (1 + margin), less at most MARGIN_COST_SLACK for the
+// machine's own delays (nothing else slows the lane: at 5.63 % that is 93.3 %); and
+// at least RATE_FLOOR whatever the margin. A refusal the machine makes (a stall of
+// a few ms within 5 s of the step to 6.25 %, about one run in ten even when it is
+// otherwise quiet) takes the margin to 10 % coarsely, and such a run ends at 91-92 %.
+const MARGIN_COST_SLACK = 0.015;
+const RATE_FLOOR = 0.9;
 const chat = (key) => () => ({
   path: '/v1/chat/completions',
   headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
@@ -93,7 +102,8 @@ async function jitterRun(t, { n, per, shared = true }) {
   const margins = await Promise.all(ps.map((p) => laneMargin(p, key)));
   const laneKeys = redis ? (await redis.keys(`${PREFIX}{openai:${keyHash(key)}*`)).filter((k) => !k.endsWith(':leases')) : [];
   const stored = laneKeys.length ? await redis.command('HGET', laneKeys[0], 'sm') : null;
-  const t429 = ps.flatMap((p) => events(p, 'retry')).map((l) => ((Date.parse(l.ts) - t0) / 1000).toFixed(1)).sort((a, b) => a - b);
+  const retries = ps.flatMap((p) => events(p, 'retry')).sort((a, b) => Date.parse(a.ts) - Date.parse(b.ts));
+  const t429 = retries.map((l) => ((Date.parse(l.ts) - t0) / 1000).toFixed(1));
   const rate = rateOf(at);
   const msg = `${n} replica(s): ${n * per} requests, upstream 429=${up429}, ${at.length} arrivals at ${rate.toFixed(3)} req/s (${(rate * 10).toFixed(1)} % of 10), ` +
     `wall ${((Date.now() - t0) / 1000).toFixed(1)} s, margins ${margins.map((m) => (m * 100).toFixed(2)).join('/')} %` +
@@ -102,7 +112,27 @@ async function jitterRun(t, { n, per, shared = true }) {
   console.log(`#   ${msg}`);
   const why = `\n${ps.map((p, i) => `replica ${i + 1}: ${events(p, 'retry').length} retry lines`).join('\n')}`;
   for (const [i, s] of sums.entries()) assert.equal(s.ok, per, `replica ${i + 1}: ${JSON.stringify(s.statuses)} ${s.firstErrors.join(' | ')}${why}`);
-  return { up429, rate, margins, stored, msg };
+  return { up429, rate, margins, stored, retries, msg };
+}
+
+/** The rate the margin leaves, and no less than RATE_FLOOR. */
+function assertRate(r) {
+  const margin = Math.max(...r.margins);
+  const least = (10 * (1 - MARGIN_COST_SLACK)) / (1 + margin);
+  assert.ok(r.rate >= least, `below what a margin of ${(margin * 100).toFixed(2)} % leaves, ${least.toFixed(3)} req/s: ${r.msg}`);
+  assert.ok(r.rate >= 10 * RATE_FLOOR, `below ${RATE_FLOOR * 100} % of the limit: ${r.msg}`);
+}
+
+/**
+ * The first two refusals (the margin's coarse steps, 1 → 2.5 → 6.25 %) are the
+ * margin's to answer: the lane that met each kept its concurrency (64, the plan's
+ * max_concurrent: no capacity signal cut it) and no dispatch delay.
+ */
+function assertMarginAnswers(r) {
+  for (const l of r.retries.slice(0, 2)) {
+    assert.equal(l.dispatch_delay_ms, 0, `a refusal the margin answers delayed the lane's dispatches: ${JSON.stringify(l)}`);
+    assert.equal(l.concurrency, 64, `a refusal the margin answers cut the lane's concurrency: ${JSON.stringify(l)}`);
+  }
 }
 
 export const tests = [
@@ -136,31 +166,38 @@ export const tests = [
     // mock's 600 RPM bucket of one with ±3 ms of arrival jitter: 300 requests. With the
     // fixed 1 % margin 77 upstream 429s came (the issue: 6–51 in 300 on a real path).
     // The margin widens on the first refusals (1 → 2.5 → 6.25 %, shared through the
-    // store: every replica's lane holds the same) and few more come: 2–3 at 92–94 % of
-    // the rate, the margin settling at 5.6 % (10 % after a late third); more with the two cores shared by other test
-    // runs, whose stalls of several ms move arrivals beyond the mock's ±3 ms.
+    // store: every replica's lane holds the same), narrows to 5.63 % 5 s later, and no
+    // more come: 2 at 93.9–94.3 % of the rate on an otherwise quiet machine; more
+    // when other test runs share the two cores, whose stalls of tens of ms move
+    // arrivals far beyond the mock's ±3 ms (two arrivals 57–99 ms apart at the mock:
+    // no margin answers that), or make Redis miss its 50 ms timeout (the replicas
+    // fall back to their local gates, which send at once: arrivals 0.1 ms apart).
     name: 'a. three replicas, burst 1, 600 RPM, jitter ±3 ms: <= 3 upstream 429s in 300, the margin shared',
     timeout_ms: 90000,
     fn: async (t) => {
       const r = await jitterRun(t, { n: 3, per: 100 });
       assert.ok(r.up429 <= 3, `${r.up429} upstream 429s in 300: ${r.msg}`);
       assert.ok(r.rate <= 10 * 1.01, `above the limit: ${r.msg}`);
-      assert.ok(r.rate >= 10 * RATE_FLOOR, `below ${RATE_FLOOR * 100} % of the limit: ${r.msg}`);
+      assertRate(r);
       assert.ok(r.margins.every((m) => m > 0.01 && Math.abs(m - r.margins[0]) < 1e-6), `the replicas' margins differ or never widened: ${r.msg}`);
+      assertMarginAnswers(r);
       assert.ok(Math.abs(Number(r.stored) - r.margins[0]) < 1e-6, `the store's margin ${r.stored}: ${r.msg}`);
     },
   },
   {
     // b. One replica, the same path and plan, through the store: the same bound. With
-    // the fixed 1 %: 27 upstream 429s.
+    // the fixed 1 %: 27 upstream 429s. Its refusals at the spacing are the margin's to
+    // answer: its concurrency and dispatch delay stay (89.9–90.8 % of the rate when
+    // each also cut them).
     name: 'b. one replica, burst 1, 600 RPM, jitter ±3 ms: <= 3 upstream 429s in 300',
     timeout_ms: 90000,
     fn: async (t) => {
       const r = await jitterRun(t, { n: 1, per: 300 });
       assert.ok(r.up429 <= 3, `${r.up429} upstream 429s in 300: ${r.msg}`);
       assert.ok(r.rate <= 10 * 1.01, `above the limit: ${r.msg}`);
-      assert.ok(r.rate >= 10 * RATE_FLOOR, `below ${RATE_FLOOR * 100} % of the limit: ${r.msg}`);
+      assertRate(r);
       assert.ok(r.margins[0] > 0.01, `the margin never widened: ${r.msg}`);
+      assertMarginAnswers(r);
     },
   },
   {
@@ -172,8 +209,9 @@ export const tests = [
       const r = await jitterRun(t, { n: 1, per: 300, shared: false });
       assert.ok(r.up429 <= 3, `${r.up429} upstream 429s in 300: ${r.msg}`);
       assert.ok(r.rate <= 10 * 1.01, `above the limit: ${r.msg}`);
-      assert.ok(r.rate >= 10 * RATE_FLOOR, `below ${RATE_FLOOR * 100} % of the limit: ${r.msg}`);
+      assertRate(r);
       assert.ok(r.margins[0] > 0.01, `the margin never widened: ${r.msg}`);
+      assertMarginAnswers(r);
     },
   },
 ];

@@ -936,6 +936,84 @@ START_TEST(a_strict_gate_learns_its_margin_from_refusals_at_its_spacing)
 }
 END_TEST
 
+/* Issue 30: a refusal at a strict gate's spacing is the path meeting the
+ * margin: the margin widens, and the lane's concurrency and dispatch delay
+ * are left alone (cutting them too took a 600 RPM lane to 2-7 req/s for two
+ * seconds after each one). Once the margin is at its bound, refusals are the
+ * lane's AIMD's again. */
+START_TEST(a_refusal_the_margin_answers_cuts_nothing_else)
+{
+	plan.max_requests_per_minute = 600; /* burst 1: one per 100 ms, strict */
+	init_lane(AGENTS_OFF);
+	for (int i = 0; i < 16; i++)
+		submit(&lane, &items[i], 0, 0, 0, 1000);
+	unsigned limit = sched_concurrency_limit(&lane);
+	int64_t t = 1000;
+	int i = 0;
+	/* the first goes into an idle gate; each next waits for the gate and
+	 * is refused: 1 -> 2.5 -> 6.25 -> 10 %, nothing else moves */
+	for (; sched_lane_margin(&lane) < MARGIN_MAX; i++) {
+		ck_assert_int_eq(idx(sched_next(&lane, t)), i);
+		sched_sent(&lane, &items[i], (double)t);
+		sched_complete(&lane, &items[i], i == 0 ? SCHED_SUCCESS : SCHED_CAPACITY, t + 5);
+		t = wake_ms(&lane, t + 5);
+		ck_assert_uint_eq(sched_concurrency_limit(&lane), limit);
+		ck_assert_int_eq(aimd_delay_ms(&lane.delay), 0);
+	}
+	ck_assert_int_eq(i, 4);
+	ck_assert_int_eq(lane.stats.capacity_signals, 3);
+	ck_assert_int_eq(lane.stats.capacity_reactions, 0);
+	/* at the bound: the lane's own reaction */
+	ck_assert_int_eq(idx(sched_next(&lane, t)), i);
+	sched_sent(&lane, &items[i], (double)t);
+	sched_complete(&lane, &items[i], SCHED_CAPACITY, t + 5);
+	ck_assert_int_eq(lane.stats.capacity_reactions, 1);
+	ck_assert_int_gt(aimd_delay_ms(&lane.delay), 0);
+	ck_assert_uint_lt(sched_concurrency_limit(&lane), limit);
+}
+END_TEST
+
+/* One permit from the store, used at `now`: the item the lane sends. */
+static struct sched_item *shared_next(int64_t now)
+{
+	struct sched_costs head;
+	if (sched_permits_wanted(&lane, now, &head) > 0)
+		sched_permits_asked(&lane, 1);
+	sched_permit_answer(&lane, SCHED_PERMIT_GO, 0);
+	return sched_next(&lane, now);
+}
+
+/* Shared gates: a refusal of a request this replica sent within a second
+ * of its own widening may have been spaced by another replica that still
+ * kept the old margin: no second widening for it (with local gates, the
+ * widening spaced it: a second one). */
+START_TEST(a_shared_lanes_widening_settles_before_the_next)
+{
+	plan.max_requests_per_minute = 600;
+	fixed_concurrency(8);
+	for (int shared = 0; shared < 2; shared++) {
+		init_lane(AGENTS_OFF);
+		if (shared)
+			sched_set_gates_mode(&lane, SCHED_GATES_SHARED, 1, 1000);
+		for (int i = 0; i < 3; i++)
+			submit(&lane, &items[i], 0, 0, 0, 1000);
+		int64_t t = 1000;
+		for (int i = 0; i < 3; i++) {
+			if (i > 0)
+				t = shared ? t + 200 : wake_ms(&lane, t + 5);
+			struct sched_item *it = shared ? shared_next(t) : sched_next(&lane, t);
+			ck_assert_int_eq(idx(it), i);
+			sched_sent(&lane, it, (double)t);
+			sched_complete(&lane, it, i == 0 ? SCHED_SUCCESS : SCHED_CAPACITY, t + 5);
+		}
+		double want =
+		    shared ? MARGIN_MIN * MARGIN_WIDEN : MARGIN_MIN * MARGIN_WIDEN * MARGIN_WIDEN;
+		ck_assert_msg(fabs(sched_lane_margin(&lane) - want) < 1e-12, "%s: %.4f",
+		              shared ? "shared" : "local", sched_lane_margin(&lane));
+	}
+}
+END_TEST
+
 /* Issue 28: an overload that is not the account's (Anthropic 529, a flex
  * tier's shortage) is counted, never a cut: no AIMD reaction, the learned
  * pace kept; a capacity answer of the account's still cuts. */
@@ -1982,6 +2060,8 @@ static Suite *sched_suite(void)
 	tcase_add_test(tc, saturation_is_recorded);
 	tcase_add_test(tc, a_burst_of_capacity_errors_is_one_signal);
 	tcase_add_test(tc, a_strict_gate_learns_its_margin_from_refusals_at_its_spacing);
+	tcase_add_test(tc, a_refusal_the_margin_answers_cuts_nothing_else);
+	tcase_add_test(tc, a_shared_lanes_widening_settles_before_the_next);
 	tcase_add_test(tc, an_overload_is_counted_not_cut);
 	tcase_add_test(tc, a_told_limit_is_learned_once_and_never_over_headers);
 	tcase_add_test(tc, retries_leave_in_ready_order);
