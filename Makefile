@@ -121,10 +121,17 @@ $(FUZZ_BUILD)/src/admin/page.o: FUZZ_CFLAGS += -I$(FUZZ_BUILD)/gen
 
 $(BUILD)/tests/%.o: tests/unit/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Wno-missing-prototypes $(PKG_CFLAGS) $(CHECK_CFLAGS) -Isrc -Itests/unit -c -o $@ $<
+	$(CC) $(CFLAGS) -Wno-missing-prototypes $(PKG_CFLAGS) $(CHECK_CFLAGS) -Isrc -Itests/unit -Itests -c -o $@ $<
 
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIB_OBJS)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(CHECK_LIBS) -lm
+
+# test_gradient runs the latency controller against pacerd-mock's engine scheduler
+# (pure: tests/unit/sched/engine_lane.h), the one model of an engine that queues.
+$(BUILD)/mock/mock_engine_sched.o: tests/mock/mock_engine_sched.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c -o $@ $<
+$(BUILD)/tests/sched/test_gradient: $(BUILD)/mock/mock_engine_sched.o
 
 # Microbenchmarks: linked with the library objects like the unit tests; not
 # part of all or test.
@@ -284,9 +291,9 @@ dist:
 	BUILD=$(BUILD) ./scripts/dist.sh
 
 format:
-	clang-format -i $(SRCS) $(HDRS) $(UNIT_SRCS) tests/unit/*.h tests/mock/*.[ch] tests/bench/*.c tests/fuzz/*.c
+	clang-format -i $(SRCS) $(HDRS) $(UNIT_SRCS) tests/unit/*.h tests/unit/*/*.h tests/mock/*.[ch] tests/bench/*.c tests/fuzz/*.c
 
 clean:
 	rm -rf build build-san $(FUZZ_BUILD)
 
--include $(OBJS:.o=.d) $(UNIT_BINS:%=%.d) $(BUILD)/bench/bench_lanes.d
+-include $(OBJS:.o=.d) $(UNIT_BINS:%=%.d) $(BUILD)/bench/bench_lanes.d $(BUILD)/mock/mock_engine_sched.d

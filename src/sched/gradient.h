@@ -23,38 +23,56 @@
  *     by pinning the limit low (Envoy's 503s while pinned): r is a ratio, so
  *     what makes an absolute baseline stale (a slower or faster server) does
  *     not move it, and the controller's own cuts drain the queue, which gives
- *     it queue-free samples again. Under a queue that lasts, an answer that
- *     waited raises it by 0.1 % (one that did not, by 1 %), and it comes down
- *     by 4 % an answer once the queue is gone.
+ *     it queue-free samples again. An answer whose first token came late
+ *     (over (1 + tolerance / 2) × the baseline) raises it by 0.1 % (one on
+ *     time, by 1 %): a queue that lasts, or a server one request over its
+ *     knee, must not become the baseline (Envoy's minRTT drifting up under
+ *     load, its issue 11579). It comes down by 4 % an answer, by a tenth a
+ *     round at most (answers that straddle a change of speed read low). A
+ *     change of the server that a long queue shows (a cache that shrank,
+ *     another tenant) changes how it batches, and r with it: the next
+ *     answers teach the baseline again as from scratch.
  *   - A request's wait inside the server is what its r shows beyond
- *     (1 + tolerance) × the baseline, in per-token times, plus the longest
- *     gap of its stream when that gap is a stall (over GRADIENT_STALL_FACTOR
- *     per-token times: the engine preempted it and recomputed; a step that
- *     prefilled another request's chunk is a few per-token times at most).
- *     A stall of a request sent under a probe (below) takes the probe
- *     back: the engine could not hold what it added (only the probe: a cut
- *     on stalls would feed itself, as the engine preempts the newest, which
- *     are what was sent after the cut, until the older ones drain).
- *   - Little's law turns the waits into the lane's queue inside the server:
+ *     (1 + tolerance) × the baseline, in per-token times. Little's law turns
+ *     the waits into the lane's queue inside the server:
  *     Q = (mean in flight) × Σ wait / Σ request time, over a round: the
  *     answers to requests sent after the round began, at least
- *     GRADIENT_ROUND_MIN and half the limit. A round decides once:
- *       Q > GRADIENT_CUT_ABOVE   the limit comes down to what the server ran,
- *                                in flight − Q (at most by half, at least by
- *                                one), and holds GRADIENT_HOLD_ROUNDS rounds;
- *       Q < GRADIENT_GROW_BELOW  with the lane at its limit: after the hold,
- *                                +1, then +2, +4 … while rounds stay clean
- *                                (a probe of the knee that a change of the
- *                                engine may have moved); a probe is taken
- *                                back as soon as a third of the first
- *                                tokens of requests sent under it (of half
- *                                the limit's worth, 8 at least), or a
- *                                quarter of the limit's worth, waited
- *                                (judged as in slow start, below): a queue
- *                                shows in first tokens long before streams
- *                                end;
- *       in between               the limit stays (the tolerance band: no
- *                                oscillation around the knee).
+ *     GRADIENT_ROUND_MIN and half the limit. A Q over GRADIENT_CUT_ABOVE
+ *     cuts the limit to what the server ran, in flight − Q (by at least one,
+ *     at most by half; by two thirds for a queue of eight), at once when it
+ *     is four requests or more, else when the next round still shows one (a
+ *     moment in which this machine or the server was not scheduled delays
+ *     every first token due then, not the next round's). A Q under
+ *     GRADIENT_GROW_BELOW with the lane at its limit lets it grow (a probe,
+ *     below); in between, the limit stays (the tolerance band).
+ *   - A server one request over its knee shows no queue to speak of: its
+ *     KV cache one block short preempts the newest request, recomputes it
+ *     and admits nothing in that step, over and over, and the typical first
+ *     token comes half as long again late. The one-too-many test reads every
+ *     answer sent at the limit (after the requests sent before the last move
+ *     down have mostly left: those still run, and the server preempts the
+ *     newest): late (as above) or stalled (a gap of its stream over
+ *     GRADIENT_STALL_FACTOR per-token times: preempted and recomputed). Of
+ *     32 answers, more than 56 % late cut the limit by one (at the knee a
+ *     quarter to nearly half come that late: prefills that meet in a step).
+ *   - A probe: with the lane at its limit, no queue and no hold left, the
+ *     limit grows by 1, then 2, 4 … while nothing above is known to fail,
+ *     one at a time below a level that did (the ceiling). A probe stands
+ *     after two rounds and 16 answers at least in which no queue showed
+ *     (Q < GRADIENT_GROW_BELOW) and at most 62 % came late; it is taken back
+ *     at once when a third of the first tokens of requests sent under it (of
+ *     half the limit's worth, 8 at least), or a quarter of the limit's
+ *     worth, waited (judged as in slow start, below), when one of those
+ *     stalled, or when more than 62 % of 16 answers came late. A level that
+ *     failed (a probe taken back, the one-too-many test) is the ceiling, and
+ *     the next probe of it waits `backoff` rounds: GRADIENT_BACKOFF_MIN at
+ *     first, four times as many after each probe that failed, up to
+ *     GRADIENT_BACKOFF_MAX (a probe past the knee costs preemptions; a knee
+ *     probed every few rounds costs them every few rounds). After a cut by a
+ *     queue the next probe comes after GRADIENT_HOLD_ROUNDS (what the server
+ *     ran is an estimate); after the one-too-many test's cut, a quarter of
+ *     the backoff (the test can be wrong); after a probe of several at once
+ *     that failed, GRADIENT_HOLD_ROUNDS (it says nothing of the first).
  *
  * Slow start (slow_start.h, which AIMD's open limit on a silent lane shares).
  * A fresh lane, or one idle for a while (gradient_restart), starts at
@@ -66,11 +84,12 @@
  * last doubling (a lane that never fills its limit learns nothing by raising
  * it); more of them waited, or a round of answers showed a queue: slow start
  * ends. A first token is the round trip, not the answer's end: a stream
- * keeps its slot long after the server admitted it. Slow start's first round is not judged, and its
- * answers count in no round: a fresh lane's burst queues for its own
- * prefills, a queue no lower limit would have avoided. An answer that is not a stream tells no
- * first token from its end: it counts as one round trip back (it did not
- * wait) and never enters a round.
+ * keeps its slot long after the server admitted it. Slow start's first
+ * round is not judged, and its answers count in no round: a fresh lane's
+ * burst queues for its own
+ * prefills, a queue no lower limit would have avoided. An answer that is
+ * not a stream tells no first token from its end: it counts as one round
+ * trip back (it did not wait) and never enters a round.
  *
  * Refusals are AIMD's (aimd.h): the lane's limit is the lower of the two,
  * and a refusal's cut also cuts this one (gradient_cut). */
@@ -89,7 +108,9 @@ struct plan_conf; /* core/config.h */
 #define GRADIENT_ROUND_MIN 4      /* answers a round needs, at least */
 #define GRADIENT_CUT_ABOVE 1.0    /* requests waiting inside the server: over it, cut */
 #define GRADIENT_GROW_BELOW 0.5   /* under it (at the limit), room to grow */
-#define GRADIENT_HOLD_ROUNDS 4    /* rounds after a cut before the next probe */
+#define GRADIENT_HOLD_ROUNDS 4    /* rounds after a queue cut before the next probe */
+#define GRADIENT_BACKOFF_MIN 32   /* rounds before probing a ceiling again: at first */
+#define GRADIENT_BACKOFF_MAX 256  /* … and at most */
 #define GRADIENT_SLACK_MS 25.0    /* slow start: first-token jitter that is no wait */
 #define GRADIENT_STALL_FACTOR 8.0 /* a gap this many per-token times long: a stall */
 
@@ -99,6 +120,7 @@ enum gradient_why {
 	GRADIENT_WHY_SLOW_START, /* first tokens came without waiting: doubling */
 	GRADIENT_WHY_GROW,       /* a round with no queue in the server, at the limit */
 	GRADIENT_WHY_QUEUE,      /* requests waited inside the server */
+	GRADIENT_WHY_PREEMPTED,  /* the server preempted requests (stalled streams) */
 	GRADIENT_WHY_REFUSAL,    /* a refusal (AIMD's cut) */
 	GRADIENT_WHY_IDLE,       /* idle for a while: slow start again */
 	GRADIENT_WHY_RECONFIGURED,
@@ -137,24 +159,48 @@ struct gradient {
 	struct slow_start ss; /* slow start's rounds (slow_start.h) */
 	unsigned hold;        /* clean rounds still to wait before growing */
 	unsigned step;        /* the next growth */
-	/* A growth out of slow start is a probe of the knee until the next
-	 * round ends: the limit before it (0: none out), since when, and how
-	 * many first tokens of requests sent under it waited. */
+	/* The lowest limit the server showed it could not hold (0: none
+	 * known), and the clean rounds the next probe of it waits. */
+	double ceiling;
+	unsigned backoff;
+	unsigned relearn; /* answers still to teach the ratio baselines as from scratch */
+	/* After a move down at cut_ms, old_left of the requests sent before it
+	 * still run: the one-too-many test reads what is sent from drained_ms
+	 * (once fewer of them run than the limit, or at drain_by_ms). */
+	int64_t cut_ms, drain_by_ms, drained_ms;
+	unsigned old_left;
+	/* A growth is a probe of the knee until its verdict: the limit before
+	 * it (0: none out), since when, the rounds still to judge it on, and
+	 * how many first tokens of requests sent under it came back and
+	 * waited. */
 	double probe_from;
 	int64_t probe_ms;
+	unsigned probe_left;
 	unsigned probe_firsts, probe_waited;
 	/* Per prompt-size bucket: the queue-free ratio of first-token time to
-	 * per-token time, and the queue-free first-token time (slow start), with
-	 * how many samples each has seen (the first few: their minimum). */
+	 * per-token time (and its value as the round began), and the queue-free
+	 * first-token time (slow start), with how many samples each has seen
+	 * (the first few: their minimum). */
 	float ratio_floor[GRADIENT_BUCKETS], first_floor_ms[GRADIENT_BUCKETS];
+	float ratio_floor_round[GRADIENT_BUCKETS];
 	uint16_t ratio_n[GRADIENT_BUCKETS], first_n[GRADIENT_BUCKETS];
-	/* The round: answers to requests sent since round_ms. */
+	/* The round: answers to requests sent since round_ms; rounds in a row
+	 * that showed a queue. */
 	int64_t round_ms;
 	unsigned round_n, round_saturated;
 	double round_wait_ms, round_total_ms, round_in_flight;
+	unsigned queued_rounds;
+	/* The one-too-many test: answers to requests sent since late_from_ms
+	 * (the last move) it counted, of those late, and whether it said so
+	 * (the round's end cuts). */
+	int64_t late_from_ms;
+	unsigned late_n, late_of_n;
+	bool late_alarm;
 	/* What /status shows. */
 	double token_ms, first_ms; /* EWMAs of what answers showed */
-	float base_token_ms;       /* the per-token time's low quantile */
+	double
+	    request_ms; /* a request's time, dispatch to its last token (the last round's mean) */
+	float base_token_ms; /* the per-token time's low quantile */
 	uint16_t base_token_n;
 	int last_bucket; /* the prompt size of the last answer */
 	double queue;    /* the last round's Q */

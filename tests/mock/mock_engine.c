@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* mock_engine.c — the engine mode's HTTP side (mock_engine.h states the model): its
- * configuration, the requests it holds, the step timer that drives the scheduler
- * (mock_engine_sched.c), and /_mock/engine (tests/mock/README.md, "Engine mode"). */
+/* mock_engine.c — the engine mode's HTTP side (mock_engine_sched.h states the model):
+ * its configuration, the requests it holds, the step timer that drives the scheduler
+ * (mock_engine_sched.c) on the mock's clock, and /_mock/engine (tests/mock/README.md,
+ * "Engine mode"). */
 #include "mock_engine.h"
 #include "mock.h"
 
@@ -82,7 +83,6 @@ struct mock_engine_req {
 	struct mock_conn *conn;
 	struct event *watch;   /* non-stream: the client leaving while nothing is written */
 	struct evbuffer *body; /* non-stream: the whole answer, sent at the last token */
-	uint64_t arrival_us, first_us;
 	int tenant;
 };
 TAILQ_HEAD(live_list, mock_engine_req);
@@ -116,12 +116,14 @@ static struct event *step_timer, *snap_timer;
 static uint64_t step_end_us; /* when the planned step ends, on its schedule */
 static uint64_t rng;
 
-/* Counters since the last reset (the scheduler's own totals never reset). */
+/* Counters since the last reset (the scheduler's own totals never reset: their
+ * values at the reset are kept). */
 static struct {
-	uint64_t since_us, last_us;
-	double waiting_area, running_area, busy_ms, lag_max_ms, lag_sum_ms;
+	uint64_t since_us;
+	double busy_ms, lag_max_ms, lag_sum_ms;
 	uint64_t lags, reanchors;
 	uint64_t eng_output0, eng_preempt0, eng_steps0, eng_prefill0;
+	double waiting_area0, running_area0;
 	uint64_t finished;
 } st;
 static struct tenant tenants[MAX_TENANTS];
@@ -264,7 +266,7 @@ int mock_engine_configure(const char *json, size_t len, char *err, size_t errlen
 	}
 	if (!configured) {
 		struct eng_params p = {0};
-		eng_init(&eng, &p);
+		eng_init(&eng, &p, mock_now_us());
 		step_timer = evtimer_new(mock_base, on_step, NULL);
 		snap_timer = event_new(mock_base, -1, EV_PERSIST, on_snap, NULL);
 		struct timeval tv = {0, SNAP_MS * 1000};
@@ -272,7 +274,7 @@ int mock_engine_configure(const char *json, size_t len, char *err, size_t errlen
 			snprintf(err, errlen, "engine: out of memory");
 			return -1;
 		}
-		st.since_us = st.last_us = mock_now_us();
+		st.since_us = mock_now_us();
 	}
 	cfg = c;
 	configured = true;
@@ -302,15 +304,17 @@ long mock_engine_output_tokens(struct evhttp_request *req, long max_tokens, bool
 
 /* ---------- counters ---------- */
 
-/* The time integrals of the queue and the batch, up to now. */
-static void integrate(uint64_t now)
+/* The time integrals of the queue and the batch since the reset, up to now. */
+static double waiting_area(uint64_t now)
 {
-	if (now > st.last_us) {
-		double dt = ms_of(now - st.last_us);
-		st.waiting_area += (double)eng.n_waiting * dt;
-		st.running_area += (double)eng.n_running * dt;
-		st.last_us = now;
-	}
+	eng_advance(&eng, now);
+	return eng.waiting_area_ms - st.waiting_area0;
+}
+
+static double running_area(uint64_t now)
+{
+	eng_advance(&eng, now);
+	return eng.running_area_ms - st.running_area0;
 }
 
 static void on_snap(evutil_socket_t fd, short what, void *arg)
@@ -319,10 +323,9 @@ static void on_snap(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	(void)arg;
 	uint64_t now = mock_now_us();
-	integrate(now);
 	struct snap s = {now,
-	                 st.waiting_area,
-	                 st.running_area,
+	                 waiting_area(now),
+	                 running_area(now),
 	                 eng.output_tokens - st.eng_output0,
 	                 st.finished,
 	                 eng.preemptions - st.eng_preempt0};
@@ -372,8 +375,8 @@ static void record(const struct mock_engine_req *er, enum rec_state state, uint6
 		records_cap = n > MAX_RECORDS ? MAX_RECORDS : n;
 	}
 	records[n_records++] = (struct record){
-	    .arrival_us = er->arrival_us,
-	    .first_us = er->first_us,
+	    .arrival_us = er->seq.arrival_us,
+	    .first_us = er->seq.first_us,
 	    .end_us = now,
 	    .prompt = er->seq.prompt,
 	    .output = er->seq.generated,
@@ -406,8 +409,7 @@ static void free_req(struct mock_engine_req *er)
  * now), and arms the timer for its end; nothing to do: the engine idles. */
 static void start_step(uint64_t t0, uint64_t now)
 {
-	integrate(now);
-	double ms = eng_plan(&eng);
+	double ms = eng_plan(&eng, now);
 	if (ms <= 0)
 		return;
 	st.busy_ms += ms;
@@ -421,9 +423,7 @@ static void on_token(struct eng_seq *s, bool done, void *arg)
 {
 	struct mock_engine_req *er = req_of(s);
 	uint64_t now = *(const uint64_t *)arg;
-	bool first = er->first_us == 0;
-	if (first)
-		er->first_us = now;
+	bool first = s->generated == 1;
 	tenants[er->tenant].output_tokens++;
 	struct evhttp_request *req = er->req;
 	if (er->fmt.streaming) {
@@ -467,8 +467,7 @@ static void on_step(evutil_socket_t fd, short what, void *arg)
 	st.lags++;
 	if (lag > st.lag_max_ms)
 		st.lag_max_ms = lag;
-	integrate(now);
-	eng_end(&eng, on_token, &now);
+	eng_end(&eng, now, on_token, &now);
 	uint64_t t0 = step_end_us;
 	if (now - step_end_us > REANCHOR_US && now > step_end_us) {
 		t0 = now;
@@ -529,7 +528,6 @@ bool mock_engine_submit(struct evhttp_request *req, long prompt, long output,
 	er->fmt = *tmpl;
 	er->req = req;
 	er->conn = conn;
-	er->arrival_us = now;
 	er->tenant = tenant;
 	if (tmpl->streaming) {
 		/* the status line at once, as a Starlette server sends it */
@@ -556,8 +554,7 @@ bool mock_engine_submit(struct evhttp_request *req, long prompt, long output,
 	TAILQ_INSERT_TAIL(&live, er, live);
 	n_live++;
 	tenants[tenant].requests++;
-	integrate(now);
-	eng_arrive(&eng, &er->seq);
+	eng_arrive(&eng, &er->seq, now);
 	if (!eng.planned)
 		start_step(now, now);
 	return true;
@@ -567,8 +564,7 @@ void mock_engine_conn_closed(struct mock_engine_req *er)
 {
 	struct evhttp_request *req = er->req;
 	uint64_t now = mock_now_us();
-	integrate(now);
-	eng_remove(&eng, &er->seq);
+	eng_remove(&eng, &er->seq, now);
 	record(er, R_ABORTED, now);
 	tenants[er->tenant].preemptions += (uint64_t)er->seq.preemptions;
 	if (er->fmt.streaming)
@@ -608,8 +604,8 @@ static json_t *ttft_json(void)
 			v[n++] = ms_of(records[i].first_us - records[i].arrival_us);
 	for (const struct mock_engine_req *er = TAILQ_FIRST(&live); er != NULL;
 	     er = TAILQ_NEXT(er, live))
-		if (er->first_us != 0 && er->arrival_us >= st.since_us)
-			v[n++] = ms_of(er->first_us - er->arrival_us);
+		if (er->seq.first_us != 0 && er->seq.arrival_us >= st.since_us)
+			v[n++] = ms_of(er->seq.first_us - er->seq.arrival_us);
 	json_t *j;
 	if (n == 0) {
 		j = json_pack("{s:i}", "n", 0);
@@ -644,8 +640,8 @@ static json_t *window_json(uint64_t now)
 		return json_pack("{s:f}", "ms", 0.0);
 	return json_pack(
 	    "{s:f,s:f,s:f,s:f,s:f,s:I}", "ms", span, "waiting_avg",
-	    (st.waiting_area - base.waiting_area) / span, "running_avg",
-	    (st.running_area - base.running_area) / span, "output_tokens_per_s",
+	    (waiting_area(now) - base.waiting_area) / span, "running_avg",
+	    (running_area(now) - base.running_area) / span, "output_tokens_per_s",
 	    (double)(eng.output_tokens - st.eng_output0 - base.output_tokens) * 1000.0 / span,
 	    "requests_per_s", (double)(st.finished - base.finished) * 1000.0 / span, "preemptions",
 	    (json_int_t)(eng.preemptions - st.eng_preempt0 - base.preemptions));
@@ -678,7 +674,6 @@ static json_t *config_json(void)
 static json_t *stats_json(void)
 {
 	uint64_t now = mock_now_us();
-	integrate(now);
 	json_t *ts = json_object();
 	uint64_t requests = 0, finished = 0, aborted = 0, rejected = 0, preempted = 0;
 	for (int i = 0; i < n_tenants; i++) {
@@ -709,7 +704,7 @@ static json_t *stats_json(void)
 	    (json_int_t)(eng.output_tokens - st.eng_output0), "prefill_tokens",
 	    (json_int_t)(eng.prefill_tokens - st.eng_prefill0), "steps",
 	    (json_int_t)(eng.steps - st.eng_steps0), "busy_ms", st.busy_ms, "waiting_area_ms",
-	    st.waiting_area, "running_area_ms", st.running_area);
+	    waiting_area(now), "running_area_ms", running_area(now));
 	json_object_set_new(j, "step_lag_ms",
 	                    json_pack("{s:f,s:f,s:I}", "max", st.lag_max_ms, "mean",
 	                              st.lags ? st.lag_sum_ms / (double)st.lags : 0.0, "reanchors",
@@ -748,7 +743,7 @@ static json_t *requests_json(void)
 	for (const struct mock_engine_req *er = TAILQ_FIRST(&live); er != NULL;
 	     er = TAILQ_NEXT(er, live)) {
 		json_array_append_new(
-		    a, rec_json(tenants[er->tenant].name, er->arrival_us, er->first_us, 0,
+		    a, rec_json(tenants[er->tenant].name, er->seq.arrival_us, er->seq.first_us, 0,
 		                er->seq.prompt, er->seq.generated, er->seq.target,
 		                er->seq.preemptions, er->seq.running ? "running" : "waiting"));
 	}
@@ -803,7 +798,10 @@ void mock_engine_reset(void)
 		return;
 	uint64_t now = mock_now_us();
 	memset(&st, 0, sizeof(st));
-	st.since_us = st.last_us = now;
+	st.since_us = now;
+	eng_advance(&eng, now);
+	st.waiting_area0 = eng.waiting_area_ms;
+	st.running_area0 = eng.running_area_ms;
 	st.eng_output0 = eng.output_tokens;
 	st.eng_preempt0 = eng.preemptions;
 	st.eng_steps0 = eng.steps;

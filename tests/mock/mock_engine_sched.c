@@ -1,16 +1,27 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* mock_engine_sched.c — the engine mode's scheduler: a state machine with no clock
- * and no I/O (mock_engine.h states the model; mock_engine.c drives it). */
-#include "mock_engine.h"
+/* mock_engine_sched.c — the engine mode's scheduler, pure: instants are arguments
+ * (mock_engine_sched.h states the model; mock_engine.c and test_gradient drive it). */
+#include "mock_engine_sched.h"
 
 #include <string.h>
 
-void eng_init(struct eng *e, const struct eng_params *p)
+void eng_init(struct eng *e, const struct eng_params *p, uint64_t now_us)
 {
 	memset(e, 0, sizeof(*e));
 	e->p = *p;
 	TAILQ_INIT(&e->waiting);
 	TAILQ_INIT(&e->running);
+	e->t_us = now_us;
+}
+
+void eng_advance(struct eng *e, uint64_t now_us)
+{
+	if (now_us <= e->t_us)
+		return;
+	double dt = (double)(now_us - e->t_us) / 1000.0;
+	e->waiting_area_ms += (double)e->n_waiting * dt;
+	e->running_area_ms += (double)e->n_running * dt;
+	e->t_us = now_us;
 }
 
 long eng_blocks(long tokens)
@@ -25,8 +36,10 @@ double eng_step_ms(const struct eng_params *p, long prefill_tokens, long decodin
 	       p->scale;
 }
 
-void eng_arrive(struct eng *e, struct eng_seq *s)
+void eng_arrive(struct eng *e, struct eng_seq *s, uint64_t now_us)
 {
+	eng_advance(e, now_us);
+	s->arrival_us = now_us;
 	s->running = false;
 	s->step_tokens = 0;
 	TAILQ_INSERT_TAIL(&e->waiting, s, link);
@@ -41,7 +54,8 @@ static void release(struct eng *e, struct eng_seq *s)
 	s->step_tokens = 0;
 }
 
-void eng_remove(struct eng *e, struct eng_seq *s)
+/* Out of its list, its blocks freed (the integrals already up to date). */
+static void take_out(struct eng *e, struct eng_seq *s)
 {
 	if (s->running) {
 		TAILQ_REMOVE(&e->running, s, link);
@@ -52,6 +66,12 @@ void eng_remove(struct eng *e, struct eng_seq *s)
 	}
 	s->running = false;
 	release(e, s);
+}
+
+void eng_remove(struct eng *e, struct eng_seq *s, uint64_t now_us)
+{
+	eng_advance(e, now_us);
+	take_out(e, s);
 }
 
 /* The newest running sequence goes back to the front of the queue; everything it
@@ -91,8 +111,9 @@ static void take(struct eng_seq *s, long n, long *prefill, long *decoding)
 	s->step_tokens = n;
 }
 
-double eng_plan(struct eng *e)
+double eng_plan(struct eng *e, uint64_t now_us)
 {
+	eng_advance(e, now_us);
 	long budget = e->p.max_batch_tokens, prefill = 0, decoding = 0;
 	bool preempted = false;
 	/* a cache that shrank: the newest go until the others fit */
@@ -146,8 +167,10 @@ double eng_plan(struct eng *e)
 	return eng_step_ms(&e->p, prefill, decoding);
 }
 
-void eng_end(struct eng *e, void (*token)(struct eng_seq *s, bool done, void *arg), void *arg)
+void eng_end(struct eng *e, uint64_t now_us, void (*token)(struct eng_seq *s, bool done, void *arg),
+             void *arg)
 {
+	eng_advance(e, now_us);
 	e->planned = false;
 	struct eng_seq *s = TAILQ_FIRST(&e->running), *next;
 	for (; s != NULL; s = next) {
@@ -161,9 +184,14 @@ void eng_end(struct eng *e, void (*token)(struct eng_seq *s, bool done, void *ar
 			continue; /* a chunk of a longer prefill */
 		s->generated++;
 		e->output_tokens++;
+		if (s->generated == 1)
+			s->first_us = now_us;
+		else if (now_us - s->last_us > s->max_gap_us)
+			s->max_gap_us = now_us - s->last_us;
+		s->last_us = now_us;
 		bool done = s->generated >= s->target;
 		if (done)
-			eng_remove(e, s);
+			take_out(e, s);
 		token(s, done, arg);
 	}
 }

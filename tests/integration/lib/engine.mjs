@@ -92,16 +92,24 @@ export async function startPacerdForEngine(t, mock, { plan, over } = {}) {
   return Pacerd.start({ dir: makeTmpDir(), config, port });
 }
 
-/** A counting semaphore: at most `n` holders, the others served in order. */
+/** A counting semaphore: at most `n` holders, the others served in order; resize(n)
+ * changes n (holders beyond a smaller n keep what they hold until they release it). */
 export class Semaphore {
-  constructor(n) { this.free = n; this.queue = []; }
+  constructor(n) { this.total = n; this.free = n; this.queue = []; }
   acquire() {
     if (this.free > 0) { this.free--; return Promise.resolve(); }
     return new Promise((r) => this.queue.push(r));
   }
   release() {
+    if (this.free < 0) { this.free++; return; }
     const next = this.queue.shift();
     if (next) next(); else this.free++;
+  }
+  resize(n) {
+    const more = n - this.total;
+    this.total = n;
+    if (more < 0) this.free += more;
+    for (let i = 0; i < more; i++) this.release();
   }
 }
 
@@ -167,6 +175,8 @@ export function closedLoop({ url, clients, cap = 0, headers = {}, body = chatStr
     results,
     done,
     inFlight: () => open.size,
+    /** A new cap (the run must have started with one). */
+    setCap: (n) => sem.resize(n),
     /** Stops sending; the streams still open are abandoned (the server sees them leave). */
     stop: async () => {
       stopped = true;
@@ -180,8 +190,9 @@ export function closedLoop({ url, clients, cap = 0, headers = {}, body = chatStr
  * One bounded run: `clients` closed-loop clients at `url` (the mock, or a pacerd in
  * front of it) with a cap of `cap` (0: none) for `duration_ms`, the engine sampled every
  * `sample_ms`. `events`: [{at_ms, engine: {…patch}} | {at_ms, tenant: {clients, cap,
- * name}} | {at_ms, fn: async () => …}]: a change of the engine, another tenant's
- * closed-loop streams straight to the mock (until the run's end), or anything.
+ * name}} | {at_ms, cap} | {at_ms, fn: async () => …}]: a change of the engine, another
+ * tenant's closed-loop streams straight to the mock (until the run's end), a new cap
+ * of the clients' own (a run that started with one), or anything.
  * `onSample()` may return extra figures (pacerd's limit) kept with each sample.
  * Returns {samples, records, results, tenants, t0_mock_ms, duration_ms}; times of
  * samples and records are the mock's ms, t0_mock_ms the run's start on that clock.
@@ -195,6 +206,7 @@ export async function runEngineLoad({ mock, url, clients = 128, cap = 0, duratio
   const others = [];
   const timers = events.map((ev) => setTimeout(async () => {
     try {
+      if (ev.cap !== undefined) main.setCap(ev.cap);
       if (ev.engine) await configureEngine(mock, ev.engine);
       if (ev.tenant) {
         const { name = 'other', clients: n = 16, cap: c = 0 } = ev.tenant;
@@ -338,6 +350,22 @@ export async function sweepCaps({ mock, caps, clients = 128, warmup_ms = 10000, 
     if (onRow) onRow(row);
   }
   return rows;
+}
+
+/**
+ * A shorter sweep: one run straight at the engine whose cap of the clients' own steps
+ * through `caps` (ascending), each held for warmup_ms + measure_ms (figures over the
+ * measured part; raising a cap needs no drain). `engine` is the configuration for the
+ * sweep, `tenant` another tenant's streams from the start. Returns rows [{cap, figures}].
+ */
+export async function sweepStepwise({ mock, caps, clients = 128, warmup_ms, measure_ms, engine = {}, tenant }) {
+  await configureEngine(mock, { ...ENGINE_DEFAULTS, ...engine });
+  await mock.reset();
+  const step = warmup_ms + measure_ms;
+  const events = caps.slice(1).map((cap, i) => ({ at_ms: (i + 1) * step, cap }));
+  if (tenant) events.unshift({ at_ms: 0, tenant });
+  const run = await runEngineLoad({ mock, url: mock.url, clients, cap: caps[0], duration_ms: caps.length * step, events });
+  return caps.map((cap, i) => ({ cap, figures: figures(run, { from_ms: i * step + warmup_ms, to_ms: (i + 1) * step }) }));
 }
 
 /** Upstream first-token time of `n` requests sent one at a time (the engine otherwise idle). */

@@ -1,14 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for gradient: a lane's concurrency limit from latency, as a pure
  * function of (samples, time). The first half feeds it samples by hand; the
- * second runs it against engine_sim.h, a vLLM-like engine in steps, with 128
+ * second runs it against pacerd-mock's engine scheduler (engine_lane.h: a
+ * vLLM-like server in steps with a paged KV cache and preemption), with 128
  * closed-loop clients (issue 29's set-up), and compares it with the best fixed
  * cap a sweep finds in the same engine. */
 #include <math.h>
 #include <string.h>
 
 #include "core/config.h"
-#include "engine_sim.h"
+#include "engine_lane.h"
 #include "sched/gradient.h"
 #include "unit.h"
 
@@ -50,6 +51,17 @@ static int64_t feed(struct gradient *g, int64_t now, struct gradient_sample s, u
 {
 	for (unsigned i = 0; i < n; i++, now++) {
 		s.dispatched_ms = s.dispatched_ms > now ? now : s.dispatched_ms;
+		gradient_on_sample(g, now, &s);
+	}
+	return now;
+}
+
+/* Feeds n answers like s, one ms apart from now, each sent just before it
+ * came back (answers to requests sent at the limit as it stands). */
+static int64_t feed_fresh(struct gradient *g, int64_t now, struct gradient_sample s, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++, now++) {
+		s.dispatched_ms = now - 1;
 		gradient_on_sample(g, now, &s);
 	}
 	return now;
@@ -263,19 +275,26 @@ START_TEST(uniformly_slower_is_not_fuller)
 }
 END_TEST
 
-START_TEST(a_stall_is_a_wait)
+START_TEST(stalls_are_preemptions)
 {
 	struct gradient g = settled(30);
-	/* a gap of 3 s in a stream of 20 ms tokens: preempted and recomputed */
+	/* a gap of 3 s in a stream of 20 ms tokens: preempted and recomputed;
+	 * no queue in the rounds (a stall is no wait: a moment of this machine
+	 * not scheduled stalls every stream), but the one-too-many test counts
+	 * it: more than 56 % of 32 answers, one less once the round ends */
 	struct gradient_sample s = answer(2500, 60, 1, 30);
 	s.stream_ms += 3000;
 	s.max_gap_ms = 3000;
-	feed(&g, 3000, s, 15);
-	ck_assert_uint_lt(gradient_limit(&g), 30);
+	int64_t now = feed_fresh(&g, 3000, s, 31);
+	ck_assert_uint_eq(gradient_limit(&g), 30);
+	ck_assert(g.queue < GRADIENT_GROW_BELOW);
+	feed_fresh(&g, now, s, 14);
+	ck_assert_uint_eq(gradient_limit(&g), 29);
+	ck_assert_str_eq(gradient_why_name(g.why), "server_queue");
 	/* the same gap's worth spread over the stream is a slower server */
 	g = settled(30);
 	s.max_gap_ms = 60;
-	feed(&g, 3000, s, 15);
+	feed_fresh(&g, 3000, s, 60);
 	ck_assert_uint_eq(gradient_limit(&g), 30);
 }
 END_TEST
@@ -291,9 +310,32 @@ END_TEST
 
 START_TEST(a_round_cuts_at_most_by_half)
 {
+	/* a queue of over a request but under two: at most by half, and only
+	 * when the next round still shows one (a moment in which this machine
+	 * was not scheduled delays every first token due then). One answer in
+	 * four waits 300 ms beyond twice queue-free (first token 420 ms): Q =
+	 * 40 × 0.075 / 2.5 ~ 1.2, a quarter of them late (not one too many) */
 	struct gradient g = settled(40);
+	int64_t now = 3000;
+	double q[4];
+	for (int r = 0; r < 4; r++) {
+		for (int i = 0; i < 20; i++, now++) {
+			/* the second round clean: that one was a moment */
+			double ms = r != 1 && i % 4 == 0 ? 420 : 60;
+			struct gradient_sample a = answer(now - 1, ms, 1, 40);
+			gradient_on_sample(&g, now, &a);
+		}
+		q[r] = g.queue;
+		if (r < 3)
+			ck_assert_uint_eq(gradient_limit(&g), 40);
+	}
+	ck_assert_msg(q[0] > GRADIENT_CUT_ABOVE && q[0] < 2, "Q %.2f", q[0]);
+	ck_assert(q[1] < GRADIENT_GROW_BELOW);
+	ck_assert_uint_eq(gradient_limit(&g), (unsigned)round(40 - q[3])); /* what it ran */
+	/* a long queue cuts at once, by two thirds at most */
+	g = settled(40);
 	feed(&g, 3000, answer(2500, 20000, 1, 40), 20);
-	ck_assert_uint_eq(gradient_limit(&g), 20);
+	ck_assert_uint_eq(gradient_limit(&g), 14);
 }
 END_TEST
 
@@ -301,7 +343,8 @@ START_TEST(clean_rounds_grow_after_the_hold)
 {
 	struct gradient g = settled(30);
 	int64_t now = 3000;
-	/* GRADIENT_HOLD_ROUNDS clean rounds hold, then +1, +2 */
+	/* GRADIENT_HOLD_ROUNDS clean rounds hold, then +1 (a probe: two rounds
+	 * and 16 answers before it stands), then +2 */
 	for (int r = 0; r < GRADIENT_HOLD_ROUNDS; r++) {
 		now = feed(&g, now, answer(now, 60, 1, 30), 15) + 10;
 		ck_assert_uint_eq(gradient_limit(&g), 30);
@@ -309,12 +352,15 @@ START_TEST(clean_rounds_grow_after_the_hold)
 	now = feed(&g, now, answer(now, 60, 1, 30), 15) + 10;
 	ck_assert_uint_eq(gradient_limit(&g), 31);
 	ck_assert_str_eq(gradient_why_name(g.why), "no_queue");
+	ck_assert(g.probe_from == 30);
+	now = feed(&g, now, answer(now, 60, 1, 31), 16) + 10;
+	ck_assert_uint_eq(gradient_limit(&g), 31);
 	now = feed(&g, now, answer(now, 60, 1, 31), 16) + 10;
 	ck_assert_uint_eq(gradient_limit(&g), 33);
 	/* a lane below its limit learns nothing from clean rounds */
 	struct gradient_sample idle = answer(now, 60, 1, 5);
 	idle.saturated = false;
-	feed(&g, now, idle, 40);
+	feed(&g, now, idle, 60);
 	ck_assert_uint_eq(gradient_limit(&g), 33);
 }
 END_TEST
@@ -323,18 +369,73 @@ START_TEST(the_tolerance_band_holds)
 {
 	struct gradient g = settled(30);
 	int64_t now = 3000;
-	/* a small wait in every request (first token 160 ms, 60 queue-free,
-	 * twice that tolerated: 40 ms of 2.1 s): Q in [GROW_BELOW, CUT_ABOVE],
-	 * neither up nor down (the baseline rises as slowly as it does under a
-	 * queue, GRADIENT_HOLD_ROUNDS rounds at a time at most) */
+	/* two answers in five wait 140 ms (first token 260 ms, 60 queue-free,
+	 * twice that tolerated): Q in [GROW_BELOW, CUT_ABOVE], and fewer than
+	 * 56 % late: neither up nor down */
 	for (int r = 0; r < 6; r++) {
-		now = feed(&g, now, answer(now, 160, 1, 30), 15) + 10;
+		for (int i = 0; i < 15; i++, now++) {
+			struct gradient_sample a = answer(now, i % 5 < 2 ? 260 : 60, 1, 30);
+			gradient_on_sample(&g, now, &a);
+		}
+		now += 10;
 		ck_assert_uint_eq(gradient_limit(&g), 30);
 		if (r < 3)
 			ck_assert_msg(g.queue >= GRADIENT_GROW_BELOW &&
 			                  g.queue <= GRADIENT_CUT_ABOVE,
 			              "round %d: Q %.2f", r, g.queue);
 	}
+}
+END_TEST
+
+START_TEST(one_too_many)
+{
+	/* a server one request over its knee: two first tokens in three come
+	 * 1.7 times queue-free (100 ms, not 60), no queue to speak of; of 32
+	 * answers more than 56 % late: one less when the round ends, and the
+	 * level left is the ceiling, probed again in a quarter of the backoff
+	 * (a probe's failure would wait all of it) */
+	struct gradient g = settled(30);
+	int64_t now = 3000;
+	for (int i = 0; i < 45; i++, now++) {
+		struct gradient_sample a = answer(now, i % 3 < 2 ? 100 : 60, 1, 30);
+		gradient_on_sample(&g, now, &a);
+	}
+	ck_assert_uint_eq(gradient_limit(&g), 29);
+	ck_assert(g.queue < GRADIENT_GROW_BELOW);
+	ck_assert(g.ceiling == 30);
+	ck_assert_uint_eq(g.hold, GRADIENT_BACKOFF_MIN / 4); /* the test can be wrong: sooner */
+	/* half of them late is the knee's noise (prefills that meet in a step) */
+	g = settled(30);
+	now = 3000;
+	for (int i = 0; i < 200; i++, now++) {
+		struct gradient_sample a = answer(now, i % 2 ? 100 : 60, 1, 30);
+		gradient_on_sample(&g, now, &a);
+	}
+	ck_assert_uint_ge(gradient_limit(&g), 30);
+}
+END_TEST
+
+START_TEST(what_was_sent_before_a_cut_drains)
+{
+	/* after a cut to 29 with 30 out, the answers of requests sent before it
+	 * are not read by the one-too-many test until fewer than 29 of them
+	 * run: the server preempts the newest, which are what goes next */
+	struct gradient g = settled(30);
+	int64_t now = 3000;
+	for (int i = 0; i < 45; i++, now++) {
+		struct gradient_sample a = answer(now, 100, 1, 30);
+		gradient_on_sample(&g, now, &a);
+	}
+	ck_assert_uint_eq(gradient_limit(&g), 29);
+	int64_t cut = g.cut_ms;
+	ck_assert_uint_eq(g.old_left, 29); /* what was out after the answer that cut */
+	/* late answers of requests sent before the cut: nothing more */
+	for (int i = 0; i < 40; i++, now++) {
+		struct gradient_sample a = answer(cut - 1, 100, 1, 30);
+		gradient_on_sample(&g, now, &a);
+	}
+	ck_assert_uint_eq(gradient_limit(&g), 29);
+	ck_assert(g.drained_ms != INT64_MAX); /* fewer than 29 of them out */
 }
 END_TEST
 
@@ -368,7 +469,11 @@ START_TEST(a_probe_that_meets_a_queue_is_taken_back)
 	ck_assert(first(&g, now + 40, now + 1, 900, 31)); /* 6 of 16 */
 	ck_assert_uint_eq(gradient_limit(&g), 30);
 	ck_assert_str_eq(gradient_why_name(g.why), "server_queue");
-	ck_assert_uint_eq(g.hold, GRADIENT_HOLD_ROUNDS);
+	/* 31 is the ceiling: probed again in GRADIENT_BACKOFF_MIN rounds, and
+	 * four times as many after that if it fails again */
+	ck_assert(g.ceiling == 31);
+	ck_assert_uint_eq(g.hold, GRADIENT_BACKOFF_MIN);
+	ck_assert_uint_eq(g.backoff, 4 * GRADIENT_BACKOFF_MIN);
 }
 END_TEST
 
@@ -386,8 +491,64 @@ START_TEST(a_stall_under_a_probe_takes_it_back)
 	s.max_gap_ms = 2000;
 	ck_assert(gradient_on_sample(&g, now + 3000, &s));
 	ck_assert_uint_eq(gradient_limit(&g), 30);
-	ck_assert_uint_eq(g.hold, GRADIENT_HOLD_ROUNDS);
+	ck_assert_str_eq(gradient_why_name(g.why), "preempted");
+	ck_assert_uint_eq(g.hold, GRADIENT_BACKOFF_MIN);
 }
+
+START_TEST(probes_of_a_ceiling_back_off)
+{
+	/* a knee probed every few rounds costs the preemptions of every probe:
+	 * each probe of the same level that fails waits four times longer
+	 * before the next, up to GRADIENT_BACKOFF_MAX rounds */
+	struct gradient g = settled(30);
+	int64_t now = 3000;
+	unsigned waits[5];
+	for (int k = 0; k < 5; k++) {
+		unsigned rounds = 0;
+		while (gradient_limit(&g) == 30) {
+			now = feed(&g, now, answer(now, 60, 1, 30), 15) + 10;
+			rounds++;
+		}
+		ck_assert_uint_eq(gradient_limit(&g), 31);
+		waits[k] = rounds;
+		/* the probe's first tokens wait: taken back */
+		for (int i = 0; i < 16; i++)
+			first(&g, now + i, now, 900, 31);
+		ck_assert_uint_eq(gradient_limit(&g), 30);
+		now += 100;
+	}
+	ck_assert_uint_eq(waits[0], GRADIENT_HOLD_ROUNDS + 1);
+	ck_assert_uint_eq(waits[1], GRADIENT_BACKOFF_MIN + 1);
+	ck_assert_uint_eq(waits[2], 4 * GRADIENT_BACKOFF_MIN + 1);
+	ck_assert_uint_eq(waits[3], GRADIENT_BACKOFF_MAX + 1);
+	ck_assert_uint_eq(waits[4], GRADIENT_BACKOFF_MAX + 1);
+}
+END_TEST
+
+START_TEST(a_change_of_the_server_is_learned_again)
+{
+	/* a long queue (a cache that halved) cuts to what the server ran, and
+	 * the ratio baseline is taught again by the next answers (a smaller
+	 * batch has faster steps: the queue-free first token is more tokens'
+	 * worth), before the one-too-many test reads it */
+	struct gradient g = settled(30);
+	int64_t now = feed(&g, 3000, answer(2500, 3000, 1, 30), 15);
+	unsigned cut = gradient_limit(&g);
+	ck_assert_uint_lt(cut, 20);
+	ck_assert_uint_eq(g.relearn, 32);
+	/* queue-free answers of the smaller batch: 12 ms a token, first token
+	 * 60 ms (5 tokens' worth, not 3): after relearning, none is late */
+	now += 3000;
+	for (int i = 0; i < 200; i++, now++) {
+		struct gradient_sample a = answer(now, 60, 1, cut);
+		a.stream_ms = 99 * 12;
+		a.max_gap_ms = 15;
+		gradient_on_sample(&g, now, &a);
+	}
+	ck_assert_uint_ge(gradient_limit(&g), cut); /* no cut: none read as late */
+	ck_assert_uint_eq(g.relearn, 0);
+}
+END_TEST
 END_TEST
 
 START_TEST(a_lucky_sample_does_not_set_the_baseline)
@@ -470,170 +631,196 @@ END_TEST
 
 /* ---- against the engine ---- */
 
-static struct sim S;
+static struct lane_sim S;
 
-/* ADAPTIVE.md's fit to vLLM (Llama-3.1-8B, A100), a KV cache of 29
- * requests of 1,024 prompt tokens, outputs of 64 to 192 tokens. */
-static struct sim_engine vllm(void)
+/* pacerd-mock's engine defaults (mock_engine.c): ADAPTIVE.md's fit to vLLM
+ * (Llama-3.1-8B, A100), a KV cache of 2,088 blocks (29 requests of 1,024 prompt
+ * tokens and 128 output tokens), prompts of 1,024 tokens, outputs uniform in
+ * 1..256; every step ± 5 %. */
+static struct lane_engine vllm(void)
 {
-	struct sim_engine e = {.kv_blocks = 29 * 64,
-	                       .a_ms = 16.44,
-	                       .b_ms = 0.0478,
-	                       .c_ms = 0.0182,
-	                       .slow = 1,
-	                       .noise = 0.05,
-	                       .prompt = 1024,
-	                       .output = 128,
-	                       .chunk = 2048};
+	struct lane_engine e = {
+	    .p = {.base_ms = 16.44,
+	          .prefill_ms = 0.0478,
+	          .decode_ms = 0.0182,
+	          .scale = 1,
+	          .kv_blocks = 33408 / ENG_BLOCK,
+	          .max_batch_tokens = 2048,
+	          .max_seqs = 256},
+	    .prompt = 1024,
+	    .output_min = 1,
+	    .output_max = 256,
+	    .noise = 0.05,
+	};
 	return e;
 }
 
 struct best {
 	unsigned cap;
-	double throughput;
+	double throughput; /* the engine's output tokens per second */
 };
 
 /* The best fixed cap for the engine (and k other tenants), by a sweep: the
- * most throughput among the caps that keep the engine's queue under one
- * request (past the knee a fixed cap gains a little throughput by queueing
- * inside the engine, and with another tenant there, by taking its share). */
-static struct sim F; /* the sweep's, beside S */
+ * most of the engine's output tokens per second (every tenant's: beside
+ * another tenant, a cap past the knee takes its share and does not add to
+ * the engine's) among the caps that keep the engine's queue under one
+ * request. */
+static struct lane_sim F; /* the sweep's, beside S */
 
-static struct best sweep(const struct sim_engine *e, unsigned tenants)
+static struct best sweep(const struct lane_engine *e, unsigned tenants)
 {
 	struct best b = {0, 0};
 	for (unsigned cap = 4; cap <= 40; cap++) {
-		sim_init(&F, e, NULL, cap, 128, 11);
-		sim_add_tenants(&F, tenants);
-		sim_run(&F, 20);
-		sim_stats_reset(&F);
-		sim_run(&F, 120);
-		if (sim_mean_waiting(&F) <= 1 && sim_throughput(&F) > b.throughput) {
+		lane_init(&F, e, NULL, cap, 128, 11);
+		lane_add_tenants(&F, tenants);
+		lane_run(&F, 20);
+		lane_stats_reset(&F);
+		lane_run(&F, 120);
+		if (lane_mean_waiting(&F) <= 1 && lane_tokens_per_s(&F) > b.throughput) {
 			b.cap = cap;
-			b.throughput = sim_throughput(&F);
+			b.throughput = lane_tokens_per_s(&F);
 		}
 	}
 	return b;
 }
 
-/* The first-token time of one request alone. */
-static double unloaded_first_ms(const struct sim_engine *e)
+/* The first-token time of one request alone: one prefill step. */
+static double unloaded_first_ms(const struct lane_engine *e)
 {
-	return (e->a_ms + e->b_ms * e->prompt + e->c_ms) * e->slow;
+	return eng_step_ms(&e->p, e->prompt, 0);
 }
 
 static struct gradient G;
 
-static void start(const struct sim_engine *e, uint64_t seed)
+static void start(const struct lane_engine *e, uint64_t seed)
 {
 	gradient_init(&G, &PARAMS, 0);
-	sim_init(&S, e, &G, 0, 128, seed);
+	lane_init(&S, e, &G, 0, 128, seed);
 }
+
+/* The share of the lane's requests preempted at least once, at most: the
+ * probes of the knee that fail (one every few minutes once they back off)
+ * cost a few preemptions each. The integration test (engine_gradient.mjs)
+ * holds issue 29's 0.5 % over its steady window. */
+#define PREEMPTED_MOST 0.01
 
 START_TEST(engine_steady_knee_found_and_held)
 {
-	struct sim_engine e = vllm();
+	struct lane_engine e = vllm();
 	struct best b = sweep(&e, 0);
-	for (uint64_t seed = 1; seed <= 3; seed++) {
+	for (uint64_t seed = 1; seed <= 5; seed += 2) {
 		start(&e, seed);
-		sim_run(&S, 60);
-		sim_stats_reset(&S);
-		sim_run(&S, 300);
+		lane_run(&S, 60);
+		lane_stats_reset(&S);
+		lane_run(&S, 300);
 		double first = unloaded_first_ms(&e);
-		double p50 = sim_first_quantile(&S, 0.5), p99 = sim_first_quantile(&S, 0.99);
-		double pre = (double)S.preempted / (double)S.done;
-		ck_assert_msg(sim_throughput(&S) >= 0.9 * b.throughput,
-		              "seed %u: %.2f req/s, best fixed cap %u: %.2f", (unsigned)seed,
-		              sim_throughput(&S), b.cap, b.throughput);
+		double p50 = lane_first_quantile(&S, 0.5), p99 = lane_first_quantile(&S, 0.99);
+		ck_assert_msg(lane_tokens_per_s(&S) >= 0.9 * b.throughput,
+		              "seed %u: %.0f tokens/s, best fixed cap %u: %.0f", (unsigned)seed,
+		              lane_tokens_per_s(&S), b.cap, b.throughput);
 		ck_assert_msg(p50 <= 2 * first && p99 <= 5 * first,
 		              "seed %u: first token p50 %.0f p99 %.0f ms, unloaded %.0f",
 		              (unsigned)seed, p50, p99, first);
-		ck_assert_msg(sim_mean_waiting(&S) <= 1, "waiting %.2f", sim_mean_waiting(&S));
-		ck_assert_msg(pre <= 0.005, "preempted %.2f %%", 100 * pre);
-		/* held: within 15 % of the knee, never past it by more than 3 */
-		ck_assert_msg(S.limit_lo >= 0.85 * b.cap && S.limit_hi <= b.cap + 3,
-		              "limit in [%u, %u], knee %u", S.limit_lo, S.limit_hi, b.cap);
+		ck_assert_msg(lane_mean_waiting(&S) <= 1, "waiting %.2f", lane_mean_waiting(&S));
+		ck_assert_msg(lane_preempted_share(&S) <= PREEMPTED_MOST,
+		              "seed %u: preempted %.2f %%", (unsigned)seed,
+		              100 * lane_preempted_share(&S));
+		/* held: near the knee on average, never past it by more than 3 */
+		ck_assert_msg(lane_mean_limit(&S) >= 0.9 * b.cap && S.limit_hi <= b.cap + 3,
+		              "seed %u: limit in [%u, %u], mean %.1f, knee %u", (unsigned)seed,
+		              S.limit_lo, S.limit_hi, lane_mean_limit(&S), b.cap);
 	}
 }
 END_TEST
 
 START_TEST(engine_uniformly_slower_keeps_the_limit)
 {
-	struct sim_engine e = vllm();
+	struct lane_engine e = vllm();
 	start(&e, 5);
-	sim_run(&S, 120);
+	lane_run(&S, 120);
 	unsigned knee = gradient_limit(&G);
-	S.e.slow = 2; /* every step twice as long */
-	sim_stats_reset(&S);
-	sim_run(&S, 600);
+	S.e.p.scale = 2; /* every step twice as long */
+	lane_stats_reset(&S);
+	lane_run(&S, 600);
 	ck_assert_msg(S.limit_lo >= 0.75 * knee, "limit fell to %u from %u", S.limit_lo, knee);
-	e.slow = 2;
+	e.p.scale = 2;
 	struct best b = sweep(&e, 0);
-	sim_stats_reset(&S);
-	sim_run(&S, 300);
-	ck_assert_msg(sim_throughput(&S) >= 0.9 * b.throughput, "%.2f req/s, best %.2f",
-	              sim_throughput(&S), b.throughput);
+	lane_stats_reset(&S);
+	lane_run(&S, 300);
+	ck_assert_msg(lane_tokens_per_s(&S) >= 0.9 * b.throughput, "%.0f tokens/s, best %.0f",
+	              lane_tokens_per_s(&S), b.throughput);
+	ck_assert_msg(lane_preempted_share(&S) <= PREEMPTED_MOST, "preempted %.2f %%",
+	              100 * lane_preempted_share(&S));
 }
 END_TEST
 
 START_TEST(engine_kv_halving_lowers_the_limit_soon)
 {
-	struct sim_engine e = vllm();
+	struct lane_engine e = vllm();
 	start(&e, 7);
-	sim_run(&S, 120);
+	lane_run(&S, 120);
 	ck_assert_uint_ge(gradient_limit(&G), 22);
-	S.e.kv_blocks /= 2;
-	while (sim_free(&S) < 0)
-		sim_preempt_newest(&S);
-	e.kv_blocks /= 2;
+	S.e.p.kv_blocks /= 2; /* the next step preempts the newest until the rest fit */
+	e.p.kv_blocks /= 2;
 	struct best b = sweep(&e, 0);
 	/* within 150 answers (about 20 s here), at most 2 past the new knee */
-	sim_stats_reset(&S);
+	lane_stats_reset(&S);
 	while (S.samples < 150)
-		sim_step(&S);
+		lane_step(&S);
 	ck_assert_msg(gradient_limit(&G) <= b.cap + 2, "limit %u after %u answers, new knee %u",
 	              gradient_limit(&G), (unsigned)S.samples, b.cap);
-	/* and from 30 s on: no queue to speak of, the new best's throughput */
-	sim_run(&S, 30 - (S.t - S.t0) / 1000);
-	sim_stats_reset(&S);
-	sim_run(&S, 120);
-	ck_assert_msg(sim_mean_waiting(&S) <= 1, "waiting %.2f", sim_mean_waiting(&S));
-	ck_assert_msg(sim_throughput(&S) >= 0.9 * b.throughput, "%.2f req/s, best %.2f (cap %u)",
-	              sim_throughput(&S), b.throughput, b.cap);
+	/* and from 30 s on: no queue to speak of, the new best's throughput, and
+	 * next to no preemption */
+	lane_run(&S, 30 - lane_elapsed_ms(&S) / 1000);
+	lane_stats_reset(&S);
+	lane_run(&S, 300);
+	ck_assert_msg(lane_mean_waiting(&S) <= 1, "waiting %.2f", lane_mean_waiting(&S));
+	ck_assert_msg(lane_tokens_per_s(&S) >= 0.9 * b.throughput,
+	              "%.0f tokens/s, best %.0f (cap %u)", lane_tokens_per_s(&S), b.throughput,
+	              b.cap);
+	ck_assert_msg(lane_preempted_share(&S) <= PREEMPTED_MOST, "preempted %.2f %%",
+	              100 * lane_preempted_share(&S));
 }
 END_TEST
 
 START_TEST(engine_noise_does_not_make_it_oscillate)
 {
-	struct sim_engine e = vllm();
+	struct lane_engine e = vllm();
 	e.noise = 0.2;         /* every step ± 20 % */
 	e.measure_noise = 0.2; /* and every reading ± 20 % on top */
-	for (uint64_t seed = 1; seed <= 3; seed++) {
+	struct best b = sweep(&e, 0);
+	for (uint64_t seed = 1; seed <= 5; seed += 2) {
 		start(&e, seed);
-		sim_run(&S, 120);
-		sim_stats_reset(&S);
-		sim_run(&S, 300);
-		double mean = sim_mean_limit(&S);
-		ck_assert_msg(S.limit_lo >= 0.9 * mean - 1e-9 && S.limit_hi <= 1.1 * mean + 1e-9,
-		              "seed %u: limit in [%u, %u], mean %.1f", (unsigned)seed, S.limit_lo,
-		              S.limit_hi, mean);
+		lane_run(&S, 120);
+		lane_stats_reset(&S);
+		lane_run(&S, 300);
+		double mean = lane_mean_limit(&S);
+		/* a probe far from a ceiling may go up by a few for a round */
+		ck_assert_msg(S.limit_lo >= 0.85 * mean - 1e-9 &&
+		                  S.limit_hi <= 1.25 * mean + 1e-9 &&
+		                  lane_tokens_per_s(&S) >= 0.85 * b.throughput,
+		              "seed %u: limit in [%u, %u], mean %.1f; %.0f tokens/s, best %.0f",
+		              (unsigned)seed, S.limit_lo, S.limit_hi, mean, lane_tokens_per_s(&S),
+		              b.throughput);
 	}
 }
 END_TEST
 
 START_TEST(engine_another_tenant)
 {
-	struct sim_engine e = vllm();
-	struct best b = sweep(&e, 10);
+	struct lane_engine e = vllm();
+	struct best b = sweep(&e, 16);
 	start(&e, 9);
-	sim_run(&S, 120);
-	sim_add_tenants(&S, 10); /* ten streams of another tenant, straight in */
-	sim_run(&S, 30);
-	sim_stats_reset(&S);
-	sim_run(&S, 120);
-	ck_assert_msg(sim_mean_waiting(&S) <= 1, "waiting %.2f", sim_mean_waiting(&S));
-	ck_assert_msg(sim_throughput(&S) >= 0.9 * b.throughput, "%.2f req/s, best %.2f (cap %u)",
-	              sim_throughput(&S), b.throughput, b.cap);
+	lane_run(&S, 120);
+	lane_add_tenants(&S, 16); /* 16 streams of another tenant, straight in */
+	lane_run(&S, 30);
+	lane_stats_reset(&S);
+	lane_run(&S, 120);
+	ck_assert_msg(lane_mean_waiting(&S) <= 1, "waiting %.2f", lane_mean_waiting(&S));
+	ck_assert_msg(lane_tokens_per_s(&S) >= 0.9 * b.throughput,
+	              "%.0f tokens/s, best %.0f (cap %u)", lane_tokens_per_s(&S), b.throughput,
+	              b.cap);
+	ck_assert_msg(S.limit_lo >= 0.75 * b.cap, "limit fell to %u, knee %u", S.limit_lo, b.cap);
 }
 END_TEST
 
@@ -650,13 +837,17 @@ static Suite *gradient_suite(void)
 	tcase_add_test(c, the_first_burst_queues_for_itself);
 	tcase_add_test(c, queue_cuts_to_what_the_server_ran);
 	tcase_add_test(c, uniformly_slower_is_not_fuller);
-	tcase_add_test(c, a_stall_is_a_wait);
+	tcase_add_test(c, stalls_are_preemptions);
 	tcase_add_test(c, answers_sent_before_the_round_do_not_count);
 	tcase_add_test(c, a_round_cuts_at_most_by_half);
 	tcase_add_test(c, clean_rounds_grow_after_the_hold);
 	tcase_add_test(c, the_tolerance_band_holds);
+	tcase_add_test(c, one_too_many);
+	tcase_add_test(c, what_was_sent_before_a_cut_drains);
 	tcase_add_test(c, a_probe_that_meets_a_queue_is_taken_back);
 	tcase_add_test(c, a_stall_under_a_probe_takes_it_back);
+	tcase_add_test(c, probes_of_a_ceiling_back_off);
+	tcase_add_test(c, a_change_of_the_server_is_learned_again);
 	tcase_add_test(c, a_lucky_sample_does_not_set_the_baseline);
 	tcase_add_test(c, refusal_cuts_and_ends_slow_start);
 	tcase_add_test(c, idle_starts_slowly_again);
