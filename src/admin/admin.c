@@ -207,6 +207,16 @@ static void lane_status(struct sched_lane *lane, void *arg)
 		static const char *const modes[] = {"local", "shared", "fallback"};
 		json_object_set_new(j, "gates_decided", json_string(modes[lv.gates_mode]));
 		json_object_set_new(j, "strict_margin", json_real(lv.strict_margin));
+		/* A silent lane's search (issue 30): its slow start, and the rate
+		 * probe's bound once refusals settled it (null: none, searching). */
+		json_object_set_new(j, "slow_start", json_boolean(lv.slow_start));
+		json_object_set_new(
+		    j, "rate_probe",
+		    lv.probe_bound_rps > 0
+		        ? json_pack("{s:f,s:f,s:I,s:i}", "bound_rps", lv.probe_bound_rps,
+		                    "rate_rps", lv.probe_rate_rps, "k_ms",
+		                    (json_int_t)lv.probe_k_ms, "calm", (int)lv.probe_calm)
+		        : json_null());
 		json_array_append_new(lanes, j);
 	}
 }

@@ -519,11 +519,20 @@ struct sched_lane_view {
 	bool gradient;
 	struct gradient_view grad;
 	int64_t dispatch_delay_ms; /* the dispatch-delay AIMD's delay */
-	int64_t hold_ms;           /* until a retry-after hold ends; 0: none */
-	int64_t queue_eta_ms;      /* sched_queue_eta_ms(lane, NULL, now) */
-	int64_t idle_ms;           /* since the lane's last activity */
-	const char *state;         /* sched_lane_state */
-	int64_t restored_age_ms;   /* sched_lane_restored_age_ms: -1 not restored */
+	/* A silent lane's own search (issue 30): slow_start while its open
+	 * limit doubles per round trip (concurrency_limit is that window);
+	 * the rate probe's bound once refusals settled it (rate_probe.h; 0:
+	 * searching, the dispatch delay's AIMD decides), the pace its curve
+	 * sets now, its K, and the refusals that met the same limit since. */
+	bool slow_start;
+	double probe_bound_rps, probe_rate_rps;
+	int64_t probe_k_ms;
+	unsigned probe_calm;
+	int64_t hold_ms;         /* until a retry-after hold ends; 0: none */
+	int64_t queue_eta_ms;    /* sched_queue_eta_ms(lane, NULL, now) */
+	int64_t idle_ms;         /* since the lane's last activity */
+	const char *state;       /* sched_lane_state */
+	int64_t restored_age_ms; /* sched_lane_restored_age_ms: -1 not restored */
 	enum sched_gates_mode gates_mode;
 	double strict_margin; /* what a strict gate keeps beyond T, learned (margin.h) */
 	size_t n_levels;      /* priorities with requests waiting: sched_lane_level() */

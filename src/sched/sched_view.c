@@ -8,6 +8,7 @@
 
 #include "sched/aimd.h"
 #include "sched/gradient.h"
+#include "sched/rate_probe.h"
 #include "sched/sched_lane-t.h"
 #include "sched/scope.h"
 
@@ -50,6 +51,14 @@ void sched_lane_view(const struct sched_lane *lane, int64_t now_ms, struct sched
 	if (v->gradient)
 		gradient_view(lane->grad, now_ms, &v->grad);
 	v->dispatch_delay_ms = aimd_delay_ms(&lane->delay);
+	v->slow_start = lane->conc.open && lane->conc.starting;
+	if (lane->quiet != NULL && lane->quiet->rate.bound > 0) {
+		const struct rate_probe *rp = &lane->quiet->rate;
+		v->probe_bound_rps = rp->bound;
+		v->probe_rate_rps = rate_probe_rate(rp, now_ms);
+		v->probe_k_ms = rate_probe_k_ms(rp);
+		v->probe_calm = rp->calm;
+	}
 	v->hold_ms = lane->hold_until_ms > now_ms ? lane->hold_until_ms - now_ms : 0;
 	v->queue_eta_ms = sched_queue_eta_ms(lane, NULL, now_ms);
 	v->idle_ms = now_ms - lane->last_active_ms;

@@ -5,8 +5,8 @@
 // the provider carries, it holds near it and probes above it later and later.
 // Each test has a mock of its own and a pacerd of its own; figures are the mock's counts.
 import assert from 'node:assert/strict';
-import { SLOW, keyHash, sleep } from '../lib.mjs';
-import { chatBody, events, keyEntry, logDigest, runLoad, send, startPacerdFor, summarize } from '../load.mjs';
+import { SLOW, keyHash, request, sleep } from '../lib.mjs';
+import { chatBody, events, keyEntry, logDigest, runLoad, send, startPacerdFor, startPacerdWithAdmin, summarize } from '../load.mjs';
 
 // It counts arrivals inside a retry-after window and refusals at an exact bucket: apart
 // from the files that run together. b. and c. are light (10 to 20 agents at 2 to 10
@@ -125,7 +125,7 @@ export const tests = [
     timeout_ms: 90000,
     fn: async (t) => {
       const mock = await t.startMock({ config: { style: 'openai', rpm: 600, burst: 10, headers: false, terse_429: true, latency_ms: 50 } });
-      const p = await startPacerdFor(t, mock);
+      const p = await startPacerdWithAdmin(t, mock);
       const key = 'sk-silent-steady-0001';
       const t0 = Date.now();
       const load = runLoad({ base: p.url, n: 100000, concurrency: 20, makeRequest: chat(key, 20), deadline_ms: 60000, t0 });
@@ -134,6 +134,11 @@ export const tests = [
       const t5 = Date.now();
       const r = await load;
       const s60 = await mock.stats();
+      // /status shows the search: the slow start over, the probe's bound (what the
+      // successes between two refusals carried: at most the bucket's 10 req/s and its
+      // refill, at least what the lane was paced at) and the curve's pace.
+      const st = JSON.parse((await request(`${p.admin}/status`, { timeout_ms: 5000 })).body.toString());
+      const lane = st.lanes.find((l) => l.key === keyHash(key));
       const secs = (Date.now() - t5) / 1000;
       const ok = (s60.responses['200'] ?? 0) - (s5.responses['200'] ?? 0);
       const refused = s60.rate_limited - s5.rate_limited;
@@ -146,6 +151,11 @@ export const tests = [
       assert.ok(s5.rate_limited >= 1, 'no refusal in the first 5 s: the lane never met the limit');
       assert.ok(refused <= 2, `${refused} refusals after the first 5 s (> 2)\n${msg}\n${logDigest(p)}`);
       assert.ok(share >= 0.85 / SLOW, `${(share * 100).toFixed(1)} % of the limit (< 85 %)\n${msg}`);
+      const rp = lane?.rate_probe;
+      console.log(`#   c: /status slow_start ${lane?.slow_start}, rate_probe ${JSON.stringify(rp)}`);
+      assert.equal(lane?.slow_start, false, JSON.stringify(lane));
+      assert.ok(rp && rp.bound_rps >= 7.5 && rp.bound_rps <= 11.5, `/status rate_probe ${JSON.stringify(rp)}: no bound near 10 req/s`);
+      assert.ok(rp.rate_rps >= 0.95 * rp.bound_rps - 1e-6 && rp.k_ms >= 12000, `/status rate_probe ${JSON.stringify(rp)}`);
     },
   },
 ];

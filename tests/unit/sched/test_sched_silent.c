@@ -81,6 +81,11 @@ START_TEST(the_first_lane_of_a_silent_provider_doubles_per_round_trip)
 	answer(0, SCHED_SUCCESS, 1200);
 	ck_assert_uint_eq(sched_concurrency_limit(&lane), LEARNED_BLIND_MAX);
 	ck_assert(lane.conc.starting);
+	struct sched_lane_view v; /* what /status shows */
+	sched_lane_view(&lane, 1200, &v);
+	ck_assert(v.slow_start);
+	ck_assert_uint_eq(v.concurrency_limit, LEARNED_BLIND_MAX);
+	ck_assert(v.probe_bound_rps == 0);
 	answer(1, SCHED_SUCCESS, 1200);
 	ck_assert_uint_eq(sched_concurrency_limit(&lane), 8);
 	answer(2, SCHED_SUCCESS, 1201);
@@ -96,6 +101,8 @@ START_TEST(the_first_lane_of_a_silent_provider_doubles_per_round_trip)
 	answer(8, SCHED_CAPACITY, 1500);
 	ck_assert(!lane.conc.open && !lane.conc.starting);
 	ck_assert_uint_eq(sched_concurrency_limit(&lane), 8);
+	sched_lane_view(&lane, 1500, &v);
+	ck_assert(!v.slow_start);
 	for (int i = 9; i < 24; i++)
 		sched_complete(&lane, &items[i], SCHED_SUCCESS, 1600);
 }
@@ -245,6 +252,15 @@ START_TEST(the_dispatch_delay_follows_the_bound_refusals_give)
 	ck_assert(fabs(lane.quiet->rate.bound - 19 / 2.1) < 1e-3);
 	ck_assert_int_eq(sched_dispatch_delay_ms(&lane),
 	                 (int64_t)ceil(1000.0 / (0.95 * lane.quiet->rate.bound) - 1e-9));
+	/* /status shows the bound, the curve's pace now and later, its K */
+	struct sched_lane_view v;
+	sched_lane_view(&lane, 3150, &v);
+	ck_assert(fabs(v.probe_bound_rps - 19 / 2.1) < 1e-3);
+	ck_assert(fabs(v.probe_rate_rps - 0.95 * v.probe_bound_rps) < 1e-3);
+	ck_assert_int_eq(v.probe_k_ms, RATE_PROBE_K_MIN_MS);
+	ck_assert_uint_eq(v.probe_calm, 0);
+	sched_lane_view(&lane, 3150 + RATE_PROBE_K_MIN_MS, &v);
+	ck_assert(fabs(v.probe_rate_rps - v.probe_bound_rps) < 1e-3);
 	ck_assert_uint_ge(sched_lane_heap_bytes(&lane), sizeof(*lane.quiet));
 }
 END_TEST
@@ -273,6 +289,9 @@ START_TEST(no_rate_probe_where_the_plan_paces_the_lane)
 	ck_assert_int_eq(dispatch_all(3100), 1);
 	answer(k, SCHED_CAPACITY, 3150);
 	ck_assert(lane.quiet == NULL || lane.quiet->rate.bound == 0);
+	struct sched_lane_view v;
+	sched_lane_view(&lane, 3150, &v);
+	ck_assert(v.probe_bound_rps == 0);
 	plan.max_requests_per_minute = 0;
 }
 END_TEST
