@@ -29,21 +29,28 @@ function flow(v) {
 /**
  * A pacerd of this test whose openai provider points at `mock` (a mock of the test's
  * own, so that its /_mock/config never leaks into other files), with `over` merged
- * into the suite's base configuration.
+ * into the suite's base configuration; `env`: more of pacerd's environment.
  */
-export async function startPacerdFor(t, mock, over = {}) {
+export async function startPacerdFor(t, mock, over = {}, { env } = {}) {
   const port = await freePort();
   const cfg = merge(t.baseConfig(port, { providers: { openai: { upstream: mock.url } } }), over);
-  return t.startPacerd({ port, config: toYaml(cfg) });
+  return t.startPacerd({ port, config: toYaml(cfg), ...(env ? { env } : {}) });
 }
+
+/** ASAN_OPTIONS without the quarantine, for a test that reads pacerd's RSS: under
+ * AddressSanitizer (make test SAN=1) freed memory waits there and counts as growth
+ * (inert without ASan). */
+export const asanNoQuarantine = () => ({
+  ASAN_OPTIONS: [process.env.ASAN_OPTIONS, 'quarantine_size_mb=0', 'thread_local_quarantine_size_kb=0'].filter(Boolean).join(':'),
+});
 
 /**
  * startPacerdFor with an admin port (over.admin merged in): resolves once the
  * admin port answers, with `p.admin` its base URL.
  */
-export async function startPacerdWithAdmin(t, mock, over = {}) {
+export async function startPacerdWithAdmin(t, mock, over = {}, opts = {}) {
   const aport = await freePort();
-  const p = await startPacerdFor(t, mock, merge(over, { admin: { listen: `127.0.0.1:${aport}` } }));
+  const p = await startPacerdFor(t, mock, merge(over, { admin: { listen: `127.0.0.1:${aport}` } }), opts);
   await waitFor(async () => (await tryConnect(aport)) === 'open', { timeout_ms: 10000 * SLOW, what: 'the admin port' });
   p.admin = `http://127.0.0.1:${aport}`;
   return p;

@@ -33,7 +33,9 @@ check $? "the tarball unpacks to pacerd-$want/ with the Makefile and VERSION ($w
 n_git=$(git ls-tree -r HEAD --name-only | wc -l)
 n_tar=$(cd "$src" && find . -type f ! -name VERSION | wc -l)
 ((n_git > 0 && n_git == n_tar)); check $? "it holds the commit's $n_git files (found $n_tar besides VERSION)"
-make -s -C "$src" -j2 all >"$work/build.log" 2>&1
+# SAN=0 BUILD=build: a user's plain `make all`, also under `make test SAN=1`, whose
+# SAN=1 would reach this make through MAKEFLAGS and build into build-san/.
+make -s -C "$src" -j2 SAN=0 BUILD=build all >"$work/build.log" 2>&1
 check $? "make all in the unpacked tarball"
 got=$("$src/build/pacerd" --version 2>&1)
 [[ $got == "pacerd $want" ]]; check $? "its pacerd --version says the git build's version: '$got' (want 'pacerd $want')"

@@ -45,6 +45,11 @@ async function normalLatency(p) {
 
 export const tests = [
   {
+    // Alone: it compares two p99s of the same clients a few seconds apart, and beside
+    // five other processes (make test's first phase) a burst of theirs lands in one
+    // and not the other (fresh.sh under load: 376 ms; make test SAN=1: 63 vs 20 ms).
+    // About 3 s, 2 s of CPU.
+    alone: true,
     name: 'slowloris: 1,000 trickled heads and 1,000 trickled bodies get 408 and close after client_timeout_s; normal clients keep their latency',
     timeout_ms: 60000,
     fn: async (t) => {

@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import https from 'node:https';
 import { WebSocketServer } from 'ws';
 import { SLOW, keyHash, sleep, waitFor } from '../lib.mjs';
-import { startPacerdWithAdmin } from '../load.mjs';
+import { asanNoQuarantine, startPacerdWithAdmin } from '../load.mjs';
 import { fds, open, status, tunnelTls, turn, turnLines, wsStats } from '../lib/ws.mjs';
 
 const gapsOf = (ts) => ts.slice(1).map((x, i) => x - ts[i]);
@@ -95,7 +95,7 @@ export const tests = [
     alone: true,
     fn: async (t) => {
       const mock = await t.startMock();
-      const p = await startPacerdWithAdmin(t, mock, {});
+      const p = await startPacerdWithAdmin(t, mock, {}, { env: asanNoQuarantine() }); // RSS read below
       const total = 20 * 1024 * 1024;
       const s = await tunnelTls(p);
       const ws = await open(p, { tunnel: s, headers: { 'x-mock-ws-flood-bytes': String(total) } });
