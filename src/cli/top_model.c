@@ -120,13 +120,15 @@ static long long counter_delta(long long now, const long long *then)
 }
 
 /* The configured requests-per-second gate (the per-minute one as per second
- * when only it is set), else the learned pace. */
+ * when only it is set), else the learned pace: the headers', or on a silent
+ * lane the rate probe's once refusals settled it. */
 static void row_rate(struct top_row *r, const json_t *lane)
 {
 	const json_t *gates = json_object_get(lane, "gates");
 	double rps = num_at(gates, "max_requests_per_second");
 	double rpm = num_at(gates, "max_requests_per_minute");
 	const json_t *learned = json_object_get(json_object_get(lane, "learned"), "requests");
+	const json_t *probe = json_object_get(lane, "rate_probe");
 	r->rate_learned = false;
 	if (rps > 0)
 		r->rate_per_s = rps;
@@ -134,6 +136,9 @@ static void row_rate(struct top_row *r, const json_t *lane)
 		r->rate_per_s = rpm / 60.0;
 	else if (json_is_object(learned) && num_at(learned, "pace_per_min") > 0) {
 		r->rate_per_s = num_at(learned, "pace_per_min") / 60.0;
+		r->rate_learned = true;
+	} else if (json_is_object(probe) && num_at(probe, "rate_rps") > 0) {
+		r->rate_per_s = num_at(probe, "rate_rps");
 		r->rate_learned = true;
 	} else
 		r->rate_per_s = 0;
@@ -154,6 +159,7 @@ static void row_from_lane(struct top_row *r, const json_t *lane)
 	str_at(lane, "plan", r->plan, sizeof(r->plan));
 	str_at(lane, "state", r->state, sizeof(r->state));
 	r->restored = json_is_true(json_object_get(lane, "restored"));
+	r->slow_start = json_is_true(json_object_get(lane, "slow_start"));
 	r->restored_age_ms = int_at(lane, "restored_age_ms");
 	r->queue_depth = int_at(lane, "queue_depth");
 	r->queue_eta_ms = int_at(lane, "queue_eta_ms");
@@ -526,6 +532,8 @@ void top_format_row(const struct top_row *r, char *buf, size_t width)
 	if (r->restored) {
 		duration(age, sizeof(age), r->restored_age_ms);
 		snprintf(state, sizeof(state), "%s, restored %s", r->state, age);
+	} else if (r->slow_start) {
+		snprintf(state, sizeof(state), "%s, slow start", r->state);
 	} else {
 		snprintf(state, sizeof(state), "%s", r->state);
 	}

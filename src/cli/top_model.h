@@ -66,6 +66,7 @@ struct top_row {
 	 * restored_age_ms: how old what it took up is. */
 	bool restored;
 	long long restored_age_ms;
+	bool slow_start; /* a silent lane's window still doubling (/status slow_start) */
 };
 
 struct top_header {

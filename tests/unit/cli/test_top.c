@@ -376,6 +376,43 @@ END_TEST
 
 /* A lane taken up from the state file shows so, with how old what it took
  * up is, until its first answer (then /status says restored: false). */
+/* A silent lane: its slow start in STATE, the rate probe's pace as the
+ * learned one once refusals settled it. */
+START_TEST(silent_lane_shows_its_search)
+{
+	json_t *l = lane("openai", "aaaa", 0, 0, 0);
+	json_object_set_new(l, "state", json_string("open"));
+	json_object_set_new(l, "slow_start", json_true());
+	json_object_set_new(l, "rate_probe", json_null());
+	json_t *k = lane("openai", "bbbb", 0, 0, 0);
+	json_object_set_new(k, "state", json_string("open"));
+	json_object_set_new(k, "slow_start", json_false());
+	/* no gate of the plan: where pacerd runs the probe */
+	json_object_set_new(
+	    l, "gates",
+	    json_pack("{s:f,s:f}", "max_requests_per_second", 0.0, "max_requests_per_minute", 0.0));
+	json_object_set_new(
+	    k, "gates",
+	    json_pack("{s:f,s:f}", "max_requests_per_second", 0.0, "max_requests_per_minute", 0.0));
+	json_object_set_new(k, "rate_probe",
+	                    json_pack("{s:f,s:f,s:I,s:i}", "bound_rps", 9.77, "rate_rps", 9.31,
+	                              "k_ms", (json_int_t)24000, "calm", 1));
+	struct top_model *m = top_model_new();
+	update(m, status(1, json_pack("[o,o]", l, k)), 0);
+	char buf[TOP_LINE_MAX];
+	top_format_row(row_of(m, "aaaa"), buf, 300);
+	ck_assert_ptr_nonnull(strstr(buf, "open, slow start"));
+	ck_assert(row_of(m, "aaaa")->rate_per_s == 0);
+	const struct top_row *r = row_of(m, "bbbb");
+	ck_assert(r->rate_learned);
+	ck_assert_double_eq_tol(r->rate_per_s, 9.31, 1e-9);
+	top_format_row(r, buf, 300);
+	ck_assert_ptr_nonnull(strstr(buf, "0.0/~9.3"));
+	ck_assert_ptr_null(strstr(buf, "slow start"));
+	top_model_free(m);
+}
+END_TEST
+
 START_TEST(restored_lane_says_so)
 {
 	json_t *l = lane("openai", "aaaa", 0, 0, 0);
@@ -405,6 +442,7 @@ static Suite *top_suite(void)
 	TCase *tc = tcase_create("model");
 	tcase_add_test(tc, rates_from_counter_differences);
 	tcase_add_test(tc, restored_lane_says_so);
+	tcase_add_test(tc, silent_lane_shows_its_search);
 	tcase_add_test(tc, first_poll_has_no_rate);
 	tcase_add_test(tc, the_header_shows_websockets_once_one_opened);
 	tcase_add_test(tc, the_header_shows_the_shared_store);
