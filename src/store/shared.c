@@ -98,7 +98,6 @@ struct shared_lane {
 	 * keeps after a send: a send later than its margin pushes them
 	 * (late_send) */
 	struct store_gate strict[SHARED_REQUEST_GATES];
-	double strict_keep[SHARED_REQUEST_GATES];
 	int strict_w[SHARED_REQUEST_GATES]; /* which request window each is */
 	size_t n_strict;
 	/* members answered "wait": asked again first, they keep their place in
@@ -223,8 +222,7 @@ static void late_send(struct shared *sh, struct shared_lane *sl, const struct sh
 		/* what the lane keeps now: a margin adopted from this very
 		 * decision's answer, after the ask, spaces the next request */
 		if (unmargined)
-			push[i].cost +=
-			    now != NULL ? now->req[sl->strict_w[i]].keep : sl->strict_keep[i];
+			push[i].cost += now->req[sl->strict_w[i]].keep;
 	}
 	struct store_cmd cmd;
 	store_cmd_adjust(&cmd, sl->names.key, sh->idle_ms, push, sl->n_strict);
@@ -575,7 +573,6 @@ unsigned shared_ask(struct shared *sh, struct shared_lane *sl, const struct shar
 		if (s->req[w].burst <= 1 && s->req[w].t_ms > 0) {
 			sl->strict[sl->n_strict] = (struct store_gate){
 			    request_fields[w], s->req[w].t_ms, s->req[w].burst, 1};
-			sl->strict_keep[sl->n_strict] = s->req[w].keep;
 			sl->strict_w[sl->n_strict++] = w;
 			if (s->req[w].t_ms < strict_t) {
 				strict_t = s->req[w].t_ms;

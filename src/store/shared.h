@@ -192,7 +192,7 @@ void shared_release(struct shared *sh, struct shared_lease *lease);
  * provider at sent_ms (the monotonic clock, fractional ms): the last step
  * of the margin learns it, and a send later than its "go" promised pushes
  * the lane's gates without slack (sh NULL: nothing), by what `now` (the
- * lane's gates at the send; NULL: as at the ask) says each keeps. Clears
+ * lane's gates at the send) says each keeps. Clears
  * grant->valid: a second write of the same attempt pushes nothing more. */
 void shared_sent(struct shared *sh, struct shared_lane *sl, struct shared_grant *grant,
                  double dispatched_ms, double sent_ms, const struct shared_gates *now);

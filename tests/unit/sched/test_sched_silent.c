@@ -223,32 +223,37 @@ START_TEST(a_request_not_written_when_a_hold_came_is_taken_back)
 }
 END_TEST
 
+/* Item i submitted and dispatched at t, answered o 50 ms later. */
+static void one_request(int i, enum sched_outcome o, int64_t t)
+{
+	submit_n(i, 1, t);
+	ck_assert_int_eq(dispatch_all(t), 1);
+	answer(i, o, t + 50);
+}
+
+/* After a first refusal of item 0 sent at 1000: 20 successes (items 1-20),
+ * one every 100 ms, then the next refusal, of item 21 sent 2.1 s after the
+ * first. */
+static void successes_then_refusal(void)
+{
+	for (int i = 1; i <= 20; i++) {
+		one_request(i, SCHED_SUCCESS, 1000 + 100 * i);
+		items[i].state = SCHED_NONE;
+	}
+	one_request(21, SCHED_CAPACITY, 3100);
+}
+
 START_TEST(the_dispatch_delay_follows_the_bound_refusals_give)
 {
 	/* a lane answered without headers, already paced by its delay */
 	init_lane();
 	sched_set_provider_silent(&lane, true);
-	int64_t t = 1000;
-	submit_n(0, 1, t);
-	ck_assert_int_eq(dispatch_all(t), 1);
-	answer(0, SCHED_CAPACITY, t + 50); /* the first refusal: the AIMD's cut */
+	one_request(0, SCHED_CAPACITY, 1000); /* the first refusal: the AIMD's cut */
 	ck_assert_ptr_nonnull(lane.quiet);
 	ck_assert(lane.delay.delay_ms > 0);
 	ck_assert(lane.quiet->rate.bound == 0);
-	/* 20 successes, one every 100 ms, then the next refusal, of a request
-	 * sent 2.1 s after the first: the provider carried (20 - 1) / 2.1 s at
-	 * least; paced at 95 % of it */
-	int k = 1;
-	for (int i = 0; i < 20; i++, k++) {
-		t = 1100 + 100 * i;
-		submit_n(k, 1, t);
-		ck_assert_int_eq(dispatch_all(t), 1);
-		answer(k, SCHED_SUCCESS, t + 50);
-		items[k].state = SCHED_NONE;
-	}
-	submit_n(k, 1, 3100);
-	ck_assert_int_eq(dispatch_all(3100), 1);
-	answer(k, SCHED_CAPACITY, 3150);
+	/* the provider carried (20 - 1) / 2.1 s at least; paced at 95 % of it */
+	successes_then_refusal();
 	ck_assert(fabs(lane.quiet->rate.bound - 19 / 2.1) < 1e-3);
 	ck_assert_int_eq(sched_dispatch_delay_ms(&lane),
 	                 (int64_t)ceil(1000.0 / (0.95 * lane.quiet->rate.bound) - 1e-9));
@@ -273,21 +278,8 @@ START_TEST(no_rate_probe_where_the_plan_paces_the_lane)
 	plan.max_requests_per_minute = 6000;
 	init_lane();
 	sched_set_provider_silent(&lane, true);
-	int64_t t = 1000;
-	submit_n(0, 1, t);
-	ck_assert_int_eq(dispatch_all(t), 1);
-	answer(0, SCHED_CAPACITY, t + 50);
-	int k = 1;
-	for (int i = 0; i < 20; i++, k++) {
-		t = 1100 + 100 * i;
-		submit_n(k, 1, t);
-		ck_assert_int_eq(dispatch_all(t), 1);
-		answer(k, SCHED_SUCCESS, t + 50);
-		items[k].state = SCHED_NONE;
-	}
-	submit_n(k, 1, 3100);
-	ck_assert_int_eq(dispatch_all(3100), 1);
-	answer(k, SCHED_CAPACITY, 3150);
+	one_request(0, SCHED_CAPACITY, 1000);
+	successes_then_refusal();
 	ck_assert(lane.quiet == NULL || lane.quiet->rate.bound == 0);
 	struct sched_lane_view v;
 	sched_lane_view(&lane, 3150, &v);
